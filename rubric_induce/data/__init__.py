@@ -1,0 +1,20 @@
+"""Data model, JSONL I/O and dataset loaders."""
+from .examples_io import check_labels, read_examples, require_two_classes, write_examples
+from .model import (
+    LIKERT_5,
+    YES_NO,
+    AnswerScale,
+    Example,
+    Judgment,
+    LabelScale,
+    Rubric,
+    RubricPool,
+    RubricSet,
+    content_id,
+)
+
+__all__ = [
+    "AnswerScale", "LIKERT_5", "YES_NO", "LabelScale", "Judgment", "Example", "Rubric",
+    "RubricPool", "RubricSet", "content_id", "read_examples", "write_examples", "check_labels",
+    "require_two_classes",
+]

@@ -1,0 +1,101 @@
+"""JSON / JSONL reading and writing with errors that point at the file and line.
+
+Writes go through a temporary file and a rename, so a crash never leaves half a file behind.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import DataError
+
+__all__ = ["read_jsonl", "write_jsonl", "append_jsonl", "read_json", "write_json", "atomic_write_text"]
+
+
+def _open_text(path: Path):
+    try:
+        return path.open("r", encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError("file not found", path=path) from None
+    except IsADirectoryError:
+        raise DataError("expected a file, found a directory", path=path) from None
+    except OSError as exc:
+        raise DataError(f"cannot read file: {exc.strerror}", path=path) from None
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)`` for each non-blank line; fail loudly on the first bad one."""
+    path = Path(path)
+    with _open_text(path) as fh:
+        try:
+            for line_no, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"malformed JSON ({exc.msg} at column {exc.colno})",
+                                    path=path, line=line_no) from None
+                if not isinstance(obj, dict):
+                    raise DataError(f"expected a JSON object, got {type(obj).__name__}",
+                                    path=path, line=line_no)
+                yield line_no, obj
+        except UnicodeDecodeError as exc:
+            raise DataError(f"file is not UTF-8 text ({exc.reason})", path=path) from None
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    with _open_text(path) as fh:
+        try:
+            return json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"malformed JSON ({exc.msg})", path=path, line=exc.lineno) from None
+        except UnicodeDecodeError as exc:
+            raise DataError(f"file is not UTF-8 text ({exc.reason})", path=path) from None
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, sort_keys=False, allow_nan=False)
+
+
+def write_jsonl(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> Path:
+    return atomic_write_text(path, "".join(_dumps(dict(r)) + "\n" for r in rows))
+
+
+def append_jsonl(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Append rows and flush, for incremental output that survives a crash line by line."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(_dumps(dict(r)) + "\n")
+        fh.flush()
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    return atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False) + "\n")
