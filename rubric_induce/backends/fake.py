@@ -1,0 +1,180 @@
+"""A deterministic offline backend for tests and dry runs.
+
+Replies and answer distributions are either scripted by the test or derived from a hash of the
+request, so the same request always gets the same answer and different requests get different
+ones: enough to exercise every stage end to end without a model.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import BackendError, LogprobsUnavailableError
+from .base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
+
+__all__ = ["FakeBackend", "example_from_schema"]
+
+ReplyScript = Callable[..., str] | Sequence[str] | Mapping[str, str] | None
+AnswerScript = Callable[[Sequence[Message], Sequence[str], str], Mapping[str, float]] | None
+
+
+def _digest(*parts: Any) -> int:
+    blob = json.dumps(parts, sort_keys=True, default=str).encode("utf-8")
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
+
+
+def example_from_schema(schema: Mapping[str, Any], rng: np.random.Generator) -> Any:
+    """A small value that satisfies a (simple) JSON schema: what a constrained decoder would emit."""
+    kind = schema.get("type")
+    if "enum" in schema:
+        return schema["enum"][int(rng.integers(len(schema["enum"])))]
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        return {k: example_from_schema(v, rng) for k, v in props.items()}
+    if kind == "array":
+        n = max(int(schema.get("minItems", 1)), min(3, int(schema.get("maxItems", 3))))
+        return [example_from_schema(schema.get("items", {"type": "string"}), rng) for _ in range(n)]
+    if kind == "integer":
+        lo, hi = int(schema.get("minimum", 1)), int(schema.get("maximum", 5))
+        return int(rng.integers(lo, hi + 1))
+    if kind == "number":
+        return float(rng.random())
+    if kind == "boolean":
+        return bool(rng.integers(2))
+    return f"fake text {int(rng.integers(1_000_000))}"
+
+
+class FakeBackend(Backend):
+    """Scripted or hash-seeded replies and logprobs; records every call in ``calls``.
+
+    ``replies``: a callable ``(messages, **params) -> str``, a list consumed in order, or a
+    mapping from a substring of the last user message to the reply. ``answers``: a callable
+    ``(messages, answers, assistant_prefix) -> {answer: probability}`` (missing answers get 0).
+    ``logprobs=False`` makes it behave like an endpoint without logprobs.
+    """
+
+    kind = "fake"
+    supports_assistant_prefix = True
+    supports_json_schema = True
+
+    def __init__(
+        self,
+        model: str = "fake",
+        *,
+        replies: ReplyScript = None,
+        answers: AnswerScript = None,
+        logprobs: bool = True,
+        mass: float = 0.9,
+        seed: int = 0,
+        max_concurrency: int = 1,
+    ) -> None:
+        self.model = model
+        self.replies = list(replies) if isinstance(replies, (list, tuple)) else replies
+        self.answers = answers
+        self.supports_logprobs = logprobs
+        self.mass = mass
+        self.seed = seed
+        self.max_concurrency = max_concurrency
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def identity(self) -> dict[str, Any]:
+        return {"kind": self.kind, "model": self.model, "seed": self.seed, "mass": self.mass}
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def _usage(self, messages: Sequence[Message], completion: str) -> Usage:
+        prompt = sum(self.count_tokens(m["content"]) + 4 for m in messages)
+        return Usage(prompt_tokens=prompt, completion_tokens=self.count_tokens(completion), cost_usd=0.0)
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        seed: int | None = None,
+        json_schema: Mapping[str, Any] | None = None,
+        stop: Sequence[str] | None = None,
+        top_logprobs: int = 0,
+    ) -> ChatResult:
+        params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed,
+                  "json_schema": json_schema, "stop": stop, "top_logprobs": top_logprobs}
+        self.calls.append(("chat", {"messages": [dict(m) for m in messages], **params}))
+        text = self._scripted_reply(messages, params)
+        if text is None:
+            rng = np.random.default_rng(_digest(self.seed, [dict(m) for m in messages], seed, temperature))
+            if json_schema is not None:
+                text = json.dumps(example_from_schema(json_schema, rng))
+            else:
+                text = f"Analysis: fake reasoning {int(rng.integers(1000))}.\nRating: {int(rng.integers(1, 6))}"
+        if stop:
+            cut = [text.find(s) for s in stop if s in text]
+            if cut:
+                text = text[: min(cut)]
+        tokens = None
+        if top_logprobs and self.supports_logprobs:
+            tokens = [TokenLogprob(tok, math.log(0.9), {tok: math.log(0.9)}) for tok in _split_tokens(text)]
+        return ChatResult(text=text, usage=self._usage(messages, text), tokens=tokens, finish_reason="stop")
+
+    def _scripted_reply(self, messages: Sequence[Message], params: dict[str, Any]) -> str | None:
+        if self.replies is None:
+            return None
+        if callable(self.replies):
+            return self.replies(messages, **params)
+        if isinstance(self.replies, list):
+            if not self.replies:
+                raise BackendError("FakeBackend: scripted replies are exhausted")
+            return self.replies.pop(0)
+        last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+        for needle, reply in self.replies.items():
+            if needle in last_user:
+                return reply
+        return None
+
+    def answer_logprobs(
+        self,
+        messages: Sequence[Message],
+        answers: Sequence[str],
+        *,
+        assistant_prefix: str = "",
+    ) -> AnswerLogprobs:
+        self.calls.append(("answer_logprobs", {"messages": [dict(m) for m in messages],
+                                               "answers": list(answers), "assistant_prefix": assistant_prefix}))
+        if not self.supports_logprobs:
+            raise LogprobsUnavailableError("FakeBackend(logprobs=False) gives no logprobs; "
+                                           "use the sampling estimator")
+        if self.answers is not None:
+            probs = dict(self.answers(messages, answers, assistant_prefix))
+            p = np.array([float(probs.get(a, 0.0)) for a in answers])
+        else:
+            rng = np.random.default_rng(_digest(self.seed, [dict(m) for m in messages], list(answers),
+                                                assistant_prefix))
+            p = rng.dirichlet(np.full(len(answers), 0.7)) * self.mass
+        with np.errstate(divide="ignore"):
+            logp = np.log(p)
+        return AnswerLogprobs({a: float(lp) for a, lp in zip(answers, logp)},
+                              self._usage(messages, assistant_prefix + answers[0]))
+
+
+def _split_tokens(text: str) -> list[str]:
+    """Whitespace-preserving word pieces, standing in for a tokenizer in fake token logprobs."""
+    out: list[str] = []
+    cur = ""
+    for ch in text:
+        if ch.isspace() or ch in ":.,":
+            if cur:
+                out.append(cur)
+            cur = ch if ch.isspace() else ""
+            if ch in ":.,":
+                out.append(ch)
+        else:
+            cur += ch
+    if cur:
+        out.append(cur)
+    return out

