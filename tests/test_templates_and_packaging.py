@@ -1,0 +1,54 @@
+"""Prompt templates load, hash and render; the package lists every subpackage it ships."""
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from rubric_induce.errors import RubricInduceError
+from rubric_induce.templates import load_prompt, prompts_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_template_parses_and_has_a_content_hash():
+    names = sorted(p.stem for p in prompts_dir().glob("*.txt"))
+    assert {"probe_score_only", "probe_rate_explain", "probe_analyze_rate"} <= set(names)
+    hashes = {load_prompt(n).hash for n in names}
+    assert len(hashes) == len(names) and all(re.fullmatch(r"[0-9a-f]{12}", h) for h in hashes)
+
+
+def test_render_requires_every_placeholder():
+    tpl = load_prompt("probe_score_only")
+    assert tpl.placeholders == {"example", "rubric", "levels", "scale"}
+    with pytest.raises(RubricInduceError, match="needs values"):
+        tpl.render(example="x")
+    msgs = tpl.render(example="T", rubric="R", levels="", scale="1-5")
+    assert [m["role"] for m in msgs] == ["system", "user"]
+
+
+def test_hash_changes_with_content(tmp_path):
+    (tmp_path / "a.txt").write_text("[user]\nhello ${x}\n")
+    h1 = load_prompt("a", tmp_path).hash
+    (tmp_path / "b.txt").write_text("[user]\nhello  ${x}\n")
+    assert load_prompt("b", tmp_path).hash != h1
+    with pytest.raises(RubricInduceError, match="no prompt template"):
+        load_prompt("missing", tmp_path)
+
+
+def test_pyproject_lists_every_subpackage():
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(conf["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "rubric_induce").rglob("__init__.py")}
+    assert found - {"rubric_induce.prompts"} <= listed
+    assert "rubric_induce.prompts" in listed
+
+
+def test_price_lookup():
+    from rubric_induce.backends.base import price_for
+
+    assert price_for("gpt-4o-mini", 1_000_000, 0) == pytest.approx(0.15)
+    assert price_for("gpt-4o-mini-2024-07-18", 0, 1_000_000) == pytest.approx(0.60)
+    assert price_for("my-local-llama", 10, 10) is None
