@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .backends.base import Backend
+from .backends.concurrency import run_bounded
 from .data.model import AnswerScale, Example, Rubric, manifest_path
 from .errors import DataError, LogprobsUnavailableError, RubricInduceError
 from .templates import PromptTemplate, load_prompt
@@ -428,19 +428,12 @@ def probe(
 
         bar = tqdm(total=len(tasks), unit="probe", desc="probing", dynamic_ncols=True)
     records: list[ProbeRecord] = []
+    # One example's probes form a batch: in parallel on a concurrent backend, in order on a
+    # serial one, so the example's prompt prefix stays in the KV cache across its rubrics.
+    batch = max(1, backend.max_concurrency)
     try:
-        if backend.max_concurrency > 1:
-            with ThreadPoolExecutor(max_workers=backend.max_concurrency) as pool:
-                results = pool.map(run, tasks)
-                for rec in results:
-                    records.append(rec)
-                    if on_record:
-                        on_record(rec)
-                    if bar:
-                        bar.update()
-        else:
-            for task in tasks:
-                rec = run(task)
+        for start in range(0, len(tasks), batch):
+            for rec in run_bounded(run, tasks[start:start + batch], backend.max_concurrency):
                 records.append(rec)
                 if on_record:
                     on_record(rec)

