@@ -1,0 +1,276 @@
+"""Load your own labelled texts from JSONL, a JSON array, CSV or TSV.
+
+You say which columns (or keys; dotted paths such as ``turn.text`` reach into nested JSON) hold
+the text parts and the labels; everything is validated row by row, and the first bad row raises a
+:class:`DataError` naming the file, the line (the record index for a JSON array) and the field:
+a missing column or key, empty text, a label that is not a number or lies outside its declared
+scale, a duplicate id. Nothing is half-loaded.
+
+With ``judge_field``, each row is one judge's answer: rows with the same id (or, without
+``id_field``, the same texts) become one example with one judgment per row and the mean of the
+judges' answers as its labels.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ...errors import DataError
+from ..examples_io import require_two_classes
+from ..jsonl import read_json, read_jsonl
+from ..model import Example, Judgment, LabelScale
+from ._common import check_scale
+
+__all__ = ["load_generic", "FORMATS"]
+
+FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv"}
+_MISSING = object()
+
+
+def load_generic(
+    path: str | os.PathLike[str],
+    *,
+    text_fields: Mapping[str, str],
+    label_fields: Mapping[str, str] | None = None,
+    id_field: str | None = None,
+    group_field: str | None = None,
+    judge_field: str | None = None,
+    label_scales: Mapping[str, LabelScale] | None = None,
+    format: str | None = None,
+    binary_label: str | None = None,
+) -> list[Example]:
+    """Read examples from a JSONL / JSON / CSV / TSV file.
+
+    ``text_fields`` maps our field name to the column or key that holds it (e.g.
+    ``{"text": "response", "context": "history"}``); ``label_fields`` does the same for labels
+    (numbers, or numeric strings in CSV/TSV; JSON ``true``/``false`` read as 1/0).
+    ``label_scales`` (keyed by our label names) declares what each label may be; with
+    ``judge_field`` they apply to each judge's answer and the mean is checked on the same range.
+    ``format`` is ``jsonl``, ``json``, ``csv`` or ``tsv`` (default: from the file suffix).
+    ``binary_label`` names a label that must hold two classes (a single-class file is refused).
+    """
+    path = Path(path)
+    label_fields = dict(label_fields or {})
+    if not text_fields:
+        raise DataError("text_fields must name at least one text column", path=path, field="text_fields")
+    if binary_label is not None and binary_label not in label_fields:
+        raise DataError(f"binary_label {binary_label!r} is not one of the label fields "
+                        f"{sorted(label_fields)}", path=path, field=binary_label)
+    fmt = (format or FORMATS.get(path.suffix.lower(), "")).lower()
+    if fmt not in ("jsonl", "json", "csv", "tsv"):
+        raise DataError(f"cannot tell the file format from {path.suffix!r}; pass format="
+                        "'jsonl', 'json', 'csv' or 'tsv'", path=path)
+    tabular = fmt in ("csv", "tsv")
+    mean_scales = {
+        k: LabelScale("continuous", s.low, s.high, s.not_applicable) for k, s in (label_scales or {}).items()
+    } if judge_field else dict(label_scales or {})
+
+    examples: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    required = [*text_fields.values(), *label_fields.values(),
+                *(f for f in (id_field, group_field, judge_field) if f is not None)]
+    for line, record, row in _rows(path, fmt, required):
+        def loc(field: str) -> dict[str, Any]:
+            return {"path": path, "line": line, "field": field}
+
+        prefix = f"record {record}: " if record is not None else ""
+        fields: dict[str, str] = {}
+        for name, key in text_fields.items():
+            value = _lookup(row, key, tabular)
+            if value is _MISSING or value is None:
+                raise DataError(f"{prefix}missing text column/key {key!r}", **loc(key))
+            if not isinstance(value, str):
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    value = str(value)
+                else:
+                    raise DataError(f"{prefix}expected text, got {type(value).__name__}", **loc(key))
+            if not value.strip():
+                raise DataError(f"{prefix}text is empty", **loc(key))
+            fields[name] = value
+        labels: dict[str, float] = {}
+        for name, key in label_fields.items():
+            value = _lookup(row, key, tabular)
+            if value is _MISSING or value is None:
+                raise DataError(f"{prefix}missing label column/key {key!r}", **loc(key))
+            labels[name] = _number(value, prefix, loc(key))
+            scale = (label_scales or {}).get(name)
+            problem = scale.check(labels[name]) if scale is not None else None
+            if problem:
+                named = f" (label {name!r})" if name != key else ""
+                raise DataError(f"{prefix}{problem}{named}", **loc(key))
+        ex_id = None
+        if id_field is not None:
+            raw_id = _lookup(row, id_field, tabular)
+            if raw_id is _MISSING or raw_id is None or str(raw_id).strip() == "":
+                raise DataError(f"{prefix}missing id", **loc(id_field))
+            ex_id = str(raw_id).strip()
+        group = None
+        if group_field is not None:
+            raw_group = _lookup(row, group_field, tabular)
+            if raw_group is _MISSING or raw_group is None or str(raw_group).strip() == "":
+                raise DataError(f"{prefix}missing group", **loc(group_field))
+            group = str(raw_group).strip()
+        judge = None
+        if judge_field is not None:
+            raw_judge = _lookup(row, judge_field, tabular)
+            if raw_judge is _MISSING or raw_judge is None or str(raw_judge).strip() == "":
+                raise DataError(f"{prefix}missing judge", **loc(judge_field))
+            judge = str(raw_judge).strip()
+
+        key = ex_id if ex_id is not None else Example.create(fields).id
+        where_ = line if line is not None else f"record {record}"
+        if key in examples:
+            prev = examples[key]
+            if judge is None:
+                raise DataError(f"{prefix}duplicate example id {key!r} (first at {_pos(prev)})",
+                                **loc(id_field or "text"))
+            if prev["fields"] != fields:
+                raise DataError(f"{prefix}rows with id {key!r} have different texts (first at {_pos(prev)})",
+                                **loc(next(iter(text_fields.values()))))
+            if prev["group"] != group:
+                raise DataError(f"{prefix}rows with id {key!r} have different groups (first at {_pos(prev)})",
+                                **loc(group_field or "group"))
+            if any(j.judge == judge for j in prev["judgments"]):
+                raise DataError(f"{prefix}judge {judge!r} already labelled example {key!r}",
+                                **loc(judge_field or "judge"))
+            prev["judgments"].append(Judgment(judge=judge, labels=labels))
+            prev["where"].append(where_)
+            continue
+        order.append(key)
+        examples[key] = {
+            "fields": fields, "labels": labels, "group": group, "where": [where_],
+            "judgments": [Judgment(judge=judge, labels=labels)] if judge is not None else [],
+            "line": line, "record": record,
+        }
+    if not order:
+        raise DataError("no rows in file", path=path)
+
+    out: list[Example] = []
+    for key in order:
+        e = examples[key]
+        labels = e["labels"]
+        if judge_field is not None:
+            labels = {}
+            for name in label_fields:
+                na = label_scales[name].not_applicable if label_scales and name in label_scales else ()
+                vals = [j.labels[name] for j in e["judgments"]]
+                applicable = [v for v in vals if v not in na]
+                labels[name] = sum(applicable) / len(applicable) if applicable else vals[0]
+            check_scale(labels, mean_scales, path=path, line=e["line"], record=e["record"],
+                        field_prefix="mean.")
+        meta: dict[str, Any] = {"source": str(path)}
+        if e["line"] is not None:
+            meta["line"] = e["line"] if len(e["where"]) == 1 else e["where"]
+        else:
+            meta["record"] = e["record"]
+        out.append(Example.create(e["fields"], labels, id=key if id_field is not None else None,
+                                  judgments=e["judgments"], group=e["group"], meta=meta))
+    if binary_label is not None:
+        require_two_classes(out, binary_label, path=path)
+    return out
+
+
+def _pos(prev: Mapping[str, Any]) -> str:
+    first = prev["where"][0]
+    return f"line {first}" if isinstance(first, int) else str(first)
+
+
+def _number(value: Any, prefix: str, loc: Mapping[str, Any]) -> float:
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float)):
+        out = float(value)
+    elif isinstance(value, str):
+        if not value.strip():
+            raise DataError(f"{prefix}label is empty", **loc)
+        try:
+            out = float(value.strip())
+        except ValueError:
+            raise DataError(f"{prefix}label must be a number, got {value!r}", **loc) from None
+    else:
+        raise DataError(f"{prefix}label must be a number, got {type(value).__name__}", **loc)
+    if math.isnan(out) or math.isinf(out):
+        raise DataError(f"{prefix}label must be a finite number, got {value!r}", **loc)
+    return out
+
+
+def _lookup(row: Mapping[str, Any], key: str, tabular: bool) -> Any:
+    """``row[key]``; for JSON, a dotted path walks into objects (and lists by index)."""
+    if tabular or key in row:
+        return row.get(key, _MISSING)
+    value: Any = row
+    for part in key.split("."):
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return _MISSING
+    return value
+
+
+def _rows(path: Path, fmt: str, required: list[str]) -> Iterator[tuple[int | None, int | None, Mapping[str, Any]]]:
+    """``(line, record index or None, row)`` for every row of the file.
+
+    For CSV/TSV the header must hold every ``required`` column (else an error on line 1).
+    """
+    if fmt == "jsonl":
+        for line_no, obj in read_jsonl(path):
+            yield line_no, None, obj
+        return
+    if fmt == "json":
+        data = read_json(path)
+        if isinstance(data, Mapping):
+            lists = [v for v in data.values() if isinstance(v, list)]
+            if len(lists) != 1:
+                raise DataError("expected a JSON array of objects (or an object holding one array)",
+                                path=path)
+            data = lists[0]
+        if not isinstance(data, list):
+            raise DataError(f"expected a JSON array of objects, got {type(data).__name__}", path=path)
+        for i, obj in enumerate(data):
+            if not isinstance(obj, Mapping):
+                raise DataError(f"record {i}: expected an object, got {type(obj).__name__}", path=path)
+            yield None, i, obj
+        return
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise DataError("file not found", path=path) from None
+    except IsADirectoryError:
+        raise DataError("expected a file, found a directory", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"file is not UTF-8 text ({exc.reason})", path=path) from None
+    except OSError as exc:
+        raise DataError(f"cannot read file: {exc.strerror}", path=path) from None
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if fmt == "tsv" else ",")
+    try:
+        header = next(reader, None)
+        if header is None or not any(h.strip() for h in header):
+            raise DataError("empty file (expected a header line)", path=path, line=1)
+        header = [h.strip() for h in header]
+        dup = sorted({h for h in header if header.count(h) > 1})
+        if dup:
+            raise DataError(f"duplicate column names {dup}", path=path, line=1)
+        for col in required:
+            if col not in header:
+                raise DataError(f"missing column {col!r} in the header (columns: {header})",
+                                path=path, line=1, field=col)
+        start = reader.line_num + 1
+        for cells in reader:
+            line = start
+            start = reader.line_num + 1
+            if not any(c.strip() for c in cells):
+                continue
+            if len(cells) > len(header):
+                raise DataError(f"row has {len(cells)} cells but the header has {len(header)}",
+                                path=path, line=line)
+            row = dict(zip(header, cells))  # short rows: absent columns are reported by name
+            yield line, None, row
+    except csv.Error as exc:
+        raise DataError(f"malformed {fmt.upper()} ({exc})", path=path, line=reader.line_num) from None

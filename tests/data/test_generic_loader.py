@@ -1,0 +1,222 @@
+"""The generic JSONL / JSON / CSV / TSV loader: happy paths and every way input can be bad."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rubric_induce.data import LabelScale
+from rubric_induce.data.datasets import load_generic
+from rubric_induce.errors import DataError
+
+LIKERT = {"quality": LabelScale("ordinal", 1, 5)}
+BINARY = {"sat": LabelScale("binary", 0, 1)}
+
+
+def _jsonl(path: Path, rows) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows),
+                    encoding="utf-8")
+    return path
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------- happy paths
+
+
+def test_jsonl_with_dotted_paths_ids_and_groups(tmp_path):
+    path = _jsonl(tmp_path / "d.jsonl", [
+        {"id": "a", "conv": {"context": "hi", "reply": "hello"}, "scores": {"q": 4}, "doc": "g1"},
+        {"id": "b", "conv": {"context": "hi", "reply": "bye"}, "scores": {"q": "2"}, "doc": "g1"},
+    ])
+    examples = load_generic(path, text_fields={"context": "conv.context", "text": "conv.reply"},
+                            label_fields={"quality": "scores.q"}, id_field="id",
+                            group_field="doc", label_scales=LIKERT)
+    assert [ex.id for ex in examples] == ["a", "b"]
+    assert examples[1].fields == {"context": "hi", "text": "bye"}
+    assert examples[1].labels == {"quality": 2.0}
+    assert {ex.group for ex in examples} == {"g1"}
+    assert examples[0].meta["line"] == 1
+
+
+def test_csv_numeric_strings_become_floats_and_ids_are_stable(tmp_path):
+    path = _write(tmp_path / "d.csv", 'text,quality\n"Hello, world",4\nsecond,2.5\n')
+    scales = {"quality": LabelScale("continuous", 1, 5)}
+    first = load_generic(path, text_fields={"text": "text"}, label_fields={"quality": "quality"},
+                         label_scales=scales)
+    again = load_generic(path, text_fields={"text": "text"}, label_fields={"quality": "quality"},
+                         label_scales=scales)
+    assert [ex.labels["quality"] for ex in first] == [4.0, 2.5]
+    assert first[0].fields["text"] == "Hello, world"
+    assert [ex.id for ex in first] == [ex.id for ex in again]
+
+
+def test_tsv_and_json_array(tmp_path):
+    tsv = _write(tmp_path / "d.tsv", "t\ts\nfine\t1\nbad\t0\n")
+    examples = load_generic(tsv, text_fields={"text": "t"}, label_fields={"sat": "s"},
+                            label_scales=BINARY, binary_label="sat")
+    assert [ex.labels["sat"] for ex in examples] == [1.0, 0.0]
+    arr = _write(tmp_path / "d.json", json.dumps([{"t": "x", "s": True}, {"t": "y", "s": False}]))
+    examples = load_generic(arr, text_fields={"text": "t"}, label_fields={"sat": "s"},
+                            label_scales=BINARY, binary_label="sat")
+    assert [ex.labels["sat"] for ex in examples] == [1.0, 0.0]
+    assert examples[1].meta["record"] == 1
+
+
+def test_explicit_format_overrides_suffix(tmp_path):
+    path = _write(tmp_path / "data.txt", "text\none\n")
+    assert len(load_generic(path, text_fields={"text": "text"}, format="csv")) == 1
+    with pytest.raises(DataError, match="format"):
+        load_generic(path, text_fields={"text": "text"})
+
+
+def test_judge_rows_merge_into_one_example_with_mean_label(tmp_path):
+    path = _write(tmp_path / "d.csv",
+                  "id,text,judge,quality\nx,Some text,ann1,4\nx,Some text,ann2,5\ny,Other,ann1,1\n")
+    examples = load_generic(path, text_fields={"text": "text"}, label_fields={"quality": "quality"},
+                            id_field="id", judge_field="judge", label_scales=LIKERT)
+    assert [ex.id for ex in examples] == ["x", "y"]
+    x = examples[0]
+    assert x.labels["quality"] == pytest.approx(4.5)
+    assert [(j.judge, j.labels["quality"]) for j in x.judgments] == [("ann1", 4.0), ("ann2", 5.0)]
+    assert x.meta["line"] == [2, 3]
+
+
+def test_judge_rows_merge_by_identical_text_without_ids(tmp_path):
+    path = _jsonl(tmp_path / "d.jsonl", [
+        {"text": "same", "judge": "a", "q": 1}, {"text": "same", "judge": "b", "q": 3},
+        {"text": "other", "judge": "a", "q": 2}])
+    examples = load_generic(path, text_fields={"text": "text"}, label_fields={"quality": "q"},
+                            judge_field="judge", label_scales=LIKERT)
+    assert len(examples) == 2 and examples[0].labels["quality"] == 2.0
+    assert len(examples[0].judgments) == 2
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(DataError) as err:
+        load_generic(tmp_path / "none.jsonl", text_fields={"text": "text"})
+    assert err.value.path == str(tmp_path / "none.jsonl") and "not found" in str(err.value)
+
+
+def test_directory_instead_of_file(tmp_path):
+    (tmp_path / "dir.csv").mkdir()
+    with pytest.raises(DataError) as err:
+        load_generic(tmp_path / "dir.csv", text_fields={"text": "text"})
+    assert err.value.path == str(tmp_path / "dir.csv")
+
+
+def test_malformed_json_line_names_the_line(tmp_path):
+    path = _jsonl(tmp_path / "d.jsonl", [{"text": "ok"}, '{"text": "broken"', {"text": "x"}])
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"})
+    assert err.value.path == str(path) and err.value.line == 2
+    assert "line 2" in str(err.value)
+
+
+def test_missing_key_names_line_and_field(tmp_path):
+    path = _jsonl(tmp_path / "d.jsonl", [{"text": "ok", "q": 1}, {"txt": "typo", "q": 1}])
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"}, label_fields={"quality": "q"})
+    assert (err.value.line, err.value.field) == (2, "text")
+    path = _jsonl(tmp_path / "e.jsonl", [{"text": "ok", "q": 1}, {"text": "no label"}])
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"}, label_fields={"quality": "q"})
+    assert (err.value.line, err.value.field) == (2, "q")
+    assert str(path) in str(err.value) and "'q'" in str(err.value)
+
+
+def test_missing_csv_column_names_header_line_and_field(tmp_path):
+    path = _write(tmp_path / "d.csv", "text,score\na,1\n")
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"}, label_fields={"quality": "quality"})
+    assert (err.value.line, err.value.field) == (1, "quality")
+
+
+def test_short_csv_row_names_line_and_field(tmp_path):
+    path = _write(tmp_path / "d.csv", "text,quality\na,1\nb\n")
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"}, label_fields={"quality": "quality"})
+    assert (err.value.line, err.value.field) == (3, "quality")
+
+
+def test_label_outside_scale(tmp_path):
+    path = _write(tmp_path / "d.csv", "text,score\na,3\nb,6\n")
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"}, label_fields={"quality": "score"},
+                     label_scales=LIKERT)
+    assert (err.value.line, err.value.field) == (3, "score")
+    assert "outside the declared scale" in str(err.value)
+
+
+def test_non_numeric_label(tmp_path):
+    path = _write(tmp_path / "d.tsv", "text\tscore\na\tgood\n")
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"}, label_fields={"quality": "score"})
+    assert (err.value.line, err.value.field) == (2, "score")
+
+
+def test_empty_text(tmp_path):
+    path = _jsonl(tmp_path / "d.jsonl", [{"text": "fine"}, {"text": "   "}])
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"})
+    assert (err.value.line, err.value.field) == (2, "text") and "empty" in str(err.value)
+
+
+def test_single_class_is_refused_for_a_binary_label(tmp_path):
+    path = _write(tmp_path / "d.csv", "text,sat\na,1\nb,1\nc,1\n")
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"}, label_fields={"sat": "sat"},
+                     label_scales=BINARY, binary_label="sat")
+    assert err.value.path == str(path) and err.value.field == "labels.sat"
+    assert "two classes" in str(err.value)
+
+
+def test_binary_label_must_be_a_label_field(tmp_path):
+    path = _write(tmp_path / "d.csv", "text,sat\na,1\n")
+    with pytest.raises(DataError, match="binary_label"):
+        load_generic(path, text_fields={"text": "text"}, binary_label="sat")
+
+
+def test_duplicate_id_without_judges(tmp_path):
+    path = _jsonl(tmp_path / "d.jsonl", [{"id": 1, "text": "a"}, {"id": 1, "text": "b"}])
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"}, id_field="id")
+    assert (err.value.line, err.value.field) == (2, "id") and "line 1" in str(err.value)
+
+
+def test_same_judge_twice_and_conflicting_texts(tmp_path):
+    path = _write(tmp_path / "d.csv", "id,text,judge,q\nx,A,j1,1\nx,A,j1,2\n")
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"}, label_fields={"q": "q"}, id_field="id",
+                     judge_field="judge")
+    assert (err.value.line, err.value.field) == (3, "judge")
+    path = _write(tmp_path / "e.csv", "id,text,judge,q\nx,A,j1,1\nx,B,j2,2\n")
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"}, label_fields={"q": "q"}, id_field="id",
+                     judge_field="judge")
+    assert err.value.line == 3 and "different texts" in str(err.value)
+
+
+def test_json_array_errors_name_the_record(tmp_path):
+    path = _write(tmp_path / "d.json", json.dumps([{"t": "a", "q": 1}, {"t": "b", "q": 9}]))
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "t"}, label_fields={"quality": "q"},
+                     label_scales=LIKERT)
+    assert err.value.line is None and err.value.field == "q" and "record 1" in str(err.value)
+
+
+def test_empty_file(tmp_path):
+    path = _write(tmp_path / "d.jsonl", "\n\n")
+    with pytest.raises(DataError, match="no rows"):
+        load_generic(path, text_fields={"text": "text"})
+    path = _write(tmp_path / "d.csv", "")
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"})
+    assert err.value.line == 1
