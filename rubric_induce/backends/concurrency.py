@@ -32,7 +32,8 @@ def run_bounded(fn: Callable[[T], R], items: Iterable[T], max_workers: int = 1) 
     try:
         futures: list[Future[R]] = [pool.submit(fn, x) for x in items]
         done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = [f for f in futures if f in done and not f.cancelled() and f.exception() is not None]
+        failed = [f for f in futures
+                  if f in done and not f.cancelled() and f.exception() is not None]
         if failed:
             for f in futures:
                 f.cancel()

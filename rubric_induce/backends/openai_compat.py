@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -37,6 +38,9 @@ __all__ = ["OpenAICompatibleBackend", "answer_keys", "JSON_MODES"]
 JSON_MODES = ("auto", "json_schema", "json_object", "none")
 
 _NO_KEY_PLACEHOLDER = "sk-no-key"
+# How servers refuse logprobs: llama.cpp server started with ``--logits_all false`` answers HTTP 500
+# "logprobs is not supported for models created with logits_all=False"; retrying cannot help.
+_LOGPROBS_REFUSED = re.compile(r"logprobs?\b.*\bnot (supported|available|enabled)|logits_all", re.I)
 _NEG_INF = float("-inf")
 
 
@@ -106,6 +110,10 @@ class OpenAICompatibleBackend(Backend):
         ``openai`` and to unknown (``None``) cost for compatible servers.
     json_mode:
         One of :data:`JSON_MODES`.
+    extra_body:
+        Server-specific fields added to every request, e.g. ``{"repeat_penalty": 1.0}`` for a
+        llama.cpp server (whose default of 1.1 changes which token greedy decoding picks, though
+        not the reported logprobs) or ``{"top_k": -1}`` for vLLM. Part of :meth:`identity` when set.
     http_client:
         An ``httpx.Client`` for the SDK (tests pass one with a mock transport).
     """
@@ -127,6 +135,7 @@ class OpenAICompatibleBackend(Backend):
         backoff_max: float = 30.0,
         price_per_mtok: tuple[float, float] | None = None,
         json_mode: str = "auto",
+        extra_body: Mapping[str, Any] | None = None,
         http_client: Any = None,
     ) -> None:
         try:
@@ -159,6 +168,7 @@ class OpenAICompatibleBackend(Backend):
         self.backoff_max = float(backoff_max)
         self.price_per_mtok = None if price_per_mtok is None else tuple(map(float, price_per_mtok))
         self.json_mode = json_mode
+        self.extra_body = dict(extra_body) if extra_body else None
         self.supports_json_schema = json_mode != "none"
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._tokenizer: Any = None
@@ -181,7 +191,10 @@ class OpenAICompatibleBackend(Backend):
     # ------------------------------------------------------------------ public API
 
     def identity(self) -> dict[str, Any]:
-        return {"kind": self.kind, "model": self.model, "base_url": self.base_url}
+        ident: dict[str, Any] = {"kind": self.kind, "model": self.model, "base_url": self.base_url}
+        if self.extra_body:
+            ident["extra_body"] = self.extra_body
+        return ident
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(kind={self.kind!r}, model={self.model!r}, "
@@ -323,6 +336,8 @@ class OpenAICompatibleBackend(Backend):
         """One chat-completions call with bounded concurrency and our retry loop."""
         openai = self._openai
         payload = [dict(m) for m in messages]
+        if self.extra_body:
+            params = {**params, "extra_body": self.extra_body}
         attempts = self.max_retries + 1
         last: Exception | None = None
         for attempt in range(attempts):
@@ -332,6 +347,10 @@ class OpenAICompatibleBackend(Backend):
                     return self._client.chat.completions.create(
                         model=self.model, messages=payload, **params)
             except openai.APIStatusError as exc:
+                if params.get("logprobs") and _LOGPROBS_REFUSED.search(_server_message(exc)):
+                    raise LogprobsUnavailableError(
+                        f"{self._no_logprobs_message()} (HTTP {exc.status_code}: "
+                        f"{_server_message(exc)})") from exc
                 if not self._retryable_status(exc.status_code):
                     raise BackendError(f"{self._label()}: HTTP {exc.status_code} from the server: "
                                        f"{_server_message(exc)}") from exc

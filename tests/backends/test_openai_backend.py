@@ -134,6 +134,15 @@ def test_empty_logprobs_content_raises_unavailable():
         backend.answer_logprobs(MESSAGES, ["1"])
 
 
+def test_server_refusing_logprobs_is_not_retried():
+    # llama.cpp server started with --logits_all false answers like this
+    msg = "logprobs is not supported for models created with logits_all=False"
+    backend, server = make(lambda body, n: httpx.Response(500, json={"message": msg}))
+    with pytest.raises(LogprobsUnavailableError, match="logits_all=False"):
+        backend.answer_logprobs(MESSAGES, ["1", "2"])
+    assert len(server.requests) == 1
+
+
 def test_assistant_prefix_is_refused():
     backend, server = make(lambda body, n: _completion())
     assert backend.supports_assistant_prefix is False
@@ -395,3 +404,25 @@ def test_count_tokens_is_positive():
     backend, _ = make(lambda body, n: _completion())
     assert backend.count_tokens("") >= 1
     assert backend.count_tokens("word " * 100) >= 20
+
+
+def test_extra_body_is_sent_and_identified():
+    backend, server = make(lambda body, n: _completion(content="x", logprobs=False),
+                           extra_body={"repeat_penalty": 1.0})
+    backend.chat(MESSAGES)
+    assert server.requests[0]["repeat_penalty"] == 1.0
+    assert backend.identity()["extra_body"] == {"repeat_penalty": 1.0}
+
+
+@pytest.mark.remote
+def test_remote_openai_answer_logprobs():
+    import os
+
+    if not os.environ.get("OPENAI_API_KEY"):
+        pytest.skip("OPENAI_API_KEY is not set")
+    with get_backend(os.environ.get("RUBRIC_INDUCE_TEST_OPENAI_MODEL", "openai/gpt-4o-mini"),
+                     max_retries=2) as backend:
+        res = backend.answer_logprobs([{"role": "user", "content": "What is 2+2? Reply with a digit."}],
+                                      ["3", "4", "5"])
+        assert res.logprobs["4"] > math.log(0.5)
+        assert res.usage.cost_usd is not None and res.usage.cost_usd > 0

