@@ -71,7 +71,27 @@ def _open_backend(spec: str, cache_path: Path | None, no_cache: bool):
     return CachedBackend(inner, cache), cache
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+# Commands that live in their own stage modules, imported only when used (fast start-up, and
+# those modules can import the option helpers above without a circular import).
+_LAZY_COMMANDS = {
+    "select": ("rubric_induce.cli_select", "select"),
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *_LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in _LAZY_COMMANDS:
+            import importlib
+
+            module, attr = _LAZY_COMMANDS[name]
+            return getattr(importlib.import_module(module), attr)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="rubric-induce")
 def cli() -> None:
     """Induce, probe, select and calibrate LLM rubrics from human-labelled examples."""

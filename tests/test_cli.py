@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -20,11 +21,9 @@ def files(tmp_path, examples, rubrics):
 
 def _all_commands(group):
     yield []
-    for name, cmd in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
         yield [name]
-        if hasattr(cmd, "commands"):
-            for sub in _all_commands(cmd):
-                yield [name, *sub]
 
 
 def test_help_on_every_command():
@@ -33,6 +32,7 @@ def test_help_on_every_command():
         result = runner.invoke(cli, [*path, "--help"])
         assert result.exit_code == 0, (path, result.output)
         assert "Usage:" in result.output
+    assert {"probe", "select", "datasets"} <= set(cli.list_commands(click.Context(cli)))
 
 
 def test_probe_writes_probes_manifest_and_report(tmp_path, files, examples, rubrics):

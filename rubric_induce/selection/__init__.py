@@ -1,0 +1,87 @@
+"""Rubric selection: RUBICON's correctness + sharpness greedy selector, baselines and metrics.
+
+Typical use::
+
+    from rubric_induce.selection import RubiconSelector, evaluate_selection
+    sel = RubiconSelector(n_sat=10, n_dsat=10).fit(probe_table, train_examples, rubrics=pool)
+    netsat = sel.decision_function(probe_table, test_examples)
+    report = evaluate_selection(netsat, y_test, sel.threshold_)
+
+Plain arrays work too: ``fit(scores, labels, polarity=["SAT", "DSAT", ...])`` with scores
+[examples, rubrics] on [0, 10]. See :mod:`.selector` for the objective and its sign.
+"""
+from .baselines import (
+    BruteForceSelector,
+    CorrectnessOnlySelector,
+    RandomSelector,
+    TopKCorrelationSelector,
+    UCBSelector,
+)
+from .metrics import (
+    METRIC_NAMES,
+    bootstrap_ci,
+    classification_metrics,
+    delta_netsat,
+    evaluate_selection,
+    metrics_markdown,
+    selection_metrics,
+    yield_rate,
+)
+from .precision import confident_mask, precision_curves, sharpness_error, tanh_curves
+from .scores import SCORE_MODES, netsat, prepare_inputs, signs_from_polarity, unit_scores
+from .selector import (
+    BaseSelector,
+    GreedyResult,
+    NotFittedError,
+    RubiconSelector,
+    SelectionWarning,
+    greedy_select,
+    midpoint_threshold,
+)
+from .split import group_split
+from .synthetic import SyntheticPool, make_synthetic_pool
+
+SELECTORS = {
+    "rubicon": RubiconSelector,
+    "correctness": CorrectnessOnlySelector,
+    "brute-force": BruteForceSelector,
+    "ucb": UCBSelector,
+    "random": RandomSelector,
+    "topk": TopKCorrelationSelector,
+}
+
+__all__ = [
+    "SELECTORS",
+    "BaseSelector",
+    "RubiconSelector",
+    "CorrectnessOnlySelector",
+    "BruteForceSelector",
+    "UCBSelector",
+    "RandomSelector",
+    "TopKCorrelationSelector",
+    "NotFittedError",
+    "SelectionWarning",
+    "GreedyResult",
+    "greedy_select",
+    "midpoint_threshold",
+    "SCORE_MODES",
+    "unit_scores",
+    "signs_from_polarity",
+    "netsat",
+    "prepare_inputs",
+    "precision_curves",
+    "confident_mask",
+    "sharpness_error",
+    "tanh_curves",
+    "METRIC_NAMES",
+    "delta_netsat",
+    "yield_rate",
+    "classification_metrics",
+    "selection_metrics",
+    "bootstrap_ci",
+    "evaluate_selection",
+    "metrics_markdown",
+    "group_split",
+    "SyntheticPool",
+    "make_synthetic_pool",
+]

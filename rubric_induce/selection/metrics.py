@@ -1,0 +1,163 @@
+"""Metrics of a selected rubric set (RUBICON §4.2), with bootstrap confidence intervals.
+
+* ``delta_netsat``: mean NetSAT of positives minus that of negatives (separation).
+* ``yield_rate``: share of examples outside the uncertainty window at precision ``p``
+  (YieldRate@P; see :func:`~rubric_induce.selection.precision.confident_mask`).
+* ``accuracy``, ``precision``, ``recall``, ``f1`` of ``NetSAT > threshold`` (positive class 1;
+  a ratio with an empty denominator is 0, as scikit-learn's ``zero_division=0``).
+
+Confidence intervals are percentile bootstraps over examples, resampled within each class so
+every replicate keeps both classes; the threshold stays the one learned on training data, so
+the interval shows the sampling noise of the evaluation set, not of the selection.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from .precision import confident_mask
+
+__all__ = [
+    "METRIC_NAMES",
+    "delta_netsat",
+    "yield_rate",
+    "classification_metrics",
+    "selection_metrics",
+    "bootstrap_ci",
+    "evaluate_selection",
+    "metrics_markdown",
+]
+
+METRIC_NAMES = ("delta_netsat", "yield_rate", "accuracy", "precision", "recall", "f1")
+_LABELS = {"delta_netsat": "ΔNetSAT", "yield_rate": "YieldRate@{p}", "accuracy": "Accuracy",
+           "precision": "Precision", "recall": "Recall", "f1": "F1"}
+
+
+def delta_netsat(netsat: np.ndarray, y: np.ndarray) -> float:
+    """Mean NetSAT of the positives minus that of the negatives (NaN if a class is empty)."""
+    s, y = np.asarray(netsat, dtype=float), np.asarray(y).astype(bool)
+    if y.all() or not y.any():
+        return float("nan")
+    return float(s[y].mean() - s[~y].mean())
+
+
+def yield_rate(netsat: np.ndarray, y: np.ndarray, p: float = 0.9) -> float:
+    """YieldRate@p: the share of examples a precision-``p`` labeller can label confidently."""
+    mask = confident_mask(netsat, y, p)
+    return float(mask.mean()) if mask.size else float("nan")
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+
+
+def _confusion(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, np.ndarray]:
+    """Metrics along the last axis, so a [replicates, n] block works like one [n] vector."""
+    t, p = np.asarray(y_true).astype(bool), np.asarray(y_pred).astype(bool)
+    tp = (t & p).sum(axis=-1)
+    fp = (~t & p).sum(axis=-1)
+    fn = (t & ~p).sum(axis=-1)
+    n = t.shape[-1]
+    precision = _ratio(tp, tp + fp)
+    recall = _ratio(tp, tp + fn)
+    return {"accuracy": (t == p).sum(axis=-1) / n, "precision": precision, "recall": recall,
+            "f1": _ratio(2 * precision * recall, precision + recall)}
+
+
+def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
+    """Accuracy, precision, recall and F1 of binary predictions (positive class 1)."""
+    return {k: float(v) for k, v in _confusion(y_true, y_pred).items()}
+
+
+def selection_metrics(netsat: np.ndarray, y: np.ndarray, threshold: float,
+                      p: float = 0.9) -> dict[str, float]:
+    """All :data:`METRIC_NAMES` for NetSAT scores, labels and a decision threshold."""
+    s = np.asarray(netsat, dtype=float)
+    out = {"delta_netsat": delta_netsat(s, y), "yield_rate": yield_rate(s, y, p)}
+    out.update(classification_metrics(y, s > threshold))
+    return out
+
+
+def _resample_indices(y: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    pos, neg = np.flatnonzero(y), np.flatnonzero(~y)
+    parts = [grp[rng.integers(0, len(grp), size=(n_boot, len(grp)))] for grp in (pos, neg) if len(grp)]
+    return np.concatenate(parts, axis=1)
+
+
+def bootstrap_ci(
+    netsat: np.ndarray,
+    y: np.ndarray,
+    threshold: float,
+    *,
+    p: float = 0.9,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    random_state: int = 0,
+) -> dict[str, tuple[float, float]]:
+    """Percentile bootstrap intervals of every metric (class-stratified, seeded)."""
+    s, yb = np.asarray(netsat, dtype=float), np.asarray(y).astype(bool)
+    if n_boot < 1 or len(s) == 0:
+        return {k: (float("nan"), float("nan")) for k in METRIC_NAMES}
+    rng = np.random.default_rng(random_state)
+    idx = _resample_indices(yb, n_boot, rng)
+    bs, by = s[idx], yb[idx]
+    reps: dict[str, np.ndarray] = dict(_confusion(by, bs > threshold))
+    with np.errstate(invalid="ignore"):
+        pos_mean = np.where(by, bs, 0).sum(1) / by.sum(1)
+        neg_mean = np.where(~by, bs, 0).sum(1) / (~by).sum(1)
+    reps["delta_netsat"] = pos_mean - neg_mean
+    reps["yield_rate"] = np.array([confident_mask(bs[b], by[b], p).mean() for b in range(n_boot)])
+    q = (1 - level) / 2
+    out = {}
+    for k in METRIC_NAMES:
+        v = reps[k][np.isfinite(reps[k])]
+        out[k] = (float(np.quantile(v, q)), float(np.quantile(v, 1 - q))) if v.size else (float("nan"),) * 2
+    return out
+
+
+def evaluate_selection(
+    netsat: np.ndarray,
+    y: np.ndarray,
+    threshold: float,
+    *,
+    p: float = 0.9,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    random_state: int = 0,
+) -> dict[str, dict[str, float]]:
+    """``{metric: {"value", "low", "high"}}`` for one split."""
+    point = selection_metrics(netsat, y, threshold, p)
+    ci = bootstrap_ci(netsat, y, threshold, p=p, n_boot=n_boot, level=level, random_state=random_state)
+    return {k: {"value": point[k], "low": ci[k][0], "high": ci[k][1]} for k in METRIC_NAMES}
+
+
+def _fmt(name: str, v: float) -> str:
+    if not np.isfinite(v):
+        return "n/a"
+    return f"{v:.1f}" if name == "delta_netsat" else f"{100 * v:.1f}"
+
+
+def metrics_markdown(results: Mapping[str, Mapping[str, Mapping[str, float]]], *, p: float = 0.9,
+                     level: float = 0.95, columns: Sequence[str] | None = None) -> str:
+    """A markdown table: one row per metric, one column per split (value [low, high]).
+
+    Rates are shown in percent like RUBICON's tables; ΔNetSAT in NetSAT points.
+    """
+    cols = list(columns or results.keys())
+    head = f"| metric | {' | '.join(cols)} |\n|---|{'---|' * len(cols)}\n"
+    rows = []
+    for k in METRIC_NAMES:
+        label = _LABELS[k].format(p=f"{100 * p:g}")
+        cells = []
+        for c in cols:
+            m = results[c][k]
+            cell = _fmt(k, m["value"])
+            if "low" in m and np.isfinite(m.get("low", np.nan)):
+                cell += f" [{_fmt(k, m['low'])}, {_fmt(k, m['high'])}]"
+            cells.append(cell)
+        rows.append(f"| {label} | {' | '.join(cells)} |")
+    note = (f"\nRates in %, ΔNetSAT in NetSAT points; brackets: {100 * level:g}% class-stratified "
+            "percentile bootstrap interval.\n")
+    return head + "\n".join(rows) + "\n" + note
