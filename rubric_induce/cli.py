@@ -74,6 +74,8 @@ def _open_backend(spec: str, cache_path: Path | None, no_cache: bool):
 # Commands that live in their own stage modules, imported only when used (fast start-up, and
 # those modules can import the option helpers above without a circular import).
 _LAZY_COMMANDS = {
+    "generate": ("rubric_induce.cli_generate", "generate"),
+    "dedup": ("rubric_induce.cli_generate", "dedup"),
     "select": ("rubric_induce.cli_select", "select"),
 }
 

@@ -1,0 +1,56 @@
+"""Rubric generation from labelled examples: RUBICON / SPUR (binary labels) and AutoCalibrate (Likert).
+
+``generate_rubicon`` and ``generate_spur`` turn positive/negative examples into a SAT + DSAT rubric
+pool; ``generate_autocalibrate`` drafts, revisits and refines criteria for one Likert aspect.
+All LLM replies are JSON under a schema (:mod:`.structured`); unparseable ones are retried and then
+counted in :class:`GenerationStats`, which the pool manifest carries.
+"""
+from .autocalibrate import (
+    LEVEL_NAMES,
+    METRICS,
+    AutoCalibrateResult,
+    DraftSpec,
+    ScoredCriterion,
+    criterion_question,
+    draft_criteria,
+    draft_plan,
+    expand_levels,
+    generate_autocalibrate,
+    kendall_tau,
+    labelled_examples,
+    refine_criteria,
+    revisit,
+)
+from .rubicon import (
+    MODES,
+    balanced_sample,
+    Pattern,
+    extract_patterns,
+    generate_rubicon,
+    generate_spur,
+    rubicon_prompts,
+    spur_update,
+    split_binary,
+    summarize_rubrics,
+)
+from .structured import (
+    GenerationError,
+    GenerationFailure,
+    GenerationStats,
+    ask_json,
+    derive_seed,
+    parse_json_reply,
+)
+
+__all__ = [
+    # RUBICON / SPUR
+    "generate_rubicon", "generate_spur", "extract_patterns", "summarize_rubrics", "spur_update",
+    "split_binary", "balanced_sample", "rubicon_prompts", "Pattern", "MODES",
+    # AutoCalibrate
+    "generate_autocalibrate", "draft_plan", "draft_criteria", "revisit", "refine_criteria",
+    "expand_levels", "labelled_examples", "criterion_question", "kendall_tau", "DraftSpec",
+    "ScoredCriterion", "AutoCalibrateResult", "METRICS", "LEVEL_NAMES",
+    # structured replies
+    "ask_json", "parse_json_reply", "derive_seed", "GenerationStats", "GenerationFailure",
+    "GenerationError",
+]

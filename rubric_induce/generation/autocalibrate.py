@@ -1,0 +1,567 @@
+"""AutoCalibrate (Liu et al. 2023, section 2.3, Algorithm 1): draft, revisit and refine criteria.
+
+For one aspect of Likert-labelled examples (e.g. SummEval coherence):
+
+1. **Drafting** (:func:`draft_plan`, :func:`draft_criteria`): Monte-Carlo samples of few-shot
+   labelled examples, for each in-context sample size and trial, each shown to the LLM several
+   times with temperature sampling (Table 9: sizes 4-12, 4 trials, 3 samples, temperature 1).
+2. **Revisiting** (:func:`revisit`): every draft is probed on the labelled set with
+   :func:`rubric_induce.probing.probe`; the expected score under each criterion is correlated
+   with the human scores (Spearman by default; Pearson or Kendall's tau-b) and the top-K kept.
+3. **Refinement** (:func:`refine_criteria`): for each kept criterion, few-shot samples of the
+   examples where its scores disagree most with the humans, and a request for an edited
+   criterion (modify, paraphrase, add an aspect, calibrate; Table 9: sizes 1, 2, 4, 4 trials,
+   2 samples). Refined criteria are probed, merged with the kept drafts and filtered again.
+
+:func:`generate_autocalibrate` runs the whole loop and returns the merged pool best-first;
+:func:`expand_levels` turns a criterion into RubricEval-style per-level descriptors.
+
+The probed text of a criterion is :func:`criterion_question` (``"Rate the <aspect> of the text
+using these criteria: ..."``); the bare criterion stays in ``provenance["criterion"]``.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..backends.base import Backend
+from ..data.model import AnswerScale, Example, Rubric, RubricPool
+from ..errors import DataError, ReplyParseError, RubricInduceError
+from ..metrics import pearson, spearman
+from ..probing import probe, render_example
+from ..templates import load_prompt
+from .structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
+
+__all__ = [
+    "DraftSpec",
+    "ScoredCriterion",
+    "AutoCalibrateResult",
+    "METRICS",
+    "LEVEL_NAMES",
+    "kendall_tau",
+    "labelled_examples",
+    "draft_plan",
+    "draft_criteria",
+    "revisit",
+    "refine_criteria",
+    "generate_autocalibrate",
+    "expand_levels",
+    "criterion_question",
+]
+
+log = logging.getLogger("rubric_induce.generation")
+
+#: RubricEval's level names (1 = lowest), for 4- and 5-level descriptors.
+LEVEL_NAMES: dict[int, tuple[str, ...]] = {
+    4: ("poor", "fair", "good", "excellent"),
+    5: ("very poor", "poor", "fair", "good", "excellent"),
+}
+
+_CRITERION_SCHEMA = {"type": "object",
+                     "properties": {"criterion": {"type": "string", "minLength": 10, "maxLength": 900}},
+                     "required": ["criterion"]}
+
+
+def kendall_tau(x: np.ndarray, y: np.ndarray) -> float:
+    """Kendall's tau-b over the finite pairs (ties corrected); NaN when either side is constant."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if len(x) < 2:
+        return float("nan")
+    iu = np.triu_indices(len(x), k=1)
+    dx = np.sign(x[:, None] - x[None, :])[iu]
+    dy = np.sign(y[:, None] - y[None, :])[iu]
+    n1, n2 = float(np.sum(dx != 0)), float(np.sum(dy != 0))
+    if n1 == 0 or n2 == 0:
+        return float("nan")
+    return float(np.sum(dx * dy) / np.sqrt(n1 * n2))
+
+
+METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+    "spearman": spearman, "pearson": pearson, "kendall": kendall_tau,
+}
+
+
+def criterion_question(aspect: str, criterion: str) -> str:
+    """The rubric text that probing shows for a criterion."""
+    return f"Rate the {aspect} of the text using these criteria: {criterion}"
+
+
+def _backend_name(backend: Backend) -> str:
+    return f"{backend.kind}/{backend.model}"
+
+
+def _render(example: Example, fields: Sequence[str] | None, max_chars: int | None) -> str:
+    text = render_example(example, fields)
+    if max_chars is not None and len(text) > max_chars:
+        text = text[:max_chars].rstrip() + " [... truncated]"
+    return text
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.2f}".rstrip("0").rstrip(".")
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    """One drafting request: which few-shot examples, at which size/trial/sample, with which seed."""
+
+    size: int
+    trial: int
+    sample: int
+    example_ids: tuple[str, ...]
+    seed: int
+
+
+@dataclass
+class ScoredCriterion:
+    """A probed criterion, its correlation with the human scores and its expected scores."""
+
+    rubric: Rubric
+    correlation: float
+    predictions: np.ndarray
+
+    @property
+    def rank_key(self) -> float:
+        return self.correlation if np.isfinite(self.correlation) else -np.inf
+
+
+@dataclass
+class AutoCalibrateResult:
+    """The merged, filtered pool (best first), the best criterion and every candidate's score."""
+
+    pool: RubricPool
+    best: Rubric
+    scores: dict[str, float]
+    candidates: list[Rubric]
+    stats: GenerationStats = field(default_factory=GenerationStats)
+
+
+def labelled_examples(
+    examples: Iterable[Example],
+    label: str,
+    *,
+    low: float,
+    high: float,
+    fields: Sequence[str] | None = None,
+    stats: GenerationStats | None = None,
+) -> list[Example]:
+    """Examples with a usable ``label``: a label outside ``[low, high]`` is a :class:`DataError`;
+    empty texts and missing labels are skipped and counted. Needs at least 3 examples."""
+    stats = stats if stats is not None else GenerationStats()
+    out = []
+    for ex in examples:
+        try:
+            text = render_example(ex, fields)
+        except DataError as exc:
+            raise DataError(f"example {ex.id!r}: {exc}", field=exc.field) from None
+        if not text.strip() or any(not v.strip() for v in ex.fields.values()):
+            stats.skip("empty text", example_id=ex.id)
+            continue
+        value = ex.labels.get(label)
+        if value is None:
+            stats.skip(f"no {label!r} label", example_id=ex.id)
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+            raise DataError(f"example {ex.id!r}: label {label!r} must be a number, got {value!r}",
+                            field=f"labels.{label}")
+        if not low <= value <= high:
+            raise DataError(f"example {ex.id!r}: label {label!r} = {value!r} is outside the scale "
+                            f"[{low:g}, {high:g}]", field=f"labels.{label}")
+        out.append(ex)
+    if len(out) < 3:
+        raise DataError(f"AutoCalibrate needs at least 3 examples with a {label!r} label, found "
+                        f"{len(out)} ({len(stats.skipped)} skipped)", field=f"labels.{label}")
+    return out
+
+
+def draft_plan(
+    examples: Sequence[Example],
+    *,
+    sample_sizes: Sequence[int] = (4, 6, 8, 10, 12),
+    trials: int = 4,
+    samples: int = 3,
+    seed: int = 0,
+    stats: GenerationStats | None = None,
+) -> list[DraftSpec]:
+    """The Monte-Carlo drafting plan: for each size and trial a seeded sample of examples,
+    each drafted ``samples`` times with its own seed. Sizes above the number of examples are
+    clipped to it (and noted in ``stats``)."""
+    if not sample_sizes or trials < 1 or samples < 1:
+        raise RubricInduceError("drafting needs at least one sample size, one trial and one sample")
+    if any(s < 1 for s in sample_sizes):
+        raise RubricInduceError(f"sample sizes must be positive, got {list(sample_sizes)}")
+    n = len(examples)
+    if n == 0:
+        raise DataError("no examples to draft criteria from")
+    rng = np.random.default_rng(derive_seed(seed, "draft_plan"))
+    plan = []
+    for size in sample_sizes:
+        k = min(int(size), n)
+        if k < size and stats is not None:
+            stats.note(f"in-context sample size {size} clipped to the {n} available examples")
+        for trial in range(trials):
+            idx = rng.choice(n, size=k, replace=False)
+            ids = tuple(examples[int(i)].id for i in idx)
+            for s in range(samples):
+                plan.append(DraftSpec(int(size), trial, s, ids, derive_seed(seed, "draft", size, trial, s)))
+    return plan
+
+
+def _parse_criterion(value: Any) -> str:
+    if isinstance(value, Mapping):
+        value = value.get("criterion", value.get("criteria"))
+    if not isinstance(value, str):
+        raise ReplyParseError("reply has no 'criterion' string")
+    text = " ".join(clean_item(line) for line in value.splitlines() if line.strip())
+    if len(text) < 10:
+        raise ReplyParseError(f"criterion too short: {text!r}")
+    return text
+
+
+def _example_block(ex: Example, label: str, fields, max_chars, extra: str = "") -> str:
+    return f"{_render(ex, fields, max_chars)}\nHuman expert score: {_fmt(float(ex.labels[label]))}{extra}"
+
+
+def draft_criteria(
+    examples: Sequence[Example],
+    backend: Backend,
+    *,
+    aspect: str,
+    label: str | None = None,
+    task: str | None = None,
+    scale: tuple[int, int] = (1, 5),
+    plan: Sequence[DraftSpec] | None = None,
+    sample_sizes: Sequence[int] = (4, 6, 8, 10, 12),
+    trials: int = 4,
+    samples: int = 3,
+    seed: int = 0,
+    temperature: float = 1.0,
+    fields: Sequence[str] | None = None,
+    max_example_chars: int | None = 1500,
+    retries: int = 2,
+    stats: GenerationStats | None = None,
+    progress: bool = False,
+) -> list[Rubric]:
+    """Draft one criterion per :class:`DraftSpec` (the plan is built when not given).
+
+    Returns unique criteria as rubrics (``aspect`` set, Likert ``scale``) in plan order.
+    """
+    label = label or aspect
+    low, high = scale
+    stats = stats if stats is not None else GenerationStats()
+    plan = list(plan) if plan is not None else draft_plan(examples, sample_sizes=sample_sizes, trials=trials,
+                                                          samples=samples, seed=seed, stats=stats)
+    by_id = {ex.id: ex for ex in examples}
+    template = load_prompt("autocal_draft")
+    task = task or f"Score the {aspect} of a text on a scale of {low} to {high}, with {low} being the lowest."
+    likert = AnswerScale.likert(int(low), int(high))
+    out: dict[str, Rubric] = {}
+    bar = _bar(progress, len(plan), "drafting")
+    try:
+        for spec in plan:
+            shots = "\n\n".join(f"### Example {i}\n" + _example_block(by_id[e], label, fields, max_example_chars)
+                                for i, e in enumerate(spec.example_ids, 1))
+            messages = template.render(task=task, aspect=aspect, low=str(low), high=str(high), examples=shots)
+            crit = ask_json(backend, messages, _CRITERION_SCHEMA, _parse_criterion, step="draft", stats=stats,
+                            seed=spec.seed, temperature=temperature, max_tokens=400, retries=retries,
+                            context={"size": spec.size, "trial": spec.trial, "sample": spec.sample})
+            if bar:
+                bar.update()
+            if crit is None:
+                continue
+            rubric = Rubric.create(criterion_question(aspect, crit), aspect=aspect, scale=likert, provenance={
+                "method": "autocalibrate", "step": "draft", "model": _backend_name(backend),
+                "prompt_hash": template.hash, "seed": seed, "call_seed": spec.seed,
+                "sample_size": spec.size, "trial": spec.trial, "sample": spec.sample,
+                "temperature": temperature, "source_example_ids": list(spec.example_ids), "criterion": crit,
+            })
+            if rubric.id in out:
+                stats.reject("duplicate")
+            else:
+                out[rubric.id] = rubric
+    finally:
+        if bar:
+            bar.close()
+    return list(out.values())
+
+
+def _bar(show: bool, total: int, desc: str):
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="call", dynamic_ncols=True)
+
+
+def revisit(
+    examples: Sequence[Example],
+    candidates: Sequence[Rubric],
+    backend: Backend,
+    *,
+    label: str,
+    top_k: int | None = None,
+    metric: str = "spearman",
+    probe_options: Mapping[str, Any] | None = None,
+    progress: bool = False,
+) -> list[ScoredCriterion]:
+    """Probe every candidate on ``examples`` and rank by correlation with the human ``label``.
+
+    Returns the ``top_k`` best (all when None), best first; a criterion whose scores are constant
+    (NaN correlation) ranks last. Ties keep candidate order (stable sort).
+    """
+    if metric not in METRICS:
+        raise RubricInduceError(f"unknown metric {metric!r}; choose from {', '.join(METRICS)}")
+    if not candidates:
+        return []
+    table = probe(examples, candidates, backend, progress=progress, **dict(probe_options or {}))
+    arrays = table.arrays([e.id for e in examples], [r.id for r in candidates])
+    y = np.array([float(e.labels[label]) for e in examples])
+    scored = [ScoredCriterion(r, METRICS[metric](arrays.expected[:, j], y), arrays.expected[:, j].copy())
+              for j, r in enumerate(candidates)]
+    scored.sort(key=lambda s: -s.rank_key)
+    return scored[:top_k] if top_k is not None else scored
+
+
+def refine_criteria(
+    examples: Sequence[Example],
+    kept: Sequence[ScoredCriterion],
+    backend: Backend,
+    *,
+    aspect: str,
+    label: str | None = None,
+    task: str | None = None,
+    scale: tuple[int, int] = (1, 5),
+    sample_sizes: Sequence[int] = (1, 2, 4),
+    trials: int = 4,
+    samples: int = 2,
+    misaligned_pool: int | None = None,
+    seed: int = 0,
+    round_index: int = 0,
+    temperature: float = 1.0,
+    fields: Sequence[str] | None = None,
+    max_example_chars: int | None = 1500,
+    retries: int = 2,
+    stats: GenerationStats | None = None,
+    progress: bool = False,
+) -> list[Rubric]:
+    """Refine each kept criterion on few-shot samples of its most misaligned examples.
+
+    Misalignment is ``|expected LLM score - human score|`` (an example without an LLM score counts
+    as most misaligned). The ``misaligned_pool`` most misaligned examples (default
+    ``2 * max(sample_sizes)``) are sampled, for each size and trial, and each sample is refined
+    ``samples`` times. Returns the new, unique refined criteria.
+    """
+    label = label or aspect
+    low, high = scale
+    stats = stats if stats is not None else GenerationStats()
+    template = load_prompt("autocal_refine")
+    likert = AnswerScale.likert(int(low), int(high))
+    y = np.array([float(e.labels[label]) for e in examples])
+    pool_n = min(len(examples), misaligned_pool or 2 * max(sample_sizes))
+    known = {s.rubric.id for s in kept}
+    out: dict[str, Rubric] = {}
+    total = len(kept) * len(sample_sizes) * trials * samples
+    bar = _bar(progress, total, f"refining (round {round_index + 1})")
+    try:
+        for c_idx, sc in enumerate(kept):
+            gap = np.abs(sc.predictions - y)
+            gap = np.where(np.isfinite(gap), gap, np.inf)
+            order = np.argsort(-gap, kind="stable")[:pool_n]
+            rng = np.random.default_rng(derive_seed(seed, "refine_plan", round_index, sc.rubric.id))
+            criterion = sc.rubric.provenance.get("criterion", sc.rubric.text)
+            for size in sample_sizes:
+                k = min(int(size), pool_n)
+                for trial in range(trials):
+                    picked = [int(order[i]) for i in rng.choice(pool_n, size=k, replace=False)]
+                    shots = "\n\n".join(
+                        f"### Example {i}\n" + _example_block(
+                            examples[p], label, fields, max_example_chars,
+                            extra=f"\nLLM score with the old criteria: "
+                                  f"{_fmt(sc.predictions[p]) if np.isfinite(sc.predictions[p]) else 'none'}")
+                        for i, p in enumerate(picked, 1))
+                    for s in range(samples):
+                        call_seed = derive_seed(seed, "refine", round_index, sc.rubric.id, size, trial, s)
+                        messages = template.render(aspect=aspect, task_short=task or "texts", low=str(low),
+                                                   high=str(high), criterion=criterion, examples=shots)
+                        crit = ask_json(backend, messages, _CRITERION_SCHEMA, _parse_criterion, step="refine",
+                                        stats=stats, seed=call_seed, temperature=temperature, max_tokens=400,
+                                        retries=retries, context={"parent": sc.rubric.id, "size": size,
+                                                                  "trial": trial, "sample": s})
+                        if bar:
+                            bar.update()
+                        if crit is None:
+                            continue
+                        rubric = Rubric.create(criterion_question(aspect, crit), aspect=aspect, scale=likert,
+                                               provenance={
+                            "method": "autocalibrate", "step": "refine", "round": round_index,
+                            "model": _backend_name(backend), "prompt_hash": template.hash, "seed": seed,
+                            "call_seed": call_seed, "sample_size": size, "trial": trial, "sample": s,
+                            "temperature": temperature, "parent_id": sc.rubric.id,
+                            "parent_correlation": None if not np.isfinite(sc.correlation) else sc.correlation,
+                            "source_example_ids": [examples[p].id for p in picked], "criterion": crit,
+                        })
+                        if rubric.id in known or rubric.id in out:
+                            stats.reject("duplicate")
+                            continue
+                        out[rubric.id] = rubric
+    finally:
+        if bar:
+            bar.close()
+    return list(out.values())
+
+
+def expand_levels(
+    rubric: Rubric,
+    backend: Backend,
+    *,
+    levels: int = 4,
+    seed: int = 0,
+    temperature: float = 0.0,
+    retries: int = 2,
+    stats: GenerationStats | None = None,
+) -> Rubric:
+    """A copy of ``rubric`` on a ``1..levels`` scale with one descriptor per level (RubricEval).
+
+    Raises :class:`GenerationError` when no reply could be parsed (counted in ``stats`` too).
+    """
+    if levels not in LEVEL_NAMES:
+        raise RubricInduceError(f"levels must be one of {sorted(LEVEL_NAMES)}, got {levels}")
+    stats = stats if stats is not None else GenerationStats()
+    names = LEVEL_NAMES[levels]
+    keys = [str(i) for i in range(1, levels + 1)]
+    schema = {"type": "object", "required": keys,
+              "properties": {k: {"type": "string", "minLength": 5, "maxLength": 200} for k in keys}}
+
+    def parse(value: Any) -> list[str]:
+        if isinstance(value, list) and len(value) == levels:
+            value = dict(zip(keys, value))
+        if not isinstance(value, Mapping) or any(k not in value for k in keys):
+            raise ReplyParseError(f"reply must have descriptors for levels {keys}")
+        out = [clean_item(value[k]) for k in keys]
+        if any(len(t) < 3 for t in out):
+            raise ReplyParseError("empty level descriptor")
+        return out
+
+    template = load_prompt("rubric_levels")
+    criterion = rubric.provenance.get("criterion", rubric.text)
+    messages = template.render(criterion=criterion, low="1", high=str(levels),
+                               level_names=", ".join(f"{k} = {n}" for k, n in zip(keys, names)),
+                               level_keys=", ".join(f'"{k}"' for k in keys))
+    call_seed = derive_seed(seed, "levels", rubric.id, levels)
+    descs = ask_json(backend, messages, schema, parse, step="expand_levels", stats=stats, seed=call_seed,
+                     temperature=temperature, max_tokens=70 * levels + 40, retries=retries,
+                     context={"rubric_id": rubric.id})
+    if descs is None:
+        raise GenerationError(f"could not get {levels} level descriptors for rubric {rubric.id}: "
+                              f"{stats.failures[-1].error}")
+    return Rubric.create(rubric.text, rubric.polarity, aspect=rubric.aspect,
+                         scale=AnswerScale.likert(1, levels), levels=descs,
+                         provenance={**rubric.provenance, "levels_from": rubric.id, "levels": {
+                             "n": levels, "names": list(names), "prompt_hash": template.hash,
+                             "seed": call_seed, "model": _backend_name(backend)}})
+
+
+def generate_autocalibrate(
+    examples: Iterable[Example],
+    backend: Backend,
+    *,
+    aspect: str,
+    label: str | None = None,
+    task: str | None = None,
+    scale: tuple[int, int] = (1, 5),
+    sample_sizes: Sequence[int] = (4, 6, 8, 10, 12),
+    trials: int = 4,
+    samples: int = 3,
+    top_k: int = 5,
+    metric: str = "spearman",
+    refine_sizes: Sequence[int] = (1, 2, 4),
+    refine_trials: int = 4,
+    refine_samples: int = 2,
+    rounds: int = 1,
+    draft_temperature: float = 1.0,
+    refine_temperature: float = 1.0,
+    probe_options: Mapping[str, Any] | None = None,
+    levels: int | None = None,
+    seed: int = 0,
+    fields: Sequence[str] | None = None,
+    max_example_chars: int | None = 1500,
+    retries: int = 2,
+    progress: bool = False,
+) -> AutoCalibrateResult:
+    """Algorithm 1: draft, keep the top-K by correlation, refine on misaligned examples, merge.
+
+    The returned pool holds the final top-K (kept drafts and refined criteria together), best
+    first; each rubric's provenance has its ``correlation`` and ``metric``. ``rounds`` repeats the
+    refine-and-filter step. ``levels`` (4 or 5) expands the final criteria into per-level
+    descriptors. ``probe_options`` go to :func:`rubric_induce.probing.probe`.
+    """
+    label = label or aspect
+    low, high = scale
+    if top_k < 1 or rounds < 0:
+        raise RubricInduceError("top_k must be >= 1 and rounds >= 0")
+    if metric not in METRICS:
+        raise RubricInduceError(f"unknown metric {metric!r}; choose from {', '.join(METRICS)}")
+    stats = GenerationStats()
+    data = labelled_examples(examples, label, low=low, high=high, fields=fields, stats=stats)
+    common = dict(aspect=aspect, label=label, task=task, scale=scale, fields=fields,
+                  max_example_chars=max_example_chars, retries=retries, stats=stats, progress=progress)
+    plan = draft_plan(data, sample_sizes=sample_sizes, trials=trials, samples=samples, seed=seed, stats=stats)
+    drafts = draft_criteria(data, backend, plan=plan, seed=seed, temperature=draft_temperature, **common)
+    if not drafts:
+        raise GenerationError(f"AutoCalibrate drafted no criteria: {stats.summary()}")
+    scored = revisit(data, drafts, backend, label=label, metric=metric, probe_options=probe_options,
+                     progress=progress)
+    scores = {s.rubric.id: s.correlation for s in scored}
+    candidates = list(drafts)
+    kept = scored[:top_k]
+    for r in range(rounds):
+        refined = refine_criteria(data, kept, backend, sample_sizes=refine_sizes, trials=refine_trials,
+                                  samples=refine_samples, seed=seed, round_index=r,
+                                  temperature=refine_temperature, **common)
+        refined = [c for c in refined if c.id not in scores]
+        if not refined:
+            stats.note(f"refinement round {r + 1} produced no new criteria")
+            continue
+        candidates.extend(refined)
+        rescored = revisit(data, refined, backend, label=label, metric=metric, probe_options=probe_options,
+                           progress=progress)
+        scores.update({s.rubric.id: s.correlation for s in rescored})
+        merged = sorted([*kept, *rescored], key=lambda s: -s.rank_key)  # stable: drafts win ties
+        kept = merged[:top_k]
+    final = [s.rubric.with_provenance(correlation=None if not np.isfinite(s.correlation) else s.correlation,
+                                      metric=metric) for s in kept]
+    if levels:
+        expanded = []
+        for rb in final:
+            try:
+                expanded.append(expand_levels(rb, backend, levels=levels, seed=seed, retries=retries, stats=stats))
+            except GenerationError as exc:
+                stats.note(f"kept {rb.id} without level descriptors: {exc}")
+                expanded.append(rb)
+        final = expanded
+    prompts = {n: load_prompt(n).hash for n in ("autocal_draft", "autocal_refine")}
+    if levels:
+        prompts["rubric_levels"] = load_prompt("rubric_levels").hash
+    pool = RubricPool(final)
+    pool.manifest = {
+        "method": "autocalibrate", "aspect": aspect, "label": label, "task": task, "seed": seed,
+        "settings": {"scale": list(scale), "sample_sizes": list(sample_sizes), "trials": trials,
+                     "samples": samples, "top_k": top_k, "metric": metric, "refine_sizes": list(refine_sizes),
+                     "refine_trials": refine_trials, "refine_samples": refine_samples, "rounds": rounds,
+                     "draft_temperature": draft_temperature, "refine_temperature": refine_temperature,
+                     "levels": levels, "max_example_chars": max_example_chars, "retries": retries,
+                     "probe_options": dict(probe_options or {})},
+        "backend": backend.identity(), "model": _backend_name(backend), "prompts": prompts,
+        "n_examples": len(data), "n_candidates": len(candidates),
+        "scores": {k: (None if not np.isfinite(v) else v) for k, v in scores.items()},
+        "stats": stats.to_dict(),
+    }
+    log.info("autocalibrate: %d candidates, best %s = %.3f; %s", len(candidates), metric,
+             kept[0].correlation, stats.summary())
+    return AutoCalibrateResult(pool, pool.rubrics[0], scores, candidates, stats)

@@ -1,0 +1,554 @@
+"""RUBICON rubric generation (Biyani et al. 2024, section 3.2) and the SPUR baseline it compares with.
+
+Two phases, both with JSON-constrained replies (see :mod:`.structured`):
+
+1. **Supervised extraction** (:func:`extract_patterns`): for each positive example, the top-k
+   satisfaction patterns; for each negative one, the top-k dissatisfaction patterns. Two
+   instruction blocks can be switched off for ablation: *domain sensitization* (DS: the user's
+   task/domain description and its expectations, ``prompts/rubicon_ds.txt``) and *conversation
+   design principles* (CDP: both parties' responsibility, ``prompts/rubicon_cdp_extract.txt``).
+2. **Rubric summarization** (:func:`summarize_rubrics`): the patterns of one polarity, in
+   mini-batches; each batch is shown the rubrics made so far and asked for *new* rubrics that
+   cover its patterns and go beyond them. The pool only grows. CDP here is Grice's maxims
+   (``prompts/rubicon_cdp_summarize.txt``); rubrics are short single-verb assertions.
+
+``mode="spur"`` (:func:`spur_update`, :func:`generate_spur`) is the SPUR baseline: one fixed-size
+set per polarity, rewritten by every batch; the final set is the pool.
+
+Every rubric carries provenance (method, step, batch, model, prompt hashes, seed, source example
+ids and patterns, DS/CDP switches); the pool manifest holds the run's settings, prompt hashes,
+backend identity and :class:`~.structured.GenerationStats`. Each call's seed is derived from the
+run seed and the call's position, so the same inputs and seed make the same requests and a
+cached backend answers them all from the cache.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..backends.base import Backend
+from ..data.model import LIKERT_5, AnswerScale, Example, Rubric, RubricPool
+from ..errors import DataError, RubricInduceError
+from ..probing import render_example
+from ..templates import PromptTemplate, load_prompt
+from .structured import (
+    GenerationError,
+    GenerationStats,
+    ask_json,
+    derive_seed,
+    is_sentence,
+    string_list,
+    string_list_schema,
+)
+
+__all__ = [
+    "Pattern",
+    "split_binary",
+    "balanced_sample",
+    "extract_patterns",
+    "summarize_rubrics",
+    "spur_update",
+    "generate_rubicon",
+    "generate_spur",
+    "rubicon_prompts",
+    "MODES",
+    "DEFAULT_SUBJECTS",
+]
+
+log = logging.getLogger("rubric_induce.generation")
+
+MODES = ("rubicon", "spur")
+
+#: Sentence starts that constrained decoding enforces on patterns and rubrics (None: no constraint).
+DEFAULT_SUBJECTS: tuple[str, ...] = ("The assistant", "The user", "The system", "The conversation")
+
+_POLARITY_TEXT = {
+    "SAT": dict(outcome="positive", outcome_phrase="satisfied", kind="satisfaction",
+                polarity_name="SAT (satisfaction)",
+                polarity_instruction="Each rubric states something that, when it holds, makes users "
+                                     "satisfied with the conversation.",
+                example_rubric="The assistant confirms the details before booking.",
+                example_pattern="The assistant gave the address and phone number as soon as the user "
+                                "asked for them."),
+    "DSAT": dict(outcome="negative", outcome_phrase="dissatisfied", kind="dissatisfaction",
+                 polarity_name="DSAT (dissatisfaction)",
+                 polarity_instruction="Each rubric states something that, when it holds, makes users "
+                                      "dissatisfied with the conversation.",
+                 example_rubric="The user repeats a request the assistant ignored.",
+                 example_pattern="The user had to repeat the date because the assistant ignored it."),
+}
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One extracted (dis)satisfaction pattern and the example it came from."""
+
+    text: str
+    polarity: str
+    example_id: str
+
+
+def rubicon_prompts() -> dict[str, PromptTemplate]:
+    """The templates RUBICON and SPUR use, by name (their hashes go into provenance)."""
+    names = ["rubicon_extract", "rubicon_ds", "rubicon_cdp_extract", "rubicon_cdp_summarize",
+             "rubicon_summarize", "spur_update"]
+    return {n: load_prompt(n) for n in names}
+
+
+def _block(name: str, enabled: bool, **values: str) -> str:
+    """A DS/CDP instruction block rendered to text (with its separating blank line), or ''."""
+    if not enabled:
+        return ""
+    body = "\n\n".join(m["content"] for m in load_prompt(name).render(**values))
+    return "\n\n" + body
+
+
+def _backend_name(backend: Backend) -> str:
+    return f"{backend.kind}/{backend.model}"
+
+
+def _render(example: Example, fields: Sequence[str] | None, max_chars: int | None) -> str:
+    text = render_example(example, fields)
+    if max_chars is not None and len(text) > max_chars:
+        text = text[:max_chars].rstrip() + "\n[... truncated]"
+    return text
+
+
+def split_binary(
+    examples: Iterable[Example],
+    label: str = "sat",
+    *,
+    threshold: float | None = None,
+    fields: Sequence[str] | None = None,
+    stats: GenerationStats | None = None,
+) -> tuple[list[Example], list[Example]]:
+    """Positive and negative examples for ``label``; refuses input RUBICON cannot learn from.
+
+    Without ``threshold`` labels must be 0/1 (a graded label raises :class:`DataError` naming the
+    example). Examples with empty text or no label are skipped and counted in ``stats``. Raises
+    :class:`DataError` when either class is missing.
+    """
+    stats = stats if stats is not None else GenerationStats()
+    pos: list[Example] = []
+    neg: list[Example] = []
+    n_seen = 0
+    for ex in examples:
+        n_seen += 1
+        try:
+            text = render_example(ex, fields)
+        except DataError as exc:
+            raise DataError(f"example {ex.id!r}: {exc}", field=exc.field) from None
+        if not text.strip() or all(not v.strip() for v in ex.fields.values()):
+            stats.skip("empty text", example_id=ex.id)
+            continue
+        value = ex.labels.get(label)
+        if value is None:
+            stats.skip(f"no {label!r} label", example_id=ex.id)
+            continue
+        if isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, (int, float)):
+            raise DataError(f"example {ex.id!r}: label must be a number, got {value!r}",
+                            field=f"labels.{label}")
+        if threshold is None:
+            if value not in (0, 1):
+                raise DataError(f"example {ex.id!r}: label {label!r} = {value!r} is not binary (0/1); "
+                                "pass threshold=... (CLI --threshold) to binarise a graded label",
+                                field=f"labels.{label}")
+            positive = value == 1
+        else:
+            positive = value >= threshold
+        (pos if positive else neg).append(ex)
+    if n_seen == 0:
+        raise DataError("no examples given")
+    usable = len(pos) + len(neg)
+    for name, group in (("positive", pos), ("negative", neg)):
+        if not group:
+            rule = f">= {threshold:g}" if threshold is not None else "= 1" if name == "positive" else "= 0"
+            if name == "negative" and threshold is not None:
+                rule = f"< {threshold:g}"
+            raise DataError(f"no {name} examples ({label} {rule}) among {usable} usable examples "
+                            f"({n_seen - usable} skipped); RUBICON needs both satisfied and "
+                            "dissatisfied examples", field=f"labels.{label}")
+    return pos, neg
+
+
+def extract_patterns(
+    examples: Sequence[Example],
+    backend: Backend,
+    *,
+    polarity: str,
+    domain: str | None = None,
+    use_ds: bool = True,
+    use_cdp: bool = True,
+    top_k: int = 3,
+    seed: int = 0,
+    temperature: float = 0.0,
+    fields: Sequence[str] | None = None,
+    max_example_chars: int | None = 6000,
+    subjects: Sequence[str] | None = DEFAULT_SUBJECTS,
+    retries: int = 2,
+    stats: GenerationStats | None = None,
+    progress: bool = False,
+) -> list[Pattern]:
+    """Supervised extraction: up to ``top_k`` ``polarity`` patterns from each example.
+
+    All ``examples`` are taken to carry the label that ``polarity`` names (SAT: positive).
+    Replies that cannot be parsed after ``retries`` are counted in ``stats.failures``.
+    """
+    if polarity not in _POLARITY_TEXT:
+        raise RubricInduceError(f"polarity must be SAT or DSAT, got {polarity!r}")
+    if top_k < 1:
+        raise RubricInduceError("top_k must be at least 1")
+    if use_ds and not (domain and domain.strip()):
+        raise RubricInduceError("domain sensitization (DS) needs a task/domain description: pass "
+                                "domain=... (CLI --domain FILE) or switch DS off (use_ds=False, --no-ds)")
+    stats = stats if stats is not None else GenerationStats()
+    template = load_prompt("rubicon_extract")
+    blocks = dict(ds_block=_block("rubicon_ds", use_ds, domain=(domain or "").strip()),
+                  cdp_block=_block("rubicon_cdp_extract", use_cdp))
+    words = _POLARITY_TEXT[polarity]
+    schema = string_list_schema("patterns", min_items=1, max_items=top_k, max_length=240, subjects=subjects)
+    parse = string_list("patterns")
+    out: list[Pattern] = []
+    bar = _bar(progress, len(examples), f"extracting {polarity}")
+    try:
+        for ex in examples:
+            conversation = _render(ex, fields, max_example_chars)
+            if not conversation.strip():
+                stats.skip("empty text", example_id=ex.id)
+                continue
+            messages = template.render(conversation=conversation, k=str(top_k), kind=words["kind"],
+                                       outcome=words["outcome"], outcome_phrase=words["outcome_phrase"],
+                                       **blocks)
+            items = ask_json(backend, messages, schema, parse, step="extract", stats=stats,
+                             seed=derive_seed(seed, "extract", polarity, ex.id), temperature=temperature,
+                             max_tokens=80 * top_k + 40, retries=retries,
+                             context={"example_id": ex.id, "polarity": polarity})
+            if items is not None:
+                items = _sentences(items, stats)
+                if len(items) > top_k:
+                    stats.reject("beyond top_k", len(items) - top_k)
+                out.extend(Pattern(t, polarity, ex.id) for t in items[:top_k])
+            if bar:
+                bar.update()
+    finally:
+        if bar:
+            bar.close()
+    return out
+
+
+def _bar(show: bool, total: int, desc: str):
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="call", dynamic_ncols=True)
+
+
+def _numbered(texts: Sequence[str], empty: str = "(none yet)") -> str:
+    return "\n".join(f"{i}. {t}" for i, t in enumerate(texts, 1)) if texts else empty
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().strip(" .").split())
+
+
+def _sentences(items: list[str], stats: GenerationStats) -> list[str]:
+    keep = [t for t in items if is_sentence(t)]
+    if len(keep) < len(items):
+        stats.reject("not a sentence", len(items) - len(keep))
+    return keep
+
+
+def _batches(patterns: Sequence[Pattern], size: int) -> list[list[Pattern]]:
+    return [list(patterns[i:i + size]) for i in range(0, len(patterns), size)]
+
+
+def summarize_rubrics(
+    patterns: Sequence[Pattern],
+    backend: Backend,
+    *,
+    polarity: str,
+    domain: str | None = None,
+    use_ds: bool = True,
+    use_cdp: bool = True,
+    batch_size: int = 8,
+    max_new: int = 5,
+    max_shown: int | None = 60,
+    seed: int = 0,
+    temperature: float = 0.0,
+    scale: AnswerScale = LIKERT_5,
+    existing: Sequence[Rubric] = (),
+    subjects: Sequence[str] | None = DEFAULT_SUBJECTS,
+    retries: int = 2,
+    provenance: Mapping[str, Any] | None = None,
+    stats: GenerationStats | None = None,
+    progress: bool = False,
+) -> list[Rubric]:
+    """RUBICON rubric summarization: fresh rubrics per mini-batch of patterns, the pool grows.
+
+    Batch ``i`` is shown the rubrics of this polarity made so far (``existing`` plus batches
+    ``< i``; the latest ``max_shown`` when there are more) and asked for up to ``max_new`` new
+    ones. Items that repeat a rubric already in the pool (case/space-insensitive) are rejected
+    and counted. Returns the new rubrics only, in order of creation.
+    """
+    if polarity not in _POLARITY_TEXT:
+        raise RubricInduceError(f"polarity must be SAT or DSAT, got {polarity!r}")
+    if batch_size < 1 or max_new < 1:
+        raise RubricInduceError("batch_size and max_new must be at least 1")
+    if use_ds and not (domain and domain.strip()):
+        raise RubricInduceError("domain sensitization (DS) needs a task/domain description: pass "
+                                "domain=... (CLI --domain FILE) or switch DS off (use_ds=False, --no-ds)")
+    stats = stats if stats is not None else GenerationStats()
+    template = load_prompt("rubicon_summarize")
+    blocks = dict(ds_block=_block("rubicon_ds", use_ds, domain=(domain or "").strip()),
+                  cdp_block=_block("rubicon_cdp_summarize", use_cdp))
+    words = _POLARITY_TEXT[polarity]
+    schema = string_list_schema("rubrics", min_items=1, max_items=max_new, max_length=160, subjects=subjects)
+    parse = string_list("rubrics")
+    seen = {_norm(r.text) for r in existing}
+    shown: list[str] = [r.text for r in existing]
+    new: list[Rubric] = []
+    batches = _batches([p for p in patterns if p.polarity == polarity], batch_size)
+    bar = _bar(progress, len(batches), f"summarizing {polarity}")
+    try:
+        for b, batch in enumerate(batches):
+            context = shown[-max_shown:] if max_shown else shown
+            messages = template.render(existing=_numbered(context), patterns=_numbered([p.text for p in batch]),
+                                       max_new=str(max_new), **{k: words[k] for k in (
+                                           "polarity_name", "kind", "polarity_instruction", "example_rubric")},
+                                       **blocks)
+            items = ask_json(backend, messages, schema, parse, step="summarize", stats=stats,
+                             seed=derive_seed(seed, "summarize", polarity, b), temperature=temperature,
+                             max_tokens=60 * max_new + 40, retries=retries,
+                             context={"polarity": polarity, "batch": b})
+            if bar:
+                bar.update()
+            if items is None:
+                continue
+            items = _sentences(items, stats)
+            if len(items) > max_new:
+                stats.reject("beyond max_new", len(items) - max_new)
+                items = items[:max_new]
+            source_ids = list(dict.fromkeys(p.example_id for p in batch))
+            for text in items:
+                key = _norm(text)
+                if key in seen:
+                    stats.reject("duplicate")
+                    continue
+                seen.add(key)
+                shown.append(text)
+                new.append(Rubric.create(text, polarity, scale=scale, provenance={
+                    **(provenance or {}), "step": "summarize", "batch": b, "model": _backend_name(backend),
+                    "prompt_hash": template.hash, "seed": seed,
+                    "source_example_ids": source_ids, "source_patterns": [p.text for p in batch],
+                }))
+    finally:
+        if bar:
+            bar.close()
+    return new
+
+
+def spur_update(
+    patterns: Sequence[Pattern],
+    backend: Backend,
+    *,
+    polarity: str,
+    n_rubrics: int = 10,
+    batch_size: int = 8,
+    seed: int = 0,
+    temperature: float = 0.0,
+    scale: AnswerScale = LIKERT_5,
+    subjects: Sequence[str] | None = DEFAULT_SUBJECTS,
+    retries: int = 2,
+    provenance: Mapping[str, Any] | None = None,
+    stats: GenerationStats | None = None,
+    progress: bool = False,
+) -> list[Rubric]:
+    """SPUR-style summarization: one set of at most ``n_rubrics``, rewritten by every batch.
+
+    A batch whose reply cannot be parsed leaves the set as it was (and is counted). A rubric
+    that survives an update unchanged keeps the provenance of the batch that introduced it.
+    """
+    if polarity not in _POLARITY_TEXT:
+        raise RubricInduceError(f"polarity must be SAT or DSAT, got {polarity!r}")
+    if n_rubrics < 1 or batch_size < 1:
+        raise RubricInduceError("n_rubrics and batch_size must be at least 1")
+    stats = stats if stats is not None else GenerationStats()
+    template = load_prompt("spur_update")
+    words = _POLARITY_TEXT[polarity]
+    schema = string_list_schema("rubrics", min_items=1, max_items=n_rubrics, max_length=160, subjects=subjects)
+    parse = string_list("rubrics")
+    current: list[Rubric] = []
+    batches = _batches([p for p in patterns if p.polarity == polarity], batch_size)
+    bar = _bar(progress, len(batches), f"SPUR {polarity}")
+    try:
+        for b, batch in enumerate(batches):
+            messages = template.render(existing=_numbered([r.text for r in current]),
+                                       patterns=_numbered([p.text for p in batch]), n=str(n_rubrics),
+                                       polarity_name=words["polarity_name"], kind=words["kind"],
+                                       polarity_instruction=words["polarity_instruction"])
+            items = ask_json(backend, messages, schema, parse, step="spur_update", stats=stats,
+                             seed=derive_seed(seed, "spur", polarity, b), temperature=temperature,
+                             max_tokens=60 * n_rubrics + 40, retries=retries,
+                             context={"polarity": polarity, "batch": b})
+            if bar:
+                bar.update()
+            if items is None:
+                continue
+            items = _sentences(items, stats)
+            old = {_norm(r.text): r for r in current}
+            updated: list[Rubric] = []
+            keys: set[str] = set()
+            for text in items:
+                key = _norm(text)
+                if key in keys:
+                    stats.reject("duplicate")
+                    continue
+                if len(updated) >= n_rubrics:
+                    stats.reject("beyond spur_size")
+                    continue
+                keys.add(key)
+                updated.append(old.get(key) or Rubric.create(text, polarity, scale=scale, provenance={
+                    **(provenance or {}), "step": "spur_update", "batch": b, "model": _backend_name(backend),
+                    "prompt_hash": template.hash, "seed": seed,
+                    "source_example_ids": list(dict.fromkeys(p.example_id for p in batch)),
+                    "source_patterns": [p.text for p in batch],
+                }))
+            current = updated
+    finally:
+        if bar:
+            bar.close()
+    return current
+
+
+def generate_rubicon(
+    examples: Iterable[Example],
+    backend: Backend,
+    *,
+    label: str = "sat",
+    domain: str | None = None,
+    use_ds: bool = True,
+    use_cdp: bool = True,
+    top_k: int = 3,
+    batch_size: int = 8,
+    max_new: int = 5,
+    max_shown: int | None = 60,
+    mode: str = "rubicon",
+    spur_size: int = 10,
+    seed: int = 0,
+    temperature: float = 0.0,
+    threshold: float | None = None,
+    scale: AnswerScale = LIKERT_5,
+    fields: Sequence[str] | None = None,
+    max_example_chars: int | None = 6000,
+    subjects: Sequence[str] | None = DEFAULT_SUBJECTS,
+    retries: int = 2,
+    progress: bool = False,
+) -> RubricPool:
+    """Generate a SAT + DSAT rubric pool from binary-labelled examples (RUBICON or SPUR mode).
+
+    ``label``: the 0/1 label (or a graded one with ``threshold``). ``domain``: the task/domain
+    description for DS (required while ``use_ds``). ``top_k`` patterns per example;
+    ``batch_size`` patterns per summarization call; ``max_new`` rubrics per call (RUBICON);
+    ``spur_size`` rubrics per polarity (SPUR). ``subjects``: sentence starts enforced by the
+    JSON schema on every pattern and rubric (None to lift it). Returns a :class:`RubricPool` whose manifest holds
+    the settings, prompt hashes, backend and ``stats``; raises :class:`GenerationError` rather
+    than return an empty pool.
+    """
+    if mode not in MODES:
+        raise RubricInduceError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    stats = GenerationStats()
+    pos, neg = split_binary(examples, label, threshold=threshold, fields=fields, stats=stats)
+    prompts = rubicon_prompts()
+    used = ["rubicon_extract"]
+    if use_ds:
+        used.append("rubicon_ds")
+    if use_cdp:
+        used += ["rubicon_cdp_extract"] + (["rubicon_cdp_summarize"] if mode == "rubicon" else [])
+    used.append("rubicon_summarize" if mode == "rubicon" else "spur_update")
+    settings = {"label": label, "threshold": threshold, "use_ds": use_ds, "use_cdp": use_cdp,
+                "top_k": top_k, "batch_size": batch_size, "temperature": temperature, "retries": retries,
+                "max_example_chars": max_example_chars, "fields": list(fields) if fields else None,
+                "subjects": list(subjects) if subjects else None}
+    if mode == "rubicon":
+        settings.update(max_new=max_new, max_shown=max_shown)
+    else:
+        settings.update(spur_size=spur_size)
+    prompt_hashes = {n: prompts[n].hash for n in used}
+    base_prov = {"method": mode, "use_ds": use_ds, "use_cdp": use_cdp, "top_k": top_k,
+                 "batch_size": batch_size, "prompt_hashes": prompt_hashes}
+    common = dict(seed=seed, temperature=temperature, retries=retries, stats=stats, progress=progress,
+                  subjects=subjects)
+    rubrics: list[Rubric] = []
+    n_patterns: dict[str, int] = {}
+    for polarity, group in (("SAT", pos), ("DSAT", neg)):
+        patterns = extract_patterns(group, backend, polarity=polarity, domain=domain, use_ds=use_ds,
+                                    use_cdp=use_cdp, top_k=top_k, fields=fields,
+                                    max_example_chars=max_example_chars, **common)
+        n_patterns[polarity] = len(patterns)
+        if not patterns:
+            stats.note(f"no {polarity} patterns could be extracted from {len(group)} examples")
+            continue
+        if mode == "rubicon":
+            made = summarize_rubrics(patterns, backend, polarity=polarity, domain=domain, use_ds=use_ds,
+                                     use_cdp=use_cdp, batch_size=batch_size, max_new=max_new,
+                                     max_shown=max_shown, scale=scale, provenance=base_prov, **common)
+        else:
+            made = spur_update(patterns, backend, polarity=polarity, n_rubrics=spur_size,
+                               batch_size=batch_size, scale=scale, provenance=base_prov, **common)
+        if not made:
+            stats.note(f"no {polarity} rubrics were generated from {len(patterns)} patterns")
+        rubrics.extend(made)
+    if not rubrics:
+        raise GenerationError(f"{mode} generation produced no rubrics: {stats.summary()}; "
+                              f"first failure: {stats.failures[0].error if stats.failures else 'none'}")
+    pool = RubricPool(rubrics)
+    pool.manifest = {
+        "method": mode, "settings": settings, "seed": seed, "domain": domain if use_ds else None,
+        "backend": backend.identity(), "model": _backend_name(backend), "prompts": prompt_hashes,
+        "n_examples": {"positive": len(pos), "negative": len(neg)}, "n_patterns": n_patterns,
+        "n_by_polarity": {p: len(pool.by_polarity(p)) for p in ("SAT", "DSAT")},
+        "stats": stats.to_dict(),
+    }
+    log.info("%s: %d rubrics; %s", mode, len(pool), stats.summary())
+    return pool
+
+
+def generate_spur(
+    examples: Iterable[Example],
+    backend: Backend,
+    *,
+    spur_size: int = 10,
+    use_ds: bool = False,
+    use_cdp: bool = False,
+    **options: Any,
+) -> RubricPool:
+    """The SPUR baseline: :func:`generate_rubicon` in ``mode="spur"``, DS and CDP off by default."""
+    return generate_rubicon(examples, backend, mode="spur", spur_size=spur_size, use_ds=use_ds,
+                            use_cdp=use_cdp, **options)
+
+
+def balanced_sample(
+    examples: Iterable[Example],
+    label: str = "sat",
+    n_per_class: int = 10,
+    *,
+    threshold: float | None = None,
+    seed: int = 0,
+) -> list[Example]:
+    """A seeded sample of up to ``n_per_class`` positive and ``n_per_class`` negative examples
+    (positives first, each class in its original order): a budget for generation runs."""
+    import numpy as np
+
+    pos, neg = split_binary(examples, label, threshold=threshold)
+    rng = np.random.default_rng(derive_seed(seed, "balanced_sample", label, n_per_class))
+    out: list[Example] = []
+    for group in (pos, neg):
+        k = min(n_per_class, len(group))
+        idx = sorted(rng.choice(len(group), size=k, replace=False).tolist())
+        out.extend(group[i] for i in idx)
+    return out

@@ -1,0 +1,42 @@
+"""A short real run of RUBICON generation with the embedded SmolLM2-135M model."""
+from __future__ import annotations
+
+import pytest
+
+from rubric_induce.data import Example
+
+pytestmark = pytest.mark.local_model
+
+
+def test_embedded_model_generates_a_pool_with_provenance(tmp_path):
+    pytest.importorskip("llama_cpp")
+    from rubric_induce.backends.local import LocalLlamaBackend
+    from rubric_induce.cache import CachedBackend, CallCache
+    from rubric_induce.data import RubricPool
+    from rubric_induce.generation import generate_rubicon
+
+    try:
+        inner = LocalLlamaBackend(n_threads=2, n_ctx=1024)
+    except Exception as exc:  # model wheel missing
+        pytest.skip(f"embedded model unavailable: {exc}")
+    dialogues = [
+        Example.create({"text": "USER: Book a table for two at 7 pm.\nSYSTEM: Done, your table for two at 7 pm "
+                                "is booked.\nUSER: Thanks!"}, {"sat": 1}, id="good"),
+        Example.create({"text": "USER: Book a table for two at 7 pm.\nSYSTEM: What city?\nUSER: I said 7 pm, "
+                                "two people.\nSYSTEM: What city?\nUSER: Forget it."}, {"sat": 0}, id="bad"),
+    ]
+    backend = CachedBackend(inner, CallCache(tmp_path / "calls.sqlite"))
+    try:
+        pool = generate_rubicon(dialogues, backend, domain="A restaurant booking assistant.", top_k=1,
+                                use_cdp=False, batch_size=4, max_new=1, retries=1, max_example_chars=400)
+    finally:
+        backend.close()
+    assert len(pool) > 0
+    for r in pool:
+        assert r.polarity in ("SAT", "DSAT") and r.text
+        p = r.provenance
+        assert p["method"] == "rubicon" and p["model"].startswith("local/") and p["prompt_hash"]
+        assert set(p["source_example_ids"]) <= {"good", "bad"}
+    assert pool.manifest["backend"]["kind"] == "local"
+    path = pool.save(tmp_path / "pool.jsonl")
+    assert len(RubricPool.load(path)) == len(pool)
