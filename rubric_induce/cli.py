@@ -77,6 +77,8 @@ _LAZY_COMMANDS = {
     "generate": ("rubric_induce.cli_generate", "generate"),
     "dedup": ("rubric_induce.cli_generate", "dedup"),
     "select": ("rubric_induce.cli_select", "select"),
+    "calibrate": ("rubric_induce.cli_calibrate", "calibrate"),
+    "score": ("rubric_induce.cli_calibrate", "score"),
 }
 
 

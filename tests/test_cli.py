@@ -32,7 +32,7 @@ def test_help_on_every_command():
         result = runner.invoke(cli, [*path, "--help"])
         assert result.exit_code == 0, (path, result.output)
         assert "Usage:" in result.output
-    assert {"probe", "generate", "dedup", "select", "datasets"} <= set(cli.list_commands(click.Context(cli)))
+    assert {"probe", "generate", "dedup", "select", "calibrate", "score", "datasets"} <= set(cli.list_commands(click.Context(cli)))
 
 
 def test_probe_writes_probes_manifest_and_report(tmp_path, files, examples, rubrics):

@@ -1,0 +1,56 @@
+"""Calibration stage: LLM-RUBRIC's personalized, multi-task calibration network.
+
+Turns LLM answer distributions for a set of rubric questions into calibrated predictions of
+each human judge's answers (Hashemi et al., ACL 2024). torch is imported only when a network
+is built, fitted or loaded; without it those raise
+:class:`~rubric_induce.errors.MissingDependencyError` (``pip install 'rubric-induce[calibrate]'``).
+"""
+from __future__ import annotations
+
+from .artifacts import load_calibrator, save_calibrator
+from .baselines import (
+    ArgmaxLLM,
+    ConstantBaseline,
+    ExpectedLLM,
+    PersonalizedIsotonic,
+    RandomBaseline,
+)
+from .calibrator import Calibrator, NotFittedError, check_features
+from .data import CalibrationData, from_llm_rubric, from_probes
+from .metrics import (
+    kendall,
+    paired_permutation_test,
+    regression_metrics,
+    reliability_diagram,
+    rmse,
+    rmse_bound,
+    smooth_ece,
+)
+from .search import cross_val_predict, cv_log_likelihood, group_kfold, search_hyperparameters
+
+__all__ = [
+    "Calibrator",
+    "NotFittedError",
+    "check_features",
+    "CalibrationData",
+    "from_llm_rubric",
+    "from_probes",
+    "save_calibrator",
+    "load_calibrator",
+    "RandomBaseline",
+    "ConstantBaseline",
+    "ArgmaxLLM",
+    "ExpectedLLM",
+    "PersonalizedIsotonic",
+    "rmse",
+    "kendall",
+    "rmse_bound",
+    "regression_metrics",
+    "smooth_ece",
+    "reliability_diagram",
+    "paired_permutation_test",
+    "group_kfold",
+    "cv_log_likelihood",
+    "search_hyperparameters",
+    "cross_val_predict",
+]

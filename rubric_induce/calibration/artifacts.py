@@ -1,0 +1,157 @@
+"""Save and load a fitted :class:`Calibrator` without pickle.
+
+A directory holds ``calibrator.json`` (parameters, judge vocabulary, question names and answer
+scales, input names and shape, library versions) and the weights of every ensemble member in
+``weights.safetensors`` (or ``weights.npz`` when safetensors is not installed), keyed
+``"{member}.{parameter}"``. Loading rebuilds the networks and checks every tensor's shape.
+"""
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError
+from ._torch import require_torch
+from .calibrator import Calibrator, _fitted
+
+__all__ = ["save_calibrator", "load_calibrator", "CONFIG_NAME", "FORMAT_VERSION"]
+
+CONFIG_NAME = "calibrator.json"
+FORMAT_VERSION = 1
+
+
+def _versions() -> dict[str, str]:
+    torch = require_torch()
+    try:
+        from .. import __version__ as ours
+    except ImportError:  # pragma: no cover
+        ours = "unknown"
+    return {"rubric_induce": str(ours), "torch": torch.__version__, "numpy": np.__version__,
+            "python": platform.python_version()}
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def save_calibrator(cal: Calibrator, directory: str | Path, *, extra: dict[str, Any] | None = None,
+                    fmt: str = "auto") -> Path:
+    """Write ``cal`` to ``directory``; ``fmt``: ``"safetensors"``, ``"npz"`` or ``"auto"``."""
+    _fitted(cal)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = {f"{m}.{name}": t.detach().cpu().contiguous().numpy()
+               for m, net in enumerate(cal.networks_) for name, t in net.state_dict().items()
+               if name != "answer_mask"}
+    if fmt == "auto":
+        try:
+            import safetensors  # noqa: F401
+            fmt = "safetensors"
+        except ImportError:
+            fmt = "npz"
+    if fmt == "safetensors":
+        from safetensors.numpy import save_file
+
+        weights = "weights.safetensors"
+        save_file(tensors, str(directory / weights))
+    elif fmt == "npz":
+        weights = "weights.npz"
+        np.savez(directory / weights, **tensors)
+    else:
+        raise ValueError(f"fmt must be 'safetensors', 'npz' or 'auto', got {fmt!r}")
+    params = cal.get_params()
+    config = {
+        "format": "rubric-induce-calibrator",
+        "format_version": FORMAT_VERSION,
+        "params": _jsonable({**params, "hidden": list(params["hidden"]),
+                             "not_applicable": list(params["not_applicable"])}),
+        "question_names": list(cal.question_names_),
+        "scales": [list(s) for s in cal.scales_],
+        "main_question_index": int(cal.main_question_index_),
+        "judges": list(cal.judges_),
+        "judge_counts": dict(cal.judge_counts_),
+        "input_names": cal.input_names_,
+        "input_shape": list(cal.n_features_in_shape_),
+        "n_members": len(cal.networks_),
+        "weights": weights,
+        "versions": _versions(),
+        "extra": _jsonable(extra or {}),
+    }
+    (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return directory
+
+
+def load_calibrator(directory: str | Path) -> Calibrator:
+    """Rebuild a calibrator saved by :func:`save_calibrator` (no pickle involved)."""
+    torch = require_torch()
+    from .network import CalibrationNetwork
+
+    directory = Path(directory)
+    path = directory / CONFIG_NAME
+    if not path.exists():
+        raise DataError(f"no {CONFIG_NAME} here; is this a calibrator artifact directory?", path=directory)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"invalid JSON: {exc}", path=path) from None
+    if config.get("format") != "rubric-induce-calibrator":
+        raise DataError("not a rubric-induce calibrator config", path=path, field="format")
+    if int(config.get("format_version", 0)) > FORMAT_VERSION:
+        raise DataError(f"format version {config['format_version']} is newer than this library's "
+                        f"{FORMAT_VERSION}; upgrade rubric-induce", path=path, field="format_version")
+    wpath = directory / config["weights"]
+    if not wpath.exists():
+        raise DataError("weights file is missing", path=wpath)
+    if wpath.suffix == ".safetensors":
+        from safetensors.numpy import load_file
+
+        tensors = load_file(str(wpath))
+    else:
+        with np.load(wpath, allow_pickle=False) as z:
+            tensors = {k: z[k] for k in z.files}
+    params = dict(config["params"])
+    params["hidden"] = tuple(params["hidden"])
+    params["not_applicable"] = tuple(params["not_applicable"])
+    cal = Calibrator(**params)
+    cal.question_names_ = list(config["question_names"])
+    cal.scales_ = [tuple(float(v) for v in s) for s in config["scales"]]
+    cal.main_question_index_ = int(config["main_question_index"])
+    cal.judges_ = [str(j) for j in config["judges"]]
+    cal.judge_counts_ = {str(k): int(v) for k, v in config.get("judge_counts", {}).items()}
+    cal.input_names_ = config.get("input_names")
+    cal.n_features_in_shape_ = tuple(int(v) for v in config["input_shape"])
+    cal.unanswered_questions_ = []
+    cal.n_rows_ignored_ = 0
+    cal.history_ = []
+    cal.artifact_extra_ = config.get("extra", {})
+    n_in = int(np.prod(cal.n_features_in_shape_))
+    nets = []
+    for m in range(int(config["n_members"])):
+        net = CalibrationNetwork(n_in, len(cal.judges_), [len(s) for s in cal.scales_], cal.hidden,
+                                 personalized=cal.personalized, head=cal.head)
+        state = net.state_dict()
+        for name, cur in state.items():
+            if name == "answer_mask":
+                continue
+            key = f"{m}.{name}"
+            if key not in tensors:
+                raise DataError(f"weights file lacks tensor {key!r}", path=wpath)
+            arr = tensors[key]
+            if tuple(arr.shape) != tuple(cur.shape):
+                raise DataError(f"tensor {key!r} has shape {arr.shape}, expected {tuple(cur.shape)}", path=wpath)
+            state[name] = torch.from_numpy(np.array(arr, dtype=np.float32))
+        net.load_state_dict(state)
+        net.eval()
+        nets.append(net)
+    cal.networks_ = nets
+    return cal

@@ -1,0 +1,513 @@
+"""``Calibrator``: the LLM-RUBRIC calibration network as a scikit-learn-shaped estimator.
+
+Training data are rows ``(text, judge)`` with the LLM features ``X[row]`` of the text and the
+judge's answers ``targets[row, question]``; every observed cell is one (text, question, judge,
+answer) tuple of the paper's objective (1). Not-applicable (``0`` by default) and unanswered
+(NaN) cells are left out of the loss exactly.
+
+Training: multi-task pre-training on every output question, then fine-tuning on the main
+question (each phase can be switched off for ablations); Adam with weight decay (judge-specific
+weights get their own, usually stronger, decay so that they stay deviations from the shared
+model); early stopping on held-out *texts* of the training data when ``early_stopping`` is on.
+``n_ensemble > 1`` averages the predicted distributions of networks trained from different seeds.
+
+Prediction: for a named judge, for an unseen judge or ``judge=None`` (shared weights only), or
+for a list of trusted judges (the mean of their distributions; :meth:`Calibrator.predict` can
+also take the max of their expected values, paper Appendix A).
+"""
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError
+from ._torch import require_torch
+
+__all__ = ["Calibrator", "NotFittedError", "check_features", "encode_targets", "PARAMS"]
+
+PARAMS = (
+    "hidden", "learning_rate", "batch_size", "pretrain_epochs", "finetune_epochs", "weight_decay",
+    "judge_weight_decay", "main_question", "personalized", "head", "pretrain", "finetune",
+    "early_stopping", "validation_fraction", "patience", "n_ensemble", "not_applicable",
+    "random_state", "n_threads",
+)
+
+
+class NotFittedError(ValueError, AttributeError):
+    """The estimator was used before :meth:`Calibrator.fit`."""
+
+
+def check_features(X: Any, *, what: str = "X") -> np.ndarray:
+    """Validate LLM features: finite, in [0, 1], each question block summing to at most 1.
+
+    ``X`` is ``[rows, questions, answers]`` (zero-padded distributions) or ``[rows, features]``.
+    Blocks that sum to less than one are kept as they are (the raw probability mass Z is a
+    feature, LLM-RUBRIC footnote 3); an all-zero block means "not applicable / not asked".
+    """
+    arr = np.asarray(X, dtype=np.float64)
+    if arr.ndim not in (2, 3):
+        raise DataError(f"{what} must be [rows, questions, answers] or [rows, features], got shape {arr.shape}",
+                        field=what)
+    if arr.shape[0] == 0:
+        raise DataError(f"{what} has no rows", field=what)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        row = int(np.argwhere(bad)[0][0])
+        raise DataError(f"{what} has {int(bad.sum())} NaN/inf value(s), first in row {row}; encode a missing "
+                        "LLM answer as an all-zero block, not NaN", field=what)
+    if (arr < 0).any():
+        row = int(np.argwhere(arr < 0)[0][0])
+        raise DataError(f"{what} has negative probabilities (first in row {row}); pass probabilities, "
+                        "not log-probabilities", field=what)
+    if (arr > 1 + 1e-6).any():
+        row = int(np.argwhere(arr > 1 + 1e-6)[0][0])
+        raise DataError(f"{what} has values above 1 (first in row {row}); pass probabilities", field=what)
+    if arr.ndim == 3:
+        sums = arr.sum(axis=2)
+        if (sums > 1 + 1e-3).any():
+            r, q = (int(v) for v in np.argwhere(sums > 1 + 1e-3)[0])
+            raise DataError(f"{what}[{r}, {q}] sums to {sums[r, q]:.4f} > 1; each question's answer "
+                            "probabilities must sum to at most 1", field=what)
+    return arr
+
+
+def encode_targets(
+    targets: Any, scales: Sequence[Sequence[float]], not_applicable: Sequence[float] = (0,)
+) -> np.ndarray:
+    """Answer values -> answer indices (``-1`` for unanswered NaN and not-applicable cells)."""
+    y = np.asarray(targets, dtype=np.float64)
+    if y.ndim == 1:
+        y = y[:, None]
+    if y.ndim != 2 or y.shape[1] != len(scales):
+        raise DataError(f"targets must be [rows, {len(scales)} questions], got shape {y.shape}", field="targets")
+    out = np.full(y.shape, -1, dtype=np.int64)
+    na = set(float(v) for v in not_applicable)
+    for q, scale in enumerate(scales):
+        values = np.asarray(scale, dtype=np.float64)
+        col = y[:, q]
+        for r in np.flatnonzero(np.isfinite(col)):
+            v = float(col[r])
+            hit = np.flatnonzero(np.isclose(values, v))
+            if len(hit):
+                out[r, q] = int(hit[0])
+            elif v not in na:
+                raise DataError(f"answer {v:g} in row {r} is not on question {q}'s scale {list(values)} "
+                                f"(not-applicable values: {sorted(na)})", field="targets")
+        inf = np.isinf(col)
+        if inf.any():
+            raise DataError(f"targets column {q} has infinite values", field="targets")
+    return out
+
+
+def _fitted(est: Calibrator) -> None:
+    if not hasattr(est, "networks_"):
+        raise NotFittedError("this Calibrator is not fitted yet; call fit(X, judge_ids, targets) first "
+                             "(or load a saved one with rubric_induce.calibration.load_calibrator)")
+
+
+class Calibrator:
+    """Personalized multi-task calibration of LLM answer distributions to human judges.
+
+    Parameters
+    ----------
+    hidden: sizes ``(h1, h2)`` of the two hidden layers.
+    learning_rate, batch_size: Adam settings.
+    pretrain_epochs, finetune_epochs: epochs of multi-task pre-training and of main-question
+        fine-tuning (upper bounds when ``early_stopping``).
+    weight_decay: decoupled weight decay (AdamW) of the shared weights.
+    judge_weight_decay: decay of the judge-specific weights (None: same as ``weight_decay``).
+    main_question: index or name of the question fine-tuned on and predicted by default.
+    personalized: judge-specific weights ``W^a``, ``V^a`` in every layer (True), only in the
+        output heads (``"head"``: fewer judge parameters), or none (False).
+    head: ``"softmax"`` (paper eq. 5) or ``"ordinal"`` (ordered logit with judge thresholds).
+    pretrain, finetune: switch a phase off (ablations).
+    early_stopping: hold out ``validation_fraction`` of the training *texts* and keep the
+        parameters of the best held-out epoch (stopping after ``patience`` epochs without gain).
+    n_ensemble: networks trained from different seeds whose distributions are averaged.
+    not_applicable: answer values meaning "not applicable" (excluded from the loss).
+    random_state: seed of initialisation, batching and the validation split.
+    n_threads: torch intra-op threads while fitting/predicting (None leaves torch's setting).
+    """
+
+    def __init__(
+        self,
+        hidden: tuple[int, int] = (25, 25),
+        learning_rate: float = 1e-3,
+        batch_size: int = 64,
+        pretrain_epochs: int = 20,
+        finetune_epochs: int = 30,
+        weight_decay: float = 0.0,
+        judge_weight_decay: float | None = None,
+        main_question: int | str = 0,
+        personalized: bool | str = True,
+        head: str = "softmax",
+        pretrain: bool = True,
+        finetune: bool = True,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.15,
+        patience: int = 10,
+        n_ensemble: int = 1,
+        not_applicable: Sequence[float] = (0,),
+        random_state: int = 0,
+        n_threads: int | None = None,
+    ) -> None:
+        self.hidden = hidden
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.pretrain_epochs = pretrain_epochs
+        self.finetune_epochs = finetune_epochs
+        self.weight_decay = weight_decay
+        self.judge_weight_decay = judge_weight_decay
+        self.main_question = main_question
+        self.personalized = personalized
+        self.head = head
+        self.pretrain = pretrain
+        self.finetune = finetune
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.patience = patience
+        self.n_ensemble = n_ensemble
+        self.not_applicable = not_applicable
+        self.random_state = random_state
+        self.n_threads = n_threads
+
+    # -- scikit-learn conventions -------------------------------------------------------------
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        return {p: getattr(self, p) for p in PARAMS}
+
+    def set_params(self, **params: Any) -> Calibrator:
+        for k, v in params.items():
+            if k not in PARAMS:
+                raise ValueError(f"unknown Calibrator parameter {k!r}; valid: {', '.join(PARAMS)}")
+            setattr(self, k, v)
+        return self
+
+    def clone(self, **overrides: Any) -> Calibrator:
+        """An unfitted copy with the same parameters (and ``overrides``)."""
+        return Calibrator(**{**self.get_params(), **overrides})
+
+    def __repr__(self) -> str:
+        default = Calibrator.__new__(Calibrator)
+        Calibrator.__init__(default)
+        diff = {k: v for k, v in self.get_params().items() if getattr(default, k) != v}
+        return f"Calibrator({', '.join(f'{k}={v!r}' for k, v in diff.items())})"
+
+    # -- fitting -------------------------------------------------------------------------------
+    def _check_params(self) -> None:
+        if len(tuple(self.hidden)) != 2 or any(int(h) < 1 for h in self.hidden):
+            raise ValueError(f"hidden must be two positive sizes, got {self.hidden!r}")
+        if not self.learning_rate > 0:
+            raise ValueError("learning_rate must be > 0")
+        if int(self.batch_size) < 1:
+            raise ValueError("batch_size must be >= 1")
+        if self.personalized not in (True, False, "head"):
+            raise ValueError(f"personalized must be True, False or 'head', got {self.personalized!r}")
+        if self.head not in ("softmax", "ordinal"):
+            raise ValueError(f"head must be 'softmax' or 'ordinal', got {self.head!r}")
+        if not (self.pretrain or self.finetune):
+            raise ValueError("at least one of pretrain and finetune must be on")
+        if int(self.n_ensemble) < 1:
+            raise ValueError("n_ensemble must be >= 1")
+        if not 0 < float(self.validation_fraction) < 1:
+            raise ValueError("validation_fraction must be in (0, 1)")
+
+    def fit(
+        self,
+        X: Any,
+        judge_ids: Sequence[Any],
+        targets: Any,
+        *,
+        scales: Sequence[Sequence[float]] | None = None,
+        groups: Sequence[Any] | None = None,
+        question_names: Sequence[str] | None = None,
+        input_names: Sequence[str] | None = None,
+    ) -> Calibrator:
+        """Fit on rows ``(X[r], judge_ids[r], targets[r, :])``.
+
+        ``scales[q]`` are the answer values of output question ``q`` (default: the sorted
+        answers seen in ``targets``; a question never answered then needs an explicit scale).
+        ``groups`` (e.g. text ids) keeps every text's rows on one side of the early-stopping
+        split. Returns ``self``.
+        """
+        torch = require_torch()
+        from .network import CalibrationNetwork
+
+        self._check_params()
+        Xa = check_features(X)
+        n = Xa.shape[0]
+        judges = [str(j) for j in judge_ids]
+        if len(judges) != n:
+            raise DataError(f"judge_ids has {len(judges)} entries for {n} rows of X", field="judge_ids")
+        y = np.asarray(targets, dtype=np.float64)
+        if y.ndim == 1:
+            y = y[:, None]
+        if y.shape[0] != n:
+            raise DataError(f"targets has {y.shape[0]} rows for {n} rows of X", field="targets")
+        n_q = y.shape[1]
+        names = list(question_names) if question_names is not None else [f"Q{i}" for i in range(n_q)]
+        if len(names) != n_q:
+            raise DataError(f"{len(names)} question names for {n_q} target columns", field="question_names")
+        if scales is None:
+            scales = []
+            na = set(float(v) for v in self.not_applicable)
+            for q in range(n_q):
+                seen = sorted({float(v) for v in y[:, q] if np.isfinite(v) and float(v) not in na})
+                if len(seen) < 2:
+                    raise DataError(f"question {names[q]!r} has {len(seen)} distinct answer(s); pass "
+                                    "scales=[...] to say its answer values", field="scales")
+                scales.append(seen)
+        scales = [tuple(float(v) for v in s) for s in scales]
+        if len(scales) != n_q:
+            raise DataError(f"{len(scales)} scales for {n_q} target columns", field="scales")
+        for q, s in enumerate(scales):
+            if len(s) < 2 or len(set(s)) != len(s):
+                raise DataError(f"scale of {names[q]!r} needs at least 2 distinct values, got {list(s)}",
+                                field="scales")
+        main = self._main_index(names)
+        codes = encode_targets(y, scales, self.not_applicable)
+        answered = (codes >= 0).sum(axis=0)
+        if answered[main] == 0:
+            raise DataError(f"the main question {names[main]!r} has no applicable answer in the training data",
+                            field="targets")
+        unanswered = [names[q] for q in range(n_q) if answered[q] == 0]
+        if unanswered:
+            warnings.warn(f"questions never answered in the training data (their heads stay untrained): "
+                          f"{unanswered}", stacklevel=2)
+        keep = (codes >= 0).any(axis=1)
+        vocab = sorted(set(judges[r] for r in np.flatnonzero(keep)), key=_judge_key)
+        jindex = {j: k for k, j in enumerate(vocab)}
+        groups_arr = np.asarray([str(g) for g in groups]) if groups is not None else np.arange(n).astype(str)
+        if len(groups_arr) != n:
+            raise DataError(f"groups has {len(groups_arr)} entries for {n} rows", field="groups")
+
+        self.n_features_in_shape_ = tuple(Xa.shape[1:])
+        self.question_names_ = names
+        self.input_names_ = list(input_names) if input_names is not None else None
+        self.scales_ = scales
+        self.main_question_index_ = main
+        self.judges_ = vocab
+        self.judge_counts_ = {j: int(sum(1 for r in np.flatnonzero(keep) if judges[r] == j)) for j in vocab}
+        self.unanswered_questions_ = unanswered
+        self.n_rows_ignored_ = int((~keep).sum())
+
+        rows = np.flatnonzero(keep)
+        Xf = Xa.reshape(n, -1)[rows].astype(np.float32)
+        J = np.asarray([jindex[judges[r]] for r in rows], dtype=np.int64)
+        Y = codes[rows]
+        G = groups_arr[rows]
+
+        prev = torch.get_num_threads()
+        if self.n_threads:
+            torch.set_num_threads(int(self.n_threads))
+        try:
+            nets, histories = [], []
+            for m in range(int(self.n_ensemble)):
+                seed = int(self.random_state) + 1000 * m
+                torch.manual_seed(seed)
+                net = CalibrationNetwork(Xf.shape[1], len(vocab), [len(s) for s in scales], tuple(self.hidden),
+                                         personalized=self.personalized, head=self.head)
+                hist = self._train(net, Xf, J, Y, G, main, seed)
+                net.eval()
+                nets.append(net)
+                histories.append(hist)
+        finally:
+            torch.set_num_threads(prev)
+        self.networks_ = nets
+        self.history_ = histories
+        return self
+
+    def _main_index(self, names: Sequence[str]) -> int:
+        mq = self.main_question
+        if isinstance(mq, str):
+            if mq not in names:
+                raise DataError(f"main question {mq!r} is not among the questions {list(names)}",
+                                field="main_question")
+            return list(names).index(mq)
+        if not 0 <= int(mq) < len(names):
+            raise DataError(f"main question index {mq} is out of range for {len(names)} questions",
+                            field="main_question")
+        return int(mq)
+
+    def _train(self, net, X, J, Y, G, main, seed) -> dict[str, Any]:
+        torch = require_torch()
+        from .network import masked_nll
+
+        rng = np.random.default_rng(seed)
+        train_rows, val_rows = np.arange(len(X)), np.array([], dtype=np.int64)
+        if self.early_stopping:
+            uniq = np.unique(G)
+            n_val = int(round(len(uniq) * float(self.validation_fraction)))
+            if n_val >= 1 and len(uniq) - n_val >= 1:
+                val_groups = set(rng.choice(uniq, size=n_val, replace=False).tolist())
+                is_val = np.array([g in val_groups for g in G])
+                train_rows, val_rows = np.flatnonzero(~is_val), np.flatnonzero(is_val)
+        Xt, Jt, Yt = torch.from_numpy(X), torch.from_numpy(J), torch.from_numpy(Y)
+        jwd = self.weight_decay if self.judge_weight_decay is None else self.judge_weight_decay
+        groups = [{"params": net.shared_parameters(), "weight_decay": float(self.weight_decay)}]
+        if self.personalized:
+            groups.append({"params": net.judge_parameters(), "weight_decay": float(jwd)})
+        try:
+            opt = torch.optim.AdamW(groups, lr=float(self.learning_rate), fused=True)
+        except (RuntimeError, TypeError):  # pragma: no cover - builds without fused CPU kernels
+            opt = torch.optim.AdamW(groups, lr=float(self.learning_rate))
+        gen = torch.Generator().manual_seed(seed)
+        history: dict[str, Any] = {"n_train_rows": int(len(train_rows)), "n_val_rows": int(len(val_rows))}
+        phases = []
+        if self.pretrain:
+            phases.append(("pretrain", None, int(self.pretrain_epochs)))
+        if self.finetune:
+            phases.append(("finetune", [main], int(self.finetune_epochs)))
+        for name, qs, epochs in phases:
+            cols = list(range(Y.shape[1])) if qs is None else qs
+            rows = train_rows[(Y[train_rows][:, cols] >= 0).any(axis=1)]
+            vrows = val_rows[(Y[val_rows][:, cols] >= 0).any(axis=1)] if len(val_rows) else val_rows
+            best, best_state, best_epoch, since = math.inf, None, 0, 0
+            curve = []
+            bs = max(1, min(int(self.batch_size), len(rows)))
+            rows_t = torch.from_numpy(rows)
+            for epoch in range(1, epochs + 1):
+                net.train()
+                perm = rows_t[torch.randperm(len(rows), generator=gen)]
+                for start in range(0, len(perm), bs):
+                    b = perm[start:start + bs]
+                    loss = masked_nll(net(Xt[b], Jt[b]), Yt[b], qs)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                if len(vrows):
+                    with torch.no_grad():
+                        net.eval()
+                        vb = torch.from_numpy(vrows)
+                        v = float(masked_nll(net(Xt[vb], Jt[vb]), Yt[vb], qs))
+                    curve.append(v)
+                    if v < best - 1e-5:
+                        best, best_epoch, since = v, epoch, 0
+                        best_state = copy.deepcopy(net.state_dict())
+                    else:
+                        since += 1
+                        if since >= int(self.patience):
+                            break
+            if best_state is not None:
+                net.load_state_dict(best_state)
+            history[name] = {"epochs_run": len(curve) if curve else epochs, "best_epoch": best_epoch or epochs,
+                             "val_nll": curve}
+        return history
+
+    # -- prediction ----------------------------------------------------------------------------
+    def _judge_index(self, judge: Any, n: int, judge_ids: Sequence[Any] | None) -> list[np.ndarray]:
+        """One index array per judge to average over (``-1`` = shared weights only)."""
+        index = {j: k for k, j in enumerate(self.judges_)}
+        if judge_ids is not None:
+            if judge is not None:
+                raise ValueError("give either judge= or judge_ids=, not both")
+            ids = [str(j) for j in judge_ids]
+            if len(ids) != n:
+                raise DataError(f"judge_ids has {len(ids)} entries for {n} rows", field="judge_ids")
+            return [np.asarray([index.get(j, -1) for j in ids], dtype=np.int64)]
+        if judge is None:
+            return [np.full(n, -1, dtype=np.int64)]
+        if isinstance(judge, (str, int, np.integer)):
+            return [np.full(n, index.get(str(judge), -1), dtype=np.int64)]
+        judges = [str(j) for j in judge]
+        if not judges:
+            raise ValueError("the list of trusted judges is empty")
+        return [np.full(n, index.get(j, -1), dtype=np.int64) for j in judges]
+
+    def _question(self, question: int | str | None) -> int:
+        _fitted(self)
+        if question is None:
+            return self.main_question_index_
+        if isinstance(question, str):
+            if question not in self.question_names_:
+                raise DataError(f"unknown question {question!r}; the calibrator knows {self.question_names_}",
+                                field="question")
+            return self.question_names_.index(question)
+        if not 0 <= int(question) < len(self.question_names_):
+            raise DataError(f"question index {question} out of range", field="question")
+        return int(question)
+
+    def _check_X(self, X: Any) -> np.ndarray:
+        Xa = check_features(X)
+        if tuple(Xa.shape[1:]) != tuple(self.n_features_in_shape_):
+            raise DataError(f"X has feature shape {tuple(Xa.shape[1:])}, the calibrator was fitted on "
+                            f"{tuple(self.n_features_in_shape_)}", field="X")
+        return Xa.reshape(Xa.shape[0], -1).astype(np.float32)
+
+    def _per_judge_proba(self, X: Any, judge: Any, judge_ids: Sequence[Any] | None, q: int) -> np.ndarray:
+        """``[judges, rows, answers]`` ensemble-averaged distributions for question ``q``."""
+        torch = require_torch()
+        _fitted(self)
+        Xf = self._check_X(X)
+        k = len(self.scales_[q])
+        out = []
+        with torch.no_grad():
+            xt = torch.from_numpy(Xf)
+            for idx in self._judge_index(judge, len(Xf), judge_ids):
+                jt = torch.from_numpy(idx)
+                p = np.mean([net(xt, jt)[:, q, :k].exp().double().numpy() for net in self.networks_], axis=0)
+                out.append(p / p.sum(axis=1, keepdims=True))
+        return np.stack(out)
+
+    def predict_proba(self, X: Any, judge: Any = None, *, judge_ids: Sequence[Any] | None = None,
+                      question: int | str | None = None) -> np.ndarray:
+        """Predicted answer distribution ``[rows, answers]`` for ``question`` (default: main).
+
+        ``judge``: None or an unseen name (shared weights only), a judge name, or a list of
+        trusted judges (the mean of their distributions). ``judge_ids``: one judge per row.
+        """
+        return self._per_judge_proba(X, judge, judge_ids, self._question(question)).mean(axis=0)
+
+    def predict(self, X: Any, judge: Any = None, *, judge_ids: Sequence[Any] | None = None,
+                question: int | str | None = None, aggregate: str = "mean") -> np.ndarray:
+        """Expected answer value (the L2-optimal decode, paper eq. 2).
+
+        With a list of trusted judges, ``aggregate="mean"`` averages and ``"max"`` takes the
+        largest of their expected values.
+        """
+        q = self._question(question)
+        values = np.asarray(self.scales_[q])
+        per = self._per_judge_proba(X, judge, judge_ids, q) @ values
+        if aggregate == "mean":
+            return per.mean(axis=0)
+        if aggregate == "max":
+            return per.max(axis=0)
+        raise ValueError(f"aggregate must be 'mean' or 'max', got {aggregate!r}")
+
+    def predictive_variance(self, X: Any, judge: Any = None, *, judge_ids: Sequence[Any] | None = None,
+                            question: int | str | None = None) -> np.ndarray:
+        """Variance of the predicted answer distribution (of the judges' mixture for a list)."""
+        q = self._question(question)
+        p = self.predict_proba(X, judge, judge_ids=judge_ids, question=q)
+        values = np.asarray(self.scales_[q])
+        mean = p @ values
+        return np.clip(p @ values ** 2 - mean ** 2, 0.0, None)
+
+    def entropy(self, X: Any, judge: Any = None, *, judge_ids: Sequence[Any] | None = None,
+                question: int | str | None = None) -> np.ndarray:
+        """Entropy (nats) of the predicted answer distribution."""
+        p = self.predict_proba(X, judge, judge_ids=judge_ids, question=question)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+
+    def log_likelihood(self, X: Any, judge_ids: Sequence[Any], targets: Any,
+                       question: int | str | None = None) -> float:
+        """Mean log-probability of the observed applicable answers to ``question``."""
+        q = self._question(question)
+        y = np.asarray(targets, dtype=np.float64).reshape(len(judge_ids), -1)
+        col = y[:, q] if y.shape[1] == len(self.question_names_) else y[:, 0]
+        codes = encode_targets(col[:, None], [self.scales_[q]], self.not_applicable)[:, 0]
+        ok = codes >= 0
+        if not ok.any():
+            return float("nan")
+        p = self.predict_proba(np.asarray(X)[ok], judge_ids=[str(j) for j, o in zip(judge_ids, ok) if o],
+                               question=q)
+        return float(np.mean(np.log(np.clip(p[np.arange(ok.sum()), codes[ok]], 1e-12, None))))
+
+
+def _judge_key(judge: str) -> tuple[int, str]:
+    return (int(judge), "") if judge.isdigit() else (1 << 30, judge)

@@ -1,0 +1,225 @@
+"""Build calibration training data (LLM features per text, judge answers per row).
+
+Two sources: the LLM-RUBRIC release (:class:`~rubric_induce.data.datasets.llm_rubric.LLMRubricData`,
+with its gpt-3.5 distributions) and a probe table from this library plus examples carrying
+per-judge judgments.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError
+
+__all__ = [
+    "CalibrationData",
+    "from_llm_rubric",
+    "from_probes",
+    "CITATION_QUESTIONS",
+    "NA_INPUT_MODES",
+]
+
+# LLM-RUBRIC's questions about cited sources: not applicable when the system cited nothing.
+CITATION_QUESTIONS = ("Q2", "Q3", "Q4", "Q5")
+NA_INPUT_MODES = ("references", "judgments", "none")
+
+
+@dataclass
+class CalibrationData:
+    """Texts with LLM features and (text, judge) rows with answers.
+
+    ``X[t]``: ``[input questions, answers]`` raw LLM distributions of text ``t`` (all-zero block
+    = not applicable / not asked). ``row_text[r]``, ``row_judge[r]``: the text and judge of row
+    ``r``; ``targets[r, q]``: the judge's answer to output question ``q`` (NaN = not answered,
+    a ``not_applicable`` value = not applicable). ``scales[q]``: the answer values of ``q``.
+    """
+
+    X: np.ndarray
+    text_ids: list[str]
+    input_names: list[str]
+    row_text: np.ndarray
+    row_judge: np.ndarray
+    targets: np.ndarray
+    question_names: list[str]
+    scales: list[tuple[float, ...]]
+    not_applicable: tuple[float, ...] = (0.0,)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.row_text)
+
+    @property
+    def row_X(self) -> np.ndarray:
+        return self.X[self.row_text]
+
+    @property
+    def groups(self) -> np.ndarray:
+        """The text id of each row (split by text, never by row)."""
+        return np.asarray(self.text_ids, dtype=object)[self.row_text]
+
+    def fit_args(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """``(X, judge_ids, targets, kwargs)`` for :meth:`Calibrator.fit`."""
+        return self.row_X, self.row_judge, self.targets, {
+            "scales": self.scales, "groups": self.groups, "question_names": self.question_names,
+            "input_names": self.input_names}
+
+    def subset_texts(self, text_index: Sequence[int] | np.ndarray) -> CalibrationData:
+        """The texts at ``text_index`` (positions in ``text_ids``) and all their rows."""
+        idx = np.asarray(text_index, dtype=np.int64)
+        remap = np.full(len(self.text_ids), -1, dtype=np.int64)
+        remap[idx] = np.arange(len(idx))
+        keep = remap[self.row_text] >= 0
+        return replace(self, X=self.X[idx], text_ids=[self.text_ids[i] for i in idx],
+                       row_text=remap[self.row_text[keep]], row_judge=self.row_judge[keep],
+                       targets=self.targets[keep], meta=dict(self.meta))
+
+    def drop_inputs(self, names: Sequence[str]) -> CalibrationData:
+        """Without the LLM features of input questions ``names`` (the "w/o Q_i" ablation)."""
+        unknown = [n for n in names if n not in self.input_names]
+        if unknown:
+            raise DataError(f"unknown input question(s) {unknown}; have {self.input_names}", field="inputs")
+        keep = [i for i, n in enumerate(self.input_names) if n not in set(names)]
+        return replace(self, X=self.X[:, keep], input_names=[self.input_names[i] for i in keep],
+                       meta=dict(self.meta))
+
+    def select_inputs(self, names: Sequence[str]) -> CalibrationData:
+        """Only the LLM features of ``names`` (e.g. the "calibrated LLM Q0" baseline)."""
+        return self.drop_inputs([n for n in self.input_names if n not in set(names)])
+
+    def target(self, question: str) -> np.ndarray:
+        """The answers to ``question`` with not-applicable values as NaN."""
+        col = self.targets[:, self.question_names.index(question)].astype(float).copy()
+        col[np.isin(col, self.not_applicable)] = np.nan
+        return col
+
+
+def _no_reference(example) -> bool | None:
+    meta = example.meta or {}
+    if "has_references" in meta:
+        return not bool(meta["has_references"])
+    system = meta.get("dialogue_system")
+    if isinstance(system, str) and system.upper() in ("V1", "DS1"):
+        return True  # DS1 (LLM-only assistant) never cites sources; paper Appendix F
+    if system is not None:
+        return False
+    return None
+
+
+def from_llm_rubric(
+    data,
+    *,
+    questions: Sequence[str] | None = None,
+    inputs: Sequence[str] | None = None,
+    na_inputs: str = "references",
+    drop_missing_llm: bool = True,
+) -> CalibrationData:
+    """Calibration data from a loaded LLM-RUBRIC split.
+
+    ``na_inputs`` says which LLM answers are replaced by the all-zero "not applicable" block,
+    as the paper describes for dialogues whose system gave no references (the release instead
+    has a distribution for every question):
+
+    * ``"references"``: the citation questions Q2-Q5 of dialogues without references (real:
+      ``meta["has_references"]``; synthetic: system V1 = DS1, the LLM-only assistant);
+    * ``"judgments"``: every question that most of the text's judges called not applicable;
+    * ``"none"``: keep the released distributions as they are.
+
+    Dialogues without released LLM distributions are dropped (``drop_missing_llm``).
+    """
+    if na_inputs not in NA_INPUT_MODES:
+        raise DataError(f"na_inputs must be one of {NA_INPUT_MODES}, got {na_inputs!r}", field="na_inputs")
+    if drop_missing_llm:
+        data = data.with_llm_probs()
+    elif not np.all(data.has_llm_probs):
+        raise DataError("some dialogues have no LLM distributions; use drop_missing_llm=True", field="llm_probs")
+    all_q = list(data.question_ids)
+    questions = list(questions) if questions is not None else all_q
+    inputs = list(inputs) if inputs is not None else all_q
+    for q in [*questions, *inputs]:
+        if q not in all_q:
+            raise DataError(f"unknown LLM-RUBRIC question {q!r}; choose from {all_q}", field="questions")
+    X = np.array(data.llm_probs[:, [all_q.index(q) for q in inputs], :], dtype=np.float64)
+    rows_t, rows_j, rows_y = [], [], []
+    for t, ex in enumerate(data.examples):
+        for jd in ex.judgments:
+            rows_t.append(t)
+            rows_j.append(str(jd.judge))
+            rows_y.append([np.nan if jd.labels.get(q) is None else float(jd.labels[q]) for q in questions])
+    targets = np.asarray(rows_y, dtype=np.float64).reshape(len(rows_t), len(questions))
+    row_text = np.asarray(rows_t, dtype=np.int64)
+    n_zeroed = 0
+    if na_inputs == "references":
+        cite = [i for i, q in enumerate(inputs) if q in CITATION_QUESTIONS]
+        for t, ex in enumerate(data.examples):
+            if cite and _no_reference(ex):
+                X[t, cite, :] = 0.0
+                n_zeroed += 1
+    elif na_inputs == "judgments":
+        for t, ex in enumerate(data.examples):
+            for i, q in enumerate(inputs):
+                answers = [jd.labels.get(q) for jd in ex.judgments if jd.labels.get(q) is not None]
+                if answers and sum(1 for a in answers if a == 0) * 2 > len(answers):
+                    X[t, i, :] = 0.0
+                    n_zeroed += 1
+    scales = [tuple(float(v) for v in range(1, (3 if q == "Q8" else 4) + 1)) for q in questions]
+    return CalibrationData(
+        X=X, text_ids=[ex.id for ex in data.examples], input_names=inputs, row_text=row_text,
+        row_judge=np.asarray(rows_j, dtype=object), targets=targets, question_names=questions,
+        scales=scales, not_applicable=(0.0,),
+        meta={"source": f"llm_rubric-{data.split}", "na_inputs": na_inputs, "n_zeroed": n_zeroed})
+
+
+def from_probes(
+    table,
+    examples,
+    *,
+    questions: Sequence[str],
+    rubric_ids: Sequence[str] | None = None,
+    scales: Sequence[Sequence[float]] | None = None,
+    not_applicable: Sequence[float] = (0,),
+    default_judge: str = "default",
+) -> CalibrationData:
+    """Calibration data from a :class:`~rubric_induce.probing.ProbeTable` and labelled examples.
+
+    Inputs are the rubrics' raw (unnormalised) answer distributions, an all-zero block where a
+    probe failed or is missing. Rows come from each example's ``judgments`` (one per judge), or
+    from its aggregate ``labels`` as judge ``default_judge`` when it has none.
+    """
+    examples = list(examples)
+    if not examples:
+        raise DataError("no examples to calibrate on", field="examples")
+    ex_ids = [ex.id for ex in examples]
+    arr = table.arrays(example_ids=ex_ids, rubric_ids=rubric_ids)
+    if not arr.rubric_ids:
+        raise DataError("the probe table has no rubrics", field="probes")
+    X = np.where(arr.ok[..., None], arr.raw, 0.0)
+    missing = [e for e, ok in zip(ex_ids, arr.ok.any(axis=1)) if not ok]
+    if len(missing) == len(ex_ids):
+        raise DataError(f"no probe matches any of the {len(ex_ids)} examples (e.g. {ex_ids[0]!r})", field="probes")
+    rows_t, rows_j, rows_y = [], [], []
+    for t, ex in enumerate(examples):
+        sources = [(str(jd.judge), jd.labels) for jd in ex.judgments] or [(default_judge, ex.labels)]
+        for judge, labels in sources:
+            vals = [labels.get(q) for q in questions]
+            rows_t.append(t)
+            rows_j.append(judge)
+            rows_y.append([np.nan if v is None else float(v) for v in vals])
+    targets = np.asarray(rows_y, dtype=np.float64).reshape(len(rows_t), len(questions))
+    if scales is None:
+        na = set(float(v) for v in not_applicable)
+        scales = []
+        for q, name in enumerate(questions):
+            seen = sorted({float(v) for v in targets[:, q] if np.isfinite(v) and float(v) not in na})
+            if len(seen) < 2:
+                raise DataError(f"question {name!r} has {len(seen)} distinct answer(s) in the examples; "
+                                "pass scales= to give its answer values", field="labels")
+            scales.append(tuple(seen))
+    return CalibrationData(
+        X=X, text_ids=ex_ids, input_names=list(arr.rubric_ids), row_text=np.asarray(rows_t, dtype=np.int64),
+        row_judge=np.asarray(rows_j, dtype=object), targets=targets, question_names=list(questions),
+        scales=[tuple(float(v) for v in s) for s in scales], not_applicable=tuple(float(v) for v in not_applicable),
+        meta={"source": "probes", "examples_without_probes": missing})

@@ -1,0 +1,43 @@
+"""Building calibration data from probe tables; the optional-dependency error."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from rubric_induce.calibration import from_probes
+from rubric_induce.data import Example
+from rubric_induce.data.model import Judgment
+from rubric_induce.errors import DataError, MissingDependencyError
+from rubric_induce.probing import ProbeRecord, ProbeTable
+
+
+def _rec(ex, rid, raw, error=None):
+    return ProbeRecord(example_id=ex, rubric_id=rid, answers=["1", "2", "3"], values=[1.0, 2.0, 3.0], raw=raw,
+                       style="score-only", estimator="logprobs", prompt_hash="h", error=error)
+
+
+def test_from_probes_zero_blocks_and_rows():
+    table = ProbeTable([_rec("a", "r1", [0.2, 0.3, 0.4]), _rec("a", "r2", [0.0, 0.0, 0.0], error="no rating"),
+                        _rec("b", "r1", [0.1, 0.1, 0.7])])  # b has no r2 probe at all
+    exs = [Example.create({"text": "x"}, {"q": 2.0}, id="a",
+                          judgments=[Judgment("u", {"q": 1.0}), Judgment("v", {"q": 3.0})]),
+           Example.create({"text": "y"}, {"q": 2.0}, id="b")]
+    d = from_probes(table, exs, questions=["q"])
+    assert d.X.shape == (2, 2, 3) and d.input_names == ["r1", "r2"]
+    np.testing.assert_allclose(d.X[0, 0], [0.2, 0.3, 0.4])  # raw, not renormalised
+    assert (d.X[0, 1] == 0).all() and (d.X[1, 1] == 0).all()  # failed / missing -> all-zero block
+    assert d.row_judge.tolist() == ["u", "v", "default"] and d.scales == [(1.0, 2.0, 3.0)]
+    with pytest.raises(DataError, match="distinct answer"):
+        from_probes(table, exs[1:], questions=["q"])
+    with pytest.raises(DataError, match="no probe matches"):
+        from_probes(ProbeTable([_rec("zz", "r1", [1, 0, 0])]), exs, questions=["q"])
+
+
+def test_missing_torch_names_the_extra(monkeypatch):
+    from rubric_induce.calibration._torch import require_torch
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(MissingDependencyError, match=r"rubric-induce\[calibrate\]"):
+        require_torch()
