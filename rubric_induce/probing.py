@@ -251,7 +251,7 @@ def build_messages(
     template = template or load_prompt(_TEMPLATE_FOR_STYLE[style])
     levels = ""
     if rubric.levels:
-        levels = "Levels:\n" + "\n".join(f"{lab}: {d}" for lab, d in zip(rubric.scale.labels, rubric.levels)) + "\n"
+        levels = "\nLevels:\n" + "\n".join(f"{lab}: {d}" for lab, d in zip(rubric.scale.labels, rubric.levels))
     messages = template.render(example=render_example(example, fields), rubric=rubric.text,
                                levels=levels, scale=_scale_phrase(rubric.scale))
     return messages, template
