@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["rankdata", "pearson", "spearman"]
+__all__ = ["rankdata", "pearson", "spearman", "kendall_tau"]
 
 
 def rankdata(x: np.ndarray) -> np.ndarray:
@@ -39,3 +39,19 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     keep = np.isfinite(x) & np.isfinite(y)
     return pearson(rankdata(x[keep]), rankdata(y[keep]))
+
+
+def kendall_tau(x: np.ndarray, y: np.ndarray) -> float:
+    """Kendall's tau-b over the finite pairs (ties corrected); NaN when either side is constant."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if len(x) < 2:
+        return float("nan")
+    iu = np.triu_indices(len(x), k=1)
+    dx = np.sign(x[:, None] - x[None, :])[iu]
+    dy = np.sign(y[:, None] - y[None, :])[iu]
+    n1, n2 = float(np.sum(dx != 0)), float(np.sum(dy != 0))
+    if n1 == 0 or n2 == 0:
+        return float("nan")
+    return float(np.sum(dx * dy) / np.sqrt(n1 * n2))

@@ -31,7 +31,7 @@ import numpy as np
 from ..backends.base import Backend
 from ..data.model import AnswerScale, Example, Rubric, RubricPool
 from ..errors import DataError, ReplyParseError, RubricInduceError
-from ..metrics import pearson, spearman
+from ..metrics import kendall_tau, pearson, spearman
 from ..probing import probe, render_example
 from ..templates import load_prompt
 from .structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
@@ -64,22 +64,6 @@ LEVEL_NAMES: dict[int, tuple[str, ...]] = {
 _CRITERION_SCHEMA = {"type": "object",
                      "properties": {"criterion": {"type": "string", "minLength": 10, "maxLength": 900}},
                      "required": ["criterion"]}
-
-
-def kendall_tau(x: np.ndarray, y: np.ndarray) -> float:
-    """Kendall's tau-b over the finite pairs (ties corrected); NaN when either side is constant."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    keep = np.isfinite(x) & np.isfinite(y)
-    x, y = x[keep], y[keep]
-    if len(x) < 2:
-        return float("nan")
-    iu = np.triu_indices(len(x), k=1)
-    dx = np.sign(x[:, None] - x[None, :])[iu]
-    dy = np.sign(y[:, None] - y[None, :])[iu]
-    n1, n2 = float(np.sum(dx != 0)), float(np.sum(dy != 0))
-    if n1 == 0 or n2 == 0:
-        return float("nan")
-    return float(np.sum(dx * dy) / np.sqrt(n1 * n2))
 
 
 METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
