@@ -198,18 +198,11 @@ def extract_patterns(
     All ``examples`` are taken to carry the label that ``polarity`` names (SAT: positive).
     Replies that cannot be parsed after ``retries`` are counted in ``stats.failures``.
     """
-    if polarity not in _POLARITY_TEXT:
-        raise RubricInduceError(f"polarity must be SAT or DSAT, got {polarity!r}")
     if top_k < 1:
         raise RubricInduceError("top_k must be at least 1")
-    if use_ds and not (domain and domain.strip()):
-        raise RubricInduceError("domain sensitization (DS) needs a task/domain description: pass "
-                                "domain=... (CLI --domain FILE) or switch DS off (use_ds=False, --no-ds)")
+    template, blocks, words = _step_prompt("rubicon_extract", "rubicon_cdp_extract", polarity=polarity,
+                                           domain=domain, use_ds=use_ds, use_cdp=use_cdp)
     stats = stats if stats is not None else GenerationStats()
-    template = load_prompt("rubicon_extract")
-    blocks = dict(ds_block=_block("rubicon_ds", use_ds, domain=(domain or "").strip()),
-                  cdp_block=_block("rubicon_cdp_extract", use_cdp))
-    words = _POLARITY_TEXT[polarity]
     schema = string_list_schema("patterns", min_items=1, max_items=top_k, max_length=240, subjects=subjects)
     parse = string_list("patterns")
     out: list[Pattern] = []
@@ -238,6 +231,19 @@ def extract_patterns(
         if bar:
             bar.close()
     return out
+
+
+def _step_prompt(name: str, cdp_name: str, *, polarity: str, domain: str | None, use_ds: bool,
+                 use_cdp: bool):
+    """Template, optional DS/CDP blocks and polarity wording shared by extraction and summarization."""
+    if polarity not in _POLARITY_TEXT:
+        raise RubricInduceError(f"polarity must be SAT or DSAT, got {polarity!r}")
+    if use_ds and not (domain and domain.strip()):
+        raise RubricInduceError("domain sensitization (DS) needs a task/domain description: pass "
+                                "domain=... (CLI --domain FILE) or switch DS off (use_ds=False, --no-ds)")
+    blocks = dict(ds_block=_block("rubicon_ds", use_ds, domain=(domain or "").strip()),
+                  cdp_block=_block(cdp_name, use_cdp))
+    return load_prompt(name), blocks, _POLARITY_TEXT[polarity]
 
 
 def _bar(show: bool, total: int, desc: str):
@@ -295,18 +301,11 @@ def summarize_rubrics(
     ones. Items that repeat a rubric already in the pool (case/space-insensitive) are rejected
     and counted. Returns the new rubrics only, in order of creation.
     """
-    if polarity not in _POLARITY_TEXT:
-        raise RubricInduceError(f"polarity must be SAT or DSAT, got {polarity!r}")
     if batch_size < 1 or max_new < 1:
         raise RubricInduceError("batch_size and max_new must be at least 1")
-    if use_ds and not (domain and domain.strip()):
-        raise RubricInduceError("domain sensitization (DS) needs a task/domain description: pass "
-                                "domain=... (CLI --domain FILE) or switch DS off (use_ds=False, --no-ds)")
+    template, blocks, words = _step_prompt("rubicon_summarize", "rubicon_cdp_summarize", polarity=polarity,
+                                           domain=domain, use_ds=use_ds, use_cdp=use_cdp)
     stats = stats if stats is not None else GenerationStats()
-    template = load_prompt("rubicon_summarize")
-    blocks = dict(ds_block=_block("rubicon_ds", use_ds, domain=(domain or "").strip()),
-                  cdp_block=_block("rubicon_cdp_summarize", use_cdp))
-    words = _POLARITY_TEXT[polarity]
     schema = string_list_schema("rubrics", min_items=1, max_items=max_new, max_length=160, subjects=subjects)
     parse = string_list("rubrics")
     seen = {_norm(r.text) for r in existing}
