@@ -35,6 +35,7 @@ from rubric_induce.calibration import (  # noqa: E402
     PersonalizedIsotonic,
     RandomBaseline,
     cross_val_predict,
+    cv_log_likelihood,
     from_llm_rubric,
     paired_permutation_test,
     regression_metrics,
@@ -64,6 +65,11 @@ PAPER_SYN = {
     "Calibrated LLM Q0": (0.801, 0.198, 0.196, 0.193),
     "LLM-RUBRIC": (0.396, 0.401, 0.398, 0.393),
 }
+
+
+# The released microsoft/LLM-Rubric training recipe: N(0, 1) init of every weight and ~150 optimiser
+# steps (on ~660 synthetic rows with batch 64: 6 + 8 epochs of 11 batches = 154 steps).
+RELEASED_RECIPE = {"init": "normal", "pretrain_epochs": 6, "finetune_epochs": 8}
 
 
 def fmt(v, d=3):
@@ -133,6 +139,13 @@ def main() -> None:
     print(f"\nsearch ({args.trials} optuna trials, 5-fold CV by dialogue on synthetic, objective = held-out "
           f"Q0 log-likelihood): best {best}, CV log-lik {res['best_value']:.4f} ({time.time() - ts:.0f} s)")
     tuned = base.clone(**best)
+    ts = time.time()
+    cv_def = [cv_log_likelihood(base.clone(random_state=s), syn, 5, seed=args.seed) for s in range(3)]
+    cv_rel = [cv_log_likelihood(base.clone(random_state=s, **RELEASED_RECIPE), syn, 5, seed=args.seed)
+              for s in range(3)]
+    print(f"synthetic 5-fold CV Q0 log-lik (3 seeds), default init/training {np.mean(cv_def):.4f} "
+          f"({', '.join(fmt(v, 4) for v in cv_def)}) vs the released code's recipe {np.mean(cv_rel):.4f} "
+          f"({', '.join(fmt(v, 4) for v in cv_rel)}); the default stays ({time.time() - ts:.0f} s)")
     seeds = [args.seed + s for s in range(args.seeds)]
 
     # ---- real: train on all synthetic, test on real ---------------------------------------
@@ -173,6 +186,11 @@ def main() -> None:
             lambda s: tuned.clone(random_state=s), syn_raw, real_raw, seeds)
     beyond["paper's released hyperparameters (25/25, lr 1e-3, batch 64, 20+30 epochs)"] = mean_over_seeds(
         lambda s: base.clone(random_state=s), syn, real, seeds)
+    # The released code's recipe: every weight (judge-specific ones too) from N(0, 1) and about 150
+    # Adam steps (20 + 30 "epochs" of int(223 / 64) = 3 random batches). Reported, not selected: it
+    # loses on synthetic CV log-likelihood (printed above), which is what decides defaults here.
+    beyond["released code's recipe (N(0,1) init incl. judge weights, ~150 steps)"] = mean_over_seeds(
+        lambda s: base.clone(random_state=s, **RELEASED_RECIPE), syn, real, seeds)
 
     print(f"\nLLM-RUBRIC with the searched hyperparameters: Pearson per seed "
           f"{', '.join(fmt(r) for r in per_seed)}; rows below average the {len(seeds)} seeds' predictions.")

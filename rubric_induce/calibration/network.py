@@ -23,9 +23,13 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-__all__ = ["CalibrationNetwork", "HEADS", "masked_nll"]
+__all__ = ["CalibrationNetwork", "HEADS", "INITS", "masked_nll"]
 
 HEADS = ("softmax", "ordinal")
+# "glorot": shared weights Glorot-uniform, judge-specific deviations zero (an unseen judge is the
+# shared model). "normal": every weight, judge-specific ones included, drawn from N(0, init_scale^2),
+# as the released LLM-RUBRIC code (microsoft/LLM-Rubric, ``torch.randn``) initialises them.
+INITS = ("glorot", "normal")
 _NEG = -1e9  # logit for padded answers (finite, so 0 * _NEG stays 0 in the loss)
 
 
@@ -48,10 +52,13 @@ class CalibrationNetwork(nn.Module):
         personalized: bool | str = True,
         head: str = "softmax",
         init_scale: float = 1.0,
+        init: str = "glorot",
     ) -> None:
         super().__init__()
         if head not in HEADS:
             raise ValueError(f"unknown head {head!r}; choose from {HEADS}")
+        if init not in INITS:
+            raise ValueError(f"unknown init {init!r}; choose from {INITS}")
         if any(k < 2 for k in scale_sizes):
             raise ValueError(f"every answer scale needs at least 2 answers, got {list(scale_sizes)}")
         h1, h2 = (int(h) for h in hidden)
@@ -77,6 +84,11 @@ class CalibrationNetwork(nn.Module):
         self.W1a = nn.Parameter(torch.zeros(j, self.n_inputs + 1, h1))
         self.W2a = nn.Parameter(torch.zeros(j, h1 + 1, h2))
         self.Va = nn.Parameter(torch.zeros(j, q, h2 + 1, out))
+        self.init = init
+        if init == "normal":
+            with torch.no_grad():
+                for p in (self.W1, self.W2, self.V, self.W1a, self.W2a, self.Va):
+                    p.normal_(0.0, float(init_scale))
         if head == "ordinal":
             # Thresholds: first one free, the gaps through softplus (so they stay increasing).
             base = torch.zeros(q, k - 1)

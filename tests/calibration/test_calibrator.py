@@ -236,3 +236,23 @@ def test_head_only_personalization_keeps_hidden_layers_shared(planted):
     assert float(net.Va.detach().abs().sum()) > 0.0
     with pytest.raises(ValueError, match="personalized"):
         Calibrator(personalized="hidden").fit(X[:10], J[:10], Y[:10], scales=SCALES)
+
+
+def test_released_code_normal_init_option(planted):
+    """``init="normal"``: every weight, judge-specific ones included, from N(0, 1) (released code)."""
+    torch.manual_seed(0)
+    net = CalibrationNetwork(12, 3, [4, 4, 3], (10, 10), init="normal")
+    for p in (net.W1, net.W1a, net.W2a, net.Va):
+        assert float(p.detach().abs().mean()) > 0.5  # N(0, 1): mean |w| is about 0.8
+        assert 0.7 < float(p.detach().std()) < 1.3
+    default = CalibrationNetwork(12, 3, [4, 4, 3], (10, 10))
+    assert float(default.W1a.detach().abs().sum()) == 0.0
+    with pytest.raises(ValueError, match="init"):
+        CalibrationNetwork(12, 3, [4, 4, 3], init="uniform")
+    (X, J, Y, G), _ = split(planted)
+    cal = Calibrator(**{**FAST, "pretrain_epochs": 2, "finetune_epochs": 2}, init="normal").fit(X, J, Y, scales=SCALES)
+    assert cal.get_params()["init"] == "normal" and cal.clone().init == "normal"
+    assert float(cal.networks_[0].W1a.detach().abs().mean()) > 0.5
+    np.testing.assert_allclose(cal.predict_proba(X[:5], judge_ids=J[:5]).sum(axis=1), 1.0, atol=1e-6)
+    with pytest.raises(ValueError, match="init"):
+        Calibrator(init="xavier").fit(X, J, Y, scales=SCALES)
