@@ -103,24 +103,18 @@ def load_generic(
             if problem:
                 named = f" (label {name!r})" if name != key else ""
                 raise DataError(f"{prefix}{problem}{named}", **loc(key))
-        ex_id = None
-        if id_field is not None:
-            raw_id = _lookup(row, id_field, tabular)
-            if raw_id is _MISSING or raw_id is None or str(raw_id).strip() == "":
-                raise DataError(f"{prefix}missing id", **loc(id_field))
-            ex_id = str(raw_id).strip()
-        group = None
-        if group_field is not None:
-            raw_group = _lookup(row, group_field, tabular)
-            if raw_group is _MISSING or raw_group is None or str(raw_group).strip() == "":
-                raise DataError(f"{prefix}missing group", **loc(group_field))
-            group = str(raw_group).strip()
-        judge = None
-        if judge_field is not None:
-            raw_judge = _lookup(row, judge_field, tabular)
-            if raw_judge is _MISSING or raw_judge is None or str(raw_judge).strip() == "":
-                raise DataError(f"{prefix}missing judge", **loc(judge_field))
-            judge = str(raw_judge).strip()
+        def required_text(key: str | None, what: str) -> str | None:
+            """The stripped value of an optional mapped column; when mapped, it must be there."""
+            if key is None:
+                return None
+            raw = _lookup(row, key, tabular)
+            if raw is _MISSING or raw is None or str(raw).strip() == "":
+                raise DataError(f"{prefix}missing {what}", **loc(key))
+            return str(raw).strip()
+
+        ex_id = required_text(id_field, "id")
+        group = required_text(group_field, "group")
+        judge = required_text(judge_field, "judge")
 
         key = ex_id if ex_id is not None else Example.create(fields).id
         where_ = line if line is not None else f"record {record}"
