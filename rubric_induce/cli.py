@@ -78,7 +78,12 @@ _LAZY_COMMANDS = {
     "dedup": ("rubric_induce.cli_generate", "dedup"),
     "select": ("rubric_induce.cli_select", "select"),
     "calibrate": ("rubric_induce.cli_calibrate", "calibrate"),
-    "score": ("rubric_induce.cli_calibrate", "score"),
+    "score": ("rubric_induce.cli_score", "score"),
+    "report": ("rubric_induce.cli_report", "report"),
+    "run": ("rubric_induce.cli_run", "run"),
+    "export": ("rubric_induce.cli_handoff", "export"),
+    "import": ("rubric_induce.cli_handoff", "import_"),
+    "feedback": ("rubric_induce.cli_handoff", "feedback"),
 }
 
 

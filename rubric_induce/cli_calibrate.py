@@ -16,7 +16,7 @@ import numpy as np
 
 from .errors import DataError, RubricInduceError
 
-__all__ = ["calibrate", "score", "run_calibrate"]
+__all__ = ["calibrate", "score_calibrator", "run_calibrate"]
 
 
 def _set_threads(n: int | None) -> None:
@@ -149,7 +149,7 @@ def calibrate(dataset, probes_path, examples_path, main_question, questions, na_
                   if "test" in metrics else "") + f"; wrote {out_dir}")
 
 
-@click.command()
+@click.command("score-calibrator")
 @click.option("--artifact", "artifact_dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
               required=True, help="Folder written by `rubric-induce calibrate` (its artifact/ subfolder or itself).")
 @click.option("--probes", "probes_path", type=click.Path(dir_okay=False, exists=True, path_type=Path), required=True,
@@ -161,7 +161,7 @@ def calibrate(dataset, probes_path, examples_path, main_question, questions, na_
 @click.option("--question", default=None, help="Question to predict (default: the artifact's main question).")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="JSONL file to write (default: stdout).")
-def score(artifact_dir, probes_path, judge, trusted, aggregate, question, output) -> None:
+def score_calibrator(artifact_dir, probes_path, judge, trusted, aggregate, question, output) -> None:
     """Score probed texts with a trained calibrator: JSONL with prediction, variance, distribution."""
     from .calibration import load_calibrator
     from .probing import ProbeTable

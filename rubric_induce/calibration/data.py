@@ -18,6 +18,7 @@ __all__ = [
     "CalibrationData",
     "from_llm_rubric",
     "from_probes",
+    "features_from_arrays",
     "CITATION_QUESTIONS",
     "NA_INPUT_MODES",
 ]
@@ -173,6 +174,11 @@ def from_llm_rubric(
         meta={"source": f"llm_rubric-{data.split}", "na_inputs": na_inputs, "n_zeroed": n_zeroed})
 
 
+def features_from_arrays(arr) -> np.ndarray:
+    """``[texts, rubrics, answers]`` calibration inputs: raw (unnormalised) distributions, zero where a probe failed."""
+    return np.where(arr.ok[..., None], arr.raw, 0.0)
+
+
 def from_probes(
     table,
     examples,
@@ -196,7 +202,7 @@ def from_probes(
     arr = table.arrays(example_ids=ex_ids, rubric_ids=rubric_ids)
     if not arr.rubric_ids:
         raise DataError("the probe table has no rubrics", field="probes")
-    X = np.where(arr.ok[..., None], arr.raw, 0.0)
+    X = features_from_arrays(arr)
     missing = [e for e, ok in zip(ex_ids, arr.ok.any(axis=1)) if not ok]
     if len(missing) == len(ex_ids):
         raise DataError(f"no probe matches any of the {len(ex_ids)} examples (e.g. {ex_ids[0]!r})", field="probes")

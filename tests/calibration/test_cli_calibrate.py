@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 
-from rubric_induce.cli_calibrate import calibrate, score  # noqa: E402
+from rubric_induce.cli_calibrate import calibrate  # noqa: E402
+from rubric_induce.cli_score import score  # noqa: E402
 from rubric_induce.data import Example  # noqa: E402
 from rubric_induce.data.examples_io import write_examples  # noqa: E402
 from rubric_induce.data.model import Judgment  # noqa: E402

@@ -1,0 +1,127 @@
+"""What every pipeline stage can see: the config, the run directory, the data, the split and the LLM.
+
+Expensive things (the examples, the backend, which may load a model) are opened on first use,
+so resuming a run whose LLM stages are finished never loads the model.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..data import Example
+from ..errors import DataError
+from .config import RunConfig
+
+__all__ = ["RunContext"]
+
+
+@dataclass
+class RunContext:
+    config: RunConfig
+    out: Path
+    progress: bool = False
+    echo: Callable[[str], None] = print
+    backend_override: Any = None  # a Backend object (tests, API users); else config.backend.spec
+    _backend: Any = field(default=None, init=False, repr=False)
+    _cache: Any = field(default=None, init=False, repr=False)
+
+    # -- data --------------------------------------------------------------------------------
+    @cached_property
+    def examples(self) -> list[Example]:
+        from ..data.datasets import load_dataset
+
+        d = self.config.data
+        if d.dataset:
+            root = self.config.resolve(d.data_root) if d.data_root else None
+            examples = load_dataset(d.dataset, root=root)
+        elif d.text_field:
+            from ..data.datasets.generic import load_generic
+
+            examples = load_generic(self.config.resolve(d.examples), text_fields={d.text_field: d.text_field},
+                                    label_fields={k: k for k in d.label_fields} or None)
+        else:
+            from ..data.examples_io import read_examples
+
+            examples = read_examples(self.config.resolve(d.examples))
+        if self.config.run.limit:
+            examples = examples[: self.config.run.limit]
+        missing = [e.id for e in examples if d.label not in e.labels]
+        if missing:
+            where = d.examples or d.dataset
+            raise DataError(f"{len(missing)} of {len(examples)} examples lack label {d.label!r} (e.g. "
+                            f"{missing[0]!r}); set data.label to one of {sorted(examples[0].labels)}",
+                            path=where, field=f"labels.{d.label}")
+        return examples
+
+    @cached_property
+    def data_hash(self) -> str:
+        h = hashlib.sha256()
+        for ex in self.examples:
+            h.update(json.dumps(ex.to_dict(), sort_keys=True, ensure_ascii=False).encode("utf-8"))
+            h.update(b"\n")
+        return h.hexdigest()
+
+    @cached_property
+    def y(self) -> np.ndarray:
+        """The selection label of every example (thresholded when data.label_threshold is set)."""
+        from ..selection.scores import labels_from_examples
+
+        return labels_from_examples(self.examples, self.config.data.label, self.config.data.label_threshold)
+
+    @cached_property
+    def binary(self) -> bool:
+        return set(np.unique(self.y).tolist()) <= {0.0, 1.0}
+
+    @cached_property
+    def split(self) -> tuple[np.ndarray, np.ndarray]:
+        from ..selection import group_split
+
+        train, test = group_split(self.examples, self.y if self.binary else None,
+                                  test_size=self.config.run.test_size, random_state=self.config.run.seed)
+        if len(train) == 0:
+            raise DataError("the split left no training examples; lower run.test_size", field="run.test_size")
+        return train, test
+
+    @property
+    def train(self) -> list[Example]:
+        return [self.examples[i] for i in self.split[0]]
+
+    @property
+    def test(self) -> list[Example]:
+        return [self.examples[i] for i in self.split[1]]
+
+    # -- LLM ---------------------------------------------------------------------------------
+    @property
+    def backend_opened(self) -> bool:
+        return self._backend is not None
+
+    @property
+    def backend(self):
+        """The configured backend behind the run's SQLite call cache (opened on first use)."""
+        if self._backend is None:
+            from ..backends import get_backend
+            from ..cache import CachedBackend, CallCache
+
+            inner = self.backend_override or get_backend(self.config.backend.spec)
+            cache_path = Path(self.config.backend.cache)
+            if not cache_path.is_absolute():
+                cache_path = self.out / cache_path
+            self._cache = CallCache(cache_path)
+            self._backend = CachedBackend(inner, self._cache)
+        return self._backend
+
+    def usage(self) -> dict[str, Any]:
+        return self._backend.tally.to_dict() if self._backend is not None else {}
+
+    def close(self) -> None:
+        if self._backend is not None:
+            if self.backend_override is None:
+                self._backend.close()
+            self._cache.close()
+            self._backend = self._cache = None

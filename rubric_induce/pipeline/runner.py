@@ -1,0 +1,273 @@
+"""Run the stages in order, skip the ones already finished with the same inputs, keep a manifest.
+
+Resuming: a stage is done when its marker ``stages/<name>.json`` exists, its fingerprint (the
+stage's config sections, the prompt templates it uses, the data hash and the previous stage's
+fingerprint) is unchanged and its output files exist. LLM calls go through the run's SQLite
+cache, so a stage interrupted half-way (crash, Ctrl-C, SIGKILL) redoes only the calls it had
+not finished. The manifest is rewritten after every stage and on interruption.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import __version__
+from ..data.jsonl import write_json
+from ..errors import RubricInduceError
+from .config import RunConfig, load_config
+from .context import RunContext
+from .stages import STAGE_NAMES, STAGES, Stage
+
+__all__ = ["RunResult", "run_pipeline", "run_dir_for", "preflight"]
+
+
+@dataclass
+class RunResult:
+    out: Path
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    summaries: dict[str, Any] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def report(self) -> Path:
+        return self.out / "report.md"
+
+
+def run_dir_for(config: RunConfig, out: str | Path | None = None) -> Path:
+    """``out``, else ``[run] out``, else ``runs/<config file stem>`` (relative to the working directory)."""
+    if out is not None:
+        return Path(out)
+    if config.run.out:
+        return Path(config.run.out)
+    stem = Path(config.source).stem if config.source else "run"
+    return Path("runs") / stem
+
+
+def preflight(ctx: RunContext) -> None:
+    """Checks that need the data, done before any LLM call so a long run cannot fail late on them."""
+    from ..errors import DataError
+
+    cfg = ctx.config
+    needs_binary = cfg.generate.method in ("rubicon", "spur") or cfg.select.method != "topk"
+    if needs_binary and not ctx.binary:
+        values = sorted(set(ctx.y.tolist()))
+        raise DataError(f"label {cfg.data.label!r} is not 0/1 (values {values[:6]}{' ...' if len(values) > 6 else ''})"
+                        f"; set data.label_threshold (label >= T counts as positive), or use "
+                        "generate.method = 'autocalibrate' with select.method = 'topk'",
+                        path=cfg.source, field="data.label_threshold")
+    if ctx.binary and len(set(ctx.y[ctx.split[0]].tolist())) < 2:
+        raise DataError("the training split holds one class only; use more examples or a smaller run.test_size",
+                        path=cfg.source, field="run.test_size")
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
+
+
+def _prompt_hashes(names: tuple[str, ...]) -> dict[str, str]:
+    from ..templates import load_prompt
+
+    out = {}
+    for name in names:
+        try:
+            out[name] = load_prompt(name).hash
+        except Exception:  # a template this install does not ship cannot change the result
+            continue
+    return out
+
+
+def _fingerprint(stage: Stage, cfg: RunConfig, data_hash: str, previous: str) -> str:
+    d = cfg.to_dict()
+    return _sha({"stage": stage.name, "config": {s: d[s] for s in stage.sections}, "data": data_hash,
+                 "prompts": _prompt_hashes(stage.prompts), "previous": previous})
+
+
+def _marker(out: Path, name: str) -> Path:
+    return out / "stages" / f"{name}.json"
+
+
+def _read_marker(out: Path, name: str) -> dict[str, Any] | None:
+    path = _marker(out, name)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _diff_usage(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    return {k: round(after.get(k, 0) - before.get(k, 0), 8) for k in after if isinstance(after.get(k), (int, float))}
+
+
+def run_pipeline(
+    config: RunConfig | str | Path,
+    *,
+    out: str | Path | None = None,
+    backend: Any = None,
+    stop_after: str | None = None,
+    force: tuple[str, ...] = (),
+    progress: bool = False,
+    echo: Callable[[str], None] = print,
+) -> RunResult:
+    """Run (or resume) the whole pipeline described by ``config`` into a run directory.
+
+    ``backend``: a Backend object to use instead of ``[backend] spec`` (tests, notebooks).
+    ``stop_after``: stop after this stage. ``force``: rerun these stages (and everything after).
+    """
+    cfg = config if isinstance(config, RunConfig) else load_config(config)
+    if stop_after is not None and stop_after not in STAGE_NAMES:
+        raise RubricInduceError(f"unknown stage {stop_after!r}; stages: {', '.join(STAGE_NAMES)}")
+    for name in force:
+        if name not in STAGE_NAMES:
+            raise RubricInduceError(f"unknown stage {name!r}; stages: {', '.join(STAGE_NAMES)}")
+    run_dir = run_dir_for(cfg, out)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "stages").mkdir(exist_ok=True)
+    ctx = RunContext(cfg, run_dir, progress=progress, echo=echo, backend_override=backend)
+    result = RunResult(run_dir)
+    manifest = _start_manifest(cfg, run_dir)
+    write_json(run_dir / "config.json", {"source": cfg.source, **cfg.to_dict()})
+    previous = ""
+    forced = False
+    current = None
+    try:
+        preflight(ctx)
+        manifest["data"] = {"source": cfg.data.examples or cfg.data.dataset, "n_examples": len(ctx.examples),
+                            "sha256": ctx.data_hash, "label": cfg.data.label,
+                            "n_train": len(ctx.split[0]), "n_test": len(ctx.split[1])}
+        for stage in STAGES:
+            current = stage.name
+            fp = _fingerprint(stage, cfg, ctx.data_hash, previous)
+            previous = fp
+            forced = forced or stage.name in force
+            marker = _read_marker(run_dir, stage.name)
+            done = (not forced and marker is not None and marker.get("fingerprint") == fp
+                    and all((run_dir / o).exists() for o in stage.outputs))
+            if done:
+                result.skipped.append(stage.name)
+                result.summaries[stage.name] = marker.get("summary", {})
+                manifest["stages"][stage.name] = {**{k: marker[k] for k in ("seconds", "finished", "usage")
+                                                     if k in marker}, "status": "done (resumed)"}
+                echo(f"[{stage.name}] already done, skipped")
+            else:
+                forced = True  # everything after a rerun stage reruns too
+                _marker(run_dir, stage.name).unlink(missing_ok=True)
+                echo(f"[{stage.name}] running ...")
+                manifest["stages"][stage.name] = {"status": "running"}
+                manifest["status"] = f"running {stage.name}"
+                _write_manifest(run_dir, manifest, ctx)
+                before = ctx.usage()
+                t0 = time.perf_counter()
+                summary = stage.run(ctx)
+                seconds = round(time.perf_counter() - t0, 2)
+                usage = _diff_usage(before, ctx.usage()) if stage.uses_llm and ctx.backend_opened else {}
+                finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                write_json(_marker(run_dir, stage.name), {"stage": stage.name, "fingerprint": fp, "seconds": seconds,
+                                                          "finished": finished, "usage": usage,
+                                                          "summary": _jsonable(summary)})
+                manifest["stages"][stage.name] = {"status": "done", "seconds": seconds, "finished": finished,
+                                                  "usage": usage}
+                result.ran.append(stage.name)
+                result.summaries[stage.name] = summary
+                echo(f"[{stage.name}] done in {seconds:.1f} s")
+            _write_manifest(run_dir, manifest, ctx)
+            if stage.name == stop_after:
+                break
+        manifest["status"] = "finished" if stop_after in (None, STAGE_NAMES[-1]) else f"stopped after {stop_after}"
+        current = None
+    except KeyboardInterrupt:
+        manifest["status"] = f"interrupted during {current}; rerun the same command to resume"
+        if current:
+            manifest["stages"][current] = {"status": "interrupted"}
+        raise
+    except BaseException as exc:
+        manifest["status"] = f"failed during {current}: {type(exc).__name__}: {exc}"
+        if current:
+            manifest["stages"][current] = {"status": "failed"}
+        raise
+    finally:
+        manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        _write_manifest(run_dir, manifest, ctx)
+        ctx.close()
+        result.manifest = manifest
+    return result
+
+
+def _start_manifest(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
+    from ..templates import load_prompt  # noqa: F401  (import check: templates ship with the package)
+
+    old = {}
+    try:
+        old = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        pass
+    all_prompts = sorted({p for s in STAGES for p in s.prompts})
+    return {
+        "format": "rubric-induce-run", "format_version": 1,
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "first_started": old.get("first_started") or old.get("started")
+        or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "status": "starting",
+        "versions": _versions(),
+        "config_file": cfg.source, "config_sha256": _sha(cfg.to_dict()),
+        "backend": {"spec": cfg.backend.spec}, "seed": cfg.run.seed,
+        "prompts": _prompt_hashes(tuple(all_prompts)),
+        "stages": {}, "usage": {},
+    }
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"rubric-induce": __version__, "python": platform.python_version(), "platform": sys.platform}
+    for pkg in ("numpy", "torch", "llama_cpp_python", "sentence-transformers", "openai"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def _write_manifest(run_dir: Path, manifest: dict[str, Any], ctx: RunContext) -> None:
+    if ctx.backend_opened:
+        manifest["backend"] = {"spec": ctx.config.backend.spec, **ctx.backend.identity()}
+    totals: dict[str, float] = {}
+    for info in manifest["stages"].values():
+        for k, v in (info.get("usage") or {}).items():
+            totals[k] = round(totals.get(k, 0) + v, 8)
+    manifest["usage"] = totals
+    manifest["seconds"] = round(sum(i.get("seconds", 0) for i in manifest["stages"].values()), 2)
+    write_json(run_dir / "manifest.json", manifest)
+
+
+def _jsonable(obj: Any) -> Any:
+    import numpy as np
+
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if hasattr(obj, "to_dict"):
+        return _jsonable(obj.to_dict())
+    if is_dataclass_instance(obj):
+        return _jsonable(asdict(obj))
+    return obj
+
+
+def is_dataclass_instance(obj: Any) -> bool:
+    from dataclasses import is_dataclass
+
+    return is_dataclass(obj) and not isinstance(obj, type)

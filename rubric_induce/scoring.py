@@ -1,0 +1,309 @@
+"""Score new texts with an induced, selected (and optionally calibrated) rubric set.
+
+A scorer artifact is a folder holding ``artifact.json`` (what to load and how the rubrics were
+probed), the selected rubric set (JSONL) and, when a calibration network was trained, its
+weights (``calibration/``: JSON config + safetensors or npz; never pickle). ``rubric-induce run``
+writes one into every run directory, so ``RubricScorer.load("runs/demo")`` works on a run folder
+as well as on a copied artifact folder.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .data import Example, Rubric, RubricSet
+from .errors import DataError, RubricInduceError
+
+__all__ = ["ARTIFACT_NAME", "ScoreResult", "RubricScorer", "write_artifact"]
+
+ARTIFACT_NAME = "artifact.json"
+ARTIFACT_FORMAT = "rubric-induce-scorer"
+ARTIFACT_VERSION = 1
+_PROBE_KEYS = ("style", "estimator", "n_samples", "temperature", "max_analysis_tokens")
+
+
+@dataclass
+class ScoreResult:
+    """Everything the scorer knows about one text (``to_dict`` gives the JSONL row)."""
+
+    id: str
+    distributions: dict[str, list[float]]  # rubric id -> distribution over its answer scale
+    expected: dict[str, float]             # rubric id -> expected answer value
+    netsat: float | None = None            # sum of signed [0, 10] rubric scores (RUBICON)
+    label: int | None = None               # 1 when netsat > threshold (binary tasks)
+    threshold: float | None = None
+    prediction: float | None = None        # calibrated expected answer of the judge(s)
+    uncertainty: float | None = None       # sd of the calibrated answer distribution
+    proba: list[float] | None = None       # calibrated answer distribution
+    scale: list[float] | None = None       # its answer values
+    judge: str | list[str] | None = None   # None = unseen judge (shared weights only)
+    question: str | None = None
+    drivers: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _text_id(text: str) -> str:
+    return "text-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def write_artifact(directory: str | Path, *, rubrics: str, threshold: float | None, label: str | None,
+                   label_threshold: float | None, score_mode: str, probe: Mapping[str, Any],
+                   fields: Sequence[str] | None, backend: str | None, calibration: str | None,
+                   question: str | None, judges: Sequence[str] = (), extra: Mapping[str, Any] | None = None) -> Path:
+    """Write ``artifact.json`` (paths inside it are relative to ``directory``)."""
+    from .data.jsonl import write_json
+
+    doc = {"format": ARTIFACT_FORMAT, "format_version": ARTIFACT_VERSION, "rubrics": rubrics,
+           "threshold": threshold, "label": label, "label_threshold": label_threshold,
+           "score_mode": score_mode, "probe": {k: probe.get(k) for k in _PROBE_KEYS if k in probe},
+           "fields": list(fields) if fields else None, "backend": backend, "calibration": calibration,
+           "question": question, "judges": list(judges), **(dict(extra) if extra else {})}
+    return write_json(Path(directory) / ARTIFACT_NAME, doc)
+
+
+class RubricScorer:
+    """Probe texts with the selected rubrics and turn the probes into NetSAT, labels and calibrated scores.
+
+    ``backend`` is only needed for :meth:`score` (texts); :meth:`score_probes` works offline on
+    probes already computed (the evaluate stage uses it on the run's held-out probes).
+    """
+
+    def __init__(self, rubrics: Sequence[Rubric], *, threshold: float | None = None, calibrator: Any = None,
+                 question: str | None = None, judges: Sequence[str] = (), score_mode: str = "expected",
+                 probe_options: Mapping[str, Any] | None = None, fields: Sequence[str] | None = None,
+                 backend: Any = None, label: str | None = None, source: str | None = None) -> None:
+        self.rubrics = list(rubrics)
+        if not self.rubrics:
+            raise RubricInduceError("a scorer needs at least one rubric")
+        self.threshold = threshold
+        self.calibrator = calibrator
+        self.question = question
+        self.judges = list(judges)
+        self.score_mode = score_mode
+        self.probe_options = dict(probe_options or {})
+        self.fields = list(fields) if fields else None
+        self._backend = backend
+        self._backend_spec: tuple[Any, Any, Path] | None = None  # opened on first probe
+        self.label = label
+        self.source = source
+
+    @property
+    def backend(self):
+        """The LLM backend, opened on first use (loading a scorer to score probes loads no model)."""
+        if self._backend is None and self._backend_spec is not None:
+            self._backend = _open(*self._backend_spec)
+        return self._backend
+
+    @backend.setter
+    def backend(self, value) -> None:
+        self._backend, self._backend_spec = value, None
+
+    def __repr__(self) -> str:
+        cal = f", calibrated on {self.question!r}" if self.calibrator is not None else ""
+        return f"RubricScorer({len(self.rubrics)} rubrics, threshold={self.threshold}{cal})"
+
+    # -- loading -----------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | Path, *, backend: Any = None, cache: str | Path | bool | None = None) -> RubricScorer:
+        """Load from a run directory, an artifact folder or an ``artifact.json`` file.
+
+        ``backend``: a :class:`~rubric_induce.backends.Backend` or a spec string (default: the one
+        the rubrics were probed with). ``cache``: SQLite call cache for new probes (default: the
+        run's ``llm_calls.sqlite`` when present, else the user cache; ``False`` = none).
+        """
+        path = Path(path)
+        doc_path = path / ARTIFACT_NAME if path.is_dir() else path
+        if not doc_path.exists():
+            raise DataError(f"no {ARTIFACT_NAME} here; point at a run directory written by "
+                            "`rubric-induce run` or at an artifact folder", path=path)
+        try:
+            doc = json.loads(doc_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise DataError(f"invalid JSON: {exc}", path=doc_path) from None
+        if doc.get("format") != ARTIFACT_FORMAT:
+            raise DataError(f"not a rubric-induce scorer artifact (format {doc.get('format')!r})",
+                            path=doc_path, field="format")
+        if int(doc.get("format_version", 0)) > ARTIFACT_VERSION:
+            raise DataError(f"format version {doc['format_version']} is newer than this library's "
+                            f"{ARTIFACT_VERSION}; upgrade rubric-induce", path=doc_path, field="format_version")
+        base = doc_path.parent
+        rubric_path = base / doc["rubrics"]
+        rubric_set = RubricSet.load(rubric_path)
+        calibrator = None
+        if doc.get("calibration"):
+            from .calibration import load_calibrator
+
+            calibrator = load_calibrator(base / doc["calibration"])
+        threshold = doc.get("threshold", rubric_set.threshold)
+        scorer = cls(list(rubric_set), threshold=threshold, calibrator=calibrator, question=doc.get("question"),
+                     judges=doc.get("judges") or [], score_mode=doc.get("score_mode", "expected"),
+                     probe_options=doc.get("probe") or {}, fields=doc.get("fields"), label=doc.get("label"),
+                     source=str(doc_path))
+        if backend is not None or doc.get("backend"):
+            scorer._backend_spec = (backend if backend is not None else doc["backend"], cache, base)
+        return scorer
+
+    # -- scoring -----------------------------------------------------------------------------
+    def to_examples(self, texts: Iterable[str | Mapping[str, Any] | Example]) -> list[Example]:
+        """Texts (strings, field mappings or examples) as :class:`Example` objects with stable ids."""
+        field_name = (self.fields or ["text"])[0]
+        out: list[Example] = []
+        for i, item in enumerate(texts):
+            if isinstance(item, Example):
+                out.append(item)
+            elif isinstance(item, str):
+                out.append(Example.create({field_name: item}, {}, id=_text_id(item)))
+            elif isinstance(item, Mapping):
+                if "fields" in item:
+                    out.append(Example.from_dict(item))
+                else:
+                    data = {k: v for k, v in item.items() if k != "id"}
+                    if not data or not all(isinstance(v, str) for v in data.values()):
+                        raise DataError("expected a mapping of field name -> text", field=f"texts[{i}]")
+                    ident = item.get("id") or _text_id(json.dumps(data, sort_keys=True))
+                    out.append(Example.create(data, {}, id=str(ident)))
+            else:
+                raise DataError(f"cannot score a {type(item).__name__}; give strings, mappings or Examples",
+                                field=f"texts[{i}]")
+        return out
+
+    def probe(self, texts: Iterable[str | Mapping[str, Any] | Example], *, progress: bool = False):
+        """Probe every rubric on every text (cached, bounded concurrency); returns a ProbeTable."""
+        from .probing import probe
+
+        if self.backend is None:
+            raise RubricInduceError("this scorer has no backend; pass backend= to RubricScorer.load "
+                                    "(e.g. 'local') or use score_probes on existing probes")
+        opts = {k: v for k, v in self.probe_options.items() if v is not None}
+        return probe(self.to_examples(texts), self.rubrics, self.backend, fields=self.fields,
+                     progress=progress, **opts)
+
+    def score(self, texts: Iterable[str | Mapping[str, Any] | Example], *, judge: str | Sequence[str] | None = None,
+              aggregate: str = "mean", progress: bool = False) -> list[ScoreResult]:
+        """Score texts: probes, NetSAT and label, calibrated prediction with its uncertainty, drivers.
+
+        ``judge``: a judge seen in training, an unseen name (shared weights only), a list of
+        trusted judges (aggregated by ``aggregate``: mean or max), or None for the mean over
+        every judge the calibrator was trained on.
+        """
+        examples = self.to_examples(texts)
+        table = self.probe(examples, progress=progress)
+        return self.score_probes(table, examples, judge=judge, aggregate=aggregate)
+
+    def score_probes(self, table, examples: Sequence[Example | str], *, judge: str | Sequence[str] | None = None,
+                     aggregate: str = "mean") -> list[ScoreResult]:
+        """Score from an existing :class:`~rubric_induce.probing.ProbeTable` (no LLM call)."""
+        from .selection.scores import signs_from_polarity, unit_scores
+
+        ids = [e.id if isinstance(e, Example) else str(e) for e in examples]
+        rubric_ids = [r.id for r in self.rubrics]
+        arr = table.arrays(example_ids=ids, rubric_ids=rubric_ids)
+        signs = signs_from_polarity(self.rubrics, len(self.rubrics))
+        values = [np.asarray(r.scale.values, dtype=float) for r in self.rubrics]
+        results: list[ScoreResult] = []
+        for i, ex_id in enumerate(ids):
+            ok = arr.ok[i]
+            dists = {rid: [float(p) for p in arr.probs[i, j, :len(values[j])]] for j, rid in enumerate(rubric_ids) if ok[j]}
+            expected = {rid: float(np.dot(dists[rid], values[j])) for j, rid in enumerate(rubric_ids) if ok[j]}
+            errors = [f"probe failed or missing for rubric {rid}" for j, rid in enumerate(rubric_ids) if not ok[j]]
+            res = ScoreResult(id=ex_id, distributions=dists, expected=expected, threshold=self.threshold,
+                              errors=errors)
+            if ok.all():
+                unit = unit_scores(table, self.rubrics, example_ids=[ex_id], score=self.score_mode)[0]
+                contrib = unit * signs
+                res.netsat = float(contrib.sum())
+                if self.threshold is not None:
+                    res.label = int(res.netsat > self.threshold)
+                res.drivers = [{"rubric_id": rubric_ids[j], "text": self.rubrics[j].text,
+                                "polarity": self.rubrics[j].polarity, "netsat_contribution": float(contrib[j])}
+                               for j in range(len(rubric_ids))]
+            results.append(res)
+        if self.calibrator is not None:
+            self._calibrate(results, arr, judge, aggregate)
+        for res in results:  # strongest drivers first
+            key = "prediction_effect" if self.calibrator is not None else "netsat_contribution"
+            res.drivers.sort(key=lambda d: -abs(d.get(key) or 0.0))
+        return results
+
+    def _calibrate(self, results: list[ScoreResult], arr, judge, aggregate: str) -> None:
+        from .calibration.data import features_from_arrays
+
+        cal = self.calibrator
+        X = features_from_arrays(arr)
+        who = judge if judge is not None else (self.judges or None)
+        if isinstance(who, str):
+            who_list: str | list[str] = who
+        else:
+            who_list = list(who) if who else None
+        q = self.question
+        n, r = X.shape[0], X.shape[1]
+        # Occlusion, in one batch: how far the prediction moves when one rubric's probe is
+        # treated as missing (block j of copy j+1 zeroed; copy 0 is the real input).
+        stacked = np.repeat(X[None], r + 1, axis=0)
+        for j in range(r):
+            stacked[j + 1, :, j, :] = 0.0
+        stacked = stacked.reshape(n * (r + 1), *X.shape[1:])
+        with _torch_threads(1):  # tiny networks: thread start-up costs more than it saves
+            proba = cal.predict_proba(X, who_list, question=q)
+            all_pred = cal.predict(stacked, who_list, question=q, aggregate=aggregate).reshape(r + 1, n)
+        pred = all_pred[0]
+        effects = (pred[None, :] - all_pred[1:]).T
+        scale = np.asarray(cal.scales_[cal._question(q)], dtype=float)
+        var = np.clip(proba @ scale ** 2 - (proba @ scale) ** 2, 0.0, None)
+        for i, res in enumerate(results):
+            res.prediction, res.uncertainty = float(pred[i]), float(np.sqrt(var[i]))
+            res.proba, res.scale = [float(p) for p in proba[i]], [float(v) for v in scale]
+            res.judge, res.question = who_list, q or cal.question_names_[cal.main_question_index_]
+            if not res.drivers:
+                res.drivers = [{"rubric_id": r.id, "text": r.text, "polarity": r.polarity}
+                               for r in self.rubrics]
+            by_id = {d["rubric_id"]: d for d in res.drivers}
+            for j, r in enumerate(self.rubrics):
+                by_id[r.id]["prediction_effect"] = float(effects[i, j])
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+
+
+class _torch_threads:
+    """Temporarily set torch's intra-op thread count (restored on exit)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.old = n, None
+
+    def __enter__(self):
+        import torch
+
+        self.old = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import torch
+
+        torch.set_num_threads(self.old)
+
+
+def _open(backend: Any, cache: str | Path | bool | None, base: Path):
+    """A backend object from a spec string, wrapped in a call cache unless ``cache`` is False."""
+    from .backends import Backend, get_backend
+    from .cache import CachedBackend, CallCache, default_cache_path
+
+    if isinstance(backend, Backend):
+        return backend
+    inner = get_backend(str(backend))
+    if cache is False:
+        return inner
+    if cache is None or cache is True:
+        run_cache = base / "llm_calls.sqlite"
+        cache = run_cache if run_cache.exists() else default_cache_path()
+    return CachedBackend(inner, CallCache(Path(cache)))
