@@ -582,9 +582,11 @@ def render_run_report(
     alpha: float = 0.05,
     seed: int = 0,
     figures: bool = True,
+    preface: str | None = None,
 ) -> Path:
     """Write the markdown report of ``run_dir`` (default ``run_dir/report.md``) and its figures
-    (``run_dir/figures/*.png``); returns the report's path.
+    (``run_dir/figures/*.png``); returns the report's path. ``preface``: markdown placed right
+    under the title (the pipeline puts its run summary there).
 
     Raises :class:`DataError` when the folder holds nothing to report, and
     :class:`MissingDependencyError` when figures are asked for without matplotlib
@@ -608,11 +610,13 @@ def render_run_report(
     report_dir = out.parent.resolve()
     figs = _Figures(fig_dir, report_dir)
     lines = [f"# Run report: {run_dir.resolve().name}", ""]
-    if manifest.is_file():
-        lines += _manifest_section(manifest.resolve(), report_dir)
+    if preface:
+        lines += [preface.rstrip(), ""]
     for path in score_files:
         lines += _scores_section(path.resolve(), run_dir.resolve(), figs, plt, n_boot=n_boot, alpha=alpha,
                                  seed=seed)
+    if manifest.is_file():  # provenance last: results first for the reader
+        lines += _manifest_section(manifest.resolve(), report_dir)
     if fragments:
         lines += ["## Other reports in this run", ""]
         for p in fragments:

@@ -336,11 +336,64 @@ def feedback(ctx: RunContext) -> dict[str, Any]:
 
 
 def report(ctx: RunContext) -> dict[str, Any]:
-    """Render the run directory (summary, scores, figures) into report.md."""
+    """Render the run directory into report.md: the run summary first, then scores and figures."""
     from ..evaluation.run_report import render_run_report
 
-    path = render_run_report(ctx.out)
+    path = render_run_report(ctx.out, seed=ctx.config.run.seed, preface=_run_summary(ctx))
     return {"report": path.name}
+
+
+def _run_summary(ctx: RunContext) -> str:
+    """Markdown: what each stage did and cost, the selected rubrics, the held-out headline figures."""
+    import json
+
+    def marker(name: str) -> dict[str, Any]:
+        try:
+            return json.loads((ctx.out / "stages" / f"{name}.json").read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    cfg = ctx.config
+    lines = [f"Config `{cfg.source}`; {len(ctx.examples)} examples ({len(ctx.split[0])} train / "
+             f"{len(ctx.split[1])} held out, split by group, seed {cfg.run.seed}); label `{cfg.data.label}`; "
+             f"backend `{cfg.backend.spec}`.", "", "## Pipeline", "",
+             "| stage | seconds | LLM calls (cached) | prompt + completion tokens | result |",
+             "|---|---|---|---|---|"]
+    for st in STAGES[:-1]:
+        m = marker(st.name)
+        u, summ = m.get("usage") or {}, m.get("summary") or {}
+        calls = f"{int(u.get('calls', 0))} ({int(u.get('cache_hits', 0))})" if u else ""
+        tokens = f"{int(u.get('prompt_tokens', 0))} + {int(u.get('completion_tokens', 0))}" if u else ""
+        brief = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in summ.items()
+                          if isinstance(v, (int, float, str)) and not isinstance(v, bool)
+                          and k not in ("style", "estimator", "score_mode"))[:120]
+        lines.append(f"| {st.name} | {m.get('seconds', '')} | {calls} | {tokens} | {brief} |")
+    chosen = RubricSet.load(ctx.out / SELECTED)
+    thr = "n/a" if chosen.threshold is None else f"{chosen.threshold:.3f}"
+    lines += ["", f"## Selected rubrics (NetSAT threshold {thr})", ""]
+    lines += [f"{i}. **{r.polarity or r.aspect or ''}** {r.text} <sub>`{r.id}`, "
+              f"{r.provenance.get('method', '?')}</sub>" for i, r in enumerate(chosen, 1)]
+    ev = marker("evaluate").get("summary") or {}
+    if ev.get("selection") or ev.get("calibrated"):
+        lines += ["", "## Held-out headline", ""]
+        sel = ev.get("selection") or {}
+        if sel:
+            lines.append(f"- NetSAT at the threshold: accuracy {100 * sel.get('accuracy', float('nan')):.1f}%, "
+                         f"F1 {100 * sel.get('f1', float('nan')):.1f}%, ΔNetSAT {sel.get('delta_netsat', float('nan')):.2f} "
+                         "(intervals in [evaluation.md](evaluation.md))")
+        for name, m in (ev.get("calibrated") or {}).items():
+            lines.append(f"- {name} vs human `{cfg.calibrate.question or cfg.data.label}`: Pearson "
+                         f"{_num(m.get('pearson'))}, Spearman {_num(m.get('spearman'))}, Kendall {_num(m.get('kendall'))}"
+                         f" (n = {m.get('n')})")
+    if (ctx.out / "feedback.md").exists():
+        lines += ["", "LLM-written strengths and weaknesses: [feedback.md](feedback.md)."]
+    lines += ["", "Score new texts with this run: `rubric-induce score " + str(ctx.out) +
+              " --input texts.jsonl --out scores.jsonl`, or `RubricScorer.load(...)` in Python.", ""]
+    return "\n".join(lines)
+
+
+def _num(v: Any) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
 
 
 STAGES: tuple[Stage, ...] = (
