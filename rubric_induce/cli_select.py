@@ -11,6 +11,7 @@ import click
 import numpy as np
 
 from .cli import _data_options, _load_examples
+from .data.jsonl import jsonable
 from .errors import DataError
 
 __all__ = ["select", "run_select"]
@@ -51,20 +52,6 @@ def _make_selector(method: str, *, n_sat: int, n_dsat: int, alpha: float | None,
     if method == "topk":
         return SELECTORS[method](k=top_k, **common)
     return SELECTORS[method](**common)
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (np.floating, float)):
-        return None if not np.isfinite(obj) else float(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    return obj
 
 
 def run_select(
@@ -142,11 +129,11 @@ def run_select(
         "cv_results": getattr(selector, "cv_results_", None),
         "test_example_ids": [e.id for e in test],
     }
-    RubricSet(chosen, _jsonable(manifest), threshold=selector.threshold_).save(out_dir / "selected.jsonl")
+    RubricSet(chosen, jsonable(manifest), threshold=selector.threshold_).save(out_dir / "selected.jsonl")
     payload = {"method": method, "threshold": selector.threshold_, "alpha": manifest["alpha"],
                "selected": [r.id for r in chosen], "precision_level": precision, "n_boot": n_boot,
                "metrics": results}
-    write_json(out_dir / "metrics.json", _jsonable(payload))
+    write_json(out_dir / "metrics.json", jsonable(payload))
     if binary:
         table_md = metrics_markdown(results, p=precision)
     else:

@@ -1,6 +1,8 @@
 """Shared fixtures: small synthetic examples and rubrics, and a throwaway cache."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rubric_induce.data import Example, Rubric
@@ -19,3 +21,45 @@ def rubrics() -> list[Rubric]:
         Rubric.create("The user has to repeat a request.", "DSAT"),
         Rubric.create("The system confirms the details.", "SAT"),
     ]
+
+
+# A small `rubric-induce run` config over the bundled demo dialogues, for the fake backend
+# (pipeline, scoring and DSPy tests).
+_RES = Path(__file__).resolve().parents[1] / "rubric_induce" / "resources"
+
+_FAKE_RUN_CONFIG = f"""
+[run]
+seed = 0
+limit = 24
+
+[data]
+examples = "{_RES / 'demo_uss_dialogues.jsonl'}"
+label = "sat"
+
+[backend]
+spec = "fake"
+
+[generate]
+method = "rubicon"
+domain = "@{_RES / 'demo_uss_domain.txt'}"
+per_class = 3
+include = ["{_RES / 'demo_uss_rubrics.json'}"]
+options = {{ top_k = 2, batch_size = 3, max_new = 2 }}
+
+[dedup]
+enabled = false
+
+[select]
+n_sat = 2
+n_dsat = 2
+
+[calibrate]
+question = "satisfaction"
+options = {{ hidden = [4, 4], finetune_epochs = 5, pretrain = false }}
+"""
+
+
+
+@pytest.fixture(scope="session")
+def fake_run_config() -> str:
+    return _FAKE_RUN_CONFIG

@@ -16,39 +16,6 @@ from rubric_induce.errors import MissingDependencyError, RubricInduceError
 from rubric_induce.pipeline import run_pipeline
 from rubric_induce.scoring import RubricScorer
 
-RES = Path(__file__).resolve().parents[1] / "rubric_induce" / "resources"
-
-# The pipeline tests' small fake run (copied, not imported: tests stay independent).
-CONFIG = f"""
-[run]
-seed = 0
-limit = 24
-
-[data]
-examples = "{RES / 'demo_uss_dialogues.jsonl'}"
-label = "sat"
-
-[backend]
-spec = "fake"
-
-[generate]
-method = "rubicon"
-domain = "@{RES / 'demo_uss_domain.txt'}"
-per_class = 3
-include = ["{RES / 'demo_uss_rubrics.json'}"]
-options = {{ top_k = 2, batch_size = 3, max_new = 2 }}
-
-[dedup]
-enabled = false
-
-[select]
-n_sat = 2
-n_dsat = 2
-
-[calibrate]
-question = "satisfaction"
-options = {{ hidden = [4, 4], finetune_epochs = 5, pretrain = false }}
-"""
 
 QA = [("Can you book a table for two tonight?", "Booked for 7 pm, confirmation sent."),
       ("Find me a flight to Boston.", "Sorry, I cannot help with that."),
@@ -68,10 +35,10 @@ def one_torch_thread():
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
+def run_dir(tmp_path_factory, fake_run_config) -> Path:
     tmp = tmp_path_factory.mktemp("dspy")
     cfg = tmp / "cfg.toml"
-    cfg.write_text(CONFIG, encoding="utf-8")
+    cfg.write_text(fake_run_config, encoding="utf-8")
     run_pipeline(cfg, out=tmp / "run", echo=lambda m: None, stop_after="artifact")
     return tmp / "run"
 

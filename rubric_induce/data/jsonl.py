@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import DataError
 
-__all__ = ["read_jsonl", "write_jsonl", "append_jsonl", "read_json", "write_json", "atomic_write_text"]
+__all__ = ["read_jsonl", "write_jsonl", "append_jsonl", "read_json", "write_json", "atomic_write_text", "jsonable"]
 
 
 def _open_text(path: Path):
@@ -99,3 +99,20 @@ def append_jsonl(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
 
 def write_json(path: str | Path, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False) + "\n")
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON values from numpy scalars/arrays, tuples and objects with ``to_dict``; NaN/inf -> None."""
+    import math
+
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):  # numpy scalars and arrays
+        return jsonable(obj.tolist())
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if hasattr(obj, "to_dict"):
+        return jsonable(obj.to_dict())
+    return obj

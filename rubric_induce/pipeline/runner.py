@@ -13,13 +13,13 @@ import json
 import platform
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 from .. import __version__
-from ..data.jsonl import write_json
+from ..data.jsonl import jsonable, write_json
 from ..errors import RubricInduceError
 from .config import RunConfig, load_config
 from .context import RunContext
@@ -172,7 +172,7 @@ def run_pipeline(
                 finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
                 write_json(_marker(run_dir, stage.name), {"stage": stage.name, "fingerprint": fp, "seconds": seconds,
                                                           "finished": finished, "usage": usage,
-                                                          "summary": _jsonable(summary)})
+                                                          "summary": jsonable(summary)})
                 manifest["stages"][stage.name] = {"status": "done", "seconds": seconds, "finished": finished,
                                                   "usage": usage}
                 result.ran.append(stage.name)
@@ -246,29 +246,3 @@ def _write_manifest(run_dir: Path, manifest: dict[str, Any], ctx: RunContext) ->
     manifest["usage"] = totals
     manifest["seconds"] = round(sum(i.get("seconds", 0) for i in manifest["stages"].values()), 2)
     write_json(run_dir / "manifest.json", manifest)
-
-
-def _jsonable(obj: Any) -> Any:
-    import numpy as np
-
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (np.floating, float)):
-        return float(obj) if np.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if hasattr(obj, "to_dict"):
-        return _jsonable(obj.to_dict())
-    if is_dataclass_instance(obj):
-        return _jsonable(asdict(obj))
-    return obj
-
-
-def is_dataclass_instance(obj: Any) -> bool:
-    from dataclasses import is_dataclass
-
-    return is_dataclass(obj) and not isinstance(obj, type)

@@ -20,10 +20,9 @@ def _quiet(msg: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
+def finished_run(tmp_path_factory, fake_run_config):
     """One complete fake run shared by the read-only tests."""
-    from conftest import CONFIG  # noqa: F401  (same directory)
-
+    CONFIG = fake_run_config
     tmp = tmp_path_factory.mktemp("run")
     cfg_path = tmp / "cfg.toml"
     cfg_path.write_text(CONFIG + FAST + "\n[feedback]\nenabled = true\nbudget = 400\n", encoding="utf-8")
@@ -89,9 +88,8 @@ def test_rerun_skips_everything(finished_run):
     assert json.loads((result.out / "manifest.json").read_text())["status"] == "finished"
 
 
-def test_changed_stage_config_reruns_from_that_stage(write_config, tmp_path):
-    from conftest import CONFIG
-
+def test_changed_stage_config_reruns_from_that_stage(write_config, tmp_path, fake_run_config):
+    CONFIG = fake_run_config
     first = run_pipeline(write_config(FAST), out=tmp_path / "out", echo=_quiet, stop_after="select")
     assert first.ran == ["generate", "dedup", "probe", "select"]
     changed = write_config(FAST, base=CONFIG.replace("n_sat = 2", "n_sat = 1"))
@@ -188,8 +186,8 @@ def test_cli_run_reports_config_errors_cleanly(tmp_path):
     assert "data.examples" in res.output and "not found" in res.output and "Traceback" not in res.output
 
 
-def test_non_binary_label_needs_threshold_or_topk(write_config, tmp_path):
-    from conftest import CONFIG
+def test_non_binary_label_needs_threshold_or_topk(write_config, tmp_path, fake_run_config):
+    CONFIG = fake_run_config
     from rubric_induce.errors import DataError
 
     cfg = write_config(FAST, base=CONFIG.replace('label = "sat"', 'label = "satisfaction"'))

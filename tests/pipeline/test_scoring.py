@@ -19,9 +19,8 @@ TEXTS = ["USER: I need a table for two tonight.\nSYSTEM: Booked at 7 pm, confirm
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    from conftest import CONFIG
-
+def run_dir(tmp_path_factory, fake_run_config):
+    CONFIG = fake_run_config
     tmp = tmp_path_factory.mktemp("scoring")
     cfg = tmp / "cfg.toml"
     cfg.write_text(CONFIG + "\n[evaluate]\nbootstrap = 20\n", encoding="utf-8")
