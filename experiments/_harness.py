@@ -1,0 +1,132 @@
+"""Shared plumbing for the paper-reproduction experiments (never imported by the library).
+
+Every experiment is one command: ``python experiments/<name>.py [--config F] [--limit N] [--seed S]
+[--backend B] [--cache F] [--out DIR] [--set key=value ...]``. Settings come from the experiment's
+defaults, then its TOML config (``experiments/configs/<name>.toml``), then flags; the merged config is
+written to ``<out>/config.json``. LLM calls go through a SQLite call cache, so a rerun (or a run
+resumed after a crash) costs only the calls it has not made yet.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "experiments" / "configs"
+
+__all__ = ["ROOT", "Experiment", "start"]
+
+
+def _coerce(text: str) -> Any:
+    """``--set`` values: JSON when they parse (numbers, lists, booleans), else the raw string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+@dataclass
+class Experiment:
+    """A started experiment: its merged config, run directory, cached backend and clock."""
+
+    name: str
+    config: dict[str, Any]
+    out: Path
+    started: float = field(default_factory=time.perf_counter)
+    _backend: Any = None
+    _cache: Any = None
+
+    @property
+    def backend(self):
+        """The configured backend wrapped in the call cache (opened on first use)."""
+        if self._backend is None:
+            from rubric_induce.backends import get_backend
+            from rubric_induce.cache import CachedBackend, CallCache
+
+            self._cache = CallCache(Path(self.config["cache"]))
+            self._backend = CachedBackend(get_backend(self.config["backend"]), self._cache)
+        return self._backend
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def usage(self) -> dict[str, Any]:
+        return self._backend.tally.to_dict() if self._backend is not None else {}
+
+    def finish(self, results: dict[str, Any], report_md: str) -> Path:
+        """Write results.json and report.md (plus the generic figures when a score table exists)."""
+        from rubric_induce.data.jsonl import atomic_write_text, write_json
+
+        elapsed = self.elapsed()
+        meta = {"experiment": self.name, "config": self.config, "runtime_s": round(elapsed, 1),
+                "usage": self.usage(), "python": platform.python_version(),
+                "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
+        write_json(self.out / "results.json", {**meta, "results": results})
+        write_json(self.out / "manifest.json", meta)
+        footer = (f"\n\nRuntime {elapsed:.0f} s; backend `{self.config['backend']}`; seed {self.config['seed']}; "
+                  f"limit {self.config.get('limit')}. Reproduce: `python experiments/{self.name}.py"
+                  f"{' ' + ' '.join(sys.argv[1:]) if sys.argv[1:] else ''}`\n")
+        path = atomic_write_text(self.out / "results.md", report_md.rstrip() + footer)
+        if (self.out / "scores.jsonl").exists():
+            try:
+                from rubric_induce.evaluation.run_report import render_run_report
+            except ImportError:  # report module not available: the results table still stands
+                pass
+            else:
+                render_run_report(self.out)
+        if self._cache is not None:
+            self._backend.close()
+            self._cache.close()
+        print(report_md.rstrip() + footer)
+        print(f"wrote {path}")
+        return path
+
+
+def start(name: str, description: str, defaults: dict[str, Any],
+          extra_args: list[tuple[tuple[str, ...], dict[str, Any]]] | None = None,
+          argv: list[str] | None = None) -> tuple[Experiment, argparse.Namespace]:
+    """Parse flags, merge defaults < TOML config < flags, create the run directory."""
+    ap = argparse.ArgumentParser(prog=f"experiments/{name}.py", description=description,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", type=Path, default=CONFIGS / f"{name}.toml",
+                    help="TOML config (default: %(default)s)")
+    ap.add_argument("--limit", type=int, default=None, help="subsample size for CPU time (see the config)")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--backend", default=None, help="backend spec, e.g. local, fake, openai/gpt-4o-mini")
+    ap.add_argument("--cache", type=Path, default=None, help="SQLite LLM call cache")
+    ap.add_argument("--out", type=Path, default=None, help="run directory (default runs/<name>)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override any config key (JSON values), repeatable")
+    for flags, kwargs in extra_args or []:
+        ap.add_argument(*flags, **kwargs)
+    args = ap.parse_args(argv)
+
+    config: dict[str, Any] = {"seed": 0, "backend": "local", "limit": None, **defaults}
+    if args.config and Path(args.config).exists():
+        with open(args.config, "rb") as fh:
+            config.update(tomllib.load(fh))
+    elif args.config != CONFIGS / f"{name}.toml":
+        ap.error(f"config file not found: {args.config}")
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            ap.error(f"--set expects KEY=VALUE, got {item!r}")
+        config[key.strip()] = _coerce(value)
+    for key in ("limit", "seed", "backend"):
+        if getattr(args, key) is not None:
+            config[key] = getattr(args, key)
+    out = Path(args.out or config.get("out") or ROOT / "runs" / name)
+    config["out"] = str(out)
+    config["cache"] = str(args.cache or config.get("cache") or out / "llm_calls.sqlite")
+    out.mkdir(parents=True, exist_ok=True)
+    from rubric_induce.data.jsonl import write_json
+
+    write_json(out / "config.json", config)
+    return Experiment(name, config, out), args

@@ -1,0 +1,147 @@
+"""experiments/end_to_end_summeval.py end to end on the fake backend: outputs, an article-level
+split, and score-table numbers that agree with the probes and with the reported correlations."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rubric_induce.data import RubricPool
+from rubric_induce.data.datasets import load_summeval
+from rubric_induce.errors import RubricInduceError
+from rubric_induce.evaluation import meta_eval
+from rubric_induce.evaluation.score_table import read_scores
+from rubric_induce.probing import ProbeTable
+
+ROOT = Path(__file__).resolve().parents[2]
+ASPECTS = ["coherence", "relevance"]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+e2e = _load("end_to_end_summeval")
+
+
+@pytest.fixture(scope="module")
+def summeval():
+    return load_summeval()
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    from rubric_induce.evaluation import run_report
+
+    out = tmp_path_factory.mktemp("end_to_end_summeval")
+    saved = run_report.render_run_report
+    run_report.render_run_report = lambda *a, **k: None  # the generic report has its own tests
+    try:
+        e2e.main(["--backend", "fake", "--limit", "4", "--out", str(out), "--set", "progress=false",
+                  "--set", f"aspects={json.dumps(ASPECTS)}", "--set", "n_boot=50", "--set", "cal_seeds=1",
+                  "--set", "cal_pretrain_epochs=3", "--set", "cal_finetune_epochs=3", "--set", "n_drafts=3",
+                  "--set", "top_k=2"])
+    finally:
+        run_report.render_run_report = saved
+    return out
+
+
+@pytest.fixture(scope="module")
+def results(run):
+    return json.loads((run / "results.json").read_text())["results"]
+
+
+def test_writes_every_output(run):
+    for name in ("results.md", "results.json", "manifest.json", "config.json", "scores.jsonl", "probes.jsonl",
+                 "candidates.jsonl", "selected.jsonl", "end_to_end_summeval.png"):
+        assert (run / name).is_file(), name
+    assert (run / "end_to_end_summeval.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_split_is_by_article(run, results):
+    assert set(results["train_articles"]).isdisjoint(results["test_articles"])
+    assert len(results["train_articles"]) == len(results["test_articles"]) == 2
+    rows = read_scores(run / "scores.jsonl")
+    assert {r.group for r in rows} == set(results["test_articles"])
+    assert results["n_test"] == 24 and results["n_train"] == 24  # 12 judged summaries per article
+
+
+def test_score_table_covers_systems_aspects_and_test_summaries(run, results):
+    rows = read_scores(run / "scores.jsonl")
+    assert {(r.aspect, r.system) for r in rows} == {(a, s) for a in ASPECTS for s in e2e.SYSTEMS}
+    assert len(rows) == len(ASPECTS) * len(e2e.SYSTEMS) * results["n_test"]
+    for r in rows:
+        assert r.scale == (1.0, 2.0, 3.0, 4.0, 5.0)
+        assert sum(r.probs) == pytest.approx(1.0)
+        # every system's score is the expected value of the distribution it reports
+        assert r.score == pytest.approx(float(np.dot(r.probs, r.scale)), abs=1e-6)
+        assert 1.0 <= r.human <= 5.0
+
+
+def test_direct_and_criteria_scores_come_from_the_probes(run, results):
+    table = ProbeTable.load(run / "probes.jsonl")
+    rows = {(r.example_id, r.aspect, r.system): r.score for r in read_scores(run / "scores.jsonl")}
+    selected = list(RubricPool.load(run / "selected.jsonl"))
+    for a in ASPECTS:
+        direct = e2e.direct_rubric(a)
+        chosen = [r for r in selected if r.aspect == a]
+        assert len(chosen) == 2 and set(results["selection"][a]["selected"]) == {r.id for r in chosen}
+        test_ids = sorted({eid for (eid, asp, _) in rows if asp == a})
+        arr = table.arrays(test_ids, [direct.id] + [r.id for r in chosen])
+        assert np.allclose([rows[(i, a, "direct")] for i in test_ids], arr.expected[:, 0])
+        assert np.allclose([rows[(i, a, "criteria")] for i in test_ids], arr.expected[:, 1:].mean(axis=1))
+
+
+def test_selected_criteria_are_the_best_on_training_data(results):
+    for a in ASPECTS:
+        corr = results["selection"][a]["train_correlations"]
+        chosen = set(results["selection"][a]["selected"])
+        assert min(corr[i] for i in chosen) >= max(v for i, v in corr.items() if i not in chosen)
+
+
+def test_reported_correlations_match_the_score_table(run, results):
+    rows = read_scores(run / "scores.jsonl")
+    for cell in results["correlations"]:
+        mine = [r for r in rows if r.aspect == cell["aspect"] and r.system == cell["system"]]
+        pred, human = [r.score for r in mine], [r.human for r in mine]
+        assert cell["dataset_spearman"] == pytest.approx(meta_eval.dataset_level(pred, human, "spearman").value)
+        assert cell["summary_kendall"] == pytest.approx(
+            meta_eval.summary_level(pred, human, [r.group for r in mine], "kendall").value)
+    assert len(results["williams"]) == 4 * len(ASPECTS)
+
+
+def test_markdown_shows_paper_figures_beside_ours(run):
+    md = (run / "results.md").read_text()
+    assert "| GPT-4 (no criteria) | GPT-4-32K (paper) | 1600 | 0.535 | 0.464 | 0.532 | 0.465 |" in md
+    assert "| AutoCalibrate (GPT-4) | GPT-4-32K (paper) | 1600 | 0.570 | 0.493 | 0.560 | 0.483 |" in md
+    assert "| score-only, no CoT | ChatGPT gpt-3.5-turbo-0613 (paper) | 0.344 | 0.248 | 0.353 | 0.248 |" in md
+    assert "| calibrated | backend `fake` | 24 (2 articles) |" in md
+    assert "## Williams tests" in md
+
+
+def test_select_articles_keeps_whole_judged_articles_in_prefix_order(summeval):
+    examples = summeval
+    picked = e2e.select_articles(examples, 3, seed=1)
+    assert len({e.group for e in picked}) == 3 and len(picked) == 36
+    assert all(e.judgments for e in picked)
+    keys = [(str(e.group), e.meta["system_id"]) for e in picked]
+    assert keys == sorted(keys)
+    with pytest.raises(RubricInduceError, match="at least 2"):
+        e2e.select_articles(examples, 1, seed=0)
+
+
+def test_draft_view_cuts_the_article_but_keeps_the_summary(summeval):
+    ex = next(e for e in summeval if len(e.fields["source"]) > 800)
+    view = e2e.draft_view(ex, 300)
+    assert view.id == ex.id and view.fields["text"] == ex.fields["text"]
+    assert view.fields["source"].endswith(" [...]") and len(view.fields["source"]) <= 306
+    assert dict(view.labels) == dict(ex.labels)
+    assert e2e.direct_rubric("fluency").text == "Rate the fluency of the text."
