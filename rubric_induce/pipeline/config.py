@@ -100,6 +100,8 @@ class EvaluateSection:
 class FeedbackSection:
     enabled: bool = False
     budget: int = 1500              # context budget (tokens) before the summary goes hierarchical
+    top: int = 5                    # per rubric, the N outputs where it held most and least
+    max_tokens: int = 320           # reply length cap per LLM call
 
 
 @dataclass
@@ -261,6 +263,8 @@ def _validate(cfg: RunConfig) -> None:
         raise DataError(str(exc), path=src, field="calibrate.options") from None
     if cfg.feedback.budget < 256:
         raise DataError("must be at least 256 tokens", path=src, field="feedback.budget")
+    if cfg.feedback.top < 1 or cfg.feedback.max_tokens < 32:
+        raise DataError("top must be >= 1 and max_tokens >= 32", path=src, field="feedback")
 
 
 def _generator(method: str):

@@ -328,8 +328,9 @@ def feedback(ctx: RunContext) -> dict[str, Any]:
     chosen = list(RubricSet.load(ctx.out / SELECTED))
     table = ProbeTable.load(ctx.out / PROBES)
     examples = ctx.test or ctx.train
-    items = items_from_probes(table, examples, chosen, fields=ctx.config.data.fields)
-    summary = summarize_feedback(items, ctx.backend, context_budget=ctx.config.feedback.budget,
+    fb = ctx.config.feedback
+    items = items_from_probes(table, examples, chosen, fields=ctx.config.data.fields, top=fb.top)
+    summary = summarize_feedback(items, ctx.backend, context_budget=fb.budget, max_tokens=fb.max_tokens,
                                  seed=ctx.config.run.seed, progress=ctx.progress)
     atomic_write_text(ctx.out / "feedback.md", summary.to_markdown())
     return {"enabled": True, "items": len(items)}
