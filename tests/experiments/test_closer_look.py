@@ -1,0 +1,133 @@
+"""experiments/closer_look.py end to end on the fake backend: files, table layout, consistent numbers."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rubric_induce.backends.fake import FakeBackend
+from rubric_induce.data import Example
+from rubric_induce.evaluation import meta_eval
+from rubric_induce.evaluation.score_table import read_scores
+from rubric_induce.generation.structured import GenerationError, GenerationStats
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+cl = _load("closer_look")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    # The generic run report (many figures) belongs to rubric_induce.evaluation and has its own
+    # tests; skipping it here keeps this file fast.
+    from rubric_induce.evaluation import run_report
+
+    out = tmp_path_factory.mktemp("closer_look")
+    saved = run_report.render_run_report
+    run_report.render_run_report = lambda *a, **k: None
+    try:
+        cl.main(["--backend", "fake", "--limit", "1", "--out", str(out), "--set", "progress=false",
+                 "--set", "n_boot=50"])
+    finally:
+        run_report.render_run_report = saved
+    return out
+
+
+def test_writes_every_output(run):
+    for name in ("results.md", "results.json", "manifest.json", "config.json", "scores.jsonl",
+                 "closer_look_pearson.png", "rubrics_summeval.jsonl", "rubrics_topical_chat.jsonl",
+                 "probes/summeval_analyze-rate.jsonl", "probes/topical_chat_score-only.jsonl"):
+        assert (run / name).is_file(), name
+    assert (run / "closer_look_pearson.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_score_table_covers_the_grid(run):
+    rows = read_scores(run / "scores.jsonl")
+    systems = {cl.system_name(s, c) for s in ("score-only", "rate-explain", "analyze-rate") for c in (False, True)}
+    assert {r.system for r in rows} == systems
+    aspects = {f"{d}/{a.name}" for d, spec in cl.DATASETS.items() for a in spec.aspects}
+    assert {r.aspect for r in rows} == aspects
+    # limit 1 = one whole source document per dataset: 16 SummEval summaries, 6 Topical-Chat responses
+    per_ds = {d: len({r.example_id for r in rows if r.aspect.startswith(d + "/")}) for d in cl.DATASETS}
+    assert per_ds == {"summeval": 16, "topical_chat": 6}
+    assert len(rows) == (16 + 6) * 4 * 6
+    assert all(r.group is not None and r.human is not None for r in rows)
+    grounded = [r for r in rows if r.aspect == "topical_chat/groundedness"]
+    assert all(r.scale == (0.0, 1.0) for r in grounded if r.scale is not None)
+    ok = [r for r in rows if r.probs is not None]
+    assert ok and all(abs(sum(r.probs) - 1) < 1e-6 for r in ok)
+    assert all(abs(r.score - float(np.dot(r.probs, r.scale))) < 1e-6 for r in ok)
+
+
+def test_reported_correlations_match_the_score_table(run):
+    res = json.loads((run / "results.json").read_text())["results"]
+    rows = read_scores(run / "scores.jsonl")
+    assert len(res["correlations"]) == 8 * 6
+    assert len(res["williams"]) == 8 * 9  # 3 style pairs x 2 CoT settings + 3 CoT-vs-no-CoT, per aspect
+    for cell in res["correlations"][:6]:
+        sel = [r for r in rows if r.aspect == cell["aspect"] and r.system == cell["system"]]
+        pred = np.array([r.score for r in sel])
+        human = np.array([r.human for r in sel])
+        expect = meta_eval.dataset_level(pred, human, "pearson").value
+        assert cell["dataset_pearson"] == pytest.approx(expect)
+        expect = meta_eval.summary_level(pred, human, [r.group for r in sel], "kendall").value
+        assert cell["summary_kendall"] == pytest.approx(expect)
+
+
+def test_markdown_has_paper_and_ours_side_by_side(run):
+    md = (run / "results.md").read_text()
+    assert "## SummEval (paper Table 1)" in md and "## Topical-Chat" in md
+    # paper figures: SummEval analyze-rate coherence r, Topical-Chat auto-CoT rate-explain naturalness r
+    assert "| ✗ | analyze-rate | ChatGPT gpt-3.5-turbo-0613 (paper) | 0.635 | 0.476 |" in md
+    assert "| ✓ | rate-explain | ChatGPT gpt-3.5-turbo-0613 (paper) | 0.554 | 0.478 |" in md
+    ours = [line for line in md.splitlines() if line.startswith("| ✓ |") or line.startswith("| ✗ |")]
+    ours = [line for line in ours if cl.OUR_MODEL in line]
+    assert len(ours) == 2 * 6
+    assert all(line.count("|") == 3 + 2 * 4 + 1 for line in ours)
+    assert "Williams" in md and "closer_look_pearson.png" in md
+
+
+def test_select_documents_keeps_whole_documents_and_is_seeded():
+    exs = [Example.create({"text": f"t{d}{i}"}, {"x": 1.0}, id=f"d{d}/{i}", group=f"d{d}")
+           for d in range(5) for i in range(3)]
+    a = cl.select_documents(exs, 2, seed=3)
+    assert len(a) == 6 and len({e.group for e in a}) == 2
+    assert [e.id for e in a] == [e.id for e in cl.select_documents(exs, 2, seed=3)]
+    others = {tuple(sorted({e.group for e in cl.select_documents(exs, 2, seed=s)})) for s in range(10)}
+    assert len(others) > 1
+    assert cl.select_documents(exs, None, seed=0) == exs
+
+
+def test_cot_steps_are_appended_and_change_the_rubric():
+    spec = cl.DATASETS["summeval"]
+    aspect = spec.aspects[0]
+    backend = FakeBackend(replies=lambda m, **k: json.dumps({"steps": [
+        "Read the article and find its main points.", "Check that the summary sentences connect.",
+        "Judge the order of the ideas.", "An extra step past the limit."]}))
+    steps = cl.cot_steps(backend, spec, aspect, n_steps=3, max_tokens=100, seed=0, stats=GenerationStats())
+    assert steps == ["Read the article and find its main points.", "Check that the summary sentences connect.",
+                     "Judge the order of the ideas."]
+    plain, cot = cl.aspect_rubric(spec, aspect), cl.aspect_rubric(spec, aspect, steps)
+    assert plain.id != cot.id and cot.text.startswith(plain.text)
+    assert "\n1. Read the article" in cot.text and "\n3. Judge" in cot.text
+    assert "criterion" in backend.calls[0][1]["messages"][-1]["content"].lower()
+
+
+def test_cot_steps_failure_is_an_error_not_a_silent_fallback():
+    spec = cl.DATASETS["topical_chat"]
+    with pytest.raises(GenerationError, match="no evaluation steps"):
+        cl.cot_steps(FakeBackend(replies=lambda m, **k: "not json"), spec, spec.aspects[0], n_steps=3,
+                     max_tokens=50, seed=0, stats=GenerationStats())
