@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import Experiment, start  # noqa: E402
 
 from rubric_induce.data.datasets import load_dataset  # noqa: E402
+from rubric_induce.data.jsonl import jsonable  # noqa: E402
 from rubric_induce.data.model import AnswerScale, Example, Rubric  # noqa: E402
 from rubric_induce.errors import RubricInduceError  # noqa: E402
 from rubric_induce.evaluation.meta_eval import correlation_table, williams_test_scores  # noqa: E402
@@ -221,19 +222,6 @@ def _probe_held_out(exp: Experiment, dataset: str, tasks: list[Task], calib: dic
                 human=None if human is None else float(human), probs=rec.probs if rec.ok else None,
                 scale=rec.values if rec.ok else None))
     return rows, table.n_errors
-
-
-def _jsonable(obj: Any) -> Any:
-    """NaN / inf become null (results.json is strict JSON); numpy scalars become Python numbers."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if np.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
@@ -460,7 +448,7 @@ def main(argv: list[str] | None = None) -> Path:
                    "rubric_texts": {s: rb.text for s, rb in v["rubrics"].items()}} for k, v in info.items()},
                "correlations": table, "williams": tests, "timings_s": timings, "model": OUR_MODEL,
                "paper": {"table2": PAPER_TABLE2, "table4": PAPER_TABLE4, "table5": PAPER_TABLE5}}
-    return exp.finish(_jsonable(results), "\n".join(md))
+    return exp.finish(jsonable(results), "\n".join(md))
 
 
 if __name__ == "__main__":

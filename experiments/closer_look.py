@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import Experiment, start  # noqa: E402
 
 from rubric_induce.data.datasets import load_dataset  # noqa: E402
+from rubric_induce.data.jsonl import jsonable  # noqa: E402
 from rubric_induce.data.model import AnswerScale, Example, Rubric, RubricPool  # noqa: E402
 from rubric_induce.errors import RubricInduceError  # noqa: E402
 from rubric_induce.evaluation.meta_eval import correlation_table, williams_test_scores  # noqa: E402
@@ -305,19 +306,6 @@ def _run_dataset(exp: Experiment, spec: DatasetSpec, cfg: dict[str, Any], timing
     return rows, info
 
 
-def _jsonable(obj: Any) -> Any:
-    """NaN / inf become null (results.json is strict JSON); numpy scalars become Python numbers."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if np.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
-
-
 def _fmt(x: float | None, digits: int = 3) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
 
@@ -508,7 +496,7 @@ def main(argv: list[str] | None = None) -> Path:
     results = {"datasets": infos, "correlations": table, "williams": tests, "timings_s": timings,
                "paper": {d: {f"{'cot' if c else 'no-cot'}/{s}": v for (c, s), v in t.items()} for d, t in PAPER.items()},
                "paper_gpt4": PAPER_GPT4, "model": OUR_MODEL}
-    return exp.finish(_jsonable(results), "\n".join(md))
+    return exp.finish(jsonable(results), "\n".join(md))
 
 
 if __name__ == "__main__":
