@@ -171,6 +171,9 @@ PAPER_GPT4: dict[str, dict[str, tuple[float, float | None]]] = {
 }
 
 
+_PLURAL = {"summary": "summaries", "response": "responses"}
+
+
 def system_name(style: str, cot: bool) -> str:
     return f"{style}+cot" if cot else style
 
@@ -286,7 +289,8 @@ def _run_dataset(exp: Experiment, spec: DatasetSpec, cfg: dict[str, Any], timing
                           max_analysis_tokens=int(cfg["max_analysis_tokens"]), progress=bool(cfg["progress"]))
             records.extend(table.records)
             rows.extend(_rows(table, examples, spec, systems))
-        ProbeTable(records, {"style": style, "dataset": spec.name}).save(exp.out / "probes" / f"{spec.name}_{style}.jsonl")
+        ProbeTable(records, {"style": style, "dataset": spec.name}).save(
+            exp.out / "probes" / f"{spec.name}_{style}.jsonl")
         for rec in records:
             aspect, system = systems[rec.rubric_id]
             key = f"{aspect.name}/{system}"
@@ -458,7 +462,8 @@ def main(argv: list[str] | None = None) -> Path:
     for spec in specs:
         info = infos[spec.name]
         md += ["", f"## {spec.title} (paper Table {'1' if spec.name == 'summeval' else '2 + appendix Table 3'})", "",
-               f"n = {info['n_examples']} {spec.target.replace('summary', 'summarie')}s from {info['n_documents']} source documents; aspects → "
+               f"n = {info['n_examples']} {_PLURAL[spec.target]} from {info['n_documents']} source document(s); "
+               "aspects → "
                "labels: " + ", ".join(f"{a.name} → `{a.label}` ({a.low}-{a.high})" for a in spec.aspects) + ".", "",
                _main_table(spec, cells, cfg), "", "All four correlations, with intervals:", "",
                _detail_table(spec, cells, systems, info["probe_errors"], info["forced_answers"])]
@@ -480,7 +485,8 @@ def main(argv: list[str] | None = None) -> Path:
     n_forced = sum(sum(i["forced_answers"].values()) for i in infos.values())
     n_analyze = sum(1 for r in rows if r.system.startswith("analyze-rate"))
     md += ["", "## Reading", "",
-           f"- Best dataset-level r per aspect (ours): " + ", ".join(f"{k} {_fmt(v)} ({s})" for k, (v, s) in best.items())
+           "- Best dataset-level r per aspect (ours): "
+           + ", ".join(f"{k} {_fmt(v)} ({s})" for k, (v, s) in best.items())
            + ".",
            f"- {len(sig)} of {len(tests)} Williams comparisons reach p < 0.05."
            + (" The paper's finding (rate-explain / analyze-rate above score-only; auto-CoT not consistently "
@@ -494,7 +500,8 @@ def main(argv: list[str] | None = None) -> Path:
     if png:
         md += ["", f"![dataset-level Pearson per aspect]({png.name})"]
     results = {"datasets": infos, "correlations": table, "williams": tests, "timings_s": timings,
-               "paper": {d: {f"{'cot' if c else 'no-cot'}/{s}": v for (c, s), v in t.items()} for d, t in PAPER.items()},
+               "paper": {d: {f"{'cot' if c else 'no-cot'}/{s}": v for (c, s), v in t.items()}
+                         for d, t in PAPER.items()},
                "paper_gpt4": PAPER_GPT4, "model": OUR_MODEL}
     return exp.finish(jsonable(results), "\n".join(md))
 
