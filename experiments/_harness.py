@@ -21,7 +21,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "experiments" / "configs"
 
-__all__ = ["ROOT", "Experiment", "start"]
+__all__ = ["ROOT", "Experiment", "start", "pyplot", "save_figure"]
 
 
 def _coerce(text: str) -> Any:
@@ -130,3 +130,25 @@ def start(name: str, description: str, defaults: dict[str, Any],
 
     write_json(out / "config.json", config)
     return Experiment(name, config, out), args
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend, or None without matplotlib (the tables stand alone)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+def save_figure(fig, path: Path) -> Path:
+    """Lay out, write as a 110-dpi PNG and close (figures pile up in memory otherwise)."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

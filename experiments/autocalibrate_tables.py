@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import Experiment, start  # noqa: E402
+from _harness import Experiment, start, pyplot, save_figure  # noqa: E402
 
 from rubric_induce.data.datasets import load_dataset  # noqa: E402
 from rubric_induce.data.jsonl import jsonable  # noqa: E402
@@ -322,12 +322,8 @@ def _williams(rows: list[ScoreRow], key: str, a: str, b: str) -> dict[str, Any]:
 
 def _plot(out: Path, cells: dict[tuple[str, str], dict[str, Any]], tasks: list[Task]) -> Path | None:
     """Held-out Spearman (summary level for SummEval, dataset level for QAGS) per system, with CIs."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # plots are optional
+    plt = pyplot()
+    if plt is None:  # plots are optional; the tables stand without them
         return None
     fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(tasks) + 2), 4.2))
     x = np.arange(len(tasks))
@@ -346,11 +342,7 @@ def _plot(out: Path, cells: dict[tuple[str, str], dict[str, Any]], tasks: list[T
     ax.set_ylim(-1, 1)
     ax.set_title("AutoCalibrate on SmolLM2-135M (ours): no / drafted / refined criteria")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "autocalibrate_spearman.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "autocalibrate_spearman.png")
 
 
 def main(argv: list[str] | None = None) -> Path:

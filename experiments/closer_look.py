@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import Experiment, start  # noqa: E402
+from _harness import Experiment, start, pyplot, save_figure  # noqa: E402
 
 from rubric_induce.data.datasets import load_dataset  # noqa: E402
 from rubric_induce.data.jsonl import jsonable  # noqa: E402
@@ -376,12 +376,8 @@ def _williams_table(tests: list[dict[str, Any]]) -> str:
 def _plot(out: Path, specs: list[DatasetSpec], cells: dict[tuple[str, str], dict[str, Any]],
           systems: list[str]) -> Path | None:
     """Dataset-level Pearson per aspect and system, with 95% bootstrap intervals."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # plots are optional; the tables stand without them
+    plt = pyplot()
+    if plt is None:  # plots are optional; the tables stand without them
         return None
     fig, axes = plt.subplots(1, len(specs), figsize=(6.5 * len(specs), 4.2), squeeze=False)
     width = 0.8 / max(1, len(systems))
@@ -401,11 +397,7 @@ def _plot(out: Path, specs: list[DatasetSpec], cells: dict[tuple[str, str], dict
         ax.set_title(f"{spec.title}: SmolLM2-135M (ours)")
         ax.set_ylim(-1, 1)
     axes[0][-1].legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
-    path = out / "closer_look_pearson.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "closer_look_pearson.png")
 
 
 def main(argv: list[str] | None = None) -> Path:

@@ -40,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import Experiment, start  # noqa: E402
+from _harness import Experiment, start, pyplot, save_figure  # noqa: E402
 
 from rubric_induce.calibration import Calibrator, CalibrationData, from_probes  # noqa: E402
 from rubric_induce.data.datasets import SUMMEVAL_ASPECTS, load_summeval  # noqa: E402
@@ -251,12 +251,8 @@ def _williams_table(tests: list[dict[str, Any]]) -> str:
 
 def _plot(out: Path, aspects: list[str], cells: dict[tuple[str, str], dict[str, Any]], title: str) -> Path | None:
     """Summary-level Spearman and dataset-level Pearson per aspect and system, paper markers."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # the tables stand without the figure
+    plt = pyplot()
+    if plt is None:  # plots are optional; the tables stand without them
         return None
     systems = [s for s in SYSTEMS if any((a, s) in cells for a in aspects)]
     if not systems:
@@ -286,11 +282,7 @@ def _plot(out: Path, aspects: list[str], cells: dict[tuple[str, str], dict[str, 
         ax.set_ylabel(label + " (95% CI)")
         ax.set_title(f"SummEval held-out articles: {title}")
         ax.legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
-    path = out / "end_to_end_summeval.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "end_to_end_summeval.png")
 
 
 def _induce(exp: Experiment, train: list[Example], aspects: list[str], cfg: dict[str, Any]

@@ -43,7 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import Experiment, start  # noqa: E402
+from _harness import Experiment, start, pyplot, save_figure  # noqa: E402
 
 from rubric_induce.data.datasets import load_uss  # noqa: E402
 from rubric_induce.data.model import Example, Rubric, RubricPool  # noqa: E402
@@ -346,12 +346,8 @@ def _pool_table(variants: list[Variant], infos: dict[str, dict[str, Any]]) -> st
 
 def _plot(out: Path, systems: dict[str, dict[str, Any]], y_test: np.ndarray, title: str) -> Path | None:
     """Held-out NetSAT by class per system (with the learned threshold), and YR@90 / accuracy / F1."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # the tables stand without the figure
+    plt = pyplot()
+    if plt is None:  # plots are optional; the tables stand without them
         return None
     names = [n for n, s in systems.items() if "metrics" in s]
     if not names:
@@ -388,11 +384,7 @@ def _plot(out: Path, systems: dict[str, dict[str, Any]], y_test: np.ndarray, tit
     ax2.set_ylabel("% on the held-out half (95% bootstrap CI)")
     ax2.set_title(f"{title} (ours), USS")
     ax2.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "rubicon_variants.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "rubicon_variants.png")
 
 
 def main(argv: list[str] | None = None) -> Path:

@@ -202,8 +202,6 @@ def run_pipeline(
 
 
 def _start_manifest(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
-    from ..templates import load_prompt  # noqa: F401  (import check: templates ship with the package)
-
     old = {}
     try:
         old = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))

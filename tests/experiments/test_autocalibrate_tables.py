@@ -1,31 +1,20 @@
 """experiments/autocalibrate_tables.py end to end on the fake backend: splits, files, table layout."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from experiment_loader import load_experiment
 
 from rubric_induce.data import Example
 from rubric_induce.errors import RubricInduceError
 from rubric_induce.evaluation import meta_eval
 from rubric_induce.evaluation.score_table import read_scores
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-ac = _load("autocalibrate_tables")
+ac = load_experiment("autocalibrate_tables")
 
 
 @pytest.fixture(scope="module")

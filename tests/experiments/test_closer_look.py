@@ -1,13 +1,11 @@
 """experiments/closer_look.py end to end on the fake backend: files, table layout, consistent numbers."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from experiment_loader import load_experiment
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import Example
@@ -15,18 +13,9 @@ from rubric_induce.evaluation import meta_eval
 from rubric_induce.evaluation.score_table import read_scores
 from rubric_induce.generation.structured import GenerationError, GenerationStats
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cl = _load("closer_look")
+cl = load_experiment("closer_look")
 
 
 @pytest.fixture(scope="module")

@@ -2,13 +2,11 @@
 split, and score-table numbers that agree with the probes and with the reported correlations."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from experiment_loader import load_experiment
 
 from rubric_induce.data import RubricPool
 from rubric_induce.data.datasets import load_summeval
@@ -17,19 +15,10 @@ from rubric_induce.evaluation import meta_eval
 from rubric_induce.evaluation.score_table import read_scores
 from rubric_induce.probing import ProbeTable
 
-ROOT = Path(__file__).resolve().parents[2]
 ASPECTS = ["coherence", "relevance"]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-e2e = _load("end_to_end_summeval")
+e2e = load_experiment("end_to_end_summeval")
 
 
 @pytest.fixture(scope="module")

@@ -2,13 +2,11 @@
 that agree with the probes they were computed from."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from experiment_loader import load_experiment
 
 from rubric_induce.data import RubricPool
 from rubric_induce.data.datasets import load_uss
@@ -18,18 +16,9 @@ from rubric_induce.generation import GenerationError
 from rubric_induce.probing import ProbeTable
 from rubric_induce.selection import unit_scores
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rv = _load("rubicon_variants")
+rv = load_experiment("rubicon_variants")
 SYSTEMS = {"RUBICON", "SPUR", "RUBICON -DS", "UCB (union pool)", "BruteForce (union pool)",
            "CorrectnessLoss (union pool)", "RUBICON (union pool)"}
 
