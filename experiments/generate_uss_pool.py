@@ -23,14 +23,9 @@ from rubric_induce.dedup import deduplicate
 from rubric_induce.embeddings import default_embedder
 from rubric_induce.generation import balanced_sample, generate_rubicon
 
-DOMAIN = """\
-Schema-Guided Dialogue: a virtual assistant helps users with everyday tasks across services such as
-restaurants, hotels, flights, buses, doctors, events, movies, music and banking. The assistant is
-expected to understand what the user wants, ask for the missing details (date, time, place, number
-of people), search and offer suitable options, give the information the user asks for (address,
-phone number, price) and complete the reservation or transaction after confirming it. A good
-conversation reaches the user's goal efficiently; a bad one leaves requests unanswered, gets
-details wrong or makes the user repeat themselves."""
+# The task/domain description for domain sensitization: the one the README demo uses.
+DOMAIN = (Path(__file__).resolve().parents[1] / "rubric_induce" / "resources"
+          / "demo_uss_domain.txt").read_text(encoding="utf-8").rstrip("\n")
 
 
 def main(argv: list[str] | None = None) -> int:
