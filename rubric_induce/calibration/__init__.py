@@ -11,12 +11,13 @@ from .artifacts import load_calibrator, save_calibrator
 from .baselines import (
     ArgmaxLLM,
     ConstantBaseline,
+    JudgeMeanBaseline,
     ExpectedLLM,
     PersonalizedIsotonic,
     RandomBaseline,
 )
 from .calibrator import Calibrator, NotFittedError, check_features
-from .data import CalibrationData, from_llm_rubric, from_probes
+from .data import CalibrationData, TextEmbeddingFeatures, from_llm_rubric, from_probes
 from .metrics import (
     kendall,
     paired_permutation_test,
@@ -34,11 +35,13 @@ __all__ = [
     "check_features",
     "CalibrationData",
     "from_llm_rubric",
+    "TextEmbeddingFeatures",
     "from_probes",
     "save_calibrator",
     "load_calibrator",
     "RandomBaseline",
     "ConstantBaseline",
+    "JudgeMeanBaseline",
     "ArgmaxLLM",
     "ExpectedLLM",
     "PersonalizedIsotonic",

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import DataError
 from .calibrator import Calibrator, NotFittedError, encode_targets
 
-__all__ = ["RandomBaseline", "ConstantBaseline", "ArgmaxLLM", "ExpectedLLM", "PersonalizedIsotonic",
+__all__ = ["RandomBaseline", "ConstantBaseline", "JudgeMeanBaseline", "ArgmaxLLM", "ExpectedLLM", "PersonalizedIsotonic",
            "isotonic_fit"]
 
 
@@ -70,6 +70,33 @@ class ConstantBaseline:
         if not hasattr(self, "mean_"):
             raise NotFittedError("ConstantBaseline is not fitted; call fit first")
         return np.full(len(X), self.mean_)
+
+
+class JudgeMeanBaseline(ConstantBaseline):
+    """Each judge's training mean of the main question (the overall mean for an unseen judge).
+
+    No LLM input at all: it measures how much of a personalized calibrator's score is only the
+    judges' leniency.
+    """
+
+    def fit(self, X: Any, judge_ids: Any, targets: Any, **_: Any) -> JudgeMeanBaseline:
+        super().fit(X, judge_ids, targets)
+        y = _main_column(targets, self.main_question, self.not_applicable)
+        judges = np.asarray([str(j) for j in judge_ids])
+        if len(judges) != len(y):
+            raise DataError(f"judge_ids has {len(judges)} entries for {len(y)} rows", field="judge_ids")
+        ok = np.isfinite(y)
+        self.judge_means_ = {str(j): float(y[ok & (judges == j)].mean()) for j in np.unique(judges[ok])}
+        return self
+
+    def predict(self, X: Any, judge_ids: Any = None, **_: Any) -> np.ndarray:
+        out = super().predict(X)
+        if judge_ids is None:
+            return out
+        judges = [str(j) for j in judge_ids]
+        if len(judges) != len(out):
+            raise DataError(f"judge_ids has {len(judges)} entries for {len(out)} rows", field="judge_ids")
+        return np.array([self.judge_means_.get(j, self.mean_) for j in judges])
 
 
 class _LLMQuestion:

@@ -19,6 +19,7 @@ __all__ = [
     "from_llm_rubric",
     "from_probes",
     "features_from_arrays",
+    "TextEmbeddingFeatures",
     "CITATION_QUESTIONS",
     "NA_INPUT_MODES",
 ]
@@ -36,6 +37,9 @@ class CalibrationData:
     = not applicable / not asked). ``row_text[r]``, ``row_judge[r]``: the text and judge of row
     ``r``; ``targets[r, q]``: the judge's answer to output question ``q`` (NaN = not answered,
     a ``not_applicable`` value = not applicable). ``scales[q]``: the answer values of ``q``.
+    ``row_inputs[r]`` (optional): extra ``[blocks, answers]`` inputs that belong to a row rather
+    than a text, e.g. the judge's own answers in the LLM-RUBRIC Oracle; they follow the text
+    inputs in :attr:`row_X`.
     """
 
     X: np.ndarray
@@ -48,6 +52,8 @@ class CalibrationData:
     scales: list[tuple[float, ...]]
     not_applicable: tuple[float, ...] = (0.0,)
     meta: dict[str, Any] = field(default_factory=dict)
+    row_inputs: np.ndarray | None = None
+    row_input_names: list[str] = field(default_factory=list)
 
     @property
     def n_rows(self) -> int:
@@ -55,7 +61,15 @@ class CalibrationData:
 
     @property
     def row_X(self) -> np.ndarray:
-        return self.X[self.row_text]
+        """``[rows, inputs, answers]``: the text inputs of each row's text, then its row inputs."""
+        X = self.X[self.row_text]
+        if self.row_inputs is None:
+            return X
+        return np.concatenate([X, self.row_inputs], axis=1)
+
+    @property
+    def all_input_names(self) -> list[str]:
+        return [*self.input_names, *self.row_input_names]
 
     @property
     def groups(self) -> np.ndarray:
@@ -66,7 +80,7 @@ class CalibrationData:
         """``(X, judge_ids, targets, kwargs)`` for :meth:`Calibrator.fit`."""
         return self.row_X, self.row_judge, self.targets, {
             "scales": self.scales, "groups": self.groups, "question_names": self.question_names,
-            "input_names": self.input_names}
+            "input_names": self.all_input_names}
 
     def subset_texts(self, text_index: Sequence[int] | np.ndarray) -> CalibrationData:
         """The texts at ``text_index`` (positions in ``text_ids``) and all their rows."""
@@ -76,26 +90,134 @@ class CalibrationData:
         keep = remap[self.row_text] >= 0
         return replace(self, X=self.X[idx], text_ids=[self.text_ids[i] for i in idx],
                        row_text=remap[self.row_text[keep]], row_judge=self.row_judge[keep],
-                       targets=self.targets[keep], meta=dict(self.meta))
+                       targets=self.targets[keep], meta=dict(self.meta),
+                       row_inputs=None if self.row_inputs is None else self.row_inputs[keep])
 
     def drop_inputs(self, names: Sequence[str]) -> CalibrationData:
-        """Without the LLM features of input questions ``names`` (the "w/o Q_i" ablation)."""
-        unknown = [n for n in names if n not in self.input_names]
+        """Without the inputs ``names`` (text or row inputs; the "w/o Q_i" ablation)."""
+        unknown = [n for n in names if n not in self.all_input_names]
         if unknown:
-            raise DataError(f"unknown input question(s) {unknown}; have {self.input_names}", field="inputs")
-        keep = [i for i, n in enumerate(self.input_names) if n not in set(names)]
+            raise DataError(f"unknown input(s) {unknown}; have {self.all_input_names}", field="inputs")
+        drop = set(names)
+        keep = [i for i, n in enumerate(self.input_names) if n not in drop]
+        keep_rows = [i for i, n in enumerate(self.row_input_names) if n not in drop]
+        row_inputs = None
+        if self.row_inputs is not None and keep_rows:
+            row_inputs = self.row_inputs[:, keep_rows]
+        if not keep and row_inputs is None:
+            raise DataError("dropping these inputs leaves none", field="inputs")
         return replace(self, X=self.X[:, keep], input_names=[self.input_names[i] for i in keep],
+                       row_inputs=row_inputs, row_input_names=[self.row_input_names[i] for i in keep_rows],
                        meta=dict(self.meta))
 
     def select_inputs(self, names: Sequence[str]) -> CalibrationData:
-        """Only the LLM features of ``names`` (e.g. the "calibrated LLM Q0" baseline)."""
-        return self.drop_inputs([n for n in self.input_names if n not in set(names)])
+        """Only the inputs ``names`` (e.g. the "calibrated LLM Q0" baseline)."""
+        return self.drop_inputs([n for n in self.all_input_names if n not in set(names)])
+
+    def with_judge_answers(self, questions: Sequence[str], *, source: str = "own") -> CalibrationData:
+        """Add human answers to ``questions`` as one-hot row inputs (LLM-RUBRIC Table 1, rows a-f).
+
+        ``source="own"``: the row's own judge's answers (the Oracle: an upper bound on what a
+        perfect prediction of that judge's rubric answers would give). ``source="others"``: the
+        mean one-hot vector of the *other* judges of the same text who answered (the
+        Depersonalized Oracle), all-zero when there are none. Not-applicable or missing answers
+        give an all-zero block, the same convention as the LLM inputs. Blocks are named
+        ``"<question>@judge"`` or ``"<question>@others"``.
+        """
+        if source not in ("own", "others"):
+            raise DataError(f"source must be 'own' or 'others', got {source!r}", field="source")
+        unknown = [q for q in questions if q not in self.question_names]
+        if unknown or not questions:
+            raise DataError(f"unknown or no question(s) {list(unknown)}; have {self.question_names}",
+                            field="questions")
+        width = self.X.shape[2]
+        onehot = np.zeros((self.n_rows, len(questions), width))
+        for k, q in enumerate(questions):
+            qi = self.question_names.index(q)
+            scale = np.asarray(self.scales[qi], dtype=np.float64)
+            if len(scale) > width:
+                raise DataError(f"question {q!r} has {len(scale)} answers, more than the input width {width}",
+                                field="questions")
+            col = self.targets[:, qi]
+            hit = np.isclose(col[:, None], scale[None, :])  # NaN and not-applicable match nothing
+            onehot[:, k, :len(scale)] = hit
+        if source == "others":
+            # Sum over the rows of each text, then remove the row itself: vectorised leave-one-out.
+            n_texts = len(self.text_ids)
+            sums = np.zeros((n_texts, len(questions), width))
+            np.add.at(sums, self.row_text, onehot)
+            others = sums[self.row_text] - onehot
+            count = others.sum(axis=2, keepdims=True)
+            onehot = np.divide(others, count, out=np.zeros_like(others), where=count > 0)
+        tag = "judge" if source == "own" else "others"
+        names = [f"{q}@{tag}" for q in questions]
+        prev = self.row_inputs if self.row_inputs is not None else np.zeros((self.n_rows, 0, width))
+        return replace(self, row_inputs=np.concatenate([prev, onehot], axis=1),
+                       row_input_names=[*self.row_input_names, *names], meta=dict(self.meta))
+
+    def with_text_inputs(self, blocks: np.ndarray, names: Sequence[str]) -> CalibrationData:
+        """Add per-text input blocks ``[texts, k, answers]`` (e.g. :class:`TextEmbeddingFeatures`)."""
+        blocks = np.asarray(blocks, dtype=np.float64)
+        if blocks.ndim != 3 or blocks.shape[0] != len(self.text_ids) or blocks.shape[2] != self.X.shape[2]:
+            raise DataError(f"text inputs must be [{len(self.text_ids)} texts, k, {self.X.shape[2]}], got "
+                            f"shape {blocks.shape}", field="blocks")
+        if len(names) != blocks.shape[1]:
+            raise DataError(f"{len(names)} names for {blocks.shape[1]} blocks", field="names")
+        clash = sorted(set(names) & set(self.all_input_names))
+        if clash:
+            raise DataError(f"input name(s) {clash} already used", field="names")
+        return replace(self, X=np.concatenate([self.X, blocks], axis=1), input_names=[*self.input_names, *names],
+                       meta=dict(self.meta))
 
     def target(self, question: str) -> np.ndarray:
         """The answers to ``question`` with not-applicable values as NaN."""
         col = self.targets[:, self.question_names.index(question)].astype(float).copy()
         col[np.isin(col, self.not_applicable)] = np.nan
         return col
+
+
+class TextEmbeddingFeatures:
+    """Sentence embeddings of the texts as calibration inputs (an LLM-RUBRIC extension).
+
+    The calibrator's inputs are probability blocks, so each of the ``n_components`` principal
+    components of the (training) embeddings, standardised, becomes the two-answer block
+    ``[sigmoid(z), 1 - sigmoid(z), 0, ...]``. Fit on training texts only, then transform both
+    sides, so a held-out text never shapes the projection.
+    """
+
+    def __init__(self, n_components: int = 8, width: int = 4) -> None:
+        self.n_components = n_components
+        self.width = width
+
+    def fit(self, vectors: np.ndarray) -> TextEmbeddingFeatures:
+        V = np.asarray(vectors, dtype=np.float64)
+        if V.ndim != 2 or len(V) < 2 or not np.isfinite(V).all():
+            raise DataError(f"embeddings must be a finite [texts >= 2, dims] array, got shape {V.shape}",
+                            field="vectors")
+        if self.width < 2:
+            raise DataError("width must be at least 2", field="width")
+        k = int(min(self.n_components, V.shape[1], len(V) - 1))
+        self.mean_ = V.mean(axis=0)
+        _, sv, vt = np.linalg.svd(V - self.mean_, full_matrices=False)
+        self.components_ = vt[:k]
+        self.scale_ = np.maximum(sv[:k] / np.sqrt(max(len(V) - 1, 1)), 1e-12)
+        return self
+
+    @property
+    def names_(self) -> list[str]:
+        return [f"text_pc{i}" for i in range(len(self.components_))]
+
+    def transform(self, vectors: np.ndarray) -> np.ndarray:
+        if not hasattr(self, "components_"):
+            raise DataError("TextEmbeddingFeatures is not fitted; call fit first", field="vectors")
+        V = np.asarray(vectors, dtype=np.float64)
+        if V.ndim != 2 or V.shape[1] != len(self.mean_):
+            raise DataError(f"embeddings must be [texts, {len(self.mean_)}], got shape {V.shape}", field="vectors")
+        z = (V - self.mean_) @ self.components_.T / self.scale_
+        p = 1.0 / (1.0 + np.exp(-z))
+        out = np.zeros((len(V), z.shape[1], self.width))
+        out[:, :, 0], out[:, :, 1] = p, 1.0 - p
+        return out
 
 
 def _no_reference(example) -> bool | None:
