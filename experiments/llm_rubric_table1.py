@@ -3,9 +3,10 @@
 * Real: hyperparameters searched by 5-fold CV (by dialogue) on the synthetic data only, train on
   all synthetic judgments, test on the 223 real dialogues.
 * Synthetic: 5-fold CV split by dialogue, with a nested search inside each outer fold.
-* Baselines and the Table 2 ablations on the same splits; paired permutation tests against
-  LLM-RUBRIC; smoothed ECE per answer value with reliability diagrams; a learning curve
-  (Appendix J); the wall-clock time of the whole run.
+* Baselines (a per-judge training mean among them), the Oracle rows a-f and the Table 2 ablations
+  on the same splits; paired permutation tests against LLM-RUBRIC; smoothed ECE per answer value
+  with reliability diagrams; a learning curve (Appendix J); text-embedding inputs in a real-only
+  CV; the wall-clock time of the whole run.
 
 Usage::
 
@@ -32,8 +33,10 @@ from rubric_induce.calibration import (  # noqa: E402
     Calibrator,
     ConstantBaseline,
     ExpectedLLM,
+    JudgeMeanBaseline,
     PersonalizedIsotonic,
     RandomBaseline,
+    TextEmbeddingFeatures,
     cross_val_predict,
     cv_log_likelihood,
     from_llm_rubric,
@@ -51,6 +54,10 @@ PAPER_REAL = {  # Table 1 (real) and Table 2: RMSE, Pearson, Spearman, Kendall
     "Expected LLM Q0": (0.901, 0.143, 0.141, 0.138),
     "Calibrated LLM Q0": (0.784, 0.211, 0.218, 0.192),
     "LLM-RUBRIC": (0.422, 0.350, 0.347, 0.331),
+    "a Oracle": (0.289, 0.717, 0.711, 0.675),
+    "b w/o LLM probs": (0.357, 0.625, 0.629, 0.599),
+    "c w/o personalized calibration": (0.389, 0.582, 0.587, 0.565),
+    "d c + personalized isotonic": (0.302, 0.650, 0.653, 0.644),
     "w/o fine-tuning": (0.493, 0.249, None, None),
     "w/o pre-training": (0.525, 0.226, None, None),
     "w/o personalization": (0.601, 0.198, None, None),
@@ -64,6 +71,12 @@ PAPER_SYN = {
     "Expected LLM Q0": (0.856, 0.182, 0.217, 0.168),
     "Calibrated LLM Q0": (0.801, 0.198, 0.196, 0.193),
     "LLM-RUBRIC": (0.396, 0.401, 0.398, 0.393),
+    "a Oracle": (0.237, 0.611, 0.626, 0.605),
+    "b w/o LLM probs": (0.276, 0.551, 0.548, 0.533),
+    "c w/o personalized calibration": (0.401, 0.476, 0.471, 0.468),
+    "d c + personalized isotonic": (0.273, 0.521, 0.526, 0.519),
+    "e Depersonalized Oracle": (0.492, 0.362, 0.355, 0.338),
+    "f e + personalized isotonic": (0.321, 0.482, 0.485, 0.477),
 }
 
 
@@ -102,6 +115,51 @@ def mean_over_seeds(make, tr, te, seeds):
     return np.mean([fit_predict(make(s), tr, te) for s in seeds], axis=0)
 
 
+def text_embedding_ablation(real, base, args) -> None:
+    """Real-only 5-fold CV (by dialogue, default hyperparameters): LLM-RUBRIC with and without the
+    packaged sentence-embedding model's view of each dialogue. Only the real dialogue texts were
+    released, so this cannot be run in the paper's synthetic-to-real setting."""
+    from rubric_induce.embeddings import default_embedder
+
+    ts = time.time()
+    by_id = {ex.id: ex.fields["text"] for ex in load_llm_rubric(split="real").examples}
+    vectors = default_embedder().encode([by_id[t] for t in real.text_ids]).astype(np.float64)
+    row_of = {t: i for i, t in enumerate(real.text_ids)}
+    t_embed = time.time() - ts
+
+    def with_pcs(k, llm=True):
+        def make(tr):
+            feats = TextEmbeddingFeatures(n_components=k).fit(vectors[[row_of[t] for t in tr.text_ids]])
+            d = tr.with_text_inputs(feats.transform(vectors[[row_of[t] for t in tr.text_ids]]), feats.names_)
+            d = d if llm else d.drop_inputs(real.input_names)
+            X, J, Y, kw = d.fit_args()
+            return base.clone().fit(X, J, Y, **kw), feats
+
+        def pred(m, te):
+            cal, feats = m
+            d = te.with_text_inputs(feats.transform(vectors[[row_of[t] for t in te.text_ids]]), feats.names_)
+            d = d if llm else d.drop_inputs(real.input_names)
+            return cal.predict(d.row_X, judge_ids=d.row_judge)
+        return make, pred
+
+    y = real.target("Q0")
+    rows: dict[str, np.ndarray] = {}
+    rows["Per-judge training mean (no LLM)"] = cross_val_predict(
+        base, real, seed=args.seed, make_model=lambda tr: JudgeMeanBaseline().fit(*tr.fit_args()[:3]),
+        predict=lambda m, te: m.predict(te.row_X, judge_ids=te.row_judge))["pred"]
+    rows["LLM-RUBRIC"] = cross_val_predict(base, real, seed=args.seed, n_jobs=args.jobs)["pred"]
+    for k in (4, 8, 16):
+        make, pred = with_pcs(k)
+        rows[f"LLM-RUBRIC + {k} text-embedding PCs"] = cross_val_predict(base, real, seed=args.seed, make_model=make,
+                                                                         predict=pred)["pred"]
+    make, pred = with_pcs(8, llm=False)
+    rows["8 text-embedding PCs only (no LLM)"] = cross_val_predict(base, real, seed=args.seed, make_model=make,
+                                                                   predict=pred)["pred"]
+    table(rows, {}, f"Text-embedding inputs (all-MiniLM-L6-v2, PCA fitted per training fold): 5-fold CV by "
+          f"dialogue within the 223 real dialogues, default hyperparameters (embedding {t_embed:.0f} s, "
+          f"total {time.time() - ts:.0f} s)", rows["LLM-RUBRIC"], y, args.seed)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=10, help="optuna trials of the search on all synthetic data")
@@ -114,6 +172,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "llm_rubric_table1",
                     help="folder for the reliability diagrams (runs/ is git-ignored)")
     ap.add_argument("--skip-learning-curve", action="store_true")
+    ap.add_argument("--skip-text-embeddings", action="store_true",
+                    help="skip the real-only CV with sentence-embedding inputs (needs sentence-transformers)")
     args = ap.parse_args()
 
     import torch
@@ -152,6 +212,8 @@ def main() -> None:
     rows: dict[str, np.ndarray] = {}
     rows["Random"] = RandomBaseline(random_state=args.seed).predict(real.row_X)
     rows["Constant (train mean)"] = ConstantBaseline().fit(*syn.fit_args()[:3]).predict(real.row_X)
+    rows["Per-judge training mean (no LLM)"] = JudgeMeanBaseline().fit(*syn.fit_args()[:3]).predict(
+        real.row_X, judge_ids=real.row_judge)
     rows["Argmax LLM Q0"] = ArgmaxLLM(question=syn.input_names.index("Q0")).predict(real.row_X)
     rows["Expected LLM Q0"] = ExpectedLLM(question=syn.input_names.index("Q0")).predict(real.row_X)
     rows["Calibrated LLM Q0"] = mean_over_seeds(lambda s: tuned.clone(random_state=s),
@@ -192,11 +254,26 @@ def main() -> None:
     beyond["released code's recipe (N(0,1) init incl. judge weights, ~150 steps)"] = mean_over_seeds(
         lambda s: base.clone(random_state=s, **RELEASED_RECIPE), syn, real, seeds)
 
+    # Oracle rows (paper Table 1 a-d): the judge's own answers to Q1..Q8 as extra one-hot inputs.
+    rubric_qs = [q for q in syn.question_names if q != "Q0"]
+    syn_or, real_or = syn.with_judge_answers(rubric_qs), real.with_judge_answers(rubric_qs)
+    oracle: dict[str, np.ndarray] = {"LLM-RUBRIC": ref}
+    oracle["a Oracle"] = mean_over_seeds(lambda s: tuned.clone(random_state=s), syn_or, real_or, seeds)
+    oracle["b w/o LLM probs"] = mean_over_seeds(lambda s: tuned.clone(random_state=s),
+                                                syn_or.drop_inputs(syn.input_names), real_or.drop_inputs(syn.input_names),
+                                                seeds)
+    oracle["c w/o personalized calibration"] = mean_over_seeds(
+        lambda s: tuned.clone(random_state=s, personalized=False), syn_or, real_or, seeds)
+    oracle["d c + personalized isotonic"] = mean_over_seeds(
+        lambda s: PersonalizedIsotonic(tuned.clone(random_state=s)), syn_or, real_or, seeds)
+
     print(f"\nLLM-RUBRIC with the searched hyperparameters: Pearson per seed "
           f"{', '.join(fmt(r) for r in per_seed)}; rows below average the {len(seeds)} seeds' predictions.")
     table(rows, PAPER_REAL, "Table 1, real dialogues (train: all synthetic; test: 223 real)", ref, y_real, args.seed)
     table(abl, PAPER_REAL, "Table 2, ablations on real dialogues", ref, y_real, args.seed)
     table(beyond, {}, "Beyond the paper, real dialogues", ref, y_real, args.seed)
+    table(oracle, PAPER_REAL, "Oracle rows (Table 1 a-d), real dialogues: the judge's own Q1-Q8 answers as inputs",
+          ref, y_real, args.seed)
 
     # ---- synthetic: 5-fold CV by dialogue, nested search ---------------------------------
     ts = time.time()
@@ -207,6 +284,9 @@ def main() -> None:
     syn_rows["Constant (train mean)"] = cross_val_predict(
         base, syn, seed=args.seed, make_model=lambda tr: ConstantBaseline().fit(*tr.fit_args()[:3]),
         predict=lambda m, te: m.predict(te.row_X))["pred"]
+    syn_rows["Per-judge training mean (no LLM)"] = cross_val_predict(
+        base, syn, seed=args.seed, make_model=lambda tr: JudgeMeanBaseline().fit(*tr.fit_args()[:3]),
+        predict=lambda m, te: m.predict(te.row_X, judge_ids=te.row_judge))["pred"]
     syn_rows["Argmax LLM Q0"] = ArgmaxLLM(question=syn.input_names.index("Q0")).predict(syn.row_X)
     syn_rows["Expected LLM Q0"] = ExpectedLLM(question=syn.input_names.index("Q0")).predict(syn.row_X)
     q0 = syn.select_inputs(["Q0"])
@@ -232,6 +312,31 @@ def main() -> None:
         fixed[name] = cross_val_predict(base.clone(**kw), syn, seed=args.seed, n_jobs=args.jobs)["pred"]
     table(fixed, {}, "Synthetic 5-fold CV by dialogue with the default hyperparameters (25/25, lr 1e-3, batch 64, "
           "20+30 epochs; no search)", fixed["LLM-RUBRIC"], y_syn, args.seed)
+
+    # ---- Oracle rows a-f on synthetic CV (default hyperparameters) ------------------------
+    ts = time.time()
+    syn_others = syn.with_judge_answers(rubric_qs, source="others")
+    iso = lambda tr: PersonalizedIsotonic(base.clone()).fit(*tr.fit_args()[:3], **tr.fit_args()[3])  # noqa: E731
+    iso_pred = lambda m, te: m.predict(te.row_X, judge_ids=te.row_judge)  # noqa: E731
+    syn_oracle: dict[str, np.ndarray] = {"LLM-RUBRIC": fixed["LLM-RUBRIC"]}
+    syn_oracle["a Oracle"] = cross_val_predict(base, syn_or, seed=args.seed, n_jobs=args.jobs)["pred"]
+    syn_oracle["b w/o LLM probs"] = cross_val_predict(base, syn_or.drop_inputs(syn.input_names), seed=args.seed,
+                                                      n_jobs=args.jobs)["pred"]
+    syn_oracle["c w/o personalized calibration"] = cross_val_predict(
+        base.clone(personalized=False), syn_or, seed=args.seed, n_jobs=args.jobs)["pred"]
+    syn_oracle["d c + personalized isotonic"] = cross_val_predict(base, syn_or, seed=args.seed, make_model=iso,
+                                                                  predict=iso_pred)["pred"]
+    syn_oracle["e Depersonalized Oracle"] = cross_val_predict(
+        base.clone(personalized=False), syn_others, seed=args.seed, n_jobs=args.jobs)["pred"]
+    syn_oracle["f e + personalized isotonic"] = cross_val_predict(base, syn_others, seed=args.seed, make_model=iso,
+                                                                  predict=iso_pred)["pred"]
+    table(syn_oracle, PAPER_SYN, f"Oracle rows (Table 1 a-f), synthetic 5-fold CV by dialogue, default "
+          f"hyperparameters ({time.time() - ts:.0f} s); e/f use the other judges' answers (leave-one-out mean)",
+          fixed["LLM-RUBRIC"], y_syn, args.seed)
+
+    # ---- text-embedding inputs: 5-fold CV within the real dialogues -----------------------
+    if not args.skip_text_embeddings:
+        text_embedding_ablation(real, base, args)
 
     # ---- calibration: smECE per answer value, reliability diagrams -----------------------
     args.out.mkdir(parents=True, exist_ok=True)
