@@ -9,6 +9,7 @@ resumed after a crash) costs only the calls it has not made yet.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import platform
 import sys
@@ -20,6 +21,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "experiments" / "configs"
+# Keys every experiment takes besides its own DEFAULTS (the run directory, the call cache, the data).
+COMMON_KEYS = frozenset({"limit", "seed", "backend", "out", "cache", "data_root"})
 
 __all__ = ["ROOT", "Experiment", "start", "pyplot", "save_figure"]
 
@@ -119,6 +122,13 @@ def start(name: str, description: str, defaults: dict[str, Any],
         if not sep:
             ap.error(f"--set expects KEY=VALUE, got {item!r}")
         config[key.strip()] = _coerce(value)
+    unknown = sorted(set(config) - set(defaults) - COMMON_KEYS)
+    if unknown:
+        known = sorted(set(defaults) | COMMON_KEYS)
+        hints = [f"{k!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, known, 1)) else "")
+                 for k in unknown]
+        ap.error(f"unknown config key(s) {', '.join(hints)} (from {args.config} or --set); "
+                 f"known keys: {', '.join(known)}")
     for key in ("limit", "seed", "backend"):
         if getattr(args, key) is not None:
             config[key] = getattr(args, key)

@@ -1,0 +1,43 @@
+"""experiments/_harness.py: config layering and the errors a mistyped key gets."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from experiment_loader import load_experiment
+
+harness = load_experiment("_harness")
+DEFAULTS = {"limit": 3, "aspects": ["coherence"], "n_boot": 100}
+
+
+def start(tmp_path, *argv, config=None):
+    path = tmp_path / "c.toml"
+    path.write_text(config or "")
+    return harness.start("demo", "doc", DEFAULTS, argv=["--config", str(path), "--out", str(tmp_path / "run"), *argv])
+
+
+def test_flags_override_config_which_overrides_defaults(tmp_path):
+    exp, _ = start(tmp_path, "--limit", "7", "--set", "n_boot=5", config="limit = 4\naspects = ['fluency']\n")
+    assert exp.config["limit"] == 7 and exp.config["n_boot"] == 5 and exp.config["aspects"] == ["fluency"]
+    assert exp.config["cache"].endswith("llm_calls.sqlite")
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["n_boot"] == 5
+
+
+def test_mistyped_set_key_is_an_error_with_a_suggestion(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        start(tmp_path, "--set", "n_bot=5")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown config key(s) 'n_bot' (did you mean 'n_boot'?)" in err
+    assert not (tmp_path / "run").exists()  # nothing written for a typo
+
+
+def test_mistyped_key_in_the_config_file_is_an_error(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        start(tmp_path, config="aspect = ['fluency']\n")
+    assert "'aspect' (did you mean 'aspects'?)" in capsys.readouterr().err
+
+
+def test_common_keys_are_accepted_everywhere(tmp_path):
+    exp, _ = start(tmp_path, "--set", 'data_root="/nowhere"', config="seed = 3\nbackend = 'fake'\n")
+    assert exp.config["data_root"] == "/nowhere" and exp.config["seed"] == 3
