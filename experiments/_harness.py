@@ -12,6 +12,7 @@ import argparse
 import difflib
 import json
 import platform
+import shlex
 import sys
 import time
 import tomllib
@@ -42,6 +43,7 @@ class Experiment:
     name: str
     config: dict[str, Any]
     out: Path
+    argv: list[str] = field(default_factory=list)  # the flags it was started with, for the report footer
     started: float = field(default_factory=time.perf_counter)
     _backend: Any = None
     _cache: Any = None
@@ -57,6 +59,10 @@ class Experiment:
             self._backend = CachedBackend(get_backend(self.config["backend"]), self._cache)
         return self._backend
 
+    def command(self) -> str:
+        """The one command that reruns this experiment from a fresh clone (scripts/experiment.sh)."""
+        return " ".join(["bash scripts/experiment.sh", self.name, *map(shlex.quote, self.argv)])
+
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
 
@@ -70,12 +76,11 @@ class Experiment:
         elapsed = self.elapsed()
         meta = {"experiment": self.name, "config": self.config, "runtime_s": round(elapsed, 1),
                 "usage": self.usage(), "python": platform.python_version(),
-                "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
+                "command": self.command()}
         write_json(self.out / "results.json", {**meta, "results": results})
         write_json(self.out / "manifest.json", meta)
         footer = (f"\n\nRuntime {elapsed:.0f} s; backend `{self.config['backend']}`; seed {self.config['seed']}; "
-                  f"limit {self.config.get('limit')}. Reproduce: `python experiments/{self.name}.py"
-                  f"{' ' + ' '.join(sys.argv[1:]) if sys.argv[1:] else ''}`\n")
+                  f"limit {self.config.get('limit')}. Reproduce: `{self.command()}`\n")
         path = atomic_write_text(self.out / "results.md", report_md.rstrip() + footer)
         if (self.out / "scores.jsonl").exists():
             try:
@@ -139,7 +144,7 @@ def start(name: str, description: str, defaults: dict[str, Any],
     from rubric_induce.data.jsonl import write_json
 
     write_json(out / "config.json", config)
-    return Experiment(name, config, out), args
+    return Experiment(name, config, out, argv=list(sys.argv[1:] if argv is None else argv)), args
 
 
 def pyplot():

@@ -41,3 +41,15 @@ def test_mistyped_key_in_the_config_file_is_an_error(tmp_path, capsys):
 def test_common_keys_are_accepted_everywhere(tmp_path):
     exp, _ = start(tmp_path, "--set", 'data_root="/nowhere"', config="seed = 3\nbackend = 'fake'\n")
     assert exp.config["data_root"] == "/nowhere" and exp.config["seed"] == 3
+
+
+def test_finish_records_the_command_that_reruns_it(tmp_path):
+    exp, _ = start(tmp_path, "--limit", "2", "--set", 'aspects=["a b"]')
+    path = exp.finish({"x": 1}, "# Title\n\nbody")
+    text = path.read_text()
+    assert text.startswith("# Title\n\nbody\n\nRuntime ")
+    command = f"bash scripts/experiment.sh demo --config {tmp_path / 'c.toml'} --out {tmp_path / 'run'} --limit 2 --set 'aspects=[\"a b\"]'"
+    assert f"Reproduce: `{command}`" in text
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["command"] == command and manifest["config"]["limit"] == 2
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["results"] == {"x": 1}
