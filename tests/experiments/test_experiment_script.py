@@ -56,8 +56,9 @@ def test_runs_the_experiment_with_its_arguments_and_passes_its_exit_code(tmp_pat
     assert res.returncode == 0, res.stderr[-2000:]
     assert "setup: .venv is up to date" in res.stdout
     assert "experiments/end_to_end_summeval.py exited 0" in res.stderr
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest  # the experiment itself ran with the given --out
+    manifest = json.loads((out / "manifest.json").read_text())  # the experiment ran with the given --out
+    assert manifest["command"].startswith("bash scripts/experiment.sh end_to_end_summeval --backend fake --limit 2")
+    assert manifest["config"]["limit"] == 2 and manifest["config"]["aspects"] == ["fluency"]
     bad = sh("end_to_end_summeval", "--backend", "fake", "--set", "n_draft=1", "--out", str(tmp_path / "x"))
     assert bad.returncode == 2
     assert "did you mean 'n_drafts'?" in bad.stderr
