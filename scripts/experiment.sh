@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run one experiment from a fresh clone: set up .venv (idempotent; about 12 minutes the first
-# time, a second when it is current), then run experiments/<name>.py with the remaining arguments.
+# Run one experiment from a fresh clone: set up .venv (idempotent: 2-11 minutes the first time,
+# depending on pip's cache; a second when current), then run experiments/<name>.py with the rest.
 #   bash scripts/experiment.sh closer_look                 # its --limit default, see experiments/configs/
 #   bash scripts/experiment.sh end_to_end_summeval --limit 4
 #   bash scripts/experiment.sh --list
