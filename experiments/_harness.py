@@ -9,7 +9,6 @@ resumed after a crash) costs only the calls it has not made yet.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import platform
 import shlex
@@ -127,13 +126,23 @@ def start(name: str, description: str, defaults: dict[str, Any],
         if not sep:
             ap.error(f"--set expects KEY=VALUE, got {item!r}")
         config[key.strip()] = _coerce(value)
-    unknown = sorted(set(config) - set(defaults) - COMMON_KEYS)
+    # Overrides go through the library's parameter validation: unknown keys name the closest known
+    # one, and a value of the wrong type is refused (a class typed by the experiment's defaults).
+    from rubric_induce.errors import DataError
+    from rubric_induce.params import params_class, suggest
+
+    known = {"seed": 0, "backend": "local", "limit": None, "out": None, "cache": None, "data_root": None,
+             **defaults}
+    unknown = sorted(set(config) - set(known))
     if unknown:
-        known = sorted(set(defaults) | COMMON_KEYS)
-        hints = [f"{k!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, known, 1)) else "")
-                 for k in unknown]
+        hints = [f"{k!r}{suggest(k, sorted(known))}" for k in unknown]
         ap.error(f"unknown config key(s) {', '.join(hints)} (from {args.config} or --set); "
-                 f"known keys: {', '.join(known)}")
+                 f"known keys: {', '.join(sorted(known))}")
+    try:
+        checked = params_class(f"{name}_config", known).from_mapping(config, source=str(args.config))
+    except DataError as exc:
+        ap.error(f"{exc} (from {args.config} or --set)")
+    config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in checked.to_dict().items() if k in config}
     for key in ("limit", "seed", "backend"):
         if getattr(args, key) is not None:
             config[key] = getattr(args, key)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -29,8 +30,13 @@ import numpy as np
 from .backends.base import Backend
 from .data.model import Rubric, RubricPool
 from .errors import ReplyParseError, RubricInduceError
+from .params import Params, param
 
-__all__ = ["DedupMember", "DedupGroup", "DedupResult", "deduplicate", "group_by_similarity", "Embedder"]
+__all__ = ["DedupMember", "DedupGroup", "DedupResult", "DedupParams", "dedup", "deduplicate",
+           "group_by_similarity", "Embedder", "DEDUP_POOL_FILE", "DEDUP_REPORT_FILE"]
+
+DEDUP_POOL_FILE = "pool.dedup.jsonl"
+DEDUP_REPORT_FILE = "dedup_report.md"
 
 log = logging.getLogger("rubric_induce.dedup")
 
@@ -75,6 +81,63 @@ class DedupResult:
     @property
     def merged_groups(self) -> list[DedupGroup]:
         return [g for g in self.groups if g.members]
+
+    def summary(self) -> dict[str, Any]:
+        n_before = self.info.get("n_before", len(self.pool))
+        return {"enabled": bool(self.info.get("enabled", True)), "kept": len(self.pool),
+                "merged": n_before - len(self.pool)}
+
+    def save(self, out: str | Path, report: str | Path | None = None) -> Path:
+        """Write the pool (``pool.dedup.jsonl`` in a run directory, or ``out`` itself when it ends
+        in .jsonl) and, when de-duplication ran, the markdown report beside it."""
+        from .data.jsonl import atomic_write_text
+
+        out = Path(out)
+        path = out if out.suffix == ".jsonl" else out / DEDUP_POOL_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.pool.save(path)
+        if self.report_markdown:
+            if report is None:
+                report = (path.with_name(path.name.removesuffix(".jsonl") + ".report.md")
+                          if out.suffix == ".jsonl" else out / DEDUP_REPORT_FILE)
+            atomic_write_text(Path(report), self.report_markdown)
+        return path
+
+
+@dataclass(frozen=True)
+class DedupParams(Params):
+    """The dedup stage: embedding threshold, model, and the optional LLM pass on borderline pairs."""
+
+    section = "dedup"
+    enabled: bool = param(True, help="Merge near-duplicate rubrics (off: keep the pool as is).", hidden=True)
+    threshold: float = param(0.85, gt=0.0, le=1.0,
+                             help="Cosine similarity at or above which a rubric is merged into an earlier one.")
+    model: str | None = param(None, help="sentence-transformers model directory (default: packaged all-MiniLM-L6-v2).")
+    judge: str | None = param(None, cli="--judge-backend",
+                              help="Also ask this LLM backend about borderline pairs (e.g. local, openai/gpt-4o-mini).")
+    borderline: float = param(0.75, ge=0.0, le=1.0,
+                              help="Lower cosine of the band [borderline, threshold) sent to the LLM judge.")
+    max_judge_pairs: int = param(200, ge=0, help="At most this many pairs go to the LLM judge.")
+
+
+def dedup(pool: RubricPool | Sequence[Rubric], params: DedupParams = DedupParams(), *,
+          embedder: Embedder | None = None, judge_backend: Backend | None = None, seed: int = 0) -> DedupResult:
+    """The dedup stage's entry point: merge near-duplicates as ``params`` say (or pass through).
+
+    ``judge_backend`` is the opened backend for ``params.judge`` (callers own the cache it uses).
+    """
+    src = pool if isinstance(pool, RubricPool) else RubricPool(list(pool))
+    if not params.enabled or len(src) < 2:
+        return DedupResult(RubricPool(list(src), dict(src.manifest)), [], "",
+                           {"enabled": params.enabled, "n_before": len(src), "n_after": len(src)})
+    if embedder is None and params.model:
+        from .embeddings import SentenceEmbedder
+
+        embedder = SentenceEmbedder(params.model)
+    res = deduplicate(src, params.threshold, embedder=embedder, llm_judge_backend=judge_backend,
+                      borderline=(params.borderline, None), max_judge_pairs=params.max_judge_pairs, seed=seed)
+    res.info.setdefault("enabled", True)
+    return res
 
 
 def group_by_similarity(sim: np.ndarray, threshold: float) -> tuple[list[int], np.ndarray]:

@@ -19,6 +19,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,11 +27,17 @@ import numpy as np
 from .backends.base import Backend, Message
 from .data.model import Example, Rubric, RubricPool
 from .errors import DataError, ReplyParseError, RubricInduceError
+from .params import Params, param
 from .generation.structured import GenerationStats, ask_json, clean_item, derive_seed, is_sentence
 from .probing import ProbeTable, render_example
 from .templates import load_prompt
 
+FEEDBACK_FILE = "feedback.md"
+
 __all__ = [
+    "FeedbackParams",
+    "feedback",
+    "FEEDBACK_FILE",
     "FeedbackItem",
     "Feedback",
     "GroupFeedback",
@@ -152,6 +159,18 @@ class FeedbackSummary:
                 "calls_by_level": {str(k): v for k, v in self.calls_by_level.items()},
                 "n_calls": self.n_calls, "n_failures": self.n_failures, "model": self.model,
                 "prompt_hashes": dict(self.prompt_hashes), "stats": self.stats.to_dict()}
+
+    def save(self, out: str | Path, json_path: str | Path | None = None, **json_extra: Any) -> Path:
+        """Write the markdown (``feedback.md`` in a run directory, or ``out`` itself when it ends in
+        .md) and, with ``json_path``, the summary as JSON."""
+        from .data.jsonl import atomic_write_text, write_json
+
+        out = Path(out)
+        path = out if out.suffix == ".md" else out / FEEDBACK_FILE
+        atomic_write_text(path, self.to_markdown())
+        if json_path is not None:
+            write_json(json_path, {**self.to_dict(), **json_extra})
+        return path
 
     def to_markdown(self, title: str = "Feedback summary") -> str:
         s = self.stats
@@ -587,3 +606,40 @@ def summarize_feedback(
         calls_by_level=dict(sorted(sm.calls_by_level.items())), stats=stats,
         model=f"{backend.kind}/{backend.model}",
         prompt_hashes={"feedback_group": sm.group_t.hash, "feedback_merge": sm.merge_t.hash})
+
+
+# --------------------------------------------------------------------------------------------
+# the feedback stage's entry point
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FeedbackParams(Params):
+    """LLM-written strengths and weaknesses: evidence per rubric, context budget, reply length."""
+
+    section = "feedback"
+    enabled: bool = param(False, help="Write feedback.md in a run (one LLM call per group and level).",
+                          hidden=True)
+    budget: int = param(1500, ge=64, help="Context budget per LLM call in prompt tokens; larger feedback is "
+                                          "summarized hierarchically (chunks, then summaries of summaries).")
+    top: int = param(5, ge=1, help="Per rubric, the outputs where it held most and least (N each) become evidence.")
+    all_items: bool = param(False, help="Use every probed output as evidence (ignore top).")
+    max_tokens: int = param(320, ge=32, help="Reply length cap per call.")
+    group_by: str = param("polarity", choices=("polarity", "aspect"),
+                          help="Group rubrics by SAT/DSAT polarity or by aspect.")
+
+
+
+
+def feedback(table: ProbeTable, examples: Sequence[Example], rubrics: RubricPool | Sequence[Rubric],
+             backend: Backend, params: FeedbackParams = FeedbackParams(), *,
+             groups: Mapping[str, str] | None = None, fields: Sequence[str] | None = None, seed: int = 0,
+             progress: bool = False) -> FeedbackSummary:
+    """The feedback stage's entry point: evidence items from the probes, then hierarchical summaries.
+
+    ``groups`` maps rubric id to a group name and overrides ``params.group_by``.
+    """
+    items = items_from_probes(table, examples, rubrics, fields=fields, top=None if params.all_items else params.top,
+                              group_by=dict(groups) if groups is not None else params.group_by)
+    return summarize_feedback(items, backend, context_budget=params.budget, max_tokens=params.max_tokens,
+                              seed=seed, progress=progress)

@@ -26,6 +26,7 @@ from .backends.base import Backend
 from .backends.concurrency import run_bounded
 from .data.model import AnswerScale, Example, Rubric, manifest_path
 from .errors import DataError, LogprobsUnavailableError, RubricInduceError
+from .params import Params, param
 from .templates import PromptTemplate, load_prompt
 
 __all__ = [
@@ -35,7 +36,9 @@ __all__ = [
     "ProbeRecord",
     "ProbeTable",
     "ProbeArrays",
+    "ProbeParams",
     "probe",
+    "PROBES_FILE",
     "build_messages",
     "render_example",
     "parse_answer",
@@ -51,6 +54,21 @@ _TEMPLATE_FOR_STYLE = {
 }
 # Reply lengths for the sampling estimator: enough to reach the answer, no more.
 _SAMPLE_TOKENS = {"score-only": 4, "rate-explain": 8}
+PROBES_FILE = "probes.jsonl"
+
+
+@dataclass(frozen=True)
+class ProbeParams(Params):
+    """How each rubric is asked: the prompt style and how the answer distribution is estimated."""
+
+    section = "probe"
+    style: str = param("score-only", choices=PROBE_STYLES, help="Prompt style (Chiang & Lee's Closer Look).")
+    estimator: str = param("logprobs", choices=ESTIMATORS,
+                           help="Read logprobs, or sample N replies (for backends without logprobs).")
+    samples: int = param(10, ge=1, help="Replies per probe for the sampling estimator.")
+    temperature: float = param(1.0, ge=0.0, help="Sampling temperature for the sampling estimator.")
+    max_analysis_tokens: int = param(200, ge=1, help="Reply length cap before the rating (analyze-rate).",
+                                     hidden=True)
 
 
 @dataclass
@@ -383,29 +401,33 @@ def probe(
     examples: Iterable[Example],
     rubrics: Iterable[Rubric],
     backend: Backend,
+    params: ProbeParams | None = None,
     *,
-    style: str = "score-only",
-    estimator: str = "logprobs",
-    n_samples: int = 10,
-    temperature: float = 1.0,
     seed: int = 0,
-    max_analysis_tokens: int = 200,
     fields: Sequence[str] | None = None,
     progress: bool = False,
     on_record: Callable[[ProbeRecord], None] | None = None,
+    **options: Any,
 ) -> ProbeTable:
-    """Probe every rubric on every example; returns a :class:`ProbeTable`.
+    """The probe stage's entry point: every rubric on every example; returns a :class:`ProbeTable`.
 
+    ``params`` (or, instead, its fields as keywords: ``style``, ``estimator``, ``n_samples`` /
+    ``samples``, ``temperature``, ``max_analysis_tokens``) are validated by :class:`ProbeParams`.
     Wrap ``backend`` in :class:`~rubric_induce.cache.CachedBackend` to make the run resumable.
-    ``estimator="sampling"`` draws ``n_samples`` replies at ``temperature`` for backends without
+    ``estimator="sampling"`` draws ``samples`` replies at ``temperature`` for backends without
     logprobs; with ``"logprobs"`` such a backend raises :class:`LogprobsUnavailableError` up front.
     """
-    if style not in PROBE_STYLES:
-        raise RubricInduceError(f"unknown probe style {style!r}; choose from {', '.join(PROBE_STYLES)}")
-    if estimator not in ESTIMATORS:
-        raise RubricInduceError(f"unknown estimator {estimator!r}; choose from {', '.join(ESTIMATORS)}")
-    if estimator == "sampling" and n_samples < 1:
-        raise RubricInduceError("the sampling estimator needs n_samples >= 1")
+    if "n_samples" in options:
+        options["samples"] = options.pop("n_samples")
+    if params is None:
+        unknown = sorted(set(options) - set(ProbeParams.field_names()))
+        if unknown:
+            raise TypeError(f"probe() got unexpected keyword argument(s) {unknown}")
+        params = ProbeParams(**options)
+    elif options:
+        params = params.replace(**options)
+    style, estimator, n_samples = params.style, params.estimator, params.samples
+    temperature, max_analysis_tokens = params.temperature, params.max_analysis_tokens
     if estimator == "logprobs" and not backend.supports_logprobs:
         raise LogprobsUnavailableError(
             f"backend {backend.kind}/{backend.model} gives no logprobs; rerun with the sampling "

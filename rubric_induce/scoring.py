@@ -234,6 +234,7 @@ class RubricScorer:
         return results
 
     def _calibrate(self, results: list[ScoreResult], arr, judge, aggregate: str) -> None:
+        from .calibration.api import calibrated_rows
         from .calibration.data import features_from_arrays
 
         cal = self.calibrator
@@ -252,16 +253,14 @@ class RubricScorer:
             stacked[j + 1, :, j, :] = 0.0
         stacked = stacked.reshape(n * (r + 1), *X.shape[1:])
         with _torch_threads(1):  # tiny networks: thread start-up costs more than it saves
-            proba = cal.predict_proba(X, who_list, question=q)
+            rows = calibrated_rows(cal, X, who_list, question=q, aggregate=aggregate)
             all_pred = cal.predict(stacked, who_list, question=q, aggregate=aggregate).reshape(r + 1, n)
-        pred = all_pred[0]
+        pred, proba, scale = rows["prediction"], rows["proba"], rows["scale"]
         effects = (pred[None, :] - all_pred[1:]).T
-        scale = np.asarray(cal.scales_[cal._question(q)], dtype=float)
-        var = np.clip(proba @ scale ** 2 - (proba @ scale) ** 2, 0.0, None)
         for i, res in enumerate(results):
-            res.prediction, res.uncertainty = float(pred[i]), float(np.sqrt(var[i]))
+            res.prediction, res.uncertainty = float(pred[i]), float(rows["sd"][i])
             res.proba, res.scale = [float(p) for p in proba[i]], [float(v) for v in scale]
-            res.judge, res.question = who_list, q or cal.question_names_[cal.main_question_index_]
+            res.judge, res.question = who_list, q or rows["question"]
             if not res.drivers:
                 res.drivers = [{"rubric_id": r.id, "text": r.text, "polarity": r.polarity}
                                for r in self.rubrics]

@@ -116,10 +116,10 @@ def test_empty_pool_and_bad_threshold_are_errors(embedder):
 
 
 def test_dedup_cli(pool, tmp_path):
-    from rubric_induce.cli_generate import dedup
+    from rubric_induce.cli import cli
 
     path = pool.save(tmp_path / "pool.jsonl")
-    res = CliRunner().invoke(dedup, ["--pool", str(path), "--threshold", "0.85"], catch_exceptions=False)
+    res = CliRunner().invoke(cli, ["dedup", "--pool", str(path), "--threshold", "0.85"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert "9 -> 6 rubrics" in res.output
     out = RubricPool.load(tmp_path / "pool.dedup.jsonl")

@@ -428,6 +428,10 @@ class Calibrator:
             raise ValueError("the list of trusted judges is empty")
         return [np.full(n, index.get(j, -1), dtype=np.int64) for j in judges]
 
+    def question_index(self, question: int | str | None = None) -> int:
+        """Index of ``question`` (a name or an index; None: the main question)."""
+        return self._question(question)
+
     def _question(self, question: int | str | None) -> int:
         _fitted(self)
         if question is None:

@@ -22,17 +22,19 @@ import math
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..data.jsonl import atomic_write_text, read_json
+from ..params import Params, param
 from ..errors import DataError, MissingDependencyError
 from .meta_eval import METHODS, correlation_table, quadratic_weighted_kappa, williams_test_scores
 from .score_table import ScoreRow, read_scores
 
-__all__ = ["render_run_report", "REPORT_NAME", "FIGURES_DIR"]
+__all__ = ["render_run_report", "report", "ReportParams", "REPORT_NAME", "FIGURES_DIR"]
 
 REPORT_NAME = "report.md"
 FIGURES_DIR = "figures"
@@ -625,3 +627,45 @@ def render_run_report(
             lines.append(f"- [{p.relative_to(run_dir).as_posix()}]({rel})" + (f": {title}" if title else ""))
         lines.append("")
     return atomic_write_text(out, "\n".join(lines).rstrip() + "\n")
+
+
+# --------------------------------------------------------------------------------------------
+# the report stage's entry point
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReportParams(Params):
+    """The run report: bootstrap resamples and level of its intervals, and whether to draw figures."""
+
+    section = "report"
+    bootstrap: int = param(1000, ge=1, help="Bootstrap resamples for the confidence intervals.")
+    alpha: float = param(0.05, gt=0.0, lt=1.0, help="1 - confidence level of the intervals.")
+    figures: bool = param(True, help="Draw PNG figures (needs matplotlib: pip install 'rubric-induce[plots]'; "
+                                     "without it the report says so and keeps its tables).")
+
+
+def report(run_dir: str | Path, params: ReportParams = ReportParams(), *, out: str | Path | None = None,
+           seed: int = 0) -> Path:
+    """The report stage's entry point: ``report.md`` of a run directory, opening with the run
+    summary when the folder is a ``rubric-induce run`` directory; returns the report's path.
+
+    Without matplotlib the figures are left out and the report says how to get them.
+    """
+    from .run_summary import run_summary_markdown
+
+    preface = run_summary_markdown(run_dir)
+    figures = params.figures
+    if figures and _pyplot_missing():
+        figures = False
+        note = ("> Figures left out: matplotlib is not installed "
+                "(`pip install 'rubric-induce[plots]'`, then `rubric-induce report RUN`).")
+        preface = f"{note}\n\n{preface}" if preface else note
+    return render_run_report(run_dir, out, n_boot=params.bootstrap, alpha=params.alpha, seed=seed,
+                             figures=figures, preface=preface)
+
+
+def _pyplot_missing() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is None

@@ -30,27 +30,15 @@ class RunContext:
     backend_override: Any = None  # a Backend object (tests, API users); else config.backend.spec
     _backend: Any = field(default=None, init=False, repr=False)
     _cache: Any = field(default=None, init=False, repr=False)
+    _extra: list = field(default_factory=list, init=False, repr=False)
 
     # -- data --------------------------------------------------------------------------------
     @cached_property
     def examples(self) -> list[Example]:
-        from ..data.datasets import load_dataset
+        from ..data.params import load_examples
 
         d = self.config.data
-        if d.dataset:
-            root = self.config.resolve(d.data_root) if d.data_root else None
-            examples = load_dataset(d.dataset, root=root)
-        elif d.text_field:
-            from ..data.datasets.generic import load_generic
-
-            examples = load_generic(self.config.resolve(d.examples), text_fields={d.text_field: d.text_field},
-                                    label_fields={k: k for k in d.label_fields} or None)
-        else:
-            from ..data.examples_io import read_examples
-
-            examples = read_examples(self.config.resolve(d.examples))
-        if self.config.run.limit:
-            examples = examples[: self.config.run.limit]
+        examples = load_examples(d, self.config.resolve, limit=self.config.run.limit, source=self.config.source)
         missing = [e.id for e in examples if d.label not in e.labels]
         if missing:
             where = d.examples or d.dataset
@@ -116,10 +104,23 @@ class RunContext:
             self._backend = CachedBackend(inner, self._cache)
         return self._backend
 
+    def open_extra_backend(self, spec: str):
+        """Another backend (e.g. dedup's LLM judge) behind the run's call cache; closed with the run."""
+        from ..backends import get_backend
+        from ..cache import CachedBackend
+
+        self.backend  # opens the run's cache
+        extra = CachedBackend(get_backend(spec), self._cache)
+        self._extra.append(extra)
+        return extra
+
     def usage(self) -> dict[str, Any]:
         return self._backend.tally.to_dict() if self._backend is not None else {}
 
     def close(self) -> None:
+        for extra in self._extra:
+            extra.close()
+        self._extra.clear()
         if self._backend is not None:
             if self.backend_override is None:
                 self._backend.close()

@@ -85,3 +85,8 @@ __all__ = [
     "SyntheticPool",
     "make_synthetic_pool",
 ]
+
+# The stage entry point (after SELECTORS: its parameter class lists them as choices).
+from .api import SelectParams, SelectResult, select, write_selection_report  # noqa: E402
+
+__all__ += ["SelectParams", "SelectResult", "select", "write_selection_report"]

@@ -9,8 +9,7 @@ from click.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 
-from rubric_induce.cli_calibrate import calibrate  # noqa: E402
-from rubric_induce.cli_score import score  # noqa: E402
+from rubric_induce.cli import cli  # noqa: E402
 from rubric_induce.data import Example  # noqa: E402
 from rubric_induce.data.examples_io import write_examples  # noqa: E402
 from rubric_induce.data.model import Judgment  # noqa: E402
@@ -39,27 +38,29 @@ def test_calibrate_then_score(tmp_path, planted):
     probes, ex_path = _write_inputs(tmp_path, planted)
     out = tmp_path / "run"
     runner = CliRunner()
-    res = runner.invoke(calibrate, ["--probes", str(probes), "--examples", str(ex_path), "--main-question",
+    res = runner.invoke(cli, ["calibrate", "--probes", str(probes), "--examples", str(ex_path), "--main-question",
                                     "overall", "--questions", "overall,detail", "--no-search", "--cv-folds", "3",
                                     "--threads", "1", "--out", str(out)])
     assert res.exit_code == 0, res.output
-    assert (out / "artifact" / "calibrator.json").exists() and (out / "report.md").exists()
+    assert (out / "calibrator.json").exists() and (out / "report.md").exists()
     assert len(list(out.glob("reliability_overall_*.png"))) == 4
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["cv"]["n"] > 0
-    res = runner.invoke(score, ["--artifact", str(out), "--probes", str(probes), "--trusted", "j0,j1",
-                                "--output", str(tmp_path / "pred.jsonl")])
+    res = runner.invoke(cli, ["score", str(out), "--probes", str(probes), "--trusted", "j0,j1",
+                              "--out", str(tmp_path / "pred.jsonl")])
     assert res.exit_code == 0, res.output
     lines = [json.loads(x) for x in (tmp_path / "pred.jsonl").read_text().splitlines()]
     assert len(lines) == 60 and {"prediction", "variance", "entropy", "proba"} <= set(lines[0])
     assert abs(sum(lines[0]["proba"].values()) - 1) < 1e-6 and 1 <= lines[0]["prediction"] <= 4
-    res = runner.invoke(score, ["--artifact", str(out / "artifact"), "--probes", str(probes), "--judge", "nobody"])
+    res = runner.invoke(cli, ["score", str(out), "--probes", str(probes), "--judge", "nobody"])
     assert res.exit_code == 0 and "shared weights only" in res.output
-    res = runner.invoke(score, ["--artifact", str(out), "--probes", str(probes), "--judge", "a", "--trusted", "b"])
-    assert res.exit_code != 0
+    res = runner.invoke(cli, ["score", str(out), "--probes", str(probes), "--judge", "a", "--trusted", "b"])
+    assert res.exit_code == 2 and "at most one" in res.output
+    res = runner.invoke(cli, ["score", str(out), "--input", str(ex_path)])
+    assert res.exit_code == 2 and "calibrator folder scores --probes" in res.output
 
 
 def test_calibrate_usage_errors(tmp_path):
     runner = CliRunner()
-    res = runner.invoke(calibrate, ["--out", str(tmp_path)])
+    res = runner.invoke(cli, ["calibrate", "--out", str(tmp_path)])
     assert res.exit_code != 0 and "either --dataset" in res.output

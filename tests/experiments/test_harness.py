@@ -53,3 +53,11 @@ def test_finish_records_the_command_that_reruns_it(tmp_path):
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["command"] == command and manifest["config"]["limit"] == 2
     assert json.loads((tmp_path / "run" / "results.json").read_text())["results"] == {"x": 1}
+
+
+def test_set_value_of_the_wrong_type_is_refused_like_a_config_value(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        start(tmp_path, "--set", 'n_boot="many"')
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "n_boot" in err and "expected an integer" in err

@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from rubric_induce.cli_generate import generate
+from rubric_induce.cli import cli
 from rubric_induce.data import Example, RubricPool, write_examples
 
 
@@ -19,7 +19,7 @@ def files(tmp_path, dialogues, likert_examples):
 
 
 def run(args):
-    return CliRunner().invoke(generate, [*args, "--backend", "fake", "--no-progress"], catch_exceptions=False)
+    return CliRunner().invoke(cli, ["generate", *args, "--backend", "fake", "--no-progress"], catch_exceptions=False)
 
 
 def test_generate_rubicon_writes_pool_and_reports_usage(files):
@@ -56,7 +56,7 @@ def test_generate_no_ds_no_cdp_and_spur(files):
 
 
 def test_generate_rubicon_without_domain_is_a_usage_error(files):
-    res = CliRunner().invoke(generate, ["--examples", str(files / "dialogues.jsonl"), "--backend", "fake",
+    res = CliRunner().invoke(cli, ["generate", "--examples", str(files / "dialogues.jsonl"), "--backend", "fake",
                                         "--no-cache", "--out", str(files / "x.jsonl")])
     assert res.exit_code == 2 and "--domain" in res.output
 
@@ -75,11 +75,11 @@ def test_generate_autocalibrate(files):
 
 
 def test_generate_bad_sample_sizes_and_missing_classes(files, tmp_path):
-    res = CliRunner().invoke(generate, ["--examples", str(files / "summaries.jsonl"), "--method", "autocalibrate",
+    res = CliRunner().invoke(cli, ["generate", "--examples", str(files / "summaries.jsonl"), "--method", "autocalibrate",
                                         "--aspect", "coherence", "--sample-sizes", "2,x", "--backend", "fake"])
-    assert res.exit_code == 2 and "comma-separated integers" in res.output
+    assert res.exit_code == 2 and "expected an integer" in res.output and "sample_sizes" in res.output
     only_pos = [Example.create({"text": f"USER: hi {i}"}, {"sat": 1}, id=f"p{i}") for i in range(3)]
     write_examples(tmp_path / "pos.jsonl", only_pos)
-    res = CliRunner().invoke(generate, ["--examples", str(tmp_path / "pos.jsonl"), "--no-ds", "--backend", "fake",
+    res = CliRunner().invoke(cli, ["generate", "--examples", str(tmp_path / "pos.jsonl"), "--no-ds", "--backend", "fake",
                                         "--no-cache", "--out", str(tmp_path / "o.jsonl")])
-    assert res.exit_code != 0 and "no negative examples" in str(res.exception)
+    assert res.exit_code == 2 and "no negative examples" in res.output

@@ -18,10 +18,10 @@ def test_valid_config_loads_with_defaults(write_config):
 @pytest.mark.parametrize("text, field, needle", [
     ("[selct]\nn_sat = 1\n", "selct", "did you mean 'select'"),
     ("[feedback]\nbudgett = 2000\n", "feedback.budgett", "did you mean 'budget'"),
-    ("[feedback]\nbudget = 'lots'\n", "feedback.budget", "expected int"),
-    ("[feedback]\nbudget = 10\n", "feedback.budget", "at least 256"),
-    ("[probe]\nstyle = 'vibes'\n", "probe.style", "unknown style"),
-    ("[evaluate]\nenabled = 'yes'\n", "evaluate.enabled", "expected bool"),
+    ("[feedback]\nbudget = 'lots'\n", "feedback.budget", "expected an integer"),
+    ("[feedback]\nbudget = 10\n", "feedback.budget", "at least 64"),
+    ("[probe]\nstyle = 'vibes'\n", "probe.style", "unknown value 'vibes'"),
+    ("[evaluate]\nenabled = 'yes'\n", "evaluate.enabled", "expected true or false"),
 ])
 def test_bad_keys_and_values_name_the_field(write_config, text, field, needle):
     path = write_config(text)

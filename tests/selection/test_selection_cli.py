@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.cli_select import select
+from rubric_induce.cli import cli
 from rubric_induce.data import Example, Rubric, RubricPool, RubricSet, write_examples
 from rubric_induce.probing import probe
 
@@ -45,7 +45,7 @@ def run_dir(tmp_path):
 def _invoke(run_dir, *extra):
     args = ["--examples", str(run_dir / "examples.jsonl"), "--rubrics", str(run_dir / "pool.jsonl"),
             "--probes", str(run_dir / "probes.jsonl"), "--bootstrap", "50", *extra]
-    return CliRunner().invoke(select, args, catch_exceptions=False)
+    return CliRunner().invoke(cli, ["select", *args], catch_exceptions=False)
 
 
 def test_select_writes_set_metrics_and_plot(run_dir):
@@ -72,18 +72,23 @@ def test_select_baseline_methods(run_dir, method):
 
 
 def test_select_clear_errors(run_dir):
-    from rubric_induce.errors import DataError
-
-    with pytest.raises(DataError, match="not 0/1.*--label-threshold"):
-        _invoke(run_dir, "--label", "satisfaction", "--out", str(run_dir / "x"))
+    res = _invoke(run_dir, "--label", "satisfaction", "--out", str(run_dir / "x"))
+    assert res.exit_code == 2 and "not 0/1" in res.output and "--label-threshold" in res.output
     res = _invoke(run_dir, "--label", "satisfaction", "--label-threshold", "3", "--n-sat", "2", "--n-dsat", "2",
                   "--alpha", "1", "--no-plot", "--out", str(run_dir / "y"))
     assert res.exit_code == 0, res.output
     pool = RubricPool.load(run_dir / "pool.jsonl")
     RubricPool(pool.rubrics + [Rubric.create("Never probed.", "SAT")]).save(run_dir / "bigger.jsonl")
-    with pytest.raises(DataError, match=r"40 of 520 .*no usable probe.*rubric-induce probe"):
-        CliRunner().invoke(select, ["--examples", str(run_dir / "examples.jsonl"), "--rubrics",
-                                    str(run_dir / "bigger.jsonl"), "--probes", str(run_dir / "probes.jsonl"),
-                                    "--out", str(run_dir / "z")], catch_exceptions=False)
-    with pytest.raises(DataError, match="same 'sat' label"):
-        _invoke(run_dir, "--limit", "1", "--out", str(run_dir / "w"))
+    args = ["select", "--examples", str(run_dir / "examples.jsonl"), "--rubrics", str(run_dir / "bigger.jsonl"),
+            "--probes", str(run_dir / "probes.jsonl"), "--no-plot", "--bootstrap", "20"]
+    res = CliRunner().invoke(cli, [*args, "--out", str(run_dir / "z")])
+    assert res.exit_code == 2 and "40 of 520" in res.output and "no usable probe" in res.output
+    assert "--missing drop" in res.output
+    # the same pool with --missing drop: the unprobed rubric is dropped and reported
+    res = CliRunner().invoke(cli, [*args, "--missing", "drop", "--out", str(run_dir / "z")])
+    assert res.exit_code == 0 and "dropped 1 rubric" in res.output
+    never = Rubric.create("Never probed.", "SAT").id
+    assert json.loads((run_dir / "z" / "metrics.json").read_text())["dropped"] == [never]
+    assert never not in {r.id for r in RubricSet.load(run_dir / "z" / "selected.jsonl")}
+    res = _invoke(run_dir, "--limit", "1", "--out", str(run_dir / "w"))
+    assert res.exit_code == 2 and "same 'sat' label" in res.output

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
-from .cli import _progress_option
-from .errors import RubricInduceError
+from ._shared import progress_option, show_progress
 
-__all__ = ["run"]
+__all__ = ["command"]
+
+_STAGES = ("generate", "dedup", "probe", "select", "calibrate", "artifact", "evaluate", "feedback", "report")
 
 
 def _terminate(signum, frame) -> None:
@@ -23,17 +24,14 @@ def _terminate(signum, frame) -> None:
               help="Run directory (default: [run] out in the config, else runs/<config name>).")
 @click.option("--backend", "backend_spec", default=None, envvar="RUBRIC_INDUCE_BACKEND",
               help="Override [backend] spec (e.g. fake, local, openai/gpt-4o-mini).")
-@click.option("--limit", type=click.IntRange(min=4), default=None, help="Override [run] limit (first N examples).")
-@click.option("--stop-after", type=click.Choice(["generate", "dedup", "probe", "select", "calibrate", "artifact",
-                                                 "evaluate", "feedback", "report"]), default=None,
+@click.option("--limit", type=int, default=None, help="Override [run] limit (first N examples).")
+@click.option("--stop-after", type=click.Choice(_STAGES), default=None,
               help="Stop after this stage (rerun without it to continue).")
-@click.option("--force", "force", multiple=True, metavar="STAGE",
-              type=click.Choice(["generate", "dedup", "probe", "select", "calibrate", "artifact", "evaluate",
-                                 "feedback", "report"]),
+@click.option("--force", "force", multiple=True, metavar="STAGE", type=click.Choice(_STAGES),
               help="Rerun this stage and every later one even if finished (repeatable).")
 @click.option("--check", is_flag=True, help="Only validate the config and the data, then exit.")
-@_progress_option
-def run(config_path, out_dir, backend_spec, limit, stop_after, force, check, progress) -> None:
+@progress_option
+def command(config_path, out_dir, backend_spec, limit, stop_after, force, check, progress) -> None:
     """Run generate -> dedup -> probe -> select -> calibrate -> evaluate -> report from CONFIG.
 
     CONFIG is a TOML (or YAML) file; see the README's "Run configs" section. Rerunning the same
@@ -44,22 +42,15 @@ def run(config_path, out_dir, backend_spec, limit, stop_after, force, check, pro
     Example:
       rubric-induce run rubric_induce/resources/demo_uss.toml --out runs/demo
     """
-    try:
-        _run(config_path, out_dir, backend_spec, limit, stop_after, force, check, progress)
-    except RubricInduceError as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-def _run(config_path, out_dir, backend_spec, limit, stop_after, force, check, progress) -> None:
-    from .pipeline import load_config, run_pipeline
-    from .pipeline.context import RunContext
-    from .pipeline.runner import preflight, run_dir_for
+    from ..pipeline import load_config, run_pipeline
+    from ..pipeline.context import RunContext
+    from ..pipeline.runner import preflight, run_dir_for
 
     cfg = load_config(config_path)
     if backend_spec:
-        cfg.backend.spec = backend_spec
-    if limit:
-        cfg.run.limit = limit
+        cfg.override("backend", spec=backend_spec)
+    if limit is not None:
+        cfg.override("run", limit=limit)
     if check:
         ctx = RunContext(cfg, run_dir_for(cfg, out_dir))
         preflight(ctx)
@@ -67,11 +58,10 @@ def _run(config_path, out_dir, backend_spec, limit, stop_after, force, check, pr
         click.echo(f"config OK: {len(ctx.examples)} examples ({n_train} train / {n_test} held out), "
                    f"label {cfg.data.label!r}, backend {cfg.backend.spec}")
         return
-    show = sys.stderr.isatty() if progress is None else progress
     signal.signal(signal.SIGTERM, _terminate)  # `kill` gets the same clean stop as Ctrl-C
     try:
-        result = run_pipeline(cfg, out=out_dir, stop_after=stop_after, force=tuple(force), progress=show,
-                              echo=lambda m: click.echo(m, err=True))
+        result = run_pipeline(cfg, out=out_dir, stop_after=stop_after, force=tuple(force),
+                              progress=show_progress(progress), echo=lambda m: click.echo(m, err=True))
     except KeyboardInterrupt:
         click.echo("\ninterrupted; finished stages and LLM calls are saved: rerun the same command to resume",
                    err=True)
@@ -80,7 +70,7 @@ def _run(config_path, out_dir, backend_spec, limit, stop_after, force, check, pr
     click.echo(f"ran {len(result.ran)} stage(s), {len(result.skipped)} already done; "
                f"{result.manifest.get('seconds', 0):.0f} s of stage time; "
                f"{int(usage.get('prompt_tokens', 0))} prompt + {int(usage.get('completion_tokens', 0))} completion "
-               f"tokens, ${usage.get('cost_usd', 0):.4f}", err=True)
+               f"tokens, ${usage.get('cost_usd') or 0:.4f}", err=True)
     if result.report.exists():
         click.echo(f"report: {result.report}")
     else:

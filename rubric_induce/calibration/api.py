@@ -1,0 +1,242 @@
+"""The calibrate stage's one entry point: :func:`calibrate` with :class:`CalibrateParams`, and the
+one way calibrated predictions are read off probes (:func:`calibrated_rows`).
+
+The ``run`` pipeline, the ``calibrate`` command, the scorer and the ``score`` command all go
+through here, so search, cross-validation, defaults and the saved artifact are the same.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import DataError
+from ..params import Params, param
+
+__all__ = ["CalibrateParams", "CalibrateResult", "calibrate", "calibrator_features", "calibrated_rows",
+           "CALIBRATION_DIR"]
+
+CALIBRATION_DIR = "calibration"
+
+
+def _calibrator_options(options: dict[str, Any], where: str = "calibrate.options") -> dict[str, Any]:
+    """Calibrator keyword arguments from a config table (lists become tuples), checked."""
+    from .calibrator import PARAMS, Calibrator
+
+    opts = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    for key in opts:
+        if key == "main_question":
+            raise DataError("'main_question' is set elsewhere in the config (calibrate.question), not in options",
+                            field=f"{where}.{key}")
+        if key not in PARAMS:
+            from ..params import suggest
+
+            raise DataError(f"unknown option{suggest(key, PARAMS)}; allowed: {', '.join(sorted(PARAMS))}",
+                            field=f"{where}.{key}")
+    try:
+        Calibrator(**opts)._check_params()
+    except (ValueError, TypeError) as exc:
+        raise DataError(str(exc), field=where) from None
+    return opts
+
+
+@dataclass(frozen=True)
+class CalibrateParams(Params):
+    """Which question to calibrate, whether to search hyperparameters, and the network's options."""
+
+    section = "calibrate"
+    enabled: bool = param(True, help="Train the calibration network (off: NetSAT only).", hidden=True)
+    question: str | None = param(None, help="The question (label) to calibrate and report "
+                                            "(default in a run: data.label).")
+    search: bool = param(False, help="Optuna hyperparameter search (nested in the cross-validation).")
+    trials: int = param(10, ge=1, help="Optuna trials of the search.")
+    cv_folds: int = param(5, ge=0, help="Folds (by text) of the cross-validated report; 0 = none.")
+    options: dict[str, Any] = param(factory=dict, help="Calibrator parameters (hidden, finetune_epochs, ...).")
+
+    def check(self) -> None:
+        if self.cv_folds == 1:
+            raise DataError("must be 0 (no cross-validation) or at least 2", field="calibrate.cv_folds")
+        if self.search and self.cv_folds == 0:
+            raise DataError("the search scores trials by cross-validation: set cv_folds >= 2",
+                            field="calibrate.search")
+        _calibrator_options(self.options)
+
+
+@dataclass
+class CalibrateResult:
+    """A fitted calibrator, its cross-validated metrics (if any), and the report that says so."""
+
+    calibrator: Any
+    question: str
+    n_texts: int
+    n_rows: int
+    judges: list[str]
+    scale: list[float]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    report_markdown: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    _figures: list[tuple[str, np.ndarray, np.ndarray, str]] = field(default_factory=list, repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        out = {"enabled": True, "question": self.question, "texts": self.n_texts, "rows": self.n_rows,
+               "judges": self.judges, "scale": self.scale}
+        cv = self.metrics.get("cv")
+        if cv:
+            out["cv_pearson"] = cv.get("pearson")
+        return out
+
+    def save(self, directory: str | Path, *, figures: bool = True) -> Path:
+        """Write the weights into ``directory`` (JSON config + safetensors, never pickle; a run keeps
+        them in ``calibration/``) and, when cross-validated, ``report.md``, ``metrics.json`` and
+        reliability PNGs beside them. The folder is replaced as a whole."""
+        import shutil
+
+        from ..data.jsonl import atomic_write_text, jsonable, write_json
+        from .artifacts import save_calibrator
+
+        target = Path(directory)
+        shutil.rmtree(target, ignore_errors=True)
+        save_calibrator(self.calibrator, target, extra={"question": self.question, **self.extra})
+        if self.report_markdown:
+            lines = [self.report_markdown]
+            if figures and self._figures:
+                from .metrics import reliability_diagram
+
+                try:
+                    for name, p, o, title in self._figures:
+                        reliability_diagram(p, o, target / name, title=title)
+                except ImportError:
+                    lines.append("\n(reliability plots skipped: matplotlib is not installed)\n")
+            atomic_write_text(target / "report.md", "".join(lines))
+            write_json(target / "metrics.json", jsonable(self.metrics))
+        return target
+
+
+def _metrics_md(title: str, metrics: dict[str, float]) -> str:
+    def f(v: Any) -> str:
+        return "—" if v is None or not np.isfinite(v) else f"{v:.3f}"
+
+    return (f"### {title}\n\n| n | RMSE | bound sd·√(1−r²) | Pearson | Spearman | Kendall |\n|---|---|---|---|---|---|\n"
+            f"| {metrics['n']} | {f(metrics['rmse'])} | {f(metrics['rmse_bound'])} | {f(metrics['pearson'])} "
+            f"| {f(metrics['spearman'])} | {f(metrics['kendall'])} |\n")
+
+
+def calibrate(train, params: CalibrateParams = CalibrateParams(), *, test=None, seed: int = 0,
+              echo=None) -> CalibrateResult:
+    """Fit the calibration network on ``train`` (:class:`~rubric_induce.calibration.CalibrationData`).
+
+    With ``params.search`` an optuna search picks the network's hyperparameters; with
+    ``params.cv_folds >= 2`` a cross-validation by text (nested when searching) reports RMSE and
+    correlations and smECE per answer. ``test``: optional held-out data scored with the final fit.
+    Defaults not set in ``params.options``: ``random_state = seed``, early stopping from 20
+    training texts up, one torch thread (small networks train faster on one).
+    """
+    from .calibrator import Calibrator
+    from .metrics import regression_metrics, smooth_ece
+    from .search import cross_val_predict, search_hyperparameters
+
+    say = echo or (lambda *_: None)
+    question = params.question or train.question_names[0]
+    if question not in train.question_names:
+        raise DataError(f"question {question!r} is not among {train.question_names}", field="calibrate.question")
+    n_texts = len(train.text_ids)
+    if n_texts < 4:
+        raise DataError(f"only {n_texts} training texts carry label {question!r}; calibration needs more "
+                        "(or set calibrate.enabled = false)", field="calibrate.question")
+    opts = _calibrator_options(params.options)
+    opts.setdefault("random_state", seed)
+    opts.setdefault("early_stopping", n_texts >= 20)
+    opts.setdefault("n_threads", 1)
+    base = Calibrator(main_question=question, **opts)
+    metrics: dict[str, Any] = {}
+    lines: list[str] = []
+    figures: list[tuple[str, np.ndarray, np.ndarray, str]] = []
+    tuned = base
+    folds = min(params.cv_folds, n_texts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        if folds >= 2:
+            lines += [f"# Calibration report ({question})\n\n",
+                      f"training: {n_texts} texts, {train.n_rows} (text, judge) rows, "
+                      f"{len(set(train.row_judge))} judges; inputs: {', '.join(train.input_names)}\n\n"]
+            if params.search:
+                say(f"searching hyperparameters: {params.trials} trials x {folds}-fold CV by text ...")
+                res = search_hyperparameters(base, train, n_trials=params.trials, n_splits=folds, seed=seed)
+                metrics["params"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in res["best_params"].items()}
+                tuned = base.clone(**res["best_params"])
+                lines.append(f"search: {params.trials} optuna trials, {folds}-fold CV by text, best held-out "
+                             f"log-likelihood {res['best_value']:.4f} with {res['best_params']}\n\n")
+            say(f"cross-validating ({folds} folds by text{', nested search' if params.search else ''}) ...")
+            cv = cross_val_predict(base, train, n_splits=folds, seed=seed, search=params.search,
+                                   n_trials=max(1, params.trials // 2), inner_splits=folds)
+            y = train.target(question)
+            metrics["cv"] = regression_metrics(cv["pred"], y)
+            lines.append(_metrics_md(f"{folds}-fold cross-validation on the training texts", metrics["cv"]))
+            q = train.question_names.index(question)
+            ok = np.isfinite(y)
+            lines.append("\n### Calibration (held-out folds)\n\n| answer | smECE | plot |\n|---|---|---|\n")
+            metrics["smece"] = {}
+            if cv.get("proba") is not None:
+                for k, v in enumerate(train.scales[q]):
+                    p, o = cv["proba"][ok, k], (y[ok] == v).astype(float)
+                    name = f"reliability_{question}_{v:g}.png"
+                    figures.append((name, p, o, f"{question} = {v:g}"))
+                    e = smooth_ece(p, o)
+                    metrics["smece"][f"{v:g}"] = e
+                    lines.append(f"| {v:g} | {e:.3f} | {name} |\n")
+        say("fitting on all training texts ...")
+        X, J, Y, kw = train.fit_args()
+        cal = tuned.clone().fit(X, J, Y, **kw)
+    if test is not None:
+        pred = cal.predict(test.row_X, judge_ids=test.row_judge)
+        metrics["test"] = regression_metrics(pred, test.target(question))
+        lines.append("\n" + _metrics_md(f"test ({len(test.text_ids)} texts, {test.n_rows} rows)", metrics["test"]))
+    q = train.question_names.index(question)
+    result = CalibrateResult(cal, question, n_texts, int(train.n_rows), sorted(set(str(j) for j in train.row_judge)),
+                             [float(v) for v in train.scales[q]], metrics, "".join(lines),
+                             extra={"seed": seed, "search": params.search,
+                                    "params": metrics.get("params", {})})
+    result._figures = figures
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# reading calibrated predictions off probes
+# --------------------------------------------------------------------------------------------
+def calibrator_features(cal, table, example_ids: Sequence[str] | None = None, *, source: str | None = None):
+    """``(arrays, X)``: the probe arrays of the calibrator's input rubrics and its input tensor.
+
+    Checks that the probes cover every input rubric and fit the trained answer width (shorter
+    scales are zero-padded: a missing answer carries no mass).
+    """
+    if not cal.input_names_:
+        raise DataError("the calibrator does not record its input rubric ids", path=source)
+    present = {r.rubric_id for r in table.records}
+    missing = [r for r in cal.input_names_ if r not in present]
+    if missing:
+        raise DataError(f"the probes lack {len(missing)} rubric(s) the calibrator was trained on, e.g. "
+                        f"{missing[:3]}", path=source)
+    arr = table.arrays(example_ids=example_ids, rubric_ids=cal.input_names_)
+    X = np.where(arr.ok[..., None], arr.raw, 0.0)
+    k = cal.n_features_in_shape_[-1]
+    if X.shape[2] < k:
+        X = np.concatenate([X, np.zeros((*X.shape[:2], k - X.shape[2]))], axis=2)
+    if X.shape[2] > k and (X[:, :, k:] > 0).any():
+        raise DataError(f"the probes have answer scales longer than the {k} answers the calibrator "
+                        "was trained on", path=source)
+    return arr, X[:, :, :k]
+
+
+def calibrated_rows(cal, X: np.ndarray, judge: Any = None, *, question: str | int | None = None,
+                    aggregate: str = "mean") -> dict[str, np.ndarray]:
+    """Per row: the calibrated distribution, prediction, variance, sd and entropy (one definition
+    of each, from the calibrator's own methods)."""
+    q = cal.question_index(question)
+    proba = cal.predict_proba(X, judge, question=q)
+    var = cal.predictive_variance(X, judge, question=q)
+    return {"proba": proba, "prediction": cal.predict(X, judge, question=q, aggregate=aggregate),
+            "variance": var, "sd": np.sqrt(var), "entropy": cal.entropy(X, judge, question=q),
+            "scale": np.asarray(cal.scales_[q], dtype=float), "question": cal.question_names_[q]}

@@ -1,0 +1,4 @@
+"""``python -m rubric_induce.cli``."""
+from . import main
+
+main()

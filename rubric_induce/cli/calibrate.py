@@ -1,0 +1,80 @@
+"""``rubric-induce calibrate``: train the LLM-RUBRIC calibration network, with a cross-validated report."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..calibration.api import CalibrateParams
+from ..params import click_options
+from ._shared import echo, split_list
+
+__all__ = ["command"]
+
+
+@click.command("calibrate")
+@click.option("--dataset", type=click.Choice(["llm_rubric"]), default=None,
+              help="Known dataset: llm_rubric trains on the synthetic split and tests on the real one.")
+@click.option("--probes", "probes_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Probe table JSONL (from `rubric-induce probe`).")
+@click.option("--examples", "examples_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Examples JSONL with per-judge judgments (or aggregate labels).")
+@click_options(CalibrateParams, exclude=("question",))
+@click.option("--question", "--main-question", "question", default=None,
+              help="Question to fine-tune on and report (default: Q0 with --dataset llm_rubric; required "
+                   "with --probes).")
+@click.option("--questions", default=None,
+              help="Comma-separated output questions for multi-task training (default: all of the dataset's, "
+                   "or the main question alone with --probes).")
+@click.option("--na-inputs", type=click.Choice(["references", "judgments", "none"]), default="references",
+              show_default=True, help="llm_rubric: which LLM answers become all-zero 'not applicable' blocks.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch threads (default: 1).")
+@click.option("--data-root", envvar="RUBRIC_INDUCE_DATA", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Folder of the shared benchmark data. Env: RUBRIC_INDUCE_DATA.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Output folder: the weights (JSON + safetensors), report.md, metrics.json, reliability PNGs.")
+def command(dataset, probes_path, examples_path, question, questions, na_inputs, seed, threads, data_root, out_dir,
+            **options) -> None:
+    """Train the LLM-RUBRIC calibration network and write a cross-validation report.
+
+    \b
+    Examples:
+      rubric-induce calibrate --dataset llm_rubric --out runs/cal
+      rubric-induce calibrate --probes probes.jsonl --examples examples.jsonl --question satisfaction --out runs/cal
+    """
+    from ..calibration import from_llm_rubric, from_probes
+    from ..calibration.api import calibrate
+
+    if (dataset is None) == (probes_path is None):
+        raise click.UsageError("give either --dataset llm_rubric or --probes FILE --examples FILE")
+    qs = split_list(questions)
+    if dataset == "llm_rubric":
+        from ..data.datasets.llm_rubric import load_llm_rubric
+
+        question = question or "Q0"
+        train = from_llm_rubric(load_llm_rubric(data_root, split="synthetic"), questions=qs, na_inputs=na_inputs)
+        test = from_llm_rubric(load_llm_rubric(data_root, split="real"), questions=qs, na_inputs=na_inputs)
+    else:
+        if examples_path is None:
+            raise click.UsageError("--probes needs --examples (the texts with their judgments)")
+        if question is None:
+            raise click.UsageError("--probes needs --question naming the label to calibrate")
+        from ..data import read_examples
+        from ..probing import ProbeTable
+
+        train = from_probes(ProbeTable.load(probes_path), read_examples(examples_path), questions=qs or [question])
+        test = None
+    opts = dict(options.pop("options", None) or {})
+    if threads:
+        opts["n_threads"] = threads
+    params = CalibrateParams.from_kwargs(options, question=question, options=opts)
+    result = calibrate(train, params, test=test, seed=seed, echo=echo)
+    result.save(out_dir)
+    metrics = result.metrics
+    parts = []
+    if "cv" in metrics:
+        parts.append(f"CV: Pearson {metrics['cv']['pearson']:.3f}, RMSE {metrics['cv']['rmse']:.3f}")
+    if "test" in metrics:
+        parts.append(f"test: Pearson {metrics['test']['pearson']:.3f}, RMSE {metrics['test']['rmse']:.3f}")
+    click.echo("; ".join(parts + [f"wrote {out_dir}"]))

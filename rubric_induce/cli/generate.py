@@ -1,0 +1,106 @@
+"""``rubric-induce generate``: labelled examples -> rubric pool (RUBICON, SPUR or AutoCalibrate).
+
+Options come from the generators' parameter classes (:mod:`rubric_induce.generation.api`), so
+they have the defaults and checks of a run config's ``[generate] options``.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from ..generation.api import GENERATORS, AutoCalibrateParams, GenerateParams, RubiconParams
+from ..params import click_options
+from ._shared import (backend_option, cache_options, data_options, echo, interruptible, load_examples,
+                      open_backend, progress_option, show_progress, split_list, usage_line)
+
+__all__ = ["command"]
+
+_AC = "ac_"  # AutoCalibrate options share names with RUBICON's (top_k): keep them apart
+
+
+@click.command("generate")
+@data_options
+@click.option("--method", type=click.Choice(list(GENERATORS)), default=GenerateParams().method, show_default=True,
+              help="; ".join(f"{g.name}: {g.description}" for g in GENERATORS.values()) + ".")
+@click.option("--label", default=None,
+              help="Label to learn from: 0/1 for rubicon/spur (default: sat), the Likert aspect for "
+                   "autocalibrate (default: --aspect).")
+@click.option("--threshold", "label_threshold", type=float, default=None,
+              help="rubicon/spur: binarise a graded label (positive = label >= threshold).")
+@click.option("--domain", "domain_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Text file describing the task/domain and its expectations (DS).")
+@click.option("--per-class", type=int, default=None, help=GenerateParams.__dataclass_fields__["per_class"]
+              .metadata["rubric_induce"]["help"])
+@click.option("--include", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Rubric file to mix in (hand-off JSON, LLM-RUBRIC layout or pool JSONL); repeatable.")
+@click_options(RubiconParams, exclude=("temperature", "max_example_chars"))
+@click_options(AutoCalibrateParams, prefix=_AC,
+               exclude=("draft_temperature", "refine_temperature", "max_example_chars"))
+@click.option("--fields", default=None, help="Comma-separated example fields to show (default: all).")
+@click.option("--max-example-chars", type=int, default=None,
+              help="Truncate each shown example to N characters (default: 6000 rubicon/spur, 1500 autocalibrate).")
+@click.option("--temperature", type=float, default=None,
+              help="Generation temperature (default: 0 rubicon/spur, 1 autocalibrate).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Run seed (per-call seeds derive from it).")
+@backend_option
+@cache_options
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Pool JSONL to write (default: rubric_pools/<data>_<method>.jsonl).")
+@progress_option
+def command(examples_path, dataset, data_root, limit, method, label, label_threshold, domain_path, per_class,
+            include, fields, max_example_chars, temperature, seed, backend_spec, cache_path, no_cache, out_path,
+            progress, **options):
+    """Generate a rubric pool from labelled examples (RUBICON, SPUR or AutoCalibrate).
+
+    \b
+    Examples:
+      rubric-induce generate --dataset uss-sgd --per-class 10 --domain domain.txt \\
+          --backend local --out rubric_pools/uss_sgd_rubicon.jsonl
+      rubric-induce generate --dataset summeval --method autocalibrate --aspect coherence \\
+          --max-examples 40 --sample-sizes 4,8 --trials 2 --backend openai/gpt-4o-mini
+    """
+    from ..generation.api import generate
+    from ..handoff import import_rubrics
+
+    examples = load_examples(examples_path, dataset, data_root, limit)
+    if method == "autocalibrate":
+        shared = {"draft_temperature": temperature, "refine_temperature": temperature,
+                  "max_example_chars": max_example_chars}
+        opts = AutoCalibrateParams.from_kwargs(options, prefix=_AC,
+                                               **{k: v for k, v in shared.items() if v is not None})
+        if not (opts.aspect or label):
+            raise click.UsageError("autocalibrate needs --aspect (or --label) naming the Likert label")
+        label = label or opts.aspect
+    else:
+        shared = {"temperature": temperature, "max_example_chars": max_example_chars}
+        opts = RubiconParams.from_kwargs(options, **{k: v for k, v in shared.items() if v is not None})
+        label = label or "sat"
+    params = GenerateParams(method=method, per_class=per_class, include=tuple(map(str, include)),
+                            domain=f"@{domain_path}" if domain_path else None, options=opts.to_dict())
+    domain = domain_path.read_text(encoding="utf-8") if domain_path else None
+    if out_path is None:
+        stem = (dataset or (examples_path.stem if examples_path else "examples")).replace("/", "_")
+        out_path = Path("rubric_pools") / f"{stem}_{method}.jsonl"
+    backend, cache = open_backend(backend_spec, cache_path, no_cache)
+    echo(f"generating with {method} from {len(examples)} examples using {backend.kind}/{backend.model}")
+    start = time.perf_counter()
+    with interruptible(backend, cache):
+        result = generate(examples, backend, params, label=label, label_threshold=label_threshold, domain=domain,
+                          include=[import_rubrics(p) for p in include], seed=seed, fields=split_list(fields),
+                          progress=show_progress(progress))
+    elapsed = time.perf_counter() - start
+    pool = result.pool
+    pool.manifest["usage"] = backend.tally.to_dict()
+    pool.manifest["elapsed_s"] = round(elapsed, 3)
+    result.save(out_path)
+    st = result.stats
+    polar = pool.manifest.get("n_by_polarity")
+    detail = f" ({', '.join(f'{k} {v}' for k, v in polar.items())})" if polar else ""
+    echo(f"wrote {len(pool)} rubrics{detail} to {out_path}")
+    if "best" in result.extra:
+        echo(f"best {result.extra['metric']} = {result.extra['best_correlation']}: {result.extra['best']}")
+    echo(f"replies: {st.get('requests', 0)} requests, {st.get('retries', 0)} retries, "
+         f"{st.get('n_failures', 0)} unparseable, {len(st.get('skipped', []))} inputs skipped")
+    echo(usage_line(backend, elapsed))

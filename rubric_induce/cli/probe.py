@@ -1,0 +1,66 @@
+"""``rubric-induce probe``: every rubric on every example -> answer distributions (JSONL) + a report."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from ..params import click_options
+from ..probing import ProbeParams
+from ._shared import (backend_option, cache_options, data_options, echo, interruptible, load_examples,
+                      open_backend, progress_option, show_progress, split_list)
+
+__all__ = ["command"]
+
+
+@click.command("probe")
+@data_options
+@click.option("--rubrics", "rubrics_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Rubric pool or set (JSONL).")
+@backend_option
+@click_options(ProbeParams)
+@click.option("--fields", default=None, help="Comma-separated example fields to show, in order (default: all).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampled replies.")
+@cache_options
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the probe results (JSONL, plus a .manifest.json beside it).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Markdown report (default: <out>.report.md).")
+@click.option("--label", default=None, help="Human label to relate scores to in the report.")
+@progress_option
+def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec, fields, seed, cache_path,
+            no_cache, out_path, report_path, label, progress, **options):
+    """Probe every rubric on every example and write the answer distributions.
+
+    \b
+    Example:
+      rubric-induce probe --examples demo.jsonl --rubrics rubrics.jsonl \\
+          --backend local --out runs/demo/probes.jsonl
+    """
+    from ..data import RubricPool
+    from ..data.jsonl import atomic_write_text
+    from ..probing import probe
+    from ..reports import probe_report
+
+    params = ProbeParams.from_kwargs(options)
+    examples = load_examples(examples_path, dataset, data_root, limit)
+    rubrics = list(RubricPool.load(rubrics_path))
+    backend, cache = open_backend(backend_spec, cache_path, no_cache)
+    echo(f"probing {len(examples)} examples x {len(rubrics)} rubrics with {backend.kind}/{backend.model} "
+         f"({params.style}, {params.estimator})")
+    start = time.perf_counter()
+    with interruptible(backend, cache):
+        table = probe(examples, rubrics, backend, params, seed=seed, fields=split_list(fields),
+                      progress=show_progress(progress))
+    elapsed = time.perf_counter() - start
+    usage = backend.tally.to_dict()
+    table.meta["usage"] = usage
+    table.meta["elapsed_s"] = round(elapsed, 3)
+    table.save(out_path)
+    report_path = report_path or out_path.with_name(out_path.name.removesuffix(".jsonl") + ".report.md")
+    atomic_write_text(report_path, probe_report(table, examples, rubrics, label=label, usage=usage,
+                                                elapsed_s=elapsed))
+    echo(f"wrote {len(table)} probes to {out_path} ({table.n_errors} without a distribution); report: {report_path}")
+    echo(f"LLM calls: {usage['calls']} new, {usage['cache_hits']} cached; tokens {usage['prompt_tokens']} "
+         f"prompt + {usage['completion_tokens']} completion; {elapsed:.1f} s")

@@ -1,0 +1,158 @@
+"""``rubric-induce score``: score texts (or existing probes) with a run's induced rubrics; JSONL out.
+
+One form: ``score ARTIFACT (--input FILE | --probes FILE) [--out FILE]``. ARTIFACT is a run
+directory or artifact folder (``artifact.json``), or a folder written by ``rubric-induce
+calibrate`` (calibrator only: then ``--probes`` is required).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import DataError
+from ._shared import echo, progress_option, show_progress, split_list
+
+__all__ = ["command", "read_texts"]
+
+
+def read_texts(path: Path, text_field: str | None, id_field: str = "id") -> list[dict[str, Any]]:
+    """Rows to score from JSONL (flat or rubric-induce examples) or CSV; errors name file, line, field."""
+    from ..data.jsonl import read_jsonl
+
+    rows: list[dict[str, Any]] = []
+    if path.suffix.lower() in (".csv", ".tsv"):
+        with path.open(encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+            field = text_field or "text"
+            if reader.fieldnames is None or field not in reader.fieldnames:
+                raise DataError(f"no column {field!r} (columns: {reader.fieldnames}); pick one with --text-field",
+                                path=path, line=1, field=field)
+            for line_no, rec in enumerate(reader, start=2):
+                rows.append(_row(rec, field, id_field, path, line_no))
+    else:
+        for line_no, rec in read_jsonl(path):
+            if "fields" in rec:  # rubric-induce example format
+                rows.append({"fields": rec["fields"], "id": rec.get("id") or f"line-{line_no}"})
+                continue
+            rows.append(_row(rec, text_field or "text", id_field, path, line_no))
+    if not rows:
+        raise DataError("no rows to score", path=path)
+    return rows
+
+
+def _row(rec: dict[str, Any], field: str, id_field: str, path: Path, line_no: int) -> dict[str, Any]:
+    text = rec.get(field)
+    if not isinstance(text, str) or not text.strip():
+        raise DataError("missing or empty text", path=path, line=line_no, field=field)
+    return {"fields": {field: text}, "id": str(rec.get(id_field) or f"line-{line_no}")}
+
+
+def _write_rows(rows, out_path: Path | None) -> None:
+    sink = out_path.open("w", encoding="utf-8") if out_path else sys.stdout
+    try:
+        for row in rows:
+            sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+    finally:
+        if out_path:
+            sink.close()
+
+
+@click.command("score")
+@click.argument("artifact", type=click.Path(exists=True, path_type=Path))
+@click.option("--input", "input_path", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Texts to score: JSONL (one object per line with a text field, or rubric-induce examples) or CSV.")
+@click.option("--probes", "probes_path", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Score existing probes instead (no LLM call): a probe table JSONL of the texts.")
+@click.option("--text-field", default=None, help="Column/key holding the text (default: the run's field, else 'text').")
+@click.option("--id-field", default="id", show_default=True, help="Column/key holding a row id.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="JSONL to write (default: stdout).")
+@click.option("--backend", "backend_spec", default=None, envvar="RUBRIC_INDUCE_BACKEND",
+              help="Backend for the new probes (default: the one the run used).")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="SQLite call cache (default: the run's cache).")
+@click.option("--judge", default=None, help="Predict this judge (an unseen name uses the shared weights only).")
+@click.option("--trusted", default=None, help="Comma-separated trusted judges to aggregate over.")
+@click.option("--aggregate", type=click.Choice(["mean", "max"]), default="mean", show_default=True,
+              help="How --trusted judges' expected scores are combined.")
+@click.option("--question", default=None, help="Calibrator only: question to predict (default: its main one).")
+@progress_option
+def command(artifact, input_path, probes_path, text_field, id_field, out_path, backend_spec, cache_path, judge,
+            trusted, aggregate, question, progress) -> None:
+    """Score texts with a run directory's selected (and calibrated) rubrics.
+
+    Each output line holds the per-rubric answer distributions, NetSAT, the binary label at the
+    selected threshold, the calibrated prediction with its uncertainty, and the rubrics that
+    drove it.
+
+    \b
+    Examples:
+      rubric-induce score runs/demo --input new_dialogues.jsonl --out scores.jsonl
+      rubric-induce score runs/demo --input chats.csv --text-field transcript --trusted annotator1,annotator2
+      rubric-induce score runs/demo --probes runs/demo/probes.jsonl          (no LLM call)
+      rubric-induce score runs/cal --probes probes.jsonl                      (a calibrator alone)
+    """
+    from ..scoring import ARTIFACT_NAME
+
+    if (input_path is None) == (probes_path is None):
+        raise click.UsageError("give exactly one of --input FILE (texts) or --probes FILE (existing probes)")
+    if judge is not None and trusted is not None:
+        raise click.UsageError("give at most one of --judge and --trusted")
+    who: Any = split_list(trusted) if trusted else judge
+    is_run = (artifact / ARTIFACT_NAME).exists() if artifact.is_dir() else artifact.name == ARTIFACT_NAME
+    if not is_run:
+        if probes_path is None:
+            raise click.UsageError(f"{artifact} has no {ARTIFACT_NAME}: a calibrator folder scores --probes FILE only")
+        _score_with_calibrator(artifact, probes_path, who, aggregate, question, out_path)
+        return
+    if question is not None:
+        raise click.UsageError("--question is for a calibrator folder; a run predicts its own question")
+    from ..probing import ProbeTable
+    from ..scoring import RubricScorer
+
+    scorer = RubricScorer.load(artifact, backend=backend_spec, cache=cache_path)
+    try:
+        if probes_path is not None:
+            table = ProbeTable.load(probes_path)
+            ids = sorted({r.example_id for r in table.records})
+            results = scorer.score_probes(table, ids, judge=who, aggregate=aggregate)
+        else:
+            rows = read_texts(input_path, text_field or (scorer.fields or [None])[0], id_field)
+            examples = scorer.to_examples([{"id": r["id"], **r["fields"]} for r in rows])
+            results = scorer.score(examples, judge=who, aggregate=aggregate, progress=show_progress(progress))
+    finally:
+        scorer.close()
+    _write_rows((r.to_dict() for r in results), out_path)
+    if out_path:
+        labelled = [r.label for r in results if r.label is not None]
+        extra = f"; {sum(labelled)} of {len(labelled)} labelled positive" if labelled else ""
+        echo(f"scored {len(results)} texts{extra}; wrote {out_path}")
+
+
+def _score_with_calibrator(folder: Path, probes_path: Path, who: Any, aggregate: str, question: str | None,
+                           out_path: Path | None) -> None:
+    """Calibrated predictions of probed texts from a calibrator folder alone (no rubrics, no LLM)."""
+    from ..calibration import load_calibrator
+    from ..calibration.api import calibrated_rows, calibrator_features
+    from ..probing import ProbeTable
+
+    path = folder / "artifact" if (folder / "artifact").is_dir() else folder
+    cal = load_calibrator(path)
+    arr, X = calibrator_features(cal, ProbeTable.load(probes_path), source=str(probes_path))
+    out = calibrated_rows(cal, X, who, question=question, aggregate=aggregate)
+    unknown = [j for j in ([who] if isinstance(who, str) else (who or [])) if j not in cal.judges_]
+    if unknown:
+        echo(f"note: unseen judge(s) {unknown}: shared weights only")
+    _write_rows(({"example_id": ex_id, "question": out["question"], "judge": who,
+                  "prediction": float(out["prediction"][i]), "variance": float(out["variance"][i]),
+                  "entropy": float(out["entropy"][i]),
+                  "proba": {f"{v:g}": float(p) for v, p in zip(out["scale"], out["proba"][i])},
+                  "missing_rubrics": [r for r, ok in zip(arr.rubric_ids, arr.ok[i]) if not ok]}
+                 for i, ex_id in enumerate(arr.example_ids)), out_path)
+    if out_path:
+        echo(f"wrote {len(arr.example_ids)} predictions to {out_path}")

@@ -1,0 +1,81 @@
+"""The opening of a run's report, read from the run directory alone.
+
+Built from ``manifest.json``, ``config.json``, the stage markers and ``selected.jsonl``, so the
+``report`` stage of ``run`` and ``rubric-induce report RUN`` write the same report.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["run_summary_markdown"]
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _num(v: Any) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def run_summary_markdown(run_dir: str | Path) -> str | None:
+    """Markdown: what each stage did and cost, the selected rubrics, the held-out headline figures
+    (None when ``run_dir`` is not a ``rubric-induce run`` directory)."""
+    from ..data import RubricSet
+
+    out = Path(run_dir)
+    manifest = _load(out / "manifest.json")
+    if manifest.get("format") != "rubric-induce-run":
+        return None
+    config = _load(out / "config.json")
+    data = manifest.get("data") or {}
+    label = data.get("label") or (config.get("data") or {}).get("label")
+    question = (config.get("calibrate") or {}).get("question") or label
+    spec = (manifest.get("backend") or {}).get("spec") or (config.get("backend") or {}).get("spec")
+    lines = [f"Config `{manifest.get('config_file')}`; {data.get('n_examples', '?')} examples "
+             f"({data.get('n_train', '?')} train / {data.get('n_test', '?')} held out, split by group, seed "
+             f"{manifest.get('seed')}); label `{label}`; backend `{spec}`.", "", "## Pipeline", "",
+             "| stage | seconds | LLM calls (cached) | prompt + completion tokens | result |",
+             "|---|---|---|---|---|"]
+    stage_names = [n for n in (manifest.get("stages") or {}) if n != "report"]
+    for name in stage_names:
+        m = _load(out / "stages" / f"{name}.json")
+        u, summ = m.get("usage") or {}, m.get("summary") or {}
+        calls = f"{int(u.get('calls', 0))} ({int(u.get('cache_hits', 0))})" if u else ""
+        tokens = f"{int(u.get('prompt_tokens', 0))} + {int(u.get('completion_tokens', 0))}" if u else ""
+        brief = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in summ.items()
+                          if isinstance(v, (int, float, str)) and not isinstance(v, bool)
+                          and k not in ("style", "estimator", "score_mode"))[:120]
+        lines.append(f"| {name} | {m.get('seconds', '')} | {calls} | {tokens} | {brief} |")
+    if (out / "selected.jsonl").exists():
+        chosen = RubricSet.load(out / "selected.jsonl")
+        thr = "n/a" if chosen.threshold is None else f"{chosen.threshold:.3f}"
+        lines += ["", f"## Selected rubrics (NetSAT threshold {thr})", ""]
+        lines += [f"{i}. **{r.polarity or r.aspect or ''}** {r.text} <sub>`{r.id}`, "
+                  f"{r.provenance.get('method', '?')}</sub>" for i, r in enumerate(chosen, 1)]
+    ev = _load(out / "stages" / "evaluate.json").get("summary") or {}
+    if ev.get("selection") or ev.get("calibrated"):
+        lines += ["", "## Held-out headline", ""]
+        sel = ev.get("selection") or {}
+        if sel:
+            def pct(key: str) -> str:
+                v = sel.get(key)
+                return "n/a" if v is None else f"{100 * v:.1f}%"
+
+            dn = sel.get("delta_netsat")
+            lines.append(f"- NetSAT at the threshold: accuracy {pct('accuracy')}, F1 {pct('f1')}, ΔNetSAT "
+                         f"{'n/a' if dn is None else f'{dn:.2f}'} (intervals in [evaluation.md](evaluation.md))")
+        for name, m in (ev.get("calibrated") or {}).items():
+            lines.append(f"- {name} vs human `{question}`: Pearson {_num(m.get('pearson'))}, Spearman "
+                         f"{_num(m.get('spearman'))}, Kendall {_num(m.get('kendall'))} (n = {m.get('n')})")
+    if (out / "feedback.md").exists():
+        lines += ["", "LLM-written strengths and weaknesses: [feedback.md](feedback.md)."]
+    lines += ["", "Score new texts with this run: `rubric-induce score " + str(out) +
+              " --input texts.jsonl --out scores.jsonl`, or `RubricScorer.load(...)` in Python.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,244 @@
+"""The select stage's one entry point: :func:`select` with :class:`SelectParams`.
+
+Used by the ``run`` pipeline (training split of the run), the ``select`` command (its own split,
+plus a metrics report) and the experiments, so missing probes, label checks and the saved set
+behave the same everywhere.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..data import Example, Rubric, RubricSet
+from ..data.jsonl import jsonable
+from ..errors import DataError
+from ..params import Params, param, suggest
+
+__all__ = ["SelectParams", "SelectResult", "select", "write_selection_report", "check_selection_labels",
+           "SELECTED_FILE", "selector_class"]
+
+SELECTED_FILE = "selected.jsonl"
+_RESERVED = ("n_sat", "n_dsat")
+
+
+def selector_class(method: str):
+    from . import SELECTORS
+
+    return SELECTORS[method]
+
+
+def _selector_names() -> tuple[str, ...]:
+    from . import SELECTORS
+
+    return tuple(SELECTORS)
+
+
+@dataclass(frozen=True)
+class SelectParams(Params):
+    """Which selector, its SAT/DSAT budgets and options, and what to do with missing probes."""
+
+    section = "select"
+    method: str = param("rubicon", choices=_selector_names(),
+                        help="Selection policy: RUBICON, its correctness-only ablation, or a baseline.")
+    n_sat: int = param(10, ge=0, help="SAT budget.")
+    n_dsat: int = param(10, ge=0, help="DSAT budget.")
+    missing: str = param("error", choices=("error", "drop"),
+                         help="An (example, rubric) pair without a usable probe: stop with an error, or "
+                              "drop that rubric (reported).")
+    options: dict[str, Any] = param(factory=dict, help="The selector's own parameters (e.g. alpha, cv, score).")
+
+    def check(self) -> None:
+        if self.n_sat + self.n_dsat == 0:
+            raise DataError("n_sat + n_dsat must be at least 1", field="select")
+        cls = selector_class(self.method)
+        allowed = [n for n in inspect.signature(cls.__init__).parameters if n != "self" and n not in _RESERVED]
+        for key in self.options:
+            if key in _RESERVED:
+                raise DataError(f"{key!r} is set elsewhere in the config, not in options",
+                                field=f"select.options.{key}")
+            if key not in allowed:
+                raise DataError(f"unknown option{suggest(key, allowed)}; allowed: {', '.join(sorted(allowed))}",
+                                field=f"select.options.{key}")
+
+    def make_selector(self, seed: int = 0):
+        opts = {"random_state": seed, **self.options}
+        return selector_class(self.method)(n_sat=self.n_sat, n_dsat=self.n_dsat, **opts)
+
+
+def usable_rubrics(table, examples: Sequence[Example], rubrics: Sequence[Rubric], missing: str,
+                    source: str | None) -> tuple[list[Rubric], list[str]]:
+    ok = {(r.example_id, r.rubric_id) for r in table.records if r.ok}
+    failed = {(r.example_id, r.rubric_id) for r in table.records if not r.ok}
+    bad = [(e.id, r.id) for e in examples for r in rubrics if (e.id, r.id) not in ok]
+    if not bad:
+        return list(rubrics), []
+    if missing == "error":
+        n_failed = sum(1 for p in bad if p in failed)
+        n_ex = len({e for e, _ in bad})
+        raise DataError(
+            f"{len(bad)} of {len(examples) * len(rubrics)} (example, rubric) pairs have no usable probe "
+            f"({n_failed} failed, {len(bad) - n_failed} absent) across {n_ex} example(s), e.g. {bad[:3]}; "
+            "probe the same examples and rubrics, or drop those rubrics with select.missing = 'drop' "
+            "(--missing drop)", path=source, field="select.missing")
+    dropped = sorted({rid for _, rid in bad})
+    kept = [r for r in rubrics if r.id not in set(dropped)]
+    if not kept:
+        raise DataError("every rubric lacks a usable probe; see the probes file", path=source,
+                        field="select.missing")
+    return kept, dropped
+
+
+def check_selection_labels(y: np.ndarray, method: str, label: str) -> bool:
+    """Selection needs 0/1 labels (except top-K by correlation) with both classes; returns binary."""
+    binary = set(np.unique(y).tolist()) <= {0.0, 1.0}
+    if not binary and method != "topk":
+        values = sorted(set(y.tolist()))
+        raise DataError(f"label {label!r} is not 0/1 (values {values[:6]}{' ...' if len(values) > 6 else ''}); "
+                        "set a label threshold (data.label_threshold / --label-threshold: label >= T is "
+                        "positive), or use select.method = 'topk'", field=f"labels.{label}")
+    if np.ptp(y) == 0:
+        raise DataError(f"every training example has the same {label!r} label ({y[0]:g}); selection needs "
+                        "two classes: use more examples or a smaller test share", field=f"labels.{label}")
+    return binary
+
+
+@dataclass
+class SelectResult:
+    """A fitted selector, the pool it chose from, and the rubrics dropped for missing probes."""
+
+    selector: Any
+    pool: list[Rubric]
+    params: SelectParams
+    n_train: int
+    dropped: list[str] = field(default_factory=list)
+    label: str | None = None
+    label_threshold: float | None = None
+    seed: int = 0
+
+    @property
+    def chosen(self) -> list[Rubric]:
+        return list(self.selector.selected_rubrics_ or [])
+
+    @property
+    def threshold(self) -> float | None:
+        return self.selector.threshold_
+
+    @property
+    def alpha(self) -> float | None:
+        return getattr(self.selector, "alpha_", None)
+
+    def manifest(self, **extra: Any) -> dict[str, Any]:
+        sel = self.selector
+        return jsonable({
+            "method": self.params.method, "params": sel.get_params(), "label": self.label,
+            "label_threshold": self.label_threshold, "seed": self.seed, "alpha": self.alpha,
+            "n_train": self.n_train, "n_pool": len(self.pool), "score_mode": sel.score,
+            "dropped_missing_probes": self.dropped, "history": getattr(sel, "history_", []),
+            "cv_results": getattr(sel, "cv_results_", None), **extra})
+
+    def summary(self) -> dict[str, Any]:
+        return jsonable({"selected": len(self.chosen), "pool": len(self.pool), "dropped": len(self.dropped),
+                         "threshold": self.threshold, "score_mode": self.selector.score,
+                         "train_delta_netsat": getattr(self.selector, "train_delta_netsat_", None)})
+
+    def save(self, out: str | Path, **manifest_extra: Any) -> Path:
+        """Write the selected set (``selected.jsonl`` in a directory) with its threshold and manifest."""
+        out = Path(out)
+        path = out if out.suffix == ".jsonl" else out / SELECTED_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        RubricSet(self.chosen, self.manifest(**manifest_extra), threshold=self.threshold).save(path)
+        return path
+
+    def evaluate(self, table, splits: Mapping[str, tuple[Sequence[Example], np.ndarray]], *,
+                 precision: float = 0.9, n_boot: int = 1000) -> dict[str, Any]:
+        """NetSAT metrics of the selected set on named splits (binary: A/P/R/F1, YieldRate@P,
+        ΔNetSAT with bootstrap intervals; graded: Pearson and Spearman)."""
+        from ..metrics import pearson, spearman
+        from .metrics import evaluate_selection
+
+        binary = self.threshold is not None
+        out: dict[str, Any] = {}
+        for name, (exs, ys) in splits.items():
+            s = self.selector.decision_function(table, list(exs))
+            if binary:
+                out[name] = evaluate_selection(s, ys, self.threshold, p=precision, n_boot=n_boot,
+                                               random_state=self.seed)
+            else:
+                out[name] = {"pearson": pearson(s, ys), "spearman": spearman(s, ys)}
+        return out
+
+
+def select(
+    table,
+    rubrics: Sequence[Rubric],
+    examples: Sequence[Example],
+    y: np.ndarray,
+    params: SelectParams = SelectParams(),
+    *,
+    label: str = "sat",
+    label_threshold: float | None = None,
+    seed: int = 0,
+    source: str | None = None,
+) -> SelectResult:
+    """Fit the selector of ``params`` on ``examples`` (labels ``y``, already thresholded) from their
+    probes in ``table``; rubrics without usable probes stop the run or are dropped (``params.missing``)."""
+    from .scores import unit_scores
+
+    y = np.asarray(y, dtype=float)
+    check_selection_labels(y, params.method, label)
+    pool, dropped = usable_rubrics(table, examples, rubrics, params.missing, source)
+    selector = params.make_selector(seed)
+    x = unit_scores(table, pool, example_ids=[e.id for e in examples], score=selector.score)
+    selector.fit(x, y, rubrics=pool)
+    return SelectResult(selector, pool, params, len(examples), dropped, label, label_threshold, seed)
+
+
+def write_selection_report(result: SelectResult, table, splits: Mapping[str, tuple[Sequence[Example], np.ndarray]],
+                           out_dir: str | Path, *, precision: float = 0.9, n_boot: int = 1000, plot: bool = True,
+                           **manifest_extra: Any) -> dict[str, Any]:
+    """Save the selected set and its metrics on ``splits`` into ``out_dir``: ``selected.jsonl``,
+    ``metrics.json``, ``metrics.md`` and (binary labels, matplotlib) ``precision_curves.png``.
+    Returns the metrics payload (with its markdown table under ``"markdown"``)."""
+    from ..data.jsonl import atomic_write_text, write_json
+    from .metrics import metrics_markdown
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    metrics = result.evaluate(table, splits, precision=precision, n_boot=n_boot)
+    result.save(out_dir, **manifest_extra)
+    chosen, method = result.chosen, result.params.method
+    payload = {"method": method, "threshold": result.threshold, "alpha": result.alpha,
+               "selected": [r.id for r in chosen], "dropped": result.dropped, "precision_level": precision,
+               "n_boot": n_boot, "metrics": metrics}
+    write_json(out_dir / "metrics.json", jsonable(payload))
+    binary = result.threshold is not None
+    if binary:
+        table_md = metrics_markdown(metrics, p=precision)
+    else:
+        table_md = ("| metric | " + " | ".join(metrics) + " |\n|---|" + "---|" * len(metrics) + "\n"
+                    + "\n".join(f"| {m} | " + " | ".join(f"{metrics[s][m]:.3f}" for s in metrics) + " |"
+                                for m in ("pearson", "spearman")) + "\n")
+    n_sat = sum(r.polarity != "DSAT" for r in chosen)
+    thr_text = "n/a" if result.threshold is None else f"{result.threshold:.3f}"
+    alpha_text = "" if result.alpha is None else f", alpha {result.alpha:g}"
+    n_test = len(splits["test"][0]) if "test" in splits else 0
+    header = (f"# Rubric selection: {method}\n\n{len(chosen)} rubrics selected from {len(result.pool)} "
+              f"({n_sat} SAT, {len(chosen) - n_sat} DSAT); threshold {thr_text}{alpha_text}; "
+              f"{result.n_train} train / {n_test} test examples (label {result.label!r}).\n\n")
+    dropped = (f"\n{len(result.dropped)} rubric(s) dropped for missing probes: "
+               + ", ".join(f"`{d}`" for d in result.dropped) + "\n") if result.dropped else ""
+    rubric_list = "\n## Selected rubrics\n\n" + "\n".join(
+        f"{i + 1}. [{r.polarity or 'aspect'}] {r.text} (`{r.id}`)" for i, r in enumerate(chosen)) + "\n"
+    atomic_write_text(out_dir / "metrics.md", header + table_md + dropped + rubric_list)
+    if plot and binary:
+        from .plots import plot_precision_curves
+
+        scores = {n: (result.selector.decision_function(table, list(exs)), ys) for n, (exs, ys) in splits.items()}
+        plot_precision_curves(scores, result.threshold, len(chosen), out_dir / "precision_curves.png", p=precision,
+                              title=f"{method}: {len(chosen)} rubrics")
+    payload["markdown"] = table_md
+    return payload
