@@ -80,7 +80,7 @@ def run_select(
     from .data import RubricSet
     from .data.jsonl import atomic_write_text, write_json
     from .selection import evaluate_selection, group_split, metrics_markdown
-    from .metrics import pearson, spearman
+    from .stats import pearson, spearman
 
     _check_probes(table, examples, rubrics, probes_path)
     y, binary = _labels(examples, label, label_threshold)

@@ -240,7 +240,7 @@ def artifact(ctx: RunContext) -> dict[str, Any]:
 def evaluate(ctx: RunContext) -> dict[str, Any]:
     """Score the held-out split from its probes with the artifact; write scores.jsonl and metrics."""
     from ..data.jsonl import atomic_write_text, write_json
-    from ..evaluation.meta_eval import bootstrap_ci, dataset_level
+    from ..stats import bootstrap_ci, dataset_level
     from ..evaluation.score_table import ScoreRow, write_scores
     from ..probing import ProbeTable
     from ..scoring import RubricScorer
