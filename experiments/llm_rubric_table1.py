@@ -223,7 +223,7 @@ def main() -> None:
     single = [fit_predict(tuned.clone(random_state=s), syn, real) for s in seeds]
     rows["LLM-RUBRIC"] = np.mean(single, axis=0)
     ref = rows["LLM-RUBRIC"]
-    from rubric_induce.metrics import pearson
+    from rubric_induce.stats import pearson
     per_seed = [pearson(p, y_real) for p in single]
     abl: dict[str, np.ndarray] = {"LLM-RUBRIC": ref}
     abl["w/o fine-tuning"] = mean_over_seeds(lambda s: tuned.clone(random_state=s, finetune=False), syn, real, seeds)

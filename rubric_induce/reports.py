@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .data.model import Example, Rubric
-from .metrics import spearman
+from .stats import spearman
 from .probing import ProbeTable
 
 __all__ = ["probe_report"]

@@ -18,8 +18,8 @@ from .baselines import (
 )
 from .calibrator import Calibrator, NotFittedError, check_features
 from .data import CalibrationData, TextEmbeddingFeatures, from_llm_rubric, from_probes
+from ..stats import kendall
 from .metrics import (
-    kendall,
     paired_permutation_test,
     regression_metrics,
     reliability_diagram,

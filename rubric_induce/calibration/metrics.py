@@ -1,6 +1,7 @@
 """Metrics for calibrated judge predictions.
 
-* :func:`regression_metrics`: RMSE, Pearson, Spearman, Kendall (tau-b) over finite pairs, and
+* :func:`regression_metrics`: RMSE, Pearson, Spearman, Kendall (tau-b; all three from
+  :mod:`rubric_induce.stats`) over finite pairs, and
   the lower bound ``sd(y) * sqrt(1 - r^2)`` that any predictor with Pearson ``r`` has on RMSE
   (the best affine rescaling of the predictions reaches it).
 * :func:`smooth_ece`: smoothed expected calibration error (Błasiok and Nakkiran, 2023): the
@@ -19,11 +20,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import MissingDependencyError
-from ..metrics import pearson, spearman
+from ..stats import CORRELATIONS, pearson
 
 __all__ = [
     "rmse",
-    "kendall",
     "rmse_bound",
     "regression_metrics",
     "smooth_ece",
@@ -47,16 +47,6 @@ def rmse(pred: Any, y: Any) -> float:
     return float(np.sqrt(np.mean((p - t) ** 2))) if len(p) else float("nan")
 
 
-def kendall(pred: Any, y: Any) -> float:
-    """Kendall's tau-b (scipy) over the finite pairs; NaN when either side is constant."""
-    from scipy.stats import kendalltau
-
-    p, t = _finite(pred, y)
-    if len(p) < 2 or np.ptp(p) == 0 or np.ptp(t) == 0:
-        return float("nan")
-    return float(kendalltau(p, t).statistic)
-
-
 def rmse_bound(pred: Any, y: Any) -> float:
     """``sd(y) * sqrt(1 - r^2)``: no predictor with this Pearson ``r`` has a lower RMSE."""
     p, t = _finite(pred, y)
@@ -66,12 +56,8 @@ def rmse_bound(pred: Any, y: Any) -> float:
     return float(np.std(t) * np.sqrt(max(0.0, 1.0 - r * r)))
 
 
-METRICS: dict[str, Callable[[Any, Any], float]] = {
-    "rmse": rmse,
-    "pearson": lambda p, y: pearson(*_finite(p, y)),
-    "spearman": lambda p, y: spearman(*_finite(p, y)),
-    "kendall": kendall,
-}
+#: RMSE and the correlations of :data:`rubric_induce.stats.CORRELATIONS`, by name.
+METRICS: dict[str, Callable[[Any, Any], float]] = {"rmse": rmse, **CORRELATIONS}
 
 
 def regression_metrics(pred: Any, y: Any) -> dict[str, float]:

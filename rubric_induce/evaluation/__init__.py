@@ -1,21 +1,22 @@
 """Meta-evaluation: agreement of automatic scores with human scores, and run reports.
 
-* :mod:`.meta_eval`: dataset- and summary-level correlations, bootstrap intervals, Williams' test,
-  Cohen's / quadratic-weighted kappa.
+* :mod:`.meta_eval`: :func:`correlation_table`, correlations with bootstrap intervals per
+  (aspect, system) of a score table. The statistics it uses (correlations, bootstrap intervals,
+  Williams' test, Cohen's / quadratic-weighted kappa) live in :mod:`rubric_induce.stats` and are
+  re-exported here.
 * :mod:`.score_table`: the ``scores.jsonl`` format that runs and experiments write.
 * :mod:`.run_report`: ``rubric-induce report``, a run directory as markdown with figures
   (matplotlib is imported only when figures are drawn).
 """
 from __future__ import annotations
 
-from .meta_eval import (
-    METHODS,
+from ..stats import (
+    CORRELATIONS as METHODS,
     CorrelationResult,
     bootstrap_ci,
     bootstrap_distribution,
     cohen_kappa,
     correlation,
-    correlation_table,
     dataset_level,
     group_correlations,
     quadratic_weighted_kappa,
@@ -23,6 +24,7 @@ from .meta_eval import (
     williams_test,
     williams_test_scores,
 )
+from .meta_eval import correlation_table
 from .run_report import render_run_report
 from .score_table import ScoreRow, read_scores, write_scores
 

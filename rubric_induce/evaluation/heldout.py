@@ -74,7 +74,7 @@ def evaluate(
     """Metrics of scored held-out ``examples``: NetSAT at the threshold (binary labels) and, when
     calibrated, the calibrated prediction and NetSAT against the human ``question`` with intervals."""
     from ..selection import evaluate_selection, metrics_markdown
-    from .meta_eval import bootstrap_ci, dataset_level
+    from ..stats import bootstrap_ci, dataset_level
 
     y = np.asarray(y, dtype=float)
     rows: list[ScoreRow] = []

@@ -31,7 +31,8 @@ import numpy as np
 from ..data.jsonl import atomic_write_text, read_json
 from ..params import Params, param
 from ..errors import DataError, MissingDependencyError
-from .meta_eval import METHODS, correlation_table, quadratic_weighted_kappa, williams_test_scores
+from ..stats import CORRELATIONS, quadratic_weighted_kappa, rankdata, williams_test_scores
+from .meta_eval import correlation_table
 from .score_table import ScoreRow, read_scores
 
 __all__ = ["render_run_report", "report", "ReportParams", "REPORT_NAME", "FIGURES_DIR"]
@@ -256,8 +257,6 @@ def _kappa_section(cells: dict[tuple[str, str], list[ScoreRow]]) -> list[str]:
 
 
 def _auc(score: np.ndarray, y: np.ndarray) -> float:
-    from ..metrics import rankdata
-
     n1 = int(y.sum())
     n0 = len(y) - n1
     if n1 == 0 or n0 == 0:
@@ -536,7 +535,7 @@ def _scores_section(path: Path, run_dir: Path, figures: _Figures, plt, *, n_boot
               f"{len(systems)} system(s) ({', '.join(systems)}); {n_no_human} row(s) without a human score, "
               f"{n_no_score} without a system score (both left out of the statistics).", "",
               f"Intervals: {100 * (1 - alpha):g}% percentile bootstrap, {n_boot} resamples, seed {seed}.", ""]
-    methods = list(METHODS)
+    methods = list(CORRELATIONS)
     table = correlation_table(rows, methods=methods, n_boot=n_boot, alpha=alpha, seed=seed)
     table.sort(key=lambda t: (aspects.index(t["aspect"]), systems.index(t["system"])))
     lines += _correlation_tables(table, methods)

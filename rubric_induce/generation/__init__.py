@@ -3,11 +3,14 @@
 ``generate_rubicon`` and ``generate_spur`` turn positive/negative examples into a SAT + DSAT rubric
 pool; ``generate_autocalibrate`` drafts, revisits and refines criteria for one Likert aspect.
 All LLM replies are JSON under a schema (:mod:`.structured`); unparseable ones are retried and then
-counted in :class:`GenerationStats`, which the pool manifest carries.
+counted in :class:`GenerationStats`, which the pool manifest carries. ``METRICS`` and
+``kendall_tau`` are kept here for compatibility: they are :data:`rubric_induce.stats.CORRELATIONS`
+and :func:`rubric_induce.stats.kendall`.
 """
+from ..stats import CORRELATIONS as METRICS
+from ..stats import kendall as kendall_tau
 from .autocalibrate import (
     LEVEL_NAMES,
-    METRICS,
     AutoCalibrateResult,
     DraftSpec,
     ScoredCriterion,
@@ -16,7 +19,6 @@ from .autocalibrate import (
     draft_plan,
     expand_levels,
     generate_autocalibrate,
-    kendall_tau,
     labelled_examples,
     refine_criteria,
     revisit,

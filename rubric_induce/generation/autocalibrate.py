@@ -22,7 +22,7 @@ using these criteria: ..."``); the bare criterion stays in ``provenance["criteri
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +31,8 @@ import numpy as np
 from ..backends.base import Backend
 from ..data.model import AnswerScale, Example, Rubric, RubricPool
 from ..errors import DataError, ReplyParseError, RubricInduceError
-from ..metrics import kendall_tau, pearson, spearman
 from ..probing import probe, render_example
+from ..stats import CORRELATIONS
 from ..templates import load_prompt
 from .structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
 
@@ -40,9 +40,7 @@ __all__ = [
     "DraftSpec",
     "ScoredCriterion",
     "AutoCalibrateResult",
-    "METRICS",
     "LEVEL_NAMES",
-    "kendall_tau",
     "labelled_examples",
     "draft_plan",
     "draft_criteria",
@@ -64,11 +62,6 @@ LEVEL_NAMES: dict[int, tuple[str, ...]] = {
 _CRITERION_SCHEMA = {"type": "object",
                      "properties": {"criterion": {"type": "string", "minLength": 10, "maxLength": 900}},
                      "required": ["criterion"]}
-
-
-METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
-    "spearman": spearman, "pearson": pearson, "kendall": kendall_tau,
-}
 
 
 def criterion_question(aspect: str, criterion: str) -> str:
@@ -299,14 +292,14 @@ def revisit(
     Returns the ``top_k`` best (all when None), best first; a criterion whose scores are constant
     (NaN correlation) ranks last. Ties keep candidate order (stable sort).
     """
-    if metric not in METRICS:
-        raise RubricInduceError(f"unknown metric {metric!r}; choose from {', '.join(METRICS)}")
+    if metric not in CORRELATIONS:
+        raise RubricInduceError(f"unknown metric {metric!r}; choose from {', '.join(CORRELATIONS)}")
     if not candidates:
         return []
     table = probe(examples, candidates, backend, progress=progress, **dict(probe_options or {}))
     arrays = table.arrays([e.id for e in examples], [r.id for r in candidates])
     y = np.array([float(e.labels[label]) for e in examples])
-    scored = [ScoredCriterion(r, METRICS[metric](arrays.expected[:, j], y), arrays.expected[:, j].copy())
+    scored = [ScoredCriterion(r, CORRELATIONS[metric](arrays.expected[:, j], y), arrays.expected[:, j].copy())
               for j, r in enumerate(candidates)]
     scored.sort(key=lambda s: -s.rank_key)
     return scored[:top_k] if top_k is not None else scored
@@ -489,8 +482,8 @@ def generate_autocalibrate(
     low, high = scale
     if top_k < 1 or rounds < 0:
         raise RubricInduceError("top_k must be >= 1 and rounds >= 0")
-    if metric not in METRICS:
-        raise RubricInduceError(f"unknown metric {metric!r}; choose from {', '.join(METRICS)}")
+    if metric not in CORRELATIONS:
+        raise RubricInduceError(f"unknown metric {metric!r}; choose from {', '.join(CORRELATIONS)}")
     stats = GenerationStats()
     data = labelled_examples(examples, label, low=low, high=high, fields=fields, stats=stats)
     common = dict(aspect=aspect, label=label, task=task, scale=scale, fields=fields,

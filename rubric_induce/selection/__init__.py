@@ -19,12 +19,12 @@ from .baselines import (
 )
 from .metrics import (
     METRIC_NAMES,
-    bootstrap_ci,
     classification_metrics,
     delta_netsat,
     evaluate_selection,
     metrics_markdown,
     selection_metrics,
+    selection_metrics_ci,
     yield_rate,
 )
 from .precision import confident_mask, precision_curves, sharpness_error, tanh_curves
@@ -78,7 +78,7 @@ __all__ = [
     "yield_rate",
     "classification_metrics",
     "selection_metrics",
-    "bootstrap_ci",
+    "selection_metrics_ci",
     "evaluate_selection",
     "metrics_markdown",
     "group_split",
@@ -90,3 +90,13 @@ __all__ = [
 from .api import SelectParams, SelectResult, select, write_selection_report  # noqa: E402
 
 __all__ += ["SelectParams", "SelectResult", "select", "write_selection_report"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "bootstrap_ci":  # renamed, so that stats.bootstrap_ci is the only bootstrap_ci
+        import warnings
+
+        warnings.warn("rubric_induce.selection.bootstrap_ci is renamed selection_metrics_ci",
+                      DeprecationWarning, stacklevel=2)
+        return selection_metrics_ci
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

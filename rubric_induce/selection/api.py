@@ -157,7 +157,7 @@ class SelectResult:
                  precision: float = 0.9, n_boot: int = 1000) -> dict[str, Any]:
         """NetSAT metrics of the selected set on named splits (binary: A/P/R/F1, YieldRate@P,
         ΔNetSAT with bootstrap intervals; graded: Pearson and Spearman)."""
-        from ..metrics import pearson, spearman
+        from ..stats import pearson, spearman
         from .metrics import evaluate_selection
 
         binary = self.threshold is not None

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RubricInduceError
-from ..metrics import pearson, spearman
+from ..stats import pearson, spearman
 from .scores import SelectionInput
 from .selector import BaseSelector, greedy_select
 

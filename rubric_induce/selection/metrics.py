@@ -6,16 +6,20 @@
 * ``accuracy``, ``precision``, ``recall``, ``f1`` of ``NetSAT > threshold`` (positive class 1;
   a ratio with an empty denominator is 0, as scikit-learn's ``zero_division=0``).
 
-Confidence intervals are percentile bootstraps over examples, resampled within each class so
-every replicate keeps both classes; the threshold stays the one learned on training data, so
-the interval shows the sampling noise of the evaluation set, not of the selection.
+Confidence intervals (:func:`selection_metrics_ci`) are percentile bootstraps over examples,
+resampled within each class so every replicate keeps both classes (the resampling and the
+percentiles come from :mod:`rubric_induce.stats`); the threshold stays the one learned on training
+data, so the interval shows the sampling noise of the evaluation set, not of the selection.
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from ..stats import percentile_interval, stratified_indices
 from .precision import confident_mask
 
 __all__ = [
@@ -24,7 +28,7 @@ __all__ = [
     "yield_rate",
     "classification_metrics",
     "selection_metrics",
-    "bootstrap_ci",
+    "selection_metrics_ci",
     "evaluate_selection",
     "metrics_markdown",
 ]
@@ -80,13 +84,7 @@ def selection_metrics(netsat: np.ndarray, y: np.ndarray, threshold: float,
     return out
 
 
-def _resample_indices(y: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    pos, neg = np.flatnonzero(y), np.flatnonzero(~y)
-    parts = [grp[rng.integers(0, len(grp), size=(n_boot, len(grp)))] for grp in (pos, neg) if len(grp)]
-    return np.concatenate(parts, axis=1)
-
-
-def bootstrap_ci(
+def selection_metrics_ci(
     netsat: np.ndarray,
     y: np.ndarray,
     threshold: float,
@@ -96,12 +94,13 @@ def bootstrap_ci(
     level: float = 0.95,
     random_state: int = 0,
 ) -> dict[str, tuple[float, float]]:
-    """Percentile bootstrap intervals of every metric (class-stratified, seeded)."""
+    """``{metric: (low, high)}``: percentile bootstrap intervals of every :data:`METRIC_NAMES`
+    (class-stratified, seeded; NaN when fewer than two replicates are defined)."""
     s, yb = np.asarray(netsat, dtype=float), np.asarray(y).astype(bool)
     if n_boot < 1 or len(s) == 0:
         return {k: (float("nan"), float("nan")) for k in METRIC_NAMES}
     rng = np.random.default_rng(random_state)
-    idx = _resample_indices(yb, n_boot, rng)
+    idx = stratified_indices((np.flatnonzero(yb), np.flatnonzero(~yb)), n_boot, rng)
     bs, by = s[idx], yb[idx]
     reps: dict[str, np.ndarray] = dict(_confusion(by, bs > threshold))
     with np.errstate(invalid="ignore"):
@@ -109,12 +108,7 @@ def bootstrap_ci(
         neg_mean = np.where(~by, bs, 0).sum(1) / (~by).sum(1)
     reps["delta_netsat"] = pos_mean - neg_mean
     reps["yield_rate"] = np.array([confident_mask(bs[b], by[b], p).mean() for b in range(n_boot)])
-    q = (1 - level) / 2
-    out = {}
-    for k in METRIC_NAMES:
-        v = reps[k][np.isfinite(reps[k])]
-        out[k] = (float(np.quantile(v, q)), float(np.quantile(v, 1 - q))) if v.size else (float("nan"),) * 2
-    return out
+    return {k: percentile_interval(reps[k], 1 - level) for k in METRIC_NAMES}
 
 
 def evaluate_selection(
@@ -129,8 +123,16 @@ def evaluate_selection(
 ) -> dict[str, dict[str, float]]:
     """``{metric: {"value", "low", "high"}}`` for one split."""
     point = selection_metrics(netsat, y, threshold, p)
-    ci = bootstrap_ci(netsat, y, threshold, p=p, n_boot=n_boot, level=level, random_state=random_state)
+    ci = selection_metrics_ci(netsat, y, threshold, p=p, n_boot=n_boot, level=level, random_state=random_state)
     return {k: {"value": point[k], "low": ci[k][0], "high": ci[k][1]} for k in METRIC_NAMES}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "bootstrap_ci":  # renamed, so that stats.bootstrap_ci is the only bootstrap_ci
+        warnings.warn("rubric_induce.selection.bootstrap_ci is renamed selection_metrics_ci",
+                      DeprecationWarning, stacklevel=2)
+        return selection_metrics_ci
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _fmt(name: str, v: float) -> str:

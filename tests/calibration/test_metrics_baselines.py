@@ -6,8 +6,9 @@ import pytest
 
 from rubric_induce.calibration.baselines import (ArgmaxLLM, ConstantBaseline, ExpectedLLM, RandomBaseline,
                                                  isotonic_fit)
-from rubric_induce.calibration.metrics import (kendall, paired_permutation_test, regression_metrics,
-                                               reliability_diagram, rmse_bound, smooth_ece)
+from rubric_induce.calibration.metrics import (paired_permutation_test, regression_metrics, reliability_diagram,
+                                               rmse_bound, smooth_ece)
+from rubric_induce.stats import kendall
 
 
 def test_smooth_ece_separates_calibrated_from_miscalibrated():

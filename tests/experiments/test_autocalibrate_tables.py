@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from experiment_loader import load_experiment
 
+from rubric_induce import stats
 from rubric_induce.data import Example
 from rubric_induce.errors import RubricInduceError
-from rubric_induce.evaluation import meta_eval
 from rubric_induce.evaluation.score_table import read_scores
 
 
@@ -64,7 +64,7 @@ def test_three_systems_per_aspect_and_correct_correlations(run):
     for cell in res["correlations"]:
         sel = [r for r in rows if r.aspect == cell["aspect"] and r.system == cell["system"]]
         pred, human = np.array([r.score for r in sel]), np.array([r.human for r in sel])
-        assert cell["dataset_spearman"] == pytest.approx(meta_eval.dataset_level(pred, human, "spearman").value,
+        assert cell["dataset_spearman"] == pytest.approx(stats.dataset_level(pred, human, "spearman").value,
                                                          nan_ok=True)
     calib = res["calibration"]["summeval/coherence"]
     assert calib["rubric_texts"]["no-criteria"] == "Rate the coherence of the text."

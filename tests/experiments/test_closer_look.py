@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from experiment_loader import load_experiment
 
+from rubric_induce import stats
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import Example
-from rubric_induce.evaluation import meta_eval
 from rubric_induce.evaluation.score_table import read_scores
 from rubric_induce.generation.structured import GenerationError, GenerationStats
 
@@ -70,9 +70,9 @@ def test_reported_correlations_match_the_score_table(run):
         sel = [r for r in rows if r.aspect == cell["aspect"] and r.system == cell["system"]]
         pred = np.array([r.score for r in sel])
         human = np.array([r.human for r in sel])
-        expect = meta_eval.dataset_level(pred, human, "pearson").value
+        expect = stats.dataset_level(pred, human, "pearson").value
         assert cell["dataset_pearson"] == pytest.approx(expect)
-        expect = meta_eval.summary_level(pred, human, [r.group for r in sel], "kendall").value
+        expect = stats.summary_level(pred, human, [r.group for r in sel], "kendall").value
         assert cell["summary_kendall"] == pytest.approx(expect)
 
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from experiment_loader import load_experiment
 
+from rubric_induce import stats
 from rubric_induce.data import RubricPool
 from rubric_induce.data.datasets import load_summeval
 from rubric_induce.errors import RubricInduceError
-from rubric_induce.evaluation import meta_eval
 from rubric_induce.evaluation.score_table import read_scores
 from rubric_induce.probing import ProbeTable
 
@@ -101,9 +101,9 @@ def test_reported_correlations_match_the_score_table(run, results):
     for cell in results["correlations"]:
         mine = [r for r in rows if r.aspect == cell["aspect"] and r.system == cell["system"]]
         pred, human = [r.score for r in mine], [r.human for r in mine]
-        assert cell["dataset_spearman"] == pytest.approx(meta_eval.dataset_level(pred, human, "spearman").value)
+        assert cell["dataset_spearman"] == pytest.approx(stats.dataset_level(pred, human, "spearman").value)
         assert cell["summary_kendall"] == pytest.approx(
-            meta_eval.summary_level(pred, human, [r.group for r in mine], "kendall").value)
+            stats.summary_level(pred, human, [r.group for r in mine], "kendall").value)
     assert len(results["williams"]) == 4 * len(ASPECTS)
 
 

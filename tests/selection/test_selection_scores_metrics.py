@@ -8,7 +8,6 @@ from rubric_induce.data import AnswerScale, Example, Rubric
 from rubric_induce.errors import DataError
 from rubric_induce.probing import ProbeRecord, ProbeTable
 from rubric_induce.selection import (
-    bootstrap_ci,
     classification_metrics,
     confident_mask,
     delta_netsat,
@@ -18,6 +17,7 @@ from rubric_induce.selection import (
     precision_curves,
     prepare_inputs,
     selection_metrics,
+    selection_metrics_ci,
     sharpness_error,
     unit_scores,
     yield_rate,
@@ -108,7 +108,8 @@ def test_bootstrap_ci_contains_point_and_is_seeded():
     res = evaluate_selection(s, y, 1.5, n_boot=300, random_state=7)
     for name, m in res.items():
         assert m["low"] <= m["value"] <= m["high"], name
-    assert bootstrap_ci(s, y, 1.5, n_boot=50, random_state=1) == bootstrap_ci(s, y, 1.5, n_boot=50, random_state=1)
+    assert (selection_metrics_ci(s, y, 1.5, n_boot=50, random_state=1)
+            == selection_metrics_ci(s, y, 1.5, n_boot=50, random_state=1))
     md = metrics_markdown({"test": res})
     assert "YieldRate@90" in md and "ΔNetSAT" in md
 
