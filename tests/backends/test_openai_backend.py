@@ -90,6 +90,15 @@ def test_answer_mapping_sums_token_spellings():
     assert res.usage.prompt_tokens == 11 and res.usage.completion_tokens == 1
 
 
+def test_answer_logprobs_top_n_per_call_other_options_do_not_change_the_request():
+    backend, server = make(lambda body, n: _completion(top=[("4", -0.1)]))
+    backend.answer_logprobs(MESSAGES, ["4"], CallOptions(top_logprobs=5, temperature=0.9, max_tokens=50, seed=1))
+    backend.answer_logprobs(MESSAGES, ["4"], CallOptions())
+    first, second = server.requests
+    assert (first["top_logprobs"], first["max_tokens"], first["temperature"]) == (5, 1, 0)
+    assert "seed" not in first and second["top_logprobs"] == 20  # the backend's own N by default
+
+
 def test_answer_mapping_includes_chosen_token_missing_from_top():
     backend, _ = make(lambda body, n: _completion(top=[("No", -2.0)], chosen=("Yes", -0.2)))
     res = backend.answer_logprobs(MESSAGES, ["Yes", "No"])
