@@ -1,9 +1,10 @@
 """The one small interface every LLM backend implements.
 
 Two calls are all the stages need: ``chat`` (free text, optionally JSON-constrained, optionally
-with per-token top logprobs, all set by one :class:`CallOptions` value) and ``answer_logprobs`` (the log-probability of each allowed answer
+with per-token top logprobs) and ``answer_logprobs`` (the log-probability of each allowed answer
 string at the position where the assistant's reply starts, optionally after a given assistant
-prefix). Backends that cannot give logprobs say so through ``supports_logprobs`` and raise
+prefix). Per-call settings travel as one validated :class:`CallOptions` value. Backends that
+cannot give logprobs say so through ``supports_logprobs`` and raise
 :class:`LogprobsUnavailableError`; callers never fall back silently.
 """
 from __future__ import annotations

@@ -68,7 +68,8 @@ def test_frozen_merged_and_equality():
     with pytest.raises(TypeError):
         base.merged(nucleus=0.9)
     assert CallOptions(json_schema=SCHEMA) == CallOptions(json_schema=dict(SCHEMA))
-    assert {CallOptions(json_schema=SCHEMA), CallOptions(json_schema=dict(SCHEMA))} == {CallOptions(json_schema=SCHEMA)}
+    same = {CallOptions(json_schema=SCHEMA), CallOptions(json_schema=dict(SCHEMA))}
+    assert same == {CallOptions(json_schema=SCHEMA)}
 
 
 def test_schema_is_copied_and_its_key_order_counts():
@@ -130,14 +131,15 @@ def test_canonical_value_is_exact_or_refuses():
 
 
 def test_same_options_same_key_across_processes():
-    opts = CallOptions(temperature=0.7, max_tokens=33, seed=5, json_schema=SCHEMA, stop=("\n",), top_logprobs=3)
+    opts = CallOptions(temperature=0.7, max_tokens=33, seed=5, json_schema=SCHEMA, stop=("\n",),
+                       top_logprobs=3)
     payload = {"messages": MSGS, "options": opts.to_key(), "arr": np.linspace(0, 1, 2000)}
     here = cache_key(IDENT, "chat", payload)
     code = ("import json, numpy as np\n"
             "from rubric_induce.backends import CallOptions\n"
             "from rubric_induce.cache import cache_key\n"
-            f"opts = CallOptions(temperature=0.7, max_tokens=33, seed=5, json_schema={SCHEMA!r}, stop=('\\n',), "
-            "top_logprobs=3)\n"
+            f"opts = CallOptions(temperature=0.7, max_tokens=33, seed=5, json_schema={SCHEMA!r}, "
+            "stop=('\\n',), top_logprobs=3)\n"
             f"payload = {{'arr': np.linspace(0, 1, 2000), 'options': opts.to_key(), 'messages': {MSGS!r}}}\n"
             f"print(cache_key({{'model': 'm', 'kind': 'fake'}}, 'chat', payload))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -196,5 +198,6 @@ def test_fake_backend_honours_the_options():
     assert isinstance(reply["a"], int) and isinstance(reply["b"], str)
     assert fake.chat(MSGS).tokens is None and fake.chat(MSGS, CallOptions(top_logprobs=2)).tokens
     seen = {}
-    FakeBackend(replies=lambda m, **p: seen.update(p) or "ok").chat(MSGS, CallOptions(max_tokens=9, stop=["."]))
+    scripted = FakeBackend(replies=lambda m, **p: seen.update(p) or "ok")
+    scripted.chat(MSGS, CallOptions(max_tokens=9, stop=["."]))
     assert (seen["max_tokens"], seen["stop"]) == (9, ["."])

@@ -92,7 +92,8 @@ def test_answer_mapping_sums_token_spellings():
 
 def test_answer_logprobs_top_n_per_call_other_options_do_not_change_the_request():
     backend, server = make(lambda body, n: _completion(top=[("4", -0.1)]))
-    backend.answer_logprobs(MESSAGES, ["4"], CallOptions(top_logprobs=5, temperature=0.9, max_tokens=50, seed=1))
+    backend.answer_logprobs(MESSAGES, ["4"],
+                            CallOptions(top_logprobs=5, temperature=0.9, max_tokens=50, seed=1))
     backend.answer_logprobs(MESSAGES, ["4"], CallOptions())
     first, second = server.requests
     assert (first["top_logprobs"], first["max_tokens"], first["temperature"]) == (5, 1, 0)
@@ -303,7 +304,8 @@ def test_usage_and_cost_accounting(monkeypatch):
 def test_chat_passes_parameters_and_returns_token_logprobs():
     top = [("4", -0.1), (" 4", -2.5)]
     backend, server = make(lambda body, n: _completion(content="4", top=top))
-    res = backend.chat(MESSAGES, CallOptions(temperature=0.7, max_tokens=5, seed=3, stop=["\n"], top_logprobs=2))
+    res = backend.chat(MESSAGES, CallOptions(temperature=0.7, max_tokens=5, seed=3, stop=["\n"],
+                                             top_logprobs=2))
     req = server.requests[0]
     assert (req["temperature"], req["max_tokens"], req["seed"], req["stop"]) == (0.7, 5, 3, ["\n"])
     assert req["logprobs"] is True and req["top_logprobs"] == 2
