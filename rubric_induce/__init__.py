@@ -7,14 +7,14 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .backends import Backend, get_backend
+from .backends import Backend, CallOptions, get_backend
 from .cache import CachedBackend, CallCache, UsageTally
 from .data import AnswerScale, Example, Judgment, LabelScale, Rubric, RubricPool, RubricSet
 from .errors import BackendError, DataError, LogprobsUnavailableError, RubricInduceError
 from .probing import ProbeRecord, ProbeTable, probe
 
 __all__ = [
-    "__version__", "Backend", "get_backend", "CachedBackend", "CallCache", "UsageTally",
+    "__version__", "Backend", "CallOptions", "get_backend", "CachedBackend", "CallCache", "UsageTally",
     "AnswerScale", "Example", "Judgment", "LabelScale", "Rubric", "RubricPool", "RubricSet",
     "BackendError", "DataError", "LogprobsUnavailableError", "RubricInduceError",
     "ProbeRecord", "ProbeTable", "probe",

@@ -1,27 +1,35 @@
 """Content-addressed cache of LLM calls in SQLite, and per-run token/cost accounting.
 
-The key of a call is the SHA-256 of the sorted-key JSON of what decides its answer: the
-backend's identity (kind, model, base URL; never an API key), the method and its arguments.
+The key of a call is the SHA-256 of the canonical JSON (:func:`canonical_json`: sorted keys,
+numpy arrays by content, no lossy ``str()``) of what decides its answer: the backend's identity
+(kind, model, base URL; never an API key), the method, its arguments and its
+:class:`~rubric_induce.backends.CallOptions`.
 Each finished call is committed at once, so a run killed mid-way loses nothing and a rerun
 repeats no finished call. WAL mode and a busy timeout make concurrent writers (threads or
 processes) safe.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
-from .backends.base import AnswerLogprobs, Backend, ChatResult, Message, Usage
+import numpy as np
 
-__all__ = ["CallCache", "UsageTally", "CachedBackend", "cache_key", "default_cache_path"]
+from .backends.base import AnswerLogprobs, Backend, ChatResult, Message, Usage
+from .backends.options import CallOptions
+
+__all__ = ["CallCache", "UsageTally", "CachedBackend", "cache_key", "canonical_json", "canonical_value",
+           "default_cache_path"]
 
 _SECRET_HINTS = ("api_key", "apikey", "authorization", "token_secret", "password")
 
@@ -45,11 +53,64 @@ def _check_no_secrets(obj: Any, path: str = "") -> None:
             _check_no_secrets(v, path)
 
 
+def canonical_value(obj: Any, _path: str = "$") -> Any:
+    """``obj`` as plain JSON values that stand for it exactly, or TypeError; never a lossy str().
+
+    numpy arrays become their dtype, shape and the SHA-256 of their bytes (``str`` of a long
+    array elides the middle, so two different arrays used to share a key); numpy scalars become
+    Python numbers; tuples lists; sets sorted lists; dataclasses the dict of their fields; paths
+    their text; non-finite floats a tagged string (JSON has no NaN). Mapping keys must be str.
+    """
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return float(obj) if math.isfinite(obj) else {"__float__": repr(float(obj))}
+    if isinstance(obj, np.generic):
+        if isinstance(obj, (np.bool_, np.integer, np.str_)) or (
+                isinstance(obj, np.floating) and obj.dtype.itemsize <= 8):
+            return canonical_value(obj.item(), _path)
+        raise TypeError(f"{_path}: cannot encode numpy {obj.dtype} scalar exactly in a cache key")
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject or obj.dtype.fields is not None:
+            raise TypeError(f"{_path}: cannot encode a numpy array of dtype {obj.dtype} exactly in a "
+                            "cache key (object and structured dtypes are not plain bytes)")
+        digest = hashlib.sha256(np.ascontiguousarray(obj).tobytes()).hexdigest()
+        return {"__ndarray__": {"dtype": obj.dtype.str, "shape": list(obj.shape), "sha256": digest}}
+    if isinstance(obj, Mapping):
+        out = {}
+        for k, v in obj.items():
+            if not isinstance(k, str):
+                raise TypeError(f"{_path}: cache-key mapping keys must be str, got {type(k).__name__} "
+                                f"({k!r}); JSON would turn it into a string silently")
+            out[k] = canonical_value(v, f"{_path}.{k}")
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [canonical_value(v, f"{_path}[{i}]") for i, v in enumerate(obj)]
+    if isinstance(obj, (set, frozenset)):
+        items = [canonical_value(v, f"{_path}{{}}") for v in obj]
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, ensure_ascii=False))
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: canonical_value(getattr(obj, f.name), f"{_path}.{f.name}")
+                for f in dataclasses.fields(obj)}
+    if isinstance(obj, PurePath):
+        return str(obj)
+    raise TypeError(f"{_path}: cannot encode {type(obj).__name__} exactly in a cache key; convert it "
+                    "to JSON values (str, numbers, lists, dicts) first")
+
+
+def canonical_json(obj: Any) -> str:
+    """The one text a value hashes as: :func:`canonical_value`, sorted keys, no spaces."""
+    return json.dumps(canonical_value(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
 def cache_key(identity: Mapping[str, Any], method: str, payload: Mapping[str, Any]) -> str:
-    """Stable hash of a call; refuses payloads that carry secret-looking fields."""
-    body = {"backend": dict(identity), "method": method, "payload": dict(payload)}
+    """Stable, exact hash of a call; refuses payloads that carry secret-looking fields."""
+    body = canonical_value({"backend": dict(identity), "method": method, "payload": dict(payload)})
     _check_no_secrets(body)
-    blob = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    blob = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -155,27 +216,15 @@ class CachedBackend(Backend):
         key = cache_key(self.inner.identity(), method, payload)
         return key, (self.cache.get(key) if self.cache is not None else None)
 
-    def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        seed: int | None = None,
-        json_schema: Mapping[str, Any] | None = None,
-        stop: Sequence[str] | None = None,
-        top_logprobs: int = 0,
-    ) -> ChatResult:
-        params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed,
-                  "json_schema": json_schema, "stop": list(stop) if stop else None,
-                  "top_logprobs": top_logprobs}
-        key, hit = self._lookup("chat", {"messages": [dict(m) for m in messages], **params})
+    def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:
+        opts = CallOptions.resolve(options)
+        key, hit = self._lookup("chat", {"messages": [dict(m) for m in messages], "options": opts.to_key()})
         if hit is not None:
             result = ChatResult.from_dict(hit)
             self.tally.record(result.usage, cached=True)
             result.usage.cached = True
             return result
-        result = self.inner.chat(messages, **params)
+        result = self.inner.chat(messages, opts)
         if self.cache is not None:
             self.cache.put(key, "chat", self.model, result.to_dict(), result.usage)
         self.tally.record(result.usage, cached=False)
@@ -185,18 +234,20 @@ class CachedBackend(Backend):
         self,
         messages: Sequence[Message],
         answers: Sequence[str],
+        options: CallOptions | None = None,
         *,
         assistant_prefix: str = "",
     ) -> AnswerLogprobs:
+        opts = CallOptions.resolve(options)
         payload = {"messages": [dict(m) for m in messages], "answers": list(answers),
-                   "assistant_prefix": assistant_prefix}
+                   "assistant_prefix": assistant_prefix, "options": opts.to_key()}
         key, hit = self._lookup("answer_logprobs", payload)
         if hit is not None:
             result = AnswerLogprobs.from_dict(hit)
             self.tally.record(result.usage, cached=True)
             result.usage.cached = True
             return result
-        result = self.inner.answer_logprobs(messages, answers, assistant_prefix=assistant_prefix)
+        result = self.inner.answer_logprobs(messages, answers, opts, assistant_prefix=assistant_prefix)
         if self.cache is not None:
             self.cache.put(key, "answer_logprobs", self.model, result.to_dict(), result.usage)
         self.tally.record(result.usage, cached=False)

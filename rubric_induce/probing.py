@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .backends.base import Backend
+from .backends.options import CallOptions
 from .backends.concurrency import run_bounded
 from .data.model import AnswerScale, Example, Rubric, manifest_path
 from .errors import DataError, LogprobsUnavailableError, RubricInduceError
@@ -354,7 +355,8 @@ def _probe_one(
         counts = dict.fromkeys(scale.labels, 0)
         max_tokens = _SAMPLE_TOKENS.get(style, max_analysis_tokens)
         for i in range(n_samples):
-            reply = backend.chat(messages, temperature=temperature, max_tokens=max_tokens, seed=seed + i)
+            reply = backend.chat(messages, CallOptions(temperature=temperature, max_tokens=max_tokens,
+                                                        seed=seed + i))
             label = parse_answer(reply.text, scale.labels, style)
             if label is not None:
                 counts[label] += 1
@@ -370,7 +372,7 @@ def _probe_one(
         return rec
     # analyze-rate: generate the analysis, then read the distribution at the answer position.
     if backend.supports_assistant_prefix:
-        reply = backend.chat(messages, temperature=0.0, max_tokens=max_analysis_tokens, seed=seed)
+        reply = backend.chat(messages, CallOptions(temperature=0.0, max_tokens=max_analysis_tokens, seed=seed))
         idx = reply.text.find(RATING_MARKER)
         if idx >= 0:
             prefix = reply.text[: idx + len(RATING_MARKER)]
@@ -380,8 +382,8 @@ def _probe_one(
         rec.analysis = prefix[: -len(RATING_MARKER)].rstrip()
         rec.raw = _from_logprobs(backend, messages, scale, prefix)
     else:
-        reply = backend.chat(messages, temperature=0.0, max_tokens=max_analysis_tokens, seed=seed,
-                             top_logprobs=20)
+        reply = backend.chat(messages, CallOptions(temperature=0.0, max_tokens=max_analysis_tokens, seed=seed,
+                                                   top_logprobs=20))
         if reply.tokens is None:
             raise LogprobsUnavailableError(
                 f"backend {backend.kind}/{backend.model} returned no token logprobs for the analysis; "

@@ -18,8 +18,9 @@ from typing import Any
 
 from ..errors import BackendError
 from .base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
+from .options import CallOptions
 
-__all__ = ["get_backend", "parse_backend_spec", "Backend", "ChatResult", "AnswerLogprobs",
+__all__ = ["get_backend", "parse_backend_spec", "Backend", "CallOptions", "ChatResult", "AnswerLogprobs",
            "TokenLogprob", "Usage", "Message", "BACKEND_KINDS"]
 
 BACKEND_KINDS = ("fake", "local", "openai", "openai-compatible")

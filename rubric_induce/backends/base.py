@@ -3,7 +3,8 @@
 Two calls are all the stages need: ``chat`` (free text, optionally JSON-constrained, optionally
 with per-token top logprobs) and ``answer_logprobs`` (the log-probability of each allowed answer
 string at the position where the assistant's reply starts, optionally after a given assistant
-prefix). Backends that cannot give logprobs say so through ``supports_logprobs`` and raise
+prefix). Per-call settings travel as one validated :class:`CallOptions` value. Backends that
+cannot give logprobs say so through ``supports_logprobs`` and raise
 :class:`LogprobsUnavailableError`; callers never fall back silently.
 """
 from __future__ import annotations
@@ -12,6 +13,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from .options import CallOptions
 
 __all__ = [
     "Message",
@@ -131,34 +134,32 @@ class Backend(ABC):
     supports_logprobs: bool = True
     #: True when ``answer_logprobs`` can continue a partly written assistant reply.
     supports_assistant_prefix: bool = False
-    #: True when ``chat(..., json_schema=...)`` constrains decoding rather than just asking.
+    #: True when ``CallOptions.json_schema`` constrains decoding rather than just asking.
     supports_json_schema: bool = False
     #: How many calls may run at once (the OpenAI backend raises it; local models are serial).
     max_concurrency: int = 1
 
     @abstractmethod
-    def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        seed: int | None = None,
-        json_schema: Mapping[str, Any] | None = None,
-        stop: Sequence[str] | None = None,
-        top_logprobs: int = 0,
-    ) -> ChatResult:
-        """Generate a reply. ``top_logprobs > 0`` asks for per-token alternatives as well."""
+    def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:
+        """Generate a reply under ``options`` (defaults when None); see :class:`CallOptions`.
+
+        ``options.top_logprobs > 0`` asks for per-token alternatives as well.
+        """
 
     @abstractmethod
     def answer_logprobs(
         self,
         messages: Sequence[Message],
         answers: Sequence[str],
+        options: CallOptions | None = None,
         *,
         assistant_prefix: str = "",
     ) -> AnswerLogprobs:
-        """Log-probability of each answer as the start of the assistant's reply (after the prefix)."""
+        """Log-probability of each answer as the start of the assistant's reply (after the prefix).
+
+        ``assistant_prefix`` is prompt text (the start of the reply), hence an argument of its
+        own rather than an option; sampling options do not change a distribution.
+        """
 
     def identity(self) -> dict[str, Any]:
         """What makes two backends give the same answers: part of every cache key. No secrets."""

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import BackendError, LogprobsUnavailableError
 from .base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
+from .options import CallOptions
 
 __all__ = ["FakeBackend", "example_from_schema"]
 
@@ -53,7 +54,8 @@ def example_from_schema(schema: Mapping[str, Any], rng: np.random.Generator) -> 
 class FakeBackend(Backend):
     """Scripted or hash-seeded replies and logprobs; records every call in ``calls``.
 
-    ``replies``: a callable ``(messages, **params) -> str``, a list consumed in order, or a
+    ``replies``: a callable ``(messages, **params) -> str`` (``params``: the call's
+    :class:`CallOptions` fields, ``stop`` as a list), a list consumed in order, or a
     mapping from a substring of the last user message to the reply. ``answers``: a callable
     ``(messages, answers, assistant_prefix) -> {answer: probability}`` (missing answers get 0).
     ``logprobs=False`` makes it behave like an endpoint without logprobs.
@@ -95,35 +97,28 @@ class FakeBackend(Backend):
         prompt = sum(self.count_tokens(m["content"]) + 4 for m in messages)
         return Usage(prompt_tokens=prompt, completion_tokens=self.count_tokens(completion), cost_usd=0.0)
 
-    def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        seed: int | None = None,
-        json_schema: Mapping[str, Any] | None = None,
-        stop: Sequence[str] | None = None,
-        top_logprobs: int = 0,
-    ) -> ChatResult:
-        params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed,
-                  "json_schema": json_schema, "stop": stop, "top_logprobs": top_logprobs}
+    def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:
+        opts = CallOptions.resolve(options)
+        params = {"temperature": opts.temperature, "max_tokens": opts.max_tokens, "seed": opts.seed,
+                  "json_schema": opts.json_schema, "stop": None if opts.stop is None else list(opts.stop),
+                  "top_logprobs": opts.top_logprobs}
         self.calls.append(("chat", {"messages": [dict(m) for m in messages], **params}))
         if self.delay:
             time.sleep(self.delay)
         text = self._scripted_reply(messages, params)
         if text is None:
-            rng = np.random.default_rng(_digest(self.seed, [dict(m) for m in messages], seed, temperature))
-            if json_schema is not None:
-                text = json.dumps(example_from_schema(json_schema, rng))
+            rng = np.random.default_rng(_digest(self.seed, [dict(m) for m in messages], opts.seed,
+                                                opts.temperature))
+            if opts.json_schema is not None:
+                text = json.dumps(example_from_schema(opts.json_schema, rng))
             else:
                 text = f"Analysis: fake reasoning {int(rng.integers(1000))}.\nRating: {int(rng.integers(1, 6))}"
-        if stop:
-            cut = [text.find(s) for s in stop if s in text]
+        if opts.stop:
+            cut = [text.find(s) for s in opts.stop if s in text]
             if cut:
                 text = text[: min(cut)]
         tokens = None
-        if top_logprobs and self.supports_logprobs:
+        if opts.top_logprobs and self.supports_logprobs:
             tokens = [TokenLogprob(tok, math.log(0.9), {tok: math.log(0.9)}) for tok in _split_tokens(text)]
         return ChatResult(text=text, usage=self._usage(messages, text), tokens=tokens, finish_reason="stop")
 
@@ -146,9 +141,11 @@ class FakeBackend(Backend):
         self,
         messages: Sequence[Message],
         answers: Sequence[str],
+        options: CallOptions | None = None,
         *,
         assistant_prefix: str = "",
     ) -> AnswerLogprobs:
+        CallOptions.resolve(options)  # sampling options do not change a distribution
         self.calls.append(("answer_logprobs", {"messages": [dict(m) for m in messages],
                                                "answers": list(answers), "assistant_prefix": assistant_prefix}))
         if self.delay:

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import BackendError, MissingDependencyError
 from .base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
+from .options import CallOptions
 
 __all__ = ["LocalLlamaBackend", "default_model_path", "DEFAULT_MODEL_PACKAGE", "DEFAULT_MODEL_FILE"]
 
@@ -284,6 +285,7 @@ class LocalLlamaBackend(Backend):
         self,
         messages: Sequence[Message],
         answers: Sequence[str],
+        options: CallOptions | None = None,
         *,
         assistant_prefix: str = "",
     ) -> AnswerLogprobs:
@@ -293,6 +295,7 @@ class LocalLlamaBackend(Backend):
         from the stored logits row at the answer position, multi-token answers by extending the
         context with all but their last token and summing the token logprobs.
         """
+        CallOptions.resolve(options)  # the full logits row is read: no option applies
         with self._lock:
             self._require()
             return self._answer_logprobs(messages, answers, assistant_prefix)
@@ -331,24 +334,16 @@ class LocalLlamaBackend(Backend):
         return AnswerLogprobs({a: out[a] for a in answers},
                               Usage(prompt_tokens=len(prompt), completion_tokens=0, cost_usd=0.0))
 
-    def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        seed: int | None = None,
-        json_schema: Mapping[str, Any] | None = None,
-        stop: Sequence[str] | None = None,
-        top_logprobs: int = 0,
-    ) -> ChatResult:
+    def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:
         """Generate a reply (greedy at temperature 0, seeded otherwise), reusing the KV prefix.
 
-        ``json_schema`` constrains decoding with a llama.cpp grammar built from the schema.
+        ``options.json_schema`` constrains decoding with a llama.cpp grammar built from the schema.
         """
+        opts = CallOptions.resolve(options)
         with self._lock:
             self._require()
-            return self._chat(messages, temperature, max_tokens, seed, json_schema, stop, top_logprobs)
+            return self._chat(messages, opts.temperature, opts.max_tokens, opts.seed, opts.json_schema,
+                              opts.stop, opts.top_logprobs)
 
     def _chat(self, messages: Sequence[Message], temperature: float, max_tokens: int,
               seed: int | None, json_schema: Mapping[str, Any] | None, stop: Sequence[str] | None,

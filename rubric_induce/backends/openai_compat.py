@@ -28,10 +28,11 @@ from typing import Any
 
 from ..errors import BackendError, LogprobsUnavailableError, MissingDependencyError
 from .base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage, price_for
+from .options import CallOptions
 
 __all__ = ["OpenAICompatibleBackend", "answer_keys", "JSON_MODES"]
 
-#: How ``chat(..., json_schema=...)`` is sent: ``auto`` picks ``json_schema`` (OpenAI structured
+#: How ``CallOptions.json_schema`` is sent: ``auto`` picks ``json_schema`` (OpenAI structured
 #: outputs) for the OpenAI API and ``json_object`` (``{"type": "json_object", "schema": ...}``,
 #: understood by llama.cpp server and vLLM) for compatible servers; ``none`` sends no
 #: ``response_format`` and relies on the prompt alone.
@@ -200,34 +201,25 @@ class OpenAICompatibleBackend(Backend):
         return (f"{type(self).__name__}(kind={self.kind!r}, model={self.model!r}, "
                 f"base_url={self.base_url!r})")
 
-    def chat(
-        self,
-        messages: Sequence[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        seed: int | None = None,
-        json_schema: Mapping[str, Any] | None = None,
-        stop: Sequence[str] | None = None,
-        top_logprobs: int = 0,
-    ) -> ChatResult:
-        params: dict[str, Any] = {"temperature": float(temperature), "max_tokens": int(max_tokens)}
-        if seed is not None:
-            params["seed"] = int(seed)
-        if stop:
-            params["stop"] = list(stop)
-        if top_logprobs > 0:
+    def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:
+        opts = CallOptions.resolve(options)
+        params: dict[str, Any] = {"temperature": opts.temperature, "max_tokens": opts.max_tokens}
+        if opts.seed is not None:
+            params["seed"] = opts.seed
+        if opts.stop:
+            params["stop"] = list(opts.stop)
+        if opts.top_logprobs > 0:
             params["logprobs"] = True
-            params["top_logprobs"] = int(top_logprobs)
-        if json_schema is not None:
-            fmt = self._response_format(json_schema)
+            params["top_logprobs"] = opts.top_logprobs
+        if opts.json_schema is not None:
+            fmt = self._response_format(opts.json_schema)
             if fmt is not None:
                 params["response_format"] = fmt
         response = self._create(messages, **params)
         choice = self._first_choice(response)
         text = (choice.message.content if choice.message is not None else None) or ""
         tokens = None
-        if top_logprobs > 0:
+        if opts.top_logprobs > 0:
             content = getattr(choice.logprobs, "content", None) if choice.logprobs else None
             if content is None or (not content and text):
                 raise LogprobsUnavailableError(self._no_logprobs_message())
@@ -239,14 +231,18 @@ class OpenAICompatibleBackend(Backend):
         self,
         messages: Sequence[Message],
         answers: Sequence[str],
+        options: CallOptions | None = None,
         *,
         assistant_prefix: str = "",
     ) -> AnswerLogprobs:
         """Logprob of each answer as the first token of the reply; ``-inf`` if not in the top-N.
 
         See :func:`answer_keys` for how tokens are matched to answers; tokens that spell the
-        same answer are summed (logsumexp). The values are not renormalised.
+        same answer are summed (logsumexp). The values are not renormalised. N is
+        ``options.top_logprobs`` when set, else the backend's ``top_logprobs``; the request is
+        always ``max_tokens=1, temperature=0``, whatever the other options say.
         """
+        opts = CallOptions.resolve(options)
         if assistant_prefix:
             raise BackendError(
                 f"{self._label()}: assistant_prefix={assistant_prefix!r} cannot be continued "
@@ -254,7 +250,7 @@ class OpenAICompatibleBackend(Backend):
                 "answer cue in the user message instead, or use the local backend")
         keys = answer_keys(answers)
         response = self._create(messages, max_tokens=1, temperature=0.0, logprobs=True,
-                                top_logprobs=self.top_logprobs)
+                                top_logprobs=opts.top_logprobs or self.top_logprobs)
         choice = self._first_choice(response)
         content = getattr(choice.logprobs, "content", None) if choice.logprobs else None
         if not content:

@@ -1,7 +1,7 @@
 """Structured LLM replies: ask for JSON under a schema, parse, retry, and count what failed.
 
 Generation steps never parse free text. Each call passes a JSON schema to
-``backend.chat(json_schema=...)`` (the embedded model and OpenAI structured outputs constrain the
+``CallOptions(json_schema=...)`` (the embedded model and OpenAI structured outputs constrain the
 decoder with it; other backends at least get asked), parses the reply, and checks its shape with a
 step-specific parser. A reply that cannot be parsed is retried with a different seed (and, when the
 first try was greedy, a small temperature, otherwise a deterministic model would repeat itself);
@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 from ..backends.base import Backend, Message
+from ..backends.options import CallOptions
 from ..errors import ReplyParseError, RubricInduceError
 
 __all__ = [
@@ -232,8 +233,8 @@ def ask_json(
             stats.retries += 1
         call_seed = seed if attempt == 0 else derive_seed(seed, "retry", attempt)
         temp = temperature if attempt == 0 or temperature > 0 else RETRY_TEMPERATURE
-        result = backend.chat(messages, temperature=temp, max_tokens=max_tokens, seed=call_seed,
-                              json_schema=schema)
+        result = backend.chat(messages, CallOptions(temperature=temp, max_tokens=max_tokens, seed=call_seed,
+                                                    json_schema=schema))
         reply = result.text
         try:
             value = parse(parse_json_reply(reply))

@@ -21,6 +21,7 @@ import pytest
 pytest.importorskip("openai")
 pytest.importorskip("llama_cpp.server")
 
+from rubric_induce.backends import CallOptions  # noqa: E402
 from rubric_induce.backends.concurrency import run_bounded  # noqa: E402
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend  # noqa: E402
 
@@ -121,7 +122,7 @@ def test_answer_logprobs_over_a_scale(backend):
 
 def test_answer_logprobs_agree_with_chat_top_logprobs(backend):
     res = backend.answer_logprobs(RATE, ANSWERS)
-    chat = backend.chat(RATE, max_tokens=1, top_logprobs=20)
+    chat = backend.chat(RATE, CallOptions(max_tokens=1, top_logprobs=20))
     from_chat = {}
     for tok, v in chat.tokens[0].top.items():
         key = tok.strip()
@@ -137,7 +138,7 @@ def test_answer_logprobs_agree_with_chat_top_logprobs(backend):
 
 def test_chat_returns_text(backend):
     res = backend.chat([{"role": "user", "content": "Say hello in one short sentence."}],
-                       max_tokens=12)
+                       CallOptions(max_tokens=12))
     assert res.text.strip()
     assert res.finish_reason in ("stop", "length")
     assert 0 < res.usage.completion_tokens <= 12
@@ -150,14 +151,14 @@ def test_chat_json_schema_is_constrained(backend):
               "required": ["verdict"]}
     res = backend.chat([{"role": "user", "content": "Is 'Paris is the capital of France' a good "
                                                     "answer? Reply in JSON."}],
-                       max_tokens=40, json_schema=schema)
+                       CallOptions(max_tokens=40, json_schema=schema))
     data = json.loads(res.text)
     assert data["verdict"] in ("good", "bad")
 
 
 def test_chat_top_logprobs(backend):
-    res = backend.chat([{"role": "user", "content": "Count: one, two, three,"}], max_tokens=6,
-                       top_logprobs=3)
+    res = backend.chat([{"role": "user", "content": "Count: one, two, three,"}],
+                       CallOptions(max_tokens=6, top_logprobs=3))
     assert res.tokens
     for t in res.tokens:
         assert t.logprob <= 0.0
@@ -175,8 +176,8 @@ def test_extra_body_reaches_the_server(llama_server):
     # with repeat_penalty 1.0 greedy decoding follows the reported logprobs exactly
     with OpenAICompatibleBackend("smollm2", llama_server, timeout=30.0, max_retries=1,
                                  extra_body={"repeat_penalty": 1.0}) as b:
-        res = b.chat([{"role": "user", "content": "Count: one, two, three,"}], max_tokens=6,
-                     top_logprobs=3)
+        res = b.chat([{"role": "user", "content": "Count: one, two, three,"}],
+                     CallOptions(max_tokens=6, top_logprobs=3))
         assert "extra_body" in b.identity()
     for t in res.tokens:
         assert t.logprob == pytest.approx(max(t.top.values()), abs=1e-4)

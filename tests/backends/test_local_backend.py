@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from rubric_induce.backends import get_backend  # noqa: E402
+from rubric_induce.backends import CallOptions, get_backend  # noqa: E402
 from rubric_induce.backends.local import LocalLlamaBackend, default_model_path  # noqa: E402
 from rubric_induce.errors import BackendError  # noqa: E402
 
@@ -127,8 +127,8 @@ def test_multi_token_answers_match_scratch(backend, scratch):
 
 def test_chat_returns_text_deterministically(backend, scratch):
     msgs = [{"role": "user", "content": "Name one colour."}]
-    a = backend.chat(msgs, max_tokens=12, top_logprobs=3)
-    b = scratch.chat(msgs, max_tokens=12)
+    a = backend.chat(msgs, CallOptions(max_tokens=12, top_logprobs=3))
+    b = scratch.chat(msgs, CallOptions(max_tokens=12))
     assert a.text.strip() and a.text == b.text
     assert a.finish_reason in {"stop", "length"}
     assert a.usage.completion_tokens >= 1 and a.usage.prompt_tokens > 5
@@ -140,7 +140,7 @@ def test_chat_json_schema_is_constrained(backend):
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
               "required": ["name", "age"]}
     res = backend.chat([{"role": "user", "content": "Describe a person as JSON with a name and an age."}],
-                       max_tokens=60, json_schema=schema)
+                       CallOptions(max_tokens=60, json_schema=schema))
     data = json.loads(res.text)
     assert isinstance(data["name"], str) and isinstance(data["age"], int)
 
@@ -154,7 +154,7 @@ def test_generated_tokens_are_not_reused_for_logprobs(backend, scratch):
     # analyze-rate: generate an analysis, then read the rating after it. Tokens decoded one at a
     # time round differently from batched ones, so the backend re-evaluates them: same as scratch.
     msgs = probe_messages("Is the summary faithful? Explain briefly, then write 'Rating:' and a number.")
-    analysis = backend.chat(msgs, max_tokens=16).text
+    analysis = backend.chat(msgs, CallOptions(max_tokens=16)).text
     prefix = analysis + "\nRating:"
     answers = [" " + a for a in LIKERT]
     res = backend.answer_logprobs(msgs, answers, assistant_prefix=prefix)

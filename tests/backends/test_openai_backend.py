@@ -16,7 +16,7 @@ httpx = getattr(_sdk_base, "httpx2", None) or getattr(_sdk_base, "httpx", None)
 if httpx is None:  # pragma: no cover
     pytest.skip("cannot tell which HTTP library the openai SDK uses", allow_module_level=True)
 
-from rubric_induce.backends import get_backend  # noqa: E402
+from rubric_induce.backends import CallOptions, get_backend  # noqa: E402
 from rubric_induce.backends.concurrency import run_bounded  # noqa: E402
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend, answer_keys  # noqa: E402
 from rubric_induce.errors import BackendError, LogprobsUnavailableError  # noqa: E402
@@ -88,6 +88,16 @@ def test_answer_mapping_sums_token_spellings():
     assert req["max_tokens"] == 1 and req["temperature"] == 0 and req["logprobs"] is True
     assert req["top_logprobs"] == 20 and req["model"] == "m"
     assert res.usage.prompt_tokens == 11 and res.usage.completion_tokens == 1
+
+
+def test_answer_logprobs_top_n_per_call_other_options_do_not_change_the_request():
+    backend, server = make(lambda body, n: _completion(top=[("4", -0.1)]))
+    backend.answer_logprobs(MESSAGES, ["4"],
+                            CallOptions(top_logprobs=5, temperature=0.9, max_tokens=50, seed=1))
+    backend.answer_logprobs(MESSAGES, ["4"], CallOptions())
+    first, second = server.requests
+    assert (first["top_logprobs"], first["max_tokens"], first["temperature"]) == (5, 1, 0)
+    assert "seed" not in first and second["top_logprobs"] == 20  # the backend's own N by default
 
 
 def test_answer_mapping_includes_chosen_token_missing_from_top():
@@ -294,7 +304,8 @@ def test_usage_and_cost_accounting(monkeypatch):
 def test_chat_passes_parameters_and_returns_token_logprobs():
     top = [("4", -0.1), (" 4", -2.5)]
     backend, server = make(lambda body, n: _completion(content="4", top=top))
-    res = backend.chat(MESSAGES, temperature=0.7, max_tokens=5, seed=3, stop=["\n"], top_logprobs=2)
+    res = backend.chat(MESSAGES, CallOptions(temperature=0.7, max_tokens=5, seed=3, stop=["\n"],
+                                             top_logprobs=2))
     req = server.requests[0]
     assert (req["temperature"], req["max_tokens"], req["seed"], req["stop"]) == (0.7, 5, 3, ["\n"])
     assert req["logprobs"] is True and req["top_logprobs"] == 2
@@ -313,7 +324,7 @@ def test_chat_without_logprobs_does_not_ask_for_them():
 def test_chat_top_logprobs_missing_raises():
     backend, _ = make(lambda body, n: _completion(content="hello", logprobs=False))
     with pytest.raises(LogprobsUnavailableError):
-        backend.chat(MESSAGES, top_logprobs=3)
+        backend.chat(MESSAGES, CallOptions(top_logprobs=3))
 
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
@@ -322,7 +333,7 @@ SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required"
 def test_json_object_response_format_for_compatible_servers():
     backend, server = make(lambda body, n: _completion(content='{"a": 1}', logprobs=False))
     assert backend.supports_json_schema
-    assert json.loads(backend.chat(MESSAGES, json_schema=SCHEMA).text) == {"a": 1}
+    assert json.loads(backend.chat(MESSAGES, CallOptions(json_schema=SCHEMA)).text) == {"a": 1}
     assert server.requests[0]["response_format"] == {"type": "json_object", "schema": SCHEMA}
 
 
@@ -330,7 +341,7 @@ def test_json_schema_response_format_for_openai(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     backend, server = make(lambda body, n: _completion(content='{"a": 1}', logprobs=False),
                            base_url=None, model="gpt-4o-mini")
-    backend.chat(MESSAGES, json_schema=SCHEMA)
+    backend.chat(MESSAGES, CallOptions(json_schema=SCHEMA))
     assert server.requests[0]["response_format"] == {
         "type": "json_schema", "json_schema": {"name": "reply", "schema": SCHEMA, "strict": False}}
 
@@ -339,7 +350,7 @@ def test_json_schema_response_format_for_openai(monkeypatch):
                                            ("none", None)])
 def test_json_mode_override(mode, expected):
     backend, server = make(lambda body, n: _completion(content="{}", logprobs=False), json_mode=mode)
-    backend.chat(MESSAGES, json_schema=SCHEMA)
+    backend.chat(MESSAGES, CallOptions(json_schema=SCHEMA))
     fmt = server.requests[0].get("response_format")
     assert (fmt or {}).get("type") == expected
     assert backend.supports_json_schema is (mode != "none")
