@@ -8,7 +8,7 @@ not fit a context budget (counted with ``backend.count_tokens``), they are split
 do, each chunk is summarized, and the summaries are summarized, recursively until they fit: the
 same "summary of summaries" the paper uses when a category exceeds its token limit.
 
-Every call asks for JSON under a schema (:func:`rubric_induce.generation.structured.ask_json`:
+Every call asks for JSON under a schema (:func:`rubric_induce.structured.ask_json`:
 constrained decoding where the backend allows it, retries, failures counted). A chunk whose reply
 stays unparseable is missing from the result; the report says how many items that affected.
 """
@@ -26,7 +26,7 @@ import numpy as np
 from .backends.base import Backend, Message
 from .data.model import Example, Rubric, RubricPool
 from .errors import DataError, ReplyParseError, RubricInduceError
-from .generation.structured import GenerationStats, ask_json, clean_item, derive_seed, is_sentence
+from .structured import GenerationStats, ask_json, clean_item, derive_seed, is_sentence
 from .probing import ProbeTable, render_example
 from .templates import load_prompt
 

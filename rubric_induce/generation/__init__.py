@@ -2,7 +2,7 @@
 
 ``generate_rubicon`` and ``generate_spur`` turn positive/negative examples into a SAT + DSAT rubric
 pool; ``generate_autocalibrate`` drafts, revisits and refines criteria for one Likert aspect.
-All LLM replies are JSON under a schema (:mod:`.structured`); unparseable ones are retried and then
+All LLM replies are JSON under a schema (:mod:`rubric_induce.structured`); unparseable ones are retried and then
 counted in :class:`GenerationStats`, which the pool manifest carries.
 """
 from .autocalibrate import (
@@ -33,7 +33,7 @@ from .rubicon import (
     split_binary,
     summarize_rubrics,
 )
-from .structured import (
+from ..structured import (
     GenerationError,
     GenerationFailure,
     GenerationStats,

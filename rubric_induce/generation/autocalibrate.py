@@ -34,7 +34,7 @@ from ..errors import DataError, ReplyParseError, RubricInduceError
 from ..metrics import kendall_tau, pearson, spearman
 from ..probing import probe, render_example
 from ..templates import load_prompt
-from .structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
+from ..structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
 
 __all__ = [
     "DraftSpec",

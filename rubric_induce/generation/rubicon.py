@@ -33,7 +33,7 @@ from ..data.model import LIKERT_5, AnswerScale, Example, Rubric, RubricPool
 from ..errors import DataError, RubricInduceError
 from ..probing import render_example
 from ..templates import PromptTemplate, load_prompt
-from .structured import (
+from ..structured import (
     GenerationError,
     GenerationStats,
     ask_json,
