@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..data.model import Example, Rubric
-from ..errors import DataError, RubricInduceError
+from ..errors import DataError, NotFittedError, RubricInduceError
 from ..probing import ProbeArrays, ProbeTable
 from .metrics import classification_metrics, delta_netsat, yield_rate
 from .precision import sharpness_error
@@ -56,10 +56,6 @@ __all__ = [
 
 CV_SCORINGS = ("yield_accuracy", "yield_rate", "accuracy", "delta_netsat")
 DEFAULT_ALPHAS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
-
-
-class NotFittedError(RubricInduceError, AttributeError):
-    """A selector was used before ``fit``."""
 
 
 class SelectionWarning(UserWarning):
