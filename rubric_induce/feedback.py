@@ -25,9 +25,10 @@ import numpy as np
 
 from .backends.base import Backend, Message
 from .data.model import Example, Rubric, RubricPool
+from .data.render import excerpt, render_example
 from .errors import DataError, ReplyParseError, RubricInduceError
 from .structured import GenerationStats, ask_json, clean_item, derive_seed, is_sentence
-from .probing import ProbeTable, render_example
+from .probing import ProbeTable
 from .templates import load_prompt
 
 __all__ = [
@@ -221,11 +222,6 @@ def group_of(rubric: Rubric, group_by: str | Mapping[str, str] = "polarity") -> 
     raise ValueError(f"group_by must be one of {GROUP_BY} or a mapping, got {group_by!r}")
 
 
-def _excerpt(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "\u2026"
-
-
 def items_from_probes(
     table: ProbeTable,
     examples: Sequence[Example],
@@ -268,8 +264,8 @@ def items_from_probes(
         for score, _, rec in rows:
             items.append(FeedbackItem(
                 example_id=rec.example_id, rubric_id=rubric.id, rubric_text=rubric.text, group=group,
-                score=score, explanation=_excerpt(rec.analysis, excerpt_chars) if rec.analysis else None,
-                excerpt=_excerpt(render_example(by_example[rec.example_id], fields), excerpt_chars),
+                score=score, explanation=excerpt(rec.analysis, excerpt_chars) if rec.analysis else None,
+                excerpt=excerpt(render_example(by_example[rec.example_id], fields), excerpt_chars),
                 polarity=rubric.polarity))
     if not items:
         raise DataError("no probe matches the given examples and rubrics (or none has a distribution); "

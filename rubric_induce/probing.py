@@ -25,6 +25,7 @@ import numpy as np
 from .backends.base import Backend
 from .backends.concurrency import run_bounded
 from .data.model import AnswerScale, Example, Rubric, manifest_path
+from .data.render import render_example  # re-exported: probing.render_example predates data.render
 from .errors import DataError, LogprobsUnavailableError, RubricInduceError
 from .templates import PromptTemplate, load_prompt
 
@@ -214,18 +215,6 @@ class ProbeTable:
                 raise DataError(f"invalid probe record: {exc}", path=path, line=line_no) from None
         mpath = manifest_path(path)
         return cls(records, read_json(mpath) if mpath.exists() else {})
-
-
-def render_example(example: Example, fields: Sequence[str] | None = None) -> str:
-    """The example as the prompt shows it: one field bare, several as titled blocks."""
-    names = list(fields) if fields is not None else list(example.fields)
-    missing = [n for n in names if n not in example.fields]
-    if missing:
-        raise DataError(f"example has no field(s) {missing}; it has {list(example.fields)}",
-                        field=missing[0])
-    if len(names) == 1:
-        return example.fields[names[0]]
-    return "\n\n".join(f"{n.replace('_', ' ').capitalize()}:\n{example.fields[n]}" for n in names)
 
 
 def _scale_phrase(scale: AnswerScale) -> str:

@@ -12,9 +12,10 @@ from .model import (
     RubricSet,
     content_id,
 )
+from .render import excerpt, render_example, truncate
 
 __all__ = [
     "AnswerScale", "LIKERT_5", "YES_NO", "LabelScale", "Judgment", "Example", "Rubric",
     "RubricPool", "RubricSet", "content_id", "read_examples", "write_examples", "check_labels",
-    "require_two_classes",
+    "require_two_classes", "render_example", "truncate", "excerpt",
 ]

@@ -30,9 +30,10 @@ import numpy as np
 
 from ..backends.base import Backend
 from ..data.model import AnswerScale, Example, Rubric, RubricPool
+from ..data.render import render_example
 from ..errors import DataError, ReplyParseError, RubricInduceError
 from ..metrics import kendall_tau, pearson, spearman
-from ..probing import probe, render_example
+from ..probing import probe
 from ..templates import load_prompt
 from ..structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
 
@@ -80,11 +81,9 @@ def _backend_name(backend: Backend) -> str:
     return f"{backend.kind}/{backend.model}"
 
 
-def _render(example: Example, fields: Sequence[str] | None, max_chars: int | None) -> str:
-    text = render_example(example, fields)
-    if max_chars is not None and len(text) > max_chars:
-        text = text[:max_chars].rstrip() + " [... truncated]"
-    return text
+# AutoCalibrate's prompts mark a cut example inline (RUBICON's on a new line); kept as it was so
+# prompts, and with them cached replies, stay the same.
+_TRUNCATED = " [... truncated]"
 
 
 def _fmt(v: float) -> str:
@@ -209,7 +208,8 @@ def _parse_criterion(value: Any) -> str:
 
 
 def _example_block(ex: Example, label: str, fields, max_chars, extra: str = "") -> str:
-    return f"{_render(ex, fields, max_chars)}\nHuman expert score: {_fmt(float(ex.labels[label]))}{extra}"
+    text = render_example(ex, fields, max_chars=max_chars, marker=_TRUNCATED)
+    return f"{text}\nHuman expert score: {_fmt(float(ex.labels[label]))}{extra}"
 
 
 def draft_criteria(

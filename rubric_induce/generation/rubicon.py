@@ -30,8 +30,8 @@ from typing import Any
 
 from ..backends.base import Backend
 from ..data.model import LIKERT_5, AnswerScale, Example, Rubric, RubricPool
+from ..data.render import render_example
 from ..errors import DataError, RubricInduceError
-from ..probing import render_example
 from ..templates import PromptTemplate, load_prompt
 from ..structured import (
     GenerationError,
@@ -107,13 +107,6 @@ def _block(name: str, enabled: bool, **values: str) -> str:
 
 def _backend_name(backend: Backend) -> str:
     return f"{backend.kind}/{backend.model}"
-
-
-def _render(example: Example, fields: Sequence[str] | None, max_chars: int | None) -> str:
-    text = render_example(example, fields)
-    if max_chars is not None and len(text) > max_chars:
-        text = text[:max_chars].rstrip() + "\n[... truncated]"
-    return text
 
 
 def split_binary(
@@ -209,7 +202,7 @@ def extract_patterns(
     bar = _bar(progress, len(examples), f"extracting {polarity}")
     try:
         for ex in examples:
-            conversation = _render(ex, fields, max_example_chars)
+            conversation = render_example(ex, fields, max_chars=max_example_chars)
             if not conversation.strip():
                 stats.skip("empty text", example_id=ex.id)
                 continue
