@@ -20,10 +20,10 @@ METHODS = ("rubicon", "correctness", "brute-force", "ucb", "random", "topk")
 
 
 def _labels(examples, label: str, threshold: float | None) -> tuple[np.ndarray, bool]:
-    from .selection.scores import labels_from_examples
+    from .data.labels import is_binary, labels_from_examples
 
     y = labels_from_examples(examples, label, threshold)
-    return y, set(np.unique(y).tolist()) <= {0.0, 1.0}
+    return y, is_binary(y)
 
 
 def _check_probes(table, examples, rubrics, probes_path: Path) -> None:

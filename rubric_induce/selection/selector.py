@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..data.model import Example, Rubric
+from ..data.labels import is_binary
 from ..errors import DataError, NotFittedError, RubricInduceError
 from ..probing import ProbeArrays, ProbeTable
 from .metrics import classification_metrics, delta_netsat, yield_rate
@@ -246,7 +247,7 @@ class BaseSelector:
         self.history_ = info.get("history", [])
         train = netsat(inp.signed, self.selected_)
         y = inp.y
-        binary = y is not None and set(np.unique(y).tolist()) <= {0, 1}
+        binary = y is not None and is_binary(y)
         self.threshold_ = midpoint_threshold(train, y) if binary else None
         self.train_delta_netsat_ = delta_netsat(train, y) if binary else float("nan")
         if binary and np.ptp(train) == 0:
