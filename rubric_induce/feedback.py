@@ -29,6 +29,7 @@ from .data.render import excerpt, render_example
 from .errors import DataError, ReplyParseError, RubricInduceError
 from .structured import GenerationStats, ask_json, clean_item, derive_seed, is_sentence
 from .probing import ProbeTable
+from .progress import progress_bar
 from .templates import load_prompt
 
 __all__ = [
@@ -373,15 +374,10 @@ class _Summarizer:
         self.merge_t = load_prompt("feedback_merge")
         self.calls_by_level: Counter[int] = Counter()
         self.parse = _feedback_parser(stats)
-        self._bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            self._bar = tqdm(total=None, desc="feedback", unit="call", dynamic_ncols=True)
+        self._bar = progress_bar(None, desc="feedback", enabled=progress)
 
     def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
+        self._bar.close()
 
     def tokens(self, messages: Sequence[Message]) -> int:
         return sum(self.backend.count_tokens(m["content"]) + _MESSAGE_OVERHEAD for m in messages)
@@ -444,8 +440,7 @@ class _Summarizer:
                           stats=self.stats, seed=derive_seed(self.seed, "feedback", sorted(context.items())),
                           temperature=self.temperature, max_tokens=self.max_tokens, retries=self.retries,
                           context=context)
-        if self._bar is not None:
-            self._bar.update(1)
+        self._bar.update(1)
         return result
 
     def reduce(self, summaries: list[tuple[Feedback, str | None]], scope: str, *, level: int,

@@ -27,6 +27,7 @@ from .backends.concurrency import run_bounded
 from .data.model import AnswerScale, Example, Rubric, manifest_path
 from .data.render import render_example  # re-exported: probing.render_example predates data.render
 from .errors import DataError, LogprobsUnavailableError, RubricInduceError
+from .progress import progress_bar
 from .templates import PromptTemplate, load_prompt
 
 __all__ = [
@@ -411,11 +412,7 @@ def probe(
     def run(task: tuple[Example, Rubric]) -> ProbeRecord:
         return _probe_one(backend, task[0], task[1], **options)
 
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(tasks), unit="probe", desc="probing", dynamic_ncols=True)
+    bar = progress_bar(len(tasks), desc="probing", unit="probe", enabled=progress)
     records: list[ProbeRecord] = []
     # One example's probes form a batch: in parallel on a concurrent backend, in order on a
     # serial one, so the example's prompt prefix stays in the KV cache across its rubrics.
@@ -426,11 +423,9 @@ def probe(
                 records.append(rec)
                 if on_record:
                     on_record(rec)
-                if bar:
-                    bar.update()
+                bar.update()
     finally:
-        if bar:
-            bar.close()
+        bar.close()
     template = load_prompt(_TEMPLATE_FOR_STYLE[style])
     meta = {"style": style, "estimator": estimator, "backend": backend.identity(),
             "prompt": {"name": template.name, "hash": template.hash},

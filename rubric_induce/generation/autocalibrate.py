@@ -34,6 +34,7 @@ from ..data.render import render_example
 from ..errors import DataError, ReplyParseError, RubricInduceError
 from ..metrics import kendall_tau, pearson, spearman
 from ..probing import probe
+from ..progress import progress_bar
 from ..templates import load_prompt
 from ..structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
 
@@ -246,7 +247,7 @@ def draft_criteria(
     task = task or f"Score the {aspect} of a text on a scale of {low} to {high}, with {low} being the lowest."
     likert = AnswerScale.likert(int(low), int(high))
     out: dict[str, Rubric] = {}
-    bar = _bar(progress, len(plan), "drafting")
+    bar = progress_bar(len(plan), desc="drafting", enabled=progress)
     try:
         for spec in plan:
             shots = "\n\n".join(f"### Example {i}\n" + _example_block(by_id[e], label, fields, max_example_chars)
@@ -255,8 +256,7 @@ def draft_criteria(
             crit = ask_json(backend, messages, _CRITERION_SCHEMA, _parse_criterion, step="draft", stats=stats,
                             seed=spec.seed, temperature=temperature, max_tokens=400, retries=retries,
                             context={"size": spec.size, "trial": spec.trial, "sample": spec.sample})
-            if bar:
-                bar.update()
+            bar.update()
             if crit is None:
                 continue
             rubric = Rubric.create(criterion_question(aspect, crit), aspect=aspect, scale=likert, provenance={
@@ -270,17 +270,9 @@ def draft_criteria(
             else:
                 out[rubric.id] = rubric
     finally:
-        if bar:
-            bar.close()
+        bar.close()
     return list(out.values())
 
-
-def _bar(show: bool, total: int, desc: str):
-    if not show:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="call", dynamic_ncols=True)
 
 
 def revisit(
@@ -351,7 +343,7 @@ def refine_criteria(
     known = {s.rubric.id for s in kept}
     out: dict[str, Rubric] = {}
     total = len(kept) * len(sample_sizes) * trials * samples
-    bar = _bar(progress, total, f"refining (round {round_index + 1})")
+    bar = progress_bar(total, desc=f"refining (round {round_index + 1})", enabled=progress)
     try:
         for c_idx, sc in enumerate(kept):
             gap = np.abs(sc.predictions - y)
@@ -377,8 +369,7 @@ def refine_criteria(
                                         stats=stats, seed=call_seed, temperature=temperature, max_tokens=400,
                                         retries=retries, context={"parent": sc.rubric.id, "size": size,
                                                                   "trial": trial, "sample": s})
-                        if bar:
-                            bar.update()
+                        bar.update()
                         if crit is None:
                             continue
                         rubric = Rubric.create(criterion_question(aspect, crit), aspect=aspect, scale=likert,
@@ -395,8 +386,7 @@ def refine_criteria(
                             continue
                         out[rubric.id] = rubric
     finally:
-        if bar:
-            bar.close()
+        bar.close()
     return list(out.values())
 
 
