@@ -14,6 +14,7 @@ from typing import Any
 import click
 import numpy as np
 
+from .data.jsonl import jsonable
 from .errors import DataError, RubricInduceError
 
 __all__ = ["calibrate", "score_calibrator", "run_calibrate"]
@@ -85,7 +86,7 @@ def run_calibrate(train, test, *, main_question: str, search: bool, trials: int,
         metrics["test"] = regression_metrics(pred, test.target(main_question))
         lines.append("\n" + _metrics_md(f"test ({len(test.text_ids)} texts, {test.n_rows} rows)", metrics["test"]))
     (out_dir / "report.md").write_text("".join(lines), encoding="utf-8")
-    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float), encoding="utf-8")
+    (out_dir / "metrics.json").write_text(json.dumps(jsonable(metrics), indent=2), encoding="utf-8")
     return metrics
 
 

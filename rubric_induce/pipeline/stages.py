@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..data import RubricPool, RubricSet
+from ..data.jsonl import jsonable
 from ..errors import DataError, RubricInduceError
 from .context import RunContext
 
@@ -154,25 +155,15 @@ def select(ctx: RunContext) -> dict[str, Any]:
     x_train = unit_scores(table, pool, example_ids=[e.id for e in train], score=selector.score)
     selector.fit(x_train, y_train, rubrics=pool)
     chosen = list(selector.selected_rubrics_ or [])
-    manifest = {"method": s.method, "params": {k: _plain(v) for k, v in selector.get_params().items()},
+    manifest = {"method": s.method, "params": {k: jsonable(v) for k, v in selector.get_params().items()},
                 "label": cfg.data.label, "label_threshold": cfg.data.label_threshold,
-                "alpha": _plain(getattr(selector, "alpha_", None)), "n_train": len(train), "n_pool": len(pool),
+                "alpha": jsonable(getattr(selector, "alpha_", None)), "n_train": len(train), "n_pool": len(pool),
                 "score_mode": selector.score}
     RubricSet(chosen, manifest, threshold=selector.threshold_).save(ctx.out / SELECTED)
     ctx.echo(f"  selected {len(chosen)} of {len(pool)} rubrics; threshold "
              f"{'n/a' if selector.threshold_ is None else f'{selector.threshold_:.3f}'}")
     return {"selected": len(chosen), "pool": len(pool), "threshold": selector.threshold_,
-            "score_mode": selector.score, "train_delta_netsat": _plain(getattr(selector, "train_delta_netsat_", None))}
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, (np.floating, float)):
-        return float(v) if np.isfinite(v) else None
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, tuple):
-        return list(v)
-    return v
+            "score_mode": selector.score, "train_delta_netsat": jsonable(getattr(selector, "train_delta_netsat_", None))}
 
 
 def calibrate(ctx: RunContext) -> dict[str, Any]:
@@ -295,8 +286,8 @@ def evaluate(ctx: RunContext) -> dict[str, Any]:
             sp = dataset_level(s[m], human[m], "spearman").value
             kt = dataset_level(s[m], human[m], "kendall").value
             rmse = float(np.sqrt(np.mean((s[m] - human[m]) ** 2))) if name == "calibrated" else float("nan")
-            summary["calibrated"][name] = {"pearson": _plain(point), "spearman": _plain(sp), "kendall": _plain(kt),
-                                           "rmse": _plain(rmse), "n": int(m.sum())}
+            summary["calibrated"][name] = {"pearson": jsonable(point), "spearman": jsonable(sp), "kendall": jsonable(kt),
+                                           "rmse": jsonable(rmse), "n": int(m.sum())}
             lines.append(f"| {name} | {point:.3f} [{lo:.3f}, {hi:.3f}] | {sp:.3f} | {kt:.3f} | "
                          f"{'' if name != 'calibrated' else f'{rmse:.3f}'} |\n")
     write_scores(ctx.out / SCORES, rows)
