@@ -28,7 +28,7 @@ from .data.model import Example, Rubric, RubricPool
 from .data.render import excerpt, render_example
 from .errors import DataError, ReplyParseError, RubricInduceError
 from .structured import GenerationStats, ask_json, clean_item, derive_seed, is_sentence
-from .probing import ProbeTable
+from .data.probes import ProbeTable
 from .progress import progress_bar
 from .templates import load_prompt
 

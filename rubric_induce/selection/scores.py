@@ -21,7 +21,7 @@ import numpy as np
 from ..data.labels import check_binary, labels_from_examples  # re-exported
 from ..data.model import Example, Rubric
 from ..errors import DataError
-from ..probing import ProbeArrays, ProbeTable
+from ..data.probes import ProbeArrays, ProbeTable
 
 __all__ = [
     "SCORE_MODES",

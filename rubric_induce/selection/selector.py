@@ -39,7 +39,7 @@ import numpy as np
 from ..data.model import Example, Rubric
 from ..data.labels import is_binary
 from ..errors import DataError, NotFittedError, RubricInduceError
-from ..probing import ProbeArrays, ProbeTable
+from ..data.probes import ProbeArrays, ProbeTable
 from .metrics import classification_metrics, delta_netsat, yield_rate
 from .precision import sharpness_error
 from .scores import SelectionInput, netsat, prepare_inputs, unit_scores
