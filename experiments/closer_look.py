@@ -37,7 +37,7 @@ from rubric_induce.data.model import AnswerScale, Example, Rubric, RubricPool  #
 from rubric_induce.errors import RubricInduceError  # noqa: E402
 from rubric_induce.evaluation.meta_eval import correlation_table  # noqa: E402
 from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
-from rubric_induce.generation.structured import (  # noqa: E402
+from rubric_induce.structured import (  # noqa: E402
     GenerationError,
     GenerationStats,
     ask_json,

@@ -166,7 +166,7 @@ def _bucket_key(r: Rubric) -> tuple[str, str]:
 
 
 def _judge(backend: Backend, a: Rubric, b: Rubric, *, seed: int, stats) -> tuple[bool, str] | None:
-    from .generation.structured import ask_json
+    from .structured import ask_json
     from .templates import load_prompt
 
     schema = {"type": "object", "required": ["same", "reason"],
@@ -234,7 +234,7 @@ def deduplicate(
                                                if leader[i] != i}
     judge_info: dict[str, Any] = {}
     if llm_judge_backend is not None:
-        from .generation.structured import GenerationStats, derive_seed
+        from .structured import GenerationStats, derive_seed
 
         lo, hi = borderline
         hi = threshold if hi is None else hi

@@ -14,6 +14,7 @@ __all__ = [
     "LogprobsUnavailableError",
     "MissingDependencyError",
     "ReplyParseError",
+    "NotFittedError",
 ]
 
 
@@ -57,6 +58,14 @@ class LogprobsUnavailableError(BackendError):
 
 class ReplyParseError(RubricInduceError, ValueError):
     """An LLM reply could not be parsed into the structure that was asked for."""
+
+
+class NotFittedError(RubricInduceError, ValueError, AttributeError):
+    """An estimator (selector, calibrator, baseline) was used before ``fit``.
+
+    ValueError and AttributeError as in scikit-learn, so code written against sklearn's
+    ``NotFittedError`` catches it too. Selection and calibration re-export this one class.
+    """
 
 
 class MissingDependencyError(RubricInduceError, ImportError):

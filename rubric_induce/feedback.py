@@ -8,7 +8,7 @@ not fit a context budget (counted with ``backend.count_tokens``), they are split
 do, each chunk is summarized, and the summaries are summarized, recursively until they fit: the
 same "summary of summaries" the paper uses when a category exceeds its token limit.
 
-Every call asks for JSON under a schema (:func:`rubric_induce.generation.structured.ask_json`:
+Every call asks for JSON under a schema (:func:`rubric_induce.structured.ask_json`:
 constrained decoding where the backend allows it, retries, failures counted). A chunk whose reply
 stays unparseable is missing from the result; the report says how many items that affected.
 """
@@ -26,10 +26,12 @@ import numpy as np
 
 from .backends.base import Backend, Message
 from .data.model import Example, Rubric, RubricPool
+from .data.render import excerpt, render_example
 from .errors import DataError, ReplyParseError, RubricInduceError
 from .params import Params, param
-from .generation.structured import GenerationStats, ask_json, clean_item, derive_seed, is_sentence
-from .probing import ProbeTable, render_example
+from .structured import GenerationStats, ask_json, clean_item, derive_seed, is_sentence
+from .data.probes import ProbeTable
+from .progress import progress_bar
 from .templates import load_prompt
 
 FEEDBACK_FILE = "feedback.md"
@@ -240,11 +242,6 @@ def group_of(rubric: Rubric, group_by: str | Mapping[str, str] = "polarity") -> 
     raise ValueError(f"group_by must be one of {GROUP_BY} or a mapping, got {group_by!r}")
 
 
-def _excerpt(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "\u2026"
-
-
 def items_from_probes(
     table: ProbeTable,
     examples: Sequence[Example],
@@ -287,8 +284,8 @@ def items_from_probes(
         for score, _, rec in rows:
             items.append(FeedbackItem(
                 example_id=rec.example_id, rubric_id=rubric.id, rubric_text=rubric.text, group=group,
-                score=score, explanation=_excerpt(rec.analysis, excerpt_chars) if rec.analysis else None,
-                excerpt=_excerpt(render_example(by_example[rec.example_id], fields), excerpt_chars),
+                score=score, explanation=excerpt(rec.analysis, excerpt_chars) if rec.analysis else None,
+                excerpt=excerpt(render_example(by_example[rec.example_id], fields), excerpt_chars),
                 polarity=rubric.polarity))
     if not items:
         raise DataError("no probe matches the given examples and rubrics (or none has a distribution); "
@@ -396,15 +393,10 @@ class _Summarizer:
         self.merge_t = load_prompt("feedback_merge")
         self.calls_by_level: Counter[int] = Counter()
         self.parse = _feedback_parser(stats)
-        self._bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            self._bar = tqdm(total=None, desc="feedback", unit="call", dynamic_ncols=True)
+        self._bar = progress_bar(None, desc="feedback", enabled=progress)
 
     def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
+        self._bar.close()
 
     def tokens(self, messages: Sequence[Message]) -> int:
         return sum(self.backend.count_tokens(m["content"]) + _MESSAGE_OVERHEAD for m in messages)
@@ -467,8 +459,7 @@ class _Summarizer:
                           stats=self.stats, seed=derive_seed(self.seed, "feedback", sorted(context.items())),
                           temperature=self.temperature, max_tokens=self.max_tokens, retries=self.retries,
                           context=context)
-        if self._bar is not None:
-            self._bar.update(1)
+        self._bar.update(1)
         return result
 
     def reduce(self, summaries: list[tuple[Feedback, str | None]], scope: str, *, level: int,

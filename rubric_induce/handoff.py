@@ -29,7 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .data.jsonl import atomic_write_text, read_json
+from .data.jsonl import atomic_write_text, jsonable, read_json
 from .data.model import LIKERT_5, AnswerScale, Rubric, RubricPool, RubricSet
 from .errors import DataError
 
@@ -75,15 +75,6 @@ def load_schema() -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- JSON format
-def _json_default(obj: Any) -> Any:
-    """numpy scalars and arrays that end up in manifests (selection settings) become plain JSON."""
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
-
-
 def _rubric_to_dict(r: Rubric) -> dict[str, Any]:
     return {"id": r.id, "text": r.text, "polarity": r.polarity, "aspect": r.aspect,
             "scale": r.scale.to_dict(), "levels": list(r.levels) if r.levels is not None else None,
@@ -109,7 +100,7 @@ def rubric_set_to_dict(
     doc: dict[str, Any] = {"format": FORMAT_NAME, "version": FORMAT_VERSION, **top,
                            "threshold": None if threshold is None else float(threshold)}
     if manifest:
-        doc["manifest"] = json.loads(json.dumps(manifest, default=_json_default))
+        doc["manifest"] = json.loads(json.dumps(jsonable(manifest), allow_nan=False))
     doc["rubrics"] = [_rubric_to_dict(r) for r in rubrics]
     if not doc["rubrics"]:
         raise DataError("nothing to export: the rubric set is empty")

@@ -15,9 +15,8 @@ prompt caching computes each example's prefix once.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,9 +24,12 @@ import numpy as np
 from .backends.base import Backend
 from .backends.options import CallOptions
 from .backends.concurrency import run_bounded
-from .data.model import AnswerScale, Example, Rubric, manifest_path
-from .errors import DataError, LogprobsUnavailableError, RubricInduceError
+from .data.model import AnswerScale, Example, Rubric
+from .data.probes import ProbeArrays, ProbeRecord, ProbeTable  # re-exported: they lived here
+from .data.render import render_example  # re-exported: probing.render_example predates data.render
+from .errors import LogprobsUnavailableError, RubricInduceError
 from .params import Params, param
+from .progress import progress_bar
 from .templates import PromptTemplate, load_prompt
 
 __all__ = [
@@ -70,181 +72,6 @@ class ProbeParams(Params):
     temperature: float = param(1.0, ge=0.0, help="Sampling temperature for the sampling estimator.")
     max_analysis_tokens: int = param(200, ge=1, help="Reply length cap before the rating (analyze-rate).",
                                      hidden=True)
-
-
-@dataclass
-class ProbeRecord:
-    """The answer distribution of one rubric on one example.
-
-    ``raw`` are the unnormalised answer probabilities in the order of ``answers``; their sum is
-    the mass Z. ``error`` is set (and ``raw`` all zero) when no distribution could be read, e.g.
-    an analysis without a ``Rating:`` line; such records are counted in reports, never dropped.
-    """
-
-    example_id: str
-    rubric_id: str
-    answers: list[str]
-    values: list[float]
-    raw: list[float]
-    style: str
-    estimator: str
-    prompt_hash: str
-    n_samples: int | None = None
-    forced_answer: bool = False
-    analysis: str | None = None
-    error: str | None = None
-
-    @property
-    def mass(self) -> float:
-        return float(sum(self.raw))
-
-    @property
-    def probs(self) -> list[float]:
-        z = self.mass
-        return [p / z for p in self.raw] if z > 0 else [0.0] * len(self.raw)
-
-    @property
-    def expected(self) -> float:
-        z = self.mass
-        if z <= 0:
-            return math.nan
-        return float(sum(p * v for p, v in zip(self.raw, self.values)) / z)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.mass > 0
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {
-            "example_id": self.example_id, "rubric_id": self.rubric_id, "answers": self.answers,
-            "values": self.values, "probs": [round(p, 8) for p in self.probs],
-            "raw": [float(p) for p in self.raw], "mass": self.mass,
-            "expected": None if math.isnan(self.expected) else self.expected,
-            "style": self.style, "estimator": self.estimator, "prompt_hash": self.prompt_hash,
-        }
-        for key in ("n_samples", "analysis", "error"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        if self.forced_answer:
-            out["forced_answer"] = True
-        return out
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ProbeRecord:
-        return cls(
-            example_id=str(d["example_id"]), rubric_id=str(d["rubric_id"]),
-            answers=[str(a) for a in d["answers"]], values=[float(v) for v in d["values"]],
-            raw=[float(p) for p in d["raw"]], style=str(d["style"]), estimator=str(d["estimator"]),
-            prompt_hash=str(d["prompt_hash"]), n_samples=d.get("n_samples"),
-            forced_answer=bool(d.get("forced_answer", False)), analysis=d.get("analysis"),
-            error=d.get("error"),
-        )
-
-
-@dataclass
-class ProbeArrays:
-    """Dense views of a probe table for the maths stages.
-
-    ``raw``/``probs``: [examples, rubrics, max scale size], zero-padded past each rubric's scale
-    (``answer_mask`` marks real answers); ``mass`` and ``expected``: [examples, rubrics];
-    ``ok``: where a distribution was read (missing pairs and errors are False, expected NaN).
-    """
-
-    example_ids: list[str]
-    rubric_ids: list[str]
-    raw: np.ndarray
-    probs: np.ndarray
-    mass: np.ndarray
-    expected: np.ndarray
-    ok: np.ndarray
-    answer_mask: np.ndarray
-
-
-@dataclass
-class ProbeTable:
-    """All probe records of a run, with the settings that produced them in ``meta``."""
-
-    records: list[ProbeRecord] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def __iter__(self):
-        return iter(self.records)
-
-    @property
-    def n_errors(self) -> int:
-        return sum(1 for r in self.records if not r.ok)
-
-    def get(self, example_id: str, rubric_id: str) -> ProbeRecord:
-        for r in self.records:
-            if r.example_id == example_id and r.rubric_id == rubric_id:
-                return r
-        raise KeyError((example_id, rubric_id))
-
-    def arrays(self, example_ids: Sequence[str] | None = None,
-               rubric_ids: Sequence[str] | None = None) -> ProbeArrays:
-        ex_ids = list(example_ids) if example_ids is not None else list(dict.fromkeys(r.example_id for r in self.records))
-        rb_ids = list(rubric_ids) if rubric_ids is not None else list(dict.fromkeys(r.rubric_id for r in self.records))
-        e_index = {e: i for i, e in enumerate(ex_ids)}
-        r_index = {r: j for j, r in enumerate(rb_ids)}
-        k = max((len(r.answers) for r in self.records), default=1)
-        raw = np.zeros((len(ex_ids), len(rb_ids), k))
-        mask = np.zeros((len(ex_ids), len(rb_ids), k), dtype=bool)
-        values = np.zeros((len(ex_ids), len(rb_ids), k))
-        ok = np.zeros((len(ex_ids), len(rb_ids)), dtype=bool)
-        for rec in self.records:
-            i, j = e_index.get(rec.example_id), r_index.get(rec.rubric_id)
-            if i is None or j is None:
-                continue
-            n = len(rec.answers)
-            raw[i, j, :n] = rec.raw
-            mask[i, j, :n] = True
-            values[i, j, :n] = rec.values
-            ok[i, j] = rec.ok
-        mass = raw.sum(axis=2)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            probs = np.where(mass[..., None] > 0, raw / mass[..., None], 0.0)
-            expected = np.where(ok, (probs * values).sum(axis=2), np.nan)
-        return ProbeArrays(ex_ids, rb_ids, raw, probs, mass, expected, ok, mask)
-
-    def save(self, path: str | Path) -> Path:
-        from .data.jsonl import write_json, write_jsonl
-
-        path = Path(path)
-        write_jsonl(path, (r.to_dict() for r in self.records))
-        write_json(manifest_path(path), {**self.meta, "n_records": len(self.records),
-                                          "n_errors": self.n_errors})
-        return path
-
-    @classmethod
-    def load(cls, path: str | Path) -> ProbeTable:
-        from .data.jsonl import read_json, read_jsonl
-
-        records = []
-        for line_no, row in read_jsonl(path):
-            try:
-                records.append(ProbeRecord.from_dict(row))
-            except KeyError as exc:
-                raise DataError("missing required field", path=path, line=line_no,
-                                field=str(exc.args[0])) from None
-            except (TypeError, ValueError) as exc:
-                raise DataError(f"invalid probe record: {exc}", path=path, line=line_no) from None
-        mpath = manifest_path(path)
-        return cls(records, read_json(mpath) if mpath.exists() else {})
-
-
-def render_example(example: Example, fields: Sequence[str] | None = None) -> str:
-    """The example as the prompt shows it: one field bare, several as titled blocks."""
-    names = list(fields) if fields is not None else list(example.fields)
-    missing = [n for n in names if n not in example.fields]
-    if missing:
-        raise DataError(f"example has no field(s) {missing}; it has {list(example.fields)}",
-                        field=missing[0])
-    if len(names) == 1:
-        return example.fields[names[0]]
-    return "\n\n".join(f"{n.replace('_', ' ').capitalize()}:\n{example.fields[n]}" for n in names)
 
 
 def _scale_phrase(scale: AnswerScale) -> str:
@@ -446,11 +273,7 @@ def probe(
     def run(task: tuple[Example, Rubric]) -> ProbeRecord:
         return _probe_one(backend, task[0], task[1], **options)
 
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(tasks), unit="probe", desc="probing", dynamic_ncols=True)
+    bar = progress_bar(len(tasks), desc="probing", unit="probe", enabled=progress)
     records: list[ProbeRecord] = []
     # One example's probes form a batch: in parallel on a concurrent backend, in order on a
     # serial one, so the example's prompt prefix stays in the KV cache across its rubrics.
@@ -461,11 +284,9 @@ def probe(
                 records.append(rec)
                 if on_record:
                     on_record(rec)
-                if bar:
-                    bar.update()
+                bar.update()
     finally:
-        if bar:
-            bar.close()
+        bar.close()
     template = load_prompt(_TEMPLATE_FOR_STYLE[style])
     meta = {"style": style, "estimator": estimator, "backend": backend.identity(),
             "prompt": {"name": template.name, "hash": template.hash},

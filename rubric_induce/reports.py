@@ -8,7 +8,7 @@ import numpy as np
 
 from .data.model import Example, Rubric
 from .stats import spearman
-from .probing import ProbeTable
+from .data.probes import ProbeTable
 
 __all__ = ["probe_report"]
 

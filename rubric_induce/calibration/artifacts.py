@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..data.jsonl import jsonable
 from ..errors import DataError
 from ._torch import require_torch
 from .calibrator import Calibrator, _fitted
@@ -32,16 +33,6 @@ def _versions() -> dict[str, str]:
         ours = "unknown"
     return {"rubric_induce": str(ours), "torch": torch.__version__, "numpy": np.__version__,
             "python": platform.python_version()}
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
 
 
 def save_calibrator(cal: Calibrator, directory: str | Path, *, extra: dict[str, Any] | None = None,
@@ -73,7 +64,7 @@ def save_calibrator(cal: Calibrator, directory: str | Path, *, extra: dict[str, 
     config = {
         "format": "rubric-induce-calibrator",
         "format_version": FORMAT_VERSION,
-        "params": _jsonable({**params, "hidden": list(params["hidden"]),
+        "params": jsonable({**params, "hidden": list(params["hidden"]),
                              "not_applicable": list(params["not_applicable"])}),
         "question_names": list(cal.question_names_),
         "scales": [list(s) for s in cal.scales_],
@@ -85,7 +76,7 @@ def save_calibrator(cal: Calibrator, directory: str | Path, *, extra: dict[str, 
         "n_members": len(cal.networks_),
         "weights": weights,
         "versions": _versions(),
-        "extra": _jsonable(extra or {}),
+        "extra": jsonable(extra or {}),
     }
     (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2), encoding="utf-8")
     return directory

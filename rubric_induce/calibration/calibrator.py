@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import DataError, NotFittedError
 from ._torch import require_torch
 
 __all__ = ["Calibrator", "NotFittedError", "check_features", "encode_targets", "PARAMS"]
@@ -36,10 +36,6 @@ PARAMS = (
     "early_stopping", "validation_fraction", "patience", "n_ensemble", "not_applicable",
     "random_state", "n_threads", "init",
 )
-
-
-class NotFittedError(ValueError, AttributeError):
-    """The estimator was used before :meth:`Calibrator.fit`."""
 
 
 def check_features(X: Any, *, what: str = "X") -> np.ndarray:

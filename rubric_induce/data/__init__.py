@@ -1,5 +1,6 @@
 """Data model, JSONL I/O and dataset loaders."""
 from .examples_io import check_labels, read_examples, require_two_classes, write_examples
+from .labels import check_binary, is_binary, labels_from_examples
 from .model import (
     LIKERT_5,
     YES_NO,
@@ -12,9 +13,12 @@ from .model import (
     RubricSet,
     content_id,
 )
+from .probes import ProbeArrays, ProbeRecord, ProbeTable
+from .render import excerpt, render_example, truncate
 
 __all__ = [
     "AnswerScale", "LIKERT_5", "YES_NO", "LabelScale", "Judgment", "Example", "Rubric",
     "RubricPool", "RubricSet", "content_id", "read_examples", "write_examples", "check_labels",
-    "require_two_classes",
+    "require_two_classes", "render_example", "truncate", "excerpt", "labels_from_examples", "is_binary", "check_binary",
+    "ProbeRecord", "ProbeTable", "ProbeArrays",
 ]

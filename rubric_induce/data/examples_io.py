@@ -6,13 +6,13 @@ everywhere: one error naming the file, line and field, and nothing half-loaded.
 """
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import DataError
 from .jsonl import read_jsonl, write_jsonl
+from .labels import require_two_classes  # re-exported; lives with the other label checks
 from .model import Example, LabelScale
 
 __all__ = ["read_examples", "write_examples", "check_labels", "require_two_classes", "check_text"]
@@ -47,29 +47,6 @@ def check_text(value: Any, *, path: str | Path | None, line: int | None, field: 
     if not value.strip():
         raise DataError("text is empty", path=path, line=line, field=field)
     return value
-
-
-def require_two_classes(
-    examples: Sequence[Example],
-    question: str,
-    *,
-    path: str | Path | None = None,
-    threshold: float | None = None,
-) -> None:
-    """Refuse a binary task whose labels (optionally thresholded) hold fewer than two classes."""
-    values = [ex.labels.get(question) for ex in examples]
-    values = [v for v in values if v is not None]
-    if threshold is not None:
-        values = [v >= threshold for v in values]
-    counts = Counter(values)
-    if len(counts) < 2:
-        only = next(iter(counts), None)
-        raise DataError(
-            f"needs examples of two classes for {question!r}, found only {only!r} "
-            f"in {len(values)} labelled examples",
-            path=path,
-            field=f"labels.{question}",
-        )
 
 
 def read_examples(

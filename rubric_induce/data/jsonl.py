@@ -4,11 +4,13 @@ Writes go through a temporary file and a rename, so a crash never leaves half a 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from ..errors import DataError
@@ -102,17 +104,34 @@ def write_json(path: str | Path, obj: Any) -> Path:
 
 
 def jsonable(obj: Any) -> Any:
-    """Plain JSON values from numpy scalars/arrays, tuples and objects with ``to_dict``; NaN/inf -> None."""
-    import math
+    """``obj`` as plain JSON values, for manifests, metrics and artifact configs.
 
+    The one converter every writer uses: mappings (keys as strings), lists, tuples and sets (sets
+    sorted when their items allow) become dicts and lists; numpy scalars and arrays become Python
+    numbers and lists; non-finite floats (NaN, inf) become None, since JSON has no such values and
+    the writers refuse them; paths become strings; objects with ``to_dict`` and dataclasses become
+    dicts. Anything else is returned as it is (``json.dumps`` then says what it cannot write).
+    """
+    if obj is None or isinstance(obj, (str, bool, int)):
+        return obj
+    if isinstance(obj, float):  # numpy float64 included: it subclasses float
+        return float(obj) if math.isfinite(obj) else None
     if isinstance(obj, Mapping):
         return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [jsonable(v) for v in obj]
-    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):  # numpy scalars and arrays
+    if isinstance(obj, (set, frozenset)):
+        items = [jsonable(v) for v in obj]
+        try:
+            return sorted(items)
+        except TypeError:  # mixed types: keep iteration order
+            return items
+    if isinstance(obj, PurePath):
+        return str(obj)
+    if hasattr(obj, "tolist") and not isinstance(obj, bytes):  # numpy scalars and arrays
         return jsonable(obj.tolist())
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
     if hasattr(obj, "to_dict"):
         return jsonable(obj.to_dict())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return jsonable(dataclasses.asdict(obj))
     return obj

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..data.jsonl import atomic_write_text, read_json
 from ..params import Params, param
+from ..data.labels import is_binary
 from ..errors import DataError, MissingDependencyError
 from ..stats import CORRELATIONS, quadratic_weighted_kappa, rankdata, williams_test_scores
 from .meta_eval import correlation_table
@@ -136,8 +137,7 @@ def _arrays(cell: Sequence[ScoreRow]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _is_binary(human: np.ndarray) -> bool:
-    h = human[np.isfinite(human)]
-    return len(h) > 0 and set(np.unique(h).tolist()) == {0.0, 1.0}
+    return is_binary(human[np.isfinite(human)], both_classes=True)
 
 
 def _unique_threshold(cell: Sequence[ScoreRow]) -> float | None:
@@ -407,7 +407,7 @@ def _reliability_inputs(cell: Sequence[ScoreRow]) -> tuple[np.ndarray, np.ndarra
     scale = np.array(scales.pop())
     probs = np.array([r.probs for r in rows])
     probs = probs / probs.sum(axis=1, keepdims=True)
-    if len(scale) == 2 and set(np.unique(human).tolist()) <= {0.0, 1.0}:
+    if len(scale) == 2 and is_binary(human):
         return probs[:, int(np.argmax(scale))], human, "P(positive)"
     on_scale = np.isclose(human[:, None], scale[None, :]).any(axis=1)
     if not on_scale.all():

@@ -2,8 +2,8 @@
 
 ``generate_rubicon`` and ``generate_spur`` turn positive/negative examples into a SAT + DSAT rubric
 pool; ``generate_autocalibrate`` drafts, revisits and refines criteria for one Likert aspect.
-All LLM replies are JSON under a schema (:mod:`.structured`); unparseable ones are retried and then
-counted in :class:`GenerationStats`, which the pool manifest carries. ``METRICS`` and
+All LLM replies are JSON under a schema (:mod:`rubric_induce.structured`); unparseable ones are retried
+and then counted in :class:`GenerationStats`, which the pool manifest carries. ``METRICS`` and
 ``kendall_tau`` are kept here for compatibility: they are :data:`rubric_induce.stats.CORRELATIONS`
 and :func:`rubric_induce.stats.kendall`.
 """
@@ -35,7 +35,7 @@ from .rubicon import (
     split_binary,
     summarize_rubrics,
 )
-from .structured import (
+from ..structured import (
     GenerationError,
     GenerationFailure,
     GenerationStats,

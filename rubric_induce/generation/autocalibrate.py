@@ -30,11 +30,13 @@ import numpy as np
 
 from ..backends.base import Backend
 from ..data.model import AnswerScale, Example, Rubric, RubricPool
+from ..data.render import render_example
 from ..errors import DataError, ReplyParseError, RubricInduceError
-from ..probing import probe, render_example
+from ..probing import probe
+from ..progress import progress_bar
 from ..stats import CORRELATIONS
 from ..templates import load_prompt
-from .structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
+from ..structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
 
 __all__ = [
     "DraftSpec",
@@ -73,11 +75,9 @@ def _backend_name(backend: Backend) -> str:
     return f"{backend.kind}/{backend.model}"
 
 
-def _render(example: Example, fields: Sequence[str] | None, max_chars: int | None) -> str:
-    text = render_example(example, fields)
-    if max_chars is not None and len(text) > max_chars:
-        text = text[:max_chars].rstrip() + " [... truncated]"
-    return text
+# AutoCalibrate's prompts mark a cut example inline (RUBICON's on a new line); kept as it was so
+# prompts, and with them cached replies, stay the same.
+_TRUNCATED = " [... truncated]"
 
 
 def _fmt(v: float) -> str:
@@ -202,7 +202,8 @@ def _parse_criterion(value: Any) -> str:
 
 
 def _example_block(ex: Example, label: str, fields, max_chars, extra: str = "") -> str:
-    return f"{_render(ex, fields, max_chars)}\nHuman expert score: {_fmt(float(ex.labels[label]))}{extra}"
+    text = render_example(ex, fields, max_chars=max_chars, marker=_TRUNCATED)
+    return f"{text}\nHuman expert score: {_fmt(float(ex.labels[label]))}{extra}"
 
 
 def draft_criteria(
@@ -239,7 +240,7 @@ def draft_criteria(
     task = task or f"Score the {aspect} of a text on a scale of {low} to {high}, with {low} being the lowest."
     likert = AnswerScale.likert(int(low), int(high))
     out: dict[str, Rubric] = {}
-    bar = _bar(progress, len(plan), "drafting")
+    bar = progress_bar(len(plan), desc="drafting", enabled=progress)
     try:
         for spec in plan:
             shots = "\n\n".join(f"### Example {i}\n" + _example_block(by_id[e], label, fields, max_example_chars)
@@ -248,8 +249,7 @@ def draft_criteria(
             crit = ask_json(backend, messages, _CRITERION_SCHEMA, _parse_criterion, step="draft", stats=stats,
                             seed=spec.seed, temperature=temperature, max_tokens=400, retries=retries,
                             context={"size": spec.size, "trial": spec.trial, "sample": spec.sample})
-            if bar:
-                bar.update()
+            bar.update()
             if crit is None:
                 continue
             rubric = Rubric.create(criterion_question(aspect, crit), aspect=aspect, scale=likert, provenance={
@@ -263,17 +263,9 @@ def draft_criteria(
             else:
                 out[rubric.id] = rubric
     finally:
-        if bar:
-            bar.close()
+        bar.close()
     return list(out.values())
 
-
-def _bar(show: bool, total: int, desc: str):
-    if not show:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="call", dynamic_ncols=True)
 
 
 def revisit(
@@ -344,7 +336,7 @@ def refine_criteria(
     known = {s.rubric.id for s in kept}
     out: dict[str, Rubric] = {}
     total = len(kept) * len(sample_sizes) * trials * samples
-    bar = _bar(progress, total, f"refining (round {round_index + 1})")
+    bar = progress_bar(total, desc=f"refining (round {round_index + 1})", enabled=progress)
     try:
         for c_idx, sc in enumerate(kept):
             gap = np.abs(sc.predictions - y)
@@ -370,8 +362,7 @@ def refine_criteria(
                                         stats=stats, seed=call_seed, temperature=temperature, max_tokens=400,
                                         retries=retries, context={"parent": sc.rubric.id, "size": size,
                                                                   "trial": trial, "sample": s})
-                        if bar:
-                            bar.update()
+                        bar.update()
                         if crit is None:
                             continue
                         rubric = Rubric.create(criterion_question(aspect, crit), aspect=aspect, scale=likert,
@@ -388,8 +379,7 @@ def refine_criteria(
                             continue
                         out[rubric.id] = rubric
     finally:
-        if bar:
-            bar.close()
+        bar.close()
     return list(out.values())
 
 

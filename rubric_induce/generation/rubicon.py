@@ -30,10 +30,11 @@ from typing import Any
 
 from ..backends.base import Backend
 from ..data.model import LIKERT_5, AnswerScale, Example, Rubric, RubricPool
+from ..data.render import render_example
 from ..errors import DataError, RubricInduceError
-from ..probing import render_example
+from ..progress import progress_bar
 from ..templates import PromptTemplate, load_prompt
-from .structured import (
+from ..structured import (
     GenerationError,
     GenerationStats,
     ask_json,
@@ -107,13 +108,6 @@ def _block(name: str, enabled: bool, **values: str) -> str:
 
 def _backend_name(backend: Backend) -> str:
     return f"{backend.kind}/{backend.model}"
-
-
-def _render(example: Example, fields: Sequence[str] | None, max_chars: int | None) -> str:
-    text = render_example(example, fields)
-    if max_chars is not None and len(text) > max_chars:
-        text = text[:max_chars].rstrip() + "\n[... truncated]"
-    return text
 
 
 def split_binary(
@@ -206,10 +200,10 @@ def extract_patterns(
     schema = string_list_schema("patterns", min_items=1, max_items=top_k, max_length=240, subjects=subjects)
     parse = string_list("patterns")
     out: list[Pattern] = []
-    bar = _bar(progress, len(examples), f"extracting {polarity}")
+    bar = progress_bar(len(examples), desc=f"extracting {polarity}", enabled=progress)
     try:
         for ex in examples:
-            conversation = _render(ex, fields, max_example_chars)
+            conversation = render_example(ex, fields, max_chars=max_example_chars)
             if not conversation.strip():
                 stats.skip("empty text", example_id=ex.id)
                 continue
@@ -225,11 +219,9 @@ def extract_patterns(
                 if len(items) > top_k:
                     stats.reject("beyond top_k", len(items) - top_k)
                 out.extend(Pattern(t, polarity, ex.id) for t in items[:top_k])
-            if bar:
-                bar.update()
+            bar.update()
     finally:
-        if bar:
-            bar.close()
+        bar.close()
     return out
 
 
@@ -245,13 +237,6 @@ def _step_prompt(name: str, cdp_name: str, *, polarity: str, domain: str | None,
                   cdp_block=_block(cdp_name, use_cdp))
     return load_prompt(name), blocks, _POLARITY_TEXT[polarity]
 
-
-def _bar(show: bool, total: int, desc: str):
-    if not show:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="call", dynamic_ncols=True)
 
 
 def _numbered(texts: Sequence[str], empty: str = "(none yet)") -> str:
@@ -312,7 +297,7 @@ def summarize_rubrics(
     shown: list[str] = [r.text for r in existing]
     new: list[Rubric] = []
     batches = _batches([p for p in patterns if p.polarity == polarity], batch_size)
-    bar = _bar(progress, len(batches), f"summarizing {polarity}")
+    bar = progress_bar(len(batches), desc=f"summarizing {polarity}", enabled=progress)
     try:
         for b, batch in enumerate(batches):
             context = shown[-max_shown:] if max_shown else shown
@@ -324,8 +309,7 @@ def summarize_rubrics(
                              seed=derive_seed(seed, "summarize", polarity, b), temperature=temperature,
                              max_tokens=60 * max_new + 40, retries=retries,
                              context={"polarity": polarity, "batch": b})
-            if bar:
-                bar.update()
+            bar.update()
             if items is None:
                 continue
             items = _sentences(items, stats)
@@ -346,8 +330,7 @@ def summarize_rubrics(
                     "source_example_ids": source_ids, "source_patterns": [p.text for p in batch],
                 }))
     finally:
-        if bar:
-            bar.close()
+        bar.close()
     return new
 
 
@@ -383,7 +366,7 @@ def spur_update(
     parse = string_list("rubrics")
     current: list[Rubric] = []
     batches = _batches([p for p in patterns if p.polarity == polarity], batch_size)
-    bar = _bar(progress, len(batches), f"SPUR {polarity}")
+    bar = progress_bar(len(batches), desc=f"SPUR {polarity}", enabled=progress)
     try:
         for b, batch in enumerate(batches):
             messages = template.render(existing=_numbered([r.text for r in current]),
@@ -394,8 +377,7 @@ def spur_update(
                              seed=derive_seed(seed, "spur", polarity, b), temperature=temperature,
                              max_tokens=60 * n_rubrics + 40, retries=retries,
                              context={"polarity": polarity, "batch": b})
-            if bar:
-                bar.update()
+            bar.update()
             if items is None:
                 continue
             items = _sentences(items, stats)
@@ -419,8 +401,7 @@ def spur_update(
                 }))
             current = updated
     finally:
-        if bar:
-            bar.close()
+        bar.close()
     return current
 
 

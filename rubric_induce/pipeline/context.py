@@ -15,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..data import Example
+from ..data.labels import is_binary
 from ..errors import DataError
 from .config import RunConfig
 
@@ -58,13 +59,13 @@ class RunContext:
     @cached_property
     def y(self) -> np.ndarray:
         """The selection label of every example (thresholded when data.label_threshold is set)."""
-        from ..selection.scores import labels_from_examples
+        from ..data.labels import labels_from_examples
 
         return labels_from_examples(self.examples, self.config.data.label, self.config.data.label_threshold)
 
     @cached_property
     def binary(self) -> bool:
-        return set(np.unique(self.y).tolist()) <= {0.0, 1.0}
+        return is_binary(self.y)
 
     @cached_property
     def split(self) -> tuple[np.ndarray, np.ndarray]:

@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from ..data.labels import check_binary, labels_from_examples  # re-exported
 from ..data.model import Example, Rubric
 from ..errors import DataError
-from ..probing import ProbeArrays, ProbeTable
+from ..data.probes import ProbeArrays, ProbeTable
 
 __all__ = [
     "SCORE_MODES",
@@ -157,39 +158,6 @@ def netsat(signed_scores: np.ndarray, selected: Sequence[int] | np.ndarray) -> n
     return signed_scores[:, idx].sum(axis=1)
 
 
-def labels_from_examples(examples: Sequence[Example], label: str,
-                         threshold: float | None = None) -> np.ndarray:
-    """The ``label`` of every example as floats; ``threshold`` binarises (label >= threshold)."""
-    values = []
-    for ex in examples:
-        v = ex.labels.get(label)
-        if v is None:
-            raise DataError(f"example {ex.id!r} has no label {label!r} (it has {sorted(ex.labels)})",
-                            field=f"labels.{label}")
-        values.append(float(v))
-    y = np.asarray(values)
-    return (y >= threshold).astype(float) if threshold is not None else y
-
-
-def check_binary(y: np.ndarray) -> np.ndarray:
-    """0/1 integer labels with both classes present, or a DataError that says what is wrong."""
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise DataError(f"labels must be one-dimensional, got shape {y.shape}", field="labels")
-    if y.dtype == bool:
-        y = y.astype(int)
-    values = set(np.unique(y).tolist())
-    if not values <= {0, 1, 0.0, 1.0}:
-        raise DataError(f"binary selection needs 0/1 labels, got values {sorted(values)[:6]}; "
-                        "binarise them first (e.g. --label-threshold)", field="labels")
-    y = y.astype(int)
-    if len(values) < 2:
-        raise DataError(f"labels hold a single class ({int(y[0]) if len(y) else 'none'}) in "
-                        f"{len(y)} examples; selection needs positive and negative examples",
-                        field="labels")
-    return y
-
-
 def prepare_inputs(
     X: np.ndarray | ProbeTable | ProbeArrays,
     y: np.ndarray | Sequence[float] | Sequence[Example] | None,
@@ -252,5 +220,5 @@ def prepare_inputs(
             raise DataError(f"{y_arr.shape[0] if y_arr.ndim else 0} labels for {n} examples",
                             field="labels")
         if binary:
-            y_arr = check_binary(y_arr)
+            y_arr = check_binary(y_arr, label=label if examples is not None else None)
     return SelectionInput(scores, y_arr, signs, rubric_ids, example_ids, rubric_list)

@@ -37,8 +37,9 @@ from typing import Any
 import numpy as np
 
 from ..data.model import Example, Rubric
-from ..errors import DataError, RubricInduceError
-from ..probing import ProbeArrays, ProbeTable
+from ..data.labels import is_binary
+from ..errors import DataError, NotFittedError, RubricInduceError
+from ..data.probes import ProbeArrays, ProbeTable
 from .metrics import classification_metrics, delta_netsat, yield_rate
 from .precision import sharpness_error
 from .scores import SelectionInput, netsat, prepare_inputs, unit_scores
@@ -56,10 +57,6 @@ __all__ = [
 
 CV_SCORINGS = ("yield_accuracy", "yield_rate", "accuracy", "delta_netsat")
 DEFAULT_ALPHAS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
-
-
-class NotFittedError(RubricInduceError, AttributeError):
-    """A selector was used before ``fit``."""
 
 
 class SelectionWarning(UserWarning):
@@ -250,7 +247,7 @@ class BaseSelector:
         self.history_ = info.get("history", [])
         train = netsat(inp.signed, self.selected_)
         y = inp.y
-        binary = y is not None and set(np.unique(y).tolist()) <= {0, 1}
+        binary = y is not None and is_binary(y)
         self.threshold_ = midpoint_threshold(train, y) if binary else None
         self.train_delta_netsat_ = delta_netsat(train, y) if binary else float("nan")
         if binary and np.ptp(train) == 0:

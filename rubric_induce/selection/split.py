@@ -5,6 +5,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..data.labels import is_binary
 from ..data.model import Example
 
 __all__ = ["group_split"]
@@ -29,7 +30,7 @@ def group_split(
     groups = list(dict.fromkeys(keys))
     gindex = {g: i for i, g in enumerate(groups)}
     member = np.array([gindex[k] for k in keys], dtype=int)
-    if y is not None and set(np.unique(y).tolist()) <= {0, 1}:
+    if y is not None and is_binary(y):
         share = np.bincount(member, weights=np.asarray(y, dtype=float), minlength=len(groups))
         share /= np.bincount(member, minlength=len(groups))
         strata = (share >= 0.5).astype(int)

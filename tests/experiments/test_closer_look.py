@@ -11,7 +11,7 @@ from rubric_induce import stats
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import Example
 from rubric_induce.evaluation.score_table import read_scores
-from rubric_induce.generation.structured import GenerationError, GenerationStats
+from rubric_induce.structured import GenerationError, GenerationStats
 
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.errors import ReplyParseError
-from rubric_induce.generation.structured import (
+from rubric_induce.structured import (
     RETRY_TEMPERATURE,
     GenerationStats,
     ask_json,

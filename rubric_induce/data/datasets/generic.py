@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError
-from ..examples_io import require_two_classes
+from ..labels import require_two_classes
 from ..jsonl import read_json, read_jsonl
 from ..model import Example, Judgment, LabelScale
 from ._common import check_scale

@@ -1,5 +1,8 @@
 """Structured LLM replies: ask for JSON under a schema, parse, retry, and count what failed.
 
+Shared by every stage that asks an LLM for structure (generation, dedup, feedback), so it lives
+outside any one stage: stages import this module, never each other.
+
 Generation steps never parse free text. Each call passes a JSON schema to
 ``CallOptions(json_schema=...)`` (the embedded model and OpenAI structured outputs constrain the
 decoder with it; other backends at least get asked), parses the reply, and checks its shape with a
@@ -18,9 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from ..backends.base import Backend, Message
-from ..backends.options import CallOptions
-from ..errors import ReplyParseError, RubricInduceError
+from .backends.base import Backend, Message
+from .backends.options import CallOptions
+from .errors import ReplyParseError, RubricInduceError
 
 __all__ = [
     "GenerationError",
@@ -36,6 +39,7 @@ __all__ = [
     "RETRY_TEMPERATURE",
 ]
 
+# The logger keeps its historical name: log filters set on "rubric_induce.generation" still apply.
 log = logging.getLogger("rubric_induce.generation")
 
 T = TypeVar("T")

@@ -1,0 +1,179 @@
+"""Probe results: the answer distribution of every (example, rubric) pair, and its file format.
+
+Probing writes these and selection, calibration, feedback and scoring read them; they live in the
+data layer so that readers need not import the probing stage.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError
+from .jsonl import read_json, read_jsonl, write_json, write_jsonl
+from .model import manifest_path
+
+__all__ = ["ProbeRecord", "ProbeArrays", "ProbeTable"]
+
+
+@dataclass
+class ProbeRecord:
+    """The answer distribution of one rubric on one example.
+
+    ``raw`` are the unnormalised answer probabilities in the order of ``answers``; their sum is
+    the mass Z. ``error`` is set (and ``raw`` all zero) when no distribution could be read, e.g.
+    an analysis without a ``Rating:`` line; such records are counted in reports, never dropped.
+    """
+
+    example_id: str
+    rubric_id: str
+    answers: list[str]
+    values: list[float]
+    raw: list[float]
+    style: str
+    estimator: str
+    prompt_hash: str
+    n_samples: int | None = None
+    forced_answer: bool = False
+    analysis: str | None = None
+    error: str | None = None
+
+    @property
+    def mass(self) -> float:
+        return float(sum(self.raw))
+
+    @property
+    def probs(self) -> list[float]:
+        z = self.mass
+        return [p / z for p in self.raw] if z > 0 else [0.0] * len(self.raw)
+
+    @property
+    def expected(self) -> float:
+        z = self.mass
+        if z <= 0:
+            return math.nan
+        return float(sum(p * v for p, v in zip(self.raw, self.values)) / z)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.mass > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "example_id": self.example_id, "rubric_id": self.rubric_id, "answers": self.answers,
+            "values": self.values, "probs": [round(p, 8) for p in self.probs],
+            "raw": [float(p) for p in self.raw], "mass": self.mass,
+            "expected": None if math.isnan(self.expected) else self.expected,
+            "style": self.style, "estimator": self.estimator, "prompt_hash": self.prompt_hash,
+        }
+        for key in ("n_samples", "analysis", "error"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.forced_answer:
+            out["forced_answer"] = True
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProbeRecord:
+        return cls(
+            example_id=str(d["example_id"]), rubric_id=str(d["rubric_id"]),
+            answers=[str(a) for a in d["answers"]], values=[float(v) for v in d["values"]],
+            raw=[float(p) for p in d["raw"]], style=str(d["style"]), estimator=str(d["estimator"]),
+            prompt_hash=str(d["prompt_hash"]), n_samples=d.get("n_samples"),
+            forced_answer=bool(d.get("forced_answer", False)), analysis=d.get("analysis"),
+            error=d.get("error"),
+        )
+
+
+@dataclass
+class ProbeArrays:
+    """Dense views of a probe table for the maths stages.
+
+    ``raw``/``probs``: [examples, rubrics, max scale size], zero-padded past each rubric's scale
+    (``answer_mask`` marks real answers); ``mass`` and ``expected``: [examples, rubrics];
+    ``ok``: where a distribution was read (missing pairs and errors are False, expected NaN).
+    """
+
+    example_ids: list[str]
+    rubric_ids: list[str]
+    raw: np.ndarray
+    probs: np.ndarray
+    mass: np.ndarray
+    expected: np.ndarray
+    ok: np.ndarray
+    answer_mask: np.ndarray
+
+
+@dataclass
+class ProbeTable:
+    """All probe records of a run, with the settings that produced them in ``meta``."""
+
+    records: list[ProbeRecord] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self):
+        return iter(self.records)
+
+    @property
+    def n_errors(self) -> int:
+        return sum(1 for r in self.records if not r.ok)
+
+    def get(self, example_id: str, rubric_id: str) -> ProbeRecord:
+        for r in self.records:
+            if r.example_id == example_id and r.rubric_id == rubric_id:
+                return r
+        raise KeyError((example_id, rubric_id))
+
+    def arrays(self, example_ids: Sequence[str] | None = None,
+               rubric_ids: Sequence[str] | None = None) -> ProbeArrays:
+        ex_ids = list(example_ids) if example_ids is not None else list(dict.fromkeys(r.example_id for r in self.records))
+        rb_ids = list(rubric_ids) if rubric_ids is not None else list(dict.fromkeys(r.rubric_id for r in self.records))
+        e_index = {e: i for i, e in enumerate(ex_ids)}
+        r_index = {r: j for j, r in enumerate(rb_ids)}
+        k = max((len(r.answers) for r in self.records), default=1)
+        raw = np.zeros((len(ex_ids), len(rb_ids), k))
+        mask = np.zeros((len(ex_ids), len(rb_ids), k), dtype=bool)
+        values = np.zeros((len(ex_ids), len(rb_ids), k))
+        ok = np.zeros((len(ex_ids), len(rb_ids)), dtype=bool)
+        for rec in self.records:
+            i, j = e_index.get(rec.example_id), r_index.get(rec.rubric_id)
+            if i is None or j is None:
+                continue
+            n = len(rec.answers)
+            raw[i, j, :n] = rec.raw
+            mask[i, j, :n] = True
+            values[i, j, :n] = rec.values
+            ok[i, j] = rec.ok
+        mass = raw.sum(axis=2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            probs = np.where(mass[..., None] > 0, raw / mass[..., None], 0.0)
+            expected = np.where(ok, (probs * values).sum(axis=2), np.nan)
+        return ProbeArrays(ex_ids, rb_ids, raw, probs, mass, expected, ok, mask)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        write_jsonl(path, (r.to_dict() for r in self.records))
+        write_json(manifest_path(path), {**self.meta, "n_records": len(self.records),
+                                          "n_errors": self.n_errors})
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> ProbeTable:
+        records = []
+        for line_no, row in read_jsonl(path):
+            try:
+                records.append(ProbeRecord.from_dict(row))
+            except KeyError as exc:
+                raise DataError("missing required field", path=path, line=line_no,
+                                field=str(exc.args[0])) from None
+            except (TypeError, ValueError) as exc:
+                raise DataError(f"invalid probe record: {exc}", path=path, line=line_no) from None
+        mpath = manifest_path(path)
+        return cls(records, read_json(mpath) if mpath.exists() else {})

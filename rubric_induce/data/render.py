@@ -1,0 +1,50 @@
+"""How an example appears in a prompt: one home for rendering and truncating example text.
+
+Probing, generation and feedback all show examples to the LLM; they render them here so that a
+prompt built by one stage shows an example exactly as another stage would (and so that stages do
+not import each other for it).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import DataError
+from .model import Example
+
+__all__ = ["TRUNCATION_MARKER", "render_example", "truncate", "excerpt"]
+
+#: Appended to a rendered example cut at ``max_chars`` (on its own line, as RUBICON prompts show it).
+TRUNCATION_MARKER = "\n[... truncated]"
+
+
+def truncate(text: str, max_chars: int | None, marker: str = TRUNCATION_MARKER) -> str:
+    """``text`` cut to ``max_chars`` characters (trailing space dropped) plus ``marker``; unchanged
+    when it fits or ``max_chars`` is None."""
+    if max_chars is not None and len(text) > max_chars:
+        return text[:max_chars].rstrip() + marker
+    return text
+
+
+def render_example(example: Example, fields: Sequence[str] | None = None, *,
+                   max_chars: int | None = None, marker: str = TRUNCATION_MARKER) -> str:
+    """The example as the prompt shows it: one field bare, several as titled blocks.
+
+    ``max_chars`` cuts the rendered text (see :func:`truncate`). A field the example lacks raises
+    :class:`DataError` naming it.
+    """
+    names = list(fields) if fields is not None else list(example.fields)
+    missing = [n for n in names if n not in example.fields]
+    if missing:
+        raise DataError(f"example has no field(s) {missing}; it has {list(example.fields)}",
+                        field=missing[0])
+    if len(names) == 1:
+        text = example.fields[names[0]]
+    else:
+        text = "\n\n".join(f"{n.replace('_', ' ').capitalize()}:\n{example.fields[n]}" for n in names)
+    return truncate(text, max_chars, marker)
+
+
+def excerpt(text: str, limit: int) -> str:
+    """A one-line excerpt: whitespace collapsed, cut to ``limit`` characters with an ellipsis."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "\u2026"
