@@ -53,16 +53,15 @@ def run_dir_for(config: RunConfig, out: str | Path | None = None) -> Path:
 
 def preflight(ctx: RunContext) -> None:
     """Checks that need the data, done before any LLM call so a long run cannot fail late on them."""
+    from ..data.labels import check_binary
     from ..errors import DataError
 
     cfg = ctx.config
     needs_binary = cfg.generate.method in ("rubicon", "spur") or cfg.select.method != "topk"
     if needs_binary and not ctx.binary:
-        values = sorted(set(ctx.y.tolist()))
-        raise DataError(f"label {cfg.data.label!r} is not 0/1 (values {values[:6]}{' ...' if len(values) > 6 else ''})"
-                        f"; set data.label_threshold (label >= T counts as positive), or use "
-                        "generate.method = 'autocalibrate' with select.method = 'topk'",
-                        path=cfg.source, field="data.label_threshold")
+        check_binary(ctx.y, label=cfg.data.label, both_classes=False, path=cfg.source, field="data.label_threshold",
+                     fix="set data.label_threshold (label >= T counts as positive), or use "
+                         "generate.method = 'autocalibrate' with select.method = 'topk'")
     if ctx.binary and len(set(ctx.y[ctx.split[0]].tolist())) < 2:
         raise DataError("the training split holds one class only; use more examples or a smaller run.test_size",
                         path=cfg.source, field="run.test_size")

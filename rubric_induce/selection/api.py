@@ -94,12 +94,11 @@ def usable_rubrics(table, examples: Sequence[Example], rubrics: Sequence[Rubric]
 
 def check_selection_labels(y: np.ndarray, method: str, label: str) -> bool:
     """Selection needs 0/1 labels (except top-K by correlation) with both classes; returns binary."""
-    binary = set(np.unique(y).tolist()) <= {0.0, 1.0}
+    from ..data.labels import check_binary, is_binary
+
+    binary = is_binary(y)
     if not binary and method != "topk":
-        values = sorted(set(y.tolist()))
-        raise DataError(f"label {label!r} is not 0/1 (values {values[:6]}{' ...' if len(values) > 6 else ''}); "
-                        "set a label threshold (data.label_threshold / --label-threshold: label >= T is "
-                        "positive), or use select.method = 'topk'", field=f"labels.{label}")
+        check_binary(y, label=label, both_classes=False)
     if np.ptp(y) == 0:
         raise DataError(f"every training example has the same {label!r} label ({y[0]:g}); selection needs "
                         "two classes: use more examples or a smaller test share", field=f"labels.{label}")
