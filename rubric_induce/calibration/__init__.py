@@ -7,6 +7,7 @@ is built, fitted or loaded; without it those raise
 """
 from __future__ import annotations
 
+from .api import CalibrateParams, CalibrateResult, calibrate, calibrated_rows, calibrator_features
 from .artifacts import load_calibrator, save_calibrator
 from .baselines import (
     ArgmaxLLM,
@@ -30,6 +31,11 @@ from .metrics import (
 from .search import cross_val_predict, cv_log_likelihood, group_kfold, search_hyperparameters
 
 __all__ = [
+    "calibrate",
+    "CalibrateParams",
+    "CalibrateResult",
+    "calibrated_rows",
+    "calibrator_features",
     "Calibrator",
     "NotFittedError",
     "check_features",

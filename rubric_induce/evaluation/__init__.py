@@ -25,10 +25,16 @@ from ..stats import (
     williams_test_scores,
 )
 from .meta_eval import correlation_table
-from .run_report import render_run_report
+from .heldout import EvaluateParams, EvaluationResult, evaluate
+from .run_report import ReportParams, render_run_report, report
 from .score_table import ScoreRow, read_scores, write_scores
 
 __all__ = [
+    "evaluate",
+    "EvaluateParams",
+    "EvaluationResult",
+    "report",
+    "ReportParams",
     "METHODS",
     "CorrelationResult",
     "bootstrap_ci",

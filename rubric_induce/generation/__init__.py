@@ -9,6 +9,15 @@ and :func:`rubric_induce.stats.kendall`.
 """
 from ..stats import CORRELATIONS as METRICS
 from ..stats import kendall as kendall_tau
+from .api import (
+    GENERATORS,
+    AutoCalibrateParams,
+    GenerateParams,
+    GenerateResult,
+    Generator,
+    RubiconParams,
+    generate,
+)
 from .autocalibrate import (
     LEVEL_NAMES,
     AutoCalibrateResult,
@@ -45,6 +54,9 @@ from ..structured import (
 )
 
 __all__ = [
+    # the stage entry point
+    "generate", "GenerateParams", "GenerateResult", "GENERATORS", "Generator", "RubiconParams",
+    "AutoCalibrateParams",
     # RUBICON / SPUR
     "generate_rubicon", "generate_spur", "extract_patterns", "summarize_rubrics", "spur_update",
     "split_binary", "balanced_sample", "rubicon_prompts", "Pattern", "MODES",
