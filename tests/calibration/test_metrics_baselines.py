@@ -10,6 +10,7 @@ from rubric_induce.calibration.metrics import (kendall, paired_permutation_test,
                                                reliability_diagram, rmse_bound, smooth_ece)
 
 
+@pytest.mark.slow
 def test_smooth_ece_separates_calibrated_from_miscalibrated():
     rng = np.random.default_rng(0)
     f = rng.uniform(0, 1, 2000)

@@ -132,6 +132,7 @@ class _DiesAfter(FakeBackend):
         return super().answer_logprobs(*args, **kwargs)
 
 
+@pytest.mark.slow
 def test_crash_mid_probe_loses_no_finished_call(write_config, tmp_path):
     cfg = load_config(write_config(FAST))
     out = tmp_path / "out"
