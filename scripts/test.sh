@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Set up (idempotent) and run the test suite. Extra arguments go to pytest.
+# Set up (idempotent) and run the whole test suite, every tier: fast, slow, local_model (the
+# embedded model) and server (a local llama.cpp server). This is what CI runs (.ci/run).
+# Extra arguments go to pytest; a -m among them replaces the -m "" below.
+# The fast tier alone (plain pytest's default, see pyproject.toml): .venv/bin/python -m pytest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest -m "" "$@"

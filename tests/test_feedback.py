@@ -277,14 +277,11 @@ def test_cli_feedback_end_to_end(tmp_path, examples, rubrics):
 
 
 @pytest.mark.local_model
-def test_embedded_model_gives_parseable_feedback(tmp_path):
-    pytest.importorskip("llama_cpp")
+def test_embedded_model_gives_parseable_feedback(tmp_path, embedded_model_path):
+    # embedded_model_path skips (fails in CI) only when llama_cpp or the model wheel is absent.
     from rubric_induce.backends.local import LocalLlamaBackend
 
-    try:
-        backend = LocalLlamaBackend(n_threads=2, n_ctx=2048)
-    except Exception as exc:  # model wheel missing
-        pytest.skip(f"embedded model unavailable: {exc}")
+    backend = LocalLlamaBackend(n_threads=2, n_ctx=2048)
     text = "USER: Book a table for two at 7 pm.\nSYSTEM: What city?\nUSER: I said 7 pm.\nSYSTEM: What city?"
     items = [FeedbackItem("bad", "r1", "The user has to repeat a request.", "DSAT", 0.9, None, text, "DSAT"),
              FeedbackItem("good", "r1", "The user has to repeat a request.", "DSAT", 0.1, None,

@@ -1,7 +1,9 @@
 """Prompt templates load, hash and render; the package lists every subpackage it ships."""
 from __future__ import annotations
 
+import ast
 import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -52,3 +54,44 @@ def test_price_lookup():
     assert price_for("gpt-4o-mini", 1_000_000, 0) == pytest.approx(0.15)
     assert price_for("gpt-4o-mini-2024-07-18", 0, 1_000_000) == pytest.approx(0.60)
     assert price_for("my-local-llama", 10, 10) is None
+
+
+# Standard-library modules that set a floor, with the release that added them (extend when one is used).
+_GATED_STDLIB = {"tomllib": (3, 11)}
+
+
+def _imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+def test_requires_python_is_the_floor_that_is_tested():
+    """The declared floor is 3.11 (tomllib), the interpreter running the tests meets it, and no
+    module imports a version-gated stdlib module newer than it. CI runs 3.11 only, so nothing
+    older may be claimed."""
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    m = re.fullmatch(r">=\s*3\.(\d+)", spec)
+    assert m, f"requires-python should be a plain lower bound, got {spec!r}"
+    floor = (3, int(m.group(1)))
+    assert floor == (3, 11)
+    assert sys.version_info[:2] >= floor
+    needs = {name: _GATED_STDLIB[name] for p in (ROOT / "rubric_induce").rglob("*.py")
+             for name in _imported_modules(p) if name in _GATED_STDLIB}
+    assert needs.get("tomllib") == (3, 11)  # the reason for the floor; drop this line if tomllib goes
+    assert all(v <= floor for v in needs.values()), needs
+
+
+def test_plain_pytest_is_the_fast_tier_and_ci_runs_every_tier():
+    """Plain pytest deselects the slow, local_model and server tiers; scripts/test.sh (which .ci/run
+    calls) overrides that with -m "" so CI runs them all."""
+    ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "-m 'not slow and not local_model and not server'" in ini["addopts"]
+    assert {m.split(":")[0] for m in ini["markers"]} >= {"slow", "local_model", "server"}
+    test_sh = (ROOT / "scripts" / "test.sh").read_text()
+    assert 'exec .venv/bin/python -m pytest -m "" "$@"' in test_sh
+    assert "bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()

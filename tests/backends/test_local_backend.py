@@ -6,13 +6,13 @@ import math
 
 import pytest
 
-pytest.importorskip("llama_cpp")
+from rubric_induce.backends import CallOptions, get_backend
+from rubric_induce.backends.local import LocalLlamaBackend, default_model_path
+from rubric_induce.errors import BackendError
 
-from rubric_induce.backends import CallOptions, get_backend  # noqa: E402
-from rubric_induce.backends.local import LocalLlamaBackend, default_model_path  # noqa: E402
-from rubric_induce.errors import BackendError  # noqa: E402
-
-pytestmark = pytest.mark.local_model
+# embedded_model_path (tests/conftest.py) skips these locally when llama_cpp or the model wheel is
+# absent, and fails them in CI.
+pytestmark = [pytest.mark.local_model, pytest.mark.usefixtures("embedded_model_path")]
 
 ARTICLE = ("The city council approved a new budget on Tuesday that raises library funding by 12 percent "
            "and cuts the road maintenance budget by 3 percent. The mayor said the vote was close.")
@@ -29,11 +29,8 @@ def probe_messages(question: str) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def model_path():
-    try:
-        return default_model_path()
-    except BackendError as exc:
-        pytest.skip(str(exc))
+def model_path(embedded_model_path):
+    return embedded_model_path
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from rubric_induce.calibration.metrics import (paired_permutation_test, regressi
 from rubric_induce.stats import kendall
 
 
+@pytest.mark.slow
 def test_smooth_ece_separates_calibrated_from_miscalibrated():
     rng = np.random.default_rng(0)
     f = rng.uniform(0, 1, 2000)

@@ -7,17 +7,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rubric_induce.calibration import Calibrator, ConstantBaseline, from_llm_rubric, regression_metrics  # noqa: E402
-from rubric_induce.errors import DataError  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def splits():
+def splits(shared_data_root):
     from rubric_induce.data.datasets.llm_rubric import load_llm_rubric
 
-    try:
-        syn, real = load_llm_rubric(split="synthetic"), load_llm_rubric(split="real")
-    except (DataError, FileNotFoundError, OSError) as exc:
-        pytest.skip(f"LLM-RUBRIC data not available: {exc}")
+    # With the data folder present, a missing or broken LLM-RUBRIC file is a failure, not a skip.
+    syn, real = load_llm_rubric(shared_data_root, "synthetic"), load_llm_rubric(shared_data_root, "real")
     return from_llm_rubric(syn), from_llm_rubric(real)
 
 

@@ -30,11 +30,8 @@ from rubric_induce.errors import DataError
 
 
 @pytest.fixture(scope="module")
-def root() -> Path:
-    try:
-        return data_root()
-    except DataError:
-        pytest.skip("shared data folder not found")
+def root(shared_data_root) -> Path:
+    return shared_data_root
 
 
 def _counts_by_group(examples):

@@ -112,5 +112,5 @@ def test_label_scale_checks():
     assert SCALES["q"].check(0) is None  # not applicable
     assert "outside" in SCALES["q"].check(5)
     assert "integer" in SCALES["q"].check(2.5)
-    assert SCALES["sat"].check(True) is not None
+    assert SCALES["sat"].check(True) == "label must be a number, got True"  # a bool is not a 0/1 label
     assert LabelScale.from_dict(SCALES["q"].to_dict()) == SCALES["q"]

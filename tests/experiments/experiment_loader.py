@@ -1,10 +1,13 @@
-"""Import an experiment script (experiments/ is not a package) for its tests."""
+"""Import an experiment script (experiments/ is not a package) for its tests, and check the run
+record every experiment writes."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -16,3 +19,23 @@ def load_experiment(name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def check_run_record(out: Path, name: str, **flags: Any) -> dict[str, Any]:
+    """Parse ``manifest.json``, ``config.json`` and ``results.json``; check that they agree with each
+    other and with the flags the run was given (``--backend fake`` and ``--set`` values); return the
+    results.json ``results``."""
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    assert manifest["experiment"] == results["experiment"] == name
+    assert manifest["config"] == results["config"] == config
+    assert manifest["command"] == results["command"]
+    assert manifest["command"].startswith(f"bash scripts/experiment.sh {name} --backend fake")
+    assert config["out"] == str(out) and config["backend"] == "fake"
+    assert {k: config[k] for k in flags} == flags
+    usage = manifest["usage"]
+    assert usage == results["usage"] and usage["calls"] > 0 and usage["prompt_tokens"] > 0
+    assert usage["cache_hits"] <= usage["calls"] and usage["cost_usd"] == 0.0  # the fake backend is free
+    assert manifest["runtime_s"] >= 0 and manifest["python"] == "{}.{}.{}".format(*sys.version_info[:3])
+    return results["results"]

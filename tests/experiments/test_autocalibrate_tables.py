@@ -5,12 +5,13 @@ import json
 
 import numpy as np
 import pytest
-from experiment_loader import load_experiment
+from experiment_loader import check_run_record, load_experiment
 
 from rubric_induce import stats
-from rubric_induce.data import Example
+from rubric_induce.data import Example, RubricPool
 from rubric_induce.errors import RubricInduceError
 from rubric_induce.evaluation.score_table import read_scores
+from rubric_induce.probing import ProbeTable
 
 
 
@@ -34,9 +35,39 @@ def run(tmp_path_factory):
 
 
 def test_writes_every_output(run):
-    for name in ("results.md", "results.json", "manifest.json", "scores.jsonl", "autocalibrate_spearman.png",
-                 "pools/summeval_coherence.jsonl", "pools/qags-xsum_consistency.jsonl", "probes/qags-cnndm.jsonl"):
-        assert (run / name).is_file(), name
+    """Every output parses; each aspect's pool holds its final criterion, and each dataset's probes
+    cover its held-out examples times the distinct rubrics of its aspects."""
+    res = check_run_record(run, "autocalibrate_tables", limit=4, n_boot=50, induction=6, progress=False,
+                           summeval_aspects=["coherence", "fluency"])
+    assert (run / "autocalibrate_spearman.png").read_bytes()[:4] == b"\x89PNG"
+    assert set(res["calibration"]) == {"summeval/coherence", "summeval/fluency", "qags-cnndm/consistency",
+                                       "qags-xsum/consistency"}
+    rubric_ids: dict[str, set[str]] = {}
+    for key, calib in res["calibration"].items():
+        dataset, aspect = key.split("/")
+        assert calib["pool"] == f"pools/{dataset}_{aspect}.jsonl"
+        pool = RubricPool.load(run / calib["pool"])
+        final = calib["rubric_ids"]["refined" if calib["final_step"] == "refine" else "drafted"]
+        assert [r.id for r in pool] == [final] and pool.manifest["n_rubrics"] == 1
+        (rubric,) = pool
+        assert rubric.provenance["method"] == "autocalibrate" and rubric.provenance["step"] == calib["final_step"]
+        assert rubric.text == calib["rubric_texts"]["refined"]  # the final criterion is what "refined" reports
+        assert rubric.provenance["correlation"] == pytest.approx(calib["induction_corr"]["refined"])
+        rubric_ids.setdefault(dataset, set()).update(calib["rubric_ids"].values())
+    for dataset, split in res["splits"].items():
+        table = ProbeTable.load(run / "probes" / f"{dataset}.jsonl")
+        assert {r.example_id for r in table.records} == set(split["held_out_ids"])
+        assert {r.rubric_id for r in table.records} == rubric_ids[dataset]
+        assert len(table.records) == split["held_out"] * len(rubric_ids[dataset])
+        assert table.n_errors == split["probe_errors"] == 0
+    md = (run / "results.md").read_text(encoding="utf-8")
+    assert [line for line in md.splitlines() if line.startswith("## ")] == [
+        "## Table 2 layout: SummEval, summary-level Spearman ρ / Kendall τ (held-out)",
+        "## Table 4 layout: QAGS, dataset-level Pearson r / Spearman ρ / Kendall τ (held-out)",
+        "## Table 5 layout: ablations (OG = refined, -Crit = no criteria, -Rfi = drafted)",
+        "## All correlations with 95% bootstrap intervals (held-out)",
+        "## Williams tests: refined criterion against the others (dataset-level Pearson, one-sided)",
+        "## Criteria", "## Reading"]
 
 
 def test_held_out_only_and_split_by_document(run):

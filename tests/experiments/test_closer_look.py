@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import numpy as np
 import pytest
-from experiment_loader import load_experiment
+from experiment_loader import check_run_record, load_experiment
 
 from rubric_induce import stats
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.data import Example
+from rubric_induce import stats
+from rubric_induce.data import Example, RubricPool
 from rubric_induce.evaluation.score_table import read_scores
+from rubric_induce.probing import ProbeTable
 from rubric_induce.structured import GenerationError, GenerationStats
 
 
@@ -36,11 +39,29 @@ def run(tmp_path_factory):
 
 
 def test_writes_every_output(run):
-    for name in ("results.md", "results.json", "manifest.json", "config.json", "scores.jsonl",
-                 "closer_look_pearson.png", "rubrics_summeval.jsonl", "rubrics_topical_chat.jsonl",
-                 "probes/summeval_analyze-rate.jsonl", "probes/topical_chat_score-only.jsonl"):
-        assert (run / name).is_file(), name
+    """Every output parses, and the rubric files, probe files and results agree on their counts."""
+    res = check_run_record(run, "closer_look", limit=1, n_boot=50, progress=False)
     assert (run / "closer_look_pearson.png").read_bytes()[:4] == b"\x89PNG"
+    styles = ("score-only", "rate-explain", "analyze-rate")
+    for ds, n_examples in (("summeval", 16), ("topical_chat", 6)):
+        info = res["datasets"][ds]
+        assert info["n_examples"] == n_examples and info["n_documents"] == 1
+        aspects = [a.name for a in cl.DATASETS[ds].aspects]
+        assert list(info["aspects"]) == aspects and list(info["auto_cot_steps"]) == aspects
+        # one plain and one auto-CoT rubric per aspect; the CoT one carries the reported steps
+        pool = RubricPool.load(run / f"rubrics_{ds}.jsonl")
+        assert len(pool) == 2 * len(aspects) == pool.manifest["n_rubrics"]
+        methods = Counter(r.provenance["method"] for r in pool)
+        assert methods == {"handwritten": len(aspects), "handwritten+auto-cot": len(aspects)}
+        cot_texts = [r.text for r in pool if r.provenance["method"] == "handwritten+auto-cot"]
+        for steps in info["auto_cot_steps"].values():
+            assert len(steps) == 3 and any(f"\n1. {steps[0]}" in t for t in cot_texts)
+        # one probe per (example, rubric) for every prompt style, none failed
+        for style in styles:
+            table = ProbeTable.load(run / "probes" / f"{ds}_{style}.jsonl")
+            assert len(table.records) == n_examples * len(pool) and table.n_errors == 0
+            assert {r.rubric_id for r in table.records} == {r.id for r in pool}
+            assert len({r.example_id for r in table.records}) == n_examples
 
 
 def test_score_table_covers_the_grid(run):

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from experiment_loader import load_experiment
+from experiment_loader import check_run_record, load_experiment
 
 from rubric_induce import stats
 from rubric_induce.data import RubricPool
@@ -49,10 +49,41 @@ def results(run):
 
 
 def test_writes_every_output(run):
-    for name in ("results.md", "results.json", "manifest.json", "config.json", "scores.jsonl", "probes.jsonl",
-                 "candidates.jsonl", "selected.jsonl", "end_to_end_summeval.png"):
-        assert (run / name).is_file(), name
+    """Every output parses; candidates, the selected set, the probes and the results agree."""
+    res = check_run_record(run, "end_to_end_summeval", limit=4, n_boot=50, progress=False, aspects=ASPECTS,
+                           cal_seeds=1, n_drafts=3, top_k=2)
     assert (run / "end_to_end_summeval.png").read_bytes()[:4] == b"\x89PNG"
+    candidates = RubricPool.load(run / "candidates.jsonl")
+    selected = RubricPool.load(run / "selected.jsonl")
+    direct = {r.aspect: r.id for r in candidates if r.provenance["method"] == "direct"}
+    assert sorted(direct) == sorted(ASPECTS)
+    for aspect in ASPECTS:
+        info = res["selection"][aspect]
+        drafts = [r for r in candidates if r.aspect == aspect and r.provenance["method"] == "autocalibrate"]
+        assert len(drafts) == info["n_drafts"] == 3 and set(info["train_correlations"]) == {r.id for r in drafts}
+        # the selected criteria are the top-2 drafts by training correlation, in that order
+        ranked = sorted(info["train_correlations"], key=info["train_correlations"].get, reverse=True)
+        assert info["selected"] == ranked[:2] == [r.id for r in selected if r.aspect == aspect]
+    assert len(selected) == len(ASPECTS) * 2 and len(candidates) == len(ASPECTS) * (3 + 1)
+    # probes: every candidate on the training summaries; the selected and direct rubrics on the held-out ones
+    table = ProbeTable.load(run / "probes.jsonl")
+    test_ids = {r.example_id for r in read_scores(run / "scores.jsonl")}
+    by_split = {"train": set(), "test": set()}
+    for rec in table.records:
+        by_split["test" if rec.example_id in test_ids else "train"].add((rec.example_id, rec.rubric_id))
+    train_ids = {e for e, _ in by_split["train"]}
+    assert len(train_ids) == res["n_train"] and len(test_ids) == res["n_test"]
+    assert by_split["train"] == {(e, r.id) for e in train_ids for r in candidates}
+    kept = {r.id for r in selected} | set(direct.values())
+    assert by_split["test"] == {(e, r) for e in test_ids for r in kept}
+    assert len(table.records) == len(by_split["train"]) + len(by_split["test"]) and table.n_errors == 0
+    md = (run / "results.md").read_text(encoding="utf-8")
+    assert md.startswith("# End to end on SummEval with backend `fake`")
+    assert [line for line in md.splitlines() if line.startswith("## ")] == [
+        "## AutoCalibrate Table 2 layout: summary-level Spearman ρ / Kendall τ",
+        "## Closer Look Table 1 layout: dataset-level Pearson r / summary-level Kendall τ",
+        "## All correlations on the held-out articles (95% bootstrap intervals)",
+        "## Williams tests (dataset-level Pearson; * = p < 0.05)", "## Induced and selected criteria", "## Reading"]
 
 
 def test_split_is_by_article(run, results):

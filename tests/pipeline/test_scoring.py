@@ -71,7 +71,16 @@ def test_scoring_probes_needs_no_backend_and_matches(run_dir):
     ids = sorted({r.example_id for r in table.records})[:5]
     res = offline.score_probes(table, ids)
     assert offline._backend is None  # no model was opened
-    assert all(r.netsat is not None and r.prediction is not None for r in res)
+    assert [r.id for r in res] == ids
+    # NetSAT is the signed sum of the saved probes' [0, 10] scores of the selected rubrics
+    from rubric_induce.selection.scores import unit_scores
+
+    signs = np.array([1.0 if rb.polarity == "SAT" else -1.0 for rb in offline.rubrics])
+    expect = unit_scores(table, offline.rubrics, example_ids=ids) @ signs
+    assert np.allclose([r.netsat for r in res], expect)
+    for r in res:
+        assert r.label == int(r.netsat > offline.threshold)
+        assert r.scale[0] <= r.prediction <= r.scale[-1] and sum(r.proba) == pytest.approx(1.0)
 
 
 def test_failed_probe_is_reported_not_hidden(run_dir):
