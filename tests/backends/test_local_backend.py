@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rubric_induce.backends import CallOptions, get_backend
-from rubric_induce.backends.local import LocalLlamaBackend, default_model_path
+from rubric_induce.backends.local import LocalLlamaBackend
 from rubric_induce.errors import BackendError
 
 # embedded_model_path (tests/conftest.py) skips these locally when llama_cpp or the model wheel is
