@@ -120,3 +120,10 @@ def test_run_config_sections_are_the_stage_parameter_classes():
     # one default each, wherever it is read (these two used to differ between the CLI and a config)
     assert cfg.select.n_sat == _option(cli.get_command(click.Context(cli), "select"), "n_sat").default == 10
     assert cfg.feedback.budget == _option(cli.get_command(click.Context(cli), "feedback"), "budget").default == 1500
+
+
+def test_an_unwritable_output_path_is_an_input_error_not_a_traceback(files):
+    blocker = files["tmp"] / "a-file"
+    blocker.write_text("x", encoding="utf-8")
+    res = CliRunner().invoke(cli, ["export", "--rubrics", files["rb"], "--out", str(blocker / "sub" / "x.json")])
+    assert res.exit_code == EXIT_INPUT and res.output.startswith("error: ") and "a-file" in res.output

@@ -1,8 +1,8 @@
 """The ``rubric-induce`` command line: one module per command, each a thin adapter over a stage's
 library entry point (``rubric_induce.cli.<command>``), registered here and imported when used.
 
-Exit codes: 0 success; 2 bad input or config (a usage error, a bad file, field or value: the
-message names the file, line and field); 1 a failure while running (a backend that cannot
+Exit codes: 0 success; 2 bad input or config (a usage error, a bad file, field or value, a path
+that cannot be read or written: the message names the file, line and field); 1 a failure while running (a backend that cannot
 answer, a missing optional package, generation that produced nothing); 130 interrupted (finished
 LLM calls stay in the cache). A user error never ends in a traceback.
 """
@@ -48,6 +48,10 @@ class _LazyGroup(click.Group):
             return super().invoke(ctx)
         except RubricInduceError as exc:
             raise CommandError(str(exc), exit_code(exc)) from None
+        except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+            # a path the user gave cannot be read or written: an input error, not a bug
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise CommandError(f"{where}{exc.strerror or exc}", EXIT_INPUT) from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)

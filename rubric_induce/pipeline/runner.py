@@ -68,7 +68,10 @@ def preflight(ctx: RunContext) -> None:
 
 
 def _sha(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
+    """Fingerprint by the cache's exact serialization (nothing is hashed by a truncated ``str``)."""
+    from ..cache import canonical_json
+
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()[:16]
 
 
 def _prompt_hashes(names: tuple[str, ...]) -> dict[str, str]:
