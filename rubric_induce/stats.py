@@ -16,6 +16,8 @@ intervals and agreement. Special functions (ranks, Kendall's tau, Student's t) c
   moments, weighted average ranks, a quadratic form for Kendall), so 1000 replicates cost a few
   matrix products rather than 1000 Python calls. :func:`stratified_indices` and
   :func:`percentile_interval` are the pieces that other bootstraps (selection metrics) reuse.
+* :func:`leave_one_out_agreement`: the human ceiling of several judges rating the same texts (each
+  judge against the mean of the others).
 * :func:`cohen_kappa`, :func:`quadratic_weighted_kappa`: agreement on a shared label scale, with the
   semantics of ``sklearn.metrics.cohen_kappa_score`` (RubricEval reports QWK).
 
@@ -50,6 +52,7 @@ __all__ = [
     "percentile_interval",
     "cohen_kappa",
     "quadratic_weighted_kappa",
+    "leave_one_out_agreement",
 ]
 
 # Named statistics that bootstrap_ci computes for every replicate at once.
@@ -536,3 +539,38 @@ def cohen_kappa(a: Any, b: Any, labels: Sequence[Any] | None = None, weights: st
 def quadratic_weighted_kappa(a: Any, b: Any, labels: Sequence[Any] | None = None) -> float:
     """Cohen's kappa with quadratic weights (QWK), the agreement RubricEval reports."""
     return cohen_kappa(a, b, labels=labels, weights="quadratic")
+
+
+def leave_one_out_agreement(ratings: Any, min_others: int = 1) -> dict[str, Any]:
+    """The human ceiling of judges who rate the same texts: each judge against the mean of the others.
+
+    ``ratings``: a [texts, judges] array, NaN where a judge did not rate a text. For judge ``j``,
+    the texts it rated that at least ``min_others`` other judges also rated give pairs (its rating,
+    the mean of the others' ratings). Returns ``{"per_judge": [{"pearson", "spearman", "n"}, ...]}``
+    (one per column, NaN correlations when fewer than two pairs or a side is constant) and
+    ``"pooled"``: the same over every (text, judge) pair at once.
+    """
+    r = np.asarray(ratings, dtype=float)
+    if r.ndim != 2:
+        raise ValueError(f"ratings must be a [texts, judges] array, got shape {r.shape}")
+    if min_others < 1:
+        raise ValueError(f"min_others must be at least 1, got {min_others}")
+    rated = np.isfinite(r)
+    total = np.where(rated, r, 0.0).sum(axis=1)
+    count = rated.sum(axis=1)
+    per_judge: list[dict[str, Any]] = []
+    own_all: list[np.ndarray] = []
+    others_all: list[np.ndarray] = []
+    for j in range(r.shape[1]):
+        n_others = count - rated[:, j]
+        keep = rated[:, j] & (n_others >= min_others)
+        own = r[keep, j]
+        others = (total[keep] - own) / n_others[keep]
+        per_judge.append({"pearson": pearson(own, others), "spearman": spearman(own, others), "n": int(keep.sum())})
+        own_all.append(own)
+        others_all.append(others)
+    own_cat = np.concatenate(own_all) if own_all else np.zeros(0)
+    others_cat = np.concatenate(others_all) if others_all else np.zeros(0)
+    pooled = {"pearson": pearson(own_cat, others_cat), "spearman": spearman(own_cat, others_cat),
+              "n": int(len(own_cat))}
+    return {"per_judge": per_judge, "pooled": pooled}

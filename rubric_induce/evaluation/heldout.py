@@ -8,26 +8,36 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..data import Example
+from ..data import Example, Rubric
+from ..data.probes import ProbeTable
 from ..data.jsonl import jsonable
 from ..params import Params, param
+from .baselines import beats, constant_baseline, majority_baseline
+from .probe_checks import LOW_MASS, NEAR_CONSTANT_SD
 from .score_table import ScoreRow
 
-__all__ = ["EvaluateParams", "EvaluationResult", "evaluate", "human_value"]
+__all__ = ["EvaluateParams", "EvaluationResult", "evaluate", "human_value", "binary_aspect"]
 
 
 @dataclass(frozen=True)
 class EvaluateParams(Params):
-    """Held-out evaluation: bootstrap resamples of the intervals and the YieldRate precision level."""
+    """Held-out evaluation: bootstrap resamples, the YieldRate precision level, warning thresholds."""
 
     section = "evaluate"
     enabled: bool = param(True, help="Score the held-out split.", hidden=True)
     bootstrap: int = param(1000, ge=0, help="Bootstrap resamples for the confidence intervals (0: none).")
     precision: float = param(0.9, ge=0.5, le=1.0, help="Precision level P of YieldRate@P.")
+    warn_sd: float = param(NEAR_CONSTANT_SD, ge=0.0, le=1.0,
+                           help="Warn about rubrics whose expected answer has an sd across texts below this "
+                                "share of the scale range (near-constant probes).")
+    warn_mass: float = param(LOW_MASS, ge=0.0, le=1.0,
+                             help="Warn when the median probability on the allowed answers is below this.")
+    min_judge_n: int = param(5, ge=1, help="Per-judge table: list judges with at least this many held-out "
+                                           "ratings (all count in the pooled row).")
 
 
 def human_value(ex: Example, question: str) -> float:
@@ -48,6 +58,19 @@ class EvaluationResult:
     markdown: str
     results: list[Any] = field(default_factory=list)
 
+    def brief(self) -> dict[str, Any]:
+        """The summary without the long lists (every judge's row, every near-constant rubric), for
+        the stage marker and the manifest; ``evaluation.json`` keeps everything."""
+        out = dict(self.summary)
+        if "judges" in out:
+            j = out["judges"]
+            out["judges"] = {"question": j["question"], "n_judges": j["n_judges"], "pooled": j["pooled"]}
+        if "probes" in out:
+            p = out["probes"]
+            out["probes"] = {"n_rubrics": p["n_rubrics"], "near_constant": len(p["near_constant"]),
+                             "median_mass": p["median_mass"]}
+        return out
+
     def save(self, out: str | Path) -> list[Path]:
         from ..data.jsonl import atomic_write_text, write_json
         from .score_table import write_scores
@@ -57,6 +80,20 @@ class EvaluationResult:
                  atomic_write_text(out / "evaluation.md", self.markdown),
                  write_json(out / "test_scores.json", [r.to_dict() for r in self.results])]
         return [Path(p) for p in paths]
+
+
+def binary_aspect(label: str, label_threshold: float | None) -> str:
+    """The score-table aspect of NetSAT against the selection label: the label itself, or
+    ``"label>=T"`` when a graded label was made binary (so it never collides with the graded one)."""
+    return label if label_threshold is None else f"{label}>={label_threshold:g}"
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None or not np.isfinite(v) else f"{100 * v:.1f}%"
+
+
+def _num(v: float | None) -> str:
+    return "n/a" if v is None or not np.isfinite(v) else f"{v:.3f}"
 
 
 def evaluate(
@@ -70,41 +107,103 @@ def evaluate(
     binary: bool,
     question: str | None = None,
     seed: int = 0,
+    label_threshold: float | None = None,
+    train: Sequence[Example] = (),
+    train_y: np.ndarray | None = None,
+    judge_results: Mapping[str, Sequence[Any]] | None = None,
+    trained_judges: Sequence[str] = (),
+    probes: ProbeTable | None = None,
+    rubrics: Sequence[Rubric] = (),
+    selected: Sequence[str] = (),
 ) -> EvaluationResult:
-    """Metrics of scored held-out ``examples``: NetSAT at the threshold (binary labels) and, when
-    calibrated, the calibrated prediction and NetSAT against the human ``question`` with intervals."""
+    """Metrics of scored held-out ``examples``, each next to a baseline, with warnings.
+
+    * NetSAT at ``threshold`` against the selection label ``y`` (binary), next to the majority
+      class of ``train_y`` (flagged when NetSAT accuracy is not above it); for a graded ``y``,
+      NetSAT's correlation with it.
+    * When calibrated (``question``): the calibrated prediction and NetSAT against the human
+      ``question`` with intervals, next to the constant training mean of ``question`` over ``train``.
+    * Per judge (from ``Example.judgments`` of ``question``, else of ``label``): the calibrated
+      prediction for that judge (``judge_results``: judge -> results of
+      ``RubricScorer.score_probes(..., judge=name)``), NetSAT, the judge's training mean and the
+      leave-one-judge-out human ceiling.
+    * Warnings: near-constant probes and low answer mass in ``probes`` (``rubrics`` name them,
+      ``selected`` marks the selected ids), and any metric not above its baseline.
+
+    ``label_threshold``: the threshold that made a graded label binary; the binary rows then use
+    the aspect ``label>=T`` (:func:`binary_aspect`), so ``question == label`` never collides.
+    """
     from ..selection import evaluate_selection, metrics_markdown
     from ..stats import bootstrap_ci, dataset_level
+    from .judges import judge_rows, judges_markdown
+    from .probe_checks import probe_checks
 
     y = np.asarray(y, dtype=float)
+    aspect = binary_aspect(label, label_threshold)
     rows: list[ScoreRow] = []
-    summary: dict[str, Any] = {"n_test": len(examples)}
-    lines = [f"# Held-out evaluation\n\n{len(examples)} held-out examples (split by group, seed {seed}).\n"]
+    summary: dict[str, Any] = {"n_test": len(examples), "label": label, "label_threshold": label_threshold,
+                               "aspect": aspect, "question": question, "baselines": {}}
+    warnings: list[str] = []
+    sections: list[str] = []
     netsat = np.array([np.nan if r.netsat is None else r.netsat for r in results])
     for ex, r, yi in zip(examples, results, y):
         if r.netsat is None:
             continue
-        rows.append(ScoreRow(example_id=ex.id, group=ex.group, aspect=label, system="netsat",
+        rows.append(ScoreRow(example_id=ex.id, group=ex.group, aspect=aspect, system="netsat",
                              score=r.netsat, human=float(yi), threshold=r.threshold))
     ok = np.isfinite(netsat)
+    ty = None if train_y is None else np.asarray(train_y, dtype=float)
     if binary and threshold is not None and ok.sum() >= 2 and len(set(y[ok])) == 2:
         sel = evaluate_selection(netsat[ok], y[ok].astype(int), threshold, p=params.precision,
                                  n_boot=params.bootstrap, random_state=seed)
         summary["selection"] = {k: v["value"] for k, v in sel.items()}
-        lines.append("\n## NetSAT and the selected threshold\n\n" + metrics_markdown({"test": sel}, p=params.precision))
+        columns: dict[str, Any] = {"held-out NetSAT": sel}
+        text = f"\n## NetSAT and the selected threshold ({aspect!r})\n\n"
+        if ty is not None and len(ty):
+            maj = majority_baseline(ty, y[ok])
+            summary["baselines"]["majority"] = maj
+            cls_name = "positive" if maj["majority_class"] == 1 else "negative"
+            columns[f"majority class (always {cls_name})"] = {
+                k: {"value": maj.get(k, float("nan"))} for k in ("delta_netsat", "yield_rate", "accuracy",
+                                                                 "precision", "recall", "f1")}
+            better = beats(sel["accuracy"]["value"], maj["accuracy"])
+            summary["selection"]["beats_majority"] = better
+            text += (f"Baseline: always predict the training majority ({cls_name}; "
+                     f"{_pct(maj['train_positive_rate'])} of the training labels are positive, "
+                     f"{_pct(float(np.mean(y[ok])))} of the held-out ones).\n\n")
+            if better is False:
+                warnings.append(
+                    f"NetSAT accuracy {_pct(sel['accuracy']['value'])} is not above the majority-class "
+                    f"baseline {_pct(maj['accuracy'])} (always {cls_name}): at this threshold the rubrics "
+                    "add nothing over the base rate. Compare F1 and AUC (report.md) with the baseline; on "
+                    "imbalanced labels look at the rubrics' probes before trusting the threshold.")
+        sections.append(text + metrics_markdown(columns, p=params.precision))
+    elif not binary and ok.sum() >= 3 and (question is None or question != label):
+        point, lo, hi = bootstrap_ci("pearson", netsat[ok], y[ok], n_boot=params.bootstrap, seed=seed)
+        sp = dataset_level(netsat[ok], y[ok], "spearman").value
+        summary["netsat_graded"] = jsonable({"pearson": point, "spearman": sp, "n": int(ok.sum())})
+        sections.append(f"\n## NetSAT against the graded label {label!r}\n\n"
+                        "| system | Pearson [95% CI] | Spearman | n |\n|---|---|---|---|\n"
+                        f"| netsat | {_num(point)} [{_num(lo)}, {_num(hi)}] | {_num(sp)} | {int(ok.sum())} |\n"
+                        "| constant (training mean) | undefined | undefined | |\n\n"
+                        "A constant prediction has no correlation; NetSAT is not on the label's scale, so "
+                        "there is no RMSE to compare.\n")
     if question is not None:
         human = np.array([human_value(ex, question) for ex in examples])
         pred = np.array([np.nan if r.prediction is None else r.prediction for r in results])
+        # NetSAT against the question is the same data as NetSAT against the label when they are
+        # one ungraded label: write those rows once.
+        same_rows = question == aspect
         for ex, r, h in zip(examples, results, human):
             rows.append(ScoreRow(example_id=ex.id, group=ex.group, aspect=question, system="calibrated",
                                  score=r.prediction, human=None if np.isnan(h) else float(h), probs=r.proba,
                                  scale=r.scale))
-            if r.netsat is None:
+            if r.netsat is None or same_rows:
                 continue
             rows.append(ScoreRow(example_id=ex.id, group=ex.group, aspect=question, system="netsat", score=r.netsat,
                                  human=None if np.isnan(h) else float(h)))
-        lines.append(f"\n## Calibrated prediction of {question!r} (mean over the training judges)\n\n"
-                     "| system | Pearson [95% CI] | Spearman | Kendall | RMSE |\n|---|---|---|---|---|\n")
+        text = (f"\n## Calibrated prediction of {question!r} (mean over the training judges)\n\n"
+                "| system | Pearson [95% CI] | Spearman | Kendall | RMSE | n |\n|---|---|---|---|---|---|\n")
         summary["calibrated"] = {}
         for name, s in (("calibrated", pred), ("netsat", netsat)):
             m = np.isfinite(s) & np.isfinite(human)
@@ -116,6 +215,45 @@ def evaluate(
             rmse = float(np.sqrt(np.mean((s[m] - human[m]) ** 2))) if name == "calibrated" else float("nan")
             summary["calibrated"][name] = jsonable({"pearson": point, "spearman": sp, "kendall": kt,
                                                     "rmse": rmse, "n": int(m.sum())})
-            lines.append(f"| {name} | {point:.3f} [{lo:.3f}, {hi:.3f}] | {sp:.3f} | {kt:.3f} | "
-                         f"{'' if name != 'calibrated' else f'{rmse:.3f}'} |\n")
-    return EvaluationResult(rows, summary, "".join(lines), list(results))
+            text += (f"| {name} | {_num(point)} [{_num(lo)}, {_num(hi)}] | {_num(sp)} | {_num(kt)} | "
+                     f"{'' if name != 'calibrated' else _num(rmse)} | {int(m.sum())} |\n")
+        if train:
+            const = constant_baseline([human_value(ex, question) for ex in train], human)
+            summary["baselines"]["constant"] = {"question": question, **const}
+            text += (f"| constant (training mean {_num(const['mean'])}) | undefined | undefined | undefined | "
+                     f"{_num(const['rmse'])} | {const['n']} |\n")
+            cal = summary["calibrated"].get("calibrated")
+            if cal is not None:
+                better = beats(cal["rmse"], const["rmse"], lower_is_better=True)
+                summary["calibrated"]["calibrated"]["beats_constant"] = better
+                if better is False:
+                    warnings.append(
+                        f"Calibrated RMSE {_num(cal['rmse'])} on {question!r} is not below the constant "
+                        f"baseline's {_num(const['rmse'])} (always the training mean {_num(const['mean'])}).")
+            text += "\nA constant prediction has no correlation (undefined); compare it by RMSE.\n"
+        sections.append(text)
+    judge_q = question or label
+    judge_pred = None
+    if judge_results:
+        judge_pred = {name: [r.prediction for r in res] for name, res in judge_results.items()}
+    info = judge_rows(examples, judge_q, calibrated=judge_pred, netsat=list(netsat), train=train,
+                      trained_judges=trained_judges, min_n=params.min_judge_n)
+    if info is not None:
+        summary["judges"] = jsonable(info)
+        sections.append(judges_markdown(info))
+    if probes is not None:
+        checks = probe_checks(probes, min_sd=params.warn_sd, min_mass=params.warn_mass, rubrics=rubrics,
+                              selected=selected)
+        summary["probes"] = jsonable({k: v for k, v in checks.items() if k != "warnings"})
+        warnings = checks["warnings"] + warnings
+        mm = checks["median_mass"]
+        sections.append(f"\n## Probe checks\n\n{checks['n_rubrics']} probed rubric(s); "
+                        f"{len(checks['near_constant'])} near-constant (sd below {params.warn_sd:g} of the "
+                        f"scale range); median answer mass "
+                        f"{'n/a (no logprob probes)' if mm is None else f'{100 * mm:.3g}%'} (warning below "
+                        f"{100 * params.warn_mass:g}%).\n")
+    summary["warnings"] = warnings
+    head = f"# Held-out evaluation\n\n{len(examples)} held-out examples (split by group, seed {seed}).\n"
+    if warnings:
+        head += "\n## Warnings\n\n" + "".join(f"- {w}\n" for w in warnings)
+    return EvaluationResult(rows, jsonable(summary), head + "".join(sections), list(results))

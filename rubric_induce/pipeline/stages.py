@@ -151,6 +151,7 @@ def artifact(ctx: RunContext) -> dict[str, Any]:
 
 def evaluate(ctx: RunContext) -> dict[str, Any]:
     from ..evaluation.heldout import evaluate as run_evaluate
+    from ..evaluation.judges import judge_ratings
     from ..probing import ProbeTable
     from ..scoring import RubricScorer
 
@@ -162,12 +163,23 @@ def evaluate(ctx: RunContext) -> dict[str, Any]:
         ctx.echo("  evaluate: no held-out examples (run.test_size = 0); skipped")
         return {"enabled": True, "n_test": 0}
     scorer = RubricScorer.load(ctx.out)
-    results = scorer.score_probes(ProbeTable.load(ctx.out / PROBES_FILE), test)
+    table = ProbeTable.load(ctx.out / PROBES_FILE)
+    results = scorer.score_probes(table, test)
+    question = scorer.question if scorer.calibrator is not None else None
+    judge_results = None
+    if question is not None:  # the calibrated prediction for each held-out judge of the question
+        judges, _ = judge_ratings(test, question)
+        judge_results = {name: scorer.score_probes(table, test, judge=name) for name in judges}
     result = run_evaluate(results, test, ctx.y[ctx.split[1]], cfg.evaluate, label=cfg.data.label,
-                          threshold=scorer.threshold, binary=ctx.binary,
-                          question=scorer.question if scorer.calibrator is not None else None, seed=cfg.run.seed)
+                          threshold=scorer.threshold, binary=ctx.binary, question=question, seed=cfg.run.seed,
+                          label_threshold=cfg.data.label_threshold, train=ctx.train, train_y=ctx.y[ctx.split[0]],
+                          judge_results=judge_results, trained_judges=scorer.judges, probes=table,
+                          rubrics=list(RubricPool.load(ctx.out / DEDUP_POOL_FILE)),
+                          selected=[r.id for r in scorer.rubrics])
     result.save(ctx.out)
-    return result.summary
+    for w in result.summary.get("warnings", []):
+        ctx.echo(f"  warning: {w.split(': ', 1)[0]} (see evaluation.md)")
+    return result.brief()
 
 
 def feedback(ctx: RunContext) -> dict[str, Any]:

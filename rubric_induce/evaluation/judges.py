@@ -1,0 +1,179 @@
+"""Per-judge held-out rows and the human ceiling, from the examples' :class:`~rubric_induce.data.Judgment`.
+
+For each judge who rated the held-out texts on a question: the calibrated prediction *for that
+judge* against that judge's ratings (Pearson, Spearman, RMSE, n), NetSAT against them, the
+constant baseline of that judge's training mean (RMSE; a constant has no correlation), and the
+human ceiling: the mean of the *other* judges' ratings of the same texts against this judge's
+(leave-one-judge-out; :func:`rubric_induce.stats.leave_one_out_agreement`). The calibrated and
+the ceiling columns answer the same question, "how well can this judge's rating be predicted",
+one from the rubrics and one from the other humans. A ``pooled`` row does the same over every
+(text, judge) pair.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..data import Example
+from ..stats import leave_one_out_agreement, pearson, spearman
+
+__all__ = ["judge_ratings", "judge_rows", "judges_markdown"]
+
+
+def judge_ratings(examples: Sequence[Example], question: str,
+                  judges: Sequence[str] | None = None) -> tuple[list[str], np.ndarray]:
+    """``(judges, ratings)``: the judges who rated ``question`` on any example (first-seen order,
+    unless ``judges`` is given) and a [examples, judges] array of their ratings (NaN: not rated;
+    a judge rating one text twice counts with the mean)."""
+    if judges is None:
+        judges = list(dict.fromkeys(j.judge for ex in examples for j in ex.judgments
+                                    if j.labels.get(question) is not None))
+    index = {name: k for k, name in enumerate(judges)}
+    total = np.zeros((len(examples), len(judges)))
+    count = np.zeros((len(examples), len(judges)))
+    for i, ex in enumerate(examples):
+        for j in ex.judgments:
+            v = j.labels.get(question)
+            k = index.get(j.judge)
+            if v is None or k is None:
+                continue
+            total[i, k] += float(v)
+            count[i, k] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratings = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    return list(judges), ratings
+
+
+def _agree(pred: np.ndarray, human: np.ndarray, *, rmse: bool) -> dict[str, Any]:
+    keep = np.isfinite(pred) & np.isfinite(human)
+    p, h = pred[keep], human[keep]
+    out: dict[str, Any] = {"pearson": pearson(p, h), "spearman": spearman(p, h), "n": int(keep.sum())}
+    if rmse:
+        out["rmse"] = float(np.sqrt(np.mean((p - h) ** 2))) if keep.any() else float("nan")
+    return out
+
+
+def _constant(mean: float, human: np.ndarray) -> dict[str, Any]:
+    h = human[np.isfinite(human)]
+    rmse = float(np.sqrt(np.mean((h - mean) ** 2))) if len(h) and np.isfinite(mean) else float("nan")
+    return {"mean": mean, "rmse": rmse, "n": int(len(h))}
+
+
+def judge_rows(
+    test: Sequence[Example],
+    question: str,
+    *,
+    calibrated: Mapping[str, Sequence[float | None]] | None = None,
+    netsat: Sequence[float | None] | None = None,
+    train: Sequence[Example] = (),
+    trained_judges: Sequence[str] = (),
+    min_n: int = 5,
+) -> dict[str, Any] | None:
+    """Per-judge agreement on the held-out ``test`` examples (None when none carries a judgment
+    of ``question``).
+
+    ``calibrated``: judge -> the calibrated prediction for that judge on each test example (None
+    or NaN: no prediction); ``netsat``: NetSAT per test example; ``train``: the training examples,
+    for each judge's training mean (the constant baseline; the mean over every training rating
+    for a judge absent from training). Judges with fewer than ``min_n`` held-out ratings count in
+    the pooled row but are listed as ``shown: False``.
+    """
+    judges, ratings = judge_ratings(test, question)
+    if not judges:
+        return None
+    _, train_ratings = judge_ratings(train, question, judges) if train else ([], np.full((0, len(judges)), np.nan))
+    all_train = [float(j.labels[question]) for ex in train for j in ex.judgments
+                 if j.labels.get(question) is not None]
+    overall = float(np.mean(all_train)) if all_train else float("nan")
+    ceiling = leave_one_out_agreement(ratings)
+    ns = np.array([float("nan") if v is None else float(v) for v in netsat]) if netsat is not None else None
+    trained = set(trained_judges)
+    rows: list[dict[str, Any]] = []
+    pooled: dict[str, list[np.ndarray]] = {"human": [], "calibrated": [], "netsat": [], "constant": []}
+    for k, name in enumerate(judges):
+        human = ratings[:, k]
+        col = train_ratings[:, k] if train_ratings.size else np.zeros(0)
+        col = col[np.isfinite(col)]
+        mean = float(col.mean()) if len(col) else overall
+        row: dict[str, Any] = {"judge": name, "n": int(np.isfinite(human).sum()), "trained": name in trained,
+                               "n_train": int(len(col)),
+                               "constant": {**_constant(mean, human), "from": "judge" if len(col) else "all"},
+                               "ceiling": ceiling["per_judge"][k]}
+        pooled["human"].append(human)
+        pooled["constant"].append(np.full(len(human), mean))
+        if calibrated is not None and name in calibrated:
+            pred = np.array([float("nan") if v is None else float(v) for v in calibrated[name]])
+            row["calibrated"] = _agree(pred, human, rmse=True)
+            pooled["calibrated"].append(pred)
+        if ns is not None:
+            row["netsat"] = _agree(ns, human, rmse=False)
+            pooled["netsat"].append(ns)
+        row["shown"] = row["n"] >= min_n
+        rows.append(row)
+    human_all = np.concatenate(pooled["human"])
+    pool: dict[str, Any] = {"judge": "all judges (pooled)", "n": int(np.isfinite(human_all).sum()),
+                            "constant": _constant(float("nan"), human_all), "ceiling": ceiling["pooled"]}
+    const_all = np.concatenate(pooled["constant"])
+    keep = np.isfinite(human_all) & np.isfinite(const_all)
+    pool["constant"]["rmse"] = (float(np.sqrt(np.mean((human_all[keep] - const_all[keep]) ** 2)))
+                                if keep.any() else float("nan"))
+    pool["constant"]["n"] = int(keep.sum())
+    pool["constant"].pop("mean")
+    if calibrated is not None and len(pooled["calibrated"]) == len(judges):
+        pool["calibrated"] = _agree(np.concatenate(pooled["calibrated"]), human_all, rmse=True)
+    if ns is not None:
+        pool["netsat"] = _agree(np.concatenate(pooled["netsat"]), human_all, rmse=False)
+    multi = int((np.isfinite(ratings).sum(axis=1) >= 2).sum())
+    return {"question": question, "n_judges": len(judges), "min_n": min_n, "texts_with_2plus_judges": multi,
+            "rows": rows, "pooled": pool}
+
+
+def _f(x: Any) -> str:
+    return "n/a" if x is None or not np.isfinite(x) else f"{x:.3f}"
+
+
+def judges_markdown(info: Mapping[str, Any]) -> str:
+    """The "Per judge" section of ``evaluation.md``."""
+    q = info["question"]
+    has_cal = "calibrated" in info["pooled"]
+    has_ns = "netsat" in info["pooled"]
+    head = ["judge", "n"]
+    if has_cal:
+        head += ["calibrated Pearson", "Spearman", "RMSE"]
+    if has_ns:
+        head += ["NetSAT Pearson", "Spearman"]
+    head += ["constant RMSE (training mean)", "ceiling Pearson", "Spearman", "n"]
+    lines = [f"\n## Per judge: {q!r}\n\n",
+             f"{info['n_judges']} judge(s) rated {q!r} on the held-out texts; "
+             f"{info['texts_with_2plus_judges']} text(s) have two or more ratings. "
+             + ("Calibrated: the calibrated prediction for that judge (judges not seen in training get "
+                "the shared weights only, marked *). " if has_cal else "")
+             + "Constant: always predict that judge's training mean (a constant has no correlation). "
+             "Ceiling (human agreement): the mean of the other judges' ratings of the same texts against "
+             "this judge's (leave-one-judge-out), the level a single human reaches.\n\n",
+             "| " + " | ".join(head) + " |\n", "|" + "---|" * len(head) + "\n"]
+    shown = [r for r in info["rows"] if r["shown"]]
+    for r in [*shown, info["pooled"]]:
+        name = r["judge"] if "trained" not in r or r["trained"] or not has_cal else f"{r['judge']}*"
+        cells = [name, str(r["n"])]
+        if has_cal:
+            c = r.get("calibrated") or {}
+            cells += [_f(c.get("pearson")), _f(c.get("spearman")), _f(c.get("rmse"))]
+        if has_ns:
+            c = r.get("netsat") or {}
+            cells += [_f(c.get("pearson")), _f(c.get("spearman"))]
+        const = r["constant"]
+        note = "" if const.get("from", "judge") == "judge" else " (all judges' mean)"
+        cells += [_f(const["rmse"]) + note, _f(r["ceiling"]["pearson"]), _f(r["ceiling"]["spearman"]),
+                  str(r["ceiling"]["n"])]
+        cells = [c.replace("|", "\\|") for c in cells]
+        lines.append("| " + " | ".join(cells) + " |\n")
+    hidden = len(info["rows"]) - len(shown)
+    if hidden:
+        lines.append(f"\n{hidden} judge(s) with fewer than {info['min_n']} held-out ratings are not listed; "
+                     "their ratings count in the pooled row (evaluation.json lists every judge).\n")
+    if info["texts_with_2plus_judges"] == 0:
+        lines.append("\nNo held-out text has two judges, so there is no human ceiling.\n")
+    return "".join(lines)
