@@ -24,6 +24,59 @@ def _num(v: Any) -> str:
     return "n/a" if v is None else f"{v:.3f}"
 
 
+def _pct(v: Any) -> str:
+    return "n/a" if v is None else f"{100 * v:.1f}%"
+
+
+def _headline(ev: dict[str, Any], question: str | None) -> list[str]:
+    """The held-out headline: each figure next to its baseline, the human ceiling, the warnings."""
+    sel = ev.get("selection") or {}
+    cal = ev.get("calibrated") or {}
+    judges = ev.get("judges") or {}
+    warnings = ev.get("warnings") or []
+    if not (sel or cal or judges or warnings):
+        return []
+    lines = ["", "## Held-out headline", ""]
+    if warnings:
+        lines += [f"- **Warning:** {w}" for w in warnings] + [""]
+    base = ev.get("baselines") or {}
+    if sel:
+        maj = base.get("majority") or {}
+        vs = ""
+        if maj.get("accuracy") is not None:
+            cls = "positive" if maj.get("majority_class") == 1 else "negative"
+            vs = f" (majority class, always {cls}: accuracy {_pct(maj.get('accuracy'))}, F1 {_pct(maj.get('f1'))})"
+        dn = sel.get("delta_netsat")
+        lines.append(f"- NetSAT at the threshold: accuracy {_pct(sel.get('accuracy'))}, F1 {_pct(sel.get('f1'))}"
+                     f"{vs}, ΔNetSAT {'n/a' if dn is None else f'{dn:.2f}'} (intervals in "
+                     "[evaluation.md](evaluation.md))")
+    graded = ev.get("netsat_graded") or {}
+    if graded:
+        lines.append(f"- netsat vs graded `{ev.get('label')}`: Pearson {_num(graded.get('pearson'))}, Spearman "
+                     f"{_num(graded.get('spearman'))} (n = {graded.get('n')})")
+    for name, m in cal.items():
+        rmse = f", RMSE {_num(m.get('rmse'))}" if name == "calibrated" and m.get("rmse") is not None else ""
+        lines.append(f"- {name} vs human `{question}`: Pearson {_num(m.get('pearson'))}, Spearman "
+                     f"{_num(m.get('spearman'))}, Kendall {_num(m.get('kendall'))}{rmse} (n = {m.get('n')})")
+    const = base.get("constant") or {}
+    if const.get("rmse") is not None:
+        lines.append(f"- constant baseline (training mean {_num(const.get('mean'))}): RMSE {_num(const.get('rmse'))}; "
+                     "no correlation (undefined)")
+    pooled = judges.get("pooled") or {}
+    if pooled:
+        parts = []
+        for key, name in (("calibrated", "calibrated per judge"), ("netsat", "NetSAT"),
+                          ("ceiling", "human ceiling (each judge vs the mean of the others)")):
+            m = pooled.get(key) or {}
+            if m.get("n"):
+                parts.append(f"{name} Pearson {_num(m.get('pearson'))}, Spearman {_num(m.get('spearman'))} "
+                             f"(n = {m.get('n')})")
+        if parts:
+            lines.append(f"- per judge, pooled over {judges.get('n_judges')} judge(s) of `{judges.get('question')}`: "
+                         + "; ".join(parts) + " (every judge in [evaluation.md](evaluation.md))")
+    return lines
+
+
 def run_summary_markdown(run_dir: str | Path) -> str | None:
     """Markdown: what each stage did and cost, the selected rubrics, the held-out headline figures
     (None when ``run_dir`` is not a ``rubric-induce run`` directory)."""
@@ -59,21 +112,9 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
         lines += ["", f"## Selected rubrics (NetSAT threshold {thr})", ""]
         lines += [f"{i}. **{r.polarity or r.aspect or ''}** {r.text} <sub>`{r.id}`, "
                   f"{r.provenance.get('method', '?')}</sub>" for i, r in enumerate(chosen, 1)]
-    ev = _load(out / "stages" / "evaluate.json").get("summary") or {}
-    if ev.get("selection") or ev.get("calibrated"):
-        lines += ["", "## Held-out headline", ""]
-        sel = ev.get("selection") or {}
-        if sel:
-            def pct(key: str) -> str:
-                v = sel.get(key)
-                return "n/a" if v is None else f"{100 * v:.1f}%"
-
-            dn = sel.get("delta_netsat")
-            lines.append(f"- NetSAT at the threshold: accuracy {pct('accuracy')}, F1 {pct('f1')}, ΔNetSAT "
-                         f"{'n/a' if dn is None else f'{dn:.2f}'} (intervals in [evaluation.md](evaluation.md))")
-        for name, m in (ev.get("calibrated") or {}).items():
-            lines.append(f"- {name} vs human `{question}`: Pearson {_num(m.get('pearson'))}, Spearman "
-                         f"{_num(m.get('spearman'))}, Kendall {_num(m.get('kendall'))} (n = {m.get('n')})")
+    ev = _load(out / "evaluation.json") or _load(out / "stages" / "evaluate.json").get("summary") or {}
+    question = ev.get("question") or question
+    lines += _headline(ev, question)
     if (out / "feedback.md").exists():
         lines += ["", "LLM-written strengths and weaknesses: [feedback.md](feedback.md)."]
     lines += ["", "Score new texts with this run: `rubric-induce score " + str(out) +
