@@ -125,7 +125,8 @@ def evaluate(
       ``question`` with intervals, next to the constant training mean of ``question`` over ``train``.
     * Per judge (from ``Example.judgments`` of ``question``, else of ``label``): the calibrated
       prediction for that judge (``judge_results``: judge -> results of
-      ``RubricScorer.score_probes(..., judge=name)``), NetSAT, the judge's training mean and the
+      ``RubricScorer.score_probes(..., judge=name)``, one per held-out example, None where that
+      judge did not rate it), NetSAT, the judge's training mean and the
       leave-one-judge-out human ceiling.
     * Warnings: near-constant probes and low answer mass in ``probes`` (``rubrics`` name them,
       ``selected`` marks the selected ids), and any metric not above its baseline.
@@ -235,7 +236,8 @@ def evaluate(
     judge_q = question or label
     judge_pred = None
     if judge_results:
-        judge_pred = {name: [r.prediction for r in res] for name, res in judge_results.items()}
+        judge_pred = {name: [None if r is None else r.prediction for r in res]
+                      for name, res in judge_results.items()}
     info = judge_rows(examples, judge_q, calibrated=judge_pred, netsat=list(netsat), train=train,
                       trained_judges=trained_judges, min_n=params.min_judge_n)
     if info is not None:

@@ -150,6 +150,8 @@ def artifact(ctx: RunContext) -> dict[str, Any]:
 
 
 def evaluate(ctx: RunContext) -> dict[str, Any]:
+    import numpy as np
+
     from ..evaluation.heldout import evaluate as run_evaluate
     from ..evaluation.judges import judge_ratings
     from ..probing import ProbeTable
@@ -168,8 +170,12 @@ def evaluate(ctx: RunContext) -> dict[str, Any]:
     question = scorer.question if scorer.calibrator is not None else None
     judge_results = None
     if question is not None:  # the calibrated prediction for each held-out judge of the question
-        judges, _ = judge_ratings(test, question)
-        judge_results = {name: scorer.score_probes(table, test, judge=name) for name in judges}
+        judges, ratings = judge_ratings(test, question)
+        judge_results = {}
+        for k, name in enumerate(judges):  # only the texts this judge rated (many raters, few texts each)
+            rated = [ex for ex, rated_it in zip(test, np.isfinite(ratings[:, k])) if rated_it]
+            by_id = {r.id: r for r in scorer.score_probes(table, rated, judge=name)}
+            judge_results[name] = [by_id.get(ex.id) for ex in test]
     result = run_evaluate(results, test, ctx.y[ctx.split[1]], cfg.evaluate, label=cfg.data.label,
                           threshold=scorer.threshold, binary=ctx.binary, question=question, seed=cfg.run.seed,
                           label_threshold=cfg.data.label_threshold, train=ctx.train, train_y=ctx.y[ctx.split[0]],
