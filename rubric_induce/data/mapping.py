@@ -152,6 +152,9 @@ class InputMapping(Params):
                                 judge_field=self.judge, judge_columns=self.judges, label_scales=label_scales,
                                 format=fmt, binary_label=binary_label, unique=unique)
         except DataError as exc:
+            hint = self._format_hint(path, fmt) if exc.line in (1, None) else None
+            if hint:
+                raise DataError(hint, path=path, line=1, field=self.where("format")) from None
             if exc.field in (self.text or {"text": "text"}).values() and "missing" in exc.message:
                 raise DataError(f"{exc.message}; name the text column(s) with text = ... ([data.mapping] in a "
                                 "run config, --text-field / --map for score)", path=exc.path, line=exc.line,
@@ -183,7 +186,8 @@ class InputMapping(Params):
             import csv
             import io
 
-            text = path.read_text(encoding="utf-8-sig")
+            with path.open(encoding="utf-8-sig", newline="") as fh:
+                text = fh.read()
             header = next(csv.reader(io.StringIO(text), delimiter="\t" if fmt == "tsv" else ","), [])
             return {h.strip(): "" for h in header}
         raise DataError("no rows in file", path=path)

@@ -308,7 +308,8 @@ def _rows(path: Path, fmt: str, required: list[str]) -> Iterator[tuple[int | Non
             yield None, i, obj
         return
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        with path.open(encoding="utf-8-sig", newline="") as fh:  # keep "\r" inside quoted cells
+            text = fh.read()
     except FileNotFoundError:
         raise DataError("file not found", path=path) from None
     except IsADirectoryError:
