@@ -70,7 +70,7 @@ def test_run_reads_a_csv_through_the_mapping(csv_run):
     from rubric_induce.probing import ProbeTable
 
     ids = {r.example_id for r in ProbeTable.load(run / "probes.jsonl").records}
-    rows = list(csv.DictReader((tmp / "dialogues.csv").open(encoding="utf-8", newline="")))
+    rows = list(csv.DictReader((tmp / "dialogues.csv").read_text(encoding="utf-8").splitlines()))
     assert ids == {r["dialogue_id"] for r in rows[:24]}  # the mapped id column; run.limit = 24
 
 
