@@ -209,6 +209,8 @@ class Params:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able values (tuples as lists), e.g. for fingerprints and manifests."""
         def plain(v: Any) -> Any:
+            if isinstance(v, Params):
+                return v.to_dict()
             if isinstance(v, tuple):
                 return [plain(x) for x in v]
             if isinstance(v, dict):

@@ -8,7 +8,6 @@ as well as on a copied artifact folder.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from .data import Example, Rubric, RubricSet
+from .data.mapping import InputMapping
 from .errors import DataError, RubricInduceError
 
 __all__ = ["ARTIFACT_NAME", "ScoreResult", "RubricScorer", "write_artifact"]
@@ -50,10 +50,6 @@ class ScoreResult:
         return asdict(self)
 
 
-def _text_id(text: str) -> str:
-    return "text-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
-
-
 def write_artifact(directory: str | Path, *, rubrics: str, threshold: float | None, label: str | None,
                    label_threshold: float | None, score_mode: str, probe: Mapping[str, Any],
                    fields: Sequence[str] | None, backend: str | None, calibration: str | None,
@@ -79,7 +75,8 @@ class RubricScorer:
     def __init__(self, rubrics: Sequence[Rubric], *, threshold: float | None = None, calibrator: Any = None,
                  question: str | None = None, judges: Sequence[str] = (), score_mode: str = "expected",
                  probe_options: Mapping[str, Any] | None = None, fields: Sequence[str] | None = None,
-                 backend: Any = None, label: str | None = None, source: str | None = None) -> None:
+                 backend: Any = None, label: str | None = None, source: str | None = None,
+                 input: Mapping[str, Any] | None = None) -> None:
         self.rubrics = list(rubrics)
         if not self.rubrics:
             raise RubricInduceError("a scorer needs at least one rubric")
@@ -94,6 +91,7 @@ class RubricScorer:
         self._backend_spec: tuple[Any, Any, Path] | None = None  # opened on first probe
         self.label = label
         self.source = source
+        self.input = dict(input) if input else None  # the run's text columns and id column (artifact "input")
 
     @property
     def backend(self):
@@ -146,36 +144,38 @@ class RubricScorer:
         scorer = cls(list(rubric_set), threshold=threshold, calibrator=calibrator, question=doc.get("question"),
                      judges=doc.get("judges") or [], score_mode=doc.get("score_mode", "expected"),
                      probe_options=doc.get("probe") or {}, fields=doc.get("fields"), label=doc.get("label"),
-                     source=str(doc_path))
+                     source=str(doc_path), input=doc.get("input"))
         if backend is not None or doc.get("backend"):
             scorer._backend_spec = (backend if backend is not None else doc["backend"], cache, base)
         return scorer
 
     # -- scoring -----------------------------------------------------------------------------
-    def to_examples(self, texts: Iterable[str | Mapping[str, Any] | Example]) -> list[Example]:
-        """Texts (strings, field mappings or examples) as :class:`Example` objects with stable ids."""
-        field_name = (self.fields or ["text"])[0]
-        out: list[Example] = []
-        for i, item in enumerate(texts):
-            if isinstance(item, Example):
-                out.append(item)
-            elif isinstance(item, str):
-                out.append(Example.create({field_name: item}, {}, id=_text_id(item)))
-            elif isinstance(item, Mapping):
-                if "fields" in item:
-                    out.append(Example.from_dict(item))
-                else:
-                    data = {k: v for k, v in item.items() if k != "id"}
-                    if not data or not all(isinstance(v, str) for v in data.values()):
-                        raise DataError("expected a mapping of field name -> text", field=f"texts[{i}]")
-                    ident = item.get("id") or _text_id(json.dumps(data, sort_keys=True))
-                    out.append(Example.create(data, {}, id=str(ident)))
-            else:
-                raise DataError(f"cannot score a {type(item).__name__}; give strings, mappings or Examples",
-                                field=f"texts[{i}]")
-        return out
+    def input_mapping(self) -> InputMapping:
+        """How :meth:`read` maps a file's columns by default: the run's text columns and id column
+        (as the run read its examples), else one column per probed field, named like it."""
+        if self.input:
+            return InputMapping(text=self.input.get("text") or None, id=self.input.get("id"))
+        return InputMapping(text=tuple(self.fields) if self.fields else None)
 
-    def probe(self, texts: Iterable[str | Mapping[str, Any] | Example], *, progress: bool = False):
+    def read(self, path: str | Path, mapping: InputMapping | None = None) -> list[Example]:
+        """The texts of a file (flat JSONL/JSON, rubric-induce JSONL, CSV, TSV) as examples to score,
+        read through ``mapping`` (default :meth:`input_mapping`); errors name file, line and field."""
+        return (mapping or self.input_mapping()).load(path, unique=False)
+
+    def to_examples(self, texts: Iterable[str | Mapping[str, Any] | Example] | str | Mapping[str, Any],
+                    *, mapping: InputMapping | None = None) -> list[Example]:
+        """Texts as :class:`Example` objects with stable ids, through ``mapping`` (see
+        :meth:`InputMapping.examples_from <rubric_induce.data.mapping.InputMapping.examples_from>`).
+
+        Accepted: plain strings (when the set reads one text field), ``{field: text}`` dicts (with
+        an optional ``id``; with ``mapping``, dicts keyed by your columns), nested example dicts
+        (``{"id", "fields": {...}}``) and Examples. A plain string for a multi-field set is an
+        error naming the fields.
+        """
+        return (mapping or InputMapping()).examples_from(texts, fields=self.fields)
+
+    def probe(self, texts: Iterable[str | Mapping[str, Any] | Example], *, progress: bool = False,
+              mapping: InputMapping | None = None):
         """Probe every rubric on every text (cached, bounded concurrency); returns a ProbeTable."""
         from .probing import probe
 
@@ -183,18 +183,20 @@ class RubricScorer:
             raise RubricInduceError("this scorer has no backend; pass backend= to RubricScorer.load "
                                     "(e.g. 'local') or use score_probes on existing probes")
         opts = {k: v for k, v in self.probe_options.items() if v is not None}
-        return probe(self.to_examples(texts), self.rubrics, self.backend, fields=self.fields,
+        return probe(self.to_examples(texts, mapping=mapping), self.rubrics, self.backend, fields=self.fields,
                      progress=progress, **opts)
 
     def score(self, texts: Iterable[str | Mapping[str, Any] | Example], *, judge: str | Sequence[str] | None = None,
-              aggregate: str = "mean", progress: bool = False) -> list[ScoreResult]:
+              aggregate: str = "mean", progress: bool = False,
+              mapping: InputMapping | None = None) -> list[ScoreResult]:
         """Score texts: probes, NetSAT and label, calibrated prediction with its uncertainty, drivers.
 
         ``judge``: a judge seen in training, an unseen name (shared weights only), a list of
         trusted judges (aggregated by ``aggregate``: mean or max), or None for the mean over
-        every judge the calibrator was trained on.
+        every judge the calibrator was trained on. ``texts``: see :meth:`to_examples` (one plain
+        string, or a list); ``mapping`` maps dict keys (your columns) onto the set's fields.
         """
-        examples = self.to_examples(texts)
+        examples = self.to_examples(texts, mapping=mapping)
         table = self.probe(examples, progress=progress)
         return self.score_probes(table, examples, judge=judge, aggregate=aggregate)
 

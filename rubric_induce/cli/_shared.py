@@ -44,7 +44,8 @@ def data_options(f):
     f = click.option("--dataset", default=None,
                      help="Load a known dataset instead of --examples (see `rubric-induce datasets`).")(f)
     return click.option("--examples", "examples_path", type=click.Path(dir_okay=False, path_type=Path),
-                        default=None, help="Examples JSONL in rubric-induce's format.")(f)
+                        default=None, help="Examples file: rubric-induce JSONL, or flat JSONL/JSON/CSV/TSV with a "
+                                           "`text` column (a run config's [data.mapping] names other columns).")(f)
 
 
 def progress_option(f):

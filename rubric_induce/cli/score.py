@@ -6,7 +6,6 @@ calibrate`` (calibrator only: then ``--probes`` is required).
 """
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from pathlib import Path
@@ -14,42 +13,44 @@ from typing import Any
 
 import click
 
+from ..data.mapping import MAPPING_FORMATS
 from ..errors import DataError
 from ._shared import echo, progress_option, show_progress, split_list
 
-__all__ = ["command", "read_texts"]
+__all__ = ["command", "input_mapping"]
 
 
-def read_texts(path: Path, text_field: str | None, id_field: str = "id") -> list[dict[str, Any]]:
-    """Rows to score from JSONL (flat or rubric-induce examples) or CSV; errors name file, line, field."""
-    from ..data.jsonl import read_jsonl
+def input_mapping(scorer, fmt: str | None, id_field: str | None, text_field: str | None,
+                  maps: tuple[str, ...] = ()):
+    """The run's input mapping (its text columns and id column) with the command line's overrides."""
+    base = scorer.input_mapping()
+    fields = list(scorer.fields or base.text or ["text"])
+    text = dict(base.text or {f: f for f in fields})
+    if text_field:
+        if len(fields) != 1:
+            raise DataError(f"--text-field names one column, but this run reads {len(fields)} fields "
+                            f"({', '.join(fields)}); give --map FIELD=COLUMN for each", field="--text-field")
+        text = {fields[0]: text_field}
+    for item in maps:
+        name, sep, column = item.partition("=")
+        name, column = name.strip(), column.strip()
+        if not sep or not name or not column:
+            raise DataError(f"expected FIELD=COLUMN, got {item!r}", field="--map")
+        if scorer.fields and name not in scorer.fields:
+            from ..params import suggest
 
-    rows: list[dict[str, Any]] = []
-    if path.suffix.lower() in (".csv", ".tsv"):
-        with path.open(encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
-            field = text_field or "text"
-            if reader.fieldnames is None or field not in reader.fieldnames:
-                raise DataError(f"no column {field!r} (columns: {reader.fieldnames}); pick one with --text-field",
-                                path=path, line=1, field=field)
-            for line_no, rec in enumerate(reader, start=2):
-                rows.append(_row(rec, field, id_field, path, line_no))
-    else:
-        for line_no, rec in read_jsonl(path):
-            if "fields" in rec:  # rubric-induce example format
-                rows.append({"fields": rec["fields"], "id": rec.get("id") or f"line-{line_no}"})
-                continue
-            rows.append(_row(rec, text_field or "text", id_field, path, line_no))
-    if not rows:
-        raise DataError("no rows to score", path=path)
-    return rows
-
-
-def _row(rec: dict[str, Any], field: str, id_field: str, path: Path, line_no: int) -> dict[str, Any]:
-    text = rec.get(field)
-    if not isinstance(text, str) or not text.strip():
-        raise DataError("missing or empty text", path=path, line=line_no, field=field)
-    return {"fields": {field: text}, "id": str(rec.get(id_field) or f"line-{line_no}")}
+            raise DataError(f"unknown field {name!r}{suggest(name, scorer.fields)}; this run reads "
+                            f"{', '.join(scorer.fields)}", field="--map")
+        text[name] = column
+    changes: dict[str, Any] = {"text": text}
+    if fmt:
+        changes["format"] = fmt
+    if id_field:
+        changes["id"] = id_field
+    try:
+        return base.replace(**changes)
+    except DataError as exc:
+        raise DataError(exc.message, field=exc.field) from None
 
 
 def _write_rows(rows, out_path: Path | None) -> None:
@@ -65,11 +66,18 @@ def _write_rows(rows, out_path: Path | None) -> None:
 @click.command("score")
 @click.argument("artifact", type=click.Path(exists=True, path_type=Path))
 @click.option("--input", "input_path", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-              help="Texts to score: JSONL (one object per line with a text field, or rubric-induce examples) or CSV.")
+              help="Texts to score: JSONL/JSON (flat columns or rubric-induce examples), CSV or TSV, read with the "
+                   "run's mapping (its text columns and id column).")
 @click.option("--probes", "probes_path", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Score existing probes instead (no LLM call): a probe table JSONL of the texts.")
-@click.option("--text-field", default=None, help="Column/key holding the text (default: the run's field, else 'text').")
-@click.option("--id-field", default="id", show_default=True, help="Column/key holding a row id.")
+@click.option("--text-field", default=None,
+              help="Column/key holding the text, for a run with one text field (default: the run's column).")
+@click.option("--map", "maps", multiple=True, metavar="FIELD=COLUMN",
+              help="Column holding one of the run's text fields (repeatable; default: the run's columns).")
+@click.option("--id-field", default=None, help="Column/key holding a row id (default: the run's, else `id` "
+                                               "where a row has it, else a hash of the texts).")
+@click.option("--format", "fmt", type=click.Choice([f for f in MAPPING_FORMATS]), default=None,
+              help="Input format (default: auto, from the file name).")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="JSONL to write (default: stdout).")
 @click.option("--backend", "backend_spec", default=None, envvar="RUBRIC_INDUCE_BACKEND",
@@ -82,7 +90,7 @@ def _write_rows(rows, out_path: Path | None) -> None:
               help="How --trusted judges' expected scores are combined.")
 @click.option("--question", default=None, help="Calibrator only: question to predict (default: its main one).")
 @progress_option
-def command(artifact, input_path, probes_path, text_field, id_field, out_path, backend_spec, cache_path, judge,
+def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, out_path, backend_spec, cache_path, judge,
             trusted, aggregate, question, progress) -> None:
     """Score texts with a run directory's selected (and calibrated) rubrics.
 
@@ -94,6 +102,7 @@ def command(artifact, input_path, probes_path, text_field, id_field, out_path, b
     Examples:
       rubric-induce score runs/demo --input new_dialogues.jsonl --out scores.jsonl
       rubric-induce score runs/demo --input chats.csv --text-field transcript --trusted annotator1,annotator2
+      rubric-induce score runs/summ --input new.csv --map source=article --map text=summary
       rubric-induce score runs/demo --probes runs/demo/probes.jsonl          (no LLM call)
       rubric-induce score runs/cal --probes probes.jsonl                      (a calibrator alone)
     """
@@ -122,8 +131,7 @@ def command(artifact, input_path, probes_path, text_field, id_field, out_path, b
             ids = sorted({r.example_id for r in table.records})
             results = scorer.score_probes(table, ids, judge=who, aggregate=aggregate)
         else:
-            rows = read_texts(input_path, text_field or (scorer.fields or [None])[0], id_field)
-            examples = scorer.to_examples([{"id": r["id"], **r["fields"]} for r in rows])
+            examples = scorer.read(input_path, input_mapping(scorer, fmt, id_field, text_field, maps))
             results = scorer.score(examples, judge=who, aggregate=aggregate, progress=show_progress(progress))
     finally:
         scorer.close()

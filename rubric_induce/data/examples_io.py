@@ -15,7 +15,8 @@ from .jsonl import read_jsonl, write_jsonl
 from .labels import require_two_classes  # re-exported; lives with the other label checks
 from .model import Example, LabelScale
 
-__all__ = ["read_examples", "write_examples", "check_labels", "require_two_classes", "check_text"]
+__all__ = ["read_examples", "write_examples", "example_from_dict", "check_labels",
+           "require_two_classes", "check_text"]
 
 
 def check_labels(
@@ -49,38 +50,50 @@ def check_text(value: Any, *, path: str | Path | None, line: int | None, field: 
     return value
 
 
+def example_from_dict(
+    row: Any,
+    label_scales: Mapping[str, LabelScale] | None = None,
+    *,
+    path: str | Path | None = None,
+    line: int | None = None,
+    prefix: str = "",
+) -> Example:
+    """One example in the project's nested format (``{"id", "fields", "labels", ...}``), checked:
+    errors name the file, line and field (``prefix`` goes before the field, e.g. ``texts[3].``)."""
+    if not isinstance(row, Mapping):
+        raise DataError(f"expected an object, got {type(row).__name__}", path=path, line=line,
+                        field=prefix.rstrip(".") or None)
+    fields = row.get("fields")
+    if not isinstance(fields, dict) or not fields:
+        raise DataError("missing or empty object", path=path, line=line, field=f"{prefix}fields")
+    for name, value in fields.items():
+        check_text(value, path=path, line=line, field=f"{prefix}fields.{name}")
+    labels = row.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise DataError("expected an object", path=path, line=line, field=f"{prefix}labels")
+    check_labels(labels, label_scales, path=path, line=line, field_prefix=f"{prefix}labels.")
+    try:
+        ex = Example.from_dict(row)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"invalid example: {exc}", path=path, line=line, field=prefix.rstrip(".") or None) from None
+    for j, judgment in enumerate(ex.judgments):
+        check_labels(judgment.labels, label_scales, path=path, line=line,
+                     field_prefix=f"{prefix}judgments[{j}].labels.")
+    return ex
+
+
 def read_examples(
     path: str | Path,
     label_scales: Mapping[str, LabelScale] | None = None,
 ) -> list[Example]:
-    """Read examples written by :func:`write_examples` (``{"id", "fields", "labels", ...}``)."""
-    out: list[Example] = []
-    seen: dict[str, int] = {}
-    for line_no, row in read_jsonl(path):
-        fields = row.get("fields")
-        if not isinstance(fields, dict) or not fields:
-            raise DataError("missing or empty object", path=path, line=line_no, field="fields")
-        for name, value in fields.items():
-            check_text(value, path=path, line=line_no, field=f"fields.{name}")
-        labels = row.get("labels") or {}
-        if not isinstance(labels, dict):
-            raise DataError("expected an object", path=path, line=line_no, field="labels")
-        check_labels(labels, label_scales, path=path, line=line_no)
-        try:
-            ex = Example.from_dict(row)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DataError(f"invalid example: {exc}", path=path, line=line_no) from None
-        for j, judgment in enumerate(ex.judgments):
-            check_labels(judgment.labels, label_scales, path=path, line=line_no,
-                         field_prefix=f"judgments[{j}].labels.")
-        if ex.id in seen:
-            raise DataError(f"duplicate example id {ex.id!r} (first on line {seen[ex.id]})",
-                            path=path, line=line_no, field="id")
-        seen[ex.id] = line_no
-        out.append(ex)
-    if not out:
-        raise DataError("no examples in file", path=path)
-    return out
+    """Read examples written by :func:`write_examples` (``{"id", "fields", "labels", ...}``).
+
+    The same as :class:`~rubric_induce.data.mapping.InputMapping` ``.load(path)`` on such a file
+    (which also reads flat JSONL and CSV); kept as the short name for the project's own format.
+    """
+    from .mapping import InputMapping
+
+    return InputMapping(format="jsonl").load(path, label_scales=label_scales, nested=True)
 
 
 def write_examples(path: str | Path, examples: Iterable[Example]) -> Path:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..errors import DataError
 from ..params import Params, param
+from .mapping import InputMapping
 from .model import Example
 
 __all__ = ["DataParams", "load_examples"]
@@ -19,19 +20,47 @@ class DataParams(Params):
     """The examples (a file or a shared dataset), the label selection learns, the fields shown."""
 
     section = "data"
-    examples: str | None = param(None, help="Examples file: rubric-induce JSONL, or CSV/JSONL with text_field.")
+    examples: str | None = param(None, help="Examples file: JSONL (flat or rubric-induce), JSON, CSV or TSV, "
+                                            "read through data.mapping.")
     dataset: str | None = param(None, help="Or a shared dataset name (see `rubric-induce datasets`).")
     data_root: str | None = param(None, help="Folder of the shared benchmark data.")
-    text_field: str | None = param(None, help="Generic CSV/JSONL: the text column (enables the generic loader).")
-    label_fields: tuple[str, ...] = param((), help="Generic CSV/JSONL: the label columns.")
+    mapping: InputMapping | None = param(None, help="[data.mapping]: which columns of data.examples hold the id, "
+                                                    "group, text fields, labels and judges (see InputMapping).",
+                                         hidden=True)
+    text_field: str | None = param(None, help="Shortcut for data.mapping.text = [COLUMN] (one text column).")
+    label_fields: tuple[str, ...] = param((), help="Shortcut for data.mapping.labels = [COLUMNS].")
     label: str = param("sat", help="The human label selection learns (0/1, or graded with label_threshold).")
     label_threshold: float | None = param(None, help="Call label >= T positive (a graded label made binary).")
     fields: tuple[str, ...] | None = param(None, help="Example fields shown to the LLM, in order (default: all).")
+
+    def __post_init__(self) -> None:
+        if isinstance(self.mapping, Mapping):  # a [data.mapping] table
+            object.__setattr__(self, "mapping", InputMapping.from_mapping(self.mapping))
+        super().__post_init__()
 
     def check(self) -> None:
         if self.examples and self.dataset:
             raise DataError("give exactly one of data.examples (a file) or data.dataset (a shared dataset)",
                             field="data")
+        if self.dataset and self.input_mapping() is not None:
+            raise DataError("a mapping reads data.examples files; a shared dataset has its own loader",
+                            field="data.mapping")
+        m = self.mapping
+        if self.text_field and m is not None and m.text is not None:
+            raise DataError("give data.text_field or data.mapping.text, not both", field="data.text_field")
+        if self.label_fields and m is not None and m.labels is not None:
+            raise DataError("give data.label_fields or data.mapping.labels, not both", field="data.label_fields")
+
+    def input_mapping(self) -> InputMapping | None:
+        """:attr:`mapping` with the ``text_field`` / ``label_fields`` shortcuts folded in."""
+        changes = {}
+        if self.text_field:
+            changes["text"] = (self.text_field,)
+        if self.label_fields:
+            changes["labels"] = self.label_fields
+        if not changes:
+            return self.mapping
+        return (self.mapping or InputMapping()).replace(**changes)
 
 
 def load_examples(params: DataParams, resolve: Callable[[str], Path] = Path, *, limit: int | None = None,
@@ -50,13 +79,6 @@ def load_examples(params: DataParams, resolve: Callable[[str], Path] = Path, *, 
         path = resolve(params.examples)
         if not path.exists():
             raise DataError(f"examples file not found: {path}", path=source, field="data.examples")
-        if params.text_field:
-            from .datasets.generic import load_generic
-
-            examples = load_generic(path, text_fields={params.text_field: params.text_field},
-                                    label_fields={k: k for k in params.label_fields} or None)
-        else:
-            from .examples_io import read_examples
-
-            examples = read_examples(path)
+        mapping = params.input_mapping() or InputMapping()
+        examples = mapping.load(path, default_labels=(params.label,))
     return examples[:limit] if limit else examples

@@ -43,8 +43,10 @@ class RunContext:
         missing = [e.id for e in examples if d.label not in e.labels]
         if missing:
             where = d.examples or d.dataset
+            mapped = (f", or name its column: [data.mapping] labels = {{{d.label} = \"COLUMN\"}}"
+                      if d.examples else "")
             raise DataError(f"{len(missing)} of {len(examples)} examples lack label {d.label!r} (e.g. "
-                            f"{missing[0]!r}); set data.label to one of {sorted(examples[0].labels)}",
+                            f"{missing[0]!r}); set data.label to one of {sorted(examples[0].labels)}{mapped}",
                             path=where, field=f"labels.{d.label}")
         return examples
 

@@ -139,14 +139,28 @@ def artifact(ctx: RunContext) -> dict[str, Any]:
     if cfg.calibrate.enabled and (ctx.out / CALIBRATION).exists():
         cal_info = _marker_summary(ctx, "calibrate")
     meta = ProbeTable.load(ctx.out / PROBES_FILE).meta
+    fields = cfg.data.fields
+    if fields is None:  # every example's fields, when all examples share them (their order is the prompt's)
+        names = {tuple(ex.fields) for ex in ctx.examples}
+        fields = list(names.pop()) if len(names) == 1 else None
     write_artifact(ctx.out, rubrics=SELECTED_FILE, threshold=chosen.threshold, label=cfg.data.label,
                    label_threshold=cfg.data.label_threshold, score_mode=sel.get("score_mode", "expected"),
                    probe={"style": cfg.probe.style, "estimator": cfg.probe.estimator,
                           "n_samples": cfg.probe.samples, "temperature": cfg.probe.temperature},
-                   fields=cfg.data.fields, backend=cfg.backend.spec,
+                   fields=fields, backend=cfg.backend.spec,
                    calibration=CALIBRATION if cal_info else None, question=cal_info.get("question"),
-                   judges=cal_info.get("judges", []), extra={"probe_prompt": meta.get("prompt")})
+                   judges=cal_info.get("judges", []),
+                   extra={"probe_prompt": meta.get("prompt"), "input": _scoring_input(cfg, fields)})
     return {"rubrics": len(chosen), "calibrated": bool(cal_info)}
+
+
+def _scoring_input(cfg, fields) -> dict[str, Any] | None:
+    """What ``score`` reads by default: the run's text columns (field -> column) and id column."""
+    mapping = cfg.data.input_mapping()
+    if mapping is None or not fields:
+        return None
+    text = mapping.text or {}
+    return {"text": {f: text.get(f, f) for f in fields}, "id": mapping.id}
 
 
 def evaluate(ctx: RunContext) -> dict[str, Any]:

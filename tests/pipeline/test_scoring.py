@@ -131,4 +131,4 @@ def test_score_cli_jsonl_and_csv(run_dir, tmp_path):
     res = runner.invoke(cli, ["score", str(run_dir), "--input", str(jl), "--backend", "fake"])
     assert res.exit_code != 0 and "line 2" in res.output and "'text'" in res.output
     res = runner.invoke(cli, ["score", str(run_dir), "--input", str(csv), "--backend", "fake"])
-    assert res.exit_code != 0 and "no column 'text'" in res.output
+    assert res.exit_code == 2 and "missing column 'text'" in res.output and "--text-field" in res.output

@@ -16,7 +16,7 @@ import csv
 import io
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from ..jsonl import read_json, read_jsonl
 from ..model import Example, Judgment, LabelScale
 from ._common import check_scale
 
-__all__ = ["load_generic", "FORMATS"]
+__all__ = ["load_generic", "examples_from_rows", "FORMATS"]
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv"}
 _MISSING = object()
@@ -43,6 +43,9 @@ def load_generic(
     label_scales: Mapping[str, LabelScale] | None = None,
     format: str | None = None,
     binary_label: str | None = None,
+    judge_columns: Mapping[str, Mapping[str, str]] | None = None,
+    optional_id: bool = False,
+    unique: bool = True,
 ) -> list[Example]:
     """Read examples from a JSONL / JSON / CSV / TSV file.
 
@@ -53,28 +56,66 @@ def load_generic(
     ``judge_field`` they apply to each judge's answer and the mean is checked on the same range.
     ``format`` is ``jsonl``, ``json``, ``csv`` or ``tsv`` (default: from the file suffix).
     ``binary_label`` names a label that must hold two classes (a single-class file is refused).
+    ``judge_columns`` is the wide format: ``{judge: {label: column}}`` (an empty cell = not rated);
+    each row becomes one example with one judgment per judge and the judges' mean as the label
+    (unless ``label_fields`` maps that label to a column of its own). ``optional_id``: a row
+    without the id column gets a hash of its texts. ``unique=False`` keeps rows with equal ids
+    (scoring the same text twice) instead of refusing them.
     """
     path = Path(path)
-    label_fields = dict(label_fields or {})
-    if not text_fields:
-        raise DataError("text_fields must name at least one text column", path=path, field="text_fields")
-    if binary_label is not None and binary_label not in label_fields:
-        raise DataError(f"binary_label {binary_label!r} is not one of the label fields "
-                        f"{sorted(label_fields)}", path=path, field=binary_label)
     fmt = (format or FORMATS.get(path.suffix.lower(), "")).lower()
     if fmt not in ("jsonl", "json", "csv", "tsv"):
         raise DataError(f"cannot tell the file format from {path.suffix!r}; pass format="
                         "'jsonl', 'json', 'csv' or 'tsv'", path=path)
-    tabular = fmt in ("csv", "tsv")
+    required = [*text_fields.values(), *(label_fields or {}).values(),
+                *(c for cols in (judge_columns or {}).values() for c in cols.values()),
+                *(f for f in (id_field if not optional_id else None, group_field, judge_field) if f is not None)]
+    return examples_from_rows(
+        _rows(path, fmt, required), path=path, tabular=fmt in ("csv", "tsv"), text_fields=text_fields,
+        label_fields=label_fields, id_field=id_field, group_field=group_field, judge_field=judge_field,
+        label_scales=label_scales, binary_label=binary_label, judge_columns=judge_columns,
+        optional_id=optional_id, unique=unique)
+
+
+def examples_from_rows(
+    rows: Iterable[tuple[int | None, int | None, Mapping[str, Any]]],
+    *,
+    path: str | os.PathLike[str] | None,
+    tabular: bool,
+    text_fields: Mapping[str, str],
+    label_fields: Mapping[str, str] | None = None,
+    id_field: str | None = None,
+    group_field: str | None = None,
+    judge_field: str | None = None,
+    label_scales: Mapping[str, LabelScale] | None = None,
+    binary_label: str | None = None,
+    judge_columns: Mapping[str, Mapping[str, str]] | None = None,
+    optional_id: bool = False,
+    unique: bool = True,
+) -> list[Example]:
+    """Examples from ``(line, record index, row)`` triples (a file's rows, or in-memory dicts with
+    ``path=None``): the row logic of :func:`load_generic`, whose options it takes."""
+    path = Path(path) if path is not None else None
+    label_fields = dict(label_fields or {})
+    judge_columns = {str(j): dict(cols) for j, cols in (judge_columns or {}).items()}
+    if not text_fields:
+        raise DataError("text_fields must name at least one text column", path=path, field="text_fields")
+    if judge_field is not None and judge_columns:
+        raise DataError("give a judge column (long format) or judge label columns (wide format), not both",
+                        path=path, field="judge")
+    wide_labels = list(dict.fromkeys(name for cols in judge_columns.values() for name in cols))
+    all_labels = list(dict.fromkeys([*label_fields, *wide_labels]))
+    if binary_label is not None and binary_label not in all_labels:
+        raise DataError(f"binary_label {binary_label!r} is not one of the label fields "
+                        f"{sorted(all_labels)}", path=path, field=binary_label)
+    judged = judge_field is not None or bool(judge_columns)
     mean_scales = {
         k: LabelScale("continuous", s.low, s.high, s.not_applicable) for k, s in (label_scales or {}).items()
-    } if judge_field else dict(label_scales or {})
+    } if judged else dict(label_scales or {})
 
     examples: dict[str, dict[str, Any]] = {}
     order: list[str] = []
-    required = [*text_fields.values(), *label_fields.values(),
-                *(f for f in (id_field, group_field, judge_field) if f is not None)]
-    for line, record, row in _rows(path, fmt, required):
+    for line, record, row in rows:
         def loc(field: str) -> dict[str, Any]:
             return {"path": path, "line": line, "field": field}
 
@@ -83,7 +124,7 @@ def load_generic(
         for name, key in text_fields.items():
             value = _lookup(row, key, tabular)
             if value is _MISSING or value is None:
-                raise DataError(f"{prefix}missing text column/key {key!r}", **loc(key))
+                raise DataError(f"{prefix}missing text column/key {key!r}{_known(row, key)}", **loc(key))
             if not isinstance(value, str):
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     value = str(value)
@@ -96,13 +137,19 @@ def load_generic(
         for name, key in label_fields.items():
             value = _lookup(row, key, tabular)
             if value is _MISSING or value is None:
-                raise DataError(f"{prefix}missing label column/key {key!r}", **loc(key))
-            labels[name] = _number(value, prefix, loc(key))
-            scale = (label_scales or {}).get(name)
-            problem = scale.check(labels[name]) if scale is not None else None
-            if problem:
-                named = f" (label {name!r})" if name != key else ""
-                raise DataError(f"{prefix}{problem}{named}", **loc(key))
+                raise DataError(f"{prefix}missing label column/key {key!r}{_known(row, key)}", **loc(key))
+            labels[name] = _label(value, name, key, prefix, loc(key), label_scales)
+        wide: list[Judgment] = []
+        for judge_name, cols in judge_columns.items():
+            answers: dict[str, float | None] = {}
+            for name, key in cols.items():
+                value = _lookup(row, key, tabular)
+                if value is _MISSING:
+                    raise DataError(f"{prefix}missing judge label column/key {key!r}{_known(row, key)}",
+                                    **loc(key))
+                blank = value is None or (isinstance(value, str) and not value.strip())
+                answers[name] = None if blank else _label(value, name, key, prefix, loc(key), label_scales)
+            wide.append(Judgment(judge=judge_name, labels=answers))
         def required_text(key: str | None, what: str) -> str | None:
             """The stripped value of an optional mapped column; when mapped, it must be there."""
             if key is None:
@@ -112,12 +159,15 @@ def load_generic(
                 raise DataError(f"{prefix}missing {what}", **loc(key))
             return str(raw).strip()
 
-        ex_id = required_text(id_field, "id")
+        ex_id = (required_text(id_field, "id") if not optional_id or id_field is None
+                 or _lookup(row, id_field, tabular) not in (_MISSING, None, "") else None)
         group = required_text(group_field, "group")
         judge = required_text(judge_field, "judge")
 
         key = ex_id if ex_id is not None else Example.create(fields).id
         where_ = line if line is not None else f"record {record}"
+        if not unique:
+            key = f"{key}\x00{len(order)}"
         if key in examples:
             prev = examples[key]
             if judge is None:
@@ -137,35 +187,60 @@ def load_generic(
             continue
         order.append(key)
         examples[key] = {
-            "fields": fields, "labels": labels, "group": group, "where": [where_],
-            "judgments": [Judgment(judge=judge, labels=labels)] if judge is not None else [],
+            "fields": fields, "labels": labels, "group": group, "where": [where_], "id": ex_id,
+            "judgments": [Judgment(judge=judge, labels=labels)] if judge is not None else wide,
             "line": line, "record": record,
         }
     if not order:
-        raise DataError("no rows in file", path=path)
+        raise DataError("no rows in file" if path is not None else "no texts given", path=path)
 
     out: list[Example] = []
     for key in order:
         e = examples[key]
         labels = e["labels"]
-        if judge_field is not None:
-            labels = {}
-            for name in label_fields:
+        if judged:
+            labels = dict(labels) if judge_columns else {}
+            for name in (all_labels if judge_columns else label_fields):
+                if name in labels:
+                    continue  # a label column of its own wins over the judges' mean
                 na = label_scales[name].not_applicable if label_scales and name in label_scales else ()
-                vals = [j.labels[name] for j in e["judgments"]]
-                applicable = [v for v in vals if v not in na]
-                labels[name] = sum(applicable) / len(applicable) if applicable else vals[0]
-            check_scale(labels, mean_scales, path=path, line=e["line"], record=e["record"],
-                        field_prefix="mean.")
-        meta: dict[str, Any] = {"source": str(path)}
+                vals = [j.labels.get(name) for j in e["judgments"]]
+                answered = [v for v in vals if v is not None]
+                applicable = [v for v in answered if v not in na]
+                labels[name] = (sum(applicable) / len(applicable) if applicable
+                                else answered[0] if answered else None)
+            check_scale(labels, mean_scales, path=path, line=e["line"],
+                        record=e["record"], field_prefix="mean.")
+        meta: dict[str, Any] = {"source": str(path)} if path is not None else {}
         if e["line"] is not None:
             meta["line"] = e["line"] if len(e["where"]) == 1 else e["where"]
-        else:
+        elif path is not None:
             meta["record"] = e["record"]
-        out.append(Example.create(e["fields"], labels, id=key if id_field is not None else None,
+        out.append(Example.create(e["fields"], labels, id=e["id"],
                                   judgments=e["judgments"], group=e["group"], meta=meta))
     if binary_label is not None:
         require_two_classes(out, binary_label, path=path)
+    return out
+
+
+def _known(row: Mapping[str, Any], key: str) -> str:
+    """`` (columns: a, b; did you mean 'x'?)``: what the row has, for a missing column or key."""
+    import difflib
+
+    names = [str(k) for k in row]
+    close = difflib.get_close_matches(key, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f" (columns: {', '.join(names)}{hint})" if names else ""
+
+
+def _label(value: Any, name: str, key: str, prefix: str, loc: Mapping[str, Any],
+           label_scales: Mapping[str, LabelScale] | None) -> float:
+    out = _number(value, prefix, loc)
+    scale = (label_scales or {}).get(name)
+    problem = scale.check(out) if scale is not None else None
+    if problem:
+        named = f" (label {name!r})" if name != key else ""
+        raise DataError(f"{prefix}{problem}{named}", **loc)
     return out
 
 
@@ -233,7 +308,8 @@ def _rows(path: Path, fmt: str, required: list[str]) -> Iterator[tuple[int | Non
             yield None, i, obj
         return
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        with path.open(encoding="utf-8-sig", newline="") as fh:  # keep "\r" inside quoted cells
+            text = fh.read()
     except FileNotFoundError:
         raise DataError("file not found", path=path) from None
     except IsADirectoryError:
@@ -253,8 +329,10 @@ def _rows(path: Path, fmt: str, required: list[str]) -> Iterator[tuple[int | Non
             raise DataError(f"duplicate column names {dup}", path=path, line=1)
         for col in required:
             if col not in header:
-                raise DataError(f"missing column {col!r} in the header (columns: {header})",
-                                path=path, line=1, field=col)
+                from ...params import suggest
+
+                raise DataError(f"missing column {col!r} in the header (columns: {', '.join(header)})"
+                                f"{suggest(col, header)}", path=path, line=1, field=col)
         start = reader.line_num + 1
         for cells in reader:
             line = start

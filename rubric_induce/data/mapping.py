@@ -1,0 +1,327 @@
+"""One input mapping: which columns (CSV/TSV) or keys (JSON) of your data hold what.
+
+:class:`InputMapping` names the id column, the group column, the text fields (field name ->
+column), the label columns (label name -> column) and the judges (long format: a judge column,
+one row per judge; wide format: label columns per judge). The same object reads every input
+shape the project accepts, the same way for ``run`` (``[data.mapping]``), ``score``,
+:meth:`RubricScorer.score <rubric_induce.scoring.RubricScorer.score>` and the DSPy hand-off:
+
+- flat JSONL / JSON rows and CSV / TSV rows: through the generic loader
+  (:func:`~rubric_induce.data.datasets.generic.load_generic`), columns as mapped;
+- nested rubric-induce rows (``{"id", "fields": {...}, "labels": {...}, "judgments": [...],
+  "group"}``, detected by their ``fields`` object): the mapping selects and renames their fields
+  and labels;
+- in memory (:meth:`InputMapping.examples_from`): plain strings (one text field), ``{field: text}``
+  dicts, nested example dicts and :class:`Example` objects.
+
+Every error names the file, the line and the field; a missing column lists the columns that exist
+and suggests the closest, and a CSV file read as JSON (or JSON read as CSV) says so.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import DataError
+from ..params import Params, param
+from .model import Example, Judgment, LabelScale
+
+__all__ = ["InputMapping", "MAPPING_FORMATS", "text_id"]
+
+MAPPING_FORMATS = ("auto", "jsonl", "json", "csv", "tsv")
+
+
+def text_id(text: str) -> str:
+    """The stable id of a plain string scored without an id."""
+    return "text-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def _table(value: Any, where: str, *, what: str) -> dict[str, str] | None:
+    """``{name: column}`` from a table, or from a list of columns named like their fields."""
+    if value is None:
+        return None
+    pairs = [(c, c) for c in value] if isinstance(value, (tuple, list)) else list(dict(value).items())
+    out: dict[str, str] = {}
+    for name, column in pairs:
+        if not isinstance(name, str) or not name.strip():
+            raise DataError(f"{what} names must be non-empty strings, got {name!r}", field=where)
+        if not isinstance(column, str) or not column.strip():
+            raise DataError(f"expected the name of a column, got {column!r}", field=f"{where}.{name}")
+        out[name] = column
+    return out
+
+
+def _close(name: str, names: Sequence[str]) -> str:
+    close = difflib.get_close_matches(str(name), [str(n) for n in names], n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+@dataclass(frozen=True)
+class InputMapping(Params):
+    """Which columns (CSV/TSV) or keys (JSON; dotted paths reach into objects) hold what."""
+
+    section = "data.mapping"
+    format: str = param("auto", choices=MAPPING_FORMATS,
+                        help="File format: auto (from the extension: .jsonl/.ndjson, .json, .csv, .tsv), jsonl, "
+                             "json, csv or tsv. JSON rows with a `fields` object are rubric-induce examples.")
+    id: str | None = param(None, help="Column holding the example id (default: `id` where a row has it, else a "
+                                      "hash of the texts).")
+    group: str | None = param(None, help="Column holding the group (e.g. the source article) splits keep together.")
+    text: dict[str, str] | tuple[str, ...] | None = param(
+        None, help="Text fields: {field = column}, or a list of columns used as field names (default: column "
+                   "`text`; nested rows: all their fields).")
+    labels: dict[str, str] | tuple[str, ...] | None = param(
+        None, help="Label columns: {label = column}, or a list (default: data.label's column where the file has "
+                   "it; nested rows: all their labels).")
+    judge: str | None = param(None, help="Long format: the column naming each row's judge; rows of one example "
+                                         "(same id, else same texts) merge, labels = the judges' mean.")
+    judges: dict[str, Any] | None = param(
+        None, help="Wide format: {judge = {label = column}}: each judge's label columns (an empty cell = not "
+                   "rated); labels = the judges' mean.")
+
+    def check(self) -> None:
+        object.__setattr__(self, "text", _table(self.text, self.where("text"), what="text field"))
+        if self.text is not None and not self.text:
+            raise DataError("name at least one text column", field=self.where("text"))
+        object.__setattr__(self, "labels", _table(self.labels, self.where("labels"), what="label"))
+        for name in ("id", "group", "judge"):
+            value = getattr(self, name)
+            if value is not None and not value.strip():
+                raise DataError("expected the name of a column, got an empty string", field=self.where(name))
+        if self.judges is not None:
+            judges = {}
+            for judge, cols in self.judges.items():
+                if not isinstance(cols, Mapping) or not cols:
+                    raise DataError(f"expected a table {{label = column}} for judge {judge!r}, got {cols!r}",
+                                    field=f"{self.where('judges')}.{judge}")
+                judges[str(judge)] = _table(cols, f"{self.where('judges')}.{judge}", what="label")
+            if not judges:
+                raise DataError("name at least one judge", field=self.where("judges"))
+            object.__setattr__(self, "judges", judges)
+        if self.judge is not None and self.judges:
+            raise DataError("give judge (long format: one row per judge) or judges (wide format: label columns "
+                            "per judge), not both", field=self.where("judges"))
+
+    # -- files ---------------------------------------------------------------------------------
+    def file_format(self, path: str | Path) -> str:
+        """``jsonl``, ``json``, ``csv`` or ``tsv``: :attr:`format`, or (auto) from the file name."""
+        from .datasets.generic import FORMATS
+
+        if self.format != "auto":
+            return self.format
+        path = Path(path)
+        fmt = FORMATS.get(path.suffix.lower())
+        if fmt is None:
+            raise DataError(f"cannot tell the file format from the name ({path.suffix or 'no extension'}); set "
+                            "format = \"jsonl\", \"json\", \"csv\" or \"tsv\"", path=path, field=self.where("format"))
+        return fmt
+
+    def load(self, path: str | Path, *, label_scales: Mapping[str, LabelScale] | None = None,
+             binary_label: str | None = None, default_labels: Sequence[str] = (), nested: bool | None = None,
+             unique: bool = True) -> list[Example]:
+        """The examples of the file at ``path``, read through this mapping.
+
+        ``default_labels``: label names read from same-named columns when :attr:`labels` is not
+        set and the file has them (``run`` passes ``data.label``). ``nested``: force (True) or
+        refuse (False) the nested rubric-induce layout; None detects it from the first row.
+        ``unique=False`` keeps rows with equal ids (scoring).
+        """
+        from .datasets.generic import _rows, load_generic
+
+        path = Path(path)
+        fmt = self.file_format(path)
+        first = self._first_row(path, fmt)
+        if fmt in ("json", "jsonl"):
+            if nested is None:
+                nested = isinstance(first.get("fields"), Mapping) and not self._names_fields_column()
+            if nested:
+                return self._nested(_rows(path, fmt, []), path, label_scales, binary_label, unique)
+        elif nested:
+            raise DataError("the nested rubric-induce layout is JSON Lines, not CSV/TSV", path=path,
+                            field=self.where("format"))
+        columns = [str(c) for c in first]
+        labels = self.labels if self.labels is not None else {n: n for n in default_labels if n in columns}
+        try:
+            return load_generic(path, text_fields=self.text or {"text": "text"}, label_fields=labels,
+                                id_field=self.id or "id", optional_id=self.id is None, group_field=self.group,
+                                judge_field=self.judge, judge_columns=self.judges, label_scales=label_scales,
+                                format=fmt, binary_label=binary_label, unique=unique)
+        except DataError as exc:
+            hint = self._format_hint(path, fmt) if exc.line in (1, None) else None
+            if hint:
+                raise DataError(hint, path=path, line=1, field=self.where("format")) from None
+            if exc.field in (self.text or {"text": "text"}).values() and "missing" in exc.message:
+                raise DataError(f"{exc.message}; name the text column(s) with text = ... ([data.mapping] in a "
+                                "run config, --text-field / --map for score)", path=exc.path, line=exc.line,
+                                field=exc.field) from None
+            raise
+
+    def columns(self, path: str | Path) -> list[str]:
+        """The columns of a CSV/TSV header, or the keys of a JSON file's first row."""
+        return [str(c) for c in self._first_row(Path(path), self.file_format(path))]
+
+    def _names_fields_column(self) -> bool:
+        cols = [*(self.text or {}).values(), *(self.labels or {}).values()]
+        return any(c == "fields" or c.startswith("fields.") for c in cols)
+
+    def _first_row(self, path: Path, fmt: str) -> Mapping[str, Any]:
+        """The first row (for JSON) or the header as a dict (CSV/TSV), with a hint when the file is
+        in the other family of formats."""
+        from .datasets.generic import _rows
+
+        try:
+            for _line, _record, row in _rows(path, fmt, []):
+                return row
+        except DataError as exc:
+            hint = self._format_hint(path, fmt) if exc.line in (1, None) else None
+            if hint:
+                raise DataError(hint, path=path, line=1, field=self.where("format")) from None
+            raise
+        if fmt in ("csv", "tsv"):  # a header without rows: let the loader say "no rows"
+            import csv
+            import io
+
+            with path.open(encoding="utf-8-sig", newline="") as fh:
+                text = fh.read()
+            header = next(csv.reader(io.StringIO(text), delimiter="\t" if fmt == "tsv" else ","), [])
+            return {h.strip(): "" for h in header}
+        raise DataError("no rows in file", path=path)
+
+    def _format_hint(self, path: Path, fmt: str) -> str | None:
+        try:
+            with path.open(encoding="utf-8-sig") as fh:
+                head = next((ln for ln in fh if ln.strip()), "").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        short = head if len(head) <= 80 else head[:77] + "..."
+        if fmt in ("json", "jsonl") and head[:1] not in ("{", "[") and ("," in head or "\t" in head):
+            kind = "TSV" if "\t" in head and "," not in head else "CSV"
+            return (f"this looks like a {kind} file, not {fmt.upper()} (line 1: {short!r}); give it a "
+                    f".{kind.lower()} name or set format = \"{kind.lower()}\" ([data.mapping] in a run config, "
+                    "--format for score)")
+        if fmt in ("csv", "tsv") and head[:1] in ("{", "["):
+            return (f"this looks like JSON, not {fmt.upper()} (line 1: {short!r}); give it a .jsonl name or set "
+                    "format = \"jsonl\" ([data.mapping] in a run config, --format for score)")
+        return None
+
+    # -- nested rubric-induce rows -------------------------------------------------------------
+    def _nested(self, rows: Iterable[tuple[int | None, int | None, Any]], path: Path | None,
+                label_scales: Mapping[str, LabelScale] | None, binary_label: str | None,
+                unique: bool) -> list[Example]:
+        from .examples_io import example_from_dict
+        from .labels import require_two_classes
+
+        if self.judge is not None or self.judges:
+            raise DataError("nested rubric-induce rows carry their own judgments; judge / judges map the "
+                            "columns of flat files", path=path, field=self.where("judge" if self.judge else "judges"))
+        out: list[Example] = []
+        seen: dict[str, Any] = {}
+        for line, record, row in rows:
+            prefix = f"texts[{record}]." if path is None else (f"[{record}]." if record is not None else "")
+            ex = self._apply_nested(example_from_dict(row, label_scales, path=path, line=line, prefix=prefix),
+                                    row, path, line, prefix)
+            if unique and ex.id in seen:
+                raise DataError(f"duplicate example id {ex.id!r} (first on line {seen[ex.id]})",
+                                path=path, line=line, field=f"{prefix}id")
+            seen.setdefault(ex.id, line if line is not None else record)
+            out.append(ex)
+        if not out:
+            raise DataError("no examples in file", path=path)
+        if binary_label is not None:
+            require_two_classes(out, binary_label, path=path)
+        return out
+
+    def _apply_nested(self, ex: Example, row: Mapping[str, Any], path: Path | None, line: int | None,
+                      prefix: str) -> Example:
+        """Select and rename the fields and labels of a nested example as mapped; a mapped column
+        is looked up in ``fields`` / ``labels`` (by column, else by field name)."""
+        from .datasets.generic import _MISSING, _lookup
+
+        changes: dict[str, Any] = {}
+        if self.text:
+            fields = {}
+            for name, column in self.text.items():
+                key = column if column in ex.fields else name
+                if key not in ex.fields:
+                    raise DataError(f"no field {column!r} (fields: {', '.join(ex.fields)}"
+                                    f"{_close(column, list(ex.fields))})", path=path, line=line,
+                                    field=f"{prefix}fields.{column}")
+                fields[name] = ex.fields[key]
+            changes["fields"] = fields
+        if self.labels is not None:
+            labels = {}
+            for name, column in self.labels.items():
+                key = column if column in ex.labels else name
+                if key not in ex.labels:
+                    raise DataError(f"no label {column!r} (labels: {', '.join(ex.labels) or 'none'}"
+                                    f"{_close(column, list(ex.labels))})", path=path, line=line,
+                                    field=f"{prefix}labels.{column}")
+                labels[name] = ex.labels[key]
+            changes["labels"] = labels
+            changes["judgments"] = tuple(
+                Judgment(j.judge, {n: j.labels.get(c if c in j.labels else n) for n, c in self.labels.items()})
+                for j in ex.judgments)
+        for attr in ("id", "group"):
+            column = getattr(self, attr)
+            if column is not None and column != attr:
+                value = _lookup(row, column, False)
+                if value not in (_MISSING, None) and str(value).strip():
+                    changes[attr] = str(value).strip()
+        return dataclasses.replace(ex, **changes) if changes else ex
+
+    # -- in memory -----------------------------------------------------------------------------
+    def examples_from(self, items: Any, *, fields: Sequence[str] | None = None) -> list[Example]:
+        """Examples from in-memory inputs: plain strings (when there is one text field), flat
+        ``{field or column: text}`` dicts (plus an id), nested example dicts and Examples.
+
+        ``fields``: the text fields expected (a scorer's probed fields); they are the default
+        text mapping of flat dicts and name the field a plain string fills. Errors name
+        ``texts[i]``. Equal texts are kept (each gets a result).
+        """
+        from .datasets.generic import examples_from_rows
+        from .examples_io import example_from_dict
+
+        if isinstance(items, (str, Mapping, Example)):
+            items = [items]
+        names = list(self.text) if self.text else list(fields or ["text"])
+        out: list[Example] = []
+        for i, item in enumerate(items):
+            where = f"texts[{i}]"
+            if isinstance(item, Example):
+                out.append(item)
+            elif isinstance(item, str):
+                if len(names) != 1:
+                    raise DataError(
+                        f"a plain string is one text, but this rubric set reads {len(names)} fields "
+                        f"({', '.join(names)}): give a mapping per text, e.g. "
+                        f"{{{', '.join(f'{n!r}: ...' for n in names)}}}", field=where)
+                if not item.strip():
+                    raise DataError("text is empty", field=where)
+                out.append(Example.create({names[0]: item}, {}, id=text_id(item)))
+            elif isinstance(item, Mapping):
+                if isinstance(item.get("fields"), Mapping) and not self._names_fields_column():
+                    ex = example_from_dict(item, path=None, line=None, prefix=f"{where}.")
+                    out.append(self._apply_nested(ex, item, None, None, f"{where}."))
+                    continue
+                id_col = self.id or "id"
+                text = self.text or ({n: n for n in fields} if fields else
+                                     {k: k for k, v in item.items() if k != id_col and isinstance(v, str)})
+                if not text:
+                    raise DataError("expected a mapping of field name -> text", field=where)
+                try:
+                    out.extend(examples_from_rows(
+                        [(None, i, item)], path=None, tabular=False, text_fields=text,
+                        label_fields=self.labels or {}, id_field=id_col, optional_id=self.id is None,
+                        group_field=self.group, unique=False))
+                except DataError as exc:
+                    message = exc.message.replace(f"record {i}: ", "")
+                    raise DataError(message, field=f"{where}.{exc.field}" if exc.field else where) from None
+            else:
+                raise DataError(f"cannot score a {type(item).__name__}; give strings, mappings or Examples",
+                                field=where)
+        return out
