@@ -273,7 +273,7 @@ class TaskWording:
                                       f"This {kind} was labelled {_q(cls)} (the {'positive' if pos else 'negative'} "
                                       "class).", polarity),
             "pattern_kind": self._w("pattern_kind", _q(cls), polarity),
-            "pattern_focus": self._w("pattern_focus", f"the {kind} does or fails to do"),
+            "pattern_focus": self._w("pattern_focus", f"that the {kind} does or fails to do"),
             "polarity_name": self._w("polarity_name", f"{polarity} ({cls})", polarity),
             "polarity_instruction": self._w(
                 "polarity_instruction", f"Each rubric states something that, when it holds, makes a {kind} more "
