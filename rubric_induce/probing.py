@@ -110,6 +110,7 @@ def build_messages(
     names = list(fields) if fields is not None else list(example.fields)
     messages = template.render(example=render_example(example, fields), rubric=rubric.text,
                                levels=levels, scale=_scale_phrase(rubric.scale), kind=words.probe_kind,
+                               a_kind=("an " if words.probe_kind[:1].lower() in "aeiou" else "a ") + words.probe_kind,
                                task_block=words.context_block(),
                                fields_note=words.fields_note(names) if len(names) > 1 else "")
     return messages, template

@@ -208,6 +208,7 @@ class TaskWording:
         self._preset = {} if _overrides_wording(task) else preset["wording"]
         self.kind: str = values.get("kind", "text")
         self.kinds: str = plural(self.kind)
+        self.a_kind: str = ("an " if self.kind[:1].lower() in "aeiou" else "a ") + self.kind
         self.positive: str = values.get("positive", "positive")
         self.negative: str = values.get("negative", "negative")
         self.description: str | None = task.description
@@ -276,12 +277,12 @@ class TaskWording:
             "pattern_focus": self._w("pattern_focus", f"that the {kind} does or fails to do"),
             "polarity_name": self._w("polarity_name", f"{polarity} ({cls})", polarity),
             "polarity_instruction": self._w(
-                "polarity_instruction", f"Each rubric states something that, when it holds, makes a {kind} more "
+                "polarity_instruction", f"Each rubric states something that, when it holds, makes {self.a_kind} more "
                                         f"likely to be labelled {_q(cls)}.", polarity),
             "rubric_advice": self._w("rubric_advice",
                                      f" that says what the {kind} does or contains; never mention the label, the "
                                      "class names or the annotators.", polarity),
-            "estimating": self._w("estimating", f"whether a {kind} is labelled {_q(self.positive)} or "
+            "estimating": self._w("estimating", f"whether {self.a_kind} is labelled {_q(self.positive)} or "
                                                 f"{_q(self.negative)}"),
         }
 
@@ -290,7 +291,7 @@ class TaskWording:
         return {"ds_heading": self._w("ds_heading", f"Domain and task (what the {self.kinds} are for and what "
                                                     "is expected of them):"),
                 "ds_guidance": self._w("ds_guidance",
-                                       f"Judge a {self.kind} by whether it meets these expectations; a {self.kind} "
+                                       f"Judge {self.a_kind} by whether it meets these expectations; {self.a_kind} "
                                        "that reads well but misses them is not a good one. Look for task-specific "
                                        "signals as well as general qualities of the text.")}
 
@@ -314,7 +315,7 @@ class TaskWording:
 
     def autocal_task(self, aspect: str, low: int, high: int) -> str:
         """AutoCalibrate's task statement (the description when given)."""
-        base = f"Score the {aspect} of a {self.kind} on a scale of {low} to {high}, with {low} being the lowest."
+        base = f"Score the {aspect} of {self.a_kind} on a scale of {low} to {high}, with {low} being the lowest."
         if not self.description:
             return base
         text = f"{self.description}\n{base}"

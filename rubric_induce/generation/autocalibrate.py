@@ -458,7 +458,7 @@ def expand_levels(
 
     template = load_prompt("rubric_levels")
     criterion = rubric.provenance.get("criterion", rubric.text)
-    messages = template.render(criterion=criterion, low="1", high=str(levels), kind=_task_words(task).kind,
+    messages = template.render(criterion=criterion, low="1", high=str(levels), a_kind=_task_words(task).a_kind,
                                level_names=", ".join(f"{k} = {n}" for k, n in zip(keys, names)),
                                level_keys=", ".join(f'"{k}"' for k in keys))
     call_seed = derive_seed(seed, "levels", rubric.id, levels)
