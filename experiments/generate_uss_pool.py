@@ -22,6 +22,7 @@ from rubric_induce.data.jsonl import atomic_write_text
 from rubric_induce.dedup import deduplicate
 from rubric_induce.embeddings import default_embedder
 from rubric_induce.generation import balanced_sample, generate_rubicon
+from rubric_induce.task import TaskParams
 
 # The task/domain description for domain sensitization: the one the README demo uses.
 DOMAIN = (Path(__file__).resolve().parents[1] / "rubric_induce" / "resources"
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     n_pos = sum(1 for e in examples if e.labels["sat"] == 1)
     backend = CachedBackend(LocalLlamaBackend(n_threads=args.threads), CallCache(args.cache))
     t0 = time.perf_counter()
-    pool = generate_rubicon(examples, backend, domain=DOMAIN, top_k=args.top_k, batch_size=args.batch_size,
+    pool = generate_rubicon(examples, backend, task=TaskParams(preset="uss"), domain=DOMAIN, top_k=args.top_k, batch_size=args.batch_size,
                             max_new=args.max_new, seed=args.seed, max_example_chars=args.max_example_chars,
                             progress=sys.stderr.isatty())
     t_gen = time.perf_counter() - t0

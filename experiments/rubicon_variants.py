@@ -51,6 +51,7 @@ from rubric_induce.dedup import deduplicate  # noqa: E402
 from rubric_induce.errors import RubricInduceError  # noqa: E402
 from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
 from rubric_induce.generation import GenerationError, balanced_sample, generate_rubicon  # noqa: E402
+from rubric_induce.task import TaskParams  # noqa: E402
 from rubric_induce.probing import ProbeTable, probe  # noqa: E402
 from rubric_induce.selection import (  # noqa: E402
     METRIC_NAMES,
@@ -202,7 +203,8 @@ def _generate(exp: Experiment, variant: Variant, gen_examples: list[Example], cf
     info: dict[str, Any] = {"label": variant.label, "mode": variant.mode, "use_ds": use_ds, "use_cdp": use_cdp}
     try:
         pool = generate_rubicon(
-            gen_examples, exp.backend, label="sat", domain=DOMAIN if use_ds else None, use_ds=use_ds,
+            gen_examples, exp.backend, label="sat", task=TaskParams(preset="uss"),
+            domain=DOMAIN if use_ds else None, use_ds=use_ds,
             use_cdp=use_cdp, mode=variant.mode, top_k=int(cfg["top_k"]), batch_size=int(cfg["batch_size"]),
             max_new=int(cfg["max_new"]), spur_size=int(cfg["spur_size"]), seed=cfg["seed"],
             temperature=float(cfg["temperature"]), max_example_chars=cfg["max_example_chars"],

@@ -32,6 +32,7 @@ from .params import Params, param
 from .structured import GenerationStats, ask_json, clean_item, derive_seed, is_sentence
 from .data.probes import ProbeTable
 from .progress import progress_bar
+from .task import TaskParams
 from .templates import load_prompt
 
 FEEDBACK_FILE = "feedback.md"
@@ -381,7 +382,7 @@ class _Summarizer:
     """Chunking by token budget and the recursive summary-of-summaries, shared by all groups."""
 
     def __init__(self, backend: Backend, *, budget: int, max_tokens: int, seed: int, temperature: float,
-                 retries: int, stats: GenerationStats, progress: bool) -> None:
+                 retries: int, stats: GenerationStats, progress: bool, task_block: str = "") -> None:
         self.backend = backend
         self.budget = budget
         self.max_tokens = max_tokens
@@ -393,6 +394,7 @@ class _Summarizer:
         self.merge_t = load_prompt("feedback_merge")
         self.calls_by_level: Counter[int] = Counter()
         self.parse = _feedback_parser(stats)
+        self.task_block = task_block
         self._bar = progress_bar(None, desc="feedback", enabled=progress)
 
     def close(self) -> None:
@@ -474,7 +476,7 @@ class _Summarizer:
             blocks = [_render_feedback(fb, i + 1, lab) for i, (fb, lab) in enumerate(current)]
 
             def render(chunk: list[str]) -> list[dict[str, str]]:
-                return self.merge_t.render(scope=scope, summaries="\n\n".join(chunk))
+                return self.merge_t.render(scope=scope, summaries="\n\n".join(chunk), task_block=self.task_block)
 
             room = self.budget - self.tokens(render([]))
             # At most half the room per summary, so every merge takes >= 2 of them and the loop ends.
@@ -528,6 +530,7 @@ def summarize_feedback(
     seed: int = 0,
     temperature: float = 0.0,
     retries: int = 2,
+    task: TaskParams | None = None,
     progress: bool = False,
 ) -> FeedbackSummary:
     """Summarize feedback per group (in order of first appearance) and overall, hierarchically.
@@ -536,7 +539,8 @@ def summarize_feedback(
     few tokens per message for the chat template); keep ``context_budget + max_tokens`` within the
     model's context window. A group whose items exceed it is chunked and summarized as a summary
     of summaries; so is the overall summary when the group summaries exceed it. With one group
-    the overall summary is that group's (no extra call).
+    the overall summary is that group's (no extra call). ``task`` adds the run's task description
+    to every prompt (default: none).
     """
     items = list(items)
     _check_items(items)
@@ -544,7 +548,8 @@ def summarize_feedback(
         raise RubricInduceError(f"context budget {context_budget} is too small; use at least a few hundred tokens")
     stats = GenerationStats()
     sm = _Summarizer(backend, budget=context_budget, max_tokens=max_tokens, seed=seed,
-                     temperature=temperature, retries=retries, stats=stats, progress=progress)
+                     temperature=temperature, retries=retries, stats=stats, progress=progress,
+                     task_block=(task or TaskParams()).wording().context_block())
     by_group: dict[str, list[FeedbackItem]] = {}
     for it in items:
         by_group.setdefault(it.group, []).append(it)
@@ -554,7 +559,8 @@ def summarize_feedback(
             blocks = [render_item(it) for it in group_items]
 
             def render(chunk: list[str], part: str = "", _name: str = name) -> list[dict[str, str]]:
-                return sm.group_t.render(group=_name, part=part, feedback="\n".join(chunk))
+                return sm.group_t.render(group=_name, part=part, feedback="\n".join(chunk),
+                                         task_block=sm.task_block)
 
             chunks = sm.pack(blocks, render, what="item")
             partials: list[tuple[Feedback, str | None]] = []
@@ -625,12 +631,13 @@ class FeedbackParams(Params):
 def feedback(table: ProbeTable, examples: Sequence[Example], rubrics: RubricPool | Sequence[Rubric],
              backend: Backend, params: FeedbackParams = FeedbackParams(), *,
              groups: Mapping[str, str] | None = None, fields: Sequence[str] | None = None, seed: int = 0,
-             progress: bool = False) -> FeedbackSummary:
+             task: TaskParams | None = None, progress: bool = False) -> FeedbackSummary:
     """The feedback stage's entry point: evidence items from the probes, then hierarchical summaries.
 
-    ``groups`` maps rubric id to a group name and overrides ``params.group_by``.
+    ``groups`` maps rubric id to a group name and overrides ``params.group_by``. ``task`` (the
+    run's :class:`~rubric_induce.task.TaskParams`) puts its description into the prompts.
     """
     items = items_from_probes(table, examples, rubrics, fields=fields, top=None if params.all_items else params.top,
                               group_by=dict(groups) if groups is not None else params.group_by)
     return summarize_feedback(items, backend, context_budget=params.budget, max_tokens=params.max_tokens,
-                              seed=seed, progress=progress)
+                              seed=seed, task=task, progress=progress)

@@ -8,7 +8,9 @@ reply; analyze-rate lets the model write its analysis and reads the distribution
 position after the ``Rating:`` marker, never at the first digit found in free text. Backends
 without logprobs need the sampling estimator, chosen explicitly; nothing falls back silently.
 
-Prompts put the example first and the rubric last, and examples are probed one after the other
+Prompts are worded from the run's task (:class:`~rubric_induce.task.TaskParams`: the kind of
+text, the task description, the fields' roles); the default task renders the prompts as they were
+before tasks existed. Prompts put the example first and the rubric last, and examples are probed one after the other
 with all their rubrics, so a backend that keeps its KV state (the embedded model) or a server with
 prompt caching computes each example's prefix once.
 """
@@ -30,6 +32,7 @@ from .data.render import render_example  # re-exported: probing.render_example p
 from .errors import LogprobsUnavailableError, RubricInduceError
 from .params import Params, param
 from .progress import progress_bar
+from .task import TaskParams
 from .templates import PromptTemplate, load_prompt
 
 __all__ = [
@@ -90,16 +93,26 @@ def build_messages(
     *,
     fields: Sequence[str] | None = None,
     template: PromptTemplate | None = None,
+    task: TaskParams | None = None,
 ) -> tuple[list[dict[str, str]], PromptTemplate]:
-    """Chat messages of one probe (example first, rubric last) and the template used."""
+    """Chat messages of one probe (example first, rubric last) and the template used.
+
+    ``task`` words the prompt (kind of text, description, field roles); everything it adds comes
+    before the example, so each example's prefix stays shared by all its rubrics.
+    """
     if style not in PROBE_STYLES:
         raise RubricInduceError(f"unknown probe style {style!r}; choose from {', '.join(PROBE_STYLES)}")
     template = template or load_prompt(_TEMPLATE_FOR_STYLE[style])
     levels = ""
     if rubric.levels:
         levels = "\nLevels:\n" + "\n".join(f"{lab}: {d}" for lab, d in zip(rubric.scale.labels, rubric.levels))
+    words = (task or TaskParams()).wording()
+    names = list(fields) if fields is not None else list(example.fields)
     messages = template.render(example=render_example(example, fields), rubric=rubric.text,
-                               levels=levels, scale=_scale_phrase(rubric.scale))
+                               levels=levels, scale=_scale_phrase(rubric.scale), kind=words.probe_kind,
+                               a_kind=("an " if words.probe_kind[:1].lower() in "aeiou" else "a ") + words.probe_kind,
+                               task_block=words.context_block(),
+                               fields_note=words.fields_note(names) if len(names) > 1 else "")
     return messages, template
 
 
@@ -173,8 +186,9 @@ def _probe_one(
     seed: int,
     max_analysis_tokens: int,
     fields: Sequence[str] | None,
+    task: TaskParams | None = None,
 ) -> ProbeRecord:
-    messages, template = build_messages(example, rubric, style, fields=fields)
+    messages, template = build_messages(example, rubric, style, fields=fields, task=task)
     scale = rubric.scale
     rec = ProbeRecord(example.id, rubric.id, list(scale.labels), list(scale.values), [0.0] * scale.size,
                       style, estimator, template.hash)
@@ -234,6 +248,7 @@ def probe(
     *,
     seed: int = 0,
     fields: Sequence[str] | None = None,
+    task: TaskParams | None = None,
     progress: bool = False,
     on_record: Callable[[ProbeRecord], None] | None = None,
     **options: Any,
@@ -245,6 +260,7 @@ def probe(
     Wrap ``backend`` in :class:`~rubric_induce.cache.CachedBackend` to make the run resumable.
     ``estimator="sampling"`` draws ``samples`` replies at ``temperature`` for backends without
     logprobs; with ``"logprobs"`` such a backend raises :class:`LogprobsUnavailableError` up front.
+    ``task`` (:class:`~rubric_induce.task.TaskParams`) words the prompts; default: the generic task.
     """
     if "n_samples" in options:
         options["samples"] = options.pop("n_samples")
@@ -266,9 +282,10 @@ def probe(
         raise RubricInduceError("nothing to probe: no examples")
     if not rubrics:
         raise RubricInduceError("nothing to probe: no rubrics")
+    task = (task or TaskParams()).resolved()
     tasks = [(ex, rb) for ex in examples for rb in rubrics]  # example-major: prefix reuse
     options = dict(style=style, estimator=estimator, n_samples=n_samples, temperature=temperature,
-                   seed=seed, max_analysis_tokens=max_analysis_tokens, fields=fields)
+                   seed=seed, max_analysis_tokens=max_analysis_tokens, fields=fields, task=task)
 
     def run(task: tuple[Example, Rubric]) -> ProbeRecord:
         return _probe_one(backend, task[0], task[1], **options)
@@ -291,6 +308,8 @@ def probe(
     meta = {"style": style, "estimator": estimator, "backend": backend.identity(),
             "prompt": {"name": template.name, "hash": template.hash},
             "n_examples": len(examples), "n_rubrics": len(rubrics), "seed": seed}
+    if not task.is_default:
+        meta["task"] = task.to_dict()
     if estimator == "sampling":
         meta.update(n_samples=n_samples, temperature=temperature)
     return ProbeTable(records, meta)

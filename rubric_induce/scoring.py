@@ -53,15 +53,19 @@ class ScoreResult:
 def write_artifact(directory: str | Path, *, rubrics: str, threshold: float | None, label: str | None,
                    label_threshold: float | None, score_mode: str, probe: Mapping[str, Any],
                    fields: Sequence[str] | None, backend: str | None, calibration: str | None,
-                   question: str | None, judges: Sequence[str] = (), extra: Mapping[str, Any] | None = None) -> Path:
-    """Write ``artifact.json`` (paths inside it are relative to ``directory``)."""
+                   question: str | None, judges: Sequence[str] = (), task: Any = None,
+                   extra: Mapping[str, Any] | None = None) -> Path:
+    """Write ``artifact.json`` (paths inside it are relative to ``directory``). ``task``: the run's
+    :class:`~rubric_induce.task.TaskParams`, stored with its description read, so new texts are
+    probed with the prompts the rubrics were selected with."""
     from .data.jsonl import write_json
 
     doc = {"format": ARTIFACT_FORMAT, "format_version": ARTIFACT_VERSION, "rubrics": rubrics,
            "threshold": threshold, "label": label, "label_threshold": label_threshold,
            "score_mode": score_mode, "probe": {k: probe.get(k) for k in _PROBE_KEYS if k in probe},
            "fields": list(fields) if fields else None, "backend": backend, "calibration": calibration,
-           "question": question, "judges": list(judges), **(dict(extra) if extra else {})}
+           "question": question, "judges": list(judges),
+           "task": task.to_record() if task is not None else None, **(dict(extra) if extra else {})}
     return write_json(Path(directory) / ARTIFACT_NAME, doc)
 
 
@@ -76,7 +80,9 @@ class RubricScorer:
                  question: str | None = None, judges: Sequence[str] = (), score_mode: str = "expected",
                  probe_options: Mapping[str, Any] | None = None, fields: Sequence[str] | None = None,
                  backend: Any = None, label: str | None = None, source: str | None = None,
-                 input: Mapping[str, Any] | None = None) -> None:
+                 input: Mapping[str, Any] | None = None, task: Any = None) -> None:
+        from .task import TaskParams
+
         self.rubrics = list(rubrics)
         if not self.rubrics:
             raise RubricInduceError("a scorer needs at least one rubric")
@@ -92,6 +98,7 @@ class RubricScorer:
         self.label = label
         self.source = source
         self.input = dict(input) if input else None  # the run's text columns and id column (artifact "input")
+        self.task = task if task is not None else TaskParams()  # words the probe prompts
 
     @property
     def backend(self):
@@ -141,10 +148,15 @@ class RubricScorer:
 
             calibrator = load_calibrator(base / doc["calibration"])
         threshold = doc.get("threshold", rubric_set.threshold)
+        task = None
+        if doc.get("task"):
+            from .task import TaskParams
+
+            task = TaskParams.from_mapping(doc["task"], source=str(doc_path))
         scorer = cls(list(rubric_set), threshold=threshold, calibrator=calibrator, question=doc.get("question"),
                      judges=doc.get("judges") or [], score_mode=doc.get("score_mode", "expected"),
                      probe_options=doc.get("probe") or {}, fields=doc.get("fields"), label=doc.get("label"),
-                     source=str(doc_path), input=doc.get("input"))
+                     source=str(doc_path), input=doc.get("input"), task=task)
         if backend is not None or doc.get("backend"):
             scorer._backend_spec = (backend if backend is not None else doc["backend"], cache, base)
         return scorer
@@ -184,7 +196,7 @@ class RubricScorer:
                                     "(e.g. 'local') or use score_probes on existing probes")
         opts = {k: v for k, v in self.probe_options.items() if v is not None}
         return probe(self.to_examples(texts, mapping=mapping), self.rubrics, self.backend, fields=self.fields,
-                     progress=progress, **opts)
+                     task=self.task, progress=progress, **opts)
 
     def score(self, texts: Iterable[str | Mapping[str, Any] | Example], *, judge: str | Sequence[str] | None = None,
               aggregate: str = "mean", progress: bool = False,

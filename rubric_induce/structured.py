@@ -44,6 +44,9 @@ log = logging.getLogger("rubric_induce.generation")
 
 T = TypeVar("T")
 
+#: Screened-out items whose text :class:`GenerationStats` keeps (all are counted).
+MAX_REJECTED_ITEMS = 50
+
 #: Temperature of retries after a greedy (temperature 0) attempt failed to parse.
 RETRY_TEMPERATURE = 0.7
 
@@ -69,7 +72,9 @@ class GenerationStats:
 
     ``skipped`` holds inputs left out on purpose (e.g. an example with empty text) with the
     reason; ``rejected`` counts parsed items that were dropped and why (``"duplicate"``,
-    ``"empty"``, ...). Everything here is reported; nothing disappears without a count.
+    ``"empty"``, ``"restates the label"``, ...) and ``rejected_items`` keeps the first
+    :data:`MAX_REJECTED_ITEMS` screened-out texts with their reason. Everything here is reported;
+    nothing disappears without a count.
     """
 
     requests: int = 0
@@ -80,6 +85,7 @@ class GenerationStats:
     skipped: list[dict[str, Any]] = field(default_factory=list)
     rejected: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    rejected_items: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def n_failures(self) -> int:
@@ -90,8 +96,10 @@ class GenerationStats:
         self.skipped.append({"reason": reason, **context})
         log.warning("skipped %s: %s", context or "", reason)
 
-    def reject(self, reason: str, n: int = 1) -> None:
+    def reject(self, reason: str, n: int = 1, *, text: str | None = None) -> None:
         self.rejected[reason] = self.rejected.get(reason, 0) + n
+        if text is not None and len(self.rejected_items) < MAX_REJECTED_ITEMS:
+            self.rejected_items.append({"reason": reason, "text": text})
 
     def note(self, message: str) -> None:
         self.notes.append(message)
@@ -107,6 +115,7 @@ class GenerationStats:
         for k, v in other.rejected.items():
             self.reject(k, v)
         self.notes.extend(other.notes)
+        self.rejected_items.extend(other.rejected_items[:max(0, MAX_REJECTED_ITEMS - len(self.rejected_items))])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -114,6 +123,7 @@ class GenerationStats:
             "parsed": self.parsed, "n_failures": self.n_failures,
             "failures": [asdict(f) for f in self.failures],
             "skipped": list(self.skipped), "rejected": dict(self.rejected), "notes": list(self.notes),
+            "rejected_items": list(self.rejected_items),
         }
 
     def summary(self) -> str:

@@ -22,7 +22,12 @@ _SECTION = re.compile(r"^\[(system|user|assistant)\]\s*$")
 
 
 def prompts_dir() -> Path:
-    """Where the templates live: the installed package data, or ``prompts/`` in a checkout."""
+    """Where the templates live: ``prompts/`` of the checkout this module was imported from, else
+    the installed package data. (The checkout comes first: an editable install maps the package
+    data to the checkout it was installed from, which need not be this one, e.g. a git worktree.)"""
+    checkout = Path(__file__).resolve().parents[1] / "prompts"
+    if (checkout / "probe_score_only.txt").exists():
+        return checkout
     try:
         path = Path(str(resources.files("rubric_induce.prompts")))
         if (path / "probe_score_only.txt").exists():

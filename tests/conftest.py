@@ -101,6 +101,9 @@ _FAKE_RUN_CONFIG = f"""
 seed = 0
 limit = 24
 
+[task]
+preset = "uss"
+
 [data]
 examples = "{_RES / 'demo_uss_dialogues.jsonl'}"
 label = "sat"

@@ -205,7 +205,7 @@ PACKAGE = Path(rubric_induce.__file__).parent
 STAGES = {"generation", "dedup", "probing", "selection", "calibration", "evaluation", "feedback"}
 #: What stages may import besides themselves: shared, stage-neutral code.
 SHARED = {"data", "backends", "errors", "structured", "progress", "stats", "templates", "cache",
-          "embeddings", "params"}
+          "embeddings", "params", "task"}
 #: Cross-stage imports that remain on purpose or for now, (importer module, imported module prefix).
 ALLOWED_CROSS_STAGE = {
     # AutoCalibrate scores each drafted criterion by probing it on labelled examples: the algorithm

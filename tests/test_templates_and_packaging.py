@@ -24,10 +24,15 @@ def test_every_template_parses_and_has_a_content_hash():
 
 def test_render_requires_every_placeholder():
     tpl = load_prompt("probe_score_only")
-    assert tpl.placeholders == {"example", "rubric", "levels", "scale"}
+    assert tpl.placeholders == {"example", "rubric", "levels", "scale", "kind", "a_kind", "task_block",
+                                "fields_note"}
     with pytest.raises(RubricInduceError, match="needs values"):
         tpl.render(example="x")
-    msgs = tpl.render(example="T", rubric="R", levels="", scale="1-5")
+    with pytest.raises(RubricInduceError, match="kind"):
+        tpl.render(example="T", rubric="R", levels="", scale="1-5", a_kind="a text", task_block="",
+                   fields_note="")
+    msgs = tpl.render(example="T", rubric="R", levels="", scale="1-5", kind="text", a_kind="a text",
+                      task_block="", fields_note="")
     assert [m["role"] for m in msgs] == ["system", "user"]
 
 

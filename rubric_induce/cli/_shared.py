@@ -15,7 +15,10 @@ import click
 from ..errors import BackendError, DataError
 
 __all__ = ["backend_option", "cache_options", "data_options", "progress_option", "load_examples",
-           "open_backend", "show_progress", "usage_line", "interruptible", "split_list"]
+           "open_backend", "show_progress", "usage_line", "interruptible", "split_list", "task_options",
+           "task_from_options"]
+
+_TASK = "task_"  # TaskParams' fields arrive as task_<name> (their options are --task-<name>)
 
 
 def backend_option(f=None, *, default: str | None = "local", help_suffix: str = ""):
@@ -46,6 +49,31 @@ def data_options(f):
     return click.option("--examples", "examples_path", type=click.Path(dir_okay=False, path_type=Path),
                         default=None, help="Examples file: rubric-induce JSONL, or flat JSONL/JSON/CSV/TSV with a "
                                            "`text` column (a run config's [data.mapping] names other columns).")(f)
+
+
+def task_options(f):
+    """--task-file FILE and --task-description/--task-kind/--task-positive/--task-negative/
+    --task-scale/--task-preset: the run config's [task] section (flags override the file)."""
+    from ..params import click_options
+    from ..task import TaskParams
+
+    f = click_options(TaskParams, prefix=_TASK, defaults={n: None for n in TaskParams.field_names()})(f)
+    return click.option("--task-file", "task_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        help="TOML/JSON file with a [task] table (e.g. a run config) or the task's keys: what "
+                             "is judged, the label's meaning, field roles. The --task-* flags override it.")(f)
+
+
+def task_from_options(options: dict[str, Any]):
+    """The :class:`~rubric_induce.task.TaskParams` of :func:`task_options` (popped from ``options``),
+    with its ``@file`` description read; bad values exit 2 naming the field."""
+    from ..task import TaskParams, load_task_file
+
+    path = options.pop("task_file", None)
+    given = {n: options.pop(_TASK + n) for n in TaskParams.field_names() if _TASK + n in options}
+    base = load_task_file(path) if path is not None else TaskParams()
+    task = base.replace(**{k: v for k, v in given.items() if v is not None})
+    task.check_files()
+    return task.resolved()
 
 
 def progress_option(f):

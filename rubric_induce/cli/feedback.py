@@ -8,7 +8,7 @@ import click
 from ..feedback import FeedbackParams
 from ..params import click_options
 from ._shared import (backend_option, cache_options, data_options, echo, interruptible, load_examples,
-                      open_backend, progress_option, show_progress, split_list)
+                      open_backend, progress_option, show_progress, split_list, task_from_options, task_options)
 
 __all__ = ["command"]
 
@@ -29,6 +29,7 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
 @click_options(FeedbackParams)
 @click.option("--groups", "groups_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="JSON object mapping rubric id -> group name (overrides --group-by).")
+@task_options
 @click.option("--fields", default=None, help="Comma-separated example fields for the excerpts (default: all).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the LLM calls.")
 @progress_option
@@ -47,6 +48,7 @@ def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit,
     from ..feedback import feedback
     from ..probing import ProbeTable
 
+    task = task_from_options(options)
     params = FeedbackParams.from_kwargs(options)
     examples = load_examples(examples_path, dataset, data_root, limit)
     rubrics = list(RubricPool.load(rubrics_path))
@@ -62,7 +64,7 @@ def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit,
     echo(f"summarizing with {backend.kind}/{backend.model} (budget {params.budget} tokens)")
     with interruptible(backend, cache):
         summary = feedback(table, examples, rubrics, backend, params, groups=groups, fields=split_list(fields),
-                           seed=seed, progress=show_progress(progress))
+                           seed=seed, task=task, progress=show_progress(progress))
     summary.save(out_path, json_path, usage=backend.tally.to_dict(), probes=str(probes_path),
                  rubrics=str(rubrics_path))
     u = backend.tally.to_dict()

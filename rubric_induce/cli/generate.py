@@ -13,7 +13,8 @@ import click
 from ..generation.api import GENERATORS, AutoCalibrateParams, GenerateParams, RubiconParams
 from ..params import click_options
 from ._shared import (backend_option, cache_options, data_options, echo, interruptible, load_examples,
-                      open_backend, progress_option, show_progress, split_list, usage_line)
+                      open_backend, progress_option, show_progress, split_list, task_from_options, task_options,
+                      usage_line)
 
 __all__ = ["command"]
 
@@ -38,6 +39,7 @@ _AC = "ac_"  # AutoCalibrate options share names with RUBICON's (top_k): keep th
 @click_options(RubiconParams, exclude=("temperature", "max_example_chars"))
 @click_options(AutoCalibrateParams, prefix=_AC,
                exclude=("draft_temperature", "refine_temperature", "max_example_chars"))
+@task_options
 @click.option("--fields", default=None, help="Comma-separated example fields to show (default: all).")
 @click.option("--max-example-chars", type=int, default=None,
               help="Truncate each shown example to N characters (default: 6000 rubicon/spur, 1500 autocalibrate).")
@@ -57,13 +59,16 @@ def command(examples_path, dataset, data_root, limit, method, label, label_thres
     \b
     Examples:
       rubric-induce generate --dataset uss-sgd --per-class 10 --domain domain.txt \\
-          --backend local --out rubric_pools/uss_sgd_rubicon.jsonl
+          --task-preset uss --backend local --out rubric_pools/uss_sgd_rubicon.jsonl
+      rubric-induce generate --dataset qags-xsum --label consistency --per-class 8 \\
+          --task-file task.toml --backend local
       rubric-induce generate --dataset summeval --method autocalibrate --aspect coherence \\
           --max-examples 40 --sample-sizes 4,8 --trials 2 --backend openai/gpt-4o-mini
     """
     from ..generation.api import generate
     from ..handoff import import_rubrics
 
+    task = task_from_options(options)  # --task-* (the run's [task]); --task is AutoCalibrate's legacy sentence
     examples = load_examples(examples_path, dataset, data_root, limit)
     if method == "autocalibrate":
         shared = {"draft_temperature": temperature, "refine_temperature": temperature,
@@ -89,7 +94,7 @@ def command(examples_path, dataset, data_root, limit, method, label, label_thres
     with interruptible(backend, cache):
         result = generate(examples, backend, params, label=label, label_threshold=label_threshold, domain=domain,
                           include=[import_rubrics(p) for p in include], seed=seed, fields=split_list(fields),
-                          progress=show_progress(progress))
+                          task=task, progress=show_progress(progress))
     elapsed = time.perf_counter() - start
     pool = result.pool
     pool.manifest["usage"] = backend.tally.to_dict()
@@ -103,4 +108,6 @@ def command(examples_path, dataset, data_root, limit, method, label, label_thres
         echo(f"best {result.extra['metric']} = {result.extra['best_correlation']}: {result.extra['best']}")
     echo(f"replies: {st.get('requests', 0)} requests, {st.get('retries', 0)} retries, "
          f"{st.get('n_failures', 0)} unparseable, {len(st.get('skipped', []))} inputs skipped")
+    if st.get("rejected"):
+        echo("items rejected: " + ", ".join(f"{k} {v}" for k, v in sorted(st["rejected"].items())))
     echo(usage_line(backend, elapsed))

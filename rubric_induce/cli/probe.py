@@ -9,7 +9,7 @@ import click
 from ..params import click_options
 from ..probing import ProbeParams
 from ._shared import (backend_option, cache_options, data_options, echo, interruptible, load_examples,
-                      open_backend, progress_option, show_progress, split_list)
+                      open_backend, progress_option, show_progress, split_list, task_from_options, task_options)
 
 __all__ = ["command"]
 
@@ -20,6 +20,7 @@ __all__ = ["command"]
               help="Rubric pool or set (JSONL).")
 @backend_option
 @click_options(ProbeParams)
+@task_options
 @click.option("--fields", default=None, help="Comma-separated example fields to show, in order (default: all).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampled replies.")
 @cache_options
@@ -43,6 +44,7 @@ def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec
     from ..probing import probe
     from ..reports import probe_report
 
+    task = task_from_options(options)
     params = ProbeParams.from_kwargs(options)
     examples = load_examples(examples_path, dataset, data_root, limit)
     rubrics = list(RubricPool.load(rubrics_path))
@@ -51,7 +53,7 @@ def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec
          f"({params.style}, {params.estimator})")
     start = time.perf_counter()
     with interruptible(backend, cache):
-        table = probe(examples, rubrics, backend, params, seed=seed, fields=split_list(fields),
+        table = probe(examples, rubrics, backend, params, seed=seed, fields=split_list(fields), task=task,
                       progress=show_progress(progress))
     elapsed = time.perf_counter() - start
     usage = backend.tally.to_dict()

@@ -14,6 +14,7 @@ from ..backends.base import Backend
 from ..data import Example, Rubric, RubricPool
 from ..errors import DataError, RubricInduceError
 from ..params import Params, options_from, param
+from ..task import TaskParams
 
 __all__ = ["GenerateParams", "RubiconParams", "AutoCalibrateParams", "Generator", "GENERATORS",
            "GenerateResult", "generate", "POOL_FILE"]
@@ -34,9 +35,10 @@ class RubiconParams(Params):
     spur_size: int = param(10, ge=1, help="Rubrics per polarity in the SPUR set.")
     use_ds: bool | None = param(None, cli="--ds/--no-ds",
                                 help="Domain sensitization block (default: on for rubicon, off for spur; "
-                                     "needs a domain description).")
+                                     "needs generate.domain or a task description).")
     use_cdp: bool | None = param(None, cli="--cdp/--no-cdp",
-                                 help="Conversation design principles block (default: on for rubicon, off for spur).")
+                                 help="Conversation design principles block (default: on for rubicon on "
+                                      "conversations, off otherwise and for spur).")
     temperature: float = param(0.0, ge=0.0, help="Generation temperature.")
     max_example_chars: int | None = param(6000, ge=100, help="Truncate each shown example to N characters.")
     retries: int = param(2, ge=0, help="Retries of an unparseable reply.", hidden=True)
@@ -48,7 +50,8 @@ class AutoCalibrateParams(Params):
 
     section = "generate.options"
     aspect: str | None = param(None, help="The aspect to write criteria for (default: the label).")
-    task: str | None = param(None, help="One-sentence task description for the prompts.")
+    task: str | None = param(None, help="Legacy one-sentence task statement for the prompts (default: from "
+                                        "the run's task description, [task] / --task-description).")
     scale: tuple[int, int] = param((1, 5), help="The human score range LOW,HIGH.")
     sample_sizes: tuple[int, ...] = param((4, 6, 8, 10, 12), ge=1, help="In-context sample sizes for drafting.")
     trials: int = param(4, ge=1, help="Monte-Carlo trials per sample size.")
@@ -89,6 +92,7 @@ class GenerateResult:
     def summary(self) -> dict[str, Any]:
         return {"method": self.method, "n_train": self.n_examples,
                 "generated": len(self.pool) - self.n_included, "generation_stats": self.stats or None,
+                "rejected": dict(self.stats.get("rejected") or {}),
                 "included": self.n_included, "pool": len(self.pool)}
 
     def save(self, out: str | Path) -> Path:
@@ -113,17 +117,19 @@ class Generator:
 
 def _run_rubicon(mode: str):
     def run(examples: list[Example], backend: Backend, opts: RubiconParams, *, label: str,
-            label_threshold: float | None, domain: str | None, seed: int, fields, progress: bool) -> GenerateResult:
+            label_threshold: float | None, domain: str | None, seed: int, fields, progress: bool,
+            task: TaskParams) -> GenerateResult:
         from .rubicon import generate_rubicon
 
         default_on = mode == "rubicon"
         use_ds = default_on if opts.use_ds is None else opts.use_ds
-        use_cdp = default_on if opts.use_cdp is None else opts.use_cdp
-        if use_ds and not (domain and domain.strip()):
-            raise DataError("domain sensitization needs a domain description (generate.domain / --domain); "
-                            "or switch it off (generate.options.use_ds = false / --no-ds)",
-                            field="generate.domain")
-        pool = generate_rubicon(examples, backend, label=label, domain=domain, use_ds=use_ds, use_cdp=use_cdp,
+        use_cdp = (default_on and task.wording().is_conversation) if opts.use_cdp is None else opts.use_cdp
+        if use_ds and not (domain and domain.strip()) and not task.description:
+            raise DataError("domain sensitization needs a domain description (generate.domain / --domain) or a "
+                            "task description (task.description / --task-description); or switch it off "
+                            "(generate.options.use_ds = false / --no-ds)", field="generate.domain")
+        pool = generate_rubicon(examples, backend, label=label, task=task, domain=domain, use_ds=use_ds,
+                                use_cdp=use_cdp,
                                 top_k=opts.top_k, batch_size=opts.batch_size, max_new=opts.max_new,
                                 max_shown=opts.max_shown, mode=mode, spur_size=opts.spur_size, seed=seed,
                                 temperature=opts.temperature, threshold=label_threshold, fields=fields,
@@ -134,11 +140,11 @@ def _run_rubicon(mode: str):
 
 def _run_autocalibrate(examples: list[Example], backend: Backend, opts: AutoCalibrateParams, *, label: str,
                        label_threshold: float | None, domain: str | None, seed: int, fields,
-                       progress: bool) -> GenerateResult:
+                       progress: bool, task: TaskParams) -> GenerateResult:
     from .autocalibrate import generate_autocalibrate
 
     result = generate_autocalibrate(
-        examples, backend, aspect=opts.aspect or label, label=label, task=opts.task, scale=opts.scale,
+        examples, backend, aspect=opts.aspect or label, label=label, task=opts.task or task, scale=opts.scale,
         sample_sizes=opts.sample_sizes, trials=opts.trials, samples=opts.samples, top_k=opts.top_k,
         metric=opts.metric, refine_sizes=opts.refine_sizes, refine_trials=opts.refine_trials,
         refine_samples=opts.refine_samples, rounds=opts.rounds, draft_temperature=opts.draft_temperature,
@@ -167,7 +173,8 @@ class GenerateParams(Params):
     method: str = param("rubicon", choices=(*GENERATORS, "none"),
                         help="rubicon | spur | autocalibrate, or none (only the included rubrics).")
     include: tuple[str, ...] = param((), help="Hand-written or earlier rubric files to mix in.")
-    domain: str | None = param(None, help="Domain description text, or @file (RUBICON domain sensitization).")
+    domain: str | None = param(None, help="Domain description text, or @file (RUBICON domain sensitization; "
+                                          "default: the task description).")
     per_class: int | None = param(None, ge=1, help="Budget: a seeded sample of N positive + N negative "
                                                    "examples (rubicon/spur).")
     options: dict[str, Any] = param(factory=dict, help="The generator's own options (see its parameters).")
@@ -196,15 +203,20 @@ def generate(
     include: Sequence[Sequence[Rubric]] = (),
     seed: int = 0,
     fields: Sequence[str] | None = None,
+    task: TaskParams | None = None,
     progress: bool = False,
 ) -> GenerateResult:
     """Draft rubrics from labelled examples with ``params.method`` and mix in ``include``d pools.
 
-    ``domain`` is the domain text itself (callers resolve ``@file``); ``include`` holds pools the
-    caller has read. Sampling budgets (``per_class`` for rubicon/spur, ``max_examples`` for
-    autocalibrate) are applied here, seeded by ``seed``.
+    ``task`` says what is judged and what the label means; every prompt is worded from it
+    (default: the generic task; ``@file`` descriptions are read relative to the working
+    directory, so callers with a config resolve them first). ``domain`` is the domain text itself
+    (callers resolve ``@file``; default for RUBICON's DS: the task description); ``include``
+    holds pools the caller has read. Sampling budgets (``per_class`` for rubicon/spur,
+    ``max_examples`` for autocalibrate) are applied here, seeded by ``seed``.
     """
     examples = list(examples)
+    task = (task or TaskParams()).resolved()
     opts = params.method_options()
     generated: GenerateResult | None = None
     if opts is not None:
@@ -225,7 +237,7 @@ def generate(
         if backend is None:
             raise RubricInduceError(f"generation with {params.method!r} needs an LLM backend")
         generated = gen.run(shown, backend, opts, label=label, label_threshold=label_threshold, domain=domain,
-                            seed=seed, fields=fields, progress=progress)
+                            seed=seed, fields=fields, progress=progress, task=task)
         generated.extra["n_shown"] = len(shown)
     pool = RubricPool([])
     for r in (generated.pool if generated else []):
@@ -238,7 +250,7 @@ def generate(
         raise RubricInduceError("generation produced no rubrics and none were included; add "
                                 "generate.include = ['my_rubrics.json'] or use a stronger backend")
     pool.manifest = {**(generated.pool.manifest if generated else {}), "method": params.method,
-                     "included": list(params.include), "seed": seed}
+                     "included": list(params.include), "seed": seed, "task": task.to_dict()}
     extra = generated.extra if generated else {}
     return GenerateResult(pool, params.method, len(examples), n_included=len(pool) - n_generated, extra=extra)
 

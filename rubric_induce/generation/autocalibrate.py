@@ -35,8 +35,10 @@ from ..errors import DataError, ReplyParseError, RubricInduceError
 from ..probing import probe
 from ..progress import progress_bar
 from ..stats import CORRELATIONS
+from ..task import TaskParams, TaskWording
 from ..templates import load_prompt
 from ..structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
+from .screen import RubricScreen
 
 __all__ = [
     "DraftSpec",
@@ -201,6 +203,34 @@ def _parse_criterion(value: Any) -> str:
     return text
 
 
+def _task_words(task: str | TaskParams | None) -> TaskWording:
+    return (task if isinstance(task, TaskParams) else TaskParams()).resolved().wording()
+
+
+def _task_text(task: str | TaskParams | None, aspect: str, low: int, high: int) -> str:
+    """The drafting prompt's task: a legacy one-sentence string as given, else from the task."""
+    if isinstance(task, str):
+        return task
+    return _task_words(task).autocal_task(aspect, low, high)
+
+
+def criteria_screen(examples: Sequence[Example], task: str | TaskParams | None, *, aspect: str,
+                    scale: tuple[int, int], fields=None, max_example_chars: int | None = 1500) -> RubricScreen:
+    """The filter for drafted/refined criteria: no copied task text, no long spans of an example."""
+    words = _task_words(task)
+    low, high = scale
+    prompts = [*words.prompt_texts(), _task_text(task, aspect, low, high)]
+    return RubricScreen(prompt_texts=prompts, criteria=True,
+                        examples=[render_example(e, fields, max_chars=max_example_chars, marker="") for e in examples])
+
+
+def _screen_criterion(crit: str, screen: RubricScreen | None, stats: GenerationStats) -> bool:
+    reason = screen.reason(crit) if screen is not None else None
+    if reason is not None:
+        stats.reject(reason, text=crit)
+    return reason is None
+
+
 def _example_block(ex: Example, label: str, fields, max_chars, extra: str = "") -> str:
     text = render_example(ex, fields, max_chars=max_chars, marker=_TRUNCATED)
     return f"{text}\nHuman expert score: {_fmt(float(ex.labels[label]))}{extra}"
@@ -212,7 +242,7 @@ def draft_criteria(
     *,
     aspect: str,
     label: str | None = None,
-    task: str | None = None,
+    task: str | TaskParams | None = None,
     scale: tuple[int, int] = (1, 5),
     plan: Sequence[DraftSpec] | None = None,
     sample_sizes: Sequence[int] = (4, 6, 8, 10, 12),
@@ -223,12 +253,16 @@ def draft_criteria(
     fields: Sequence[str] | None = None,
     max_example_chars: int | None = 1500,
     retries: int = 2,
+    screen: RubricScreen | None = None,
     stats: GenerationStats | None = None,
     progress: bool = False,
 ) -> list[Rubric]:
     """Draft one criterion per :class:`DraftSpec` (the plan is built when not given).
 
-    Returns unique criteria as rubrics (``aspect`` set, Likert ``scale``) in plan order.
+    ``task``: the run's :class:`~rubric_induce.task.TaskParams` (or a legacy one-sentence task
+    string). Criteria that copy the task text or a long span of an example are rejected and
+    counted (``screen``, default :func:`criteria_screen`). Returns unique criteria as rubrics
+    (``aspect`` set, Likert ``scale``) in plan order.
     """
     label = label or aspect
     low, high = scale
@@ -237,7 +271,9 @@ def draft_criteria(
                                                           samples=samples, seed=seed, stats=stats)
     by_id = {ex.id: ex for ex in examples}
     template = load_prompt("autocal_draft")
-    task = task or f"Score the {aspect} of a text on a scale of {low} to {high}, with {low} being the lowest."
+    screen = screen or criteria_screen(examples, task, aspect=aspect, scale=scale, fields=fields,
+                                       max_example_chars=max_example_chars)
+    task = _task_text(task, aspect, low, high)
     likert = AnswerScale.likert(int(low), int(high))
     out: dict[str, Rubric] = {}
     bar = progress_bar(len(plan), desc="drafting", enabled=progress)
@@ -250,7 +286,7 @@ def draft_criteria(
                             seed=spec.seed, temperature=temperature, max_tokens=400, retries=retries,
                             context={"size": spec.size, "trial": spec.trial, "sample": spec.sample})
             bar.update()
-            if crit is None:
+            if crit is None or not _screen_criterion(crit, screen, stats):
                 continue
             rubric = Rubric.create(criterion_question(aspect, crit), aspect=aspect, scale=likert, provenance={
                 "method": "autocalibrate", "step": "draft", "model": _backend_name(backend),
@@ -304,7 +340,7 @@ def refine_criteria(
     *,
     aspect: str,
     label: str | None = None,
-    task: str | None = None,
+    task: str | TaskParams | None = None,
     scale: tuple[int, int] = (1, 5),
     sample_sizes: Sequence[int] = (1, 2, 4),
     trials: int = 4,
@@ -316,6 +352,7 @@ def refine_criteria(
     fields: Sequence[str] | None = None,
     max_example_chars: int | None = 1500,
     retries: int = 2,
+    screen: RubricScreen | None = None,
     stats: GenerationStats | None = None,
     progress: bool = False,
 ) -> list[Rubric]:
@@ -330,6 +367,9 @@ def refine_criteria(
     low, high = scale
     stats = stats if stats is not None else GenerationStats()
     template = load_prompt("autocal_refine")
+    screen = screen or criteria_screen(examples, task, aspect=aspect, scale=scale, fields=fields,
+                                       max_example_chars=max_example_chars)
+    task_short = task if isinstance(task, str) else _task_words(task).kinds
     likert = AnswerScale.likert(int(low), int(high))
     y = np.array([float(e.labels[label]) for e in examples])
     pool_n = min(len(examples), misaligned_pool or 2 * max(sample_sizes))
@@ -356,14 +396,14 @@ def refine_criteria(
                         for i, p in enumerate(picked, 1))
                     for s in range(samples):
                         call_seed = derive_seed(seed, "refine", round_index, sc.rubric.id, size, trial, s)
-                        messages = template.render(aspect=aspect, task_short=task or "texts", low=str(low),
+                        messages = template.render(aspect=aspect, task_short=task_short, low=str(low),
                                                    high=str(high), criterion=criterion, examples=shots)
                         crit = ask_json(backend, messages, _CRITERION_SCHEMA, _parse_criterion, step="refine",
                                         stats=stats, seed=call_seed, temperature=temperature, max_tokens=400,
                                         retries=retries, context={"parent": sc.rubric.id, "size": size,
                                                                   "trial": trial, "sample": s})
                         bar.update()
-                        if crit is None:
+                        if crit is None or not _screen_criterion(crit, screen, stats):
                             continue
                         rubric = Rubric.create(criterion_question(aspect, crit), aspect=aspect, scale=likert,
                                                provenance={
@@ -391,6 +431,7 @@ def expand_levels(
     seed: int = 0,
     temperature: float = 0.0,
     retries: int = 2,
+    task: str | TaskParams | None = None,
     stats: GenerationStats | None = None,
 ) -> Rubric:
     """A copy of ``rubric`` on a ``1..levels`` scale with one descriptor per level (RubricEval).
@@ -417,7 +458,7 @@ def expand_levels(
 
     template = load_prompt("rubric_levels")
     criterion = rubric.provenance.get("criterion", rubric.text)
-    messages = template.render(criterion=criterion, low="1", high=str(levels),
+    messages = template.render(criterion=criterion, low="1", high=str(levels), a_kind=_task_words(task).a_kind,
                                level_names=", ".join(f"{k} = {n}" for k, n in zip(keys, names)),
                                level_keys=", ".join(f'"{k}"' for k in keys))
     call_seed = derive_seed(seed, "levels", rubric.id, levels)
@@ -440,7 +481,7 @@ def generate_autocalibrate(
     *,
     aspect: str,
     label: str | None = None,
-    task: str | None = None,
+    task: str | TaskParams | None = None,
     scale: tuple[int, int] = (1, 5),
     sample_sizes: Sequence[int] = (4, 6, 8, 10, 12),
     trials: int = 4,
@@ -466,7 +507,9 @@ def generate_autocalibrate(
     The returned pool holds the final top-K (kept drafts and refined criteria together), best
     first; each rubric's provenance has its ``correlation`` and ``metric``. ``rounds`` repeats the
     refine-and-filter step. ``levels`` (4 or 5) expands the final criteria into per-level
-    descriptors. ``probe_options`` go to :func:`rubric_induce.probing.probe`.
+    descriptors. ``probe_options`` go to :func:`rubric_induce.probing.probe`. ``task``: the
+    run's :class:`~rubric_induce.task.TaskParams` (it words every prompt and the probes), or a
+    legacy one-sentence task string (then the probes use the default task).
     """
     label = label or aspect
     low, high = scale
@@ -476,8 +519,14 @@ def generate_autocalibrate(
         raise RubricInduceError(f"unknown metric {metric!r}; choose from {', '.join(CORRELATIONS)}")
     stats = GenerationStats()
     data = labelled_examples(examples, label, low=low, high=high, fields=fields, stats=stats)
+    if isinstance(task, TaskParams):
+        task = task.resolved()
+        probe_options = {"task": task, **dict(probe_options or {})}
+    screen = criteria_screen(data, task, aspect=aspect, scale=scale, fields=fields,
+                             max_example_chars=max_example_chars)
     common = dict(aspect=aspect, label=label, task=task, scale=scale, fields=fields,
-                  max_example_chars=max_example_chars, retries=retries, stats=stats, progress=progress)
+                  max_example_chars=max_example_chars, retries=retries, stats=stats, progress=progress,
+                  screen=screen)
     plan = draft_plan(data, sample_sizes=sample_sizes, trials=trials, samples=samples, seed=seed, stats=stats)
     drafts = draft_criteria(data, backend, plan=plan, seed=seed, temperature=draft_temperature, **common)
     if not drafts:
@@ -507,7 +556,8 @@ def generate_autocalibrate(
         expanded = []
         for rb in final:
             try:
-                expanded.append(expand_levels(rb, backend, levels=levels, seed=seed, retries=retries, stats=stats))
+                expanded.append(expand_levels(rb, backend, levels=levels, seed=seed, retries=retries, stats=stats,
+                                              task=task))
             except GenerationError as exc:
                 stats.note(f"kept {rb.id} without level descriptors: {exc}")
                 expanded.append(rb)
@@ -517,13 +567,14 @@ def generate_autocalibrate(
         prompts["rubric_levels"] = load_prompt("rubric_levels").hash
     pool = RubricPool(final)
     pool.manifest = {
-        "method": "autocalibrate", "aspect": aspect, "label": label, "task": task, "seed": seed,
+        "method": "autocalibrate", "aspect": aspect, "label": label,
+        "task": task.to_dict() if isinstance(task, TaskParams) else task, "seed": seed,
         "settings": {"scale": list(scale), "sample_sizes": list(sample_sizes), "trials": trials,
                      "samples": samples, "top_k": top_k, "metric": metric, "refine_sizes": list(refine_sizes),
                      "refine_trials": refine_trials, "refine_samples": refine_samples, "rounds": rounds,
                      "draft_temperature": draft_temperature, "refine_temperature": refine_temperature,
                      "levels": levels, "max_example_chars": max_example_chars, "retries": retries,
-                     "probe_options": dict(probe_options or {})},
+                     "probe_options": {k: v for k, v in dict(probe_options or {}).items() if k != "task"}},
         "backend": backend.identity(), "model": _backend_name(backend), "prompts": prompts,
         "n_examples": len(data), "n_candidates": len(candidates),
         "scores": {k: (None if not np.isfinite(v) else v) for k, v in scores.items()},

@@ -2,15 +2,21 @@
 
 Two phases, both with JSON-constrained replies (see :mod:`.structured`):
 
+Every prompt is rendered from the run's task (:class:`~rubric_induce.task.TaskParams`: what is
+judged, the kind of text, the class names); the ``uss`` preset gives RUBICON's original
+user-satisfaction wording, the default task a generic one.
+
 1. **Supervised extraction** (:func:`extract_patterns`): for each positive example, the top-k
-   satisfaction patterns; for each negative one, the top-k dissatisfaction patterns. Two
+   positive (e.g. satisfaction) patterns; for each negative one, the top-k negative patterns. Two
    instruction blocks can be switched off for ablation: *domain sensitization* (DS: the user's
    task/domain description and its expectations, ``prompts/rubicon_ds.txt``) and *conversation
    design principles* (CDP: both parties' responsibility, ``prompts/rubicon_cdp_extract.txt``).
 2. **Rubric summarization** (:func:`summarize_rubrics`): the patterns of one polarity, in
    mini-batches; each batch is shown the rubrics made so far and asked for *new* rubrics that
    cover its patterns and go beyond them. The pool only grows. CDP here is Grice's maxims
-   (``prompts/rubicon_cdp_summarize.txt``); rubrics are short single-verb assertions.
+   (``prompts/rubicon_cdp_summarize.txt``); rubrics are short single-verb assertions. Rubrics
+   that restate the label, name the annotation or copy prompt or example text are rejected and
+   counted (:mod:`.screen`).
 
 ``mode="spur"`` (:func:`spur_update`, :func:`generate_spur`) is the SPUR baseline: one fixed-size
 set per polarity, rewritten by every batch; the final set is the pool.
@@ -33,7 +39,9 @@ from ..data.model import LIKERT_5, AnswerScale, Example, Rubric, RubricPool
 from ..data.render import render_example
 from ..errors import DataError, RubricInduceError
 from ..progress import progress_bar
+from ..task import TaskParams, TaskWording
 from ..templates import PromptTemplate, load_prompt
+from .screen import RubricScreen
 from ..structured import (
     GenerationError,
     GenerationStats,
@@ -56,30 +64,43 @@ __all__ = [
     "rubicon_prompts",
     "MODES",
     "DEFAULT_SUBJECTS",
+    "TASK_SUBJECTS",
+    "rubric_screen",
 ]
 
 log = logging.getLogger("rubric_induce.generation")
 
 MODES = ("rubicon", "spur")
 
-#: Sentence starts that constrained decoding enforces on patterns and rubrics (None: no constraint).
+#: Sentence starts of conversation tasks (the uss preset), enforced by constrained decoding.
 DEFAULT_SUBJECTS: tuple[str, ...] = ("The assistant", "The user", "The system", "The conversation")
+#: ``subjects=TASK_SUBJECTS``: take the sentence starts from the task (None: no constraint).
+TASK_SUBJECTS = "task"
 
-_POLARITY_TEXT = {
-    "SAT": dict(outcome="positive", outcome_phrase="satisfied", kind="satisfaction",
-                polarity_name="SAT (satisfaction)",
-                polarity_instruction="Each rubric states something that, when it holds, makes users "
-                                     "satisfied with the conversation.",
-                example_rubric="The assistant confirms the details before booking.",
-                example_pattern="The assistant gave the address and phone number as soon as the user "
-                                "asked for them."),
-    "DSAT": dict(outcome="negative", outcome_phrase="dissatisfied", kind="dissatisfaction",
-                 polarity_name="DSAT (dissatisfaction)",
-                 polarity_instruction="Each rubric states something that, when it holds, makes users "
-                                      "dissatisfied with the conversation.",
-                 example_rubric="The user repeats a request the assistant ignored.",
-                 example_pattern="The user had to repeat the date because the assistant ignored it."),
-}
+
+def _wording(task: TaskParams | TaskWording | None) -> TaskWording:
+    if isinstance(task, TaskWording):
+        return task
+    return (task or TaskParams()).wording()
+
+
+def _subjects(subjects, words: TaskWording) -> Sequence[str] | None:
+    return words.subjects() if subjects == TASK_SUBJECTS else subjects
+
+
+def rubric_screen(task: TaskParams | TaskWording | None = None, *, domain: str | None = None,
+                  use_ds: bool = False, use_cdp: bool = False, examples: Sequence[str] = (),
+                  criteria: bool = False) -> RubricScreen:
+    """The filter for generated rubrics: the task's class names and every prompt text shown."""
+    words = _wording(task)
+    prompt_texts = list(words.prompt_texts())
+    if use_ds and domain:
+        prompt_texts.append(domain)
+    if use_cdp:
+        for name in ("rubicon_cdp_extract", "rubicon_cdp_summarize"):
+            prompt_texts += [m["content"] for m in load_prompt(name).render()]
+    return RubricScreen(class_words=words.class_words(), kind_words=[words.kind, words.kinds],
+                        prompt_texts=prompt_texts, examples=examples, criteria=criteria)
 
 
 @dataclass(frozen=True)
@@ -164,8 +185,8 @@ def split_binary(
             if name == "negative" and threshold is not None:
                 rule = f"< {threshold:g}"
             raise DataError(f"no {name} examples ({label} {rule}) among {usable} usable examples "
-                            f"({n_seen - usable} skipped); RUBICON needs both satisfied and "
-                            "dissatisfied examples", field=f"labels.{label}")
+                            f"({n_seen - usable} skipped); RUBICON needs both positive and "
+                            "negative examples", field=f"labels.{label}")
     return pos, neg
 
 
@@ -174,6 +195,7 @@ def extract_patterns(
     backend: Backend,
     *,
     polarity: str,
+    task: TaskParams | None = None,
     domain: str | None = None,
     use_ds: bool = True,
     use_cdp: bool = True,
@@ -182,7 +204,7 @@ def extract_patterns(
     temperature: float = 0.0,
     fields: Sequence[str] | None = None,
     max_example_chars: int | None = 6000,
-    subjects: Sequence[str] | None = DEFAULT_SUBJECTS,
+    subjects: Sequence[str] | str | None = TASK_SUBJECTS,
     retries: int = 2,
     stats: GenerationStats | None = None,
     progress: bool = False,
@@ -190,14 +212,17 @@ def extract_patterns(
     """Supervised extraction: up to ``top_k`` ``polarity`` patterns from each example.
 
     All ``examples`` are taken to carry the label that ``polarity`` names (SAT: positive).
-    Replies that cannot be parsed after ``retries`` are counted in ``stats.failures``.
+    ``task`` words the prompt (default: the generic task); ``domain`` feeds DS (default: the
+    task's description). Replies that cannot be parsed after ``retries`` are counted in
+    ``stats.failures``.
     """
     if top_k < 1:
         raise RubricInduceError("top_k must be at least 1")
-    template, blocks, words = _step_prompt("rubicon_extract", "rubicon_cdp_extract", polarity=polarity,
-                                           domain=domain, use_ds=use_ds, use_cdp=use_cdp)
+    template, values, words = _step_prompt("rubicon_extract", "rubicon_cdp_extract", polarity=polarity, task=task,
+                                           domain=domain, use_ds=use_ds, use_cdp=use_cdp, fields=fields)
     stats = stats if stats is not None else GenerationStats()
-    schema = string_list_schema("patterns", min_items=1, max_items=top_k, max_length=240, subjects=subjects)
+    schema = string_list_schema("patterns", min_items=1, max_items=top_k, max_length=240,
+                                subjects=_subjects(subjects, words))
     parse = string_list("patterns")
     out: list[Pattern] = []
     bar = progress_bar(len(examples), desc=f"extracting {polarity}", enabled=progress)
@@ -207,9 +232,7 @@ def extract_patterns(
             if not conversation.strip():
                 stats.skip("empty text", example_id=ex.id)
                 continue
-            messages = template.render(conversation=conversation, k=str(top_k), kind=words["kind"],
-                                       outcome=words["outcome"], outcome_phrase=words["outcome_phrase"],
-                                       **blocks)
+            messages = template.render(conversation=conversation, k=str(top_k), **values)
             items = ask_json(backend, messages, schema, parse, step="extract", stats=stats,
                              seed=derive_seed(seed, "extract", polarity, ex.id), temperature=temperature,
                              max_tokens=80 * top_k + 40, retries=retries,
@@ -225,18 +248,28 @@ def extract_patterns(
     return out
 
 
-def _step_prompt(name: str, cdp_name: str, *, polarity: str, domain: str | None, use_ds: bool,
-                 use_cdp: bool):
-    """Template, optional DS/CDP blocks and polarity wording shared by extraction and summarization."""
-    if polarity not in _POLARITY_TEXT:
-        raise RubricInduceError(f"polarity must be SAT or DSAT, got {polarity!r}")
-    if use_ds and not (domain and domain.strip()):
-        raise RubricInduceError("domain sensitization (DS) needs a task/domain description: pass "
-                                "domain=... (CLI --domain FILE) or switch DS off (use_ds=False, --no-ds)")
-    blocks = dict(ds_block=_block("rubicon_ds", use_ds, domain=(domain or "").strip()),
-                  cdp_block=_block(cdp_name, use_cdp))
-    return load_prompt(name), blocks, _POLARITY_TEXT[polarity]
+def _step_prompt(name: str, cdp_name: str | None, *, polarity: str, task: TaskParams | None, domain: str | None,
+                 use_ds: bool, use_cdp: bool, fields: Sequence[str] | None = None):
+    """Template, task wording, optional task/DS/CDP blocks: the values every RUBICON/SPUR prompt fills.
 
+    DS shows ``domain``, else the task's description (which the task block then leaves out, so
+    the prompt does not repeat it).
+    """
+    if polarity not in ("SAT", "DSAT"):
+        raise RubricInduceError(f"polarity must be SAT or DSAT, got {polarity!r}")
+    words = _wording(task)
+    ds_text = (domain or "").strip() or (words.description or "").strip()
+    if use_ds and not ds_text:
+        raise RubricInduceError("domain sensitization (DS) needs a task/domain description: pass "
+                                "domain=... or a task with a description (CLI --domain FILE / "
+                                "--task-description), or switch DS off (use_ds=False, --no-ds)")
+    from_task = use_ds and not (domain or "").strip()
+    values = dict(words.rubicon(polarity),
+                  task_block=words.task_block(include_description=not from_task, names=fields),
+                  ds_block=_block("rubicon_ds", use_ds, domain=ds_text, **words.ds()) if use_ds else "")
+    if cdp_name is not None:
+        values["cdp_block"] = _block(cdp_name, use_cdp)
+    return load_prompt(name), values, words
 
 
 def _numbered(texts: Sequence[str], empty: str = "(none yet)") -> str:
@@ -254,6 +287,20 @@ def _sentences(items: list[str], stats: GenerationStats) -> list[str]:
     return keep
 
 
+def _screened(items: list[str], screen: RubricScreen | None, stats: GenerationStats) -> list[str]:
+    """Items the screen keeps; each rejection is counted by reason (and its text kept)."""
+    if screen is None:
+        return items
+    keep = []
+    for t in items:
+        reason = screen.reason(t)
+        if reason is None:
+            keep.append(t)
+        else:
+            stats.reject(reason, text=t)
+    return keep
+
+
 def _batches(patterns: Sequence[Pattern], size: int) -> list[list[Pattern]]:
     return [list(patterns[i:i + size]) for i in range(0, len(patterns), size)]
 
@@ -263,6 +310,7 @@ def summarize_rubrics(
     backend: Backend,
     *,
     polarity: str,
+    task: TaskParams | None = None,
     domain: str | None = None,
     use_ds: bool = True,
     use_cdp: bool = True,
@@ -273,9 +321,10 @@ def summarize_rubrics(
     temperature: float = 0.0,
     scale: AnswerScale = LIKERT_5,
     existing: Sequence[Rubric] = (),
-    subjects: Sequence[str] | None = DEFAULT_SUBJECTS,
+    subjects: Sequence[str] | str | None = TASK_SUBJECTS,
     retries: int = 2,
     provenance: Mapping[str, Any] | None = None,
+    screen: RubricScreen | None = None,
     stats: GenerationStats | None = None,
     progress: bool = False,
 ) -> list[Rubric]:
@@ -284,14 +333,17 @@ def summarize_rubrics(
     Batch ``i`` is shown the rubrics of this polarity made so far (``existing`` plus batches
     ``< i``; the latest ``max_shown`` when there are more) and asked for up to ``max_new`` new
     ones. Items that repeat a rubric already in the pool (case/space-insensitive) are rejected
-    and counted. Returns the new rubrics only, in order of creation.
+    and counted, as are items the ``screen`` rejects (default: :func:`rubric_screen` of the task
+    and prompt blocks). Returns the new rubrics only, in order of creation.
     """
     if batch_size < 1 or max_new < 1:
         raise RubricInduceError("batch_size and max_new must be at least 1")
-    template, blocks, words = _step_prompt("rubicon_summarize", "rubicon_cdp_summarize", polarity=polarity,
-                                           domain=domain, use_ds=use_ds, use_cdp=use_cdp)
+    template, values, words = _step_prompt("rubicon_summarize", "rubicon_cdp_summarize", polarity=polarity,
+                                           task=task, domain=domain, use_ds=use_ds, use_cdp=use_cdp)
     stats = stats if stats is not None else GenerationStats()
-    schema = string_list_schema("rubrics", min_items=1, max_items=max_new, max_length=160, subjects=subjects)
+    screen = screen or rubric_screen(words, domain=domain, use_ds=use_ds, use_cdp=use_cdp)
+    schema = string_list_schema("rubrics", min_items=1, max_items=max_new, max_length=160,
+                                subjects=_subjects(subjects, words))
     parse = string_list("rubrics")
     seen = {_norm(r.text) for r in existing}
     shown: list[str] = [r.text for r in existing]
@@ -302,9 +354,7 @@ def summarize_rubrics(
         for b, batch in enumerate(batches):
             context = shown[-max_shown:] if max_shown else shown
             messages = template.render(existing=_numbered(context), patterns=_numbered([p.text for p in batch]),
-                                       max_new=str(max_new), **{k: words[k] for k in (
-                                           "polarity_name", "kind", "polarity_instruction", "example_rubric")},
-                                       **blocks)
+                                       max_new=str(max_new), **values)
             items = ask_json(backend, messages, schema, parse, step="summarize", stats=stats,
                              seed=derive_seed(seed, "summarize", polarity, b), temperature=temperature,
                              max_tokens=60 * max_new + 40, retries=retries,
@@ -312,7 +362,7 @@ def summarize_rubrics(
             bar.update()
             if items is None:
                 continue
-            items = _sentences(items, stats)
+            items = _screened(_sentences(items, stats), screen, stats)
             if len(items) > max_new:
                 stats.reject("beyond max_new", len(items) - max_new)
                 items = items[:max_new]
@@ -339,14 +389,16 @@ def spur_update(
     backend: Backend,
     *,
     polarity: str,
+    task: TaskParams | None = None,
     n_rubrics: int = 10,
     batch_size: int = 8,
     seed: int = 0,
     temperature: float = 0.0,
     scale: AnswerScale = LIKERT_5,
-    subjects: Sequence[str] | None = DEFAULT_SUBJECTS,
+    subjects: Sequence[str] | str | None = TASK_SUBJECTS,
     retries: int = 2,
     provenance: Mapping[str, Any] | None = None,
+    screen: RubricScreen | None = None,
     stats: GenerationStats | None = None,
     progress: bool = False,
 ) -> list[Rubric]:
@@ -355,14 +407,14 @@ def spur_update(
     A batch whose reply cannot be parsed leaves the set as it was (and is counted). A rubric
     that survives an update unchanged keeps the provenance of the batch that introduced it.
     """
-    if polarity not in _POLARITY_TEXT:
-        raise RubricInduceError(f"polarity must be SAT or DSAT, got {polarity!r}")
     if n_rubrics < 1 or batch_size < 1:
         raise RubricInduceError("n_rubrics and batch_size must be at least 1")
     stats = stats if stats is not None else GenerationStats()
-    template = load_prompt("spur_update")
-    words = _POLARITY_TEXT[polarity]
-    schema = string_list_schema("rubrics", min_items=1, max_items=n_rubrics, max_length=160, subjects=subjects)
+    template, values, words = _step_prompt("spur_update", None, polarity=polarity, task=task, domain=None,
+                                           use_ds=False, use_cdp=False)
+    screen = screen or rubric_screen(words)
+    schema = string_list_schema("rubrics", min_items=1, max_items=n_rubrics, max_length=160,
+                                subjects=_subjects(subjects, words))
     parse = string_list("rubrics")
     current: list[Rubric] = []
     batches = _batches([p for p in patterns if p.polarity == polarity], batch_size)
@@ -371,8 +423,7 @@ def spur_update(
         for b, batch in enumerate(batches):
             messages = template.render(existing=_numbered([r.text for r in current]),
                                        patterns=_numbered([p.text for p in batch]), n=str(n_rubrics),
-                                       polarity_name=words["polarity_name"], kind=words["kind"],
-                                       polarity_instruction=words["polarity_instruction"])
+                                       **{k: v for k, v in values.items() if k != "ds_block"})
             items = ask_json(backend, messages, schema, parse, step="spur_update", stats=stats,
                              seed=derive_seed(seed, "spur", polarity, b), temperature=temperature,
                              max_tokens=60 * n_rubrics + 40, retries=retries,
@@ -380,7 +431,7 @@ def spur_update(
             bar.update()
             if items is None:
                 continue
-            items = _sentences(items, stats)
+            items = _screened(_sentences(items, stats), screen, stats)
             old = {_norm(r.text): r for r in current}
             updated: list[Rubric] = []
             keys: set[str] = set()
@@ -410,9 +461,10 @@ def generate_rubicon(
     backend: Backend,
     *,
     label: str = "sat",
+    task: TaskParams | None = None,
     domain: str | None = None,
     use_ds: bool = True,
-    use_cdp: bool = True,
+    use_cdp: bool | None = None,
     top_k: int = 3,
     batch_size: int = 8,
     max_new: int = 5,
@@ -425,22 +477,32 @@ def generate_rubicon(
     scale: AnswerScale = LIKERT_5,
     fields: Sequence[str] | None = None,
     max_example_chars: int | None = 6000,
-    subjects: Sequence[str] | None = DEFAULT_SUBJECTS,
+    subjects: Sequence[str] | str | None = TASK_SUBJECTS,
     retries: int = 2,
     progress: bool = False,
 ) -> RubricPool:
     """Generate a SAT + DSAT rubric pool from binary-labelled examples (RUBICON or SPUR mode).
 
-    ``label``: the 0/1 label (or a graded one with ``threshold``). ``domain``: the task/domain
-    description for DS (required while ``use_ds``). ``top_k`` patterns per example;
+    ``label``: the 0/1 label (or a graded one with ``threshold``). ``task``: what is judged and
+    what the label means (:class:`~rubric_induce.task.TaskParams`; default: the generic task,
+    ``TaskParams(preset="uss")`` for RUBICON's user-satisfaction wording). ``domain``: the
+    domain description for DS (default: the task's description; one of them is required while
+    ``use_ds``). ``use_cdp`` (conversation design principles) defaults to on for conversation
+    tasks and off for other kinds of text. ``top_k`` patterns per example;
     ``batch_size`` patterns per summarization call; ``max_new`` rubrics per call (RUBICON);
     ``spur_size`` rubrics per polarity (SPUR). ``subjects``: sentence starts enforced by the
-    JSON schema on every pattern and rubric (None to lift it). Returns a :class:`RubricPool` whose manifest holds
-    the settings, prompt hashes, backend and ``stats``; raises :class:`GenerationError` rather
-    than return an empty pool.
+    JSON schema on every pattern and rubric (default: from the task; None to lift it). Generated
+    rubrics that restate the label, name the annotation, or copy prompt text or a long span of
+    a shown example are rejected and counted by reason in ``stats.rejected``. Returns a
+    :class:`RubricPool` whose manifest holds the settings, task, prompt hashes, backend and
+    ``stats``; raises :class:`GenerationError` rather than return an empty pool.
     """
     if mode not in MODES:
         raise RubricInduceError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    task = (task or TaskParams()).resolved()
+    words = task.wording()
+    if use_cdp is None:
+        use_cdp = words.is_conversation
     stats = GenerationStats()
     pos, neg = split_binary(examples, label, threshold=threshold, fields=fields, stats=stats)
     prompts = rubicon_prompts()
@@ -450,6 +512,9 @@ def generate_rubicon(
     if use_cdp:
         used += ["rubicon_cdp_extract"] + (["rubicon_cdp_summarize"] if mode == "rubicon" else [])
     used.append("rubicon_summarize" if mode == "rubicon" else "spur_update")
+    ds_domain = (domain or "").strip() or None
+    screen = rubric_screen(words, domain=ds_domain or words.description, use_ds=use_ds, use_cdp=use_cdp,
+                           examples=[render_example(e, fields, max_chars=max_example_chars) for e in pos + neg])
     settings = {"label": label, "threshold": threshold, "use_ds": use_ds, "use_cdp": use_cdp,
                 "top_k": top_k, "batch_size": batch_size, "temperature": temperature, "retries": retries,
                 "max_example_chars": max_example_chars, "fields": list(fields) if fields else None,
@@ -462,7 +527,7 @@ def generate_rubicon(
     base_prov = {"method": mode, "use_ds": use_ds, "use_cdp": use_cdp, "top_k": top_k,
                  "batch_size": batch_size, "prompt_hashes": prompt_hashes}
     common = dict(seed=seed, temperature=temperature, retries=retries, stats=stats, progress=progress,
-                  subjects=subjects)
+                  subjects=subjects, task=task)
     rubrics: list[Rubric] = []
     n_patterns: dict[str, int] = {}
     for polarity, group in (("SAT", pos), ("DSAT", neg)):
@@ -476,10 +541,11 @@ def generate_rubicon(
         if mode == "rubicon":
             made = summarize_rubrics(patterns, backend, polarity=polarity, domain=domain, use_ds=use_ds,
                                      use_cdp=use_cdp, batch_size=batch_size, max_new=max_new,
-                                     max_shown=max_shown, scale=scale, provenance=base_prov, **common)
+                                     max_shown=max_shown, scale=scale, provenance=base_prov, screen=screen,
+                                     **common)
         else:
             made = spur_update(patterns, backend, polarity=polarity, n_rubrics=spur_size,
-                               batch_size=batch_size, scale=scale, provenance=base_prov, **common)
+                               batch_size=batch_size, scale=scale, provenance=base_prov, screen=screen, **common)
         if not made:
             stats.note(f"no {polarity} rubrics were generated from {len(patterns)} patterns")
         rubrics.extend(made)
@@ -488,7 +554,8 @@ def generate_rubicon(
                               f"first failure: {stats.failures[0].error if stats.failures else 'none'}")
     pool = RubricPool(rubrics)
     pool.manifest = {
-        "method": mode, "settings": settings, "seed": seed, "domain": domain if use_ds else None,
+        "method": mode, "settings": settings, "seed": seed,
+        "domain": (ds_domain or words.description) if use_ds else None, "task": task.to_dict(),
         "backend": backend.identity(), "model": _backend_name(backend), "prompts": prompt_hashes,
         "n_examples": {"positive": len(pos), "negative": len(neg)}, "n_patterns": n_patterns,
         "n_by_polarity": {p: len(pool.by_polarity(p)) for p in ("SAT", "DSAT")},
@@ -504,7 +571,7 @@ def generate_spur(
     *,
     spur_size: int = 10,
     use_ds: bool = False,
-    use_cdp: bool = False,
+    use_cdp: bool | None = False,
     **options: Any,
 ) -> RubricPool:
     """The SPUR baseline: :func:`generate_rubicon` in ``mode="spur"``, DS and CDP off by default."""

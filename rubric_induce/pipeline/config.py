@@ -2,7 +2,7 @@
 
 Each section is the parameter class of its stage (:class:`~rubric_induce.params.Params`), so a
 config key has the same default, range and error message as the matching CLI option. Relative
-paths under ``[data]`` and ``[generate]`` resolve against the config file's folder, so a config and
+paths under ``[data]``, ``[generate]`` and ``[task]`` (``description = "@file"``) resolve against the config file's folder, so a config and
 its data travel together; the run directory (``[run] out``) resolves against the working
 directory. Unknown sections and keys are errors (with a suggestion), so a typo never silently
 falls back to a default.
@@ -27,6 +27,7 @@ from ..generation.api import GenerateParams
 from ..params import Params, param, suggest
 from ..probing import ProbeParams
 from ..selection.api import SelectParams
+from ..task import TaskParams
 
 __all__ = ["RunConfig", "RunParams", "load_config", "config_from_dict", "SECTIONS"]
 
@@ -43,7 +44,7 @@ class RunParams(Params):
 
 
 SECTIONS: dict[str, type[Params]] = {
-    "run": RunParams, "data": DataParams, "backend": BackendParams, "generate": GenerateParams,
+    "run": RunParams, "task": TaskParams, "data": DataParams, "backend": BackendParams, "generate": GenerateParams,
     "dedup": DedupParams, "probe": ProbeParams, "select": SelectParams, "calibrate": CalibrateParams,
     "evaluate": EvaluateParams, "feedback": FeedbackParams, "report": ReportParams,
 }
@@ -54,6 +55,7 @@ class RunConfig:
     """A validated run config: one parameter object per section, and the file it came from."""
 
     run: RunParams = field(default_factory=RunParams)
+    task: TaskParams = field(default_factory=TaskParams)
     data: DataParams = field(default_factory=DataParams)
     backend: BackendParams = field(default_factory=BackendParams)
     generate: GenerateParams = field(default_factory=GenerateParams)
@@ -89,6 +91,11 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name).to_dict() for f in fields(self) if f.name != "source"}
 
+    @property
+    def task_resolved(self) -> TaskParams:
+        """``[task]`` with its ``@file`` description read (relative to the config's folder)."""
+        return self.task.resolved(self.resolve, source=self.source)
+
 
 def config_from_dict(raw: Mapping[str, Any], source: str | None = None) -> RunConfig:
     """Build and validate a :class:`RunConfig` from a parsed TOML/YAML mapping."""
@@ -115,6 +122,7 @@ def _check_files(cfg: RunConfig) -> None:
                         path=src, field="data")
     if d.examples and not cfg.resolve(d.examples).exists():
         raise DataError(f"examples file not found: {cfg.resolve(d.examples)}", path=src, field="data.examples")
+    cfg.task.check_files(cfg.resolve, source=src)
     g = cfg.generate
     for i, inc in enumerate(g.include):
         if not cfg.resolve(inc).exists():
@@ -123,10 +131,10 @@ def _check_files(cfg: RunConfig) -> None:
         raise DataError(f"domain file not found: {cfg.resolve(g.domain[1:])}", path=src, field="generate.domain")
     if g.method in ("rubicon",):
         opts = g.method_options()
-        if getattr(opts, "use_ds", None) is not False and not g.domain:
-            raise DataError("RUBICON's domain sensitization needs a domain description: set generate.domain "
-                            "(text or @file), or switch it off with generate.options.use_ds = false",
-                            path=src, field="generate.domain")
+        if getattr(opts, "use_ds", None) is not False and not g.domain and not cfg.task.description:
+            raise DataError("RUBICON's domain sensitization needs a domain description: set task.description "
+                            "or generate.domain (text or @file), or switch it off with "
+                            "generate.options.use_ds = false", path=src, field="generate.domain")
 
 
 def load_config(path: str | Path) -> RunConfig:

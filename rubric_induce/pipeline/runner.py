@@ -57,6 +57,12 @@ def preflight(ctx: RunContext) -> None:
     from ..errors import DataError
 
     cfg = ctx.config
+    task = cfg.task_resolved  # reads a description file now: a missing one fails before any LLM call
+    have = set(ctx.examples[0].fields) if ctx.examples else set()
+    for name in task.fields:
+        if name not in have:
+            raise DataError(f"task.fields names field {name!r}, which the examples do not have; they have "
+                            f"{sorted(have)}", path=cfg.source, field=f"task.fields.{name}")
     needs_binary = cfg.generate.method in ("rubicon", "spur") or cfg.select.method != "topk"
     if needs_binary and not ctx.binary:
         check_binary(ctx.y, label=cfg.data.label, both_classes=False, path=cfg.source, field="data.label_threshold",
@@ -88,6 +94,7 @@ def _prompt_hashes(names: tuple[str, ...]) -> dict[str, str]:
 
 def _fingerprint(stage: Stage, cfg: RunConfig, data_hash: str, previous: str) -> str:
     d = cfg.to_dict()
+    d["task"] = cfg.task_resolved.to_dict()  # a description file's content, not only its name
     return _sha({"stage": stage.name, "config": {s: d[s] for s in stage.sections}, "data": data_hash,
                  "prompts": _prompt_hashes(stage.prompts), "previous": previous})
 

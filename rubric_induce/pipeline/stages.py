@@ -46,10 +46,12 @@ def generate(ctx: RunContext) -> dict[str, Any]:
     result = run_generate(ctx.train, ctx.backend if cfg.generate.method != "none" else None, cfg.generate,
                           label=cfg.data.label, label_threshold=cfg.data.label_threshold,
                           domain=read_domain(cfg.generate.domain, cfg.resolve), include=include,
-                          seed=cfg.run.seed, fields=cfg.data.fields, progress=ctx.progress)
+                          seed=cfg.run.seed, fields=cfg.data.fields, task=cfg.task_resolved, progress=ctx.progress)
     result.save(ctx.out)
     s = result.summary()
     ctx.echo(f"  pool: {s['pool']} rubrics ({s['generated']} generated, {s['included']} included)")
+    if s["rejected"]:
+        ctx.echo("  rejected: " + ", ".join(f"{k} {v}" for k, v in sorted(s["rejected"].items())))
     return s
 
 
@@ -74,7 +76,7 @@ def probe(ctx: RunContext) -> dict[str, Any]:
     pool = RubricPool.load(ctx.out / DEDUP_POOL_FILE)
     p = ctx.config.probe
     table = run_probe(ctx.examples, list(pool), ctx.backend, p, seed=ctx.config.run.seed,
-                      fields=ctx.config.data.fields, progress=ctx.progress)
+                      fields=ctx.config.data.fields, task=ctx.config.task_resolved, progress=ctx.progress)
     table.save(ctx.out / PROBES_FILE)
     ctx.echo(f"  probes: {len(table.records)} ({table.n_errors} failed)")
     return {"probes": len(table.records), "failed": table.n_errors, "style": p.style, "estimator": p.estimator}
@@ -149,7 +151,7 @@ def artifact(ctx: RunContext) -> dict[str, Any]:
                           "n_samples": cfg.probe.samples, "temperature": cfg.probe.temperature},
                    fields=fields, backend=cfg.backend.spec,
                    calibration=CALIBRATION if cal_info else None, question=cal_info.get("question"),
-                   judges=cal_info.get("judges", []),
+                   judges=cal_info.get("judges", []), task=cfg.task_resolved,
                    extra={"probe_prompt": meta.get("prompt"), "input": _scoring_input(cfg, fields)})
     return {"rubrics": len(chosen), "calibrated": bool(cal_info)}
 
@@ -212,7 +214,7 @@ def feedback(ctx: RunContext) -> dict[str, Any]:
     chosen = list(RubricSet.load(ctx.out / SELECTED_FILE))
     summary = run_feedback(ProbeTable.load(ctx.out / PROBES_FILE), ctx.test or ctx.train, chosen, ctx.backend,
                            ctx.config.feedback, fields=ctx.config.data.fields, seed=ctx.config.run.seed,
-                           progress=ctx.progress)
+                           task=ctx.config.task_resolved, progress=ctx.progress)
     summary.save(ctx.out)
     return {"enabled": True, "items": summary.n_items}
 
@@ -225,17 +227,18 @@ def report(ctx: RunContext) -> dict[str, Any]:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("generate", generate, ("data", "run", "backend", "generate"), (POOL_FILE,), uses_llm=True,
+    Stage("generate", generate, ("data", "run", "backend", "task", "generate"), (POOL_FILE,), uses_llm=True,
           prompts=("rubicon_extract", "rubicon_summarize", "rubicon_ds", "rubicon_cdp_extract",
                    "rubicon_cdp_summarize", "spur_update", "autocal_draft", "autocal_refine", "rubric_levels")),
     Stage("dedup", dedup, ("dedup",), (DEDUP_POOL_FILE,)),
-    Stage("probe", probe, ("probe",), (PROBES_FILE,), uses_llm=True,
+    Stage("probe", probe, ("task", "probe"), (PROBES_FILE,), uses_llm=True,
           prompts=("probe_score_only", "probe_rate_explain", "probe_analyze_rate")),
     Stage("select", select, ("select",), (SELECTED_FILE,)),
     Stage("calibrate", calibrate, ("calibrate",), ()),
     Stage("artifact", artifact, (), ("artifact.json",)),
     Stage("evaluate", evaluate, ("evaluate",), ()),
-    Stage("feedback", feedback, ("feedback",), (), uses_llm=True),
+    Stage("feedback", feedback, ("task", "feedback"), (), uses_llm=True,
+          prompts=("feedback_group", "feedback_merge")),
     Stage("report", report, ("report",), ("report.md",)),
 )
 STAGE_NAMES = tuple(s.name for s in STAGES)

@@ -58,8 +58,10 @@ class ScriptedLLM:
         if '"patterns"' in user:
             step = "extract"
             k = int(re.search(r"List the top (\d+)", user).group(1))
-            conv = user.split("Conversation:\n", 1)[1].split("\n", 1)[0]
-            kind = "satisfaction" if "satisfaction patterns" in user and "dissatisfaction" not in user else "dissat"
+            # the example follows its kind's title ("Conversation:" with the uss task, "Text:" by default)
+            conv = re.split(r"^[A-Z][\w ]*:\n", user, maxsplit=1, flags=re.M)[1].split("\n", 1)[0]
+            sat = re.search(r'top \d+ (satisfaction|"positive") patterns', user) is not None
+            kind = "satisfaction" if sat else "dissat"
             reply = {"patterns": [f"Pattern {j} ({kind}) about {conv}" for j in range(k)]}
         elif "NEW " in user and '"rubrics"' in user:
             step = "summarize"

@@ -15,6 +15,7 @@ def test_embedded_model_generates_a_pool_with_provenance(tmp_path, embedded_mode
     from rubric_induce.cache import CachedBackend, CallCache
     from rubric_induce.data import RubricPool
     from rubric_induce.generation import generate_rubicon
+    from rubric_induce.task import TaskParams
 
     inner = LocalLlamaBackend(n_threads=2, n_ctx=1024)
     dialogues = [
@@ -25,8 +26,11 @@ def test_embedded_model_generates_a_pool_with_provenance(tmp_path, embedded_mode
     ]
     backend = CachedBackend(inner, CallCache(tmp_path / "calls.sqlite"))
     try:
-        pool = generate_rubicon(dialogues, backend, domain="A restaurant booking assistant.", top_k=1,
-                                use_cdp=False, batch_size=4, max_new=1, retries=1, max_example_chars=400)
+        # conversations with an AI assistant: the uss task (RUBICON's wording and sentence starts).
+        # max_new=3: SmolLM2-135M often copies the prompt's few-shot rubric, which the screen rejects.
+        pool = generate_rubicon(dialogues, backend, task=TaskParams(preset="uss"),
+                                domain="A restaurant booking assistant.", top_k=1,
+                                use_cdp=False, batch_size=4, max_new=3, retries=1, max_example_chars=400)
     finally:
         backend.close()
     assert len(pool) > 0

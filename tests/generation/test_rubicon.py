@@ -21,9 +21,11 @@ from rubric_induce.generation import (
     split_binary,
     summarize_rubrics,
 )
+from rubric_induce.task import TaskParams
 from rubric_induce.templates import load_prompt, prompts_dir
 
 DOMAIN = "A restaurant booking assistant that finds tables and confirms reservations."
+USS = TaskParams(preset="uss")  # RUBICON's user-satisfaction wording
 
 
 def system(messages) -> str:
@@ -33,13 +35,13 @@ def system(messages) -> str:
 def test_extraction_top_k_per_example_with_polarity(dialogues, fake, scripted):
     pos, neg = split_binary(dialogues, "sat")
     assert [e.id for e in pos] == ["d0", "d2", "d4"] and [e.id for e in neg] == ["d1", "d3", "d5"]
-    pats = extract_patterns(pos, fake, polarity="SAT", domain=DOMAIN, top_k=2)
+    pats = extract_patterns(pos, fake, polarity="SAT", domain=DOMAIN, top_k=2, task=USS)
     assert len(pats) == 6
     assert all(p.polarity == "SAT" for p in pats)
     assert [p.example_id for p in pats] == ["d0", "d0", "d2", "d2", "d4", "d4"]
     prompt = scripted.prompts["extract"][0]
     assert "labelled positive" in prompt[-1]["content"] and "top 2 satisfaction" in prompt[-1]["content"]
-    dpats = extract_patterns(neg, fake, polarity="DSAT", domain=DOMAIN, top_k=1)
+    dpats = extract_patterns(neg, fake, polarity="DSAT", domain=DOMAIN, top_k=1, task=USS)
     assert len(dpats) == 3 and all(p.polarity == "DSAT" for p in dpats)
     assert "dissatisfaction" in scripted.prompts["extract"][-1][-1]["content"]
 
@@ -101,7 +103,7 @@ def test_summarization_rejects_repeats_of_existing_rubrics():
 
 
 def test_generate_rubicon_provenance_and_manifest(dialogues, fake):
-    pool = generate_rubicon(dialogues, fake, domain=DOMAIN, top_k=2, batch_size=4, max_new=3, seed=11)
+    pool = generate_rubicon(dialogues, fake, domain=DOMAIN, top_k=2, batch_size=4, max_new=3, seed=11, task=USS)
     assert len(pool.by_polarity("SAT")) > 0 and len(pool.by_polarity("DSAT")) > 0
     hashes = {n: t.hash for n, t in rubicon_prompts().items()}
     for r in pool:
@@ -122,6 +124,20 @@ def test_generate_rubicon_provenance_and_manifest(dialogues, fake):
     assert m["n_examples"] == {"positive": 3, "negative": 3}
     assert m["n_patterns"] == {"SAT": 6, "DSAT": 6}
     assert m["stats"]["n_failures"] == 0
+    assert m["task"] == USS.to_dict()
+
+
+def test_generic_task_has_no_conversation_blocks_by_default(dialogues, fake, scripted):
+    """Without a task, CDP (conversation design principles) is off and no satisfaction wording
+    or booking example reaches any prompt; the task's class names do."""
+    task = TaskParams(description="Whether the reply completes the booking.", positive="complete",
+                      negative="incomplete")
+    pool = generate_rubicon(dialogues, fake, task=task, top_k=1)
+    assert pool.manifest["settings"]["use_cdp"] is False and pool.manifest["domain"] == task.description
+    texts = [m["content"] for step in ("extract", "summarize") for p in scripted.prompts[step] for m in p]
+    assert texts and not any("satisf" in t or "before booking" in t or "repeats a request" in t for t in texts)
+    assert not any("Conversational responsibility" in t or "Grice" in t for t in texts)
+    assert any('labelled "complete"' in t for t in texts) and any('labelled "incomplete"' in t for t in texts)
 
 
 def test_ablation_switches_reach_manifest(dialogues, fake):
