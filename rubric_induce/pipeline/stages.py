@@ -142,10 +142,12 @@ def artifact(ctx: RunContext) -> dict[str, Any]:
     write_artifact(ctx.out, rubrics=SELECTED_FILE, threshold=chosen.threshold, label=cfg.data.label,
                    label_threshold=cfg.data.label_threshold, score_mode=sel.get("score_mode", "expected"),
                    probe={"style": cfg.probe.style, "estimator": cfg.probe.estimator,
-                          "n_samples": cfg.probe.samples, "temperature": cfg.probe.temperature},
+                          "n_samples": cfg.probe.samples, "temperature": cfg.probe.temperature,
+                          "max_example_tokens": cfg.probe.max_example_tokens},
                    fields=cfg.data.fields, backend=cfg.backend.spec,
                    calibration=CALIBRATION if cal_info else None, question=cal_info.get("question"),
-                   judges=cal_info.get("judges", []), extra={"probe_prompt": meta.get("prompt")})
+                   judges=cal_info.get("judges", []),
+                   extra={"probe_prompt": meta.get("prompt"), "backend_options": cfg.backend.given()})
     return {"rubrics": len(chosen), "calibrated": bool(cal_info)}
 
 
