@@ -14,7 +14,8 @@ import click
 
 from ..errors import BackendError, DataError
 
-__all__ = ["backend_option", "backend_params_options", "backend_params_from", "backend_options_given", "cache_options", "data_options",
+__all__ = ["backend_option", "backend_params_options", "backend_params_from", "backend_options_given",
+           "cache_options", "data_options",
            "progress_option", "load_examples", "open_backend", "show_progress", "usage_line", "interruptible",
            "split_list"]
 

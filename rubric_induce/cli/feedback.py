@@ -7,7 +7,8 @@ import click
 
 from ..feedback import FeedbackParams
 from ..params import click_options
-from ._shared import (backend_option, backend_params_from, backend_params_options, cache_options, data_options, echo, interruptible, load_examples,
+from ._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
+                      data_options, echo, interruptible, load_examples,
                       open_backend, progress_option, show_progress, split_list)
 
 __all__ = ["command"]

@@ -12,7 +12,8 @@ import click
 
 from ..generation.api import GENERATORS, AutoCalibrateParams, GenerateParams, RubiconParams
 from ..params import click_options
-from ._shared import (backend_option, backend_params_from, backend_params_options, cache_options, data_options, echo, interruptible, load_examples,
+from ._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
+                      data_options, echo, interruptible, load_examples,
                       open_backend, progress_option, show_progress, split_list, usage_line)
 
 __all__ = ["command"]

@@ -8,7 +8,8 @@ import click
 
 from ..params import click_options
 from ..probing import ProbeParams
-from ._shared import (backend_option, backend_params_from, backend_params_options, cache_options, data_options, echo, interruptible, load_examples,
+from ._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
+                      data_options, echo, interruptible, load_examples,
                       open_backend, progress_option, show_progress, split_list)
 
 __all__ = ["command"]

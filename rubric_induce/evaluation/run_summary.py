@@ -65,7 +65,8 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
                   f"{probe_summ.get('truncated', 0)} truncated to probe.max_example_tokens. Selection: "
                   f"{sel_summ.get('probes_filled', 0)} failed training probe(s) scored neutral, "
                   f"{sel_summ.get('dropped', 0)} rubric(s) dropped past select.max_failure_rate"
-                  + (": " + ", ".join(f"`{d}`" for d in sel_summ.get("dropped_ids") or []) if sel_summ.get("dropped") else "")
+                  + (": " + ", ".join(f"`{d}`" for d in sel_summ.get("dropped_ids") or [])
+                     if sel_summ.get("dropped") else "")
                   + "."]
         health = {rid: {"bounded": h.get("bounded", 0), "failed": h.get("failed", 0), "absent": 0}
                   for rid, h in (probe_summ.get("per_rubric") or {}).items()}

@@ -3,11 +3,14 @@
 Issue 16: with ``[backend] top_logprobs = 100`` the served probes agree with the embedded model's
 (>= 95 % within 0.02 total variation) and the selected sets are equal; with ``top_logprobs = 20``
 (OpenAI's cap) answers outside the top 20 are recorded as bounded, no rubric is dropped, and the
-report counts the bounded probes. Fake-free: no generation (the demo's eight hand-written rubrics),
-no dedup, calibration or feedback. One server for the session (conftest), one run per backend.
+report counts the bounded probes. Fake-free: no generation (four of the demo's hand-written rubrics,
+two SAT and two DSAT), no dedup, calibration or feedback; the 30 shortest demo dialogues keep the
+three runs (120 probes each) to a few minutes. One server for the session (conftest), one run per
+backend.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -20,17 +23,32 @@ pytestmark = [pytest.mark.server, pytest.mark.local_model]
 
 RESOURCES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
 N_EXAMPLES = 30
+RUBRIC_IDS = ("rb-b17a24c895e5", "rb-e36ae7fd989f", "rb-2f0196ea2ea2", "rb-ec33705d5317")  # 2 SAT, 2 DSAT
 
 
-def _config(spec: str, out: Path, **backend) -> dict:
+def _inputs(folder: Path) -> tuple[Path, Path]:
+    """The 30 shortest demo dialogues and four hand-written rubrics, as files."""
+    from rubric_induce.data import RubricPool, RubricSet
+
+    rows = [json.loads(line) for line in (RESOURCES / "demo_uss_dialogues.jsonl").read_text().splitlines() if line]
+    rows = sorted(rows, key=lambda r: len(json.dumps(r["fields"])))[:N_EXAMPLES]
+    examples = folder / "dialogues.jsonl"
+    examples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pool = RubricSet.load(RESOURCES / "demo_uss_rubrics.json")
+    rubrics = folder / "rubrics.jsonl"
+    RubricPool([r for r in pool if r.id in RUBRIC_IDS]).save(rubrics)
+    return examples, rubrics
+
+
+def _config(spec: str, out: Path, inputs: tuple[Path, Path], **backend) -> dict:
     return {
-        "run": {"out": str(out), "seed": 0, "test_size": 0.5, "limit": N_EXAMPLES},
-        "data": {"examples": str(RESOURCES / "demo_uss_dialogues.jsonl"), "label": "sat"},
+        "run": {"out": str(out), "seed": 0, "test_size": 0.5},
+        "data": {"examples": str(inputs[0]), "label": "sat"},
         "backend": {"spec": spec, "cache": "llm_calls.sqlite", **backend},
-        "generate": {"method": "none", "include": [str(RESOURCES / "demo_uss_rubrics.json")]},
+        "generate": {"method": "none", "include": [str(inputs[1])]},
         "dedup": {"enabled": False},
         "probe": {"style": "score-only"},
-        "select": {"method": "rubicon", "n_sat": 2, "n_dsat": 2, "options": {"alpha": 1.0}},
+        "select": {"method": "rubicon", "n_sat": 1, "n_dsat": 1, "options": {"alpha": 1.0}},
         "calibrate": {"enabled": False},
         "feedback": {"enabled": False},
     }
@@ -45,12 +63,13 @@ def _run(raw: dict, out: Path):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, llama_server, embedded_model_path):
     base = tmp_path_factory.mktemp("served")
+    inputs = _inputs(base)
     served = f"openai-compatible/smollm2@{llama_server}"
     return {
-        "local": _run(_config("local", base / "local"), base / "local"),
-        "top100": _run(_config(served, base / "top100", top_logprobs=100, max_retries=1, concurrency=1),
+        "local": _run(_config("local", base / "local", inputs), base / "local"),
+        "top100": _run(_config(served, base / "top100", inputs, top_logprobs=100, max_retries=1, concurrency=1),
                        base / "top100"),
-        "top20": _run(_config(served, base / "top20", top_logprobs=20, max_retries=1, concurrency=1),
+        "top20": _run(_config(served, base / "top20", inputs, top_logprobs=20, max_retries=1, concurrency=1),
                       base / "top20"),
     }
 
@@ -69,7 +88,7 @@ def _selected(result) -> list[str]:
 
 def test_top_logprobs_100_matches_the_embedded_model(runs):
     (local, local_probes, _), (served, served_probes, _) = runs["local"], runs["top100"]
-    assert len(local_probes) == len(served_probes) == N_EXAMPLES * 8
+    assert len(local_probes) == len(served_probes) == N_EXAMPLES * len(RUBRIC_IDS)
     assert served_probes.meta["backend"]["top_logprobs"] == 100
     tv = _tv(local_probes, served_probes)
     share = float(np.mean(tv <= 0.02))
@@ -91,7 +110,7 @@ def test_top_logprobs_20_bounds_answers_and_drops_no_rubric(runs):
     assert all(max((p for a, p in zip(r.answers, r.raw) if a not in r.bounded), default=r.bound) >= r.bound
                for r in bounded)
     sel = served.summaries["select"]
-    assert sel["dropped"] == 0 and sel["pool"] == 8
+    assert sel["dropped"] == 0 and sel["pool"] == len(RUBRIC_IDS)
     assert sel["probes_bounded"] > 0
     report = (served.out / "report.md").read_text()
     assert "## Probes" in report and f"{probes.n_bounded} bounded" in report
