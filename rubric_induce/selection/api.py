@@ -111,7 +111,8 @@ def probe_health_markdown(health: Mapping[str, Mapping[str, int]], n_examples: i
     if not rows:
         return ""
     n = n_examples if n_examples is not None else max(h.get("n", 0) for _, h in rows)
-    lines = ["", f"### Probe health ({len(rows)} rubric(s) with bounded or failed probes, of {n} examples)", "",
+    of = f", of {n} examples" if n else ""
+    lines = ["", f"### Probe health ({len(rows)} rubric(s) with bounded or failed probes{of})", "",
              "Bounded: an allowed answer was outside the backend's top-k (kept, below the bound). Failed or "
              "absent: no distribution; under select.max_failure_rate they score neutral.", "",
              "| rubric | bounded | failed | absent |", "|---|---|---|---|"]

@@ -28,13 +28,14 @@ RUBRIC_IDS = ("rb-b17a24c895e5", "rb-e36ae7fd989f", "rb-2f0196ea2ea2", "rb-ec337
 
 def _inputs(folder: Path) -> tuple[Path, Path]:
     """The 30 shortest demo dialogues and four hand-written rubrics, as files."""
-    from rubric_induce.data import RubricPool, RubricSet
+    from rubric_induce.data import RubricPool
+    from rubric_induce.handoff import import_rubrics
 
     rows = [json.loads(line) for line in (RESOURCES / "demo_uss_dialogues.jsonl").read_text().splitlines() if line]
     rows = sorted(rows, key=lambda r: len(json.dumps(r["fields"])))[:N_EXAMPLES]
     examples = folder / "dialogues.jsonl"
     examples.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    pool = RubricSet.load(RESOURCES / "demo_uss_rubrics.json")
+    pool = list(import_rubrics(RESOURCES / "demo_uss_rubrics.json"))
     rubrics = folder / "rubrics.jsonl"
     RubricPool([r for r in pool if r.id in RUBRIC_IDS]).save(rubrics)
     return examples, rubrics
@@ -87,15 +88,21 @@ def _selected(result) -> list[str]:
 
 
 def test_top_logprobs_100_matches_the_embedded_model(runs):
+    """Measured (2 cores): the 103 of 120 probes with every answer in the top 100 agree to 6e-8 TV;
+    the 17 others (the 135M model puts ~1 % on the digits there) have an answer below the
+    100th token and stay within their documented worst case, len(bounded) * bound / mass."""
     (local, local_probes, _), (served, served_probes, _) = runs["local"], runs["top100"]
     assert len(local_probes) == len(served_probes) == N_EXAMPLES * len(RUBRIC_IDS)
     assert served_probes.meta["backend"]["top_logprobs"] == 100
-    tv = _tv(local_probes, served_probes)
-    share = float(np.mean(tv <= 0.02))
-    print(f"top_logprobs=100: {share:.1%} of {len(tv)} probes within TV 0.02 (median TV {np.median(tv):.2e}, "
-          f"max {tv.max():.3f}); bounded {served_probes.n_bounded}, failed {served_probes.n_errors}")
-    assert share >= 0.95
+    tv = _tv(served_probes, local_probes)
+    listed = np.array([not r.is_bounded for r in served_probes.records])
+    print(f"top_logprobs=100: {np.mean(tv <= 0.02):.1%} of {len(tv)} probes within TV 0.02; fully listed "
+          f"{listed.sum()}: {np.mean(tv[listed] <= 0.02):.1%} (max {tv[listed].max():.2e}); bounded "
+          f"{served_probes.n_bounded}, failed {served_probes.n_errors}")
     assert served_probes.n_errors == 0
+    assert np.mean(tv[listed] <= 0.02) >= 0.95 and listed.mean() >= 0.8
+    worst = np.array([len(r.bounded) * r.bound / r.mass if r.is_bounded else 0.0 for r in served_probes.records])
+    assert np.all(tv[~listed] <= worst[~listed] + 1e-6)
     assert _selected(served) == _selected(local)
 
 
