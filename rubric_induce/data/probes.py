@@ -17,7 +17,7 @@ from ..errors import DataError
 from .jsonl import read_json, read_jsonl, write_json, write_jsonl
 from .model import manifest_path
 
-__all__ = ["ProbeRecord", "ProbeArrays", "ProbeTable"]
+__all__ = ["ProbeRecord", "ProbeArrays", "ProbeTable", "probe_health_markdown"]
 
 
 @dataclass
@@ -240,3 +240,18 @@ class ProbeTable:
                 raise DataError(f"invalid probe record: {exc}", path=path, line=line_no) from None
         mpath = manifest_path(path)
         return cls(records, read_json(mpath) if mpath.exists() else {})
+
+
+def probe_health_markdown(health: Mapping[str, Mapping[str, int]], n_examples: int | None = None) -> str:
+    """A markdown table of the rubrics with bounded, failed or absent probes ('' when none)."""
+    rows = [(rid, h) for rid, h in health.items() if h.get("bounded") or h.get("failed") or h.get("absent")]
+    if not rows:
+        return ""
+    n = n_examples if n_examples is not None else max(h.get("n", 0) for _, h in rows)
+    of = f", of {n} examples" if n else ""
+    lines = ["", f"### Probe health ({len(rows)} rubric(s) with bounded or failed probes{of})", "",
+             "Bounded: an allowed answer was outside the backend's top-k (kept, below the bound). Failed or "
+             "absent: no distribution; under select.max_failure_rate they score neutral.", "",
+             "| rubric | bounded | failed | absent |", "|---|---|---|---|"]
+    lines += [f"| `{rid}` | {h.get('bounded', 0)} | {h.get('failed', 0)} | {h.get('absent', 0)} |" for rid, h in rows]
+    return "\n".join(lines) + "\n"

@@ -56,7 +56,7 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
     probe_summ = _load(out / "stages" / "probe.json").get("summary") or {}
     sel_summ = _load(out / "stages" / "select.json").get("summary") or {}
     if probe_summ.get("bounded") or probe_summ.get("failed") or sel_summ.get("dropped"):
-        from ..selection.api import probe_health_markdown
+        from ..data.probes import probe_health_markdown
 
         lines += ["", "## Probes", "",
                   f"{probe_summ.get('probes', '?')} probes: {probe_summ.get('bounded', 0)} bounded (an allowed "

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..data import Example, Rubric, RubricSet
 from ..data.jsonl import jsonable
+from ..data.probes import probe_health_markdown  # re-exported
 from ..errors import DataError
 from ..params import Params, param, suggest
 
@@ -103,21 +104,6 @@ def usable_rubrics(table, examples: Sequence[Example], rubrics: Sequence[Rubric]
         raise DataError(f"every rubric has more than {max_failure_rate:.0%} of its probes unusable; see the "
                         "'error' of the records in the probes file", path=source, field="select.missing")
     return kept, sorted(over)
-
-
-def probe_health_markdown(health: Mapping[str, Mapping[str, int]], n_examples: int | None = None) -> str:
-    """A markdown table of the rubrics with bounded, failed or absent probes ('' when none)."""
-    rows = [(rid, h) for rid, h in health.items() if h.get("bounded") or h.get("failed") or h.get("absent")]
-    if not rows:
-        return ""
-    n = n_examples if n_examples is not None else max(h.get("n", 0) for _, h in rows)
-    of = f", of {n} examples" if n else ""
-    lines = ["", f"### Probe health ({len(rows)} rubric(s) with bounded or failed probes{of})", "",
-             "Bounded: an allowed answer was outside the backend's top-k (kept, below the bound). Failed or "
-             "absent: no distribution; under select.max_failure_rate they score neutral.", "",
-             "| rubric | bounded | failed | absent |", "|---|---|---|---|"]
-    lines += [f"| `{rid}` | {h.get('bounded', 0)} | {h.get('failed', 0)} | {h.get('absent', 0)} |" for rid, h in rows]
-    return "\n".join(lines) + "\n"
 
 
 def check_selection_labels(y: np.ndarray, method: str, label: str) -> bool:
