@@ -212,6 +212,9 @@ class CachedBackend(Backend):
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
 
+    def truncate_tokens(self, text: str, max_tokens: int) -> str:
+        return self.inner.truncate_tokens(text, max_tokens)
+
     def _lookup(self, method: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
         key = cache_key(self.inner.identity(), method, payload)
         return key, (self.cache.get(key) if self.cache is not None else None)

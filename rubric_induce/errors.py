@@ -12,6 +12,7 @@ __all__ = [
     "DataError",
     "BackendError",
     "LogprobsUnavailableError",
+    "ContextOverflowError",
     "MissingDependencyError",
     "ReplyParseError",
     "NotFittedError",
@@ -54,6 +55,12 @@ class BackendError(RubricInduceError, RuntimeError):
 
 class LogprobsUnavailableError(BackendError):
     """The backend gave no log-probabilities; use the sampling estimator instead."""
+
+
+class ContextOverflowError(BackendError):
+    """One prompt does not fit the model's context window (a per-example error: probing records
+    it as a failed probe naming the example; ``probe.max_example_tokens`` or ``backend.n_ctx``
+    fix it)."""
 
 
 class ReplyParseError(RubricInduceError, ValueError):

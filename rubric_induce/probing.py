@@ -28,8 +28,8 @@ from .backends.options import CallOptions
 from .backends.concurrency import run_bounded
 from .data.model import AnswerScale, Example, Rubric
 from .data.probes import ProbeArrays, ProbeRecord, ProbeTable  # re-exported: they lived here
-from .data.render import render_example  # re-exported: probing.render_example predates data.render
-from .errors import LogprobsUnavailableError, RubricInduceError
+from .data.render import render_example, render_example_tokens  # render_example: re-exported
+from .errors import ContextOverflowError, LogprobsUnavailableError, RubricInduceError
 from .params import Params, param
 from .progress import progress_bar
 from .task import TaskParams
@@ -75,6 +75,9 @@ class ProbeParams(Params):
     temperature: float = param(1.0, ge=0.0, help="Sampling temperature for the sampling estimator.")
     max_analysis_tokens: int = param(200, ge=1, help="Reply length cap before the rating (analyze-rate).",
                                      hidden=True)
+    max_example_tokens: int | None = param(None, gt=0, help="Cut each example's text to this many tokens "
+                                           "(backend tokenizer), marked '[... truncated]' in the prompt "
+                                           "and in the probe record. Default: no limit.")
 
 
 def _scale_phrase(scale: AnswerScale) -> str:
@@ -94,11 +97,13 @@ def build_messages(
     fields: Sequence[str] | None = None,
     template: PromptTemplate | None = None,
     task: TaskParams | None = None,
+    text: str | None = None,
 ) -> tuple[list[dict[str, str]], PromptTemplate]:
     """Chat messages of one probe (example first, rubric last) and the template used.
 
     ``task`` words the prompt (kind of text, description, field roles); everything it adds comes
-    before the example, so each example's prefix stays shared by all its rubrics.
+    before the example, so each example's prefix stays shared by all its rubrics. ``text``: the
+    example as already rendered (e.g. truncated); default: :func:`render_example`.
     """
     if style not in PROBE_STYLES:
         raise RubricInduceError(f"unknown probe style {style!r}; choose from {', '.join(PROBE_STYLES)}")
@@ -108,7 +113,8 @@ def build_messages(
         levels = "\nLevels:\n" + "\n".join(f"{lab}: {d}" for lab, d in zip(rubric.scale.labels, rubric.levels))
     words = (task or TaskParams()).wording()
     names = list(fields) if fields is not None else list(example.fields)
-    messages = template.render(example=render_example(example, fields), rubric=rubric.text,
+    messages = template.render(example=render_example(example, fields) if text is None else text,
+                               rubric=rubric.text,
                                levels=levels, scale=_scale_phrase(rubric.scale), kind=words.probe_kind,
                                a_kind=("an " if words.probe_kind[:1].lower() in "aeiou" else "a ") + words.probe_kind,
                                task_block=words.context_block(),
@@ -137,20 +143,37 @@ def parse_answer(text: str, labels: Sequence[str], style: str) -> str | None:
     return None
 
 
-def _from_logprobs(backend: Backend, messages, scale: AnswerScale, prefix: str = "") -> list[float]:
+def _from_logprobs(backend: Backend, messages, scale: AnswerScale,
+                   prefix: str = "") -> tuple[list[float], list[str] | None, float | None]:
+    """``(raw, bounded answers, bound)`` at the answer position; see :class:`ProbeRecord` for how
+    answers outside a top-k backend's list are filled (0, or ``bound`` each when none is listed)."""
     # After "Rating:" the answer follows a space; scoring " 4" lets the tokenizer merge them.
     answers = [(" " + a) if prefix else a for a in scale.labels]
     res = backend.answer_logprobs(messages, answers, assistant_prefix=prefix)
-    return [math.exp(res.logprobs[a]) if res.logprobs[a] > -math.inf else 0.0 for a in answers]
+    raw = [math.exp(res.logprobs[a]) if res.logprobs[a] > -math.inf else 0.0 for a in answers]
+    return _bounded(raw, scale.labels, None if res.bound is None else math.exp(res.bound))
 
 
-def _read_after_marker(tokens, labels: Sequence[str]) -> list[float] | None:
+def _bounded(raw: list[float], labels: Sequence[str],
+             bound: float | None) -> tuple[list[float], list[str] | None, float | None]:
+    if bound is None or bound <= 0:
+        return raw, None, None
+    bounded = [lab for lab, p in zip(labels, raw) if p == 0.0]
+    if not bounded:
+        return raw, None, None
+    if len(bounded) == len(raw):  # nothing listed: uniform at the bound (neutral), not a failure
+        raw = [bound] * len(raw)
+    return raw, bounded, bound
+
+
+def _read_after_marker(tokens, labels: Sequence[str]) -> tuple[list[float], float | None] | None:
     """Distribution at the answer position after ``Rating:`` in generated token logprobs.
 
     The answer position is the first token holding a visible character after the marker; each
     top alternative there is read as the text it would make after the marker (so " 4", "4" and
     a token that fuses the marker with the answer all count), and alternatives that spell the
-    same answer are summed.
+    same answer are summed. Returns the distribution and the smallest listed probability
+    there (the bound of unlisted answers), or None without a marker.
     """
     starts, text = [], ""
     for tok in tokens:
@@ -170,7 +193,8 @@ def _read_after_marker(tokens, labels: Sequence[str]) -> list[float] | None:
         for lab in labels:
             lps = [lp for t, lp in top.items() if (before + t)[end:].strip().rstrip(".,;") == lab]
             out.append(float(np.exp(np.logaddexp.reduce(lps))) if lps else 0.0)
-        return out
+        finite = [lp for lp in top.values() if lp > -math.inf]
+        return out, (math.exp(min(finite)) if finite and tok.top else None)
     return None
 
 
@@ -187,11 +211,33 @@ def _probe_one(
     max_analysis_tokens: int,
     fields: Sequence[str] | None,
     task: TaskParams | None = None,
+    text: str | None = None,
+    example_tokens: int | None = None,
 ) -> ProbeRecord:
-    messages, template = build_messages(example, rubric, style, fields=fields, task=task)
+    messages, template = build_messages(example, rubric, style, fields=fields, task=task, text=text)
+    rec = _blank_record(example, rubric, style, estimator, template.hash, example_tokens)
+    try:
+        return _read_probe(backend, rec, messages, rubric.scale, style=style, estimator=estimator,
+                           n_samples=n_samples, temperature=temperature, seed=seed,
+                           max_analysis_tokens=max_analysis_tokens)
+    except ContextOverflowError as exc:
+        # One over-long example must not abort the run: a failed probe that names the example.
+        rec.raw = [0.0] * rubric.scale.size
+        rec.error = f"example {example.id!r} does not fit the model's context: {exc}"
+        return rec
+
+
+def _blank_record(example: Example, rubric: Rubric, style: str, estimator: str, prompt_hash: str,
+                  example_tokens: int | None) -> ProbeRecord:
     scale = rubric.scale
-    rec = ProbeRecord(example.id, rubric.id, list(scale.labels), list(scale.values), [0.0] * scale.size,
-                      style, estimator, template.hash)
+    return ProbeRecord(example.id, rubric.id, list(scale.labels), list(scale.values), [0.0] * scale.size,
+                       style, estimator, prompt_hash, truncated=example_tokens is not None,
+                       example_tokens=example_tokens)
+
+
+def _read_probe(backend: Backend, rec: ProbeRecord, messages, scale: AnswerScale, *, style: str,
+                estimator: str, n_samples: int, temperature: float, seed: int,
+                max_analysis_tokens: int) -> ProbeRecord:
     if estimator == "sampling":
         counts = dict.fromkeys(scale.labels, 0)
         max_tokens = _SAMPLE_TOKENS.get(style, max_analysis_tokens)
@@ -207,7 +253,7 @@ def _probe_one(
             rec.error = f"no valid answer in {n_samples} samples"
         return rec
     if style != "analyze-rate":
-        rec.raw = _from_logprobs(backend, messages, scale)
+        rec.raw, rec.bounded, rec.bound = _from_logprobs(backend, messages, scale)
         if rec.mass == 0:
             rec.error = "the model put no probability on any allowed answer"
         return rec
@@ -221,7 +267,7 @@ def _probe_one(
             prefix = reply.text.rstrip() + "\n" + RATING_MARKER
             rec.forced_answer = True
         rec.analysis = prefix[: -len(RATING_MARKER)].rstrip()
-        rec.raw = _from_logprobs(backend, messages, scale, prefix)
+        rec.raw, rec.bounded, rec.bound = _from_logprobs(backend, messages, scale, prefix)
     else:
         reply = backend.chat(messages, CallOptions(temperature=0.0, max_tokens=max_analysis_tokens, seed=seed,
                                                    top_logprobs=20))
@@ -230,11 +276,11 @@ def _probe_one(
                 f"backend {backend.kind}/{backend.model} returned no token logprobs for the analysis; "
                 "use --estimator sampling")
         rec.analysis = reply.text
-        dist = _read_after_marker(reply.tokens, scale.labels)
-        if dist is None:
+        read = _read_after_marker(reply.tokens, scale.labels)
+        if read is None:
             rec.error = f"no '{RATING_MARKER}' line in the analysis"
         else:
-            rec.raw = dist
+            rec.raw, rec.bounded, rec.bound = _bounded(read[0], scale.labels, read[1])
     if rec.mass == 0 and rec.error is None:
         rec.error = "the model put no probability on any allowed answer"
     return rec
@@ -286,9 +332,17 @@ def probe(
     tasks = [(ex, rb) for ex in examples for rb in rubrics]  # example-major: prefix reuse
     options = dict(style=style, estimator=estimator, n_samples=n_samples, temperature=temperature,
                    seed=seed, max_analysis_tokens=max_analysis_tokens, fields=fields, task=task)
+    # Each example is rendered (and, with max_example_tokens, counted and cut) once, not per rubric.
+    rendered: dict[str, tuple[str, int | None]] = {}
+    if params.max_example_tokens is not None:
+        for ex in examples:
+            if ex.id not in rendered:
+                rendered[ex.id] = render_example_tokens(ex, fields, params.max_example_tokens,
+                                                        backend.count_tokens, backend.truncate_tokens)
 
-    def run(task: tuple[Example, Rubric]) -> ProbeRecord:
-        return _probe_one(backend, task[0], task[1], **options)
+    def run(pair: tuple[Example, Rubric]) -> ProbeRecord:
+        text, n_tokens = rendered.get(pair[0].id, (None, None))
+        return _probe_one(backend, pair[0], pair[1], text=text, example_tokens=n_tokens, **options)
 
     bar = progress_bar(len(tasks), desc="probing", unit="probe", enabled=progress)
     records: list[ProbeRecord] = []
@@ -310,6 +364,8 @@ def probe(
             "n_examples": len(examples), "n_rubrics": len(rubrics), "seed": seed}
     if not task.is_default:
         meta["task"] = task.to_dict()
+    if params.max_example_tokens is not None:
+        meta["max_example_tokens"] = params.max_example_tokens
     if estimator == "sampling":
         meta.update(n_samples=n_samples, temperature=temperature)
     return ProbeTable(records, meta)

@@ -24,7 +24,7 @@ __all__ = ["ARTIFACT_NAME", "ScoreResult", "RubricScorer", "write_artifact"]
 ARTIFACT_NAME = "artifact.json"
 ARTIFACT_FORMAT = "rubric-induce-scorer"
 ARTIFACT_VERSION = 1
-_PROBE_KEYS = ("style", "estimator", "n_samples", "temperature", "max_analysis_tokens")
+_PROBE_KEYS = ("style", "estimator", "n_samples", "temperature", "max_analysis_tokens", "max_example_tokens")
 
 
 @dataclass
@@ -117,12 +117,16 @@ class RubricScorer:
 
     # -- loading -----------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str | Path, *, backend: Any = None, cache: str | Path | bool | None = None) -> RubricScorer:
+    def load(cls, path: str | Path, *, backend: Any = None, cache: str | Path | bool | None = None,
+             backend_options: Mapping[str, Any] | None = None) -> RubricScorer:
         """Load from a run directory, an artifact folder or an ``artifact.json`` file.
 
         ``backend``: a :class:`~rubric_induce.backends.Backend` or a spec string (default: the one
         the rubrics were probed with). ``cache``: SQLite call cache for new probes (default: the
         run's ``llm_calls.sqlite`` when present, else the user cache; ``False`` = none).
+        ``backend_options``: ``[backend]`` call options (``top_logprobs``, ``timeout``, ...), over the
+        run's; the run's that do not apply to the backend's kind are left out, given ones that do
+        not are a DataError.
         """
         path = Path(path)
         doc_path = path / ARTIFACT_NAME if path.is_dir() else path
@@ -158,7 +162,13 @@ class RubricScorer:
                      probe_options=doc.get("probe") or {}, fields=doc.get("fields"), label=doc.get("label"),
                      source=str(doc_path), input=doc.get("input"), task=task)
         if backend is not None or doc.get("backend"):
-            scorer._backend_spec = (backend if backend is not None else doc["backend"], cache, base)
+            spec = backend if backend is not None else doc["backend"]
+            if backend_options and not hasattr(spec, "answer_logprobs"):
+                from .backends.params import BackendParams
+
+                BackendParams(spec=str(spec), **backend_options)  # given ones must apply to the spec
+            options = {**(doc.get("backend_options") or {}), **dict(backend_options or {})}
+            scorer._backend_spec = (spec, cache, base, options)
         return scorer
 
     # -- scoring -----------------------------------------------------------------------------
@@ -306,14 +316,20 @@ class _torch_threads:
         torch.set_num_threads(self.old)
 
 
-def _open(backend: Any, cache: str | Path | bool | None, base: Path):
-    """A backend object from a spec string, wrapped in a call cache unless ``cache`` is False."""
-    from .backends import Backend, get_backend
+def _open(backend: Any, cache: str | Path | bool | None, base: Path, options: Mapping[str, Any] | None = None):
+    """A backend object from a spec string (with the ``[backend]`` ``options`` that apply to its
+    kind), wrapped in a call cache unless ``cache`` is False."""
+    from .backends import Backend
+    from .backends.params import BackendParams
     from .cache import CachedBackend, CallCache, default_cache_path
 
     if isinstance(backend, Backend):
         return backend
-    inner = get_backend(str(backend))
+    try:
+        params = BackendParams.for_spec(str(backend), options)
+    except DataError as exc:
+        raise DataError(exc.message, field=exc.field or "backend") from None
+    inner = params.open()
     if cache is False:
         return inner
     if cache is None or cache is True:

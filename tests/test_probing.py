@@ -96,9 +96,10 @@ def test_analyze_rate_reads_token_logprobs_when_no_prefix_support(examples, rubr
     tokens = [TokenLogprob("Good", -0.1), TokenLogprob(".\n", -0.1), TokenLogprob("Rating", -0.1),
               TokenLogprob(":", -0.1), TokenLogprob(" 4", math.log(0.6),
                                                      {" 4": math.log(0.6), " 3": math.log(0.3), "4": math.log(0.05)})]
-    assert _read_after_marker(tokens, ["1", "2", "3", "4", "5"]) == pytest.approx([0, 0, 0.3, 0.65, 0])
+    dist, bound = _read_after_marker(tokens, ["1", "2", "3", "4", "5"])
+    assert dist == pytest.approx([0, 0, 0.3, 0.65, 0]) and bound == pytest.approx(0.05)
     fused = [TokenLogprob("Rating:", -0.1), TokenLogprob(" 2", -0.2, {" 2": math.log(0.5), " 1": math.log(0.5)})]
-    assert _read_after_marker(fused, ["1", "2"]) == pytest.approx([0.5, 0.5])
+    assert _read_after_marker(fused, ["1", "2"])[0] == pytest.approx([0.5, 0.5])
     assert _read_after_marker([TokenLogprob("no marker", -1.0)], ["1"]) is None
     rec = probe(examples[:1], rubrics[:1], backend, style="analyze-rate").records[0]
     assert rec.ok and rec.raw[3] > 0  # fake token logprobs put 0.9 on the generated " 4"

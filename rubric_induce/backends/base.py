@@ -110,20 +110,37 @@ class AnswerLogprobs:
 
     The probabilities are *not* renormalised: their sum is the mass Z the model put on the
     allowed answers, which LLM-RUBRIC feeds to its calibration network as is.
+
+    ``bound`` is set by backends that see only the top-k alternatives (OpenAI-compatible
+    servers): the logprob of the *smallest listed* alternative. An answer reported as ``-inf``
+    is then not "impossible" but "not in the top k", i.e. its logprob is at most ``bound``.
+    ``None`` means the backend saw the whole distribution, so ``-inf`` really is (near) zero.
     """
 
     logprobs: dict[str, float]
     usage: Usage = field(default_factory=Usage)
+    bound: float | None = None
+
+    @property
+    def bounded(self) -> list[str]:
+        """Answers known only to lie below ``bound`` (empty when the distribution is complete)."""
+        if self.bound is None:
+            return []
+        return [a for a, v in self.logprobs.items() if v == float("-inf")]
 
     def to_dict(self) -> dict[str, Any]:
         # JSON has no -inf; store None for an answer the backend never reported.
-        return {"logprobs": {k: (None if v == float("-inf") else v) for k, v in self.logprobs.items()},
-                "usage": self.usage.to_dict()}
+        out: dict[str, Any] = {"logprobs": {k: (None if v == float("-inf") else v) for k, v in self.logprobs.items()},
+                               "usage": self.usage.to_dict()}
+        if self.bound is not None:
+            out["bound"] = self.bound
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AnswerLogprobs:
+        bound = data.get("bound")
         return cls({k: (float("-inf") if v is None else float(v)) for k, v in data["logprobs"].items()},
-                   Usage.from_dict(data.get("usage", {})))
+                   Usage.from_dict(data.get("usage", {})), None if bound is None else float(bound))
 
 
 class Backend(ABC):
@@ -168,6 +185,23 @@ class Backend(ABC):
     def count_tokens(self, text: str) -> int:
         """Token count for budgeting; backends with a tokenizer override this rough estimate."""
         return max(1, len(text) // 4)
+
+    def truncate_tokens(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of ``text`` that :meth:`count_tokens` counts as at most ``max_tokens``.
+
+        A binary search over cut points (about log2(len) counts); backends that can detokenize
+        override it with an exact cut. ``text`` itself when it fits.
+        """
+        if self.count_tokens(text) <= max_tokens:
+            return text
+        lo, hi = 0, len(text)  # count(text[:lo]) <= max_tokens < count(text[:hi])
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.count_tokens(text[:mid]) <= max_tokens:
+                lo = mid
+            else:
+                hi = mid
+        return text[:lo]
 
     def close(self) -> None:  # pragma: no cover - trivial default
         """Release model memory, connections or servers."""

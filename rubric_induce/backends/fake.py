@@ -58,7 +58,10 @@ class FakeBackend(Backend):
     :class:`CallOptions` fields, ``stop`` as a list), a list consumed in order, or a
     mapping from a substring of the last user message to the reply. ``answers``: a callable
     ``(messages, answers, assistant_prefix) -> {answer: probability}`` (missing answers get 0).
-    ``logprobs=False`` makes it behave like an endpoint without logprobs.
+    ``logprobs=False`` makes it behave like an endpoint without logprobs. ``top_logprobs=k``
+    makes it behave like a server that lists only the k most probable tokens: the script's
+    entries (answers, and any other keys it returns, which stand for other tokens) are ranked,
+    answers outside the top k come back as ``-inf`` and ``bound`` is the smallest listed logprob.
     """
 
     kind = "fake"
@@ -76,7 +79,11 @@ class FakeBackend(Backend):
         seed: int = 0,
         max_concurrency: int = 1,
         delay: float = 0.0,
+        top_logprobs: int | None = None,
     ) -> None:
+        if top_logprobs is not None and int(top_logprobs) < 1:
+            raise BackendError(f"top_logprobs must be at least 1, got {top_logprobs}")
+        self.top_logprobs = None if top_logprobs is None else int(top_logprobs)
         self.model = model
         self.replies = list(replies) if isinstance(replies, (list, tuple)) else replies
         self.answers = answers
@@ -88,7 +95,10 @@ class FakeBackend(Backend):
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
     def identity(self) -> dict[str, Any]:
-        return {"kind": self.kind, "model": self.model, "seed": self.seed, "mass": self.mass}
+        ident = {"kind": self.kind, "model": self.model, "seed": self.seed, "mass": self.mass}
+        if self.top_logprobs is not None:
+            ident["top_logprobs"] = self.top_logprobs
+        return ident
 
     def count_tokens(self, text: str) -> int:
         return len(text.split())
@@ -153,17 +163,26 @@ class FakeBackend(Backend):
         if not self.supports_logprobs:
             raise LogprobsUnavailableError("FakeBackend(logprobs=False) gives no logprobs; "
                                            "use the sampling estimator")
+        others: dict[str, float] = {}
         if self.answers is not None:
             probs = dict(self.answers(messages, answers, assistant_prefix))
             p = np.array([float(probs.get(a, 0.0)) for a in answers])
+            others = {k: float(v) for k, v in probs.items() if k not in set(answers)}
         else:
             rng = np.random.default_rng(_digest(self.seed, [dict(m) for m in messages], list(answers),
                                                 assistant_prefix))
             p = rng.dirichlet(np.full(len(answers), 0.7)) * self.mass
+        bound = None
+        if self.top_logprobs is not None:
+            ranked = sorted([*p, *others.values()], reverse=True)[: self.top_logprobs]
+            listed = [v for v in ranked if v > 0]
+            cut = listed[-1] if listed else np.inf
+            p = np.where(p >= cut, p, 0.0)
+            bound = float(np.log(cut)) if listed else None
         with np.errstate(divide="ignore"):
             logp = np.log(p)
         return AnswerLogprobs({a: float(lp) for a, lp in zip(answers, logp)},
-                              self._usage(messages, assistant_prefix + answers[0]))
+                              self._usage(messages, assistant_prefix + answers[0]), bound=bound)
 
 
 def _split_tokens(text: str) -> list[str]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendError, MissingDependencyError
+from ..errors import BackendError, ContextOverflowError, MissingDependencyError
 from .base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
 from .options import CallOptions
 
@@ -236,8 +236,10 @@ class LocalLlamaBackend(Backend):
         if n == 0:
             raise BackendError("empty prompt")
         if n >= llm.n_ctx():
-            raise BackendError(f"prompt of {n} tokens does not fit the context window of {llm.n_ctx()}"
-                               " tokens; raise n_ctx")
+            raise ContextOverflowError(
+                f"prompt of {n} tokens does not fit the context window of {llm.n_ctx()} tokens; set "
+                "probe.max_example_tokens (--max-example-tokens) to shorten examples, or raise "
+                "backend.n_ctx (--n-ctx)")
         if self.prefix_reuse if reuse is None else reuse:
             common = min(self._clean, _common_prefix(llm.input_ids[: llm.n_tokens], tokens))
             if common < n or fresh_last:
@@ -277,6 +279,14 @@ class LocalLlamaBackend(Backend):
     # ------------------------------------------------------------------ Backend API
     def count_tokens(self, text: str) -> int:
         return len(self._require().tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def truncate_tokens(self, text: str, max_tokens: int) -> str:
+        """The text of the first ``max_tokens`` tokens of ``text`` (exact: tokenize, cut, detokenize)."""
+        llm = self._require()
+        toks = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        if len(toks) <= max_tokens:
+            return text
+        return llm.detokenize(toks[:max_tokens]).decode("utf-8", errors="ignore")
 
     def identity(self) -> dict[str, Any]:
         return {"kind": self.kind, "model": self.model, **self._fingerprint}

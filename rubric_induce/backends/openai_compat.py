@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import BackendError, LogprobsUnavailableError, MissingDependencyError
+from ..errors import BackendError, ContextOverflowError, LogprobsUnavailableError, MissingDependencyError
 from .base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage, price_for
 from .options import CallOptions
 
@@ -43,6 +43,10 @@ _NO_KEY_PLACEHOLDER = "sk-no-key"
 # "logprobs is not supported for models created with logits_all=False"; retrying cannot help.
 _LOGPROBS_REFUSED = re.compile(r"logprobs?\b.*\bnot (supported|available|enabled)|logits_all", re.I)
 _NEG_INF = float("-inf")
+# How servers refuse an over-long prompt: llama.cpp server "exceeds the available context size",
+# "the request exceeds the available context"; vLLM / OpenAI "maximum context length is ...".
+_CONTEXT_OVERFLOW = re.compile(r"context (size|length|window)|exceeds? the (available )?context|"
+                               r"too many tokens|n_ctx", re.I)
 
 
 def _logaddexp(a: float, b: float) -> float:
@@ -192,7 +196,9 @@ class OpenAICompatibleBackend(Backend):
     # ------------------------------------------------------------------ public API
 
     def identity(self) -> dict[str, Any]:
-        ident: dict[str, Any] = {"kind": self.kind, "model": self.model, "base_url": self.base_url}
+        # top_logprobs decides which answers are listed (and their bound), so it keys the cache.
+        ident: dict[str, Any] = {"kind": self.kind, "model": self.model, "base_url": self.base_url,
+                                 "top_logprobs": self.top_logprobs}
         if self.extra_body:
             ident["extra_body"] = self.extra_body
         return ident
@@ -264,7 +270,10 @@ class OpenAICompatibleBackend(Backend):
             answer = keys.get(token.strip())
             if answer is not None:
                 out[answer] = _logaddexp(out[answer], logprob)
-        return AnswerLogprobs(out, self._usage(response))
+        # Only the top N are listed: an answer missing from them is below the smallest listed one.
+        finite = [lp for _, lp in candidates if lp > _NEG_INF]
+        bound = min(finite) if finite else None
+        return AnswerLogprobs(out, self._usage(response), bound=bound)
 
     def count_tokens(self, text: str) -> int:
         """``tiktoken`` count when the package (and its encoding files) are available, else len/4."""
@@ -347,6 +356,12 @@ class OpenAICompatibleBackend(Backend):
                     raise LogprobsUnavailableError(
                         f"{self._no_logprobs_message()} (HTTP {exc.status_code}: "
                         f"{_server_message(exc)})") from exc
+                if _CONTEXT_OVERFLOW.search(_server_message(exc)):
+                    raise ContextOverflowError(
+                        f"{self._label()}: the prompt does not fit the model's context (HTTP "
+                        f"{exc.status_code}: {_server_message(exc)}); set probe.max_example_tokens "
+                        "(--max-example-tokens) to shorten examples, or serve the model with a larger "
+                        "context") from exc
                 if not self._retryable_status(exc.status_code):
                     raise BackendError(f"{self._label()}: HTTP {exc.status_code} from the server: "
                                        f"{_server_message(exc)}") from exc

@@ -14,11 +14,13 @@ import click
 
 from ..errors import BackendError, DataError
 
-__all__ = ["backend_option", "cache_options", "data_options", "progress_option", "load_examples",
-           "open_backend", "show_progress", "usage_line", "interruptible", "split_list", "task_options",
-           "task_from_options"]
+__all__ = ["backend_option", "backend_params_options", "backend_params_from", "backend_options_given",
+           "cache_options", "data_options", "progress_option", "load_examples", "open_backend", "show_progress",
+           "usage_line", "interruptible", "split_list", "task_options", "task_from_options"]
 
 _TASK = "task_"  # TaskParams' fields arrive as task_<name> (their options are --task-<name>)
+#: [backend] options offered on the command line (``--top-logprobs`` ...), passed as ``backend_<name>``.
+BACKEND_CLI_OPTIONS = ("top_logprobs", "timeout", "max_retries", "concurrency", "n_ctx")
 
 
 def backend_option(f=None, *, default: str | None = "local", help_suffix: str = ""):
@@ -29,6 +31,44 @@ def backend_option(f=None, *, default: str | None = "local", help_suffix: str = 
             help="LLM backend: local[/model.gguf], openai/<model>, openai-compatible/<model>@<base_url>, fake. "
                  f"Env: RUBRIC_INDUCE_BACKEND.{help_suffix}")(fn)
     return deco(f) if f is not None else deco
+
+
+def backend_params_options(f):
+    """--top-logprobs, --timeout, --max-retries, --concurrency, --n-ctx, --extra-body: the [backend]
+    call options (from :class:`~rubric_induce.backends.params.BackendParams`), as ``backend_<name>``."""
+    from ..backends.params import BackendParams
+    from ..params import click_options
+
+    f = click.option("--extra-body", "backend_extra_body", default=None, metavar="JSON",
+                     help="Served models: a JSON object of fields added to every request, e.g. "
+                          "'{\"repeat_penalty\": 1.0}' (part of the cache key: no secrets).")(f)
+    return click_options(BackendParams, only=BACKEND_CLI_OPTIONS, prefix="backend_")(f)
+
+
+def backend_options_given(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Pop the ``backend_*`` options from a command's ``kwargs``: those given, by field name."""
+    import json
+
+    given = {name: kwargs.pop(f"backend_{name}", None) for name in (*BACKEND_CLI_OPTIONS, "extra_body")}
+    if given["extra_body"] is not None:
+        try:
+            given["extra_body"] = json.loads(given["extra_body"])
+        except json.JSONDecodeError as exc:
+            raise DataError(f"--extra-body is not valid JSON: {exc}", field="backend.extra_body") from None
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def backend_params_from(kwargs: dict[str, Any], spec: str | None, base: Any = None):
+    """Pop the ``backend_*`` options from a command's ``kwargs`` and build the
+    :class:`~rubric_induce.backends.params.BackendParams` (``base``'s values where not given);
+    a bad value or an option that does not apply to the spec's kind is a DataError naming it."""
+    from ..backends.params import BackendParams
+
+    changes = backend_options_given(kwargs)
+    if spec:
+        changes["spec"] = spec
+    base = base if base is not None else BackendParams()
+    return base.replace(**changes)
 
 
 def cache_options(f):
@@ -101,16 +141,19 @@ def load_examples(examples_path: Path | None, dataset: str | None, data_root: Pa
     return load(params, limit=limit, source=str(examples_path) if examples_path else None)
 
 
-def open_backend(spec: str, cache_path: Path | None = None, no_cache: bool = False):
-    """``(backend behind the call cache, cache or None)``; a malformed spec is an input error."""
+def open_backend(spec: str, cache_path: Path | None = None, no_cache: bool = False, params: Any = None):
+    """``(backend behind the call cache, cache or None)``; a malformed spec is an input error.
+
+    ``params`` (a :class:`~rubric_induce.backends.params.BackendParams`) carries the call
+    options; those that do not apply to ``spec``'s kind are left out (e.g. for dedup's judge)."""
     from ..backends import get_backend, parse_backend_spec
     from ..cache import CachedBackend, CallCache, default_cache_path
 
     try:
-        parse_backend_spec(spec)
+        kind = parse_backend_spec(spec)[0]
     except BackendError as exc:
         raise DataError(str(exc), field="--backend") from None
-    inner = get_backend(spec)
+    inner = get_backend(spec, **(params.options(kind) if params is not None else {}))
     cache = None if no_cache else CallCache(cache_path or default_cache_path())
     return CachedBackend(inner, cache), cache
 

@@ -7,8 +7,9 @@ import click
 
 from ..feedback import FeedbackParams
 from ..params import click_options
-from ._shared import (backend_option, cache_options, data_options, echo, interruptible, load_examples,
-                      open_backend, progress_option, show_progress, split_list, task_from_options, task_options)
+from ._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
+                      data_options, echo, interruptible, load_examples, open_backend, progress_option,
+                      show_progress, split_list, task_from_options, task_options)
 
 __all__ = ["command"]
 
@@ -22,6 +23,7 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
               help="The rubrics to summarize (JSONL); probes of other rubrics are ignored.")
 @data_options
 @backend_option
+@backend_params_options
 @cache_options
 @click.option("--out", "out_path", required=True, type=_PATH, help="Markdown report to write.")
 @click.option("--json", "json_path", type=_PATH, default=None,
@@ -42,6 +44,7 @@ def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit,
       rubric-induce feedback --probes runs/demo/probes.jsonl --rubrics pool.jsonl \\
           --examples demo.jsonl --backend local --out runs/demo/feedback.md
     """
+    bparams = backend_params_from(options, backend_spec)  # checked before any LLM call
     from ..data import RubricPool
     from ..data.jsonl import read_json
     from ..errors import DataError
@@ -60,7 +63,7 @@ def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit,
             raise DataError("must be a JSON object mapping rubric id to group name", path=groups_path)
     if table.n_errors:
         echo(f"warning: {table.n_errors} probe record(s) have no distribution and are left out")
-    backend, cache = open_backend(backend_spec, cache_path, no_cache)
+    backend, cache = open_backend(backend_spec, cache_path, no_cache, bparams)
     echo(f"summarizing with {backend.kind}/{backend.model} (budget {params.budget} tokens)")
     with interruptible(backend, cache):
         summary = feedback(table, examples, rubrics, backend, params, groups=groups, fields=split_list(fields),

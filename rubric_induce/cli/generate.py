@@ -12,9 +12,9 @@ import click
 
 from ..generation.api import GENERATORS, AutoCalibrateParams, GenerateParams, RubiconParams
 from ..params import click_options
-from ._shared import (backend_option, cache_options, data_options, echo, interruptible, load_examples,
-                      open_backend, progress_option, show_progress, split_list, task_from_options, task_options,
-                      usage_line)
+from ._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
+                      data_options, echo, interruptible, load_examples, open_backend, progress_option,
+                      show_progress, split_list, task_from_options, task_options, usage_line)
 
 __all__ = ["command"]
 
@@ -47,6 +47,7 @@ _AC = "ac_"  # AutoCalibrate options share names with RUBICON's (top_k): keep th
               help="Generation temperature (default: 0 rubicon/spur, 1 autocalibrate).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Run seed (per-call seeds derive from it).")
 @backend_option
+@backend_params_options
 @cache_options
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Pool JSONL to write (default: rubric_pools/<data>_<method>.jsonl).")
@@ -65,6 +66,7 @@ def command(examples_path, dataset, data_root, limit, method, label, label_thres
       rubric-induce generate --dataset summeval --method autocalibrate --aspect coherence \\
           --max-examples 40 --sample-sizes 4,8 --trials 2 --backend openai/gpt-4o-mini
     """
+    bparams = backend_params_from(options, backend_spec)  # checked before any LLM call
     from ..generation.api import generate
     from ..handoff import import_rubrics
 
@@ -88,7 +90,7 @@ def command(examples_path, dataset, data_root, limit, method, label, label_thres
     if out_path is None:
         stem = (dataset or (examples_path.stem if examples_path else "examples")).replace("/", "_")
         out_path = Path("rubric_pools") / f"{stem}_{method}.jsonl"
-    backend, cache = open_backend(backend_spec, cache_path, no_cache)
+    backend, cache = open_backend(backend_spec, cache_path, no_cache, bparams)
     echo(f"generating with {method} from {len(examples)} examples using {backend.kind}/{backend.model}")
     start = time.perf_counter()
     with interruptible(backend, cache):

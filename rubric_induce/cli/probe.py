@@ -8,8 +8,9 @@ import click
 
 from ..params import click_options
 from ..probing import ProbeParams
-from ._shared import (backend_option, cache_options, data_options, echo, interruptible, load_examples,
-                      open_backend, progress_option, show_progress, split_list, task_from_options, task_options)
+from ._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
+                      data_options, echo, interruptible, load_examples, open_backend, progress_option,
+                      show_progress, split_list, task_from_options, task_options)
 
 __all__ = ["command"]
 
@@ -19,6 +20,7 @@ __all__ = ["command"]
 @click.option("--rubrics", "rubrics_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Rubric pool or set (JSONL).")
 @backend_option
+@backend_params_options
 @click_options(ProbeParams)
 @task_options
 @click.option("--fields", default=None, help="Comma-separated example fields to show, in order (default: all).")
@@ -39,6 +41,7 @@ def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec
       rubric-induce probe --examples demo.jsonl --rubrics rubrics.jsonl \\
           --backend local --out runs/demo/probes.jsonl
     """
+    bparams = backend_params_from(options, backend_spec)  # checked before any LLM call
     from ..data import RubricPool
     from ..data.jsonl import atomic_write_text
     from ..probing import probe
@@ -48,7 +51,7 @@ def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec
     params = ProbeParams.from_kwargs(options)
     examples = load_examples(examples_path, dataset, data_root, limit)
     rubrics = list(RubricPool.load(rubrics_path))
-    backend, cache = open_backend(backend_spec, cache_path, no_cache)
+    backend, cache = open_backend(backend_spec, cache_path, no_cache, bparams)
     echo(f"probing {len(examples)} examples x {len(rubrics)} rubrics with {backend.kind}/{backend.model} "
          f"({params.style}, {params.estimator})")
     start = time.perf_counter()

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from ._shared import progress_option, show_progress
+from ..errors import DataError
+from ._shared import backend_params_from, backend_params_options, progress_option, show_progress
 
 __all__ = ["command"]
 
@@ -24,6 +25,7 @@ def _terminate(signum, frame) -> None:
               help="Run directory (default: [run] out in the config, else runs/<config name>).")
 @click.option("--backend", "backend_spec", default=None, envvar="RUBRIC_INDUCE_BACKEND",
               help="Override [backend] spec (e.g. fake, local, openai/gpt-4o-mini).")
+@backend_params_options
 @click.option("--limit", type=int, default=None, help="Override [run] limit (first N examples).")
 @click.option("--stop-after", type=click.Choice(_STAGES), default=None,
               help="Stop after this stage (rerun without it to continue).")
@@ -31,7 +33,7 @@ def _terminate(signum, frame) -> None:
               help="Rerun this stage and every later one even if finished (repeatable).")
 @click.option("--check", is_flag=True, help="Only validate the config and the data, then exit.")
 @progress_option
-def command(config_path, out_dir, backend_spec, limit, stop_after, force, check, progress) -> None:
+def command(config_path, out_dir, backend_spec, limit, stop_after, force, check, progress, **backend_opts) -> None:
     """Run generate -> dedup -> probe -> select -> calibrate -> evaluate -> report from CONFIG.
 
     CONFIG is a TOML (or YAML) file; see the README's "Run configs" section. Rerunning the same
@@ -47,8 +49,10 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
     from ..pipeline.runner import preflight, run_dir_for
 
     cfg = load_config(config_path)
-    if backend_spec:
-        cfg.override("backend", spec=backend_spec)
+    try:  # --backend and the [backend] call options, checked together against the spec's kind
+        cfg.backend = backend_params_from(backend_opts, backend_spec, cfg.backend)
+    except DataError as exc:
+        raise DataError(exc.message, path=cfg.source, field=exc.field) from None
     if limit is not None:
         cfg.override("run", limit=limit)
     if check:

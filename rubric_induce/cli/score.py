@@ -15,7 +15,7 @@ import click
 
 from ..data.mapping import MAPPING_FORMATS
 from ..errors import DataError
-from ._shared import echo, progress_option, show_progress, split_list
+from ._shared import backend_options_given, backend_params_options, echo, progress_option, show_progress, split_list
 
 __all__ = ["command", "input_mapping"]
 
@@ -82,6 +82,7 @@ def _write_rows(rows, out_path: Path | None) -> None:
               help="JSONL to write (default: stdout).")
 @click.option("--backend", "backend_spec", default=None, envvar="RUBRIC_INDUCE_BACKEND",
               help="Backend for the new probes (default: the one the run used).")
+@backend_params_options
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="SQLite call cache (default: the run's cache).")
 @click.option("--judge", default=None, help="Predict this judge (an unseen name uses the shared weights only).")
@@ -90,8 +91,8 @@ def _write_rows(rows, out_path: Path | None) -> None:
               help="How --trusted judges' expected scores are combined.")
 @click.option("--question", default=None, help="Calibrator only: question to predict (default: its main one).")
 @progress_option
-def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, out_path, backend_spec, cache_path, judge,
-            trusted, aggregate, question, progress) -> None:
+def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, out_path, backend_spec, cache_path,
+            judge, trusted, aggregate, question, progress, **backend_opts) -> None:
     """Score texts with a run directory's selected (and calibrated) rubrics.
 
     Each output line holds the per-rubric answer distributions, NetSAT, the binary label at the
@@ -124,7 +125,8 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
     from ..probing import ProbeTable
     from ..scoring import RubricScorer
 
-    scorer = RubricScorer.load(artifact, backend=backend_spec, cache=cache_path)
+    given = backend_options_given(backend_opts) or None  # checked against the backend's kind in load
+    scorer = RubricScorer.load(artifact, backend=backend_spec, cache=cache_path, backend_options=given)
     try:
         if probes_path is not None:
             table = ProbeTable.load(probes_path)

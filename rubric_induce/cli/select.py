@@ -65,7 +65,9 @@ def command(examples_path, dataset, data_root, limit, probes_path, rubrics_path,
     examples = load_examples(examples_path, dataset, data_root, limit)
     rubrics = list(RubricPool.load(rubrics_path))
     table = ProbeTable.load(probes_path)
-    rubrics, dropped = usable_rubrics(table, examples, rubrics, params.missing, str(probes_path))
+    n_pool = len(rubrics)
+    rubrics, dropped = usable_rubrics(table, examples, rubrics, params.missing, str(probes_path),
+                                      params.max_failure_rate)
     y = labels_from_examples(examples, label, label_threshold)
     binary = check_selection_labels(y, params.method, label)
     train_idx, test_idx = group_split(examples, y if binary else None, test_size=test_size, random_state=seed)
@@ -86,7 +88,12 @@ def command(examples_path, dataset, data_root, limit, probes_path, rubrics_path,
         if issubclass(w.category, SelectionWarning):
             echo(f"warning: {w.message}")
     if result.dropped:
-        echo(f"warning: dropped {len(result.dropped)} rubric(s) without a usable probe")
+        echo(f"warning: dropped {len(result.dropped)} of {n_pool} rubric(s) with more than "
+             f"{params.max_failure_rate:.0%} of their probes failed; {len(result.pool)} left in the pool")
+    counts = result.probe_counts()
+    if counts["bounded"] or counts["failed"] or counts["absent"]:
+        echo(f"note: {counts['bounded']} bounded probe(s) (answers outside the backend's top-k), "
+             f"{counts['failed'] + counts['absent']} failed probe(s) scored neutral; see metrics.md")
     click.echo(payload["markdown"])
     thr = payload["threshold"]
     thr_text = "n/a" if thr is None else f"{thr:.3f}"

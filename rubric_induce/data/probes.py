@@ -17,7 +17,7 @@ from ..errors import DataError
 from .jsonl import read_json, read_jsonl, write_json, write_jsonl
 from .model import manifest_path
 
-__all__ = ["ProbeRecord", "ProbeArrays", "ProbeTable"]
+__all__ = ["ProbeRecord", "ProbeArrays", "ProbeTable", "probe_health_markdown"]
 
 
 @dataclass
@@ -26,7 +26,21 @@ class ProbeRecord:
 
     ``raw`` are the unnormalised answer probabilities in the order of ``answers``; their sum is
     the mass Z. ``error`` is set (and ``raw`` all zero) when no distribution could be read, e.g.
-    an analysis without a ``Rating:`` line; such records are counted in reports, never dropped.
+    an analysis without a ``Rating:`` line or a prompt too long for the model; such records are
+    counted in reports, never dropped.
+
+    **Bounded answers.** A served model lists only its top-k tokens. An allowed answer missing
+    from them is *bounded*, not failed: its probability is at most ``bound`` (the smallest
+    listed probability), and ``bounded`` names those answers. The distribution is then formed
+    so: when some answer is listed, each bounded answer gets ``raw`` 0 (the low end of its
+    interval [0, bound]; the error this makes in ``probs`` is at most ``len(bounded) * bound /
+    mass``), so Z is the listed mass, a lower bound; when *no* answer is listed, each gets
+    ``raw = bound`` (a uniform distribution, the neutral reading), so Z is ``len(answers) *
+    bound``, an upper bound of the mass. ``bound`` is None for backends that see the whole
+    distribution (local).
+
+    ``truncated``: the example's text was cut to ``probe.max_example_tokens`` (and marked in
+    the prompt); ``example_tokens`` is its original length in tokens then.
     """
 
     example_id: str
@@ -41,6 +55,10 @@ class ProbeRecord:
     forced_answer: bool = False
     analysis: str | None = None
     error: str | None = None
+    bound: float | None = None
+    bounded: list[str] | None = None
+    truncated: bool = False
+    example_tokens: int | None = None
 
     @property
     def mass(self) -> float:
@@ -62,6 +80,11 @@ class ProbeRecord:
     def ok(self) -> bool:
         return self.error is None and self.mass > 0
 
+    @property
+    def is_bounded(self) -> bool:
+        """Some allowed answer was outside the backend's top-k (see the class docstring)."""
+        return bool(self.bounded)
+
     def to_dict(self) -> dict[str, Any]:
         out = {
             "example_id": self.example_id, "rubric_id": self.rubric_id, "answers": self.answers,
@@ -70,11 +93,16 @@ class ProbeRecord:
             "expected": None if math.isnan(self.expected) else self.expected,
             "style": self.style, "estimator": self.estimator, "prompt_hash": self.prompt_hash,
         }
-        for key in ("n_samples", "analysis", "error"):
+        for key in ("n_samples", "analysis", "error", "example_tokens"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         if self.forced_answer:
             out["forced_answer"] = True
+        if self.bounded:
+            out["bound"] = self.bound
+            out["bounded"] = list(self.bounded)
+        if self.truncated:
+            out["truncated"] = True
         return out
 
     @classmethod
@@ -85,7 +113,10 @@ class ProbeRecord:
             raw=[float(p) for p in d["raw"]], style=str(d["style"]), estimator=str(d["estimator"]),
             prompt_hash=str(d["prompt_hash"]), n_samples=d.get("n_samples"),
             forced_answer=bool(d.get("forced_answer", False)), analysis=d.get("analysis"),
-            error=d.get("error"),
+            error=d.get("error"), bound=None if d.get("bound") is None else float(d["bound"]),
+            bounded=None if d.get("bounded") is None else [str(a) for a in d["bounded"]],
+            truncated=bool(d.get("truncated", False)),
+            example_tokens=None if d.get("example_tokens") is None else int(d["example_tokens"]),
         )
 
 
@@ -125,6 +156,37 @@ class ProbeTable:
     def n_errors(self) -> int:
         return sum(1 for r in self.records if not r.ok)
 
+    @property
+    def n_bounded(self) -> int:
+        """Usable probes with some answer outside the backend's top-k."""
+        return sum(1 for r in self.records if r.ok and r.is_bounded)
+
+    @property
+    def n_truncated(self) -> int:
+        return sum(1 for r in self.records if r.truncated)
+
+    def health(self, rubric_ids: Sequence[str] | None = None,
+               example_ids: Sequence[str] | None = None) -> dict[str, dict[str, int]]:
+        """Per rubric: ``n`` expected probes (one per example), how many are ``bounded`` (usable,
+        some answer outside the top-k), ``failed`` (a record without a distribution) and
+        ``absent`` (no record). Defaults: the rubrics and examples in the table."""
+        rb = list(rubric_ids) if rubric_ids is not None else list(dict.fromkeys(r.rubric_id for r in self.records))
+        ex = list(example_ids) if example_ids is not None else list(dict.fromkeys(r.example_id for r in self.records))
+        wanted = set(ex)
+        out = {rid: {"n": len(ex), "bounded": 0, "failed": 0, "absent": len(ex)} for rid in rb}
+        seen: set[tuple[str, str]] = set()
+        for r in self.records:
+            h = out.get(r.rubric_id)
+            if h is None or r.example_id not in wanted or (r.example_id, r.rubric_id) in seen:
+                continue
+            seen.add((r.example_id, r.rubric_id))
+            h["absent"] -= 1
+            if not r.ok:
+                h["failed"] += 1
+            elif r.is_bounded:
+                h["bounded"] += 1
+        return out
+
     def get(self, example_id: str, rubric_id: str) -> ProbeRecord:
         for r in self.records:
             if r.example_id == example_id and r.rubric_id == rubric_id:
@@ -161,7 +223,8 @@ class ProbeTable:
         path = Path(path)
         write_jsonl(path, (r.to_dict() for r in self.records))
         write_json(manifest_path(path), {**self.meta, "n_records": len(self.records),
-                                          "n_errors": self.n_errors})
+                                          "n_errors": self.n_errors, "n_bounded": self.n_bounded,
+                                          "n_truncated": self.n_truncated})
         return path
 
     @classmethod
@@ -177,3 +240,18 @@ class ProbeTable:
                 raise DataError(f"invalid probe record: {exc}", path=path, line=line_no) from None
         mpath = manifest_path(path)
         return cls(records, read_json(mpath) if mpath.exists() else {})
+
+
+def probe_health_markdown(health: Mapping[str, Mapping[str, int]], n_examples: int | None = None) -> str:
+    """A markdown table of the rubrics with bounded, failed or absent probes ('' when none)."""
+    rows = [(rid, h) for rid, h in health.items() if h.get("bounded") or h.get("failed") or h.get("absent")]
+    if not rows:
+        return ""
+    n = n_examples if n_examples is not None else max(h.get("n", 0) for _, h in rows)
+    of = f", of {n} examples" if n else ""
+    lines = ["", f"### Probe health ({len(rows)} rubric(s) with bounded or failed probes{of})", "",
+             "Bounded: an allowed answer was outside the backend's top-k (kept, below the bound). Failed or "
+             "absent: no distribution; under select.max_failure_rate they score neutral.", "",
+             "| rubric | bounded | failed | absent |", "|---|---|---|---|"]
+    lines += [f"| `{rid}` | {h.get('bounded', 0)} | {h.get('failed', 0)} | {h.get('absent', 0)} |" for rid, h in rows]
+    return "\n".join(lines) + "\n"

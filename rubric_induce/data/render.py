@@ -6,12 +6,12 @@ not import each other for it).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import DataError
 from .model import Example
 
-__all__ = ["TRUNCATION_MARKER", "render_example", "truncate", "excerpt"]
+__all__ = ["TRUNCATION_MARKER", "render_example", "render_example_tokens", "truncate", "excerpt"]
 
 #: Appended to a rendered example cut at ``max_chars`` (on its own line, as RUBICON prompts show it).
 TRUNCATION_MARKER = "\n[... truncated]"
@@ -42,6 +42,38 @@ def render_example(example: Example, fields: Sequence[str] | None = None, *,
     else:
         text = "\n\n".join(f"{n.replace('_', ' ').capitalize()}:\n{example.fields[n]}" for n in names)
     return truncate(text, max_chars, marker)
+
+
+def render_example_tokens(example: Example, fields: Sequence[str] | None, max_tokens: int | None,
+                          count: Callable[[str], int], cut: Callable[[str, int], str], *,
+                          marker: str = TRUNCATION_MARKER) -> tuple[str, int | None]:
+    """``(rendered text, original token count or None)``: the example with its text fields cut so
+    that together they hold at most ``max_tokens`` tokens (by ``count``; ``cut(text, n)`` keeps
+    the first ``n`` tokens), each cut field ending in ``marker``. The count is None when nothing
+    was cut. Several fields share the budget fairly: short fields stay whole and the rest split
+    what is left equally (so a long source never crowds out the summary that follows it). Field
+    titles and the marker are not counted.
+    """
+    if max_tokens is None:
+        return render_example(example, fields), None
+    names = list(fields) if fields is not None else list(example.fields)
+    render_example(example, names)  # names a missing field
+    counts = {n: count(example.fields[n]) for n in names}
+    total = sum(counts.values())
+    if total <= max_tokens:
+        return render_example(example, names), None
+    remaining, kept = max_tokens, {}
+    order = sorted(names, key=lambda n: counts[n])
+    for i, name in enumerate(order):
+        share = remaining // (len(order) - i)
+        if counts[name] <= share:
+            kept[name] = example.fields[name]
+            remaining -= counts[name]
+        else:
+            kept[name] = cut(example.fields[name], share).rstrip() + marker
+            remaining -= share
+    cut_example = Example(example.id, {n: kept[n] for n in names})
+    return render_example(cut_example, names), total
 
 
 def excerpt(text: str, limit: int) -> str:

