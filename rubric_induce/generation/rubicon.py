@@ -550,8 +550,11 @@ def generate_rubicon(
             stats.note(f"no {polarity} rubrics were generated from {len(patterns)} patterns")
         rubrics.extend(made)
     if not rubrics:
+        rejected = "; ".join(f"{r['text']!r} ({r['reason']})" for r in stats.rejected_items[:3])
         raise GenerationError(f"{mode} generation produced no rubrics: {stats.summary()}; "
-                              f"first failure: {stats.failures[0].error if stats.failures else 'none'}")
+                              f"first failure: {stats.failures[0].error if stats.failures else 'none'}"
+                              + (f"; rejected, e.g. {rejected}" if rejected else "")
+                              + "; a stronger backend, or hand-written rubrics in generate.include, help")
     pool = RubricPool(rubrics)
     pool.manifest = {
         "method": mode, "settings": settings, "seed": seed,

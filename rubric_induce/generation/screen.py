@@ -50,6 +50,22 @@ def _ngrams(words: Sequence[str], n: int) -> set[tuple[str, ...]]:
     return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
 
 
+def _same_word(word: str, names: frozenset[str]) -> bool:
+    """``word`` is one of ``names`` or an inflection of one ("consistently", "satisfied" for
+    "consistent", "satisfaction"): a shared prefix of all but the last three letters, at least 5."""
+    if word in names:
+        return True
+    for name in names:
+        n = 0
+        for a, b in zip(word, name):
+            if a != b:
+                break
+            n += 1
+        if n >= 5 and n >= min(len(word), len(name)) - 3:
+            return True
+    return False
+
+
 def _contains(hay: Sequence[str], needle: Sequence[str]) -> bool:
     n = len(needle)
     return any(list(hay[i:i + n]) == list(needle) for i in range(len(hay) - n + 1))
@@ -100,7 +116,7 @@ class RubricScreen:
             if _ANNOTATION.search(" ".join(words)):
                 return ANNOTATION
             content = [w for w in words if w not in _STOP and w not in self.kind_words]
-            if content and self.class_words and all(w in self.class_words for w in content):
+            if content and self.class_words and all(_same_word(w, self.class_words) for w in content):
                 return LABEL
         if len(words) >= self.min_prompt_words and any(_contains(p, words) for p in self._prompt):
             return PROMPT
