@@ -169,7 +169,7 @@ def test_autocalibrate_rejects_copied_article_text():
 def test_inflected_class_words_still_restate_the_label():
     # measured on QAGS XSum with the 135M model: "consistently" slipped past an exact-word check
     for text in ("The summary is consistently consistent", "The summary is inconsistent, inconsistently.",
-                 "The summary shows consistency."):
+                 "Consistently, the summary is consistent."):
         assert rejection_reason(text, class_words=["consistent", "inconsistent"], kind_words=["summary"]) == LABEL
     # a content word that only shares a short stem with a class word is kept
     assert rejection_reason("The summary names the consortium that built it.",
