@@ -1,7 +1,8 @@
 """The same 30-example run through a llama.cpp server (openai-compatible) and through ``local``.
 
-Issue 16: with ``[backend] top_logprobs = 100`` the served probes agree with the embedded model's
-(>= 95 % within 0.02 total variation) and the selected sets are equal; with ``top_logprobs = 20``
+Issue 16: with ``[backend] top_logprobs`` set to what the server accepts (1000 here: the llama.cpp
+server takes it, and then every answer digit is listed) the served probes agree with the embedded
+model's (>= 95 % within 0.02 total variation) and the selected sets are equal; with ``top_logprobs = 20``
 (OpenAI's cap) answers outside the top 20 are recorded as bounded, no rubric is dropped, and the
 report counts the bounded probes. Fake-free: no generation (four of the demo's hand-written rubrics,
 two SAT and two DSAT), no dedup, calibration or feedback; the 30 shortest demo dialogues keep the
@@ -68,8 +69,8 @@ def runs(tmp_path_factory, llama_server, embedded_model_path):
     served = f"openai-compatible/smollm2@{llama_server}"
     return {
         "local": _run(_config("local", base / "local", inputs), base / "local"),
-        "top100": _run(_config(served, base / "top100", inputs, top_logprobs=100, max_retries=1, concurrency=1),
-                       base / "top100"),
+        "top1000": _run(_config(served, base / "top1000", inputs, top_logprobs=1000, max_retries=1, concurrency=1),
+                        base / "top1000"),
         "top20": _run(_config(served, base / "top20", inputs, top_logprobs=20, max_retries=1, concurrency=1),
                       base / "top20"),
     }
@@ -87,20 +88,20 @@ def _selected(result) -> list[str]:
     return RubricSet.load(result.out / "selected.jsonl").ids
 
 
-def test_top_logprobs_100_matches_the_embedded_model(runs):
-    """Measured (2 cores): the 103 of 120 probes with every answer in the top 100 agree to 6e-8 TV;
-    the 17 others (the 135M model puts ~1 % on the digits there) have an answer below the
-    100th token and stay within their documented worst case, len(bounded) * bound / mass."""
-    (local, local_probes, _), (served, served_probes, _) = runs["local"], runs["top100"]
+def test_top_logprobs_the_server_accepts_matches_the_embedded_model(runs):
+    """Measured (2 cores): at top_logprobs 1000 all 120 probes are fully listed and agree to 6e-8 TV.
+    (At 100, 17 of 120 probes had an answer digit below the 100th token: the 135M model puts ~1 %
+    on the digits there; experiments/bench_served_vs_local.py --tops 100 shows it.)"""
+    (local, local_probes, _), (served, served_probes, _) = runs["local"], runs["top1000"]
     assert len(local_probes) == len(served_probes) == N_EXAMPLES * len(RUBRIC_IDS)
-    assert served_probes.meta["backend"]["top_logprobs"] == 100
+    assert served_probes.meta["backend"]["top_logprobs"] == 1000
     tv = _tv(served_probes, local_probes)
-    listed = np.array([not r.is_bounded for r in served_probes.records])
-    print(f"top_logprobs=100: {np.mean(tv <= 0.02):.1%} of {len(tv)} probes within TV 0.02; fully listed "
-          f"{listed.sum()}: {np.mean(tv[listed] <= 0.02):.1%} (max {tv[listed].max():.2e}); bounded "
-          f"{served_probes.n_bounded}, failed {served_probes.n_errors}")
+    print(f"top_logprobs=1000: {np.mean(tv <= 0.02):.1%} of {len(tv)} probes within TV 0.02 (max {tv.max():.2e}); "
+          f"bounded {served_probes.n_bounded}, failed {served_probes.n_errors}")
     assert served_probes.n_errors == 0
-    assert np.mean(tv[listed] <= 0.02) >= 0.95 and listed.mean() >= 0.8
+    assert np.mean(tv <= 0.02) >= 0.95
+    # a bounded probe (if any) stays within its documented worst case, len(bounded) * bound / mass
+    listed = np.array([not r.is_bounded for r in served_probes.records])
     worst = np.array([len(r.bounded) * r.bound / r.mass if r.is_bounded else 0.0 for r in served_probes.records])
     assert np.all(tv[~listed] <= worst[~listed] + 1e-6)
     assert _selected(served) == _selected(local)
