@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "finite_pairs",
     "rankdata",
     "pearson",
     "spearman",
@@ -62,7 +63,7 @@ _KENDALL_BLOCK = 4_000_000  # elements of the sign matrix held at once by the ba
 
 # --------------------------------------------------------------------------- correlations
 
-def _finite_pairs(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+def finite_pairs(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     """The pairs where both sides are finite (as floats)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.shape != y.shape:
@@ -80,7 +81,7 @@ def rankdata(x: Any) -> np.ndarray:
 
 def pearson(x: Any, y: Any) -> float:
     """Pearson r over the pairs where both are finite; NaN when either side is constant."""
-    x, y = _finite_pairs(x, y)
+    x, y = finite_pairs(x, y)
     if len(x) < 2:
         return float("nan")
     xc, yc = x - x.mean(), y - y.mean()
@@ -90,7 +91,7 @@ def pearson(x: Any, y: Any) -> float:
 
 def spearman(x: Any, y: Any) -> float:
     """Spearman rho: Pearson on the average ranks of the finite pairs."""
-    x, y = _finite_pairs(x, y)
+    x, y = finite_pairs(x, y)
     return pearson(rankdata(x), rankdata(y))
 
 
@@ -99,7 +100,7 @@ def kendall(x: Any, y: Any) -> float:
     pairs; NaN when fewer than two remain or either side is constant."""
     from scipy.stats import kendalltau
 
-    x, y = _finite_pairs(x, y)
+    x, y = finite_pairs(x, y)
     if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")
     return float(kendalltau(x, y, variant="b").statistic)

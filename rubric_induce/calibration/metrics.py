@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MissingDependencyError
-from ..stats import CORRELATIONS, pearson
+from ..stats import CORRELATIONS, finite_pairs, pearson
 
 __all__ = [
     "rmse",
@@ -34,22 +34,14 @@ __all__ = [
 ]
 
 
-def _finite(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if x.shape != y.shape:
-        raise ValueError(f"predictions and targets differ in shape: {x.shape} vs {y.shape}")
-    keep = np.isfinite(x) & np.isfinite(y)
-    return x[keep], y[keep]
-
-
 def rmse(pred: Any, y: Any) -> float:
-    p, t = _finite(pred, y)
+    p, t = finite_pairs(pred, y)
     return float(np.sqrt(np.mean((p - t) ** 2))) if len(p) else float("nan")
 
 
 def rmse_bound(pred: Any, y: Any) -> float:
     """``sd(y) * sqrt(1 - r^2)``: no predictor with this Pearson ``r`` has a lower RMSE."""
-    p, t = _finite(pred, y)
+    p, t = finite_pairs(pred, y)
     r = pearson(p, t)
     if not np.isfinite(r):
         return float(np.std(t)) if len(t) else float("nan")
@@ -62,7 +54,7 @@ METRICS: dict[str, Callable[[Any, Any], float]] = {"rmse": rmse, **CORRELATIONS}
 
 def regression_metrics(pred: Any, y: Any) -> dict[str, float]:
     """RMSE, Pearson, Spearman, Kendall, the RMSE bound and ``n`` over the finite pairs."""
-    p, t = _finite(pred, y)
+    p, t = finite_pairs(pred, y)
     out = {name: float(fn(p, t)) for name, fn in METRICS.items()}
     out["rmse_bound"] = rmse_bound(p, t)
     out["n"] = int(len(p))
@@ -92,7 +84,7 @@ def smooth_ece(prob: Any, outcome: Any, *, sigma: float | None = None, grid_size
     ``sigma=None`` picks the bandwidth as the fixed point ``smECE(sigma) = sigma`` (bisection),
     as in Błasiok and Nakkiran's ``relplot``.
     """
-    f, y = _finite(prob, outcome)
+    f, y = finite_pairs(prob, outcome)
     if len(f) == 0:
         return float("nan")
     if (f < -1e-9).any() or (f > 1 + 1e-9).any():
@@ -116,7 +108,7 @@ def smooth_ece(prob: Any, outcome: Any, *, sigma: float | None = None, grid_size
 def smoothed_reliability(prob: Any, outcome: Any, sigma: float, grid_size: int = 201
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(grid, smoothed P(outcome | prob), density)`` for a reliability curve."""
-    f, y = _finite(prob, outcome)
+    f, y = finite_pairs(prob, outcome)
     grid = np.linspace(0.0, 1.0, grid_size)
     k = _kernel_matrix(grid, np.clip(f, 0, 1), sigma)
     dens = k.mean(axis=1)
@@ -135,7 +127,7 @@ def reliability_diagram(prob: Any, outcome: Any, path: str | Path, *, title: str
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover
         raise MissingDependencyError("matplotlib", "reliability diagrams", extra="plots") from exc
-    f, y = _finite(prob, outcome)
+    f, y = finite_pairs(prob, outcome)
     ece = smooth_ece(f, y)
     sigma = max(ece, 0.02)
     grid, curve, dens = smoothed_reliability(f, y, sigma)
