@@ -14,6 +14,7 @@ from ..backends.base import Backend
 from ..data import Example, Rubric, RubricPool
 from ..errors import DataError, RubricInduceError
 from ..params import Params, options_from, param
+from ..structured import GenerationError
 from ..task import TaskParams
 
 __all__ = ["GenerateParams", "RubiconParams", "AutoCalibrateParams", "Generator", "GENERATORS",
@@ -93,7 +94,8 @@ class GenerateResult:
         return {"method": self.method, "n_train": self.n_examples,
                 "generated": len(self.pool) - self.n_included, "generation_stats": self.stats or None,
                 "rejected": dict(self.stats.get("rejected") or {}),
-                "included": self.n_included, "pool": len(self.pool)}
+                "included": self.n_included, "pool": len(self.pool),
+                **({"generation_error": self.extra["generation_error"]} if "generation_error" in self.extra else {})}
 
     def save(self, out: str | Path) -> Path:
         """Write the pool as ``pool.jsonl`` in a run directory (or to ``out`` when it ends in .jsonl)."""
@@ -219,6 +221,7 @@ def generate(
     task = (task or TaskParams()).resolved()
     opts = params.method_options()
     generated: GenerateResult | None = None
+    failure: dict[str, Any] = {}
     if opts is not None:
         gen = GENERATORS[params.method]
         shown = examples
@@ -236,9 +239,15 @@ def generate(
             shown = [shown[i] for i in keep]
         if backend is None:
             raise RubricInduceError(f"generation with {params.method!r} needs an LLM backend")
-        generated = gen.run(shown, backend, opts, label=label, label_threshold=label_threshold, domain=domain,
-                            seed=seed, fields=fields, progress=progress, task=task)
-        generated.extra["n_shown"] = len(shown)
+        try:
+            generated = gen.run(shown, backend, opts, label=label, label_threshold=label_threshold, domain=domain,
+                                seed=seed, fields=fields, progress=progress, task=task)
+            generated.extra["n_shown"] = len(shown)
+        except GenerationError as exc:
+            if not any(len(inc) for inc in include):
+                raise
+            # the included rubrics still make a pool: go on with them, and say what generation did
+            failure = {"generation_error": str(exc), "stats": getattr(exc, "stats", None)}
     pool = RubricPool([])
     for r in (generated.pool if generated else []):
         pool.add(r)
@@ -249,9 +258,11 @@ def generate(
     if not len(pool):
         raise RubricInduceError("generation produced no rubrics and none were included; add "
                                 "generate.include = ['my_rubrics.json'] or use a stronger backend")
-    pool.manifest = {**(generated.pool.manifest if generated else {}), "method": params.method,
+    pool.manifest = {**(generated.pool.manifest if generated else {}), **failure, "method": params.method,
                      "included": list(params.include), "seed": seed, "task": task.to_dict()}
     extra = generated.extra if generated else {}
+    if failure:
+        extra = {**extra, "generation_error": failure["generation_error"]}
     return GenerateResult(pool, params.method, len(examples), n_included=len(pool) - n_generated, extra=extra)
 
 

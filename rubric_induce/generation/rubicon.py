@@ -551,10 +551,12 @@ def generate_rubicon(
         rubrics.extend(made)
     if not rubrics:
         rejected = "; ".join(f"{r['text']!r} ({r['reason']})" for r in stats.rejected_items[:3])
-        raise GenerationError(f"{mode} generation produced no rubrics: {stats.summary()}; "
+        err = GenerationError(f"{mode} generation produced no rubrics: {stats.summary()}; "
                               f"first failure: {stats.failures[0].error if stats.failures else 'none'}"
                               + (f"; rejected, e.g. {rejected}" if rejected else "")
                               + "; a stronger backend, or hand-written rubrics in generate.include, help")
+        err.stats = stats.to_dict()  # type: ignore[attr-defined]  # so a caller with included rubrics can report it
+        raise err
     pool = RubricPool(rubrics)
     pool.manifest = {
         "method": mode, "settings": settings, "seed": seed,

@@ -50,6 +50,9 @@ def generate(ctx: RunContext) -> dict[str, Any]:
     result.save(ctx.out)
     s = result.summary()
     ctx.echo(f"  pool: {s['pool']} rubrics ({s['generated']} generated, {s['included']} included)")
+    if s.get("generation_error"):
+        ctx.echo("  warning: generation produced no usable rubric; the run goes on with the included ones "
+                 "(pool.manifest.json has the reasons)")
     if s["rejected"]:
         ctx.echo("  rejected: " + ", ".join(f"{k} {v}" for k, v in sorted(s["rejected"].items())))
     return s

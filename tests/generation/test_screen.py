@@ -174,3 +174,27 @@ def test_inflected_class_words_still_restate_the_label():
     # a content word that only shares a short stem with a class word is kept
     assert rejection_reason("The summary names the consortium that built it.",
                             class_words=["consistent", "inconsistent"], kind_words=["summary"]) is None
+
+
+def test_included_rubrics_carry_a_run_whose_generation_is_all_rejected():
+    """Measured on the README demo with the 135M model: every generated rubric was a prompt copy.
+    With hand-written rubrics included the run goes on, and says why nothing was generated."""
+    from rubric_induce.data import Rubric
+    from rubric_induce.generation.api import GenerateParams, generate
+    from rubric_induce.structured import GenerationError
+    from rubric_induce.task import TaskParams
+
+    examples = [Example.create({"text": f"USER: book a table {i}\nASSISTANT: done"}, {"sat": i % 2}, id=f"e{i}")
+                for i in range(6)]
+    # every reply restates the label, so every generated rubric is rejected
+    backend = FakeBackend(replies=lambda messages, **kw: json.dumps(
+        {"patterns": ["The user was satisfied."], "rubrics": ["The user was satisfied."]}))
+    params = GenerateParams(method="rubicon", options={"use_ds": False, "top_k": 1, "max_new": 1})
+    with pytest.raises(GenerationError, match="restates the label"):
+        generate(examples, backend, params, label="sat", task=TaskParams(preset="uss"))
+    hand = [Rubric.create("The assistant confirms the booking time.", "SAT")]
+    result = generate(examples, backend, params, label="sat", task=TaskParams(preset="uss"), include=[hand])
+    assert [r.text for r in result.pool] == [hand[0].text]
+    s = result.summary()
+    assert s["generated"] == 0 and s["included"] == 1 and "restates the label" in s["generation_error"]
+    assert s["rejected"].get("restates the label", 0) >= 1
