@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from .errors import DataError
 
-__all__ = ["Params", "param", "suggest", "click_options", "params_class", "options_from"]
+__all__ = ["Params", "param", "suggest", "click_options", "params_class", "options_from", "read_at_file"]
 
 _META = "rubric_induce"
 
@@ -42,6 +42,24 @@ def suggest(name: str, choices: Sequence[str] | Mapping[str, Any]) -> str:
     """`` (did you mean 'x'?)`` for the closest known name, else an empty string."""
     close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def read_at_file(value: str | None, resolve: Any = None, *, field: str, what: str,
+                 source: str | None = None) -> str | None:
+    """A config value given as text, or as ``@path`` whose file is read (``resolve`` turns the name
+    into a path, e.g. against the config's folder); an unreadable file is a :class:`DataError`
+    naming it and ``field``."""
+    from pathlib import Path
+
+    if not (value and value.startswith("@")):
+        return value
+    path = Path((resolve or Path)(value[1:]))
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{what} file not found: {path}", path=source, field=field) from None
+    except OSError as exc:
+        raise DataError(f"cannot read the {what} file {path}: {exc.strerror}", path=source, field=field) from None
 
 
 def _meta(f: dataclasses.Field) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DataError
-from .params import Params, param, suggest
+from .params import Params, param, read_at_file, suggest
 
 __all__ = ["TaskParams", "TaskWording", "ROLES", "PRESETS", "JUDGED_ROLES", "load_task_file", "plural"]
 
@@ -141,14 +141,7 @@ class TaskParams(Params):
         if not (d and d.startswith("@")):
             return self
         path = resolve(d[1:])
-        try:
-            text = Path(path).read_text(encoding="utf-8").strip()
-        except FileNotFoundError:
-            raise DataError(f"task description file not found: {path}", path=source,
-                            field="task.description") from None
-        except OSError as exc:
-            raise DataError(f"cannot read the task description file {path}: {exc.strerror}", path=source,
-                            field="task.description") from None
+        text = read_at_file(d, resolve, field="task.description", what="task description", source=source).strip()
         if not text:
             raise DataError(f"task description file is empty: {path}", path=source, field="task.description")
         return self.replace(description=text)

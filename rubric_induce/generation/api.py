@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..backends.base import Backend
 from ..data import Example, Rubric, RubricPool
 from ..errors import DataError, RubricInduceError
-from ..params import Params, options_from, param
+from ..params import Params, options_from, param, read_at_file
 from ..structured import GenerationError
 from ..task import TaskParams
 
@@ -268,11 +268,4 @@ def generate(
 
 def read_domain(domain: str | None, resolve: Callable[[str], Path] = Path) -> str | None:
     """A domain given as text or as ``@path`` (read; errors name the file)."""
-    if domain and domain.startswith("@"):
-        path = resolve(domain[1:])
-        try:
-            return path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise DataError(f"cannot read the domain file: {exc.strerror}", path=path, field="generate.domain") \
-                from None
-    return domain
+    return read_at_file(domain, resolve, field="generate.domain", what="domain")
