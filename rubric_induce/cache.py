@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .backends.base import AnswerLogprobs, Backend, ChatResult, Message, Usage
+from .backends.base import FAULT_KEYS, AnswerLogprobs, Backend, ChatResult, FaultCounts, Message, Usage
 from .backends.options import CallOptions
 
 __all__ = ["CallCache", "UsageTally", "CachedBackend", "cache_key", "canonical_json", "canonical_value",
@@ -163,7 +163,10 @@ class CallCache:
 
 @dataclass
 class UsageTally:
-    """Thread-safe running totals for one run: calls made, cache hits, tokens and cost."""
+    """Thread-safe running totals for one run: calls made, cache hits, tokens and cost, and the
+    fault counters (retries, 429s, timeouts, failed calls, ...) of the served backends it watches
+    (:meth:`watch`; :class:`CachedBackend` watches its inner backend's ``faults``). The fault keys
+    appear in :meth:`to_dict` only when a watched backend counts faults (fake and local do not)."""
 
     calls: int = 0
     cache_hits: int = 0
@@ -172,6 +175,28 @@ class UsageTally:
     cost_usd: float = 0.0
     cost_known: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _faults: list = field(default_factory=list, repr=False, compare=False)
+
+    def watch(self, faults: FaultCounts | None) -> None:
+        """Add a backend's fault counters to this tally's totals (once per counter object)."""
+        if faults is None:
+            return
+        with self._lock:
+            if not any(f is faults for f in self._faults):
+                self._faults.append(faults)
+
+    def faults(self) -> dict[str, Any] | None:
+        """The summed fault counters of the watched backends (None when none is watched)."""
+        with self._lock:
+            sources = list(self._faults)
+        if not sources:
+            return None
+        out: dict[str, Any] = dict.fromkeys(FAULT_KEYS, 0)
+        for src in sources:
+            for k, v in src.to_dict().items():
+                out[k] += v
+        out["retry_wait_s"] = round(out["retry_wait_s"], 3)
+        return out
 
     def record(self, usage: Usage, *, cached: bool) -> None:
         with self._lock:
@@ -187,9 +212,10 @@ class UsageTally:
                 self.cost_usd += usage.cost_usd
 
     def to_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-                "cost_usd": round(self.cost_usd, 6) if self.cost_known else None}
+        out = {"calls": self.calls, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
+               "completion_tokens": self.completion_tokens,
+               "cost_usd": round(self.cost_usd, 6) if self.cost_known else None}
+        return {**out, **(self.faults() or {})}
 
 
 class CachedBackend(Backend):
@@ -199,6 +225,8 @@ class CachedBackend(Backend):
         self.inner = inner
         self.cache = cache
         self.tally = tally if tally is not None else UsageTally()
+        self.tally.watch(getattr(inner, "faults", None))  # a served backend's retries, 429s, ...
+        self.faults = getattr(inner, "faults", None)
         self.kind = inner.kind
         self.model = inner.model
         self.supports_logprobs = inner.supports_logprobs

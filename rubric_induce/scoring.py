@@ -5,6 +5,14 @@ probed), the selected rubric set (JSONL) and, when a calibration network was tra
 weights (``calibration/``: JSON config + safetensors or npz; never pickle). ``rubric-induce run``
 writes one into every run directory, so ``RubricScorer.load("runs/demo")`` works on a run folder
 as well as on a copied artifact folder.
+
+Keys go only where the user said: an artifact is a file anyone can hand you, so the endpoint it
+names (``backend``) is opened without an API key from the environment (``OPENAI_API_KEY`` /
+``RUBRIC_INDUCE_API_KEY``) when it is an ``openai-compatible`` server; pass ``backend=`` (the CLI's
+``--backend``) naming the endpoint to send your key. Kind ``openai`` always reaches api.openai.com,
+whatever the file says, so it keeps the environment's key. :attr:`RubricScorer.endpoint` and
+:attr:`RubricScorer.endpoint_note` say which endpoint is used and whether a key goes to it. The
+``backend`` written into ``artifact.json`` has the credentials of its URL redacted.
 """
 from __future__ import annotations
 
@@ -58,8 +66,10 @@ def write_artifact(directory: str | Path, *, rubrics: str, threshold: float | No
     """Write ``artifact.json`` (paths inside it are relative to ``directory``). ``task``: the run's
     :class:`~rubric_induce.task.TaskParams`, stored with its description read, so new texts are
     probed with the prompts the rubrics were selected with."""
+    from .backends.redact import redact_spec
     from .data.jsonl import write_json
 
+    backend = redact_spec(backend) if isinstance(backend, str) else backend
     doc = {"format": ARTIFACT_FORMAT, "format_version": ARTIFACT_VERSION, "rubrics": rubrics,
            "threshold": threshold, "label": label, "label_threshold": label_threshold,
            "score_mode": score_mode, "probe": {k: probe.get(k) for k in _PROBE_KEYS if k in probe},
@@ -94,7 +104,9 @@ class RubricScorer:
         self.probe_options = dict(probe_options or {})
         self.fields = list(fields) if fields else None
         self._backend = backend
-        self._backend_spec: tuple[Any, Any, Path] | None = None  # opened on first probe
+        self._backend_spec: tuple[Any, ...] | None = None  # opened on first probe
+        #: Where the backend spec came from: "argument" (backend=, --backend) or "artifact" (artifact.json).
+        self.backend_source: str | None = "argument" if backend is not None else None
         self.label = label
         self.source = source
         self.input = dict(input) if input else None  # the run's text columns and id column (artifact "input")
@@ -110,6 +122,33 @@ class RubricScorer:
     @backend.setter
     def backend(self, value) -> None:
         self._backend, self._backend_spec = value, None
+        self.backend_source = "argument" if value is not None else None
+
+    @property
+    def endpoint(self) -> str | None:
+        """The backend :meth:`score` uses, as a spec with its URL's credentials redacted (None: none)."""
+        from .backends.redact import redact_spec
+
+        if self._backend_spec is not None:
+            spec = self._backend_spec[0]
+            if not isinstance(spec, str):
+                return _describe_backend(spec)
+            return redact_spec(spec)
+        return _describe_backend(self._backend) if self._backend is not None else None
+
+    @property
+    def endpoint_note(self) -> str | None:
+        """Why no API key goes to the endpoint, and how to send one (None when the user named it,
+        or it is not an OpenAI-compatible server)."""
+        if self.backend_source != "artifact" or self._backend_spec is None:
+            return None
+        spec = self._backend_spec[0]
+        if not isinstance(spec, str) or not spec.strip().startswith("openai-compatible/"):
+            return None
+        return (f"the endpoint comes from {ARTIFACT_NAME}, a file that names where texts go; it gets no API "
+                f"key from the environment (OPENAI_API_KEY / RUBRIC_INDUCE_API_KEY). To send your key, name "
+                f"the endpoint yourself: --backend {self.endpoint} (backend=... in Python), with the real "
+                "credentials if it has any")
 
     def __repr__(self) -> str:
         cal = f", calibrated on {self.question!r}" if self.calibrator is not None else ""
@@ -168,7 +207,10 @@ class RubricScorer:
 
                 BackendParams(spec=str(spec), **backend_options)  # given ones must apply to the spec
             options = {**(doc.get("backend_options") or {}), **dict(backend_options or {})}
-            scorer._backend_spec = (spec, cache, base, options)
+            # A spec read from the artifact is not the user's word: no key from the environment.
+            trusted = backend is not None
+            scorer._backend_spec = (spec, cache, base, options, trusted)
+            scorer.backend_source = "argument" if trusted else "artifact"
         return scorer
 
     # -- scoring -----------------------------------------------------------------------------
@@ -316,9 +358,22 @@ class _torch_threads:
         torch.set_num_threads(self.old)
 
 
-def _open(backend: Any, cache: str | Path | bool | None, base: Path, options: Mapping[str, Any] | None = None):
+def _describe_backend(backend: Any) -> str:
+    """``kind/model[@url]`` of a backend object, its URL's credentials redacted."""
+    from .backends.redact import redact_text
+
+    inner = getattr(backend, "inner", backend)
+    label = getattr(inner, "_label", None)
+    if callable(label):
+        return redact_text(label())
+    return f"{getattr(inner, 'kind', type(inner).__name__)}/{getattr(inner, 'model', '')}".rstrip("/")
+
+
+def _open(backend: Any, cache: str | Path | bool | None, base: Path, options: Mapping[str, Any] | None = None,
+          trusted: bool = True):
     """A backend object from a spec string (with the ``[backend]`` ``options`` that apply to its
-    kind), wrapped in a call cache unless ``cache`` is False."""
+    kind), wrapped in a call cache unless ``cache`` is False. ``trusted=False`` (a spec read from an
+    artifact): an OpenAI-compatible endpoint gets no API key from the environment."""
     from .backends import Backend
     from .backends.params import BackendParams
     from .cache import CachedBackend, CallCache, default_cache_path
@@ -329,7 +384,7 @@ def _open(backend: Any, cache: str | Path | bool | None, base: Path, options: Ma
         params = BackendParams.for_spec(str(backend), options)
     except DataError as exc:
         raise DataError(exc.message, field=exc.field or "backend") from None
-    inner = params.open()
+    inner = params.open(key_from_env=trusted)
     if cache is False:
         return inner
     if cache is None or cache is True:

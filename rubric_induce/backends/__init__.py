@@ -10,7 +10,18 @@ Spec strings:
     the OpenAI API (key from ``OPENAI_API_KEY``).
 ``openai-compatible/<model>@<base_url>``
     any OpenAI-compatible server: vLLM, Ollama, llama.cpp server (key from
-    ``RUBRIC_INDUCE_API_KEY`` or ``OPENAI_API_KEY``; a placeholder when neither is set).
+    ``RUBRIC_INDUCE_API_KEY`` or ``OPENAI_API_KEY``; a placeholder when neither is set). The spec
+    splits at the first ``@`` followed by ``http://`` or ``https://``, so the URL may carry
+    ``user:pass@host`` (sent as basic auth) and the model name an ``@``.
+
+Which endpoint gets a key from the environment: one the user named (``--backend``, the
+``backend=`` argument, their own run config). An endpoint read from a file the user did not
+write, i.e. the ``backend`` of a run's ``artifact.json`` that ``rubric-induce score`` and
+:meth:`RubricScorer.load <rubric_induce.scoring.RubricScorer.load>` reopen, is opened with
+``api_key_from_env=False``: an ``openai-compatible`` endpoint gets the placeholder key and a note
+says how to send one (name the endpoint with ``--backend``). Kind ``openai`` always talks to
+api.openai.com (a host no file can change), so it keeps the environment's key. Credentials inside
+a URL are redacted (:mod:`rubric_induce.backends.redact`) wherever a spec is written or shown.
 """
 from __future__ import annotations
 
@@ -19,6 +30,7 @@ from typing import Any
 from ..errors import BackendError
 from .base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
 from .options import CallOptions
+from .redact import redact_spec, split_model_url
 
 __all__ = ["get_backend", "parse_backend_spec", "Backend", "CallOptions", "ChatResult", "AnswerLogprobs",
            "TokenLogprob", "Usage", "Message", "BACKEND_KINDS"]
@@ -31,17 +43,17 @@ def parse_backend_spec(spec: str) -> tuple[str, str, str | None]:
     spec = spec.strip()
     kind, _, rest = spec.partition("/")
     if kind not in BACKEND_KINDS:
-        raise BackendError(f"unknown backend {spec!r}: expected one of "
+        raise BackendError(f"unknown backend {redact_spec(spec)!r}: expected one of "
                            + ", ".join(f"{k}[/model]" for k in BACKEND_KINDS))
     base_url = None
     if kind == "openai-compatible":
-        model, sep, base_url = rest.rpartition("@")
-        if not sep or not model or not base_url:
-            raise BackendError(f"backend {spec!r}: write openai-compatible/<model>@<base_url>, "
+        model, base_url = split_model_url(rest) or ("", "")
+        if not model or not base_url:
+            raise BackendError(f"backend {redact_spec(spec)!r}: write openai-compatible/<model>@<base_url>, "
                                "e.g. openai-compatible/llama@http://127.0.0.1:8000/v1")
         return kind, model, base_url
     if kind == "openai" and not rest:
-        raise BackendError(f"backend {spec!r}: name the model, e.g. openai/gpt-4o-mini")
+        raise BackendError(f"backend {redact_spec(spec)!r}: name the model, e.g. openai/gpt-4o-mini")
     return kind, rest, base_url
 
 

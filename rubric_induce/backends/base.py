@@ -9,6 +9,7 @@ cannot give logprobs say so through ``supports_logprobs`` and raise
 """
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -23,8 +24,11 @@ __all__ = [
     "ChatResult",
     "AnswerLogprobs",
     "Backend",
+    "FaultCounts",
+    "FAULT_KEYS",
     "PRICES_PER_MTOK",
     "price_for",
+    "fault_summary",
 ]
 
 Message = Mapping[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
@@ -67,6 +71,63 @@ class Usage:
     def from_dict(cls, data: Mapping[str, Any]) -> Usage:
         return cls(int(data.get("prompt_tokens", 0)), int(data.get("completion_tokens", 0)),
                    data.get("cost_usd"), bool(data.get("cached", False)))
+
+
+#: The fault counters of a served backend, as they appear in a run's usage (manifest.json, markers).
+FAULT_KEYS = ("retries", "http_429", "http_5xx", "timeouts", "connection_errors", "bad_replies", "failures",
+              "retry_after_capped", "retry_wait_s")
+
+
+@dataclass
+class FaultCounts:
+    """What went wrong on the wire, counted per backend (thread-safe, cumulative).
+
+    ``retries``: requests sent again; ``http_429`` / ``http_5xx``: such answers (``408`` counts as a
+    timeout); ``timeouts`` / ``connection_errors``: requests that got no answer; ``bad_replies``:
+    a 200 whose body was not a usable completion (not JSON, an HTML page, no choices, a positive or
+    non-finite logprob); ``failures``: calls that raised after their retries (or at once, for an
+    error no retry can fix); ``retry_after_capped``: ``Retry-After`` waits cut to the backend's
+    ``retry_after_max``; ``retry_wait_s``: seconds slept before retries.
+    """
+
+    retries: int = 0
+    http_429: int = 0
+    http_5xx: int = 0
+    timeouts: int = 0
+    connection_errors: int = 0
+    bad_replies: int = 0
+    failures: int = 0
+    retry_after_capped: int = 0
+    retry_wait_s: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **counts: float) -> None:
+        with self._lock:
+            for name, value in counts.items():
+                if name not in FAULT_KEYS:
+                    raise KeyError(f"unknown fault counter {name!r}; expected one of {', '.join(FAULT_KEYS)}")
+                setattr(self, name, getattr(self, name) + value)
+
+    def to_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return {k: (round(getattr(self, k), 3) if k == "retry_wait_s" else getattr(self, k)) for k in FAULT_KEYS}
+
+    @property
+    def any(self) -> bool:
+        return any(v for v in self.to_dict().values())
+
+
+def fault_summary(usage: Mapping[str, Any]) -> str | None:
+    """One line naming the non-zero fault counters of a usage dict (None when there are none)."""
+    names = {"http_429": "HTTP 429", "http_5xx": "HTTP 5xx", "timeouts": "timeouts",
+             "connection_errors": "connection errors", "bad_replies": "bad replies",
+             "failures": "failed calls", "retry_after_capped": "Retry-After waits capped"}
+    if not any(usage.get(k) for k in FAULT_KEYS):
+        return None
+    parts = [f"{int(usage.get('retries', 0))} retries"]
+    parts += [f"{int(usage[k])} {label}" for k, label in names.items() if usage.get(k)]
+    wait = float(usage.get("retry_wait_s", 0) or 0)
+    return "backend faults: " + ", ".join(parts) + f"; waited {wait:.1f} s before retries"
 
 
 @dataclass

@@ -13,24 +13,41 @@ white space, equals the answer (or the first word of a multi-word answer, see
 Taking the max would under-count the answer's mass whenever the tokenizer offers both spellings.
 
 The API key is handed to the SDK client and stored nowhere else: it is not an attribute of the
-backend, not in :meth:`identity` (which keys the cache) and not in ``repr``.
+backend, not in :meth:`identity` (which keys the cache) and not in ``repr``. Which key: the
+``api_key`` argument, else (when ``api_key_from_env``, the default) ``RUBRIC_INDUCE_API_KEY`` or
+``OPENAI_API_KEY``, else a placeholder. An endpoint read from a file the user did not write (an
+artifact's) is opened with ``api_key_from_env=False`` and gets no environment key; kind ``openai``
+(the fixed host api.openai.com) always may. Credentials in the URL (``http://user:pass@host/v1``)
+are sent as basic auth by the HTTP client and are redacted in :meth:`identity`, ``repr`` and every
+message (:mod:`rubric_induce.backends.redact`).
+
+Faults are counted in :attr:`OpenAICompatibleBackend.faults` (a
+:class:`~rubric_induce.backends.base.FaultCounts`: retries, 429s, 5xx, timeouts, connection
+errors, bad replies, failed calls, seconds waited), which the call cache's usage tally reads, so
+they reach a run's ``manifest.json`` and report. A 200 whose body is not a completion (malformed
+JSON, an HTML page) is retried like a 5xx; ``Retry-After`` is honoured in seconds and as an HTTP
+date, up to ``retry_after_max``; a positive or non-finite logprob is a bad reply, not retried (a
+server that sends one sends it again).
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from ..errors import BackendError, ContextOverflowError, LogprobsUnavailableError, MissingDependencyError
-from .base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage, price_for
+from .base import AnswerLogprobs, Backend, ChatResult, FaultCounts, Message, TokenLogprob, Usage, price_for
 from .options import CallOptions
+from .redact import endpoint_url, redact_text, redact_url, strip_redacted
 
-__all__ = ["OpenAICompatibleBackend", "answer_keys", "JSON_MODES"]
+__all__ = ["OpenAICompatibleBackend", "answer_keys", "JSON_MODES", "parse_retry_after"]
 
 #: How ``CallOptions.json_schema`` is sent: ``auto`` picks ``json_schema`` (OpenAI structured
 #: outputs) for the OpenAI API and ``json_object`` (``{"type": "json_object", "schema": ...}``,
@@ -47,6 +64,12 @@ _NEG_INF = float("-inf")
 # "the request exceeds the available context"; vLLM / OpenAI "maximum context length is ...".
 _CONTEXT_OVERFLOW = re.compile(r"context (size|length|window)|exceeds? the (available )?context|"
                                r"too many tokens|n_ctx", re.I)
+# A logprob above this is not a log-probability (float noise of a softmax stays far below it).
+_LOGPROB_TOLERANCE = 1e-6
+
+
+class _BadReply(Exception):
+    """A 200 answer that is not a usable completion (retried, counted as a bad reply)."""
 
 
 def _logaddexp(a: float, b: float) -> float:
@@ -110,6 +133,15 @@ class OpenAICompatibleBackend(Backend):
     backoff_base, backoff_max:
         Retry ``k`` (0-based) sleeps ``min(backoff_max, backoff_base * 2**k)`` scaled by a random
         factor in [0.5, 1) (jitter), or longer when the server sends ``Retry-After``.
+    retry_after_max:
+        Longest wait a ``Retry-After`` (or ``Retry-After-Ms``) header can ask for, in seconds
+        (default 120); a longer one waits this long and is counted (``retry_after_capped``).
+    api_key_from_env:
+        Take the key from the environment when ``api_key`` is not given (default). False for an
+        endpoint read from a file the user did not write: an ``openai-compatible`` endpoint then
+        gets the placeholder key (kind ``openai`` keeps the environment's key: its host is fixed).
+    sleep:
+        What waits between retries (default ``time.sleep``; tests pass a recorder).
     price_per_mtok:
         ``(input, output)`` US$ per million tokens; defaults to the known OpenAI prices for kind
         ``openai`` and to unknown (``None``) cost for compatible servers.
@@ -138,10 +170,13 @@ class OpenAICompatibleBackend(Backend):
         top_logprobs: int = 20,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
+        retry_after_max: float = 120.0,
         price_per_mtok: tuple[float, float] | None = None,
         json_mode: str = "auto",
         extra_body: Mapping[str, Any] | None = None,
         http_client: Any = None,
+        api_key_from_env: bool = True,
+        sleep: Callable[[float], Any] | None = None,
     ) -> None:
         try:
             import openai
@@ -156,6 +191,8 @@ class OpenAICompatibleBackend(Backend):
             raise BackendError(f"max_concurrency must be at least 1, got {max_concurrency}")
         if int(max_retries) < 0:
             raise BackendError(f"max_retries must be 0 or more, got {max_retries}")
+        if not float(retry_after_max) >= 0:
+            raise BackendError(f"retry_after_max must be 0 or more seconds, got {retry_after_max}")
         if int(top_logprobs) < 1:
             raise BackendError(f"top_logprobs must be at least 1, got {top_logprobs}")
         if price_per_mtok is not None and len(tuple(price_per_mtok)) != 2:
@@ -163,7 +200,11 @@ class OpenAICompatibleBackend(Backend):
 
         self._openai = openai
         self.model = model
-        self.base_url = base_url.rstrip("/") if base_url else None
+        # What the client connects to (an artifact's redacted "***" credentials removed), and the
+        # endpoint without any credential: what identity(), repr and messages show.
+        connect_url = strip_redacted(base_url).rstrip("/") if base_url else None
+        self.base_url = endpoint_url(connect_url)
+        self._shown_url = redact_url(connect_url) if connect_url else None
         self.kind = "openai" if self.base_url is None else "openai-compatible"
         self.max_concurrency = int(max_concurrency)
         self.max_retries = int(max_retries)
@@ -171,6 +212,9 @@ class OpenAICompatibleBackend(Backend):
         self.top_logprobs = int(top_logprobs)
         self.backoff_base = float(backoff_base)
         self.backoff_max = float(backoff_max)
+        self.retry_after_max = float(retry_after_max)
+        self.sleep: Callable[[float], Any] = sleep if sleep is not None else time.sleep
+        self.faults = FaultCounts()
         self.price_per_mtok = None if price_per_mtok is None else tuple(map(float, price_per_mtok))
         self.json_mode = json_mode
         self.extra_body = dict(extra_body) if extra_body else None
@@ -179,16 +223,21 @@ class OpenAICompatibleBackend(Backend):
         self._tokenizer: Any = None
         self._tokenizer_loaded = False
 
-        key = api_key or os.environ.get("RUBRIC_INDUCE_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        from_env = api_key_from_env or self.kind == "openai"
+        env_key = (os.environ.get("RUBRIC_INDUCE_API_KEY") or os.environ.get("OPENAI_API_KEY")) if from_env else None
+        key = api_key or env_key
+        #: Where the key sent comes from: "argument", "environment" or "none" (the placeholder).
+        self.key_source = "argument" if api_key else ("environment" if env_key else "none")
         if not key:
             if self.kind == "openai":
                 raise BackendError(
                     f"backend openai/{model} needs an API key: set the environment variable "
                     "OPENAI_API_KEY (or RUBRIC_INDUCE_API_KEY), or pass api_key=...")
             key = _NO_KEY_PLACEHOLDER
+        self.api_key_from_env = bool(api_key_from_env)
         client_kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": self.timeout}
-        if self.base_url is not None:
-            client_kwargs["base_url"] = self.base_url
+        if connect_url is not None:
+            client_kwargs["base_url"] = connect_url
         if http_client is not None:
             client_kwargs["http_client"] = http_client
         self._client = openai.OpenAI(**client_kwargs)
@@ -205,7 +254,7 @@ class OpenAICompatibleBackend(Backend):
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(kind={self.kind!r}, model={self.model!r}, "
-                f"base_url={self.base_url!r})")
+                f"base_url={self._shown_url!r})")
 
     def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:
         opts = CallOptions.resolve(options)
@@ -229,7 +278,8 @@ class OpenAICompatibleBackend(Backend):
             content = getattr(choice.logprobs, "content", None) if choice.logprobs else None
             if content is None or (not content and text):
                 raise LogprobsUnavailableError(self._no_logprobs_message())
-            tokens = [TokenLogprob(t.token, float(t.logprob), _top_dict(t)) for t in content]
+            tokens = [TokenLogprob(t.token, self._logprob(t.logprob, t.token), self._top_dict(t))
+                      for t in content]
         return ChatResult(text=text, usage=self._usage(response), tokens=tokens,
                           finish_reason=choice.finish_reason)
 
@@ -262,9 +312,9 @@ class OpenAICompatibleBackend(Backend):
         if not content:
             raise LogprobsUnavailableError(self._no_logprobs_message())
         first = content[0]
-        candidates = [(t.token, float(t.logprob)) for t in (first.top_logprobs or [])]
+        candidates = [(t.token, self._logprob(t.logprob, t.token)) for t in (first.top_logprobs or [])]
         if first.token not in {tok for tok, _ in candidates}:
-            candidates.append((first.token, float(first.logprob)))
+            candidates.append((first.token, self._logprob(first.logprob, first.token)))
         out = {answer: _NEG_INF for answer in answers}
         for token, logprob in candidates:
             answer = keys.get(token.strip())
@@ -288,7 +338,39 @@ class OpenAICompatibleBackend(Backend):
     # ------------------------------------------------------------------ helpers
 
     def _label(self) -> str:
-        return f"{self.kind}/{self.model}" + (f"@{self.base_url}" if self.base_url else "")
+        return f"{self.kind}/{self.model}" + (f"@{self._shown_url}" if self._shown_url else "")
+
+    def _no_key_hint(self) -> str:
+        if self.key_source != "none" or self.kind != "openai-compatible":
+            return ""
+        if not self.api_key_from_env:
+            return (" (no API key was sent: this endpoint was read from a file, e.g. a run's artifact.json; "
+                    f"name it yourself, --backend {self._label()} or backend=..., to send your "
+                    "RUBRIC_INDUCE_API_KEY / OPENAI_API_KEY)")
+        return " (no API key was sent: set RUBRIC_INDUCE_API_KEY or OPENAI_API_KEY)"
+
+    def _bad_reply(self, what: str) -> BackendError:
+        """A reply that is not usable and that no retry will fix: counted, then raised by the caller."""
+        self.faults.add(bad_replies=1, failures=1)
+        return BackendError(f"{self._label()}: bad reply from the server: {what}")
+
+    def _logprob(self, value: Any, token: Any) -> float:
+        """``value`` as a logprob; a positive (beyond float noise), NaN, +inf or non-number one is a bad reply."""
+        try:
+            lp = float(value)
+        except (TypeError, ValueError):
+            raise self._bad_reply(f"logprob {value!r} of token {token!r} is not a number") from None
+        if math.isnan(lp) or lp > _LOGPROB_TOLERANCE:
+            raise self._bad_reply(f"logprob {value!r} of token {token!r} is not a log-probability "
+                                  "(it must be <= 0); the server's logprobs cannot be trusted")
+        return min(lp, 0.0)
+
+    def _top_dict(self, token_logprob: Any) -> dict[str, float]:
+        """Alternatives at one position; same-text tokens (different ids) are summed."""
+        top: dict[str, float] = {}
+        for alt in getattr(token_logprob, "top_logprobs", None) or []:
+            top[alt.token] = _logaddexp(top.get(alt.token, _NEG_INF), self._logprob(alt.logprob, alt.token))
+        return top
 
     def _no_logprobs_message(self) -> str:
         return (f"{self._label()}: the endpoint gave no logprobs for this request. Use the sampling "
@@ -325,55 +407,89 @@ class OpenAICompatibleBackend(Backend):
             raise BackendError(f"{self._label()}: the server returned no choices")
         return choices[0]
 
+    @staticmethod
+    def _check_reply(response: Any) -> None:
+        """A 200 that the SDK could not parse comes back as text (or without choices): retry it."""
+        if isinstance(response, (str, bytes)):
+            raise _BadReply(f"not a JSON completion: {_snippet(response)}")
+        if not getattr(response, "choices", None):
+            raise _BadReply("a completion without choices")
+
     def _retryable_status(self, status: int) -> bool:
         return status in (408, 429) or status >= 500
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Backoff with jitter, or the server's ``Retry-After`` (up to ``retry_after_max``) when longer."""
         delay = min(self.backoff_max, self.backoff_base * (2 ** attempt))
         delay *= 0.5 + 0.5 * random.random()
         if retry_after is not None:
-            delay = max(delay, min(retry_after, self.backoff_max))
+            delay = max(delay, min(retry_after, self.retry_after_max))
         return delay
 
-    _sleep = staticmethod(time.sleep)
-
     def _create(self, messages: Sequence[Message], **params: Any) -> Any:
-        """One chat-completions call with bounded concurrency and our retry loop."""
+        """One chat-completions call with bounded concurrency and our retry loop (faults counted)."""
         openai = self._openai
         payload = [dict(m) for m in messages]
         if self.extra_body:
             params = {**params, "extra_body": self.extra_body}
         attempts = self.max_retries + 1
+        faults = self.faults
         last: Exception | None = None
         for attempt in range(attempts):
             retry_after = None
             try:
                 with self._slots:
-                    return self._client.chat.completions.create(
-                        model=self.model, messages=payload, **params)
+                    response = self._client.chat.completions.create(model=self.model, messages=payload, **params)
+                self._check_reply(response)
+                return response
+            except _BadReply as exc:
+                faults.add(bad_replies=1)
+                last = exc
+            except json.JSONDecodeError as exc:  # a JSON content type over a body that is not JSON
+                faults.add(bad_replies=1)
+                last = _BadReply(f"malformed JSON ({exc.msg} at char {exc.pos}): {_snippet(exc.doc)}")
             except openai.APIStatusError as exc:
+                status = exc.status_code
                 if params.get("logprobs") and _LOGPROBS_REFUSED.search(_server_message(exc)):
                     raise LogprobsUnavailableError(
-                        f"{self._no_logprobs_message()} (HTTP {exc.status_code}: "
-                        f"{_server_message(exc)})") from exc
+                        f"{self._no_logprobs_message()} (HTTP {status}: "
+                        f"{redact_text(_server_message(exc))})") from exc
                 if _CONTEXT_OVERFLOW.search(_server_message(exc)):
                     raise ContextOverflowError(
                         f"{self._label()}: the prompt does not fit the model's context (HTTP "
-                        f"{exc.status_code}: {_server_message(exc)}); set probe.max_example_tokens "
+                        f"{status}: {redact_text(_server_message(exc))}); set probe.max_example_tokens "
                         "(--max-example-tokens) to shorten examples, or serve the model with a larger "
                         "context") from exc
-                if not self._retryable_status(exc.status_code):
-                    raise BackendError(f"{self._label()}: HTTP {exc.status_code} from the server: "
-                                       f"{_server_message(exc)}") from exc
+                if status == 429:
+                    faults.add(http_429=1)
+                elif status == 408:
+                    faults.add(timeouts=1)
+                elif status >= 500:
+                    faults.add(http_5xx=1)
+                if not self._retryable_status(status):
+                    faults.add(failures=1)
+                    hint = self._no_key_hint() if status in (401, 403) else ""
+                    raise BackendError(f"{self._label()}: HTTP {status} from the server: "
+                                       f"{redact_text(_server_message(exc))}{hint}") from exc
                 last, retry_after = exc, _retry_after(exc)
-            except openai.APIConnectionError as exc:  # includes APITimeoutError
+            except openai.APITimeoutError as exc:
+                faults.add(timeouts=1)
+                last = exc
+            except openai.APIConnectionError as exc:
+                faults.add(connection_errors=1)
                 last = exc
             except openai.OpenAIError as exc:
-                raise BackendError(f"{self._label()}: {type(exc).__name__}: {exc}") from exc
+                faults.add(failures=1)
+                raise BackendError(f"{self._label()}: {type(exc).__name__}: {redact_text(str(exc))}") from exc
             if attempt + 1 < attempts:
-                self._sleep(self._delay(attempt, retry_after))
+                if retry_after is not None and retry_after > self.retry_after_max:
+                    faults.add(retry_after_capped=1)
+                wait = self._delay(attempt, retry_after)
+                faults.add(retries=1, retry_wait_s=wait)
+                self.sleep(wait)
+        faults.add(failures=1)
         raise BackendError(f"{self._label()}: request failed after {attempts} attempt(s); last "
-                           f"error: {type(last).__name__}: {_describe(last)}") from last
+                           f"error: {_describe(last)}") from last
 
     def _load_tokenizer(self) -> Any:
         if not self._tokenizer_loaded:
@@ -388,14 +504,6 @@ class OpenAICompatibleBackend(Backend):
             except Exception:  # not installed, or its encoding files cannot be fetched offline
                 self._tokenizer = None
         return self._tokenizer
-
-
-def _top_dict(token_logprob: Any) -> dict[str, float]:
-    """Alternatives at one position; same-text tokens (different ids) are summed."""
-    top: dict[str, float] = {}
-    for alt in getattr(token_logprob, "top_logprobs", None) or []:
-        top[alt.token] = _logaddexp(top.get(alt.token, _NEG_INF), float(alt.logprob))
-    return top
 
 
 def _server_message(exc: Any) -> str:
@@ -414,19 +522,59 @@ def _server_message(exc: Any) -> str:
 def _describe(exc: Exception | None) -> str:
     if exc is None:
         return "unknown"
+    if isinstance(exc, _BadReply):
+        return f"bad reply: {redact_text(str(exc))}"
     status = getattr(exc, "status_code", None)
     if status is not None:
-        return f"HTTP {status}: {_server_message(exc)}"
-    return str(exc)
+        return f"{type(exc).__name__}: HTTP {status}: {redact_text(_server_message(exc))}"
+    return f"{type(exc).__name__}: {redact_text(str(exc))}"
+
+
+def _snippet(body: Any, n: int = 200) -> str:
+    """The start of a reply body, on one line, for an error message."""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    text = " ".join(str(body).split())
+    return repr(redact_text(text[:n]) + ("..." if len(text) > n else ""))
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` value asks for: a number of seconds or an HTTP date (RFC 9110);
+    a date in the past is 0; None when absent or unreadable."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        if when.tzinfo is None:  # RFC 9110 dates are GMT
+            from datetime import timezone
+
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
 
 
 def _retry_after(exc: Any) -> float | None:
+    """The wait the server asks for: ``Retry-After-Ms`` (OpenAI) or ``Retry-After`` (seconds or a date)."""
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None)
     if not headers:
         return None
-    value = headers.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            value = float(ms) / 1000.0
+            if math.isfinite(value):
+                return max(0.0, value)
+        except ValueError:
+            pass
+    return parse_retry_after(headers.get("retry-after"))

@@ -14,6 +14,7 @@ BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
     "top_logprobs": ("openai", "openai-compatible", "fake"),
     "timeout": ("openai", "openai-compatible"),
     "max_retries": ("openai", "openai-compatible"),
+    "retry_after_max": ("openai", "openai-compatible"),
     "concurrency": ("openai", "openai-compatible", "fake"),
     "extra_body": ("openai", "openai-compatible"),
     "n_ctx": ("local",),
@@ -41,7 +42,11 @@ class BackendParams(Params):
                                      "position (default 20, OpenAI's cap; a llama.cpp server takes 100). "
                                      "Answers outside them are recorded as bounded.")
     timeout: float | None = param(None, gt=0, help="Served models: seconds per request (default 60).")
-    max_retries: int | None = param(None, ge=0, help="Served models: retries on 429/5xx/timeouts (default 5).")
+    max_retries: int | None = param(None, ge=0, help="Served models: retries on 429/5xx/timeouts/non-JSON "
+                                   "replies (default 5).")
+    retry_after_max: float | None = param(None, ge=0, help="Served models: longest wait, in seconds, that a "
+                                          "server's Retry-After can ask for (default 120); longer ones are cut "
+                                          "to it and counted.")
     concurrency: int | None = param(None, ge=1, help="Served models: requests in flight at once (default 8).")
     extra_body: dict[str, Any] = param(factory=dict, help="Served models: fields added to every request "
                                        "(e.g. {repeat_penalty = 1.0}); part of the cache key, so no secrets.")
@@ -50,6 +55,7 @@ class BackendParams(Params):
     def check(self) -> None:
         from ..errors import BackendError, DataError
         from . import parse_backend_spec
+        from .redact import redact_spec
 
         try:
             kind, _, _ = parse_backend_spec(self.spec)
@@ -60,7 +66,7 @@ class BackendParams(Params):
             if value is None or value == {}:
                 continue
             if kind not in kinds:
-                raise DataError(f"does not apply to a {kind!r} backend (spec {self.spec!r}); it applies to "
+                raise DataError(f"does not apply to a {kind!r} backend (spec {redact_spec(self.spec)!r}); it applies to "
                                 f"{', '.join(kinds)}", field=f"backend.{name}")
         if kind == "openai" and self.top_logprobs is not None and self.top_logprobs > OPENAI_TOP_LOGPROBS_CAP:
             raise DataError(f"the OpenAI API accepts at most {OPENAI_TOP_LOGPROBS_CAP}, got {self.top_logprobs}",
@@ -122,9 +128,16 @@ class BackendParams(Params):
                 out[_KWARG.get(name, name)] = value
         return out
 
-    def open(self, spec: str | None = None):
-        """The (uncached) backend of ``spec`` (default: this spec) with the options that apply to it."""
+    def open(self, spec: str | None = None, *, key_from_env: bool = True):
+        """The (uncached) backend of ``spec`` (default: this spec) with the options that apply to it.
+
+        ``key_from_env=False``: the spec was read from a file the user did not write (an artifact);
+        an OpenAI-compatible endpoint then gets no API key from the environment."""
         from . import get_backend, parse_backend_spec
 
         spec = spec or self.spec
-        return get_backend(spec, **self.options(parse_backend_spec(spec)[0]))
+        kind = parse_backend_spec(spec)[0]
+        options = self.options(kind)
+        if kind in ("openai", "openai-compatible") and not key_from_env:
+            options["api_key_from_env"] = False
+        return get_backend(spec, **options)

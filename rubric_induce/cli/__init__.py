@@ -35,7 +35,9 @@ class CommandError(click.ClickException):
     """A library error shown as one ``error: ...`` line with the documented exit code."""
 
     def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
+        from ..backends.redact import redact_text
+
+        super().__init__(redact_text(message))  # no credential of a backend URL on the screen
         self.exit_code = exit_code
 
     def show(self, file=None) -> None:
@@ -89,7 +91,9 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except RubricInduceError as exc:
-        click.echo(f"error: {exc}", err=True)
+        from ..backends.redact import redact_text
+
+        click.echo(f"error: {redact_text(str(exc))}", err=True)
         sys.exit(exit_code(exc))
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -20,7 +20,7 @@ __all__ = ["backend_option", "backend_params_options", "backend_params_from", "b
 
 _TASK = "task_"  # TaskParams' fields arrive as task_<name> (their options are --task-<name>)
 #: [backend] options offered on the command line (``--top-logprobs`` ...), passed as ``backend_<name>``.
-BACKEND_CLI_OPTIONS = ("top_logprobs", "timeout", "max_retries", "concurrency", "n_ctx")
+BACKEND_CLI_OPTIONS = ("top_logprobs", "timeout", "max_retries", "retry_after_max", "concurrency", "n_ctx")
 
 
 def backend_option(f=None, *, default: str | None = "local", help_suffix: str = ""):
@@ -34,7 +34,7 @@ def backend_option(f=None, *, default: str | None = "local", help_suffix: str = 
 
 
 def backend_params_options(f):
-    """--top-logprobs, --timeout, --max-retries, --concurrency, --n-ctx, --extra-body: the [backend]
+    """--top-logprobs, --timeout, --max-retries, --retry-after-max, --concurrency, --n-ctx, --extra-body: the [backend]
     call options (from :class:`~rubric_induce.backends.params.BackendParams`), as ``backend_<name>``."""
     from ..backends.params import BackendParams
     from ..params import click_options
@@ -159,10 +159,15 @@ def open_backend(spec: str, cache_path: Path | None = None, no_cache: bool = Fal
 
 
 def usage_line(backend, elapsed: float) -> str:
+    """Calls, tokens, cost and time; with a second line naming the backend's faults when there were any."""
+    from ..backends.base import fault_summary
+
     u = backend.tally.to_dict()
     cost = "unknown" if u["cost_usd"] is None else f"${u['cost_usd']:.4f}"
-    return (f"LLM calls: {u['calls']} new, {u['cache_hits']} cached; tokens {u['prompt_tokens']} prompt + "
+    line = (f"LLM calls: {u['calls']} new, {u['cache_hits']} cached; tokens {u['prompt_tokens']} prompt + "
             f"{u['completion_tokens']} completion; cost {cost}; {elapsed:.1f} s")
+    faults = fault_summary(u)
+    return f"{line}\n{faults}" if faults else line
 
 
 @contextmanager

@@ -44,6 +44,7 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
     Example:
       rubric-induce run rubric_induce/resources/demo_uss.toml --out runs/demo
     """
+    from ..backends.redact import redact_spec
     from ..pipeline import load_config, run_pipeline
     from ..pipeline.context import RunContext
     from ..pipeline.runner import preflight, run_dir_for
@@ -60,7 +61,7 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
         preflight(ctx)
         n_train, n_test = len(ctx.split[0]), len(ctx.split[1])
         click.echo(f"config OK: {len(ctx.examples)} examples ({n_train} train / {n_test} held out), "
-                   f"label {cfg.data.label!r}, backend {cfg.backend.spec}")
+                   f"label {cfg.data.label!r}, backend {redact_spec(cfg.backend.spec)}")
         return
     signal.signal(signal.SIGTERM, _terminate)  # `kill` gets the same clean stop as Ctrl-C
     try:
@@ -75,6 +76,11 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
                f"{result.manifest.get('seconds', 0):.0f} s of stage time; "
                f"{int(usage.get('prompt_tokens', 0))} prompt + {int(usage.get('completion_tokens', 0))} completion "
                f"tokens, ${usage.get('cost_usd') or 0:.4f}", err=True)
+    from ..backends.base import fault_summary
+
+    faults = fault_summary(usage)
+    if faults:
+        click.echo(f"run: {faults} (per stage in manifest.json and report.md)", err=True)
     if result.report.exists():
         click.echo(f"report: {result.report}")
     else:

@@ -3,6 +3,10 @@
 One form: ``score ARTIFACT (--input FILE | --probes FILE) [--out FILE]``. ARTIFACT is a run
 directory or artifact folder (``artifact.json``), or a folder written by ``rubric-induce
 calibrate`` (calibrator only: then ``--probes`` is required).
+
+Scoring texts prints (stderr) the endpoint it sends them to, its URL's credentials redacted. An
+endpoint read from ``artifact.json`` gets no API key from the environment (a shared run folder
+must not be able to send your key to its host); ``--backend`` naming the endpoint sends it.
 """
 from __future__ import annotations
 
@@ -134,7 +138,11 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
             results = scorer.score_probes(table, ids, judge=who, aggregate=aggregate)
         else:
             examples = scorer.read(input_path, input_mapping(scorer, fmt, id_field, text_field, maps))
-            results = scorer.score(examples, judge=who, aggregate=aggregate, progress=show_progress(progress))
+            _say_endpoint(scorer)
+            try:
+                results = scorer.score(examples, judge=who, aggregate=aggregate, progress=show_progress(progress))
+            finally:
+                _say_faults(scorer)
     finally:
         scorer.close()
     _write_rows((r.to_dict() for r in results), out_path)
@@ -142,6 +150,26 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
         labelled = [r.label for r in results if r.label is not None]
         extra = f"; {sum(labelled)} of {len(labelled)} labelled positive" if labelled else ""
         echo(f"scored {len(results)} texts{extra}; wrote {out_path}")
+
+
+def _say_endpoint(scorer) -> None:
+    """Which endpoint the texts go to (credentials redacted), where it came from, whether a key goes along."""
+    if scorer.endpoint is None:
+        return
+    where = "artifact.json" if scorer.backend_source == "artifact" else "--backend"
+    echo(f"score: backend {scorer.endpoint} (from {where})")
+    note = scorer.endpoint_note
+    if note:
+        echo(f"note: no API key is sent: {note}")
+
+
+def _say_faults(scorer) -> None:
+    from ..backends.base import fault_summary
+
+    tally = getattr(scorer._backend, "tally", None) if scorer._backend is not None else None
+    line = fault_summary(tally.to_dict()) if tally is not None else None
+    if line:
+        echo(f"score: {line}")
 
 
 def _score_with_calibrator(folder: Path, probes_path: Path, who: Any, aggregate: str, question: str | None,

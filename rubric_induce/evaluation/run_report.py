@@ -625,7 +625,9 @@ def render_run_report(
             title = _title_of(p)
             lines.append(f"- [{p.relative_to(run_dir).as_posix()}]({rel})" + (f": {title}" if title else ""))
         lines.append("")
-    return atomic_write_text(out, "\n".join(lines).rstrip() + "\n")
+    from ..backends.redact import redact_text
+
+    return atomic_write_text(out, redact_text("\n".join(lines).rstrip() + "\n"))  # no URL credentials
 
 
 # --------------------------------------------------------------------------------------------

@@ -77,6 +77,39 @@ def _headline(ev: dict[str, Any], question: str | None) -> list[str]:
     return lines
 
 
+_FAULT_COLUMNS = (("retries", "retries"), ("http_429", "HTTP 429"), ("http_5xx", "HTTP 5xx"),
+                  ("timeouts", "timeouts"), ("connection_errors", "connection errors"),
+                  ("bad_replies", "bad replies"), ("failures", "failed calls"),
+                  ("retry_after_capped", "Retry-After capped"), ("retry_wait_s", "waited (s)"))
+
+
+def _faults_section(manifest: dict[str, Any], out: Path) -> list[str]:
+    """The served backend's faults per stage (from the manifest, else the markers): a table when any
+    counter is non-zero, one "none" line when all are zero, nothing for backends that count none."""
+    rows = []
+    for name, info in (manifest.get("stages") or {}).items():
+        usage = (info or {}).get("usage") or _load(out / "stages" / f"{name}.json").get("usage") or {}
+        if any(k in usage for k, _ in _FAULT_COLUMNS):
+            rows.append((name, info.get("status", ""), usage))
+    if not rows:
+        return []
+    if not any(u.get(k) for _, _, u in rows for k, _ in _FAULT_COLUMNS):
+        return ["", "Backend faults: none (no retry, HTTP 429 or 5xx, timeout, connection error, bad reply "
+                    "or failed call)."]
+    lines = ["", "## Backend faults", "",
+             "| stage | " + " | ".join(label for _, label in _FAULT_COLUMNS) + " |",
+             "|---|" + "---:|" * len(_FAULT_COLUMNS)]
+    for name, status, u in rows:
+        cells = [f"{float(u.get(k, 0) or 0):.1f}" if k == "retry_wait_s" else str(int(u.get(k, 0) or 0))
+                 for k, _ in _FAULT_COLUMNS]
+        lines.append(f"| {name}{' (' + status + ')' if status and not status.startswith('done') else ''} | "
+                     + " | ".join(cells) + " |")
+    lines += ["", "Retried requests that then succeeded cost only time; failed calls stopped the stage or "
+                  "left failed probes. Raise backend.timeout, backend.max_retries or backend.retry_after_max, "
+                  "or lower backend.concurrency, when a server is overloaded."]
+    return lines
+
+
 def run_summary_markdown(run_dir: str | Path) -> str | None:
     """Markdown: what each stage did and cost, the selected rubrics, the held-out headline figures
     (None when ``run_dir`` is not a ``rubric-induce run`` directory)."""
@@ -106,6 +139,7 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
                           if isinstance(v, (int, float, str)) and not isinstance(v, bool)
                           and k not in ("style", "estimator", "score_mode"))[:120]
         lines.append(f"| {name} | {m.get('seconds', '')} | {calls} | {tokens} | {brief} |")
+    lines += _faults_section(manifest, out)
     probe_summ = _load(out / "stages" / "probe.json").get("summary") or {}
     sel_summ = _load(out / "stages" / "select.json").get("summary") or {}
     if probe_summ.get("bounded") or probe_summ.get("failed") or sel_summ.get("dropped"):

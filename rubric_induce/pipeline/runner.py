@@ -5,6 +5,13 @@ stage's config sections, the prompt templates it uses, the data hash and the pre
 fingerprint) is unchanged and its output files exist. LLM calls go through the run's SQLite
 cache, so a stage interrupted half-way (crash, Ctrl-C, SIGKILL) redoes only the calls it had
 not finished. The manifest is rewritten after every stage and on interruption.
+
+Secrets: ``manifest.json``, ``config.json`` and the stage markers are written through
+:func:`~rubric_induce.backends.redact.redact_obj` (a ``user:pass@`` or ``?api_key=`` in a backend URL
+becomes ``***``), and the fingerprints hash the redacted config. The usage of a stage (per stage
+and in total) includes the served backend's fault counters (retries, 429s, 5xx, timeouts,
+connection errors, bad replies, failed calls, seconds waited); a stage that had faults says so in
+one line, and a failed or interrupted stage keeps the usage it had.
 """
 from __future__ import annotations
 
@@ -19,7 +26,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import __version__
-from ..data.jsonl import jsonable, write_json
+from ..backends.base import fault_summary
+from ..backends.redact import redact_obj, redact_spec
+from ..data.jsonl import jsonable, write_json as _write_json
 from ..errors import RubricInduceError
 from .config import RunConfig, load_config
 from .context import RunContext
@@ -39,6 +48,16 @@ class RunResult:
     @property
     def report(self) -> Path:
         return self.out / "report.md"
+
+
+def write_json(path: Path, doc: Any) -> Path:
+    """``doc`` as JSON at ``path``, with credentials in URLs redacted (every run-folder record)."""
+    return _write_json(path, redact_obj(doc))
+
+
+def _redacted_config(cfg: RunConfig) -> dict[str, Any]:
+    """The config as written and hashed: no credential of a backend URL in it."""
+    return redact_obj(cfg.to_dict())
 
 
 def run_dir_for(config: RunConfig, out: str | Path | None = None) -> Path:
@@ -93,7 +112,7 @@ def _prompt_hashes(names: tuple[str, ...]) -> dict[str, str]:
 
 
 def _fingerprint(stage: Stage, cfg: RunConfig, data_hash: str, previous: str) -> str:
-    d = cfg.to_dict()
+    d = _redacted_config(cfg)
     d["task"] = cfg.task_resolved.to_dict()  # a description file's content, not only its name
     return _sha({"stage": stage.name, "config": {s: d[s] for s in stage.sections}, "data": data_hash,
                  "prompts": _prompt_hashes(stage.prompts), "previous": previous})
@@ -113,6 +132,10 @@ def _read_marker(out: Path, name: str) -> dict[str, Any] | None:
 
 def _diff_usage(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return {k: round(after.get(k, 0) - before.get(k, 0), 8) for k in after if isinstance(after.get(k), (int, float))}
+
+
+def _stage_usage(stage: Stage, ctx: RunContext, before: dict[str, Any]) -> dict[str, Any]:
+    return _diff_usage(before, ctx.usage()) if stage.uses_llm and ctx.backend_opened else {}
 
 
 def run_pipeline(
@@ -146,6 +169,8 @@ def run_pipeline(
     previous = ""
     forced = False
     current = None
+    current_stage: Stage | None = None
+    before: dict[str, Any] = {}
     try:
         preflight(ctx)
         manifest["data"] = {"source": cfg.data.examples or cfg.data.dataset, "n_examples": len(ctx.examples),
@@ -173,11 +198,12 @@ def run_pipeline(
                 # The report is the last stage and shows the manifest: it is written as finished.
                 manifest["status"] = "finished" if stage.name == STAGE_NAMES[-1] else f"running {stage.name}"
                 _write_manifest(run_dir, manifest, ctx)
-                before = ctx.usage()
+                before, current_stage = ctx.usage(), stage
                 t0 = time.perf_counter()
                 summary = stage.run(ctx)
                 seconds = round(time.perf_counter() - t0, 2)
-                usage = _diff_usage(before, ctx.usage()) if stage.uses_llm and ctx.backend_opened else {}
+                usage = _stage_usage(stage, ctx, before)
+                current_stage = None
                 finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
                 write_json(_marker(run_dir, stage.name), {"stage": stage.name, "fingerprint": fp, "seconds": seconds,
                                                           "finished": finished, "usage": usage,
@@ -187,6 +213,9 @@ def run_pipeline(
                 result.ran.append(stage.name)
                 result.summaries[stage.name] = summary
                 echo(f"[{stage.name}] done in {seconds:.1f} s")
+                faults = fault_summary(usage)
+                if faults:
+                    echo(f"[{stage.name}] {faults}")
             _write_manifest(run_dir, manifest, ctx)
             if stage.name == stop_after:
                 break
@@ -195,12 +224,15 @@ def run_pipeline(
     except KeyboardInterrupt:
         manifest["status"] = f"interrupted during {current}; rerun the same command to resume"
         if current:
-            manifest["stages"][current] = {"status": "interrupted"}
+            manifest["stages"][current] = {"status": "interrupted", **_partial_usage(current_stage, ctx, before)}
         raise
     except BaseException as exc:
         manifest["status"] = f"failed during {current}: {type(exc).__name__}: {exc}"
         if current:
-            manifest["stages"][current] = {"status": "failed"}
+            manifest["stages"][current] = {"status": "failed", **_partial_usage(current_stage, ctx, before)}
+            faults = fault_summary(manifest["stages"][current].get("usage") or {})
+            if faults:
+                echo(f"[{current}] {faults}")
         raise
     finally:
         manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -208,6 +240,17 @@ def run_pipeline(
         ctx.close()
         result.manifest = manifest
     return result
+
+
+def _partial_usage(stage: Stage | None, ctx: RunContext, before: dict[str, Any]) -> dict[str, Any]:
+    """The usage (calls, tokens, faults) of a stage that failed or was interrupted half-way."""
+    if stage is None:
+        return {}
+    try:
+        usage = _stage_usage(stage, ctx, before)
+    except Exception:  # never hide the original error behind a bookkeeping one
+        return {}
+    return {"usage": usage} if usage else {}
 
 
 def _start_manifest(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
@@ -224,8 +267,8 @@ def _start_manifest(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
         or datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "status": "starting",
         "versions": _versions(),
-        "config_file": cfg.source, "config_sha256": _sha(cfg.to_dict()),
-        "backend": {"spec": cfg.backend.spec}, "seed": cfg.run.seed,
+        "config_file": cfg.source, "config_sha256": _sha(_redacted_config(cfg)),
+        "backend": {"spec": redact_spec(cfg.backend.spec)}, "seed": cfg.run.seed,
         "prompts": _prompt_hashes(tuple(all_prompts)),
         "stages": {}, "usage": {},
     }
@@ -245,7 +288,7 @@ def _versions() -> dict[str, str]:
 
 def _write_manifest(run_dir: Path, manifest: dict[str, Any], ctx: RunContext) -> None:
     if ctx.backend_opened:
-        manifest["backend"] = {"spec": ctx.config.backend.spec, **ctx.backend.identity()}
+        manifest["backend"] = {"spec": redact_spec(ctx.config.backend.spec), **ctx.backend.identity()}
     totals: dict[str, float] = {}
     for info in manifest["stages"].values():
         for k, v in (info.get("usage") or {}).items():

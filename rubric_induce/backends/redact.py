@@ -1,0 +1,155 @@
+"""Secrets in endpoint URLs: redact them wherever a spec or URL is written or shown.
+
+A backend spec names an endpoint (``openai-compatible/<model>@<url>``), and a URL can carry
+credentials: ``http://user:pass@host/v1`` (userinfo, sent by the HTTP client as basic auth) or
+``...?api_key=sk-...`` (a query parameter whose name looks like a credential: it contains
+``key``, ``token``, ``secret``, ``pass``, ``auth``, ``sig``, ``credential`` or ``session``).
+
+* :func:`redact_url` / :func:`redact_text` replace them with ``***`` (``http://***@host/v1``,
+  ``?api_key=***``); a URL without credentials comes back byte-identical. Everything that is
+  written to disk or printed (``manifest.json``, ``config.json``, ``artifact.json``, stage
+  markers, ``report.md``, CLI lines, error messages) goes through them.
+* :func:`endpoint_url` drops the credentials altogether: what a backend's
+  :meth:`~rubric_induce.backends.Backend.identity` (part of every cache key) holds, so the key
+  never depends on a secret and the same endpoint with or without credentials (or with the
+  redacted ``***`` of an artifact) shares its cached calls.
+* :func:`strip_redacted` removes ``***`` placeholders before a URL is used, so an artifact's
+  redacted URL connects without sending ``***`` as a password.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import unquote
+
+__all__ = ["REDACTED", "redact_url", "redact_text", "redact_spec", "redact_obj", "endpoint_url",
+           "strip_redacted", "has_credentials", "split_model_url"]
+
+#: What a secret is replaced with.
+REDACTED = "***"
+# A query (or fragment) parameter whose name looks like a credential.
+_SECRET_PARAM = re.compile(r"key|token|secret|pass|auth|sig|credential|session", re.I)
+# scheme://authority...: the authority runs to the first / ? # ; its last '@' ends the userinfo.
+_AUTHORITY = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/?#]*)@")
+# A URL inside free text (stops at white space, quotes and closing brackets).
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`)\]]+")
+# The '@' between a model name and its endpoint URL.
+_MODEL_URL = re.compile(r"@(?=https?://)", re.I)
+
+
+def _split_params(part: str, *, drop: bool) -> tuple[str, bool]:
+    """``a=1&api_key=x`` -> ``a=1&api_key=***`` (or ``a=1`` with ``drop``); and whether it changed."""
+    out, changed = [], False
+    for item in part.split("&"):
+        name, sep, value = item.partition("=")
+        if sep and value and _SECRET_PARAM.search(unquote(name)):
+            changed = True
+            if not drop:
+                out.append(f"{name}={REDACTED}")
+            continue
+        out.append(item)
+    return "&".join(out), changed
+
+
+def _rewrite(url: str, *, userinfo: str | None, drop_params: bool) -> str:
+    """``url`` with its userinfo replaced (``None``: removed) and its secret parameters redacted or
+    dropped; the very same text when there is nothing to do."""
+    m = _AUTHORITY.match(url)
+    if m is not None:
+        url = m.group("scheme") + (f"{userinfo}@" if userinfo is not None else "") + url[m.end():]
+    head, hash_, fragment = url.partition("#")
+    base, q, query = head.partition("?")
+    if q:
+        new, changed = _split_params(query, drop=drop_params)
+        if changed:
+            head = base + ("?" + new if new or not drop_params else "")
+    if hash_:
+        new, changed = _split_params(fragment, drop=drop_params)
+        if changed:
+            return head + ("#" + new if new or not drop_params else "")
+        return head + "#" + fragment
+    return head
+
+
+def has_credentials(url: str | None) -> bool:
+    """True when ``url`` carries userinfo or a credential-looking query/fragment parameter."""
+    return bool(url) and redact_url(url) != url
+
+
+def redact_url(url: str) -> str:
+    """``url`` with ``user:pass@`` replaced by ``***@`` and secret-looking parameter values by ``***``."""
+    if not isinstance(url, str) or "://" not in url:
+        return url
+    return _rewrite(url, userinfo=REDACTED, drop_params=False)
+
+
+def endpoint_url(url: str | None) -> str | None:
+    """``url`` without any credential (no userinfo, no secret-looking parameters): the endpoint
+    as a cache key and a user see it. ``None`` stays ``None``."""
+    if url is None or "://" not in url:
+        return url
+    return _rewrite(url, userinfo=None, drop_params=True)
+
+
+def strip_redacted(url: str) -> str:
+    """``url`` without the ``***`` placeholders of :func:`redact_url` (real credentials stay)."""
+    m = _AUTHORITY.match(url)
+    if m is not None and m.group("userinfo") in (REDACTED, f"{REDACTED}:{REDACTED}", f":{REDACTED}"):
+        url = m.group("scheme") + url[m.end():]
+
+    def clean(part: str) -> str:
+        return "&".join(p for p in part.split("&") if p.partition("=")[2] != REDACTED)
+
+    head, hash_, fragment = url.partition("#")
+    base, q, query = head.partition("?")
+    if q:
+        query = clean(query)
+        head = base + ("?" + query if query else "")
+    if hash_:
+        fragment = clean(fragment)
+        return head + ("#" + fragment if fragment else "")
+    return head
+
+
+def redact_text(text: str) -> str:
+    """Every URL inside ``text`` (a spec, an error message, a report) redacted by :func:`redact_url`."""
+    if not isinstance(text, str) or "://" not in text:
+        return text
+    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+
+
+def split_model_url(rest: str) -> tuple[str, str] | None:
+    """``<model>@<url>`` -> ``(model, url)``, split at the first ``@`` followed by a URL scheme
+    (``@http://``, ``@https://``), so that ``user:pass@host`` inside the URL and an ``@`` inside
+    the model name (``claude-3@20240229``) both work; without a scheme, at the last ``@``.
+    None when there is no ``@``."""
+    m = _MODEL_URL.search(rest)
+    if m is not None:
+        return rest[:m.start()], rest[m.start() + 1:]
+    model, sep, url = rest.rpartition("@")
+    return (model, url) if sep else None
+
+
+def redact_spec(spec: str) -> str:
+    """A backend spec with the credentials of its URL redacted (``openai-compatible/m@http://***@h/v1``);
+    any other spec (or text) through :func:`redact_text`."""
+    if not isinstance(spec, str):
+        return spec
+    kind, slash, rest = spec.strip().partition("/")
+    if kind == "openai-compatible" and slash:
+        parts = split_model_url(rest)
+        if parts is not None and "://" in parts[1]:
+            return f"{kind}/{parts[0]}@{redact_url(parts[1])}"
+    return redact_text(spec)
+
+
+def redact_obj(obj: Any) -> Any:
+    """A copy of a JSON-like value with every string passed through :func:`redact_text`."""
+    if isinstance(obj, str):
+        return redact_text(obj)
+    if isinstance(obj, Mapping):
+        return {k: redact_obj(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact_obj(v) for v in obj]
+    return obj
