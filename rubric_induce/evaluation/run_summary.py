@@ -100,6 +100,8 @@ def _faults_section(manifest: dict[str, Any], out: Path) -> list[str]:
              "| stage | " + " | ".join(label for _, label in _FAULT_COLUMNS) + " |",
              "|---|" + "---:|" * len(_FAULT_COLUMNS)]
     for name, status, u in rows:
+        if not any(u.get(k) for k, _ in _FAULT_COLUMNS):
+            continue  # stages without faults
         cells = [f"{float(u.get(k, 0) or 0):.1f}" if k == "retry_wait_s" else str(int(u.get(k, 0) or 0))
                  for k, _ in _FAULT_COLUMNS]
         lines.append(f"| {name}{' (' + status + ')' if status and not status.startswith('done') else ''} | "
