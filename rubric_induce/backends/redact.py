@@ -116,7 +116,11 @@ def redact_text(text: str) -> str:
     """Every URL inside ``text`` (a spec, an error message, a report) redacted by :func:`redact_url`."""
     if not isinstance(text, str) or "://" not in text:
         return text
-    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+    def one(m: re.Match) -> str:
+        url = m.group(0).rstrip(".,:;!?")  # sentence punctuation after a URL is not part of it
+        return redact_url(url) + m.group(0)[len(url):]
+
+    return _URL_IN_TEXT.sub(one, text)
 
 
 def split_model_url(rest: str) -> tuple[str, str] | None:

@@ -419,7 +419,6 @@ def test_a_run_counts_its_faults_in_the_manifest_and_the_report(fault_server, tm
 
 
 @pytest.mark.server
-@pytest.mark.slow
 def test_a_clean_served_run_says_no_faults(fault_server, tmp_path):
     from rubric_induce.pipeline import run_pipeline
 
