@@ -74,5 +74,10 @@ def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit,
     echo(f"{len(summary.groups)} group(s), depth {summary.depth}, {summary.n_calls} requests "
          f"({summary.stats.retries} retries, {summary.n_failures} unparseable); LLM calls: "
          f"{u['calls']} new, {u['cache_hits']} cached; wrote {out_path}" + (f" and {json_path}" if json_path else ""))
+    from ..backends.base import fault_summary
+
+    faults = fault_summary(u)
+    if faults:
+        echo(faults)
     if summary.overall is None:
         echo("warning: no overall summary could be produced (see the Failures section)")

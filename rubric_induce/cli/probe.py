@@ -69,3 +69,8 @@ def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec
     echo(f"wrote {len(table)} probes to {out_path} ({table.n_errors} without a distribution); report: {report_path}")
     echo(f"LLM calls: {usage['calls']} new, {usage['cache_hits']} cached; tokens {usage['prompt_tokens']} "
          f"prompt + {usage['completion_tokens']} completion; {elapsed:.1f} s")
+    from ..backends.base import fault_summary
+
+    faults = fault_summary(usage)
+    if faults:
+        echo(faults)
