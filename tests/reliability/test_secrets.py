@@ -367,3 +367,25 @@ def test_score_options_reach_the_backend_and_faults_are_printed(tmp_path, monkey
         assert "score: backend faults: 1 retries, 2 timeouts, 1 failed calls" in res.output
         assert "after 2 attempt(s)" in res.output and f"127.0.0.1:{srv.port}" in res.output
         assert len(srv.requests) == 2 and all(a == "Bearer sk-no-key" for a in srv.authorizations)
+
+
+def test_a_refused_artifact_endpoint_says_why_no_key_was_sent(monkeypatch):
+    """HTTP 401 from an endpoint opened without the environment's key: the error says how to send it."""
+    pytest.importorskip("openai")
+    import openai._base_client as sdk
+
+    httpx = getattr(sdk, "httpx2", None) or getattr(sdk, "httpx", None)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    seen = []
+
+    def transport(request):
+        seen.append(request.headers.get("authorization"))
+        return httpx.Response(401, json={"error": {"message": "invalid api key"}})
+
+    backend = get_backend("openai-compatible/m@http://127.0.0.1:9/v1",
+                          api_key_from_env=False, http_client=httpx.Client(transport=httpx.MockTransport(transport)))
+    with pytest.raises(BackendError) as info:
+        backend.chat([{"role": "user", "content": "hi"}])
+    msg = str(info.value)
+    assert "HTTP 401" in msg and "no API key was sent" in msg and "--backend openai-compatible/m@http://127.0.0.1:9/v1" in msg
+    assert seen == ["Bearer sk-no-key"] and backend.faults.to_dict()["failures"] == 1
