@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import signal
 import sys
 import time
 from email.utils import formatdate
@@ -225,8 +226,12 @@ def test_timeout_retries_and_retry_after_max_reach_the_backend(tmp_path, monkeyp
         raise KeyboardInterrupt  # stop here: nothing else to run
 
     monkeypatch.setattr("rubric_induce.pipeline.run_pipeline", fake_run_pipeline)
-    res = CliRunner().invoke(cli, ["run", str(cfg_path), "--timeout", "0.25", "--max-retries", "4",
-                                   "--retry-after-max", "3"])
+    handler = signal.getsignal(signal.SIGTERM)  # `run` installs its own; give pytest's back
+    try:
+        res = CliRunner().invoke(cli, ["run", str(cfg_path), "--timeout", "0.25", "--max-retries", "4",
+                                       "--retry-after-max", "3"])
+    finally:
+        signal.signal(signal.SIGTERM, handler)
     assert res.exit_code == 130, res.output
     assert seen == {"timeout": 0.25, "max_retries": 4, "retry_after_max": 3.0}
 
