@@ -142,7 +142,11 @@ def load_config(path: str | Path) -> RunConfig:
     path = Path(path)
     if not path.exists():
         raise DataError("config file not found", path=path)
-    text = path.read_text(encoding="utf-8")
+    if path.is_dir():
+        raise DataError("expected a config file, found a directory", path=path)
+    from ..data.jsonl import read_text
+
+    text = read_text(path)  # UTF-8 with or without a byte-order mark; other bytes name their line
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
             import yaml
