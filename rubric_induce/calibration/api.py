@@ -39,7 +39,8 @@ def _calibrator_options(options: dict[str, Any], where: str = "calibrate.options
     try:
         Calibrator(**opts)._check_params()
     except (ValueError, TypeError) as exc:
-        raise DataError(str(exc), field=where) from None
+        name = next((k for k in opts if str(exc).startswith(k)), None)  # "finetune_epochs must be ..."
+        raise DataError(str(exc), field=f"{where}.{name}" if name else where) from None
     return opts
 
 
