@@ -346,7 +346,8 @@ def test_check_and_run_refuse_the_same_input_before_any_llm_call(make_run, tmp_p
 def finished_run(tmp_path_factory, fake_run_config):
     tmp = tmp_path_factory.mktemp("judges")
     rows = demo_rows()[:24]
-    rows[0]["judgments"].append({"judge": "once-only", "labels": {"satisfaction": 4.0}})
+    for i in range(6):  # one judge seen once per text: some of these texts land in the training split
+        rows[i]["judgments"].append({"judge": f"once-{i}", "labels": {"satisfaction": 4.0}})
     data = tmp / "ex.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     cfg = tmp / "cfg.toml"
@@ -359,17 +360,19 @@ def finished_run(tmp_path_factory, fake_run_config):
 @pytest.mark.slow
 def test_a_judge_seen_once_is_warned_about_at_calibrate_time(finished_run):
     out_dir, out = finished_run
-    assert "once-only" in out and "1 rating" in out
     marker = json.loads((out_dir / "stages" / "calibrate.json").read_text())
-    assert marker["summary"]["few_ratings"] == {"once-only": 1}
+    few = marker["summary"]["few_ratings"]
+    once = {j: n for j, n in few.items() if j.startswith("once-")}
+    assert once and set(once.values()) == {1} and all(n < 3 for n in few.values())
+    assert "warning:" in out and f"{next(iter(once))} (1 rating)" in out and "judge 'shared'" in out
 
 
 @pytest.mark.slow
 def test_score_refuses_an_unknown_judge_unless_shared_weights_are_asked_for(finished_run):
     out_dir, _ = finished_run
     probes = out_dir / "probes.jsonl"
-    rc, out = invoke("score", out_dir, "--probes", probes, "--judge", "annotator9")
-    assert rc == 2 and "annotator9" in out and "did you mean 'annotator1'" in out and "--judge shared" in out
+    rc, out = invoke("score", out_dir, "--probes", probes, "--judge", "anotator1")
+    assert rc == 2 and "anotator1" in out and "did you mean 'annotator1'" in out and "--judge shared" in out
     rc, out = invoke("score", out_dir, "--probes", probes, "--judge", "shared")
     assert rc == 0, out
     first = json.loads(out.splitlines()[0])
@@ -388,7 +391,7 @@ def test_the_scorer_api_has_the_same_rule(finished_run):
     table = ProbeTable.load(out_dir / "probes.jsonl")
     ids = sorted({r.example_id for r in table.records})[:3]
     with pytest.raises(DataError, match="did you mean 'annotator1'"):
-        scorer.score_probes(table, ids, judge="annotator9")
+        scorer.score_probes(table, ids, judge="anotator1")
     with pytest.raises(DataError, match="annotator9"):
         scorer.score_probes(table, ids, judge=["annotator1", "annotator9"])
     shared = scorer.score_probes(table, ids, judge="shared")
