@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
@@ -156,6 +157,8 @@ def _check_range(value: Any, meta: Mapping[str, Any], where: str) -> None:
     for v in items:
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             continue
+        if not math.isfinite(v):  # NaN passes no range; inf is never a sensible setting
+            raise DataError(f"must be a finite number, got {v!r}", field=where)
         for key, ok, word in (("ge", lambda a, b: a >= b, "at least"), ("gt", lambda a, b: a > b, "greater than"),
                               ("le", lambda a, b: a <= b, "at most"), ("lt", lambda a, b: a < b, "less than")):
             bound = meta.get(key)

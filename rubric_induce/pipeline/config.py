@@ -38,7 +38,7 @@ class RunParams(Params):
 
     section = "run"
     out: str | None = param(None, help="Run directory (default: runs/<config file name>).")
-    seed: int = param(0, help="Seed of the split, the LLM calls, selection and calibration.")
+    seed: int = param(0, ge=0, lt=2**32, help="Seed of the split, the LLM calls, selection and calibration.")
     test_size: float = param(0.5, ge=0.0, lt=1.0, help="Held-out share for the evaluate stage, split by group.")
     limit: int | None = param(None, ge=4, help="Use only the first N examples (two per class and split).")
 

@@ -273,6 +273,16 @@ def test_a_csv_that_is_not_utf8_names_the_line(make_run):
     ("run__limit", "-3", "run.limit"),
     ("select__n_sat", "-1", "select.n_sat"),
     ("backend__spec", "'fake'\ntimeout = -1", "backend.timeout"),
+    ("run__seed", "-1", "run.seed"),
+    ("data__label_threshold", "inf", "data.label_threshold"),
+    ("select__options", "{ alpha = -1.0 }", "select.options.alpha"),
+    ("select__options", "{ cv = 1 }", "select.options.cv"),
+    ("select__options", "{ cv_scoring = 'acuracy' }", "select.options.cv_scoring"),
+    ("select__options", "{ alphas = [] }", "select.options.alphas"),
+    ("select__options", "{ budgets = [[1]] }", "select.options.budgets"),
+    ("select__options", "{ two_sided = 'yes' }", "select.options.two_sided"),
+    ("dedup__borderline", "0.95", "dedup.borderline"),
+    ("dedup__judge", "'opneai/x'", "dedup.judge"),
 ])
 def test_a_bad_number_fails_the_check_naming_the_field(make_run, key, value, field):
     check_fails(make_run(**{key: value}), "cfg.toml", field)
