@@ -79,13 +79,23 @@ def _check_calibrate(ctx: RunContext) -> None:
         raise DataError(f"only {len(train)} training examples carry label {question!r}; calibration needs at least "
                         "4 (or set calibrate.enabled = false)", path=src, field=field)
     # the answer classes calibration learns: every answer seen, 0 (= not applicable) left out
-    answers = set()
+    counts: dict[float, int] = {}
     for ex in train:
         rows = [j.labels for j in ex.judgments] or [ex.labels]
         for labels in rows:
             v = labels.get(question)
             if v is not None and np.isfinite(float(v)) and float(v) != 0.0:
-                answers.add(float(v))
+                counts[float(v)] = counts.get(float(v), 0) + 1
+    answers = set(counts)
+    if question not in cfg.data.scales:  # a lone answer far outside the rest is likely a typo (a 99 on 1-5)
+        for v, n in counts.items():
+            rest = [a for a in answers if a != v]
+            if n == 1 and len(rest) >= 2:
+                lo, hi = min(rest), max(rest)
+                if v > hi + (hi - lo) or v < lo - (hi - lo):
+                    ctx.echo(f"warning: answer {v:g} to {question!r} appears once, far outside the other answers "
+                             f"[{lo:g}, {hi:g}], and becomes a calibration class of its own: declare the range, "
+                             f"e.g. [data] scales = {{ {question} = [{lo:g}, {hi:g}] }}, to make it an error")
     if len(answers) < 2:
         raise DataError(f"calibration needs at least two answers to {question!r} in the training split, found "
                         f"{sorted(answers)} (0 means not applicable there): calibrate a graded label, or set "

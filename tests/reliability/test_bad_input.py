@@ -162,10 +162,24 @@ def test_a_rating_outside_the_declared_scale_names_line_and_allowed_values(make_
     rows = _with(demo_rows()[:24], 9, "judgments.1.labels.satisfaction", 99)
     cfg = make_run(rows, data__scales="{ satisfaction = [1, 5] }")
     check_fails(cfg, "ex.jsonl", "line 10", "judgments[1].labels.satisfaction", "99", "[1, 5]")
-    # without a declared scale the rating 99 would become a calibration class of its own: the
-    # scale is what tells a typo from an answer
     check_ok(make_run(_with(demo_rows()[:24], 9, "judgments.1.labels.satisfaction", 4),
                       data__scales="{ satisfaction = [1, 5] }"))
+
+
+def test_a_lone_far_out_rating_without_a_declared_scale_is_warned_about(make_run):
+    """Without a scale a 99 is an answer like any other (it would become a calibration class of its
+    own); --check says so and how to declare the range."""
+    from rubric_induce.pipeline import load_config
+    from rubric_induce.pipeline.context import RunContext
+
+    rows = demo_rows()[:24]
+    cfg = make_run(rows)
+    out = check_ok(cfg)
+    assert "warning" not in out
+    first_train = RunContext(load_config(cfg), cfg.parent / "run").train[0].id
+    i = next(k for k, r in enumerate(rows) if r["id"] == first_train)
+    out = check_ok(make_run(_with(rows, i, "judgments.1.labels.satisfaction", 99)))
+    assert "warning: answer 99 to 'satisfaction' appears once" in out and "[data] scales" in out
 
 
 def test_a_declared_scale_for_an_unknown_label_suggests_the_closest(make_run):
