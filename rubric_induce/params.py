@@ -54,9 +54,16 @@ def read_at_file(value: str | None, resolve: Any = None, *, field: str, what: st
 
     if not (value and value.startswith("@")):
         return value
+    from .data.jsonl import read_text
+
     path = Path((resolve or Path)(value[1:]))
+    if not path.exists():
+        raise DataError(f"{what} file not found: {path}", path=source, field=field)
     try:
-        return path.read_text(encoding="utf-8")
+        return read_text(path)  # UTF-8, with or without a byte-order mark; bad bytes name their line
+    except DataError as exc:
+        raise DataError(f"{what} file {path}: {exc.message}" + (f" (line {exc.line})" if exc.line else ""),
+                        path=source, field=field) from None
     except FileNotFoundError:
         raise DataError(f"{what} file not found: {path}", path=source, field=field) from None
     except OSError as exc:

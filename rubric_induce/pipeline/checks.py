@@ -51,9 +51,16 @@ def check_field_names(names: Sequence[str], examples: Sequence, *, source: str |
 
 
 def check_run_inputs(ctx: RunContext) -> None:
-    """Fields, the calibrate question and its answers, checked against the examples."""
+    """The domain file and included rubric files (read), and fields, the calibrate question and its
+    answers (checked against the examples)."""
+    from ..generation.api import read_domain
+    from ..handoff import import_rubrics
+
     cfg = ctx.config
     src = cfg.source
+    read_domain(cfg.generate.domain, cfg.resolve)  # an @file that cannot be read fails now, not in generate
+    for path in cfg.generate.include:  # rubric files: parsed now, so a bad line fails before any LLM call
+        import_rubrics(cfg.resolve(path))
     examples = ctx.examples
     if cfg.data.fields is not None:
         check_field_names(cfg.data.fields, examples, source=src, field="data.fields")

@@ -262,6 +262,14 @@ def test_a_config_that_is_not_utf8_names_the_line(make_run):
     check_fails(cfg, "cfg.toml", "line 3", "not UTF-8")
 
 
+@pytest.mark.parametrize("what", ["domain", "include"])
+def test_a_domain_or_rubric_file_that_is_not_utf8_fails_the_check(make_run, tmp_path, what):
+    bad = tmp_path / ("domain.txt" if what == "domain" else "rubrics.jsonl")
+    bad.write_bytes(b"caf\xe9\n" if what == "domain" else b'{"text": "caf\xe9"}\n')
+    key = {"generate__domain": f'"@{bad}"'} if what == "domain" else {"generate__include": f'["{bad}"]'}
+    check_fails(make_run(**key), "not UTF-8", "line 1")
+
+
 def test_a_csv_that_is_not_utf8_names_the_line(make_run):
     raw = b"id,text,sat\n" + b"".join(f'c{i},"hi {i}",{i % 2}\n'.encode() for i in range(6)) + b'c9,"caf\xe9",1\n'
     cfg = make_run(raw=raw, data_name="ex.csv", run__limit="6", generate__method='"none"',
