@@ -56,9 +56,18 @@ def preflight(ctx: RunContext) -> None:
 
     ``run --check`` runs exactly this (after loading the config and the data), nothing less and
     nothing more, so it refuses what a run would refuse before paying for its first LLM call."""
+    from ..errors import DataError
+    from .config import with_config_line
+
+    try:
+        _preflight(ctx)
+    except DataError as exc:  # a config setting named: add the line that sets it
+        raise with_config_line(exc, ctx.config.source) from None
+
+
+def _preflight(ctx: RunContext) -> None:
     from ..data.labels import check_binary
     from ..errors import DataError
-
     from .checks import check_run_inputs
 
     cfg = ctx.config

@@ -307,7 +307,8 @@ def test_a_csv_that_is_not_utf8_names_the_line(make_run):
     ("dedup__judge", "'opneai/x'", "dedup.judge"),
 ])
 def test_a_bad_number_fails_the_check_naming_the_field(make_run, key, value, field):
-    check_fails(make_run(**{key: value}), "cfg.toml", field)
+    out = check_fails(make_run(**{key: value}), "cfg.toml", field)
+    assert re.search(r"cfg\.toml, line \d+, field", out), out  # the line that sets it
 
 
 @pytest.mark.slow
@@ -330,7 +331,7 @@ def test_bootstrap_0_means_no_intervals_and_the_run_finishes(make_run, tmp_path)
     ("''", "backend.spec"),
 ])
 def test_a_bad_backend_spec_fails_the_check_with_a_suggestion(make_run, spec, hint):
-    check_fails(make_run(backend__spec=spec), "cfg.toml", "backend.spec", hint)
+    check_fails(make_run(backend__spec=spec), "cfg.toml", "line ", "backend.spec", hint)
 
 
 def test_a_bad_backend_on_the_command_line_fails_the_check(make_run):
@@ -339,7 +340,7 @@ def test_a_bad_backend_on_the_command_line_fails_the_check(make_run):
 
 
 def test_a_mistyped_calibrate_question_fails_the_check_with_a_suggestion(make_run):
-    check_fails(make_run(calibrate__question='"satisfction"'), "cfg.toml", "calibrate.question",
+    check_fails(make_run(calibrate__question='"satisfction"'), "cfg.toml", "line ", "calibrate.question",
                 "did you mean 'satisfaction'")
 
 
@@ -352,7 +353,7 @@ def test_a_mistyped_label_fails_the_check_with_a_suggestion(make_run):
     ("task__fields", '{ txt = "text" }', "task.fields", "did you mean 'text'"),
 ])
 def test_a_field_the_examples_lack_fails_the_check_with_a_suggestion(make_run, key, value, field, hint):
-    check_fails(make_run(**{key: value}), "cfg.toml", field, hint)
+    check_fails(make_run(**{key: value}), "cfg.toml", "line ", field, hint)
 
 
 # --------------------------------------------------------------------------------------------
