@@ -518,3 +518,19 @@ def test_a_damaged_weights_file_is_a_clean_error_naming_it(finished_run, tmp_pat
     assert str(weights) in str(info.value) and "damaged" in str(info.value)
     rc, out = invoke("score", folder, "--probes", src / "probes.jsonl")
     assert rc == 2 and weights.name in out
+
+
+@pytest.mark.slow
+def test_score_input_with_a_bom_is_read_and_bad_bytes_name_the_line(finished_run, tmp_path):
+    out_dir, _ = finished_run
+    good = tmp_path / "new.jsonl"
+    good.write_bytes(b"\xef\xbb\xbf" + json.dumps({"id": 7, "text": "USER: hi\nSYSTEM: hello"}).encode() + b"\n")
+    rc, out = invoke("score", out_dir, "--input", good, "--judge", "shared")
+    assert rc == 0, out
+    assert json.loads(out.splitlines()[-1])["id"] == "7"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(good.read_bytes() + b'{"id": "x", "text": "caf\xe9"}\n')
+    rc, out = invoke("score", out_dir, "--input", bad)
+    assert rc == 2 and "bad.jsonl, line 2" in out and "not UTF-8" in out
+    rc, out = invoke("score", out_dir, "--input", good, "--judge", "anotator1")
+    assert rc == 2 and "did you mean 'annotator1'" in out
