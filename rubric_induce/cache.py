@@ -114,32 +114,86 @@ def cache_key(identity: Mapping[str, Any], method: str, payload: Mapping[str, An
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _damaged(path: Path, exc: BaseException) -> Exception:
+    from .errors import DataError
+
+    return DataError(f"the call cache is damaged ({exc}): delete it (finished LLM calls will be made again) "
+                     "or set [backend] cache (CLI --cache) to another file", path=path)
+
+
 class CallCache:
-    """SQLite store of finished calls: key -> response JSON, with the tokens and cost it took."""
+    """SQLite store of finished calls: key -> response JSON, with the tokens and cost it took.
+
+    A file that is not an SQLite database, or a damaged one, is a :class:`DataError` naming the
+    file and the fix (delete it, or point the cache elsewhere). A row whose response is not
+    readable JSON is a cache miss: the call is made again and replaces the row, with one warning
+    per cache (a cache must not stop a run over one bad row)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False,
-                                     isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA busy_timeout=60000")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS calls ("
-            " key TEXT PRIMARY KEY, method TEXT NOT NULL, model TEXT, response TEXT NOT NULL,"
-            " prompt_tokens INTEGER, completion_tokens INTEGER, cost_usd REAL, created REAL)"
-        )
+        self._warned = False
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False,
+                                         isolation_level=None)
+        except sqlite3.OperationalError as exc:  # a folder, no permission
+            from .errors import DataError
+
+            raise DataError(f"cannot open the call cache ({exc}); set [backend] cache (CLI --cache) to a "
+                            "file that can be written", path=self.path) from None
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA busy_timeout=60000")
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS calls ("
+                " key TEXT PRIMARY KEY, method TEXT NOT NULL, model TEXT, response TEXT NOT NULL,"
+                " prompt_tokens INTEGER, completion_tokens INTEGER, cost_usd REAL, created REAL)"
+            )
+            self._conn.execute("SELECT key, response FROM calls LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            raise _damaged(self.path, exc) from None
+
+    def _execute(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, args)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise
+            raise _damaged(self.path, exc) from None
+
+    def warn_damaged_row(self, key: str, why: str) -> None:
+        """Say once per cache that a row could not be read (it is then called again and replaced)."""
+        if self._warned:
+            return
+        self._warned = True
+        import warnings
+
+        warnings.warn(f"{self.path}: the call cache has a damaged row ({why}; key {key[:12]}...): such calls "
+                      "are made again and their rows replaced", RuntimeWarning, stacklevel=3)
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
-            row = self._conn.execute("SELECT response FROM calls WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
+            row = self._execute("SELECT response FROM calls WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        try:
+            value = json.loads(row[0])
+        except (TypeError, ValueError, RecursionError) as exc:  # not text, or not JSON
+            self.warn_damaged_row(key, f"response is not JSON: {exc}")
+            return None
+        if not isinstance(value, dict):
+            self.warn_damaged_row(key, f"response is a JSON {type(value).__name__}, not an object")
+            return None
+        return value
 
     def put(self, key: str, method: str, model: str, response: Mapping[str, Any], usage: Usage) -> None:
         blob = json.dumps(response, ensure_ascii=False)
         with self._lock:
-            self._conn.execute(
+            self._execute(
                 "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (key, method, model, blob, usage.prompt_tokens, usage.completion_tokens,
                  usage.cost_usd, time.time()),
@@ -147,11 +201,11 @@ class CallCache:
 
     def __len__(self) -> int:
         with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+            return int(self._execute("SELECT COUNT(*) FROM calls").fetchone()[0])
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            n, p, c, cost = self._conn.execute(
+            n, p, c, cost = self._execute(
                 "SELECT COUNT(*), COALESCE(SUM(prompt_tokens),0), COALESCE(SUM(completion_tokens),0),"
                 " SUM(cost_usd) FROM calls").fetchone()
         return {"calls": n, "prompt_tokens": p, "completion_tokens": c, "cost_usd": cost}
@@ -247,11 +301,21 @@ class CachedBackend(Backend):
         key = cache_key(self.inner.identity(), method, payload)
         return key, (self.cache.get(key) if self.cache is not None else None)
 
+    def _decode(self, key: str, hit: dict[str, Any] | None, cls: Any) -> Any:
+        """The cached result, or None (a miss) when the row does not hold one (a damaged row)."""
+        if hit is None:
+            return None
+        try:
+            return cls.from_dict(hit)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self.cache.warn_damaged_row(key, f"{type(exc).__name__}: {exc}")
+            return None
+
     def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:
         opts = CallOptions.resolve(options)
         key, hit = self._lookup("chat", {"messages": [dict(m) for m in messages], "options": opts.to_key()})
-        if hit is not None:
-            result = ChatResult.from_dict(hit)
+        result = self._decode(key, hit, ChatResult)
+        if result is not None:
             self.tally.record(result.usage, cached=True)
             result.usage.cached = True
             return result
@@ -273,8 +337,8 @@ class CachedBackend(Backend):
         payload = {"messages": [dict(m) for m in messages], "answers": list(answers),
                    "assistant_prefix": assistant_prefix, "options": opts.to_key()}
         key, hit = self._lookup("answer_logprobs", payload)
-        if hit is not None:
-            result = AnswerLogprobs.from_dict(hit)
+        result = self._decode(key, hit, AnswerLogprobs)
+        if result is not None:
             self.tally.record(result.usage, cached=True)
             result.usage.cached = True
             return result

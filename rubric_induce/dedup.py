@@ -119,6 +119,20 @@ class DedupParams(Params):
                               help="Lower cosine of the band [borderline, threshold) sent to the LLM judge.")
     max_judge_pairs: int = param(200, ge=0, help="At most this many pairs go to the LLM judge.")
 
+    def check(self) -> None:
+        from .errors import BackendError, DataError
+
+        if self.judge is not None:
+            from .backends import parse_backend_spec
+
+            try:
+                parse_backend_spec(self.judge)
+            except BackendError as exc:
+                raise DataError(str(exc), field="dedup.judge") from None
+        if self.borderline > self.threshold:
+            raise DataError(f"must be at most dedup.threshold ({self.threshold:g}), got {self.borderline:g}",
+                            field="dedup.borderline")
+
 
 def dedup(pool: RubricPool | Sequence[Rubric], params: DedupParams = DedupParams(), *,
           embedder: Embedder | None = None, judge_backend: Backend | None = None, seed: int = 0) -> DedupResult:

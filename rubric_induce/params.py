@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
@@ -53,9 +54,16 @@ def read_at_file(value: str | None, resolve: Any = None, *, field: str, what: st
 
     if not (value and value.startswith("@")):
         return value
+    from .data.jsonl import read_text
+
     path = Path((resolve or Path)(value[1:]))
+    if not path.exists():
+        raise DataError(f"{what} file not found: {path}", path=source, field=field)
     try:
-        return path.read_text(encoding="utf-8")
+        return read_text(path)  # UTF-8, with or without a byte-order mark; bad bytes name their line
+    except DataError as exc:
+        raise DataError(f"{what} file {path}: {exc.message}" + (f" (line {exc.line})" if exc.line else ""),
+                        path=source, field=field) from None
     except FileNotFoundError:
         raise DataError(f"{what} file not found: {path}", path=source, field=field) from None
     except OSError as exc:
@@ -156,6 +164,8 @@ def _check_range(value: Any, meta: Mapping[str, Any], where: str) -> None:
     for v in items:
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             continue
+        if not math.isfinite(v):  # NaN passes no range; inf is never a sensible setting
+            raise DataError(f"must be a finite number, got {v!r}", field=where)
         for key, ok, word in (("ge", lambda a, b: a >= b, "at least"), ("gt", lambda a, b: a > b, "greater than"),
                               ("le", lambda a, b: a <= b, "at most"), ("lt", lambda a, b: a < b, "less than")):
             bound = meta.get(key)

@@ -252,21 +252,33 @@ class RubricScorer:
 
     def score(self, texts: Iterable[str | Mapping[str, Any] | Example], *, judge: str | Sequence[str] | None = None,
               aggregate: str = "mean", progress: bool = False,
-              mapping: InputMapping | None = None) -> list[ScoreResult]:
+              mapping: InputMapping | None = None, unseen_judge: str = "error") -> list[ScoreResult]:
         """Score texts: probes, NetSAT and label, calibrated prediction with its uncertainty, drivers.
 
-        ``judge``: a judge seen in training, an unseen name (shared weights only), a list of
-        trusted judges (aggregated by ``aggregate``: mean or max), or None for the mean over
-        every judge the calibrator was trained on. ``texts``: see :meth:`to_examples` (one plain
-        string, or a list); ``mapping`` maps dict keys (your columns) onto the set's fields.
+        ``judge``: a judge seen in training, ``"shared"`` (the shared weights only: a judge the
+        calibrator has not seen), a list of trusted judges (aggregated by ``aggregate``: mean or
+        max), or None for the mean over every judge the calibrator was trained on. Any other name
+        is an error listing the known judges (checked before any LLM call), unless
+        ``unseen_judge="shared"`` gives unseen names the shared weights. ``texts``: see
+        :meth:`to_examples` (one plain string, or a list); ``mapping`` maps dict keys (your
+        columns) onto the set's fields.
         """
+        if self.calibrator is not None:
+            from .calibration.api import resolve_judge
+
+            resolve_judge(self.calibrator, judge, unseen_judge)  # before paying for probes
         examples = self.to_examples(texts, mapping=mapping)
         table = self.probe(examples, progress=progress)
-        return self.score_probes(table, examples, judge=judge, aggregate=aggregate)
+        return self.score_probes(table, examples, judge=judge, aggregate=aggregate, unseen_judge=unseen_judge)
 
     def score_probes(self, table, examples: Sequence[Example | str], *, judge: str | Sequence[str] | None = None,
-                     aggregate: str = "mean") -> list[ScoreResult]:
-        """Score from an existing :class:`~rubric_induce.probing.ProbeTable` (no LLM call)."""
+                     aggregate: str = "mean", unseen_judge: str = "error") -> list[ScoreResult]:
+        """Score from an existing :class:`~rubric_induce.probing.ProbeTable` (no LLM call);
+        ``judge`` and ``unseen_judge`` as in :meth:`score`."""
+        if self.calibrator is not None:
+            from .calibration.api import resolve_judge
+
+            resolve_judge(self.calibrator, judge, unseen_judge)
         from .selection.scores import signs_from_polarity, unit_scores
 
         ids = [e.id if isinstance(e, Example) else str(e) for e in examples]
@@ -293,14 +305,14 @@ class RubricScorer:
                                for j in range(len(rubric_ids))]
             results.append(res)
         if self.calibrator is not None:
-            self._calibrate(results, arr, judge, aggregate)
+            self._calibrate(results, arr, judge, aggregate, unseen_judge)
         for res in results:  # strongest drivers first
             key = "prediction_effect" if self.calibrator is not None else "netsat_contribution"
             res.drivers.sort(key=lambda d: -abs(d.get(key) or 0.0))
         return results
 
-    def _calibrate(self, results: list[ScoreResult], arr, judge, aggregate: str) -> None:
-        from .calibration.api import calibrated_rows
+    def _calibrate(self, results: list[ScoreResult], arr, judge, aggregate: str, unseen_judge: str = "error") -> None:
+        from .calibration.api import calibrated_rows, resolve_judge
         from .calibration.data import features_from_arrays
 
         cal = self.calibrator
@@ -310,6 +322,7 @@ class RubricScorer:
             who_list: str | list[str] = who
         else:
             who_list = list(who) if who else None
+        resolved = resolve_judge(cal, who_list, unseen_judge)  # "shared" -> None: the shared weights
         q = self.question
         n, r = X.shape[0], X.shape[1]
         # Occlusion, in one batch: how far the prediction moves when one rubric's probe is
@@ -319,8 +332,8 @@ class RubricScorer:
             stacked[j + 1, :, j, :] = 0.0
         stacked = stacked.reshape(n * (r + 1), *X.shape[1:])
         with _torch_threads(1):  # tiny networks: thread start-up costs more than it saves
-            rows = calibrated_rows(cal, X, who_list, question=q, aggregate=aggregate)
-            all_pred = cal.predict(stacked, who_list, question=q, aggregate=aggregate).reshape(r + 1, n)
+            rows = calibrated_rows(cal, X, resolved, question=q, aggregate=aggregate, unseen_judge="shared")
+            all_pred = cal.predict(stacked, resolved, question=q, aggregate=aggregate).reshape(r + 1, n)
         pred, proba, scale = rows["prediction"], rows["proba"], rows["scale"]
         effects = (pred[None, :] - all_pred[1:]).T
         for i, res in enumerate(results):

@@ -168,11 +168,12 @@ def load_task_file(path: str | Path) -> TaskParams:
     import json
     import tomllib
 
+    from .data.jsonl import read_text
+
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError("task file not found", path=path) from None
+    if not path.exists():
+        raise DataError("task file not found", path=path)
+    text = read_text(path)  # UTF-8 with or without a byte-order mark; other bytes name their line
     try:
         raw = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:

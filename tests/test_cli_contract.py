@@ -29,7 +29,9 @@ def files(tmp_path, examples, rubrics):
     rb = RubricPool(rubrics).save(tmp_path / "rb.jsonl")
     cfg = tmp_path / "cfg.toml"
     cfg.write_text(f'[data]\nexamples = "{ex}"\n[backend]\nspec = "fake"\n[generate]\nmethod = "none"\n'
-                   f'include = ["{rb}"]\n', encoding="utf-8")
+                   f'include = ["{rb}"]\n'
+                   # six 0/1 examples cannot train a calibrator: run --check says so before any LLM call
+                   '[calibrate]\nenabled = false\n', encoding="utf-8")
     empty = tmp_path / "empty"
     empty.mkdir()
     return {"ex": str(ex), "rb": str(rb), "cfg": str(cfg), "tmp": tmp_path, "empty": str(empty)}

@@ -43,7 +43,9 @@ def parse_backend_spec(spec: str) -> tuple[str, str, str | None]:
     spec = spec.strip()
     kind, _, rest = spec.partition("/")
     if kind not in BACKEND_KINDS:
-        raise BackendError(f"unknown backend {redact_spec(spec)!r}: expected one of "
+        from ..params import suggest
+
+        raise BackendError(f"unknown backend {redact_spec(spec)!r}{suggest(kind, BACKEND_KINDS)}: expected one of "
                            + ", ".join(f"{k}[/model]" for k in BACKEND_KINDS))
     base_url = None
     if kind == "openai-compatible":

@@ -17,9 +17,12 @@ from ..errors import DataError
 from ..params import Params, param
 
 __all__ = ["CalibrateParams", "CalibrateResult", "calibrate", "calibrator_features", "calibrated_rows",
-           "CALIBRATION_DIR"]
+           "resolve_judge", "SHARED_JUDGE", "UNSEEN_JUDGE", "CALIBRATION_DIR"]
 
 CALIBRATION_DIR = "calibration"
+#: Judges with fewer training ratings than this get judge-specific weights from almost no data:
+#: calibrate warns about them (and lists them in its summary as ``few_ratings``).
+FEW_RATINGS = 3
 
 
 def _calibrator_options(options: dict[str, Any], where: str = "calibrate.options") -> dict[str, Any]:
@@ -39,7 +42,8 @@ def _calibrator_options(options: dict[str, Any], where: str = "calibrate.options
     try:
         Calibrator(**opts)._check_params()
     except (ValueError, TypeError) as exc:
-        raise DataError(str(exc), field=where) from None
+        name = next((k for k in opts if str(exc).startswith(k)), None)  # "finetune_epochs must be ..."
+        raise DataError(str(exc), field=f"{where}.{name}" if name else where) from None
     return opts
 
 
@@ -82,11 +86,27 @@ class CalibrateResult:
 
     def summary(self) -> dict[str, Any]:
         out = {"enabled": True, "question": self.question, "texts": self.n_texts, "rows": self.n_rows,
-               "judges": self.judges, "scale": self.scale}
+               "judges": self.judges, "scale": self.scale, "few_ratings": self.few_ratings()}
         cv = self.metrics.get("cv")
         if cv:
             out["cv_pearson"] = cv.get("pearson")
         return out
+
+    def few_ratings(self) -> dict[str, int]:
+        """Judges with fewer than :data:`FEW_RATINGS` ratings of the question in training, and their counts."""
+        counts = self.extra.get("judge_ratings", {})
+        return {j: n for j, n in counts.items() if n < FEW_RATINGS}
+
+    def warning(self) -> str | None:
+        """One line about judges trained on almost no ratings (their own weights overfit), or None."""
+        few = self.few_ratings()
+        if not few:
+            return None
+        shown = ", ".join(f"{j} ({n} rating{'s' if n != 1 else ''})" for j, n in list(few.items())[:10])
+        more = f", ... ({len(few)} in all)" if len(few) > 10 else ""
+        return (f"{len(few)} judge(s) with fewer than {FEW_RATINGS} ratings of {self.question!r} get judge-specific "
+                f"weights from almost no data: {shown}{more}; predict them with judge 'shared' (the shared "
+                "weights), or set calibrate.options.personalized = false")
 
     def save(self, directory: str | Path, *, figures: bool = True) -> Path:
         """Write the weights into ``directory`` (JSON config + safetensors, never pickle; a run keeps
@@ -199,6 +219,14 @@ def calibrate(train, params: CalibrateParams = CalibrateParams(), *, test=None, 
                              [float(v) for v in train.scales[q]], metrics, "".join(lines),
                              extra={"seed": seed, "search": params.search,
                                     "params": metrics.get("params", {})})
+    col = train.targets[:, train.question_names.index(question)]
+    rated = np.isfinite(col) & ~np.isin(col, train.not_applicable)
+    judge_ratings: dict[str, int] = {}
+    for j, ok in zip(train.row_judge, rated):
+        judge_ratings[str(j)] = judge_ratings.get(str(j), 0) + int(ok)
+    result.extra["judge_ratings"] = judge_ratings
+    if result.warning():
+        say(f"warning: {result.warning()}")
     result._figures = figures
     return result
 
@@ -230,10 +258,49 @@ def calibrator_features(cal, table, example_ids: Sequence[str] | None = None, *,
     return arr, X[:, :, :k]
 
 
+#: The judge name that asks for the shared weights only (a judge the calibrator has not seen).
+SHARED_JUDGE = "shared"
+#: What an unseen judge name means: an error (default) or the shared weights.
+UNSEEN_JUDGE = ("error", "shared")
+
+
+def resolve_judge(cal, judge: Any, unseen_judge: str = "error") -> Any:
+    """``judge`` as the calibrator takes it, refusing names it was not trained on.
+
+    None: every judge's mean is the caller's business (passed through). A known name or a list of
+    known names: as given. ``"shared"`` (:data:`SHARED_JUDGE`, unless a training judge has that
+    name): None, the shared weights only. Any other unseen name is a :class:`DataError` listing
+    the known judges with the closest one, unless ``unseen_judge="shared"`` says that unseen
+    judges get the shared weights (then they are passed on, and the calibrator uses the shared
+    weights for them).
+    """
+    from ..params import suggest
+
+    if unseen_judge not in UNSEEN_JUDGE:
+        raise DataError(f"unseen_judge must be one of {UNSEEN_JUDGE}, got {unseen_judge!r}", field="unseen_judge")
+    if judge is None:
+        return None
+    known = [str(j) for j in cal.judges_]
+    single = isinstance(judge, (str, int, np.integer))
+    names = [str(judge)] if single else [str(j) for j in judge]
+    if not names:
+        raise DataError("the list of trusted judges is empty", field="judge")
+    unknown = [n for n in names if n not in known and n != SHARED_JUDGE]
+    if unknown and unseen_judge == "error":
+        shown = ", ".join(known[:12]) + (f", ... ({len(known)} in all)" if len(known) > 12 else "")
+        raise DataError(f"unknown judge {unknown[0]!r}{suggest(unknown[0], known)}; the calibrator was trained on "
+                        f"{shown}. For a judge it has not seen, ask for the shared weights: judge {SHARED_JUDGE!r} "
+                        f"(CLI --judge {SHARED_JUDGE}; API unseen_judge='shared')", field="judge")
+    if single:
+        return None if names[0] == SHARED_JUDGE and SHARED_JUDGE not in known else str(judge)
+    return names
+
+
 def calibrated_rows(cal, X: np.ndarray, judge: Any = None, *, question: str | int | None = None,
-                    aggregate: str = "mean") -> dict[str, np.ndarray]:
+                    aggregate: str = "mean", unseen_judge: str = "error") -> dict[str, np.ndarray]:
     """Per row: the calibrated distribution, prediction, variance, sd and entropy (one definition
-    of each, from the calibrator's own methods)."""
+    of each, from the calibrator's own methods). ``judge``: see :func:`resolve_judge`."""
+    judge = resolve_judge(cal, judge, unseen_judge)
     q = cal.question_index(question)
     proba = cal.predict_proba(X, judge, question=q)
     var = cal.predictive_variance(X, judge, question=q)

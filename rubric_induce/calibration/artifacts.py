@@ -82,6 +82,27 @@ def save_calibrator(cal: Calibrator, directory: str | Path, *, extra: dict[str, 
     return directory
 
 
+def _read_weights(wpath: Path) -> dict[str, np.ndarray]:
+    """The tensors of a weights file; a truncated or damaged one is a DataError naming it."""
+    import zipfile
+
+    try:
+        if wpath.suffix == ".safetensors":
+            from safetensors.numpy import load_file
+
+            return load_file(str(wpath))
+        with np.load(wpath, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise DataError(f"the weights file is damaged or truncated ({exc}); save the calibrator again "
+                        "(rerun the calibrate stage)", path=wpath) from None
+    except Exception as exc:  # safetensors' SafetensorError derives from Exception only
+        if type(exc).__name__ != "SafetensorError":
+            raise
+        raise DataError(f"the weights file is damaged or truncated ({exc}); save the calibrator again "
+                        "(rerun the calibrate stage)", path=wpath) from None
+
+
 def load_calibrator(directory: str | Path) -> Calibrator:
     """Rebuild a calibrator saved by :func:`save_calibrator` (no pickle involved)."""
     torch = require_torch()
@@ -103,13 +124,7 @@ def load_calibrator(directory: str | Path) -> Calibrator:
     wpath = directory / config["weights"]
     if not wpath.exists():
         raise DataError("weights file is missing", path=wpath)
-    if wpath.suffix == ".safetensors":
-        from safetensors.numpy import load_file
-
-        tensors = load_file(str(wpath))
-    else:
-        with np.load(wpath, allow_pickle=False) as z:
-            tensors = {k: z[k] for k in z.files}
+    tensors = _read_weights(wpath)
     params = dict(config["params"])
     params["hidden"] = tuple(params["hidden"])
     params["not_applicable"] = tuple(params["not_applicable"])

@@ -221,6 +221,24 @@ class Calibrator:
             raise ValueError("n_ensemble must be >= 1")
         if not 0 < float(self.validation_fraction) < 1:
             raise ValueError("validation_fraction must be in (0, 1)")
+        for name in ("pretrain_epochs", "finetune_epochs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+        if isinstance(self.patience, bool) or not isinstance(self.patience, (int, np.integer)) or self.patience < 1:
+            raise ValueError(f"patience must be a whole number >= 1, got {self.patience!r}")
+        for name in ("weight_decay", "judge_weight_decay"):
+            value = getattr(self, name)
+            if value is None and name == "judge_weight_decay":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        if not np.isfinite(float(self.learning_rate)):
+            raise ValueError(f"learning_rate must be a finite number > 0, got {self.learning_rate!r}")
+        if self.n_threads is not None and (isinstance(self.n_threads, bool) or int(self.n_threads) < 1):
+            raise ValueError(f"n_threads must be >= 1 (or None), got {self.n_threads!r}")
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in tuple(self.not_applicable)):
+            raise ValueError(f"not_applicable must be a list of numbers, got {self.not_applicable!r}")
 
     def fit(
         self,

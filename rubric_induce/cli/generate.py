@@ -86,7 +86,9 @@ def command(examples_path, dataset, data_root, limit, method, label, label_thres
         label = label or "sat"
     params = GenerateParams(method=method, per_class=per_class, include=tuple(map(str, include)),
                             domain=f"@{domain_path}" if domain_path else None, options=opts.to_dict())
-    domain = domain_path.read_text(encoding="utf-8") if domain_path else None
+    from ..data.jsonl import read_text
+
+    domain = read_text(domain_path) if domain_path else None
     if out_path is None:
         stem = (dataset or (examples_path.stem if examples_path else "examples")).replace("/", "_")
         out_path = Path("rubric_pools") / f"{stem}_{method}.jsonl"

@@ -89,7 +89,9 @@ def _write_rows(rows, out_path: Path | None) -> None:
 @backend_params_options
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="SQLite call cache (default: the run's cache).")
-@click.option("--judge", default=None, help="Predict this judge (an unseen name uses the shared weights only).")
+@click.option("--judge", default=None, help="Predict this judge (one the calibrator was trained on), or 'shared': "
+                                             "the shared weights only, for a judge it has not seen. Any other name "
+                                             "is an error listing the known judges.")
 @click.option("--trusted", default=None, help="Comma-separated trusted judges to aggregate over.")
 @click.option("--aggregate", type=click.Choice(["mean", "max"]), default="mean", show_default=True,
               help="How --trusted judges' expected scores are combined.")
@@ -182,10 +184,9 @@ def _score_with_calibrator(folder: Path, probes_path: Path, who: Any, aggregate:
     path = folder / "artifact" if (folder / "artifact").is_dir() else folder
     cal = load_calibrator(path)
     arr, X = calibrator_features(cal, ProbeTable.load(probes_path), source=str(probes_path))
-    out = calibrated_rows(cal, X, who, question=question, aggregate=aggregate)
-    unknown = [j for j in ([who] if isinstance(who, str) else (who or [])) if j not in cal.judges_]
-    if unknown:
-        echo(f"note: unseen judge(s) {unknown}: shared weights only")
+    out = calibrated_rows(cal, X, who, question=question, aggregate=aggregate)  # an unknown judge: exit 2
+    if who == "shared" and "shared" not in cal.judges_:
+        echo("note: judge 'shared': the shared weights only")
     _write_rows(({"example_id": ex_id, "question": out["question"], "judge": who,
                   "prediction": float(out["prediction"][i]), "variance": float(out["variance"][i]),
                   "entropy": float(out["entropy"][i]),

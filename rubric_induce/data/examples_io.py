@@ -6,6 +6,7 @@ everywhere: one error naming the file, line and field, and nothing half-loaded.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ from .jsonl import read_jsonl, write_jsonl
 from .labels import require_two_classes  # re-exported; lives with the other label checks
 from .model import Example, LabelScale
 
-__all__ = ["read_examples", "write_examples", "example_from_dict", "check_labels",
+__all__ = ["read_examples", "write_examples", "example_from_dict", "check_labels", "check_label_values",
+           "label_problem", "LABEL_FIX",
            "require_two_classes", "check_text"]
 
 
@@ -35,6 +37,34 @@ def check_labels(
         if scale is None or value is None:
             continue
         problem = scale.check(value)
+        if problem:
+            raise DataError(problem, path=path, line=line, field=f"{field_prefix}{question}")
+
+
+#: What to do about a label that is not a number (ends the "must be a number" messages).
+LABEL_FIX = ("labels are numbers (true/false count as 1/0; null = not answered): write the number, e.g. "
+             "1 for \"yes\", or read a numeric column through [data.mapping] labels")
+
+
+def label_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a label (None when it can: a finite number, a bool or null)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"label is {value!r}; a label must be a finite number (null = not answered)"
+        return None
+    shown = repr(value) if isinstance(value, str) else f"{type(value).__name__} {value!r}"
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"label must be a number, got {shown}; {LABEL_FIX}"
+
+
+def check_label_values(labels: Mapping[str, Any], *, path: str | Path | None = None, line: int | None = None,
+                       field_prefix: str = "labels.") -> None:
+    """Raise :class:`DataError` for the first label value that is not a number, a bool or null."""
+    for question, value in labels.items():
+        problem = label_problem(value)
         if problem:
             raise DataError(problem, path=path, line=line, field=f"{field_prefix}{question}")
 
@@ -71,7 +101,38 @@ def example_from_dict(
     labels = row.get("labels") or {}
     if not isinstance(labels, dict):
         raise DataError("expected an object", path=path, line=line, field=f"{prefix}labels")
+    for name in ("id", "group"):
+        value = row.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise DataError(f"expected a string (or an integer), got {type(value).__name__} {value!r}",
+                            path=path, line=line, field=f"{prefix}{name}")
+        if isinstance(value, str) and not value.strip():
+            raise DataError("must not be empty (leave it out for an id derived from the text)"
+                            if name == "id" else "must not be empty", path=path, line=line, field=f"{prefix}{name}")
+    check_label_values(labels, path=path, line=line, field_prefix=f"{prefix}labels.")
     check_labels(labels, label_scales, path=path, line=line, field_prefix=f"{prefix}labels.")
+    judgments = row.get("judgments") or []
+    if not isinstance(judgments, list):
+        raise DataError(f"expected a list of {{\"judge\", \"labels\"}} objects, got {type(judgments).__name__}",
+                        path=path, line=line, field=f"{prefix}judgments")
+    for j, jd in enumerate(judgments):
+        where = f"{prefix}judgments[{j}]"
+        if not isinstance(jd, dict):
+            raise DataError(f"expected an object {{\"judge\", \"labels\"}}, got {type(jd).__name__}",
+                            path=path, line=line, field=where)
+        judge = jd.get("judge")
+        if judge is None or isinstance(judge, bool) or not isinstance(judge, (str, int)) or not str(judge).strip():
+            raise DataError(f"expected the judge's name (a string), got {judge!r}", path=path, line=line,
+                            field=f"{where}.judge")
+        if not isinstance(jd.get("labels"), dict):
+            raise DataError("expected an object of the judge's answers", path=path, line=line,
+                            field=f"{where}.labels")
+        check_label_values(jd["labels"], path=path, line=line, field_prefix=f"{where}.labels.")
+    meta = row.get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        raise DataError(f"expected an object, got {type(meta).__name__}", path=path, line=line, field=f"{prefix}meta")
     try:
         ex = Example.from_dict(row)
     except (KeyError, TypeError, ValueError) as exc:

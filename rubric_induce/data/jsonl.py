@@ -15,12 +15,12 @@ from typing import Any
 
 from ..errors import DataError
 
-__all__ = ["read_jsonl", "write_jsonl", "append_jsonl", "read_json", "write_json", "atomic_write_text", "jsonable"]
+__all__ = ["read_jsonl", "read_text", "decode_text", "write_jsonl", "append_jsonl", "read_json", "write_json", "atomic_write_text", "jsonable"]
 
 
 def _open_text(path: Path):
     try:
-        return path.open("r", encoding="utf-8")
+        return path.open("rb")
     except FileNotFoundError:
         raise DataError("file not found", path=path) from None
     except IsADirectoryError:
@@ -29,36 +29,70 @@ def _open_text(path: Path):
         raise DataError(f"cannot read file: {exc.strerror}", path=path) from None
 
 
-def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, object)`` for each non-blank line; fail loudly on the first bad one."""
+def _not_utf8(path: Path, line: int, exc: UnicodeDecodeError, offset: int = 0) -> DataError:
+    """The error for bytes that are not UTF-8: the line, and the byte column within it."""
+    return DataError(f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at column {exc.start - offset + 1} "
+                     f"({exc.reason}); save the file as UTF-8", path=path, line=line)
+
+
+def decode_text(data: bytes, path: str | Path) -> str:
+    """``data`` decoded as UTF-8 (a leading byte-order mark is dropped); bytes that are not UTF-8
+    are a :class:`DataError` naming the file and the line they are on."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:  # exc.object: the bytes after any byte-order mark
+        line = exc.object.count(b"\n", 0, exc.start) + 1
+        raise _not_utf8(Path(path), line, exc, exc.object.rfind(b"\n", 0, exc.start) + 1) from None
+
+
+def read_text(path: str | Path) -> str:
+    """A whole text file (UTF-8, with or without a byte-order mark); errors name the file and line."""
     path = Path(path)
     with _open_text(path) as fh:
         try:
-            for line_no, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"malformed JSON ({exc.msg} at column {exc.colno})",
-                                    path=path, line=line_no) from None
-                if not isinstance(obj, dict):
-                    raise DataError(f"expected a JSON object, got {type(obj).__name__}",
-                                    path=path, line=line_no)
-                yield line_no, obj
-        except UnicodeDecodeError as exc:
-            raise DataError(f"file is not UTF-8 text ({exc.reason})", path=path) from None
+            data = fh.read()
+        except OSError as exc:
+            raise DataError(f"cannot read file: {exc.strerror}", path=path) from None
+    return decode_text(data, path)
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)`` for each non-blank line; fail loudly on the first bad one.
+
+    UTF-8 with or without a byte-order mark; a line that is not UTF-8 is named."""
+    path = Path(path)
+    with _open_text(path) as fh:
+        for line_no, raw in enumerate(fh, start=1):
+            if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _not_utf8(path, line_no, exc) from None
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"malformed JSON ({exc.msg} at column {exc.colno})",
+                                path=path, line=line_no) from None
+            except RecursionError:
+                raise DataError("malformed JSON (nested too deeply)", path=path, line=line_no) from None
+            if not isinstance(obj, dict):
+                raise DataError(f"expected a JSON object, got {type(obj).__name__}",
+                                path=path, line=line_no)
+            yield line_no, obj
 
 
 def read_json(path: str | Path) -> Any:
     path = Path(path)
-    with _open_text(path) as fh:
-        try:
-            return json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"malformed JSON ({exc.msg})", path=path, line=exc.lineno) from None
-        except UnicodeDecodeError as exc:
-            raise DataError(f"file is not UTF-8 text ({exc.reason})", path=path) from None
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"malformed JSON ({exc.msg})", path=path, line=exc.lineno) from None
+    except RecursionError:
+        raise DataError("malformed JSON (nested too deeply)", path=path) from None
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

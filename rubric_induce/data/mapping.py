@@ -140,7 +140,8 @@ class InputMapping(Params):
             if nested is None:
                 nested = isinstance(first.get("fields"), Mapping) and not self._names_fields_column()
             if nested:
-                return self._nested(_rows(path, fmt, []), path, label_scales, binary_label, unique)
+                required = default_labels if self.labels is None else ()
+                return self._nested(_rows(path, fmt, []), path, label_scales, binary_label, unique, required)
         elif nested:
             raise DataError("the nested rubric-induce layout is JSON Lines, not CSV/TSV", path=path,
                             field=self.where("format"))
@@ -186,8 +187,9 @@ class InputMapping(Params):
             import csv
             import io
 
-            with path.open(encoding="utf-8-sig", newline="") as fh:
-                text = fh.read()
+            from .jsonl import read_text
+
+            text = read_text(path)
             header = next(csv.reader(io.StringIO(text), delimiter="\t" if fmt == "tsv" else ","), [])
             return {h.strip(): "" for h in header}
         raise DataError("no rows in file", path=path)
@@ -212,7 +214,7 @@ class InputMapping(Params):
     # -- nested rubric-induce rows -------------------------------------------------------------
     def _nested(self, rows: Iterable[tuple[int | None, int | None, Any]], path: Path | None,
                 label_scales: Mapping[str, LabelScale] | None, binary_label: str | None,
-                unique: bool) -> list[Example]:
+                unique: bool, required: Sequence[str] = ()) -> list[Example]:
         from .examples_io import example_from_dict
         from .labels import require_two_classes
 
@@ -225,10 +227,15 @@ class InputMapping(Params):
             prefix = f"texts[{record}]." if path is None else (f"[{record}]." if record is not None else "")
             ex = self._apply_nested(example_from_dict(row, label_scales, path=path, line=line, prefix=prefix),
                                     row, path, line, prefix)
+            for name in required:  # the label a run learns: null (not answered) is not enough there
+                if name in ex.labels and ex.labels[name] is None:
+                    raise DataError(f"label {name!r} is null, but it is the label this run learns (data.label): "
+                                    "give every example a number, or leave such examples out",
+                                    path=path, line=line, field=f"{prefix}labels.{name}")
             if unique and ex.id in seen:
-                raise DataError(f"duplicate example id {ex.id!r} (first on line {seen[ex.id]})",
+                raise DataError(f"duplicate example id {ex.id!r} (first on {seen[ex.id]}; ids must be unique)",
                                 path=path, line=line, field=f"{prefix}id")
-            seen.setdefault(ex.id, line if line is not None else record)
+            seen.setdefault(ex.id, f"line {line}" if line is not None else f"record {record}")
             out.append(ex)
         if not out:
             raise DataError("no examples in file", path=path)

@@ -200,14 +200,19 @@ class Example:
         group: str | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> Example:
-        """Build an example; the id defaults to a hash of its fields (stable across runs)."""
+        """Build an example; the id defaults to a hash of its fields (stable across runs).
+
+        Ids and groups are text everywhere (probes, selection and scores look examples up by
+        id): an integer id from a JSON file becomes its decimal string here, the one place every
+        loader goes through, so ``7`` and ``"7"`` name the same example in every stage.
+        """
         fields = {str(k): str(v) for k, v in fields.items()}
         return cls(
-            id=id if id is not None else content_id(fields, "ex-"),
+            id=str(id) if id is not None else content_id(fields, "ex-"),
             fields=fields,
             labels=dict(labels or {}),
             judgments=tuple(judgments),
-            group=group,
+            group=str(group) if group is not None else None,
             meta=dict(meta or {}),
         )
 

@@ -3,14 +3,15 @@ one function that loads examples from them (:func:`load_examples`, used by ``run
 command that reads examples)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from ..errors import DataError
 from ..params import Params, param
 from .mapping import InputMapping
-from .model import Example
+from .model import Example, LabelScale
 
 __all__ = ["DataParams", "load_examples"]
 
@@ -32,6 +33,9 @@ class DataParams(Params):
     label: str = param("sat", help="The human label selection learns (0/1, or graded with label_threshold).")
     label_threshold: float | None = param(None, help="Call label >= T positive (a graded label made binary).")
     fields: tuple[str, ...] | None = param(None, help="Example fields shown to the LLM, in order (default: all).")
+    scales: dict[str, Any] = param(factory=dict, help="Declared range of labels, {label = [low, high]}: a label or "
+                                   "a judge's answer outside it is an error naming its line (0, not applicable in "
+                                   "calibration, is always allowed). Without one, any number is taken.")
 
     def __post_init__(self) -> None:
         if isinstance(self.mapping, Mapping):  # a [data.mapping] table
@@ -50,6 +54,22 @@ class DataParams(Params):
             raise DataError("give data.text_field or data.mapping.text, not both", field="data.text_field")
         if self.label_fields and m is not None and m.labels is not None:
             raise DataError("give data.label_fields or data.mapping.labels, not both", field="data.label_fields")
+        self.label_scales()
+
+    def label_scales(self) -> dict[str, LabelScale]:
+        """:attr:`scales` as :class:`LabelScale` objects (checked: two finite numbers, low < high)."""
+        out = {}
+        for name, value in self.scales.items():
+            where = f"data.scales.{name}"
+            if (not isinstance(value, (list, tuple)) or len(value) != 2
+                    or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                           for v in value)):
+                raise DataError(f"expected [low, high] (two numbers), got {value!r}", field=where)
+            low, high = float(value[0]), float(value[1])
+            if not low < high:
+                raise DataError(f"expected low < high, got {list(value)!r}", field=where)
+            out[str(name)] = LabelScale("continuous", low, high, not_applicable=(0.0,))
+        return out
 
     def input_mapping(self) -> InputMapping | None:
         """:attr:`mapping` with the ``text_field`` / ``label_fields`` shortcuts folded in."""
@@ -80,5 +100,25 @@ def load_examples(params: DataParams, resolve: Callable[[str], Path] = Path, *, 
         if not path.exists():
             raise DataError(f"examples file not found: {path}", path=source, field="data.examples")
         mapping = params.input_mapping() or InputMapping()
-        examples = mapping.load(path, default_labels=(params.label,))
+        examples = mapping.load(path, default_labels=(params.label,), label_scales=params.label_scales() or None)
+    _check_scale_names(params, examples, source)
+    if params.dataset and params.scales:  # a shared dataset's loader checks its own scales; check the declared ones
+        from .examples_io import check_labels
+
+        scales = params.label_scales()
+        for ex in examples:
+            check_labels(ex.labels, scales, path=params.dataset, field_prefix=f"{ex.id}: labels.")
+            for j, jd in enumerate(ex.judgments):
+                check_labels(jd.labels, scales, path=params.dataset, field_prefix=f"{ex.id}: judgments[{j}].labels.")
     return examples[:limit] if limit else examples
+
+
+def _check_scale_names(params: DataParams, examples: list[Example], source: str | None) -> None:
+    """A declared scale must name a label the examples have (a typo would check nothing)."""
+    from ..params import suggest
+
+    known = {q for ex in examples for q in (*ex.labels, *(k for j in ex.judgments for k in j.labels))}
+    for name in params.scales:
+        if name not in known:
+            raise DataError(f"no example has a label {name!r}{suggest(name, sorted(known))}; labels: "
+                            f"{', '.join(sorted(known)) or 'none'}", path=source, field=f"data.scales.{name}")

@@ -135,8 +135,14 @@ def evaluate(
     the aspect ``label>=T`` (:func:`binary_aspect`), so ``question == label`` never collides.
     """
     from ..selection import evaluate_selection, metrics_markdown
-    from ..stats import bootstrap_ci, dataset_level
+    from ..stats import bootstrap_ci as _bootstrap_ci, dataset_level
     from .judges import judge_rows, judges_markdown
+
+    def bootstrap_ci(stat, a, b, *, n_boot, seed):
+        """The statistic and its interval; ``bootstrap = 0`` means no intervals (NaN bounds)."""
+        if n_boot < 1:
+            return dataset_level(a, b, stat).value, float("nan"), float("nan")
+        return _bootstrap_ci(stat, a, b, n_boot=n_boot, seed=seed)
     from .probe_checks import probe_checks
 
     y = np.asarray(y, dtype=float)

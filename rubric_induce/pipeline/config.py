@@ -38,7 +38,7 @@ class RunParams(Params):
 
     section = "run"
     out: str | None = param(None, help="Run directory (default: runs/<config file name>).")
-    seed: int = param(0, help="Seed of the split, the LLM calls, selection and calibration.")
+    seed: int = param(0, ge=0, lt=2**32, help="Seed of the split, the LLM calls, selection and calibration.")
     test_size: float = param(0.5, ge=0.0, lt=1.0, help="Held-out share for the evaluate stage, split by group.")
     limit: int | None = param(None, ge=4, help="Use only the first N examples (two per class and split).")
 
@@ -137,12 +137,58 @@ def _check_files(cfg: RunConfig) -> None:
                             "generate.options.use_ds = false", path=src, field="generate.domain")
 
 
+def config_line(text: str, field: str | None) -> int | None:
+    """The line of a TOML config that sets ``field`` (``probe.samples``, ``calibrate.options.hidden``,
+    ``data.mapping.text``; a section name alone finds its header), or None when it is not there
+    (a default, or a value set on the command line)."""
+    if not field:
+        return None
+    parts = [p for p in re.split(r"\.|\[\d+\]", field) if p]
+    header_re = re.compile(r"^\s*\[\s*([^\]]+?)\s*\]\s*(#.*)?$")
+    lines = text.splitlines()
+    for cut in range(len(parts) - 1, 0, -1):  # the longest section name first: [data.mapping] before [data]
+        section, key = ".".join(parts[:cut]), parts[cut]
+        key_re = re.compile(rf"^\s*(\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})\s*[=.]")
+        current = None
+        for n, line in enumerate(lines, start=1):
+            m = header_re.match(line)
+            if m:
+                current = m.group(1).replace('"', "").replace(" ", "")
+                continue
+            if current == section and key_re.match(line):
+                return n
+    for n, line in enumerate(lines, start=1):  # a whole section: its header
+        m = header_re.match(line)
+        if m and m.group(1).replace('"', "").replace(" ", "") == field:
+            return n
+    return None
+
+
+def with_config_line(exc: DataError, source: str | None) -> DataError:
+    """``exc`` with the config line of its field added, when it names the config file and no line."""
+    if exc.line is not None or source is None or exc.path != str(source) or not exc.field:
+        return exc
+    try:
+        from ..data.jsonl import read_text
+
+        line = config_line(read_text(source), exc.field)
+    except (DataError, OSError):
+        return exc
+    if line is None:
+        return exc
+    return DataError(exc.message, path=exc.path, line=line, field=exc.field)
+
+
 def load_config(path: str | Path) -> RunConfig:
     """Read and validate a run config (``.toml``, or ``.yaml``/``.yml`` with PyYAML installed)."""
     path = Path(path)
     if not path.exists():
         raise DataError("config file not found", path=path)
-    text = path.read_text(encoding="utf-8")
+    if path.is_dir():
+        raise DataError("expected a config file, found a directory", path=path)
+    from ..data.jsonl import read_text
+
+    text = read_text(path)  # UTF-8 with or without a byte-order mark; other bytes name their line
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
             import yaml
@@ -160,4 +206,7 @@ def load_config(path: str | Path) -> RunConfig:
         except tomllib.TOMLDecodeError as exc:
             m = re.search(r"line (\d+)", str(exc))
             raise DataError(f"invalid TOML: {exc}", path=path, line=int(m.group(1)) if m else None) from None
-    return config_from_dict(raw, source=str(path))
+    try:
+        return config_from_dict(raw, source=str(path))
+    except DataError as exc:
+        raise with_config_line(exc, str(path)) from None

@@ -45,9 +45,12 @@ class RunContext:
             where = d.examples or d.dataset
             mapped = (f", or name its column: [data.mapping] labels = {{{d.label} = \"COLUMN\"}}"
                       if d.examples else "")
-            raise DataError(f"{len(missing)} of {len(examples)} examples lack label {d.label!r} (e.g. "
-                            f"{missing[0]!r}); set data.label to one of {sorted(examples[0].labels)}{mapped}",
-                            path=where, field=f"labels.{d.label}")
+            from ..params import suggest
+
+            have = sorted({q for e in examples for q in e.labels})
+            raise DataError(f"{len(missing)} of {len(examples)} examples lack label {d.label!r}"
+                            f"{suggest(d.label, have)} (e.g. {missing[0]!r}); set data.label to one of "
+                            f"{have}{mapped}", path=where, field=f"labels.{d.label}")
         return examples
 
     @cached_property

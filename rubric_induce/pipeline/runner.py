@@ -71,17 +71,27 @@ def run_dir_for(config: RunConfig, out: str | Path | None = None) -> Path:
 
 
 def preflight(ctx: RunContext) -> None:
-    """Checks that need the data, done before any LLM call so a long run cannot fail late on them."""
+    """Checks that need the data, done before any LLM call so a long run cannot fail late on them.
+
+    ``run --check`` runs exactly this (after loading the config and the data), nothing less and
+    nothing more, so it refuses what a run would refuse before paying for its first LLM call."""
+    from ..errors import DataError
+    from .config import with_config_line
+
+    try:
+        _preflight(ctx)
+    except DataError as exc:  # a config setting named: add the line that sets it
+        raise with_config_line(exc, ctx.config.source) from None
+
+
+def _preflight(ctx: RunContext) -> None:
     from ..data.labels import check_binary
     from ..errors import DataError
+    from .checks import check_run_inputs
 
     cfg = ctx.config
-    task = cfg.task_resolved  # reads a description file now: a missing one fails before any LLM call
-    have = set(ctx.examples[0].fields) if ctx.examples else set()
-    for name in task.fields:
-        if name not in have:
-            raise DataError(f"task.fields names field {name!r}, which the examples do not have; they have "
-                            f"{sorted(have)}", path=cfg.source, field=f"task.fields.{name}")
+    cfg.task_resolved  # reads a description file now: a missing one fails before any LLM call
+    check_run_inputs(ctx)  # fields, calibrate question and answers, against the examples
     needs_binary = cfg.generate.method in ("rubicon", "spur") or cfg.select.method != "topk"
     if needs_binary and not ctx.binary:
         check_binary(ctx.y, label=cfg.data.label, both_classes=False, path=cfg.source, field="data.label_threshold",

@@ -139,6 +139,8 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
     result.extra["rubric_ids"] = chosen.ids
     result.save(target)
     ctx.echo(f"  calibrated {question!r} on {result.n_texts} texts, {result.n_rows} rows, {len(result.judges)} judge(s)")
+    if result.warning():
+        ctx.echo(f"  warning: {result.warning()}")
     return result.summary()
 
 
@@ -205,7 +207,8 @@ def evaluate(ctx: RunContext) -> dict[str, Any]:
         judge_results = {}
         for k, name in enumerate(judges):  # only the texts this judge rated (many raters, few texts each)
             rated = [ex for ex, rated_it in zip(test, np.isfinite(ratings[:, k])) if rated_it]
-            by_id = {r.id: r for r in scorer.score_probes(table, rated, judge=name)}
+            # a held-out judge the calibrator has not seen is predicted with the shared weights
+            by_id = {r.id: r for r in scorer.score_probes(table, rated, judge=name, unseen_judge="shared")}
             judge_results[name] = [by_id.get(ex.id) for ex in test]
     result = run_evaluate(results, test, ctx.y[ctx.split[1]], cfg.evaluate, label=cfg.data.label,
                           threshold=scorer.threshold, binary=ctx.binary, question=question, seed=cfg.run.seed,

@@ -38,6 +38,53 @@ def _selector_names() -> tuple[str, ...]:
     return tuple(SELECTORS)
 
 
+def _option_rules() -> dict[str, tuple[Any, str]]:
+    from .scores import SCORE_MODES
+    from .selector import CV_SCORINGS
+
+    return {
+        "alpha": (lambda v: v is None or v >= 0, "a number >= 0"),
+        "alphas": (lambda v: len(v) > 0 and all(a >= 0 for a in v), "a non-empty list of numbers >= 0"),
+        "cv": (lambda v: v >= 2, "a whole number >= 2"),
+        "precision": (lambda v: 0 < v <= 1, "a number in (0, 1]"),
+        "n_bins": (lambda v: v >= 2, "a whole number >= 2"),
+        "tanh_width": (lambda v: v > 0, "a number > 0"),
+        "k": (lambda v: v is None or v >= 1, "a whole number >= 1"),
+        "budgets": (lambda v: v is None or (len(v) > 0 and all(
+            len(b) == 2 and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in b)
+            and sum(b) >= 1 for b in v)), "a list of [n_sat, n_dsat] pairs of whole numbers >= 0"),
+        "cv_scoring": (lambda v: v in CV_SCORINGS, f"one of {', '.join(CV_SCORINGS)}"),
+        "score": (lambda v: v in SCORE_MODES, f"one of {', '.join(SCORE_MODES)}"),
+    }
+
+
+def _check_option(key: str, value: Any, default: Any) -> None:
+    """A selector option of the type of its default (numbers finite), within its known range."""
+    import math
+
+    where = f"select.options.{key}"
+    numbers = (value,) if not isinstance(value, (list, tuple)) else tuple(value)
+    for v in numbers:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise DataError(f"must be finite, got {value!r}", field=where)
+    if default is not None and default is not inspect.Parameter.empty and value is not None:
+        want = type(default)
+        ok = (isinstance(value, bool) if want is bool else
+              isinstance(value, (int, float)) and not isinstance(value, bool) if want is float else
+              isinstance(value, int) and not isinstance(value, bool) if want is int else
+              isinstance(value, (list, tuple)) if want in (list, tuple) else isinstance(value, want))
+        if not ok:
+            raise DataError(f"expected {want.__name__}, got {value!r}", field=where)
+    rule = _option_rules().get(key)
+    if rule is not None:
+        try:
+            good = rule[0](value)
+        except TypeError:
+            good = False
+        if not good:
+            raise DataError(f"must be {rule[1]}, got {value!r}", field=where)
+
+
 @dataclass(frozen=True)
 class SelectParams(Params):
     """Which selector, its SAT/DSAT budgets and options, and what to do with missing probes."""
@@ -68,6 +115,7 @@ class SelectParams(Params):
             if key not in allowed:
                 raise DataError(f"unknown option{suggest(key, allowed)}; allowed: {', '.join(sorted(allowed))}",
                                 field=f"select.options.{key}")
+            _check_option(key, self.options[key], inspect.signature(cls.__init__).parameters[key].default)
 
     def make_selector(self, seed: int = 0):
         opts = {"random_state": seed, **self.options}

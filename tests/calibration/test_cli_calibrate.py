@@ -53,6 +53,8 @@ def test_calibrate_then_score(tmp_path, planted):
     assert len(lines) == 60 and {"prediction", "variance", "entropy", "proba"} <= set(lines[0])
     assert abs(sum(lines[0]["proba"].values()) - 1) < 1e-6 and 1 <= lines[0]["prediction"] <= 4
     res = runner.invoke(cli, ["score", str(out), "--probes", str(probes), "--judge", "nobody"])
+    assert res.exit_code == 2 and "unknown judge 'nobody'" in res.output
+    res = runner.invoke(cli, ["score", str(out), "--probes", str(probes), "--judge", "shared"])
     assert res.exit_code == 0 and "shared weights only" in res.output
     res = runner.invoke(cli, ["score", str(out), "--probes", str(probes), "--judge", "a", "--trusted", "b"])
     assert res.exit_code == 2 and "at most one" in res.output

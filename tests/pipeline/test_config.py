@@ -37,7 +37,7 @@ def test_bad_keys_and_values_name_the_field(write_config, text, field, needle):
     ("top_k = 2,", "topk = 2,", "generate.options.topk", "unknown option"),
     ("n_sat = 2", "n_sat = 0\n", "select", None),
     ("finetune_epochs = 5", "finetune_epochz = 5", "calibrate.options.finetune_epochz", "unknown option"),
-    ("hidden = [4, 4]", "hidden = [4]", "calibrate.options", "two positive sizes"),
+    ("hidden = [4, 4]", "hidden = [4]", "calibrate.options.hidden", "two positive sizes"),
     ('label = "sat"', 'label = "sat"\ndataset = "uss-sgd"', "data", "exactly one"),
     ("demo_uss_dialogues.jsonl", "nope.jsonl", "data.examples", "not found"),
 ])

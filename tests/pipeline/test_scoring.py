@@ -52,7 +52,7 @@ def test_judges_unseen_named_and_trusted(run_dir):
     judges = scorer.judges
     assert len(judges) >= 2
     one = scorer.score(TEXTS, judge=judges[0])
-    unseen = scorer.score(TEXTS, judge="someone-new")
+    unseen = scorer.score(TEXTS, judge="shared")  # an unseen judge: the shared weights, asked for by name
     mean = scorer.score(TEXTS, judge=judges[:2])
     top = scorer.score(TEXTS, judge=judges[:2], aggregate="max")
     a = np.array([r.prediction for r in scorer.score(TEXTS, judge=judges[0])])

@@ -22,7 +22,7 @@ from typing import Any
 
 from ...errors import DataError
 from ..labels import require_two_classes
-from ..jsonl import read_json, read_jsonl
+from ..jsonl import read_json, read_jsonl, read_text
 from ..model import Example, Judgment, LabelScale
 from ._common import check_scale
 
@@ -307,17 +307,7 @@ def _rows(path: Path, fmt: str, required: list[str]) -> Iterator[tuple[int | Non
                 raise DataError(f"record {i}: expected an object, got {type(obj).__name__}", path=path)
             yield None, i, obj
         return
-    try:
-        with path.open(encoding="utf-8-sig", newline="") as fh:  # keep "\r" inside quoted cells
-            text = fh.read()
-    except FileNotFoundError:
-        raise DataError("file not found", path=path) from None
-    except IsADirectoryError:
-        raise DataError("expected a file, found a directory", path=path) from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"file is not UTF-8 text ({exc.reason})", path=path) from None
-    except OSError as exc:
-        raise DataError(f"cannot read file: {exc.strerror}", path=path) from None
+    text = read_text(path)  # bytes, not universal newlines: "\r" inside quoted cells stays
     reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if fmt == "tsv" else ",")
     try:
         header = next(reader, None)

@@ -1,0 +1,109 @@
+"""Checks of a run's names and numbers against its data, done before the first LLM call.
+
+:func:`~rubric_induce.pipeline.runner.preflight` calls :func:`check_run_inputs`; ``run`` and
+``run --check`` both go through preflight, so ``--check`` refuses exactly what a run would refuse
+before it pays for an LLM call. Every error names the config file and the field, and suggests the
+closest name the data has.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import DataError
+from ..params import suggest
+
+if TYPE_CHECKING:
+    from .context import RunContext
+
+__all__ = ["check_run_inputs", "known_questions", "check_field_names"]
+
+
+def known_questions(examples: Iterable) -> list[str]:
+    """Every label name the examples carry, as aggregate labels or in judgments."""
+    names: dict[str, None] = {}
+    for ex in examples:
+        names.update(dict.fromkeys(ex.labels))
+        for jd in ex.judgments:
+            names.update(dict.fromkeys(jd.labels))
+    return list(names)
+
+
+def check_field_names(names: Sequence[str], examples: Sequence, *, source: str | None, field: str) -> None:
+    """Each of ``names`` must be a text field of every example (else: which, and the closest name)."""
+    have: dict[str, None] = {}
+    for ex in examples:
+        have.update(dict.fromkeys(ex.fields))
+    for name in names:
+        lacking = [ex for ex in examples if name not in ex.fields]
+        if not lacking:
+            continue
+        if len(lacking) == len(examples):
+            raise DataError(f"names field {name!r}, which the examples do not have{suggest(name, list(have))}; "
+                            f"they have {', '.join(have)}", path=source, field=f"{field}.{name}")
+        ex = lacking[0]
+        line = (ex.meta or {}).get("line")
+        raise DataError(f"names field {name!r}, which {len(lacking)} of {len(examples)} examples lack, e.g. "
+                        f"{ex.id!r}{f' (line {line})' if isinstance(line, int) else ''}", path=source,
+                        field=f"{field}.{name}")
+
+
+def check_run_inputs(ctx: RunContext) -> None:
+    """The domain file and included rubric files (read), and fields, the calibrate question and its
+    answers (checked against the examples)."""
+    from ..generation.api import read_domain
+    from ..handoff import import_rubrics
+
+    cfg = ctx.config
+    src = cfg.source
+    read_domain(cfg.generate.domain, cfg.resolve)  # an @file that cannot be read fails now, not in generate
+    for path in cfg.generate.include:  # rubric files: parsed now, so a bad line fails before any LLM call
+        import_rubrics(cfg.resolve(path))
+    examples = ctx.examples
+    if cfg.data.fields is not None:
+        check_field_names(cfg.data.fields, examples, source=src, field="data.fields")
+    check_field_names(list(cfg.task.fields), examples, source=src, field="task.fields")
+    if cfg.calibrate.enabled:
+        _check_calibrate(ctx)
+
+
+def _check_calibrate(ctx: RunContext) -> None:
+    """The calibrate stage's data checks, run before the LLM stages instead of after them."""
+    cfg = ctx.config
+    src = cfg.source
+    question = cfg.calibrate.question or cfg.data.label
+    field = "calibrate.question" if cfg.calibrate.question else "data.label"
+    known = known_questions(ctx.examples)
+    if question not in known:
+        raise DataError(f"no example has a label or judgment {question!r}{suggest(question, known)}; "
+                        f"they have {', '.join(known) or 'none'} (or set calibrate.enabled = false)",
+                        path=src, field=field)
+    train = [e for e in ctx.train if e.labels.get(question) is not None
+             or any(j.labels.get(question) is not None for j in e.judgments)]
+    if len(train) < 4:
+        raise DataError(f"only {len(train)} training examples carry label {question!r}; calibration needs at least "
+                        "4 (or set calibrate.enabled = false)", path=src, field=field)
+    # the answer classes calibration learns: every answer seen, 0 (= not applicable) left out
+    counts: dict[float, int] = {}
+    for ex in train:
+        rows = [j.labels for j in ex.judgments] or [ex.labels]
+        for labels in rows:
+            v = labels.get(question)
+            if v is not None and np.isfinite(float(v)) and float(v) != 0.0:
+                counts[float(v)] = counts.get(float(v), 0) + 1
+    answers = set(counts)
+    if question not in cfg.data.scales:  # a lone answer far outside the rest is likely a typo (a 99 on 1-5)
+        for v, n in counts.items():
+            rest = [a for a in answers if a != v]
+            if n == 1 and len(rest) >= 2:
+                lo, hi = min(rest), max(rest)
+                if v > hi + (hi - lo) or v < lo - (hi - lo):
+                    ctx.echo(f"warning: answer {v:g} to {question!r} appears once, far outside the other answers "
+                             f"[{lo:g}, {hi:g}], and becomes a calibration class of its own: declare the range, "
+                             f"e.g. [data] scales = {{ {question} = [{lo:g}, {hi:g}] }}, to make it an error")
+    if len(answers) < 2:
+        raise DataError(f"calibration needs at least two answers to {question!r} in the training split, found "
+                        f"{sorted(answers)} (0 means not applicable there): calibrate a graded label, or set "
+                        "calibrate.enabled = false", path=src, field=field)
