@@ -63,8 +63,7 @@ class RunLock:
             _lock_fd(fd)
         except BlockingIOError:
             os.close(fd)
-            raise RunFolderBusyError(f"run folder {self.folder} is in use by {describe_holder(self.path)}; "
-                                     "wait for it to finish (or stop it), or choose another --out") from None
+            raise _busy(self.folder) from None
         except BaseException:
             os.close(fd)
             raise
@@ -147,10 +146,32 @@ def check_run_folder(folder: str | Path, *, field: str | None = None) -> None:
         return
     others = sorted(p.name for p in folder.iterdir() if p.name != LOCK_NAME)
     if others:
+        _fail_if_busy(folder)  # a run that has just started here has not written its manifest yet
         shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
         raise DataError(f"the run directory is not empty ({shown}) and is not a rubric-induce run folder (no "
                         f"{MANIFEST_NAME} of a run): a run would overwrite its files; choose an empty or new "
                         "folder (--out or [run] out)", path=folder, field=field)
+
+
+def _fail_if_busy(folder: Path) -> None:
+    """Raise :class:`RunFolderBusyError` when a run holds the folder's lock (the lock file stays as it is)."""
+    try:
+        fd = os.open(folder / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        _lock_fd(fd)
+    except BlockingIOError:
+        raise _busy(folder) from None
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+
+
+def _busy(folder: Path) -> RunFolderBusyError:
+    return RunFolderBusyError(f"run folder {folder} is in use by {describe_holder(folder / LOCK_NAME)}; "
+                              "wait for it to finish (or stop it), or choose another --out")
 
 
 def cache_path_for(cache: str, run_dir: Path) -> Path:

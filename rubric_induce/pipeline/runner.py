@@ -164,11 +164,11 @@ def run_pipeline(
 
 def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any, stop_after: str | None,
                 force: tuple[str, ...], progress: bool, echo: Callable[[str], None]) -> RunResult:
-    (run_dir / "stages").mkdir(exist_ok=True)
     ctx = RunContext(cfg, run_dir, progress=progress, echo=echo, backend_override=backend)
     result = RunResult(run_dir)
     manifest = _start_manifest(cfg, run_dir)
     _write_manifest(run_dir, manifest, ctx)  # first: a folder this run wrote in is a run folder
+    (run_dir / "stages").mkdir(exist_ok=True)
     write_json(run_dir / "config.json", {"source": cfg.source, **cfg.to_dict()})
     skip = _cache_files(cache_path, run_dir)
     previous = ""
