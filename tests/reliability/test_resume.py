@@ -232,22 +232,25 @@ def test_a_non_finite_prediction_is_an_error_not_a_score(finished):
 
 
 # -- SIGKILL mid-probe on the embedded model -----------------------------------------------------
-LOCAL = f"""
+# 8 dialogues cut to 128 tokens x 4 hand-written rubrics: 32 probes, about 12 s on 2 cores.
+LOCAL = """
 [run]
 limit = 8
 [data]
-examples = "{RES / 'demo_uss_dialogues.jsonl'}"
+examples = "{examples}"
 label = "sat"
 [backend]
 spec = "local"
 [generate]
 method = "none"
-include = ["{RES / 'demo_uss_rubrics.json'}"]
+include = ["{rubrics}"]
 [dedup]
 enabled = false
+[probe]
+max_example_tokens = 128
 [select]
-n_sat = 2
-n_dsat = 2
+n_sat = 1
+n_dsat = 1
 [calibrate]
 enabled = false
 [evaluate]
@@ -271,15 +274,22 @@ def _run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 @pytest.mark.local_model
 @pytest.mark.slow
 def test_kill_9_mid_probe_on_the_embedded_model_loses_nothing(tmp_path, embedded_model_path):
+    from rubric_induce.data import RubricPool
+    from rubric_induce.handoff import import_rubrics
+
+    demo = list(import_rubrics(RES / "demo_uss_rubrics.json"))
+    four = [r for r in demo if r.polarity == "SAT"][:2] + [r for r in demo if r.polarity == "DSAT"][:2]
+    RubricPool(four).save(tmp_path / "rubrics.jsonl")
     cfg = tmp_path / "local.toml"
-    cfg.write_text(LOCAL, encoding="utf-8")
+    cfg.write_text(LOCAL.format(examples=RES / "demo_uss_dialogues.jsonl", rubrics=tmp_path / "rubrics.jsonl"),
+                   encoding="utf-8")
     out = tmp_path / "killed"
-    n_probes = 8 * 8
+    n_probes = 8 * 4
     proc = subprocess.Popen([sys.executable, "-m", "rubric_induce.cli", "run", str(cfg), "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         t0 = time.monotonic()
-        while _cached_rows(out / "llm_calls.sqlite") < 12:
+        while _cached_rows(out / "llm_calls.sqlite") < 8:
             assert proc.poll() is None, f"the run ended before the kill: {proc.stderr.read()}"
             assert time.monotonic() - t0 < 300, "the probe stage did not start"
             time.sleep(0.1)
@@ -291,7 +301,7 @@ def test_kill_9_mid_probe_on_the_embedded_model_loses_nothing(tmp_path, embedded
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
     saved = _cached_rows(out / "llm_calls.sqlite")
-    assert 12 <= saved < n_probes and not (out / "probes.jsonl").exists()
+    assert 8 <= saved < n_probes and not (out / "probes.jsonl").exists()
 
     resumed = _run_cli(str(cfg), "--out", str(out))  # the same command: no stale lock, no lost call
     assert resumed.returncode == 0, resumed.stderr
