@@ -64,6 +64,10 @@ class RunLock:
         except BlockingIOError:
             os.close(fd)
             raise _busy(self.folder) from None
+        except OSError as exc:  # e.g. a file system without locks (ENOLCK)
+            os.close(fd)
+            raise RubricInduceError(f"cannot lock the run folder {self.folder}: {exc.strerror or exc}; use a "
+                                    "run directory on a local file system") from None
         except BaseException:
             os.close(fd)
             raise
@@ -71,7 +75,8 @@ class RunLock:
         info = {"pid": os.getpid(), "host": socket.gethostname(),
                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": self.command}
         os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(info) + "\n").encode("utf-8"), 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, (json.dumps(info) + "\n").encode("utf-8"))
         return self
 
     def release(self) -> None:
