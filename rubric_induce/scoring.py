@@ -335,6 +335,7 @@ class RubricScorer:
             rows = calibrated_rows(cal, X, resolved, question=q, aggregate=aggregate, unseen_judge="shared")
             all_pred = cal.predict(stacked, resolved, question=q, aggregate=aggregate).reshape(r + 1, n)
         pred, proba, scale = rows["prediction"], rows["proba"], rows["scale"]
+        _require_finite(results, pred, rows["sd"], proba, self.source)
         effects = (pred[None, :] - all_pred[1:]).T
         for i, res in enumerate(results):
             res.prediction, res.uncertainty = float(pred[i]), float(rows["sd"][i])
@@ -350,6 +351,16 @@ class RubricScorer:
     def close(self) -> None:
         if self._backend is not None:
             self._backend.close()
+
+
+def _require_finite(results: list[ScoreResult], pred, sd, proba, source: str | None) -> None:
+    """A NaN or infinite calibrated prediction is an error, never a score."""
+    bad = ~(np.isfinite(pred) & np.isfinite(sd) & np.isfinite(np.asarray(proba)).all(axis=-1))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise RubricInduceError(f"the calibration network gave a non-finite prediction ({float(pred[i])}) for text "
+                                f"{results[i].id!r} ({int(bad.sum())} of {len(bad)} texts); its weights"
+                                f"{f' ({source})' if source else ''} are damaged or diverged: refit the calibrator")
 
 
 class _torch_threads:

@@ -17,7 +17,7 @@ from ..errors import DataError
 from ..params import Params, param
 
 __all__ = ["CalibrateParams", "CalibrateResult", "calibrate", "calibrator_features", "calibrated_rows",
-           "resolve_judge", "SHARED_JUDGE", "UNSEEN_JUDGE", "CALIBRATION_DIR"]
+           "resolve_judge", "SHARED_JUDGE", "UNSEEN_JUDGE", "CALIBRATION_DIR", "remove_saved"]
 
 CALIBRATION_DIR = "calibration"
 #: Judges with fewer training ratings than this get judge-specific weights from almost no data:
@@ -111,14 +111,13 @@ class CalibrateResult:
     def save(self, directory: str | Path, *, figures: bool = True) -> Path:
         """Write the weights into ``directory`` (JSON config + safetensors, never pickle; a run keeps
         them in ``calibration/``) and, when cross-validated, ``report.md``, ``metrics.json`` and
-        reliability PNGs beside them. The folder is replaced as a whole."""
-        import shutil
-
+        reliability PNGs beside them. The files an earlier save wrote there are replaced; any other
+        file in the folder stays."""
         from ..data.jsonl import atomic_write_text, jsonable, write_json
         from .artifacts import save_calibrator
 
         target = Path(directory)
-        shutil.rmtree(target, ignore_errors=True)
+        remove_saved(target)
         save_calibrator(self.calibrator, target, extra={"question": self.question, **self.extra})
         if self.report_markdown:
             lines = [self.report_markdown]
@@ -133,6 +132,25 @@ class CalibrateResult:
             atomic_write_text(target / "report.md", "".join(lines))
             write_json(target / "metrics.json", jsonable(self.metrics))
         return target
+
+
+def remove_saved(directory: str | Path) -> None:
+    """Delete what :meth:`CalibrateResult.save` writes (weights, config, report, metrics, reliability
+    plots) from ``directory``, and the folder when nothing else is left; other files stay."""
+    from .artifacts import CONFIG_NAME
+
+    target = Path(directory)
+    if not target.is_dir():
+        return
+    names = {CONFIG_NAME, "weights.safetensors", "weights.npz", "report.md", "metrics.json"}
+    for path in target.iterdir():
+        if path.is_file() and (path.name in names or (path.name.startswith("reliability_")
+                                                       and path.suffix == ".png")):
+            path.unlink(missing_ok=True)
+    try:
+        target.rmdir()  # only when empty
+    except OSError:
+        pass
 
 
 def _metrics_md(title: str, metrics: dict[str, float]) -> str:

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from ..data.jsonl import jsonable
-from ..errors import DataError
+from ..errors import DataError, RubricInduceError
 from ._torch import require_torch
 from .calibrator import Calibrator, _fitted
 
-__all__ = ["save_calibrator", "load_calibrator", "CONFIG_NAME", "FORMAT_VERSION"]
+__all__ = ["save_calibrator", "load_calibrator", "non_finite_tensors", "CONFIG_NAME", "FORMAT_VERSION"]
 
 CONFIG_NAME = "calibrator.json"
 FORMAT_VERSION = 1
@@ -35,15 +35,27 @@ def _versions() -> dict[str, str]:
             "python": platform.python_version()}
 
 
+def non_finite_tensors(tensors: dict[str, Any]) -> list[str]:
+    """Names of the tensors holding NaN or infinite values (a diverged fit, a damaged file)."""
+    return sorted(k for k, v in tensors.items()
+                  if np.issubdtype(np.asarray(v).dtype, np.floating) and not np.isfinite(v).all())
+
+
 def save_calibrator(cal: Calibrator, directory: str | Path, *, extra: dict[str, Any] | None = None,
                     fmt: str = "auto") -> Path:
-    """Write ``cal`` to ``directory``; ``fmt``: ``"safetensors"``, ``"npz"`` or ``"auto"``."""
+    """Write ``cal`` to ``directory``; ``fmt``: ``"safetensors"``, ``"npz"`` or ``"auto"``.
+
+    Non-finite weights (NaN, inf: a diverged fit) are refused: they would only score NaN."""
     _fitted(cal)
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     tensors = {f"{m}.{name}": t.detach().cpu().contiguous().numpy()
                for m, net in enumerate(cal.networks_) for name, t in net.state_dict().items()
                if name != "answer_mask"}
+    bad = non_finite_tensors(tensors)
+    if bad:
+        raise RubricInduceError(f"the calibrator's weights are not finite (NaN or inf in {', '.join(bad[:5])}): "
+                                "the fit diverged; lower calibrate.options.learning_rate or check the probes")
+    directory.mkdir(parents=True, exist_ok=True)
     if fmt == "auto":
         try:
             import safetensors  # noqa: F401
@@ -125,6 +137,11 @@ def load_calibrator(directory: str | Path) -> Calibrator:
     if not wpath.exists():
         raise DataError("weights file is missing", path=wpath)
     tensors = _read_weights(wpath)
+    bad = non_finite_tensors(tensors)
+    if bad:
+        raise DataError(f"tensor {bad[0]!r} holds NaN or infinite values"
+                        f"{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''}: the weights are damaged; "
+                        "refit the calibrator", path=wpath)
     params = dict(config["params"])
     params["hidden"] = tuple(params["hidden"])
     params["not_applicable"] = tuple(params["not_applicable"])

@@ -37,8 +37,9 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
     """Run generate -> dedup -> probe -> select -> calibrate -> evaluate -> report from CONFIG.
 
     CONFIG is a TOML (or YAML) file; see the README's "Run configs" section. Rerunning the same
-    command resumes: finished stages are skipped, and an interrupted stage replays its finished
-    LLM calls from the run's cache.
+    command resumes: finished stages whose output files are unchanged are skipped, and an
+    interrupted stage replays its finished LLM calls from the run's cache. One run at a time may
+    use a run directory; a non-empty folder that is not a run directory is refused.
 
     \b
     Example:
@@ -47,7 +48,7 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
     from ..backends.redact import redact_spec
     from ..pipeline import load_config, run_pipeline
     from ..pipeline.context import RunContext
-    from ..pipeline.runner import preflight, run_dir_for
+    from ..pipeline.runner import check_run_dir, preflight, run_dir_for
 
     cfg = load_config(config_path)
     try:  # --backend and the [backend] call options, checked together against the spec's kind
@@ -58,6 +59,7 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
         cfg.override("run", limit=limit)
     if check:
         ctx = RunContext(cfg, run_dir_for(cfg, out_dir))
+        check_run_dir(cfg, ctx.out, out=out_dir)  # writes nothing
         preflight(ctx)
         n_train, n_test = len(ctx.split[0]), len(ctx.split[1])
         click.echo(f"config OK: {len(ctx.examples)} examples ({n_train} train / {n_test} held out), "

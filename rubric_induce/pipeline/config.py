@@ -4,7 +4,7 @@ Each section is the parameter class of its stage (:class:`~rubric_induce.params.
 config key has the same default, range and error message as the matching CLI option. Relative
 paths under ``[data]``, ``[generate]`` and ``[task]`` (``description = "@file"``) resolve against the config file's folder, so a config and
 its data travel together; the run directory (``[run] out``) resolves against the working
-directory. Unknown sections and keys are errors (with a suggestion), so a typo never silently
+directory; ``~`` is expanded in every path. Unknown sections and keys are errors (with a suggestion), so a typo never silently
 falls back to a default.
 """
 from __future__ import annotations
@@ -41,6 +41,8 @@ class RunParams(Params):
     seed: int = param(0, ge=0, lt=2**32, help="Seed of the split, the LLM calls, selection and calibration.")
     test_size: float = param(0.5, ge=0.0, lt=1.0, help="Held-out share for the evaluate stage, split by group.")
     limit: int | None = param(None, ge=4, help="Use only the first N examples (two per class and split).")
+    external_cache: bool = param(False, help="Let [backend] cache lie outside the run directory (e.g. one "
+                                 "cache shared by several runs); without it such a path is an error.")
 
 
 SECTIONS: dict[str, type[Params]] = {

@@ -102,10 +102,9 @@ class RunContext:
             from ..cache import CachedBackend, CallCache
 
             inner = self.backend_override or self.config.backend.open()
-            cache_path = Path(self.config.backend.cache)
-            if not cache_path.is_absolute():
-                cache_path = self.out / cache_path
-            self._cache = CallCache(cache_path)
+            from .folder import cache_path_for
+
+            self._cache = CallCache(cache_path_for(self.config.backend.cache, self.out))
             self._backend = CachedBackend(inner, self._cache)
         return self._backend
 

@@ -2,9 +2,15 @@
 
 Resuming: a stage is done when its marker ``stages/<name>.json`` exists, its fingerprint (the
 stage's config sections, the prompt templates it uses, the data hash and the previous stage's
-fingerprint) is unchanged and its output files exist. LLM calls go through the run's SQLite
-cache, so a stage interrupted half-way (crash, Ctrl-C, SIGKILL) redoes only the calls it had
-not finished. The manifest is rewritten after every stage and on interruption.
+fingerprint) is unchanged and every file it wrote still has the sha256 its marker recorded; a
+stage whose output changed or was damaged reruns (and says so), and so does every later one.
+LLM calls go through the run's SQLite cache, so a stage interrupted half-way (crash, Ctrl-C,
+SIGKILL) redoes only the calls it had not finished. The manifest is rewritten after every stage
+and on interruption.
+
+The run folder (see :mod:`.folder`): one run at a time holds its lock; a non-empty folder that is
+not a run's is refused before anything is written; a rerun stage replaces or removes only files
+that the run wrote.
 
 Secrets: ``manifest.json``, ``config.json`` and the stage markers are written through
 :func:`~rubric_induce.backends.redact.redact_obj` (a ``user:pass@`` or ``?api_key=`` in a backend URL
@@ -32,9 +38,11 @@ from ..data.jsonl import jsonable, write_json as _write_json
 from ..errors import RubricInduceError
 from .config import RunConfig, load_config
 from .context import RunContext
+from .folder import (RunLock, changed_files, check_cache_location, check_run_folder, damaged_outputs, file_sha256,
+                     hash_outputs, snapshot)
 from .stages import STAGE_NAMES, STAGES, Stage
 
-__all__ = ["RunResult", "run_pipeline", "run_dir_for", "preflight"]
+__all__ = ["RunResult", "run_pipeline", "run_dir_for", "preflight", "check_run_dir"]
 
 
 @dataclass
@@ -61,13 +69,22 @@ def _redacted_config(cfg: RunConfig) -> dict[str, Any]:
 
 
 def run_dir_for(config: RunConfig, out: str | Path | None = None) -> Path:
-    """``out``, else ``[run] out``, else ``runs/<config file stem>`` (relative to the working directory)."""
+    """``out``, else ``[run] out``, else ``runs/<config file stem>`` (relative to the working directory;
+    ``~`` expanded)."""
     if out is not None:
-        return Path(out)
+        return Path(out).expanduser()
     if config.run.out:
-        return Path(config.run.out)
+        return Path(config.run.out).expanduser()
     stem = Path(config.source).stem if config.source else "run"
     return Path("runs") / stem
+
+
+def check_run_dir(config: RunConfig, run_dir: Path, *, out: str | Path | None = None) -> Path:
+    """Checks of the run folder, before anything is written: it is absent, empty or a run's folder, and
+    the call cache lies inside it unless ``[run] external_cache`` says otherwise. Returns the cache path."""
+    check_run_folder(run_dir, field=None if out is not None else "run.out")
+    return check_cache_location(config.backend.cache, run_dir, external_ok=config.run.external_cache,
+                                source=config.source)
 
 
 def preflight(ctx: RunContext) -> None:
@@ -123,6 +140,7 @@ def _prompt_hashes(names: tuple[str, ...]) -> dict[str, str]:
 
 def _fingerprint(stage: Stage, cfg: RunConfig, data_hash: str, previous: str) -> str:
     d = _redacted_config(cfg)
+    d["run"].pop("external_cache", None)  # where the cache may lie changes no result
     d["task"] = cfg.task_resolved.to_dict()  # a description file's content, not only its name
     return _sha({"stage": stage.name, "config": {s: d[s] for s in stage.sections}, "data": data_hash,
                  "prompts": _prompt_hashes(stage.prompts), "previous": previous})
@@ -170,12 +188,22 @@ def run_pipeline(
         if name not in STAGE_NAMES:
             raise RubricInduceError(f"unknown stage {name!r}; stages: {', '.join(STAGE_NAMES)}")
     run_dir = run_dir_for(cfg, out)
+    cache_path = check_run_dir(cfg, run_dir, out=out)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "stages").mkdir(exist_ok=True)
+    with RunLock(run_dir):  # a second run on this folder fails at once, naming this one
+        return _run_locked(cfg, run_dir, cache_path, backend=backend, stop_after=stop_after, force=force,
+                           progress=progress, echo=echo)
+
+
+def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any, stop_after: str | None,
+                force: tuple[str, ...], progress: bool, echo: Callable[[str], None]) -> RunResult:
     ctx = RunContext(cfg, run_dir, progress=progress, echo=echo, backend_override=backend)
     result = RunResult(run_dir)
     manifest = _start_manifest(cfg, run_dir)
+    _write_manifest(run_dir, manifest, ctx)  # first: a folder this run wrote in is a run folder
+    (run_dir / "stages").mkdir(exist_ok=True)
     write_json(run_dir / "config.json", {"source": cfg.source, **cfg.to_dict()})
+    skip = _cache_files(cache_path, run_dir)
     previous = ""
     forced = False
     current = None
@@ -194,6 +222,11 @@ def run_pipeline(
             marker = _read_marker(run_dir, stage.name)
             done = (not forced and marker is not None and marker.get("fingerprint") == fp
                     and all((run_dir / o).exists() for o in stage.outputs))
+            damaged = damaged_outputs(run_dir, marker.get("outputs") or {}) if done else []
+            if damaged:
+                done = False
+                echo(f"[{stage.name}] output {', '.join(damaged)} changed or damaged since the stage finished; "
+                     "rerunning")
             if done:
                 result.skipped.append(stage.name)
                 result.summaries[stage.name] = marker.get("summary", {})
@@ -202,6 +235,7 @@ def run_pipeline(
                 echo(f"[{stage.name}] already done, skipped")
             else:
                 forced = True  # everything after a rerun stage reruns too
+                old_outputs = (marker or {}).get("outputs") or {}
                 _marker(run_dir, stage.name).unlink(missing_ok=True)
                 echo(f"[{stage.name}] running ...")
                 manifest["stages"][stage.name] = {"status": "running"}
@@ -209,15 +243,20 @@ def run_pipeline(
                 manifest["status"] = "finished" if stage.name == STAGE_NAMES[-1] else f"running {stage.name}"
                 _write_manifest(run_dir, manifest, ctx)
                 before, current_stage = ctx.usage(), stage
+                files_before = snapshot(run_dir, skip)
                 t0 = time.perf_counter()
                 summary = stage.run(ctx)
                 seconds = round(time.perf_counter() - t0, 2)
+                # the files this stage wrote, by content: a rerun trusts them only while unchanged
+                outputs = hash_outputs(run_dir, [*changed_files(files_before, snapshot(run_dir, skip)),
+                                                 *stage.outputs])
+                _remove_stale(run_dir, old_outputs, outputs)
                 usage = _stage_usage(stage, ctx, before)
                 current_stage = None
                 finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
                 write_json(_marker(run_dir, stage.name), {"stage": stage.name, "fingerprint": fp, "seconds": seconds,
                                                           "finished": finished, "usage": usage,
-                                                          "summary": jsonable(summary)})
+                                                          "summary": jsonable(summary), "outputs": outputs})
                 manifest["stages"][stage.name] = {"status": "done", "seconds": seconds, "finished": finished,
                                                   "usage": usage}
                 result.ran.append(stage.name)
@@ -261,6 +300,37 @@ def _partial_usage(stage: Stage | None, ctx: RunContext, before: dict[str, Any])
     except Exception:  # never hide the original error behind a bookkeeping one
         return {}
     return {"usage": usage} if usage else {}
+
+
+def _cache_files(cache_path: Path, run_dir: Path) -> set[str]:
+    """The call cache's files inside the run folder (SQLite and its journals): no stage's output."""
+    try:
+        rel = Path(cache_path).resolve().relative_to(run_dir.resolve()).as_posix()
+    except ValueError:
+        return set()
+    return {rel + suffix for suffix in ("", "-wal", "-shm", "-journal")}
+
+
+def _remove_stale(run_dir: Path, old: dict[str, str], new: dict[str, str]) -> None:
+    """Remove the files a stage's previous run wrote and this run did not, when still as it wrote them
+    (a file someone else put or changed there stays); folders left empty go too."""
+    for name, digest in old.items():
+        path = run_dir / name
+        if name in new or not path.is_file():
+            continue
+        try:
+            if file_sha256(path) != digest:
+                continue
+            path.unlink()
+        except OSError:
+            continue
+        parent = path.parent
+        while parent != run_dir and parent.is_relative_to(run_dir):
+            try:
+                parent.rmdir()  # only when empty
+            except OSError:
+                break
+            parent = parent.parent
 
 
 def _start_manifest(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:

@@ -113,12 +113,12 @@ def select(ctx: RunContext) -> dict[str, Any]:
 
 
 def calibrate(ctx: RunContext) -> dict[str, Any]:
-    import shutil
+    from ..calibration.api import remove_saved
 
     cfg = ctx.config
     target = ctx.out / CALIBRATION
     if not cfg.calibrate.enabled:
-        shutil.rmtree(target, ignore_errors=True)
+        remove_saved(target)  # an earlier fit's files only: anything else in calibration/ stays
         return {"enabled": False}
     from ..calibration.api import calibrate as run_calibrate
     from ..calibration.data import from_probes

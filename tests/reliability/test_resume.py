@@ -1,0 +1,318 @@
+"""Resume does not trust damaged outputs (issue 17, item 5): stage markers record the sha256 of every file a
+stage wrote; a rerun that finds one changed, truncated or missing reruns that stage (and says so) and
+everything after it. Non-finite calibration weights or predictions are errors, never scores. And a run
+killed with SIGKILL mid-probe on the embedded model resumes, losing no finished call."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from rubric_induce.cli import EXIT_FAILURE, EXIT_INPUT, cli
+from rubric_induce.errors import DataError, RubricInduceError
+from rubric_induce.pipeline import STAGE_NAMES, run_pipeline
+from rubric_induce.pipeline.folder import file_sha256
+
+RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
+
+# A small fake-backend run with a calibration network (hand-written rubrics, no generation).
+CONFIG = f"""
+[run]
+limit = 12
+[task]
+preset = "uss"
+[data]
+examples = "{RES / 'demo_uss_dialogues.jsonl'}"
+label = "sat"
+[backend]
+spec = "fake"
+[generate]
+method = "none"
+include = ["{RES / 'demo_uss_rubrics.json'}"]
+[dedup]
+enabled = false
+[select]
+n_sat = 2
+n_dsat = 2
+[calibrate]
+question = "satisfaction"
+options = {{ hidden = [4, 4], finetune_epochs = 5, pretrain = false }}
+[evaluate]
+bootstrap = 50
+"""
+
+
+def _quiet(msg: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """One finished run, copied by each test that changes it."""
+    tmp = tmp_path_factory.mktemp("resume")
+    cfg = tmp / "cfg.toml"
+    cfg.write_text(CONFIG, encoding="utf-8")
+    run_pipeline(cfg, out=tmp / "run", echo=_quiet)
+    return cfg, tmp / "run"
+
+
+@pytest.fixture
+def run_copy(finished, tmp_path):
+    cfg, run = finished
+    shutil.copytree(run, tmp_path / "run")
+    return cfg, tmp_path / "run"
+
+
+def _rerun(cfg: Path, out: Path):
+    said: list[str] = []
+    result = run_pipeline(cfg, out=out, echo=said.append)
+    return result, said
+
+
+def test_markers_record_the_sha256_of_every_output(finished):
+    _, run = finished
+    for name in STAGE_NAMES:
+        marker = json.loads((run / "stages" / f"{name}.json").read_text())
+        for rel, digest in marker["outputs"].items():
+            assert file_sha256(run / rel) == digest, (name, rel)
+    outputs = {name: json.loads((run / "stages" / f"{name}.json").read_text())["outputs"] for name in STAGE_NAMES}
+    assert "probes.jsonl" in outputs["probe"] and "artifact.json" in outputs["artifact"]
+    assert "calibration/weights.safetensors" in outputs["calibrate"] and "report.md" in outputs["report"]
+    # the run's bookkeeping and the call cache are nobody's output; each file belongs to one stage
+    every = [rel for o in outputs.values() for rel in o]
+    assert len(every) == len(set(every))
+    assert not {"manifest.json", "config.json", "llm_calls.sqlite", ".lock"} & set(every)
+
+
+def test_an_untouched_run_is_resumed_without_rerunning(run_copy):
+    cfg, run = run_copy  # a copied run folder (markers hold relative paths) resumes as well
+    result, said = _rerun(cfg, run)
+    assert result.ran == [] and result.skipped == list(STAGE_NAMES)
+    assert not any("changed or damaged" in line for line in said)
+
+
+def test_a_truncated_artifact_reruns_its_stage_and_the_later_ones(run_copy):
+    cfg, run = run_copy
+    good = (run / "artifact.json").read_bytes()
+    (run / "artifact.json").write_bytes(good[: len(good) // 2])
+    result, said = _rerun(cfg, run)
+    assert "[artifact] output artifact.json changed or damaged since the stage finished; rerunning" in said
+    assert result.skipped == ["generate", "dedup", "probe", "select", "calibrate"]
+    assert result.ran == ["artifact", "evaluate", "feedback", "report"]
+    assert (run / "artifact.json").read_bytes() == good
+    assert _rerun(cfg, run)[0].ran == []  # and now it is trusted again
+
+
+def test_a_truncated_probe_table_is_reprobed_from_the_cache(run_copy):
+    cfg, run = run_copy
+    good = (run / "probes.jsonl").read_bytes()
+    with (run / "probes.jsonl").open("r+b") as fh:
+        fh.truncate(len(good) - 100)
+    result, said = _rerun(cfg, run)
+    assert any(line.startswith("[probe] output probes.jsonl changed or damaged") for line in said), said
+    assert result.ran == list(STAGE_NAMES[2:])
+    usage = result.manifest["stages"]["probe"]["usage"]
+    assert usage["calls"] == 0 and usage["cache_hits"] == 96  # nothing asked of the LLM again
+    assert (run / "probes.jsonl").read_bytes() == good
+
+
+def test_an_edited_or_missing_output_is_noticed(run_copy):
+    cfg, run = run_copy
+    text = (run / "selected.jsonl").read_text()
+    (run / "selected.jsonl").write_text(text.replace("a", "b", 1))  # same size, other content
+    (run / "calibration" / "weights.safetensors").unlink()
+    result, said = _rerun(cfg, run)
+    assert any(line.startswith("[select] output selected.jsonl changed") for line in said), said
+    assert result.ran[0] == "select" and "calibrate" in result.ran
+    assert (run / "selected.jsonl").read_text() == text
+    assert (run / "calibration" / "weights.safetensors").exists()
+
+
+def test_markers_without_hashes_still_resume(run_copy):
+    """Run folders written before output hashes existed resume as before (outputs checked by existence)."""
+    cfg, run = run_copy
+    for name in STAGE_NAMES:
+        path = run / "stages" / f"{name}.json"
+        marker = json.loads(path.read_text())
+        marker.pop("outputs")
+        path.write_text(json.dumps(marker))
+    assert _rerun(cfg, run)[0].ran == []
+
+
+def test_hashing_streams_large_files(tmp_path):
+    import hashlib
+
+    big = tmp_path / "big.jsonl"
+    block = os.urandom(1 << 20)
+    with big.open("wb") as fh:
+        for _ in range(20):
+            fh.write(block)
+    t0 = time.perf_counter()
+    digest = file_sha256(big)
+    assert digest == hashlib.sha256(block * 20).hexdigest()
+    assert time.perf_counter() - t0 < 2.0  # 20 MiB; measured ~0.05 s
+
+
+# -- non-finite weights and predictions ----------------------------------------------------------
+def _poison(weights: Path, value: float = float("nan")) -> str:
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(str(weights))
+    key = sorted(tensors)[0]
+    arr = tensors[key].copy()
+    arr.flat[0] = value
+    tensors[key] = arr
+    save_file(tensors, str(weights))
+    return key
+
+
+def test_nan_weights_fail_to_load_naming_file_and_tensor(run_copy):
+    from rubric_induce.calibration import load_calibrator
+
+    _, run = run_copy
+    weights = run / "calibration" / "weights.safetensors"
+    key = _poison(weights)
+    with pytest.raises(DataError, match="NaN or infinite") as err:
+        load_calibrator(run / "calibration")
+    assert key in str(err.value) and str(weights) in str(err.value)
+    res = CliRunner().invoke(cli, ["score", str(run), "--probes", str(run / "probes.jsonl")])
+    assert res.exit_code == EXIT_INPUT, res.output
+    assert "NaN" in res.output and key in res.output and "prediction" not in res.output
+
+
+def test_nan_weights_in_a_run_are_refit_on_resume(run_copy):
+    cfg, run = run_copy
+    _poison(run / "calibration" / "weights.safetensors", float("inf"))
+    result, said = _rerun(cfg, run)
+    assert any(line.startswith("[calibrate] output calibration/weights.safetensors changed") for line in said)
+    from rubric_induce.scoring import RubricScorer
+
+    scorer = RubricScorer.load(run)  # loads: the weights are finite again
+    assert scorer.calibrator is not None
+
+
+def test_saving_non_finite_weights_is_refused(finished, tmp_path):
+    from rubric_induce.calibration import load_calibrator, save_calibrator
+
+    _, run = finished
+    cal = load_calibrator(run / "calibration")
+    with __import__("torch").no_grad():
+        next(cal.networks_[0].parameters()).fill_(float("nan"))
+    with pytest.raises(RubricInduceError, match="not finite"):
+        save_calibrator(cal, tmp_path / "cal")
+    assert not (tmp_path / "cal").exists()
+
+
+def test_a_non_finite_prediction_is_an_error_not_a_score(finished):
+    import torch
+
+    from rubric_induce.probing import ProbeTable
+    from rubric_induce.scoring import RubricScorer
+
+    _, run = finished
+    scorer = RubricScorer.load(run)
+    table = ProbeTable.load(run / "probes.jsonl")
+    ids = sorted({r.example_id for r in table.records})[:3]
+    assert all(np.isfinite(r.prediction) for r in scorer.score_probes(table, ids))
+    with torch.no_grad():
+        for net in scorer.calibrator.networks_:
+            next(net.parameters()).fill_(float("nan"))
+    with pytest.raises(RubricInduceError, match="non-finite prediction"):
+        scorer.score_probes(table, ids)
+
+
+# -- SIGKILL mid-probe on the embedded model -----------------------------------------------------
+# 8 dialogues cut to 128 tokens x 4 hand-written rubrics: 32 probes, about 12 s on 2 cores.
+LOCAL = """
+[run]
+limit = 8
+[data]
+examples = "{examples}"
+label = "sat"
+[backend]
+spec = "local"
+[generate]
+method = "none"
+include = ["{rubrics}"]
+[dedup]
+enabled = false
+[probe]
+max_example_tokens = 128
+[select]
+n_sat = 1
+n_dsat = 1
+[calibrate]
+enabled = false
+[evaluate]
+bootstrap = 50
+"""
+
+
+def _cached_rows(path: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as con:
+            return int(con.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def _run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rubric_induce.cli", "run", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.local_model
+@pytest.mark.slow
+def test_kill_9_mid_probe_on_the_embedded_model_loses_nothing(tmp_path, embedded_model_path):
+    from rubric_induce.data import RubricPool
+    from rubric_induce.handoff import import_rubrics
+
+    demo = list(import_rubrics(RES / "demo_uss_rubrics.json"))
+    four = [r for r in demo if r.polarity == "SAT"][:2] + [r for r in demo if r.polarity == "DSAT"][:2]
+    RubricPool(four).save(tmp_path / "rubrics.jsonl")
+    cfg = tmp_path / "local.toml"
+    cfg.write_text(LOCAL.format(examples=RES / "demo_uss_dialogues.jsonl", rubrics=tmp_path / "rubrics.jsonl"),
+                   encoding="utf-8")
+    out = tmp_path / "killed"
+    n_probes = 8 * 4
+    proc = subprocess.Popen([sys.executable, "-m", "rubric_induce.cli", "run", str(cfg), "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        t0 = time.monotonic()
+        while _cached_rows(out / "llm_calls.sqlite") < 8:
+            assert proc.poll() is None, f"the run ended before the kill: {proc.stderr.read()}"
+            assert time.monotonic() - t0 < 300, "the probe stage did not start"
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    saved = _cached_rows(out / "llm_calls.sqlite")
+    assert 8 <= saved < n_probes and not (out / "probes.jsonl").exists()
+
+    resumed = _run_cli(str(cfg), "--out", str(out))  # the same command: no stale lock, no lost call
+    assert resumed.returncode == 0, resumed.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    usage = manifest["stages"]["probe"]["usage"]
+    assert manifest["status"] == "finished"
+    assert usage["cache_hits"] == saved and usage["calls"] == n_probes - saved
+
+    reference = tmp_path / "uninterrupted"
+    full = _run_cli(str(cfg), "--out", str(reference), "--stop-after", "probe")
+    assert full.returncode == 0, full.stderr
+    ref_usage = json.loads((reference / "manifest.json").read_text())["stages"]["probe"]["usage"]
+    assert ref_usage["calls"] == n_probes and usage["calls"] < ref_usage["calls"]
+    assert (out / "probes.jsonl").read_bytes() == (reference / "probes.jsonl").read_bytes()
