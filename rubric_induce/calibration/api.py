@@ -58,9 +58,18 @@ class CalibrateParams(Params):
     search: bool = param(False, help="Optuna hyperparameter search (nested in the cross-validation).")
     trials: int = param(10, ge=1, help="Optuna trials of the search.")
     cv_folds: int = param(5, ge=0, help="Folds (by text) of the cross-validated report; 0 = none.")
+    not_applicable: tuple[float, ...] = param((), help="Answers to the question that mean 'does not apply' "
+                                              "(those ratings are left out), e.g. 0 in LLM-RUBRIC's layout. Default: "
+                                              "none, every answer is a class (a 0/1 label calibrates).")
     options: dict[str, Any] = param(factory=dict, help="Calibrator parameters (hidden, finetune_epochs, ...).")
 
     def check(self) -> None:
+        if "not_applicable" in self.options:
+            raise DataError("set calibrate.not_applicable instead (the data and the network must agree on it)",
+                            field="calibrate.options.not_applicable")
+        if not all(np.isfinite(float(v)) for v in self.not_applicable):
+            raise DataError(f"must be finite numbers, got {list(self.not_applicable)}",
+                            field="calibrate.not_applicable")
         if self.cv_folds == 1:
             raise DataError("must be 0 (no cross-validation) or at least 2", field="calibrate.cv_folds")
         if self.search and self.cv_folds == 0:
@@ -188,6 +197,7 @@ def calibrate(train, params: CalibrateParams = CalibrateParams(), *, test=None, 
     opts.setdefault("random_state", seed)
     opts.setdefault("early_stopping", n_texts >= 20)
     opts.setdefault("n_threads", 1)
+    opts["not_applicable"] = tuple(train.not_applicable)  # the data's convention, never a second one
     base = Calibrator(main_question=question, **opts)
     metrics: dict[str, Any] = {}
     lines: list[str] = []

@@ -308,14 +308,18 @@ def from_probes(
     questions: Sequence[str],
     rubric_ids: Sequence[str] | None = None,
     scales: Sequence[Sequence[float]] | None = None,
-    not_applicable: Sequence[float] = (0,),
+    not_applicable: Sequence[float] = (),
     default_judge: str = "default",
 ) -> CalibrationData:
     """Calibration data from a :class:`~rubric_induce.probing.ProbeTable` and labelled examples.
 
+    ``not_applicable``: answers that mean "does not apply" (left out of the classes and the loss);
+    none by default, so a 0/1 label has the two classes 0 and 1.
+
     Inputs are the rubrics' raw (unnormalised) answer distributions, an all-zero block where a
-    probe failed or is missing. Rows come from each example's ``judgments`` (one per judge), or
-    from its aggregate ``labels`` as judge ``default_judge`` when it has none.
+    probe failed or is missing. Rows come from each example's ``judgments`` (one per judge who
+    answered one of ``questions``), or from its aggregate ``labels`` as judge ``default_judge`` when
+    no judge did (e.g. a binary label next to per-judge ratings).
     """
     examples = list(examples)
     if not examples:
@@ -330,7 +334,9 @@ def from_probes(
         raise DataError(f"no probe matches any of the {len(ex_ids)} examples (e.g. {ex_ids[0]!r})", field="probes")
     rows_t, rows_j, rows_y = [], [], []
     for t, ex in enumerate(examples):
-        sources = [(str(jd.judge), jd.labels) for jd in ex.judgments] or [(default_judge, ex.labels)]
+        # judges who answered a question; else the example's aggregate label (one "judge")
+        sources = ([(str(jd.judge), jd.labels) for jd in ex.judgments if any(q in jd.labels for q in questions)]
+                   or [(default_judge, ex.labels)])
         for judge, labels in sources:
             vals = [labels.get(q) for q in questions]
             rows_t.append(t)

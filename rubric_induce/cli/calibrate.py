@@ -50,9 +50,14 @@ def command(dataset, probes_path, examples_path, question, questions, na_inputs,
         raise click.UsageError("give either --dataset llm_rubric or --probes FILE --examples FILE")
     qs = split_list(questions)
     if dataset == "llm_rubric":
+        question = question or "Q0"
+    opts = dict(options.pop("options", None) or {})
+    if threads:
+        opts["n_threads"] = threads
+    params = CalibrateParams.from_kwargs(options, question=question, options=opts)
+    if dataset == "llm_rubric":
         from ..data.datasets.llm_rubric import load_llm_rubric
 
-        question = question or "Q0"
         train = from_llm_rubric(load_llm_rubric(data_root, split="synthetic"), questions=qs, na_inputs=na_inputs)
         test = from_llm_rubric(load_llm_rubric(data_root, split="real"), questions=qs, na_inputs=na_inputs)
     else:
@@ -63,12 +68,9 @@ def command(dataset, probes_path, examples_path, question, questions, na_inputs,
         from ..data import read_examples
         from ..probing import ProbeTable
 
-        train = from_probes(ProbeTable.load(probes_path), read_examples(examples_path), questions=qs or [question])
+        train = from_probes(ProbeTable.load(probes_path), read_examples(examples_path), questions=qs or [question],
+                            not_applicable=params.not_applicable)
         test = None
-    opts = dict(options.pop("options", None) or {})
-    if threads:
-        opts["n_threads"] = threads
-    params = CalibrateParams.from_kwargs(options, question=question, options=opts)
     result = calibrate(train, params, test=test, seed=seed, echo=echo)
     result.save(out_dir)
     metrics = result.metrics

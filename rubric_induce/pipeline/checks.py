@@ -85,13 +85,14 @@ def _check_calibrate(ctx: RunContext) -> None:
     if len(train) < 4:
         raise DataError(f"only {len(train)} training examples carry label {question!r}; calibration needs at least "
                         "4 (or set calibrate.enabled = false)", path=src, field=field)
-    # the answer classes calibration learns: every answer seen, 0 (= not applicable) left out
+    # the answer classes calibration learns: every answer seen, calibrate.not_applicable left out
+    na = {float(v) for v in cfg.calibrate.not_applicable}
     counts: dict[float, int] = {}
     for ex in train:
-        rows = [j.labels for j in ex.judgments] or [ex.labels]
+        rows = [j.labels for j in ex.judgments if question in j.labels] or [ex.labels]  # as from_probes
         for labels in rows:
             v = labels.get(question)
-            if v is not None and np.isfinite(float(v)) and float(v) != 0.0:
+            if v is not None and np.isfinite(float(v)) and float(v) not in na:
                 counts[float(v)] = counts.get(float(v), 0) + 1
     answers = set(counts)
     if question not in cfg.data.scales:  # a lone answer far outside the rest is likely a typo (a 99 on 1-5)
@@ -105,5 +106,5 @@ def _check_calibrate(ctx: RunContext) -> None:
                              f"e.g. [data] scales = {{ {question} = [{lo:g}, {hi:g}] }}, to make it an error")
     if len(answers) < 2:
         raise DataError(f"calibration needs at least two answers to {question!r} in the training split, found "
-                        f"{sorted(answers)} (0 means not applicable there): calibrate a graded label, or set "
-                        "calibrate.enabled = false", path=src, field=field)
+                        f"{sorted(answers)}{' (calibrate.not_applicable left out)' if na else ''}: calibrate another "
+                        "label, or set calibrate.enabled = false", path=src, field=field)
