@@ -115,7 +115,8 @@ class RunContext:
         from ..cache import CachedBackend
 
         self.backend  # opens the run's cache
-        extra = CachedBackend(self.config.backend.open(spec), self._cache)
+        # the run's tally: its calls, tokens and faults count in the stage that made them
+        extra = CachedBackend(self.config.backend.open(spec), self._cache, tally=self._backend.tally)
         self._extra.append(extra)
         return extra
 

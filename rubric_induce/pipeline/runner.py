@@ -163,7 +163,12 @@ def _diff_usage(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
 
 
 def _stage_usage(stage: Stage, ctx: RunContext, before: dict[str, Any]) -> dict[str, Any]:
-    return _diff_usage(before, ctx.usage()) if stage.uses_llm and ctx.backend_opened else {}
+    """What the stage's LLM calls used; a stage that is not an LLM stage (dedup) shows usage only when
+    it made calls (its optional LLM judge shares the run's tally)."""
+    if not ctx.backend_opened:
+        return {}
+    usage = _diff_usage(before, ctx.usage())
+    return usage if stage.uses_llm or any(usage.values()) else {}
 
 
 def run_pipeline(
