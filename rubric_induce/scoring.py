@@ -224,12 +224,24 @@ class RubricScorer:
 
     def score_probes(self, table, examples: Sequence[Example | str], *, judge: str | Sequence[str] | None = None,
                      aggregate: str = "mean") -> list[ScoreResult]:
-        """Score from an existing :class:`~rubric_induce.probing.ProbeTable` (no LLM call)."""
+        """Score from an existing :class:`~rubric_induce.probing.ProbeTable` (no LLM call).
+
+        ``table`` may also be the :class:`~rubric_induce.data.probes.ProbeArrays` of one
+        (``table.arrays(...)``): build them once to score several subsets of the same probes (the
+        evaluate stage scores each judge's texts so). Either way the probes are read once, not
+        once per example, so the time grows linearly with the number of examples.
+        """
+        from .data.probes import ProbeArrays
         from .selection.scores import signs_from_polarity, unit_scores
 
         ids = [e.id if isinstance(e, Example) else str(e) for e in examples]
         rubric_ids = [r.id for r in self.rubrics]
-        arr = table.arrays(example_ids=ids, rubric_ids=rubric_ids)
+        if isinstance(table, ProbeArrays):
+            arr = table.take(ids, rubric_ids)
+        else:
+            arr = table.arrays(example_ids=ids, rubric_ids=rubric_ids)
+        # Every example's [0, 10] scores at once; a row with a failed probe is filled and not used.
+        units = unit_scores(arr, self.rubrics, example_ids=ids, score=self.score_mode, fill=0.0)
         signs = signs_from_polarity(self.rubrics, len(self.rubrics))
         values = [np.asarray(r.scale.values, dtype=float) for r in self.rubrics]
         results: list[ScoreResult] = []
@@ -241,7 +253,7 @@ class RubricScorer:
             res = ScoreResult(id=ex_id, distributions=dists, expected=expected, threshold=self.threshold,
                               errors=errors)
             if ok.all():
-                unit = unit_scores(table, self.rubrics, example_ids=[ex_id], score=self.score_mode)[0]
+                unit = units[i]
                 contrib = unit * signs
                 res.netsat = float(contrib.sum())
                 if self.threshold is not None:
