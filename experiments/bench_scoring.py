@@ -151,6 +151,7 @@ def main() -> int:
     ap.add_argument("--max-ratio", type=float, default=12.0,
                     help="largest allowed time ratio between sizes ten times apart")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", default=None, help="comma-separated columns to time (default: all three)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
@@ -167,13 +168,23 @@ def main() -> int:
           f"{time.perf_counter() - t_setup:.1f} s", file=sys.stderr)
 
     columns = ("score_probes", "score_probes (no calibrator)", "evaluate stage")
+    if args.only:
+        wanted = [c.strip() for c in args.only.split(",")]
+        unknown = [c for c in wanted if c not in columns]
+        if unknown:
+            ap.error(f"unknown column(s) {unknown}; choose from {list(columns)}")
+        columns = tuple(c for c in columns if c in wanted)
     rows: list[tuple[int, dict[str, float]]] = []
     for n in sizes:
         examples, y, table = make_setup(n, rubrics, base, n_judges=args.judges, failed=args.failed,
                                         seed=args.seed)
         times: dict[str, float] = {}
-        times[columns[0]], _ = best_of(lambda: scorer.score_probes(table, examples), args.repeats)
-        times[columns[1]], _ = best_of(lambda: plain.score_probes(table, examples), args.repeats)
+        result = None
+        if "score_probes" in columns:
+            times["score_probes"], _ = best_of(lambda: scorer.score_probes(table, examples), args.repeats)
+        if "score_probes (no calibrator)" in columns:
+            times["score_probes (no calibrator)"], _ = best_of(lambda: plain.score_probes(table, examples),
+                                                               args.repeats)
 
         def stage():
             results, judge_results = _score_heldout(scorer, table, examples)
@@ -182,11 +193,12 @@ def main() -> int:
                             judge_results=judge_results, trained_judges=scorer.judges, probes=table,
                             rubrics=rubrics, selected=[r.id for r in rubrics])
 
-        times[columns[2]], result = best_of(stage, args.repeats)
+        if "evaluate stage" in columns:
+            times["evaluate stage"], result = best_of(stage, args.repeats)
         rows.append((n, times))
+        acc = result.summary.get("selection", {}).get("accuracy", float("nan")) if result else float("nan")
         print(f"{n} examples: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items())
-              + f" (held-out accuracy {result.summary.get('selection', {}).get('accuracy', float('nan')):.3f})",
-              file=sys.stderr)
+              + f" (held-out NetSAT accuracy {acc:.3f})", file=sys.stderr)
         del examples, table, result
         gc.collect()
 
