@@ -253,3 +253,14 @@ def test_calibrated_scores_and_judges_equal_the_per_subset_path():
             assert (r is None) == (ex.id not in alone)
             if r is not None:
                 assert r.to_dict() == alone[ex.id] and r.judge == name
+
+
+def test_equal_texts_each_get_their_scores():
+    """Equal texts share an id; the arrays used to fill only the last one's row, so the first came
+    back as 'probe failed or missing'."""
+    from rubric_induce.backends.fake import FakeBackend
+
+    scorer = RubricScorer(make_rubrics(), threshold=0.0, backend=FakeBackend())
+    res = scorer.score(["USER: hi\nSYSTEM: hello", "USER: bye", "USER: hi\nSYSTEM: hello"])
+    assert res[0].id == res[2].id and not res[0].errors and res[0].netsat is not None
+    assert res[0].to_dict() == res[2].to_dict()
