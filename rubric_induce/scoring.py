@@ -282,15 +282,9 @@ class RubricScorer:
             who_list = list(who) if who else None
         q = self.question
         n, r = X.shape[0], X.shape[1]
-        # Occlusion, in one batch: how far the prediction moves when one rubric's probe is
-        # treated as missing (block j of copy j+1 zeroed; copy 0 is the real input).
-        stacked = np.repeat(X[None], r + 1, axis=0)
-        for j in range(r):
-            stacked[j + 1, :, j, :] = 0.0
-        stacked = stacked.reshape(n * (r + 1), *X.shape[1:])
         with _torch_threads(1):  # tiny networks: thread start-up costs more than it saves
             rows = calibrated_rows(cal, X, who_list, question=q, aggregate=aggregate)
-            all_pred = cal.predict(stacked, who_list, question=q, aggregate=aggregate).reshape(r + 1, n)
+            all_pred = _occluded_predictions(cal, X, who_list, q, aggregate)
         pred, proba, scale = rows["prediction"], rows["proba"], rows["scale"]
         effects = (pred[None, :] - all_pred[1:]).T
         for i, res in enumerate(results):
@@ -307,6 +301,30 @@ class RubricScorer:
     def close(self) -> None:
         if self._backend is not None:
             self._backend.close()
+
+
+_OCCLUSION_ROWS = 1 << 13  # network rows per occlusion batch: bounded memory, whatever the number of texts
+
+
+def _occluded_predictions(cal: Any, X: np.ndarray, who: Any, question: Any, aggregate: str) -> np.ndarray:
+    """``[rubrics + 1, texts]`` predictions: row 0 on the real input, row ``j + 1`` with rubric
+    ``j``'s probe treated as missing (its block zeroed): how far each rubric moves the prediction.
+
+    Texts go through the network in batches of about ``_OCCLUSION_ROWS`` rows (each text is
+    ``rubrics + 1`` rows), so memory stays bounded and the time linear in the number of texts.
+    """
+    n, r = X.shape[0], X.shape[1]
+    per_batch = max(1, _OCCLUSION_ROWS // (r + 1))
+    out = np.empty((r + 1, n))
+    for start in range(0, n, per_batch):
+        block = X[start:start + per_batch]
+        m = block.shape[0]
+        stacked = np.repeat(block[None], r + 1, axis=0)
+        for j in range(r):
+            stacked[j + 1, :, j, :] = 0.0
+        stacked = stacked.reshape(m * (r + 1), *X.shape[1:])
+        out[:, start:start + m] = cal.predict(stacked, who, question=question, aggregate=aggregate).reshape(r + 1, m)
+    return out
 
 
 class _torch_threads:
