@@ -264,3 +264,27 @@ def test_equal_texts_each_get_their_scores():
     res = scorer.score(["USER: hi\nSYSTEM: hello", "USER: bye", "USER: hi\nSYSTEM: hello"])
     assert res[0].id == res[2].id and not res[0].errors and res[0].netsat is not None
     assert res[0].to_dict() == res[2].to_dict()
+
+
+def test_occlusion_in_batches_matches_one_batch(monkeypatch):
+    """Drivers are computed in bounded batches; any batch size gives the one-batch effects (up to
+    float32 rounding, which already varied with how many texts were scored together)."""
+    pytest.importorskip("torch")
+    import rubric_induce.scoring as scoring
+
+    rubrics = make_rubrics()
+    cal = _calibrator(rubrics)
+    scorer = RubricScorer(rubrics, threshold=0.5, calibrator=cal, question="sat", judges=list(cal.judges_))
+    table = make_table(40, rubrics, seed=3)
+    ids = [f"ex{i:04d}" for i in range(40)]
+    monkeypatch.setattr(scoring, "_OCCLUSION_ROWS", 10_000)  # one batch
+    whole = scorer.score_probes(table, ids)
+    monkeypatch.setattr(scoring, "_OCCLUSION_ROWS", 3 * (N_RUBRICS + 1) + 2)  # 3 texts per batch, a short last one
+    batched = scorer.score_probes(table, ids)
+    for a, b in zip(whole, batched):
+        assert a.prediction == b.prediction and a.proba == b.proba and a.netsat == b.netsat
+        ea = {d["rubric_id"]: d["prediction_effect"] for d in a.drivers}
+        eb = {d["rubric_id"]: d["prediction_effect"] for d in b.drivers}
+        assert ea.keys() == eb.keys()
+        assert np.allclose([ea[k] for k in ea], [eb[k] for k in ea], rtol=0, atol=1e-6)
+        assert any(v != 0 for v in ea.values())
