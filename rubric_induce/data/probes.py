@@ -275,7 +275,8 @@ class ProbeTable:
                 values[where[pick], :n] = np.array([rec.values for rec in group], dtype=float).reshape(len(group), n)
                 mask[where[pick], :n] = True
         shape = (len(ex_unique), n_r)
-        raw, mask, values, ok = raw.reshape(*shape, k), mask.reshape(*shape, k), values.reshape(*shape, k), ok.reshape(shape)
+        raw, mask, values = (a.reshape(*shape, k) for a in (raw, mask, values))
+        ok = ok.reshape(shape)
         if len(ex_unique) != len(ex_ids) or n_r != len(rb_ids):  # repeated ids: repeat their rows / columns
             rows = np.array([e_index[e] for e in ex_ids], dtype=np.int64)
             cols = np.array([r_index[r] for r in rb_ids], dtype=np.int64)
