@@ -274,7 +274,14 @@ class RubricScorer:
     def score_probes(self, table, examples: Sequence[Example | str], *, judge: str | Sequence[str] | None = None,
                      aggregate: str = "mean", unseen_judge: str = "error") -> list[ScoreResult]:
         """Score from an existing :class:`~rubric_induce.probing.ProbeTable` (no LLM call);
-        ``judge`` and ``unseen_judge`` as in :meth:`score`."""
+        ``judge`` and ``unseen_judge`` as in :meth:`score`.
+
+        ``table`` may also be the :class:`~rubric_induce.data.probes.ProbeArrays` of one
+        (``table.arrays(...)``): build them once to score several subsets of the same probes (the
+        evaluate stage scores each judge's texts so). Either way the probes are read once, not
+        once per example, so the time grows linearly with the number of examples.
+        """
+        from .data.probes import ProbeArrays
         if self.calibrator is not None:
             from .calibration.api import resolve_judge
 
@@ -283,7 +290,12 @@ class RubricScorer:
 
         ids = [e.id if isinstance(e, Example) else str(e) for e in examples]
         rubric_ids = [r.id for r in self.rubrics]
-        arr = table.arrays(example_ids=ids, rubric_ids=rubric_ids)
+        if isinstance(table, ProbeArrays):
+            arr = table.take(ids, rubric_ids)
+        else:
+            arr = table.arrays(example_ids=ids, rubric_ids=rubric_ids)
+        # Every example's [0, 10] scores at once; a row with a failed probe is filled and not used.
+        units = unit_scores(arr, self.rubrics, example_ids=ids, score=self.score_mode, fill=0.0)
         signs = signs_from_polarity(self.rubrics, len(self.rubrics))
         values = [np.asarray(r.scale.values, dtype=float) for r in self.rubrics]
         results: list[ScoreResult] = []
@@ -295,7 +307,7 @@ class RubricScorer:
             res = ScoreResult(id=ex_id, distributions=dists, expected=expected, threshold=self.threshold,
                               errors=errors)
             if ok.all():
-                unit = unit_scores(table, self.rubrics, example_ids=[ex_id], score=self.score_mode)[0]
+                unit = units[i]
                 contrib = unit * signs
                 res.netsat = float(contrib.sum())
                 if self.threshold is not None:
@@ -324,16 +336,9 @@ class RubricScorer:
             who_list = list(who) if who else None
         resolved = resolve_judge(cal, who_list, unseen_judge)  # "shared" -> None: the shared weights
         q = self.question
-        n, r = X.shape[0], X.shape[1]
-        # Occlusion, in one batch: how far the prediction moves when one rubric's probe is
-        # treated as missing (block j of copy j+1 zeroed; copy 0 is the real input).
-        stacked = np.repeat(X[None], r + 1, axis=0)
-        for j in range(r):
-            stacked[j + 1, :, j, :] = 0.0
-        stacked = stacked.reshape(n * (r + 1), *X.shape[1:])
         with _torch_threads(1):  # tiny networks: thread start-up costs more than it saves
             rows = calibrated_rows(cal, X, resolved, question=q, aggregate=aggregate, unseen_judge="shared")
-            all_pred = cal.predict(stacked, resolved, question=q, aggregate=aggregate).reshape(r + 1, n)
+            all_pred = _occluded_predictions(cal, X, resolved, q, aggregate)
         pred, proba, scale = rows["prediction"], rows["proba"], rows["scale"]
         _require_finite(results, pred, rows["sd"], proba, self.source)
         effects = (pred[None, :] - all_pred[1:]).T
@@ -361,6 +366,30 @@ def _require_finite(results: list[ScoreResult], pred, sd, proba, source: str | N
         raise RubricInduceError(f"the calibration network gave a non-finite prediction ({float(pred[i])}) for text "
                                 f"{results[i].id!r} ({int(bad.sum())} of {len(bad)} texts); its weights"
                                 f"{f' ({source})' if source else ''} are damaged or diverged: refit the calibrator")
+
+
+_OCCLUSION_ROWS = 1 << 13  # network rows per occlusion batch: bounded memory, whatever the number of texts
+
+
+def _occluded_predictions(cal: Any, X: np.ndarray, who: Any, question: Any, aggregate: str) -> np.ndarray:
+    """``[rubrics + 1, texts]`` predictions: row 0 on the real input, row ``j + 1`` with rubric
+    ``j``'s probe treated as missing (its block zeroed): how far each rubric moves the prediction.
+
+    Texts go through the network in batches of about ``_OCCLUSION_ROWS`` rows (each text is
+    ``rubrics + 1`` rows), so memory stays bounded and the time linear in the number of texts.
+    """
+    n, r = X.shape[0], X.shape[1]
+    per_batch = max(1, _OCCLUSION_ROWS // (r + 1))
+    out = np.empty((r + 1, n))
+    for start in range(0, n, per_batch):
+        block = X[start:start + per_batch]
+        m = block.shape[0]
+        stacked = np.repeat(block[None], r + 1, axis=0)
+        for j in range(r):
+            stacked[j + 1, :, j, :] = 0.0
+        stacked = stacked.reshape(m * (r + 1), *X.shape[1:])
+        out[:, start:start + m] = cal.predict(stacked, who, question=question, aggregate=aggregate).reshape(r + 1, m)
+    return out
 
 
 class _torch_threads:

@@ -138,6 +138,47 @@ class ProbeArrays:
     ok: np.ndarray
     answer_mask: np.ndarray
 
+    def take(self, example_ids: Sequence[str] | None = None,
+             rubric_ids: Sequence[str] | None = None) -> ProbeArrays:
+        """The rows of ``example_ids`` and the columns of ``rubric_ids`` (default: all), in that
+        order, read from these arrays without going back to the table: the same values as
+        ``table.arrays(example_ids, rubric_ids)`` for ids held here. An id not held here reads as
+        an absent probe (``ok`` False, ``expected`` NaN). Costs O(rows asked for), not O(table).
+        """
+        ex_ids = list(example_ids) if example_ids is not None else list(self.example_ids)
+        rb_ids = list(rubric_ids) if rubric_ids is not None else list(self.rubric_ids)
+        row_of, col_of = self._positions()
+        rows = np.array([row_of.get(e, -1) for e in ex_ids], dtype=np.int64)
+        cols = np.array([col_of.get(r, -1) for r in rb_ids], dtype=np.int64)
+        grow_rows, grow_cols = bool((rows < 0).any()), bool((cols < 0).any())
+
+        def pick(a: np.ndarray, fill: Any) -> np.ndarray:
+            # An absent id points at -1: a row (column) of ``fill`` appended for it.
+            if grow_rows:
+                a = np.concatenate([a, np.full((1, *a.shape[1:]), fill, dtype=a.dtype)], axis=0)
+            if grow_cols:
+                a = np.concatenate([a, np.full((a.shape[0], 1, *a.shape[2:]), fill, dtype=a.dtype)], axis=1)
+            return a[np.ix_(rows, cols)]
+
+        return ProbeArrays(ex_ids, rb_ids, pick(self.raw, 0.0), pick(self.probs, 0.0), pick(self.mass, 0.0),
+                           pick(self.expected, np.nan), pick(self.ok, False), pick(self.answer_mask, False))
+
+    def _positions(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Row of each example id and column of each rubric id (the first one), built once per
+        object (again when ``example_ids`` or ``rubric_ids`` is replaced or changes length)."""
+        cached = self.__dict__.get("_positions_cache")
+        if (cached is None or cached[0] is not self.example_ids or cached[1] is not self.rubric_ids
+                or cached[4] != (len(self.example_ids), len(self.rubric_ids))):
+            rows: dict[str, int] = {}
+            for i, e in enumerate(self.example_ids):
+                rows.setdefault(e, i)
+            cols: dict[str, int] = {}
+            for j, r in enumerate(self.rubric_ids):
+                cols.setdefault(r, j)
+            cached = (self.example_ids, self.rubric_ids, rows, cols, (len(self.example_ids), len(self.rubric_ids)))
+            self.__dict__["_positions_cache"] = cached
+        return cached[2], cached[3]
+
 
 @dataclass
 class ProbeTable:
@@ -195,24 +236,51 @@ class ProbeTable:
 
     def arrays(self, example_ids: Sequence[str] | None = None,
                rubric_ids: Sequence[str] | None = None) -> ProbeArrays:
-        ex_ids = list(example_ids) if example_ids is not None else list(dict.fromkeys(r.example_id for r in self.records))
-        rb_ids = list(rubric_ids) if rubric_ids is not None else list(dict.fromkeys(r.rubric_id for r in self.records))
-        e_index = {e: i for i, e in enumerate(ex_ids)}
-        r_index = {r: j for j, r in enumerate(rb_ids)}
-        k = max((len(r.answers) for r in self.records), default=1)
-        raw = np.zeros((len(ex_ids), len(rb_ids), k))
-        mask = np.zeros((len(ex_ids), len(rb_ids), k), dtype=bool)
-        values = np.zeros((len(ex_ids), len(rb_ids), k))
-        ok = np.zeros((len(ex_ids), len(rb_ids)), dtype=bool)
-        for rec in self.records:
-            i, j = e_index.get(rec.example_id), r_index.get(rec.rubric_id)
-            if i is None or j is None:
+        """Dense views of the probes of ``example_ids`` x ``rubric_ids`` (default: all, in table order).
+
+        One pass over the records, however many examples are asked for (scoring and evaluation
+        build it once and then read rows: :meth:`ProbeArrays.take`). A pair probed twice keeps its
+        last record; an id asked for twice gets the same row (column) twice.
+        """
+        records = self.records
+        ex_ids = list(example_ids) if example_ids is not None else list(dict.fromkeys(r.example_id for r in records))
+        rb_ids = list(rubric_ids) if rubric_ids is not None else list(dict.fromkeys(r.rubric_id for r in records))
+        ex_unique, rb_unique = list(dict.fromkeys(ex_ids)), list(dict.fromkeys(rb_ids))
+        e_index = {e: i for i, e in enumerate(ex_unique)}
+        r_index = {r: j for j, r in enumerate(rb_unique)}
+        n_r = len(rb_unique)
+        k = max((len(r.answers) for r in records), default=1)
+        cells: dict[int, ProbeRecord] = {}  # flat (example, rubric) cell -> its last record
+        for rec in records:
+            i = e_index.get(rec.example_id)
+            if i is None:
                 continue
-            n = len(rec.answers)
-            raw[i, j, :n] = rec.raw
-            mask[i, j, :n] = True
-            values[i, j, :n] = rec.values
-            ok[i, j] = rec.ok
+            j = r_index.get(rec.rubric_id)
+            if j is not None:
+                cells[i * n_r + j] = rec
+        size = len(ex_unique) * n_r
+        raw = np.zeros((size, k))
+        mask = np.zeros((size, k), dtype=bool)
+        values = np.zeros((size, k))
+        ok = np.zeros(size, dtype=bool)
+        if cells:
+            found = list(cells.values())
+            where = np.fromiter(cells.keys(), dtype=np.int64, count=len(cells))
+            ok[where] = np.fromiter((rec.ok for rec in found), dtype=bool, count=len(found))
+            sizes = np.fromiter((len(rec.answers) for rec in found), dtype=np.int64, count=len(found))
+            for n in np.unique(sizes).tolist():  # one block assignment per scale size
+                pick = np.flatnonzero(sizes == n)
+                group = [found[t] for t in pick.tolist()]
+                raw[where[pick], :n] = np.array([rec.raw for rec in group], dtype=float).reshape(len(group), n)
+                values[where[pick], :n] = np.array([rec.values for rec in group], dtype=float).reshape(len(group), n)
+                mask[where[pick], :n] = True
+        shape = (len(ex_unique), n_r)
+        raw, mask, values = (a.reshape(*shape, k) for a in (raw, mask, values))
+        ok = ok.reshape(shape)
+        if len(ex_unique) != len(ex_ids) or n_r != len(rb_ids):  # repeated ids: repeat their rows / columns
+            rows = np.array([e_index[e] for e in ex_ids], dtype=np.int64)
+            cols = np.array([r_index[r] for r in rb_ids], dtype=np.int64)
+            raw, mask, values, ok = (a[np.ix_(rows, cols)] for a in (raw, mask, values, ok))
         mass = raw.sum(axis=2)
         with np.errstate(invalid="ignore", divide="ignore"):
             probs = np.where(mass[..., None] > 0, raw / mass[..., None], 0.0)

@@ -20,7 +20,7 @@ from .baselines import beats, constant_baseline, majority_baseline
 from .probe_checks import LOW_MASS, NEAR_CONSTANT_SD
 from .score_table import ScoreRow
 
-__all__ = ["EvaluateParams", "EvaluationResult", "evaluate", "human_value", "binary_aspect"]
+__all__ = ["EvaluateParams", "EvaluationResult", "evaluate", "score_heldout", "human_value", "binary_aspect"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,37 @@ class EvaluationResult:
                  atomic_write_text(out / "evaluation.md", self.markdown),
                  write_json(out / "test_scores.json", [r.to_dict() for r in self.results])]
         return [Path(p) for p in paths]
+
+
+def score_heldout(scorer: Any, probes: ProbeTable, examples: Sequence[Example]
+                  ) -> tuple[list[Any], dict[str, list[Any]] | None]:
+    """What :func:`evaluate` takes from a scorer: ``(results, judge_results)``.
+
+    ``results``: ``scorer.score_probes`` of every example (mean over the trained judges);
+    ``judge_results`` (None without a calibrator): for each judge who rated the calibrated
+    question on these examples, the prediction for that judge on the texts they rated (None
+    elsewhere). The probes of ``examples`` are read from the table once, and each judge's texts
+    are then taken from those arrays, so the time is linear in the number of examples and
+    ratings, not (examples x table size).
+    """
+    from .judges import judge_ratings
+
+    examples = list(examples)
+    arrays = probes.arrays([ex.id for ex in examples], [r.id for r in scorer.rubrics])
+    results = scorer.score_probes(arrays, examples)
+    if scorer.calibrator is None:
+        return results, None
+    judges, ratings = judge_ratings(examples, scorer.question)
+    judge_results: dict[str, list[Any]] = {}
+    for k, name in enumerate(judges):  # only the texts this judge rated (many raters, few texts each)
+        rated = np.flatnonzero(np.isfinite(ratings[:, k])).tolist()
+        row: list[Any] = [None] * len(examples)
+        # a held-out judge the calibrator has not seen is predicted with the shared weights
+        scored = scorer.score_probes(arrays, [examples[i] for i in rated], judge=name, unseen_judge="shared")
+        for i, res in zip(rated, scored):
+            row[i] = res
+        judge_results[name] = row
+    return results, judge_results
 
 
 def binary_aspect(label: str, label_threshold: float | None) -> str:

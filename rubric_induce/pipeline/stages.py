@@ -184,10 +184,7 @@ def _scoring_input(cfg, fields) -> dict[str, Any] | None:
 
 
 def evaluate(ctx: RunContext) -> dict[str, Any]:
-    import numpy as np
-
-    from ..evaluation.heldout import evaluate as run_evaluate
-    from ..evaluation.judges import judge_ratings
+    from ..evaluation.heldout import evaluate as run_evaluate, score_heldout
     from ..probing import ProbeTable
     from ..scoring import RubricScorer
 
@@ -200,17 +197,9 @@ def evaluate(ctx: RunContext) -> dict[str, Any]:
         return {"enabled": True, "n_test": 0}
     scorer = RubricScorer.load(ctx.out)
     table = ProbeTable.load(ctx.out / PROBES_FILE)
-    results = scorer.score_probes(table, test)
+    # The calibrated prediction for each held-out judge of the question, too (one read of the probes).
+    results, judge_results = score_heldout(scorer, table, test)
     question = scorer.question if scorer.calibrator is not None else None
-    judge_results = None
-    if question is not None:  # the calibrated prediction for each held-out judge of the question
-        judges, ratings = judge_ratings(test, question)
-        judge_results = {}
-        for k, name in enumerate(judges):  # only the texts this judge rated (many raters, few texts each)
-            rated = [ex for ex, rated_it in zip(test, np.isfinite(ratings[:, k])) if rated_it]
-            # a held-out judge the calibrator has not seen is predicted with the shared weights
-            by_id = {r.id: r for r in scorer.score_probes(table, rated, judge=name, unseen_judge="shared")}
-            judge_results[name] = [by_id.get(ex.id) for ex in test]
     result = run_evaluate(results, test, ctx.y[ctx.split[1]], cfg.evaluate, label=cfg.data.label,
                           threshold=scorer.threshold, binary=ctx.binary, question=question, seed=cfg.run.seed,
                           label_threshold=cfg.data.label_threshold, train=ctx.train, train_y=ctx.y[ctx.split[0]],
