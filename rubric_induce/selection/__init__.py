@@ -39,7 +39,7 @@ from .selector import (
     midpoint_threshold,
 )
 from .split import group_split
-from .synthetic import SyntheticPool, make_synthetic_pool
+from .synthetic import SharpnessPool, SyntheticPool, make_sharpness_pool, make_synthetic_pool
 
 SELECTORS = {
     "rubicon": RubiconSelector,
@@ -84,6 +84,8 @@ __all__ = [
     "group_split",
     "SyntheticPool",
     "make_synthetic_pool",
+    "SharpnessPool",
+    "make_sharpness_pool",
 ]
 
 # The stage entry point (after SELECTORS: its parameter class lists them as choices).

@@ -20,6 +20,13 @@ polarity stops taking rubrics once its budget (``n_sat`` / ``n_dsat``) is reache
 stops when both are reached or the pool runs dry (the paper adds no early stop). Ties go to the
 rubric that comes first in the pool. The threshold is the midpoint of the class means of NetSAT.
 
+Scale of alpha: ``LC`` is in NetSAT points and grows with the set, ``LS`` is a bounded error
+(the paper elides the scaling factors), so the alpha at which sharpness matters is large (tens
+to thousands for sets of 4-10 rubrics); :data:`DEFAULT_ALPHAS` spans 0.1-3000 for that reason.
+A greedy limitation that no alpha removes: a lone one-sided rubric (a SAT rubric that fires
+precisely on a few positives) is never sharp by itself, since only one of the two precision
+curves can rise, so the first pick goes to a broad rubric even when precise ones are better.
+
 Speed: NetSAT of the current set is kept per example and every candidate's correctness is
 ``LC + d_r`` with ``d_r`` precomputed; the sharpness of all candidates is one vectorised block
 computation per step (:func:`~rubric_induce.selection.precision.sharpness_error`).
@@ -56,7 +63,13 @@ __all__ = [
 ]
 
 CV_SCORINGS = ("yield_accuracy", "yield_rate", "accuracy", "delta_netsat")
-DEFAULT_ALPHAS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
+# The CV grid must reach the alphas where sharpness can outvote correctness. Between two
+# candidates, the correctness term differs by their single-rubric separations (NetSAT points,
+# about 0.5-1 on planted pools where the terms disagree) while the sharpness loss lives on [0, 4]
+# and one added rubric moves it by about 0.1 once the set holds a few rubrics; so alpha has to
+# reach 10-1000 before sharpness decides anything, and the old grid's top (100) was CV's choice
+# whenever sharpness mattered (experiments/selection_sharpness.py, issue 18).
+DEFAULT_ALPHAS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
 
 
 class SelectionWarning(UserWarning):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SyntheticPool", "make_synthetic_pool"]
+__all__ = ["SyntheticPool", "SharpnessPool", "make_synthetic_pool", "make_sharpness_pool"]
 
 
 @dataclass
@@ -61,3 +61,81 @@ def make_synthetic_pool(
     pols = [pols[j] for j in perm]
     informative = np.flatnonzero(np.array(kinds)[perm] == "inf")
     return SyntheticPool(scores, y, pols, informative)
+
+
+@dataclass
+class SharpnessPool(SyntheticPool):
+    """A :class:`SyntheticPool` whose columns also carry a ``kind``: "broad", "precise" or "noise"."""
+
+    kind: np.ndarray = None  # type: ignore[assignment]
+
+    def kind_share(self, selected: np.ndarray) -> dict[str, float]:
+        """Share of each kind among the ``selected`` pool indices."""
+        sel = np.asarray(selected, dtype=int)
+        if sel.size == 0:
+            return {k: float("nan") for k in ("broad", "precise", "noise")}
+        return {k: float((self.kind[sel] == k).mean()) for k in ("broad", "precise", "noise")}
+
+
+def make_sharpness_pool(
+    n_examples: int = 300,
+    mix: float = 0.5,
+    n_informative: int = 12,
+    n_noise: int = 40,
+    broad_shift: float = 3.0,
+    broad_sd: float = 1.0,
+    halo_sd: float = 2.5,
+    hit_rate: float = 0.3,
+    false_fire: float = 0.03,
+    pos_rate: float = 0.5,
+    random_state: int = 0,
+) -> SharpnessPool:
+    """A pool where separation (correctness) and sharpness disagree, per polarity.
+
+    * **broad-but-weak** rubrics shift every text of their class a little (SAT: ``+broad_shift/2``
+      on positives, ``-broad_shift/2`` on negatives; DSAT the reverse) but all share one "halo"
+      factor per text (sd ``halo_sd``, plus their own noise ``broad_sd``): like LLM answers that
+      follow a general impression, stacking them adds ΔNetSAT linearly but hardly any confidence.
+    * **rare-but-precise** rubrics fire strongly (score 8-10) on a random ``hit_rate`` share of
+      their class and on a ``false_fire`` share of the other class, and stay at 0-2 otherwise,
+      independently of each other: each adds less ΔNetSAT (about ``9 * (hit_rate - false_fire)``)
+      than a broad one, but a text on which one fires can be labelled with high precision.
+    * **noise** rubrics ignore the label (bases spread over the scale).
+
+    ``mix`` is the share of precise rubrics among the ``n_informative`` planted ones of each
+    polarity (0: all broad, 1: all precise). With the defaults a broad rubric adds about 3
+    ΔNetSAT points and a precise one about 2.4, so the correctness term prefers broad rubrics
+    while the precise ones give the sharper, higher-yield sets. Columns are shuffled.
+    """
+    if not 0.0 <= mix <= 1.0:
+        raise ValueError(f"mix must lie in [0, 1], got {mix}")
+    rng = np.random.default_rng(random_state)
+    n = n_examples
+    y = (rng.random(n) < pos_rate).astype(int)
+    if n >= 2 and y.min() == y.max():
+        y[: n // 2] = 1 - y[0]
+    halo = rng.normal(0.0, halo_sd, n)
+    n_precise = int(round(mix * n_informative))
+    cols, pols, kinds = [], [], []
+    for pol in ("SAT", "DSAT"):
+        own = (y == 1) if pol == "SAT" else (y == 0)
+        sign = 1.0 if pol == "SAT" else -1.0
+        for _ in range(n_informative - n_precise):
+            base = rng.uniform(4.0, 6.0)
+            cols.append(base + np.where(own, broad_shift / 2, -broad_shift / 2) + sign * halo
+                        + rng.normal(0.0, broad_sd, n))
+            pols.append(pol)
+            kinds.append("broad")
+        for _ in range(n_precise):
+            fire = np.where(own, rng.random(n) < hit_rate, rng.random(n) < false_fire)
+            cols.append(np.where(fire, rng.uniform(8.0, 10.0, n), rng.uniform(0.0, 2.0, n)))
+            pols.append(pol)
+            kinds.append("precise")
+        for _ in range(n_noise):
+            cols.append(rng.uniform(1.0, 9.0) + rng.normal(0.0, rng.uniform(1.5, 2.5), n))
+            pols.append(pol)
+            kinds.append("noise")
+    scores = np.clip(np.column_stack(cols), 0.0, 10.0)
+    perm = rng.permutation(scores.shape[1])
+    kind = np.array(kinds)[perm]
+    return SharpnessPool(scores[:, perm], y, [pols[j] for j in perm], np.flatnonzero(kind != "noise"), kind)
