@@ -287,6 +287,9 @@ class RubricScorer:
         signs = signs_from_polarity(self.rubrics, len(self.rubrics))
         values = [np.asarray(r.scale.values, dtype=float) for r in self.rubrics]
         results: list[ScoreResult] = []
+        # every text's unit scores at once (one pass over the probes, not one per text); a row with
+        # a failed probe gets the fill and is never read (it has no NetSAT)
+        unit_all = unit_scores(arr, self.rubrics, example_ids=ids, score=self.score_mode, fill=0.0) if ids else None
         for i, ex_id in enumerate(ids):
             ok = arr.ok[i]
             dists = {rid: [float(p) for p in arr.probs[i, j, :len(values[j])]] for j, rid in enumerate(rubric_ids) if ok[j]}
@@ -295,7 +298,7 @@ class RubricScorer:
             res = ScoreResult(id=ex_id, distributions=dists, expected=expected, threshold=self.threshold,
                               errors=errors)
             if ok.all():
-                unit = unit_scores(table, self.rubrics, example_ids=[ex_id], score=self.score_mode)[0]
+                unit = unit_all[i]
                 contrib = unit * signs
                 res.netsat = float(contrib.sum())
                 if self.threshold is not None:
