@@ -338,6 +338,12 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
         if r["id"] not in selected_set and r["id"] not in {x["id"] for x in pool}:
             not_selected.append({"id": r["id"], "text": r["text"], "polarity": r.get("polarity"), "stage": "select",
                                  "why": "selector: not chosen", "provenance": _provenance(r.get("provenance") or {})})
+    gen_manifest = _load(out / "pool.manifest.json") or {}
+    for item in ((gen_manifest.get("stats") or {}).get("rejected_items") or []):  # the generation screen's
+        if isinstance(item, dict) and item.get("text"):
+            not_selected.append({"id": "", "text": item["text"], "polarity": item.get("polarity"), "stage": "generate",
+                                 "why": f"generation screen: {item.get('reason', 'rejected')}",
+                                 "provenance": {"method": gen_manifest.get("method")} if gen_manifest.get("method") else {}})
     if not selected_rows:
         notes.append("No selected rubric set in this run (selected.jsonl is absent).")
 
@@ -374,8 +380,8 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
             if rec.error:
                 probes.append({"err": rec.error})
                 continue
-            probes.append({"p": [_r(v, 3) for v in rec.probs], "raw": [_r(v, 4) for v in rec.raw],
-                           "mass": _r(rec.mass, 4), "e": _r(rec.expected, 3)})
+            # the raw (unnormalised) answer probabilities are p * mass: the page shows p and the mass Z
+            probes.append({"p": [_r(v, 3) for v in rec.probs], "mass": _r(rec.mass, 4), "e": _r(rec.expected, 3)})
         text = _example_text(ex, fields) if ex.fields else ""
         row = {"id": ex.id, "split": "test" if ex.id in test_set else "train",
                "labels": {k: _r(v) for k, v in ex.labels.items() if v is not None},

@@ -54,10 +54,16 @@ def test_rubrics_selected_and_not_selected_cover_the_pool(viewer_run, data):
     selected = RubricSet.load(viewer_run / "selected.jsonl")
     pool = RubricPool.load(viewer_run / "pool.jsonl")
     assert [r["id"] for r in data["rubrics"]] == [r.id for r in selected]
-    assert {r["id"] for r in data["rubrics"]} | {r["id"] for r in data["not_selected"]} == {r.id for r in pool}
+    later = [r for r in data["not_selected"] if r["stage"] != "generate"]
+    assert {r["id"] for r in data["rubrics"]} | {r["id"] for r in later} == {r.id for r in pool}
     for r in data["rubrics"]:
         assert r["polarity"] in ("SAT", "DSAT") and r["provenance"]["method"]
-    assert all(r["why"].startswith(("selector", "dedup", "no selection")) for r in data["not_selected"])
+    assert all(r["why"].startswith(("selector", "dedup", "no selection")) for r in later)
+    manifest = json.loads((viewer_run / "pool.manifest.json").read_text(encoding="utf-8"))
+    rejected = manifest["stats"].get("rejected_items") or []
+    screened = [r for r in data["not_selected"] if r["stage"] == "generate"]
+    assert [(r["text"], r["why"]) for r in screened] == [(i["text"], f"generation screen: {i['reason']}")
+                                                         for i in rejected]
     curves = [r["curve"] for r in data["rubrics"] if r["curve"]]
     assert curves, "precision curves of the selected rubrics on the training texts"
     for c in curves:
@@ -76,7 +82,7 @@ def test_texts_rows_match_the_run(viewer_run, data):
     for t in texts:
         assert t["text"] and len(t["probes"]) == k
         for pr in t["probes"]:
-            assert abs(sum(pr["p"]) - 1) < 0.01 and 0 < pr["mass"] <= 1.0001 and len(pr["raw"]) == len(pr["p"])
+            assert abs(sum(pr["p"]) - 1) < 0.01 and 0 < pr["mass"] <= 1.0001 and len(pr["p"]) == 5
         if t["id"] in by_id:  # the viewer's scores are the evaluation's scores
             assert t["netsat"] == pytest.approx(by_id[t["id"]]["netsat"], abs=1e-3)
             assert t["pred"] == pytest.approx(by_id[t["id"]]["prediction"], abs=1e-3)
@@ -142,3 +148,15 @@ def test_write_view_to_another_path(viewer_run, tmp_path):
     assert html.startswith("<!doctype html>") and 'id="view-data"' in html
     m = re.search(r'<script id="view-data" type="application/json">(.*?)</script>', html, re.S)
     assert json.loads(m.group(1))["texts"][0]["id"]
+
+
+def test_rubrics_the_generation_screen_rejected_are_listed_with_the_reason(viewer_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(viewer_run, run)
+    path = run / "pool.manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest["stats"]["rejected_items"] = [{"reason": "restates the label", "text": "The user is dissatisfied."}]
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+    d = build_view_data(run, generated=FIXED)
+    row = [r for r in d["not_selected"] if r["stage"] == "generate"]
+    assert [(r["text"], r["why"]) for r in row] == [("The user is dissatisfied.", "generation screen: restates the label")]
