@@ -121,3 +121,18 @@ def test_screenshots_at_desktop_and_phone_width(chromium_path, page, tmp_path, w
     assert head[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
     assert (width, height) == tuple(int(v) for v in window.split(","))
+
+
+def test_a_page_with_missing_pieces_renders_every_section(chromium_path, tmp_path, fake_run_config):
+    from rubric_induce.pipeline import run_pipeline
+    from rubric_induce.viewer import write_view
+
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(fake_run_config, encoding="utf-8")
+    out = run_pipeline(cfg, out=tmp_path / "out", echo=lambda m: None, stop_after="select").out
+    page = write_view(out, tmp_path / "partial.html")
+    first = build_view_data(out)["texts"][0]["id"]
+    for fragment in ("summary", "rubrics", "texts", "judges", f"text={first}"):
+        dom = _main(_clean(dump_dom(chromium_path, page, fragment)))
+        assert "Loading" not in dom
+    assert "No held-out evaluation" in _main(_clean(dump_dom(chromium_path, page, "summary")))

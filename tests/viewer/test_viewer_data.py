@@ -160,3 +160,16 @@ def test_rubrics_the_generation_screen_rejected_are_listed_with_the_reason(viewe
     d = build_view_data(run, generated=FIXED)
     row = [r for r in d["not_selected"] if r["stage"] == "generate"]
     assert [(r["text"], r["why"]) for r in row] == [("The user is dissatisfied.", "generation screen: restates the label")]
+
+
+def test_a_run_stopped_after_select_still_gives_a_page(tmp_path, fake_run_config):
+    from rubric_induce.pipeline import run_pipeline
+
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(fake_run_config, encoding="utf-8")
+    out = run_pipeline(cfg, out=tmp_path / "out", echo=lambda m: None, stop_after="select").out
+    d = build_view_data(out, generated=FIXED)
+    assert d["rubrics"] and d["texts"] and d["headline"] is None and d["judges"] is not None
+    assert all(t["pred"] is None and t["netsat"] is None for t in d["texts"])
+    assert any("calibration" in n for n in d["notes"]) and any("evaluation" in n for n in d["notes"])
+    assert "<html" in render_view(d)
