@@ -95,6 +95,7 @@ def test_a_texts_page_shows_its_probes_judges_and_feedback(chromium_path, page, 
         assert f"<td>{judge}</td>" in dom
     assert "Feedback items that cite this text" in dom and "No feedback item cites" not in dom
     assert "held (0..1)" in dom
+    assert 'id="next-text"' in dom or 'id="prev-text"' in dom  # j / k walk the table's order
 
 
 def test_every_section_renders_without_a_javascript_error(chromium_path, page):
