@@ -282,6 +282,7 @@ class RubricScorer:
         once per example, so the time grows linearly with the number of examples.
         """
         from .data.probes import ProbeArrays
+
         if self.calibrator is not None:
             from .calibration.api import resolve_judge
 

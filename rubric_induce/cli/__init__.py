@@ -27,7 +27,7 @@ EXIT_INTERRUPTED = 130
 COMMANDS = {
     "run": "run", "generate": "generate", "dedup": "dedup", "probe": "probe", "select": "select",
     "calibrate": "calibrate", "score": "score", "report": "report", "feedback": "feedback",
-    "export": "export", "import": "import_", "datasets": "datasets",
+    "export": "export", "import": "import_", "datasets": "datasets", "view": "view",
 }
 
 

@@ -195,6 +195,7 @@ def evaluate(
         sel = evaluate_selection(netsat[ok], y[ok].astype(int), threshold, p=params.precision,
                                  n_boot=params.bootstrap, random_state=seed)
         summary["selection"] = {k: v["value"] for k, v in sel.items()}
+        summary["selection_ci"] = jsonable({k: [v.get("low"), v.get("high")] for k, v in sel.items()})
         columns: dict[str, Any] = {"held-out NetSAT": sel}
         text = f"\n## NetSAT and the selected threshold ({aspect!r})\n\n"
         if ty is not None and len(ty):
@@ -252,7 +253,8 @@ def evaluate(
             kt = dataset_level(s[m], human[m], "kendall").value
             rmse = float(np.sqrt(np.mean((s[m] - human[m]) ** 2))) if name == "calibrated" else float("nan")
             summary["calibrated"][name] = jsonable({"pearson": point, "spearman": sp, "kendall": kt,
-                                                    "rmse": rmse, "n": int(m.sum())})
+                                                    "rmse": rmse, "n": int(m.sum()),
+                                                    "pearson_ci": [lo, hi]})
             text += (f"| {name} | {_num(point)} [{_num(lo)}, {_num(hi)}] | {_num(sp)} | {_num(kt)} | "
                      f"{'' if name != 'calibrated' else _num(rmse)} | {int(m.sum())} |\n")
         if train:

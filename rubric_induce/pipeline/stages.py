@@ -215,6 +215,7 @@ def evaluate(ctx: RunContext) -> dict[str, Any]:
 def feedback(ctx: RunContext) -> dict[str, Any]:
     if not ctx.config.feedback.enabled:
         (ctx.out / "feedback.md").unlink(missing_ok=True)
+        (ctx.out / "feedback.json").unlink(missing_ok=True)
         return {"enabled": False}
     from ..feedback import feedback as run_feedback
     from ..probing import ProbeTable
@@ -223,7 +224,7 @@ def feedback(ctx: RunContext) -> dict[str, Any]:
     summary = run_feedback(ProbeTable.load(ctx.out / PROBES_FILE), ctx.test or ctx.train, chosen, ctx.backend,
                            ctx.config.feedback, fields=ctx.config.data.fields, seed=ctx.config.run.seed,
                            task=ctx.config.task_resolved, progress=ctx.progress)
-    summary.save(ctx.out)
+    summary.save(ctx.out, ctx.out / "feedback.json")  # the JSON for the run viewer
     return {"enabled": True, "items": summary.n_items}
 
 
@@ -231,7 +232,10 @@ def report(ctx: RunContext) -> dict[str, Any]:
     from ..evaluation.run_report import report as run_report
 
     path = run_report(ctx.out, ctx.config.report, seed=ctx.config.run.seed)
-    return {"report": path.name}
+    from ..viewer import write_view  # the run viewer: one self-contained HTML page beside report.md
+
+    view = write_view(ctx.out, examples=ctx.examples, test_ids=[ex.id for ex in ctx.test])
+    return {"report": path.name, "view": view.name}
 
 
 STAGES: tuple[Stage, ...] = (
@@ -247,6 +251,6 @@ STAGES: tuple[Stage, ...] = (
     Stage("evaluate", evaluate, ("evaluate",), ()),
     Stage("feedback", feedback, ("task", "feedback"), (), uses_llm=True,
           prompts=("feedback_group", "feedback_merge")),
-    Stage("report", report, ("report",), ("report.md",)),
+    Stage("report", report, ("report",), ("report.md", "view.html")),
 )
 STAGE_NAMES = tuple(s.name for s in STAGES)

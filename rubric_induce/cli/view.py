@@ -1,0 +1,42 @@
+"""``rubric-induce view RUN``: the run viewer, one self-contained HTML page (the run's report stage writes it too)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+__all__ = ["command"]
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
+
+
+@click.command("view")
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="HTML file to write (default: RUN_DIR/view.html).")
+@click.option("--open", "open_it", is_flag=True, help="Open the page in the default web browser.")
+def command(run_dir, out_path, open_it):
+    """Write one self-contained HTML page for a `rubric-induce run` directory: the run summary and
+    held-out headline, the selected rubrics (provenance, precision curves) and the ones not selected
+    (why), a sortable, filterable table of every text with its rubric answers and judges, and the
+    per-judge view with reliability diagrams. No network: scripts, styles and data are inline.
+
+    \b
+    Keys in the page: 1-4 sections, / filter, j/k rows, Enter open, Esc back.
+    Example:
+      rubric-induce view runs/demo --open
+    """
+    from ..errors import DataError
+    from ..viewer import is_run_dir, write_view
+
+    if not is_run_dir(run_dir):
+        raise DataError("not a rubric-induce run directory (no manifest.json of `rubric-induce run`); "
+                        "give the folder a `rubric-induce run CONFIG` wrote", path=str(run_dir))
+    path = write_view(run_dir, out_path)
+    click.echo(f"{path} ({_size(path.stat().st_size)})")
+    if open_it:
+        import webbrowser
+
+        webbrowser.open(path.resolve().as_uri())

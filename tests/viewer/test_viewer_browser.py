@@ -1,0 +1,139 @@
+"""The viewer page in a real browser: headless Chromium from the Debian packages renders it from disk.
+
+Marked ``browser`` (and ``slow``): plain ``pytest`` skips it; CI runs it, where ``scripts/setup.sh``
+installs Chromium, and there a missing Chromium fails instead of skipping (tests/conftest.py).
+"""
+from __future__ import annotations
+
+import html
+import re
+from collections import Counter
+
+import pytest
+
+from rubric_induce.viewer import VIEW_NAME, build_view_data, render_view
+from rubric_induce.viewer.browser import dump_dom, screenshot
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def _attr(dom: str, name: str) -> str | None:
+    m = re.search(rf'{name}="([^"]*)"', dom)
+    return m.group(1) if m else None
+
+
+def _js_errors(dom: str) -> str:
+    m = re.search(r'<pre id="js-errors"[^>]*>(.*?)</pre>', dom, re.S)
+    assert m, "the page has no js-errors element"
+    return html.unescape(m.group(1)).strip()
+
+
+def _main(dom: str) -> str:
+    """The rendered content only (the page's script source is in the DOM too)."""
+    m = re.search(r'<main[^>]*>(.*)</main>', dom, re.S)
+    assert m, "no <main> element"
+    return m.group(1)
+
+
+def _clean(res) -> str:
+    assert res.returncode == 0, res.stderr[-2000:]
+    dom = res.stdout
+    assert _attr(dom, "data-ready") == "1", "the page did not finish its first render"
+    assert _js_errors(dom) == ""
+    assert "Uncaught" not in res.stderr, res.stderr[-2000:]
+    return dom
+
+
+@pytest.fixture(scope="module")
+def page(viewer_run):
+    return viewer_run / VIEW_NAME
+
+
+@pytest.fixture(scope="module")
+def data(viewer_run):
+    return build_view_data(viewer_run)
+
+
+def test_rubric_texts_are_in_the_rendered_dom(chromium_path, page, data):
+    dom = _main(_clean(dump_dom(chromium_path, page, "rubrics")))
+    shown = [html.unescape(t) for t in re.findall(r'<p class="txt rubric-text">(.*?)</p>', dom, re.S)]
+    assert shown == [r["text"] for r in data["rubrics"]] and shown
+    for r in data["not_selected"]:
+        assert html.escape(r["text"], quote=False) in dom
+    assert dom.count("<svg") >= sum(1 for r in data["rubrics"] if r["curve"])  # precision curves drawn
+
+
+def _filter_word(data) -> tuple[str, int]:
+    """A word in some texts but not all, and how many texts the page's filter should keep."""
+    hay = [(t["id"] + "\0" + t["split"] + "\0" + t["text"]).lower() for t in data["texts"]]
+    words = Counter(w for t in data["texts"] for w in set(re.findall(r"[a-z]{5,}", t["text"].lower())))
+    n = len(hay)
+    word = min(words, key=lambda w: (abs(words[w] - n / 3), w))
+    return word, sum(word in h for h in hay)
+
+
+def test_filtering_the_table_changes_the_rows(chromium_path, page, data):
+    everything = _clean(dump_dom(chromium_path, page, "texts"))
+    n = len(data["texts"])
+    assert _attr(everything, "data-rows") == str(n)
+    assert everything.count('class="row"') == min(n, 100)
+    word, expected = _filter_word(data)
+    assert 0 < expected < n
+    filtered = _clean(dump_dom(chromium_path, page, f"filter={word}"))
+    assert _attr(filtered, "data-rows") == str(expected)
+    assert filtered.count('class="row"') == min(expected, 100)
+    held_out = _clean(dump_dom(chromium_path, page, "split=test"))
+    assert _attr(held_out, "data-rows") == str(sum(t["split"] == "test" for t in data["texts"]))
+
+
+def test_a_texts_page_shows_its_probes_judges_and_feedback(chromium_path, page, data):
+    t = next(t for t in data["texts"] if t.get("feedback") and t.get("ratings"))
+    dom = _main(_clean(dump_dom(chromium_path, page, f"text={t['id']}")))
+    assert html.escape(t["text"][:60], quote=False) in dom
+    assert dom.count('class="bars"') == sum(1 for p in t["probes"] if p and p.get("p"))
+    for judge in t["ratings"]:
+        assert f"<td>{judge}</td>" in dom
+    assert "Feedback items that cite this text" in dom and "No feedback item cites" not in dom
+    assert "held (0..1)" in dom
+    assert 'id="next-text"' in dom or 'id="prev-text"' in dom  # j / k walk the table's order
+
+
+def test_every_section_renders_without_a_javascript_error(chromium_path, page):
+    for fragment in ("summary", "judges", "text=no-such-id", "filter=%3C%2Fscript%3E"):
+        dom = _clean(dump_dom(chromium_path, page, fragment))
+        assert float(_attr(dom, "data-first-render-ms")) > 0
+
+
+def test_a_javascript_error_would_be_caught(chromium_path, viewer_run, tmp_path):
+    broken = tmp_path / "broken.html"
+    broken.write_text(render_view(build_view_data(viewer_run)).replace("route();\n", "route(); noSuchFunction();\n", 1),
+                      encoding="utf-8")
+    res = dump_dom(chromium_path, broken, "summary")
+    assert "noSuchFunction" in _js_errors(res.stdout)
+    assert "Uncaught" in res.stderr
+
+
+@pytest.mark.parametrize("window", ["1280,800", "390,844"])
+def test_screenshots_at_desktop_and_phone_width(chromium_path, page, tmp_path, window):
+    png = tmp_path / "shot.png"
+    res = screenshot(chromium_path, page, png, "texts", window=window)
+    assert res.returncode == 0 and "Uncaught" not in res.stderr
+    head = png.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    assert (width, height) == tuple(int(v) for v in window.split(","))
+
+
+def test_a_page_with_missing_pieces_renders_every_section(chromium_path, tmp_path, fake_run_config):
+    from rubric_induce.pipeline import run_pipeline
+    from rubric_induce.viewer import write_view
+
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(fake_run_config, encoding="utf-8")
+    out = run_pipeline(cfg, out=tmp_path / "out", echo=lambda m: None, stop_after="select").out
+    page = write_view(out, tmp_path / "partial.html")
+    first = build_view_data(out)["texts"][0]["id"]
+    for fragment in ("summary", "rubrics", "texts", "judges", f"text={first}"):
+        dom = _main(_clean(dump_dom(chromium_path, page, fragment)))
+        assert "Loading" not in dom
+    assert "No held-out evaluation" in _main(_clean(dump_dom(chromium_path, page, "summary")))
