@@ -16,8 +16,8 @@ the i-th mode of ``script`` (then ``default``). Modes:
 ``positive-logprob``        200, a completion whose top answer has logprob +5
 
 Every request is recorded (``requests``: path, mode, ``Authorization`` header, JSON body), so tests
-can assert how many were sent and which key reached which endpoint. Loaded by path (the suite has
-no ``__init__.py``): ``load_faultserver()`` in the test files.
+can assert how many were sent and which key reached which endpoint. Imported as ``from faultserver
+import FaultServer`` (pytest puts this folder on ``sys.path`` for the suite's test files).
 """
 from __future__ import annotations
 

@@ -9,10 +9,8 @@ an ``httpx`` mock transport and the report's fault section on a hand-written man
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import signal
-import sys
 import time
 from email.utils import formatdate
 from pathlib import Path
@@ -26,6 +24,8 @@ from rubric_induce.backends import CallOptions, get_backend  # noqa: E402
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend, parse_retry_after  # noqa: E402
 from rubric_induce.cache import CachedBackend, UsageTally  # noqa: E402
 from rubric_induce.errors import BackendError, LogprobsUnavailableError  # noqa: E402
+from faultserver import FaultServer  # noqa: E402
+from runconfigs import small_run_config  # noqa: E402
 
 httpx = getattr(_sdk_base, "httpx2", None) or getattr(_sdk_base, "httpx", None)
 HERE = Path(__file__).resolve().parent
@@ -34,18 +34,8 @@ MESSAGES = [{"role": "user", "content": "Rate it 1-5."}]
 ANSWERS = ["1", "2", "3", "4", "5"]
 
 
-def load_faultserver():
-    """``tests/reliability/faultserver.py`` as a module (the suite has no ``__init__.py``)."""
-    name = "rubric_induce_tests_faultserver"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HERE / "faultserver.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
-FaultServer = load_faultserver().FaultServer
 
 
 @pytest.fixture
@@ -348,43 +338,8 @@ def test_a_positive_logprob_is_rejected(fault_server):
 def run_config(url: str, *, limit: int = 12, backend_extra: str = "") -> str:
     """A small served run: the 8 hand-written demo rubrics on ``limit`` dialogues, no generation,
     no calibration, no figures."""
-    return f"""
-[run]
-seed = 0
-limit = {limit}
-
-[task]
-preset = "uss"
-
-[data]
-examples = "{(RES / 'demo_uss_dialogues.jsonl').as_posix()}"
-label = "sat"
-
-[backend]
-spec = "openai-compatible/m@{url}"
-{backend_extra}
-
-[generate]
-method = "none"
-include = ["{(RES / 'demo_uss_rubrics.json').as_posix()}"]
-
-[dedup]
-enabled = false
-
-[select]
-n_sat = 2
-n_dsat = 2
-
-[calibrate]
-enabled = false
-
-[evaluate]
-bootstrap = 20
-
-[report]
-bootstrap = 20
-figures = false
-"""
+    return small_run_config(f"openai-compatible/m@{url}", limit=limit, backend_extra=backend_extra, bootstrap=20,
+                            report="bootstrap = 20\nfigures = false")
 
 
 FAULT_KEYS = ("retries", "http_429", "http_5xx", "timeouts", "connection_errors", "bad_replies", "failures",

@@ -18,38 +18,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from rubric_induce.cli import EXIT_FAILURE, EXIT_INPUT, cli
+from rubric_induce.cli import EXIT_INPUT, cli
 from rubric_induce.errors import DataError, RubricInduceError
 from rubric_induce.pipeline import STAGE_NAMES, run_pipeline
 from rubric_induce.pipeline.folder import file_sha256
-
-RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
+from runconfigs import RES, small_run_config
 
 # A small fake-backend run with a calibration network (hand-written rubrics, no generation).
-CONFIG = f"""
-[run]
-limit = 12
-[task]
-preset = "uss"
-[data]
-examples = "{RES / 'demo_uss_dialogues.jsonl'}"
-label = "sat"
-[backend]
-spec = "fake"
-[generate]
-method = "none"
-include = ["{RES / 'demo_uss_rubrics.json'}"]
-[dedup]
-enabled = false
-[select]
-n_sat = 2
-n_dsat = 2
-[calibrate]
-question = "satisfaction"
-options = {{ hidden = [4, 4], finetune_epochs = 5, pretrain = false }}
-[evaluate]
-bootstrap = 50
-"""
+CONFIG = small_run_config(calibrate=True)
 
 
 def _quiet(msg: str) -> None:

@@ -18,33 +18,10 @@ from rubric_induce.cli import EXIT_FAILURE, EXIT_INPUT, cli
 from rubric_induce.errors import DataError
 from rubric_induce.pipeline import run_pipeline
 from rubric_induce.pipeline.folder import LOCK_NAME, RunFolderBusyError, RunLock
-
-RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
+from runconfigs import small_run_config
 
 # A small fake-backend run: hand-written rubrics, no generation, no calibration (about 1 s).
-SMALL = f"""
-[run]
-limit = 12
-[task]
-preset = "uss"
-[data]
-examples = "{RES / 'demo_uss_dialogues.jsonl'}"
-label = "sat"
-[backend]
-spec = "fake"
-[generate]
-method = "none"
-include = ["{RES / 'demo_uss_rubrics.json'}"]
-[dedup]
-enabled = false
-[select]
-n_sat = 2
-n_dsat = 2
-[calibrate]
-enabled = false
-[evaluate]
-bootstrap = 50
-"""
+SMALL = small_run_config()
 
 # `rubric-induce run` through the real entry point, with every fake backend slowed down by DELAY
 # seconds per call, so that a test can act while the run is under way.

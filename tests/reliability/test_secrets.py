@@ -11,7 +11,6 @@ The end-to-end tests run against the loopback OpenAI-shaped server of ``faultser
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -27,6 +26,8 @@ from rubric_induce.backends import get_backend, parse_backend_spec
 from rubric_induce.backends.params import BackendParams
 from rubric_induce.backends.redact import endpoint_url, redact_spec, redact_text, redact_url, strip_redacted
 from rubric_induce.errors import BackendError
+from faultserver import FaultServer
+from runconfigs import small_run_config
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -35,14 +36,6 @@ KEY = "sk-test-SECRET"
 PASSWORD = "hunter2pw"
 
 
-def _faultserver():
-    name = "rubric_induce_tests_faultserver"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HERE / "faultserver.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 # ----------------------------------------------------------------------------- redaction and parsing
@@ -207,30 +200,8 @@ def test_a_run_writes_no_credential_anywhere(tmp_path):
 
     spec = f"openai-compatible/m@http://user:{PASSWORD}@127.0.0.1:9/v1?api_key={KEY}"
     cfg = tmp_path / "cfg.toml"
-    cfg.write_text(f"""
-[run]
-limit = 12
-[data]
-examples = "{(RES / 'demo_uss_dialogues.jsonl').as_posix()}"
-label = "sat"
-[backend]
-spec = "{spec}"
-[generate]
-method = "none"
-include = ["{(RES / 'demo_uss_rubrics.json').as_posix()}"]
-[dedup]
-enabled = false
-[select]
-n_sat = 2
-n_dsat = 2
-[calibrate]
-enabled = false
-[report]
-figures = false
-bootstrap = 20
-[evaluate]
-bootstrap = 20
-""", encoding="utf-8")
+    cfg.write_text(small_run_config(spec, preset=False, bootstrap=20, report="figures = false\nbootstrap = 20"),
+                   encoding="utf-8")
     lines: list[str] = []
     result = run_pipeline(cfg, out=tmp_path / "run", backend=get_backend("fake"), echo=lines.append)
     assert result.report.exists()
@@ -271,35 +242,12 @@ def _cli(args, env_extra=None, cwd=None):
 @pytest.mark.slow
 def test_score_sends_the_key_only_where_the_user_said(tmp_path):
     pytest.importorskip("openai")
-    FaultServer = _faultserver().FaultServer
     with FaultServer() as ours, FaultServer() as theirs:
         env = {"OPENAI_API_KEY": KEY}
         url = f"http://user:{PASSWORD}@127.0.0.1:{ours.port}/v1"
         cfg = tmp_path / "served.toml"
-        cfg.write_text(f"""
-[run]
-limit = 10
-[data]
-examples = "{(RES / 'demo_uss_dialogues.jsonl').as_posix()}"
-label = "sat"
-[backend]
-spec = "openai-compatible/m@{url}"
-[generate]
-method = "none"
-include = ["{(RES / 'demo_uss_rubrics.json').as_posix()}"]
-[dedup]
-enabled = false
-[select]
-n_sat = 2
-n_dsat = 2
-[calibrate]
-enabled = false
-[report]
-figures = false
-bootstrap = 20
-[evaluate]
-bootstrap = 20
-""", encoding="utf-8")
+        cfg.write_text(small_run_config(f"openai-compatible/m@{url}", limit=10, preset=False, bootstrap=20,
+                                        report="figures = false\nbootstrap = 20"), encoding="utf-8")
         run = _cli(["run", str(cfg), "--out", str(tmp_path / "run")], env, cwd=tmp_path)
         assert run.returncode == 0, run.stderr
         # the user's own config: their endpoint, with its credentials (basic auth from the URL)
@@ -353,7 +301,6 @@ def test_score_options_reach_the_backend_and_faults_are_printed(tmp_path, monkey
     """score --timeout / --max-retries / --concurrency against a hanging endpoint: one call (the
     others are cancelled), 2 attempts of 0.3 s, a clean error naming the endpoint and a fault line."""
     pytest.importorskip("openai")
-    FaultServer = _faultserver().FaultServer
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with FaultServer(default="hang", hang_s=3.0) as srv:
         folder = _artifact(tmp_path, f"openai-compatible/m@{srv.url}")
