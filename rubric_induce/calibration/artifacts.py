@@ -115,6 +115,11 @@ def _read_weights(wpath: Path) -> dict[str, np.ndarray]:
                         "(rerun the calibrate stage)", path=wpath) from None
 
 
+#: Keys a saved calibrator config must have (a damaged one is a DataError, not a KeyError).
+_REQUIRED_KEYS = ("weights", "params", "question_names", "scales", "main_question_index", "judges", "input_shape",
+                  "n_members")
+
+
 def load_calibrator(directory: str | Path) -> Calibrator:
     """Rebuild a calibrator saved by :func:`save_calibrator` (no pickle involved)."""
     torch = require_torch()
@@ -126,14 +131,18 @@ def load_calibrator(directory: str | Path) -> Calibrator:
         raise DataError(f"no {CONFIG_NAME} here; is this a calibrator artifact directory?", path=directory)
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"invalid JSON: {exc}", path=path) from None
-    if config.get("format") != "rubric-induce-calibrator":
+    if not isinstance(config, dict) or config.get("format") != "rubric-induce-calibrator":
         raise DataError("not a rubric-induce calibrator config", path=path, field="format")
     if int(config.get("format_version", 0)) > FORMAT_VERSION:
         raise DataError(f"format version {config['format_version']} is newer than this library's "
                         f"{FORMAT_VERSION}; upgrade rubric-induce", path=path, field="format_version")
-    wpath = directory / config["weights"]
+    missing = [k for k in _REQUIRED_KEYS if k not in config]
+    if missing:
+        raise DataError(f"the calibrator config lacks {', '.join(missing)}: it is damaged; refit the calibrator",
+                        path=path, field=missing[0])
+    wpath = directory / str(config["weights"])
     if not wpath.exists():
         raise DataError("weights file is missing", path=wpath)
     tensors = _read_weights(wpath)
@@ -142,24 +151,29 @@ def load_calibrator(directory: str | Path) -> Calibrator:
         raise DataError(f"tensor {bad[0]!r} holds NaN or infinite values"
                         f"{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''}: the weights are damaged; "
                         "refit the calibrator", path=wpath)
-    params = dict(config["params"])
-    params["hidden"] = tuple(params["hidden"])
-    params["not_applicable"] = tuple(params["not_applicable"])
-    cal = Calibrator(**params)
-    cal.question_names_ = list(config["question_names"])
-    cal.scales_ = [tuple(float(v) for v in s) for s in config["scales"]]
-    cal.main_question_index_ = int(config["main_question_index"])
-    cal.judges_ = [str(j) for j in config["judges"]]
-    cal.judge_counts_ = {str(k): int(v) for k, v in config.get("judge_counts", {}).items()}
-    cal.input_names_ = config.get("input_names")
-    cal.n_features_in_shape_ = tuple(int(v) for v in config["input_shape"])
+    try:
+        params = dict(config["params"])
+        params["hidden"] = tuple(params["hidden"])
+        params["not_applicable"] = tuple(params["not_applicable"])
+        cal = Calibrator(**params)
+        cal.question_names_ = list(config["question_names"])
+        cal.scales_ = [tuple(float(v) for v in s) for s in config["scales"]]
+        cal.main_question_index_ = int(config["main_question_index"])
+        cal.judges_ = [str(j) for j in config["judges"]]
+        cal.judge_counts_ = {str(k): int(v) for k, v in config.get("judge_counts", {}).items()}
+        cal.input_names_ = config.get("input_names")
+        cal.n_features_in_shape_ = tuple(int(v) for v in config["input_shape"])
+        n_members = int(config["n_members"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"the calibrator config is damaged ({type(exc).__name__}: {exc}); refit the calibrator",
+                        path=path) from None
     cal.unanswered_questions_ = []
     cal.n_rows_ignored_ = 0
     cal.history_ = []
     cal.artifact_extra_ = config.get("extra", {})
     n_in = int(np.prod(cal.n_features_in_shape_))
     nets = []
-    for m in range(int(config["n_members"])):
+    for m in range(n_members):
         net = CalibrationNetwork(n_in, len(cal.judges_), [len(s) for s in cal.scales_], cal.hidden,
                                  personalized=cal.personalized, head=cal.head)
         state = net.state_dict()

@@ -166,6 +166,24 @@ def test_nan_weights_fail_to_load_naming_file_and_tensor(run_copy):
     assert "NaN" in res.output and key in res.output and "prediction" not in res.output
 
 
+@pytest.mark.parametrize("damage", ["drop judges", "hidden is text", "not JSON text", "a list"])
+def test_a_damaged_calibrator_config_is_one_clean_error(run_copy, damage):
+    _, run = run_copy
+    path = run / "calibration" / "calibrator.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    if damage == "drop judges":
+        del doc["judges"]
+    elif damage == "hidden is text":
+        doc["params"]["hidden"] = 7
+    text = {"not JSON text": b"\xff\xfe{", "a list": b"[1, 2]"}.get(damage, json.dumps(doc).encode())
+    path.write_bytes(text)
+    res = CliRunner().invoke(cli, ["score", str(run), "--probes", str(run / "probes.jsonl")])
+    assert res.exit_code == EXIT_INPUT, res.output
+    assert "Traceback" not in res.output and str(path) in res.output
+    if damage == "drop judges":
+        assert "judges" in res.output
+
+
 def test_nan_weights_in_a_run_are_refit_on_resume(run_copy):
     cfg, run = run_copy
     _poison(run / "calibration" / "weights.safetensors", float("inf"))
