@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -315,7 +316,8 @@ class Calibrator:
         self.scales_ = scales
         self.main_question_index_ = main
         self.judges_ = vocab
-        self.judge_counts_ = {j: int(sum(1 for r in np.flatnonzero(keep) if judges[r] == j)) for j in vocab}
+        kept = Counter(judges[r] for r in np.flatnonzero(keep))  # one pass (not one per judge)
+        self.judge_counts_ = {j: int(kept[j]) for j in vocab}
         self.unanswered_questions_ = unanswered
         self.n_rows_ignored_ = int((~keep).sum())
 
