@@ -282,11 +282,6 @@ class RubricScorer:
         once per example, so the time grows linearly with the number of examples.
         """
         from .data.probes import ProbeArrays
-
-        if self.calibrator is not None:
-            from .calibration.api import resolve_judge
-
-            resolve_judge(self.calibrator, judge, unseen_judge)
         from .selection.scores import signs_from_polarity, unit_scores
 
         ids = [e.id if isinstance(e, Example) else str(e) for e in examples]
