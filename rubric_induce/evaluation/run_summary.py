@@ -139,8 +139,14 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
         tokens = f"{int(u.get('prompt_tokens', 0))} + {int(u.get('completion_tokens', 0))}" if u else ""
         brief = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in summ.items()
                           if isinstance(v, (int, float, str)) and not isinstance(v, bool)
-                          and k not in ("style", "estimator", "score_mode"))[:120]
+                          and k not in ("style", "estimator", "score_mode", "skipped"))[:120]
+        if summ.get("skipped"):
+            brief = "skipped: optional package missing (see below)"
         lines.append(f"| {name} | {m.get('seconds', '')} | {calls} | {tokens} | {brief} |")
+    skipped = [note for n in stage_names
+               if (note := (_load(out / "stages" / f"{n}.json").get("summary") or {}).get("skipped"))]
+    if skipped:
+        lines += ["", "## Skipped for want of an optional package", ""] + [f"- {s}" for s in skipped]
     lines += _faults_section(manifest, out)
     probe_summ = _load(out / "stages" / "probe.json").get("summary") or {}
     sel_summ = _load(out / "stages" / "select.json").get("summary") or {}

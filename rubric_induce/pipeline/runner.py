@@ -105,8 +105,11 @@ def _preflight(ctx: RunContext) -> None:
     from ..data.labels import check_binary
     from ..errors import DataError
     from .checks import check_run_inputs
+    from .optional import skip_notes
 
     cfg = ctx.config
+    for note in skip_notes(cfg):  # announced before the first LLM call, not discovered after it
+        ctx.echo(f"note: {note}")
     cfg.task_resolved  # reads a description file now: a missing one fails before any LLM call
     check_run_inputs(ctx)  # fields, calibrate question and answers, against the examples
     needs_binary = cfg.generate.method in ("rubicon", "spur") or cfg.select.method != "topk"

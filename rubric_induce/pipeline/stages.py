@@ -60,8 +60,13 @@ def generate(ctx: RunContext) -> dict[str, Any]:
 
 def dedup(ctx: RunContext) -> dict[str, Any]:
     from ..dedup import dedup as run_dedup
+    from .optional import skip_note
 
     params, judge = ctx.config.dedup, None
+    note = skip_note("dedup", ctx.config)
+    if note:  # a base install: pass the pool through, say so (the report lists it too)
+        ctx.echo(f"  note: {note}")
+        params = params.replace(enabled=False)
     if params.enabled and params.judge:
         judge = ctx.open_extra_backend(params.judge)
     result = run_dedup(RubricPool.load(ctx.out / POOL_FILE), params, judge_backend=judge, seed=ctx.config.run.seed)
@@ -70,6 +75,8 @@ def dedup(ctx: RunContext) -> dict[str, Any]:
     s = result.summary()
     if s["enabled"]:
         ctx.echo(f"  dedup: {s['kept'] + s['merged']} -> {s['kept']} rubrics")
+    if note:
+        s["skipped"] = note
     return s
 
 
@@ -115,10 +122,16 @@ def select(ctx: RunContext) -> dict[str, Any]:
 def calibrate(ctx: RunContext) -> dict[str, Any]:
     from ..calibration.api import remove_saved
 
+    from .optional import skip_note
+
     cfg = ctx.config
     target = ctx.out / CALIBRATION
-    if not cfg.calibrate.enabled:
+    note = skip_note("calibrate", cfg)
+    if not cfg.calibrate.enabled or note:
         remove_saved(target)  # an earlier fit's files only: anything else in calibration/ stays
+        if note:  # a base install without torch: the artifact stays uncalibrated, and says why
+            ctx.echo(f"  note: {note}")
+            return {"enabled": False, "skipped": note}
         return {"enabled": False}
     from ..calibration.api import calibrate as run_calibrate
     from ..calibration.data import from_probes
