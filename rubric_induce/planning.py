@@ -134,9 +134,9 @@ class ProbePlan:
             f"  calls:              {self.calls:>12,}  ({self.cached:,} in the cache, {self.to_make:,} to make"
             + (f"; {self.dependent:,} depend on earlier replies" if self.dependent else "") + ")",
             f"  prompt tokens:      {self.prompt_tokens:>12,}  (tokens counted by: {self.token_count})",
-            f"    shared prefix:    {self.shared_prefix_tokens:>12,}  (once per text)",
-            f"    unique suffix:    {self.unique_suffix_tokens:>12,}  (per probe; plus the prefix repeated by each "
-            "further probe of a text)",
+            f"    shared prefix:    {self.shared_prefix_tokens:>12,}  (each text's prefix common to its probes, "
+            "counted once; every probe's prompt repeats it)",
+            f"    unique suffix:    {self.unique_suffix_tokens:>12,}  (the rest of every probe's prompt)",
             f"    cacheable:        {self.cacheable_tokens:>12,}  (prefix tokens a provider's prompt cache can serve)",
             f"  completion tokens:  {self.completion_tokens:>12,}  (estimate; generated replies at their max_tokens)",
             f"  cost, plain calls:  {usd(self.cost_usd.get('plain'))}",
