@@ -208,7 +208,7 @@ def export_run_batch(config: RunConfig | str | Path, directory: str | Path, *, o
     from ..batchfiles import MAX_LINES, export_batch
     from ..cache import CallCache
     from ..planning import check_logprobs_support
-    from ..probe_calls import probe_calls
+    from ..probe_calls import probe_calls, prompt_hashes
     from .folder import cache_path_for
 
     job = run_probe_job(config, out=out, shard=shard, require_pool=True)
@@ -220,6 +220,7 @@ def export_run_batch(config: RunConfig | str | Path, directory: str | Path, *, o
         check_logprobs_support(inner, cfg.probe.estimator, source=cfg.source)
         calls = probe_calls(job.examples, job.rubrics, inner, **job.probe_kwargs())
         meta = {"probe": cfg.probe.to_dict(), "seed": cfg.run.seed, "config": cfg.source,
+                "prompts": prompt_hashes(cfg.probe.style),
                 "n_examples": len(job.examples), "n_rubrics": len(job.rubrics)}
         if job.shard is not None:
             meta["shard"] = str(job.shard)
