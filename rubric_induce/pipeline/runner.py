@@ -228,6 +228,10 @@ def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any
             done = (not forced and marker is not None and marker.get("fingerprint") == fp
                     and all((run_dir / o).exists() for o in stage.outputs))
             damaged = damaged_outputs(run_dir, marker.get("outputs") or {}) if done else []
+            retry = int((marker or {}).get("summary", {}).get("call_errors") or 0) if done else 0
+            if retry:  # calls that failed for good last time: probe them again, keep the rest
+                done = False
+                echo(f"[{stage.name}] {retry} call(s) failed last time; retrying those (the rest is kept)")
             if damaged:
                 done = False
                 echo(f"[{stage.name}] output {', '.join(damaged)} changed or damaged since the stage finished; "
@@ -248,6 +252,7 @@ def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any
                 manifest["status"] = "finished" if stage.name == STAGE_NAMES[-1] else f"running {stage.name}"
                 _write_manifest(run_dir, manifest, ctx)
                 before, current_stage = ctx.usage(), stage
+                ctx.stage_fingerprint = fp
                 files_before = snapshot(run_dir, skip)
                 t0 = time.perf_counter()
                 summary = stage.run(ctx)
