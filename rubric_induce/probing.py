@@ -10,9 +10,11 @@ without logprobs need the sampling estimator, chosen explicitly; nothing falls b
 
 Prompts are worded from the run's task (:class:`~rubric_induce.task.TaskParams`: the kind of
 text, the task description, the fields' roles); the default task renders the prompts as they were
-before tasks existed. Prompts put the example first and the rubric last, and examples are probed one after the other
-with all their rubrics, so a backend that keeps its KV state (the embedded model) or a server with
-prompt caching computes each example's prefix once.
+before tasks existed. Prompts put the example first and everything rubric-specific (the rubric, its
+levels, its answer scale and the answer instruction) after it, and examples are probed one after the
+other with all their rubrics (one warm-up call per text first, on a concurrent backend), so a backend
+that keeps its KV state (the embedded model) or a server with prompt caching computes each example's
+prefix once.
 """
 from __future__ import annotations
 
@@ -102,7 +104,7 @@ def build_messages(
     task: TaskParams | None = None,
     text: str | None = None,
 ) -> tuple[list[dict[str, str]], PromptTemplate]:
-    """Chat messages of one probe (example first, rubric last) and the template used.
+    """Chat messages of one probe (example first, everything rubric-specific after it) and the template used.
 
     ``task`` words the prompt (kind of text, description, field roles); everything it adds comes
     before the example, so each example's prefix stays shared by all its rubrics. ``text``: the
