@@ -248,6 +248,8 @@ class Backend(ABC):
     supports_json_schema: bool = False
     #: How many calls may run at once (the OpenAI backend raises it; local models are serial).
     max_concurrency: int = 1
+    #: Completion tokens one ``answer_logprobs`` call is billed for (served APIs generate one token).
+    answer_completion_tokens: int = 1
 
     @abstractmethod
     def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:
@@ -278,6 +280,15 @@ class Backend(ABC):
     def count_tokens(self, text: str) -> int:
         """Token count for budgeting; backends with a tokenizer override this rough estimate."""
         return max(1, len(text) // 4)
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """Prompt tokens a call on ``messages`` is billed for (planning: no call is made).
+
+        The default counts each message's content with :meth:`count_tokens` plus the chat format's
+        usual overhead (4 tokens per message, 3 to start the reply, as OpenAI documents); backends
+        that render their own chat template (the embedded model) override it with an exact count.
+        """
+        return sum(self.count_tokens(m["content"]) + 4 for m in messages) + 3
 
     def truncate_tokens(self, text: str, max_tokens: int) -> str:
         """The longest prefix of ``text`` that :meth:`count_tokens` counts as at most ``max_tokens``.

@@ -67,6 +67,10 @@ _NEG_INF = float("-inf")
 # "the request exceeds the available context"; vLLM / OpenAI "maximum context length is ...".
 _CONTEXT_OVERFLOW = re.compile(r"context (size|length|window)|exceeds? the (available )?context|"
                                r"too many tokens|n_ctx", re.I)
+# Chat-format tokens around each message and before the reply when a server counts content only
+# (ChatML: <|im_start|>role\n ... <|im_end|>\n is 5 tokens; <|im_start|>assistant\n is 3).
+_MESSAGE_OVERHEAD = 5
+_REPLY_OVERHEAD = 3
 # A logprob above this is not a log-probability (float noise of a softmax stays far below it).
 _LOGPROB_TOLERANCE = 1e-6
 
@@ -233,6 +237,9 @@ class OpenAICompatibleBackend(Backend):
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._tokenizer: Any = None
         self._tokenizer_loaded = False
+        self._connect_url = connect_url  # may hold credentials: never shown, only connected to
+        self._count_method: str | None = None  # how count_prompt_tokens counts (found on first use)
+        self._count_memo: dict[str, int] = {}
 
         from_env = api_key_from_env or self.kind == "openai"
         env_key = (os.environ.get("RUBRIC_INDUCE_API_KEY") or os.environ.get("OPENAI_API_KEY")) if from_env else None
@@ -389,6 +396,82 @@ class OpenAICompatibleBackend(Backend):
         if enc is not None:
             return max(1, len(enc.encode(text, disallowed_special=())))
         return super().count_tokens(text)
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """Prompt tokens of a call, for plans (no completion is requested).
+
+        A compatible server is asked to count with its own tokenizer when it can: vLLM's
+        ``/tokenize`` with the messages (its chat template applied: exact), else llama-cpp-python's
+        ``/extras/tokenize`` or llama.cpp's ``/tokenize`` per message plus the chat format's
+        overhead; otherwise (the OpenAI API, or a server that cannot count) ``tiktoken`` or len/4
+        plus OpenAI's documented overhead. :attr:`count_method` says which was used.
+        """
+        msgs = [dict(m) for m in messages]
+        if self.kind == "openai-compatible" and self._count_method != "estimate":
+            n = self._server_count(msgs)
+            if n is not None:
+                return n
+        self._count_method = self._count_method or "estimate"
+        return super().count_prompt_tokens(msgs)
+
+    @property
+    def count_method(self) -> str:
+        """``"server chat template"``, ``"server tokenizer"`` or ``"estimate"`` (None before any count)."""
+        return self._count_method or "estimate"
+
+    def _server_count(self, msgs: list[dict[str, str]]) -> int | None:
+        import httpx
+
+        root = re.sub(r"/v1/?$", "", self._connect_url or "")
+        if not root:
+            return None
+
+        def post(path: str, body: dict[str, Any]) -> Any:
+            try:
+                r = httpx.post(root + path, json=body, timeout=min(self.timeout, 30.0))
+            except httpx.HTTPError:
+                return None
+            if r.status_code != 200:
+                return None
+            try:
+                return r.json()
+            except ValueError:
+                return None
+
+        def count_text(text: str) -> int | None:
+            if text in self._count_memo:
+                return self._count_memo[text]
+            n = None
+            if self._count_method in (None, "server tokenizer/extras"):
+                got = post("/extras/tokenize", {"input": text, "model": self.model})
+                if isinstance(got, Mapping) and isinstance(got.get("tokens"), list):
+                    if "bos" not in self._count_memo:  # llama-cpp-python adds BOS: count it once, off
+                        empty = post("/extras/tokenize", {"input": "", "model": self.model}) or {}
+                        self._count_memo["bos"] = len(empty.get("tokens") or [])
+                    n = max(0, len(got["tokens"]) - self._count_memo["bos"])
+                    self._count_method = "server tokenizer/extras"
+            if n is None and self._count_method in (None, "server tokenizer"):
+                got = post("/tokenize", {"content": text, "add_special": False})
+                if isinstance(got, Mapping) and isinstance(got.get("tokens"), list):
+                    n = len(got["tokens"])
+                    self._count_method = "server tokenizer"
+            if n is not None:
+                self._count_memo[text] = n
+            return n
+
+        if self._count_method in (None, "server chat template"):
+            got = post("/tokenize", {"model": self.model, "messages": msgs, "add_generation_prompt": True})
+            if isinstance(got, Mapping) and isinstance(got.get("count"), int):
+                self._count_method = "server chat template"
+                return int(got["count"])
+        total = 0
+        for m in msgs:
+            n = count_text(m["content"])
+            if n is None:
+                self._count_method = "estimate"
+                return None
+            total += n + _MESSAGE_OVERHEAD
+        return total + _REPLY_OVERHEAD
 
     def close(self) -> None:
         self._client.close()

@@ -30,6 +30,7 @@ __all__ = [
     "ModelPrice",
     "BUILTIN_PRICES",
     "load_prices",
+    "parse_prices",
     "register_prices",
     "registered_prices",
     "price_of",
@@ -139,10 +140,14 @@ def _read_file(path: str | Path) -> dict[str, Any]:
     return dict(data)
 
 
-def _parse(extra: Mapping[str, Any] | str | Path | None) -> dict[str, ModelPrice]:
+def parse_prices(extra: Mapping[str, Any] | str | Path | None, *, source: str | None = None) -> dict[str, ModelPrice]:
+    """User entries only (a mapping, or a TOML/JSON file), validated; errors name ``source``/the file."""
+    return _parse(extra, source)
+
+
+def _parse(extra: Mapping[str, Any] | str | Path | None, where: str | None = None) -> dict[str, ModelPrice]:
     if extra is None:
         return {}
-    where = None
     if isinstance(extra, (str, Path)):
         where = str(extra)
         extra = _read_file(extra)
