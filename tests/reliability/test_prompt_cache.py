@@ -143,3 +143,18 @@ def test_a_run_shows_the_prompt_cache_hit_rate(tmp_path):
     assert "Prompt tokens served from the provider's prompt cache:" in report and "(40%)" in report
     assert all("prompt_cache_key" in r["body"] for r in srv.requests)
     json.loads((tmp_path / "run" / "manifest.json").read_text())
+
+
+def test_batch_bodies_equal_live_bodies_with_the_prompt_cache_key():
+    """A batch file's body is exactly the live request, prompt_cache_key included (issue 19, item 3)."""
+    from rubric_induce.probe_calls import probe_calls, request_body
+
+    examples = [Example.create({"text": f"text {i} " + "word " * i}, id=f"e{i}") for i in range(3)]
+    rubrics = [Rubric.create("Is it clear?"), Rubric.create("Is it short?")]
+    with FaultServer() as srv:
+        live = _backend(srv.url, prompt_cache_key=True, max_concurrency=1)
+        probe(examples, rubrics, live, max_example_tokens=3)
+        sent = [r["body"] for r in srv.requests]
+        calls = probe_calls(examples, rubrics, live, max_example_tokens=3)
+        assert [request_body(live, c) for c in calls] == sent
+        assert len({b["prompt_cache_key"] for b in sent}) == 3
