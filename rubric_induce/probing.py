@@ -413,9 +413,9 @@ def probe(
     first_failure: BaseException | None = None
     bar = progress_bar(len(pairs), desc="probing", unit="probe", enabled=progress)
     bar.update(len(pairs) - len(todo))
+    window = run_window(run, todo, cap, groups=[pairs[k][0] for k in todo] if warmup else None)
     try:
-        groups = [pairs[k][0] for k in todo] if warmup else None
-        for j, (rec, exc) in run_window(run, todo, cap, groups=groups):
+        for j, (rec, exc) in window:
             slots[todo[j]] = rec
             if on_record:
                 on_record(rec)
@@ -432,6 +432,7 @@ def probe(
                         f"down or overloaded. Last error: {exc}. The probes finished so far are kept: fix the "
                         "backend (or lower backend.concurrency) and rerun to resume") from exc
     finally:
+        window.close()  # on any exception: submit nothing more, wait for the calls running now
         bar.close()
     records = [rec for rec in slots if rec is not None]
     if first_failure is not None and not any(rec.ok for rec in records):
