@@ -5,8 +5,10 @@ stage's config sections, the prompt templates it uses, the data hash and the pre
 fingerprint) is unchanged and every file it wrote still has the sha256 its marker recorded; a
 stage whose output changed or was damaged reruns (and says so), and so does every later one.
 LLM calls go through the run's SQLite cache, so a stage interrupted half-way (crash, Ctrl-C,
-SIGKILL) redoes only the calls it had not finished. The manifest is rewritten after every stage
-and on interruption.
+SIGKILL) redoes only the calls it had not finished; the probe stage also streams its records to
+``probes.jsonl`` and resumes from them (see :func:`.stages.probe`), and a probe stage that finished
+with failed calls (``call_errors`` in its summary) is run again on the next run, which probes only
+those. The manifest is rewritten after every stage and on interruption.
 
 The run folder (see :mod:`.folder`): one run at a time holds its lock; a non-empty folder that is
 not a run's is refused before anything is written; a rerun stage replaces or removes only files
