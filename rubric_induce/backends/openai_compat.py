@@ -237,7 +237,6 @@ class OpenAICompatibleBackend(Backend):
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._tokenizer: Any = None
         self._tokenizer_loaded = False
-        self._connect_url = connect_url  # may hold credentials: never shown, only connected to
         self._count_method: str | None = None  # how count_prompt_tokens counts (found on first use)
         self._count_memo: dict[str, int] = {}
 
@@ -425,9 +424,10 @@ class OpenAICompatibleBackend(Backend):
     def _server_count(self, msgs: list[dict[str, str]]) -> int | None:
         import httpx
 
-        root = re.sub(r"/v1/?$", "", self._connect_url or "")
-        if not root:
+        if self.base_url is None:
             return None
+        # the client's URL (it may carry user:pass, sent as basic auth); kept in no attribute of ours
+        root = re.sub(r"/v1/?$", "", str(self._client.base_url).rstrip("/"))
 
         def post(path: str, body: dict[str, Any]) -> Any:
             try:
