@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .options import CallOptions
+from .pricing import BUILTIN_PRICES, cost
 
 __all__ = [
     "Message",
@@ -29,48 +32,77 @@ __all__ = [
     "PRICES_PER_MTOK",
     "price_for",
     "fault_summary",
+    "prompt_cache_scope",
+    "current_prompt_cache_key",
 ]
 
 Message = Mapping[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
 
-# US$ per million tokens (input, output), for the cost column of run accounting.
-PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-3.5-turbo": (0.50, 1.50),
-    "gpt-3.5-turbo-16k": (3.00, 4.00),
-    "gpt-4": (30.00, 60.00),
-}
+#: US$ per million tokens (input, output) of the built-in models; kept for callers of old releases.
+#: The full table (cached-input and batch rates, user entries) is :mod:`rubric_induce.backends.pricing`.
+PRICES_PER_MTOK: dict[str, tuple[float, float]] = {name: (p.input, p.output) for name, p in BUILTIN_PRICES.items()}
 
 
-def price_for(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """Cost in US$ when the model's price is known, else None."""
-    base = model.split("/")[-1]
-    for name in sorted(PRICES_PER_MTOK, key=len, reverse=True):
-        if base == name or base.startswith(name + "-20"):
-            p_in, p_out = PRICES_PER_MTOK[name]
-            return (prompt_tokens * p_in + completion_tokens * p_out) / 1e6
-    return None
+def price_for(model: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float | None:
+    """Cost in US$ of a plain (non-batch) call when the model's price is known, else None.
+
+    ``cached_tokens`` (part of ``prompt_tokens``) are priced at the model's cached-input rate.
+    """
+    return cost(model, prompt_tokens, completion_tokens, cached_tokens=cached_tokens)
+
+
+_PROMPT_CACHE_KEY: ContextVar[str | None] = ContextVar("rubric_induce_prompt_cache_key", default=None)
+
+
+@contextmanager
+def prompt_cache_scope(key: str | None) -> Iterator[None]:
+    """Calls made inside share the routing key ``key`` (one per text: probing sets it per call).
+
+    A backend that can route requests by prompt prefix (the OpenAI API's ``prompt_cache_key``,
+    when the backend's ``prompt_cache_key`` option is on) sends it with each request, so the
+    probes of one text land where that text's prefix is cached. It never changes an answer, so
+    it is no part of a call's cache key. A context variable: it follows the calling thread only.
+    """
+    token = _PROMPT_CACHE_KEY.set(key)
+    try:
+        yield
+    finally:
+        _PROMPT_CACHE_KEY.reset(token)
+
+
+def current_prompt_cache_key() -> str | None:
+    """The routing key set by the innermost :func:`prompt_cache_scope` of this thread, or None."""
+    return _PROMPT_CACHE_KEY.get()
 
 
 @dataclass
 class Usage:
-    """Tokens actually processed by one call (``cached`` calls cost nothing now)."""
+    """Tokens actually processed by one call (``cached`` calls cost nothing now).
+
+    ``cached_tokens``: the part of ``prompt_tokens`` served from a prompt-prefix cache: the
+    provider's (``usage.prompt_tokens_details.cached_tokens`` of an OpenAI-compatible reply,
+    priced at the cached-input rate) or, for the embedded model, the KV cache it reused. Not to be
+    confused with ``cached``, a call answered by rubric-induce's own call cache. Serialised only
+    when non-zero, so older cache rows (without it) and newer ones read alike.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
     cached: bool = False
+    cached_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.cached_tokens:
+            out.pop("cached_tokens")
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Usage:
         return cls(int(data.get("prompt_tokens", 0)), int(data.get("completion_tokens", 0)),
-                   data.get("cost_usd"), bool(data.get("cached", False)))
+                   data.get("cost_usd"), bool(data.get("cached", False)),
+                   int(data.get("cached_tokens", 0) or 0))
 
 
 #: The fault counters of a served backend, as they appear in a run's usage (manifest.json, markers).
@@ -216,6 +248,8 @@ class Backend(ABC):
     supports_json_schema: bool = False
     #: How many calls may run at once (the OpenAI backend raises it; local models are serial).
     max_concurrency: int = 1
+    #: Completion tokens one ``answer_logprobs`` call is billed for (served APIs generate one token).
+    answer_completion_tokens: int = 1
 
     @abstractmethod
     def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:
@@ -246,6 +280,15 @@ class Backend(ABC):
     def count_tokens(self, text: str) -> int:
         """Token count for budgeting; backends with a tokenizer override this rough estimate."""
         return max(1, len(text) // 4)
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """Prompt tokens a call on ``messages`` is billed for (planning: no call is made).
+
+        The default counts each message's content with :meth:`count_tokens` plus the chat format's
+        usual overhead (4 tokens per message, 3 to start the reply, as OpenAI documents); backends
+        that render their own chat template (the embedded model) override it with an exact count.
+        """
+        return sum(self.count_tokens(m["content"]) + 4 for m in messages) + 3
 
     def truncate_tokens(self, text: str, max_tokens: int) -> str:
         """The longest prefix of ``text`` that :meth:`count_tokens` counts as at most ``max_tokens``.
