@@ -29,9 +29,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .data.jsonl import atomic_write_text, jsonable, read_json
-from .data.model import LIKERT_5, AnswerScale, Rubric, RubricPool, RubricSet
-from .errors import DataError
+from ..data.jsonl import atomic_write_text, jsonable, read_json
+from ..data.model import LIKERT_5, AnswerScale, Rubric, RubricPool, RubricSet
+from ..errors import DataError
 
 __all__ = [
     "FORMAT_NAME",
