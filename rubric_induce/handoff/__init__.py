@@ -26,7 +26,7 @@ from .deepeval_metrics import (
     export_deepeval,
     import_deepeval,
 )
-from .inspect_scorer import inspect_scorer
+from .inspect_scorer import export_inspect, inspect_scorer
 from .openai_graders import export_openai_graders, import_openai_graders, openai_graders
 from .prometheus import export_prometheus, import_prometheus, prometheus_rubrics, ragas_metrics
 from .promptfoo import export_promptfoo, import_promptfoo, promptfoo_assert, promptfoo_config
@@ -35,7 +35,7 @@ from .source import HandoffSource, load_source
 __all__ = [
     *_core.__all__,
     "HandoffSource", "load_source",
-    "inspect_scorer",
+    "inspect_scorer", "export_inspect",
     "deepeval_geval", "deepeval_dag", "deepeval_model", "deepeval_spec", "export_deepeval", "import_deepeval",
     "promptfoo_config", "export_promptfoo", "import_promptfoo", "promptfoo_assert",
     "prometheus_rubrics", "export_prometheus", "import_prometheus", "ragas_metrics",

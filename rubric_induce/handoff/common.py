@@ -20,7 +20,7 @@ from ..errors import DataError
 from .core import rubric_question
 from .source import level_texts, ordered_levels
 
-__all__ = ["ladder", "oriented", "mean_threshold", "graded_prompt", "rubric_line", "parse_rubric_line", "fill_fields"]
+__all__ = ["ladder", "oriented", "mean_threshold", "graded_prompt", "rubric_line", "parse_rubric_line", "fill_fields", "rebuild_rubric"]
 
 _RUBRIC_LINE = "Rubric {id} ({polarity}): {text}"
 
@@ -101,3 +101,24 @@ def fill_fields(fields: Sequence[str] | None, output: str, values: dict | None =
         raise DataError(f"the rubrics judge the fields {list(fields)}; {missing} not found in {where} "
                          "(name them there, or pass a render function)")
     return out
+
+
+def rebuild_rubric(rid: str, text: str, polarity: str | None, *, scale=None, levels: Sequence[str] | None = None,
+                   source_format: str) -> Rubric:
+    """A rubric read back from a tool format, keeping its id.
+
+    ``levels`` that are exactly the descriptors rubric-induce would show for the rubric anyway
+    (its scale's descriptions or the fixed extent anchors) are dropped, so a set exported
+    without level descriptors comes back without them and probes with the same prompt.
+    """
+    from dataclasses import replace
+
+    from .source import level_texts
+
+    kwargs: dict = {"provenance": {"method": "manual", "source_format": source_format}}
+    if scale is not None:
+        kwargs["scale"] = scale
+    rubric = Rubric.create(text, polarity, **kwargs)
+    if levels is not None and list(levels) != level_texts(rubric):
+        rubric = Rubric.create(text, polarity, levels=list(levels), **kwargs)
+    return replace(rubric, id=rid)

@@ -37,7 +37,7 @@ from typing import Any
 from ..data import YES_NO, AnswerScale, Rubric, RubricSet
 from ..data.jsonl import atomic_write_text, read_json
 from ..errors import DataError, MissingDependencyError
-from .common import ladder, parse_rubric_line, rubric_line
+from .common import ladder, parse_rubric_line, rebuild_rubric, rubric_line
 from .core import rubric_question
 from .source import SourceLike, check_ladder, level_texts, load_source
 
@@ -230,13 +230,14 @@ def deepeval_spec_to_rubrics(doc: Any, *, path: str | Path | None = None) -> Rub
         if polarity == "DSAT":
             outcomes = outcomes[::-1]
         labels = [o.partition(": ")[0] for o in outcomes]
-        kwargs: dict[str, Any] = {}
+        rid = str(g.get("name") or rid)
         if len(labels) >= 2 and len(set(labels)) == len(labels) and all(labels):
             numeric = all(lab.lstrip("-").isdigit() for lab in labels)
             values = tuple(float(lab) for lab in labels) if numeric else tuple(float(k + 1) for k in range(len(labels)))
-            kwargs = {"scale": AnswerScale(tuple(labels), values), "levels": [o.partition(": ")[2] for o in outcomes]}
-        rubric = Rubric.create(text, polarity, provenance={"method": "manual", "source_format": FORMAT}, **kwargs)
-        rubrics.append(replace(rubric, id=str(g.get("name") or rid)))
+            rubrics.append(rebuild_rubric(rid, text, polarity, scale=AnswerScale(tuple(labels), values),
+                                          levels=[o.partition(": ")[2] for o in outcomes], source_format=FORMAT))
+        else:
+            rubrics.append(rebuild_rubric(rid, text, polarity, source_format=FORMAT))
     return RubricSet(rubrics, {"source_format": FORMAT})
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..backends.base import AnswerLogprobs, ChatResult, TokenLogprob
@@ -40,7 +41,7 @@ from ..errors import MissingDependencyError, RubricInduceError
 from .common import fill_fields
 from .source import HandoffSource, SourceLike, load_source
 
-__all__ = ["inspect_scorer", "require_inspect", "InspectProbe"]
+__all__ = ["inspect_scorer", "export_inspect", "require_inspect", "InspectProbe"]
 
 _SCORER_NAME = "rubric_induce"
 _SOURCES: dict[str, HandoffSource] = {}
@@ -284,3 +285,51 @@ def inspect_scorer(source: SourceLike, *, model: Any = None, role: str | None = 
         _MODELS.pop(key, None)
     judge_arg = list(judge) if isinstance(judge, (list, tuple)) else judge
     return _registered()(key, model=model, role=role, judge=judge_arg, cache=cache, top_logprobs=top_logprobs)
+
+
+_MODULE = '''"""inspect_ai scorer for the induced rubrics of {where} (written by `rubric-induce export --format inspect`).
+
+Use it in a task (the grader: model=..., else the eval's "grader" model role, else the evaluated model):
+
+    from {module} import rubric_scorer
+    Task(dataset=..., solver=generate(), scorer=rubric_scorer(model="openai/gpt-4.1-mini"))
+
+Each sample gets one Score: the expected answer of every rubric (keyed by rubric id), netsat,
+label (NetSAT above the selected threshold {threshold}) and, for a calibrated run, prediction.
+Needs rubric-induce with the inspect extra: pip install 'rubric-induce[inspect]'.
+"""
+from rubric_induce.handoff import inspect_scorer
+
+SOURCE = {source!r}
+
+
+def rubric_scorer(model=None, judge=None, cache=False, role="grader"):
+    """The rubric-induce scorer ({n} rubrics{calibrated})."""
+    return inspect_scorer(SOURCE, model=model, judge=judge, cache=cache, role=role)
+'''
+
+
+def export_inspect(source: SourceLike, path: str | Path) -> Path:
+    """Write a small Python module whose ``rubric_scorer()`` returns :func:`inspect_scorer` for ``source``.
+
+    The module points at the run folder (or rubric file) by absolute path: the scorer loads the
+    rubrics, threshold and calibrator from there when the eval runs.
+    """
+    from ..data.jsonl import atomic_write_text
+    from ..errors import DataError
+
+    src = load_source(source)
+    if src.artifact is not None:
+        where = src.run_dir
+    elif isinstance(source, (str, Path)):
+        where = Path(source)
+    else:
+        raise DataError("an inspect scorer module points at its rubrics: export from a run folder, an artifact "
+                        "or a rubric file (in Python, call inspect_scorer(...) directly)")
+    where = where.resolve()
+    path = Path(path)
+    if path.suffix != ".py":
+        raise DataError("the inspect scorer is a Python module: name the output file *.py", path=path)
+    text = _MODULE.format(where=where, module=path.stem, threshold="(none)" if src.threshold is None else f"{src.threshold:.3f}", source=str(where),
+                          n=len(src.rubrics), calibrated=", calibrated" if src.calibrated else "")
+    return atomic_write_text(path, text)

@@ -30,7 +30,7 @@ from typing import Any
 from ..data import AnswerScale, Rubric, RubricSet
 from ..data.jsonl import atomic_write_text, read_json
 from ..errors import DataError
-from .common import parse_rubric_line, rubric_line
+from .common import parse_rubric_line, rebuild_rubric, rubric_line
 from .core import rubric_question
 from .source import SourceLike, check_ladder, level_texts, load_source, ordered_levels
 
@@ -137,15 +137,13 @@ def openai_graders_to_rubrics(graders: Any, *, path: str | Path | None = None) -
                 labels.append(m.group(1))
                 values.append(float(m.group(2)) if g["type"] == "score_model" else float(len(values) + 1))
                 levels.append(m.group(3) if g["type"] == "score_model" else m.group(2))
-        kwargs: dict[str, Any] = {}
-        if len(labels) >= 2 and len(set(labels)) == len(labels):
-            kwargs = {"scale": AnswerScale(tuple(labels), tuple(values)), "levels": levels}
-        rubric = Rubric.create(text, polarity, provenance={"method": "manual", "source_format": "openai-graders"},
-                               **kwargs)
-        from dataclasses import replace
-
         name = g.get("name")
-        rubric = replace(rubric, id=name if isinstance(name, str) and name else rid)
+        rid = name if isinstance(name, str) and name else rid
+        if len(labels) >= 2 and len(set(labels)) == len(labels):
+            rubric = rebuild_rubric(rid, text, polarity, scale=AnswerScale(tuple(labels), tuple(values)),
+                                    levels=levels, source_format="openai-graders")
+        else:
+            rubric = rebuild_rubric(rid, text, polarity, source_format="openai-graders")
         if rubric.id in seen:
             raise DataError(f"rubric id {rubric.id!r} is already used by [{seen[rubric.id]}]", path=path,
                             field=f"{field}.name")

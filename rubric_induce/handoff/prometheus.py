@@ -20,7 +20,7 @@ from typing import Any
 from ..data import AnswerScale, Rubric, RubricSet
 from ..data.jsonl import atomic_write_text, read_json
 from ..errors import DataError, MissingDependencyError
-from .common import ladder
+from .common import ladder, rebuild_rubric
 from .core import rubric_question
 from .source import SourceLike, check_ladder, level_texts, load_source
 
@@ -109,15 +109,13 @@ def prometheus_to_rubrics(entries: Any, *, path: str | Path | None = None) -> Ru
         if polarity == "DSAT":
             levels = levels[::-1]
         text = e.get("text") if isinstance(e.get("text"), str) and e["text"].strip() else e["criteria"]
-        rubric = Rubric.create(text.strip(), polarity, scale=AnswerScale.likert(1, 5), levels=levels,
-                               provenance={"method": "manual", "source_format": "prometheus"})
         rid = e.get("id")
-        if rid is not None:
-            if not isinstance(rid, str) or not rid.strip():
-                raise DataError("must be a non-empty string", path=path, field=f"{field}.id")
-            from dataclasses import replace
-
-            rubric = replace(rubric, id=rid)
+        if rid is not None and (not isinstance(rid, str) or not rid.strip()):
+            raise DataError("must be a non-empty string", path=path, field=f"{field}.id")
+        if rid is None:
+            rid = Rubric.create(text.strip(), polarity, scale=AnswerScale.likert(1, 5), levels=levels).id
+        rubric = rebuild_rubric(rid, text.strip(), polarity, scale=AnswerScale.likert(1, 5), levels=levels,
+                                source_format="prometheus")
         if rubric.id in seen:
             raise DataError(f"rubric id {rubric.id!r} is already used by [{seen[rubric.id]}]", path=path,
                             field=f"{field}.id")

@@ -27,13 +27,14 @@ import json
 import re
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..data import AnswerScale, Rubric, RubricSet
 from ..data.jsonl import atomic_write_text
 from ..errors import DataError
-from .common import fill_fields, graded_prompt, mean_threshold, parse_rubric_line
+from .common import fill_fields, graded_prompt, mean_threshold, parse_rubric_line, rebuild_rubric
 from .source import SourceLike, check_ladder, load_source
 
 __all__ = ["FORMAT", "PYTHON_METRIC", "promptfoo_config", "promptfoo_yaml", "export_promptfoo",
@@ -161,25 +162,18 @@ def promptfoo_to_rubrics(doc: Any, *, path: str | Path | None = None) -> RubricS
 def _rubric_from_value(value: str, metric: Any) -> Rubric:
     lines = value.strip().splitlines()
     parsed = parse_rubric_line(lines[0].strip())
-    prov = {"method": "manual", "source_format": FORMAT}
+    given = metric if isinstance(metric, str) and metric else None
     if parsed is None:
-        rubric = Rubric.create(" ".join(value.split()), None, provenance=prov)
-        return rubric if not isinstance(metric, str) or not metric else _with_id(rubric, metric)
+        rubric = Rubric.create(" ".join(value.split()), None, provenance={"method": "manual", "source_format": FORMAT})
+        return rubric if given is None else replace(rubric, id=given)
     rid, polarity, text = parsed
     levels = [m.group(2) for m in (_SCORE_LINE.match(ln.strip()) for ln in lines[1:]) if m]
     if polarity == "DSAT":
         levels = levels[::-1]  # written worst (fully true) first
-    kwargs: dict[str, Any] = {}
-    if len(levels) >= 2:
-        kwargs = {"scale": AnswerScale.likert(1, len(levels)), "levels": levels}
-    rubric = Rubric.create(text, polarity, provenance=prov, **kwargs)
-    return _with_id(rubric, metric if isinstance(metric, str) and metric else rid)
-
-
-def _with_id(rubric: Rubric, rid: str) -> Rubric:
-    from dataclasses import replace
-
-    return replace(rubric, id=rid)
+    if len(levels) < 2:
+        return rebuild_rubric(given or rid, text, polarity, source_format=FORMAT)
+    return rebuild_rubric(given or rid, text, polarity, scale=AnswerScale.likert(1, len(levels)), levels=levels,
+                          source_format=FORMAT)
 
 
 def import_promptfoo(path: str | Path) -> RubricSet:

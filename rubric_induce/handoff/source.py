@@ -37,6 +37,7 @@ class HandoffSource:
     probe: dict[str, Any] = field(default_factory=dict)
     task: Any = None                  # the run's TaskParams (None: the generic task)
     scorer: Any = None                # a RubricScorer given by the caller
+    rubric_set: RubricSet | None = field(default=None, repr=False)  # the file's set, manifest included
 
     @property
     def run_dir(self) -> Path | None:
@@ -108,7 +109,7 @@ def _from_path(path: Path) -> HandoffSource:
     manifest = rubric_set.manifest or {}
     return HandoffSource(list(rubric_set), threshold=rubric_set.threshold,
                          name=_str_or_none(manifest.get("name")) or path.stem,
-                         label=_str_or_none(manifest.get("label")))
+                         label=_str_or_none(manifest.get("label")), rubric_set=rubric_set)
 
 
 def _from_artifact(path: Path) -> HandoffSource:
@@ -131,7 +132,7 @@ def _from_artifact(path: Path) -> HandoffSource:
     return HandoffSource(list(rubric_set), threshold=threshold, label=_str_or_none(doc.get("label")),
                          name=path.parent.name, fields=list(fields) if fields else None, artifact=path,
                          calibrated=bool(doc.get("calibration")), question=_str_or_none(doc.get("question")),
-                         probe=dict(doc.get("probe") or {}), task=task)
+                         probe=dict(doc.get("probe") or {}), task=task, rubric_set=rubric_set)
 
 
 # ----------------------------------------------------------------------------- shared scale helpers
