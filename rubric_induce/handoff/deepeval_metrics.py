@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -49,6 +50,7 @@ FORMAT = "deepeval"
 SPEC_FORMAT = "rubric-induce.deepeval"
 MAX_DAG_RUBRICS = 10
 _MAX_LEVELS = 11
+_OUTCOME = re.compile(r"^(.*) \[answer (.+)\]$", re.S)
 
 
 def require_deepeval():
@@ -100,7 +102,7 @@ def deepeval_spec(source: SourceLike, *, threshold: float = 0.5,
             "evaluation_steps": [f"Read the {' and '.join(p.replace('_', ' ') for p in params)}.",
                                  f"Decide: {rubric_question(r)}",
                                  "Pick the rubric range whose expected outcome fits best and give a score in it."],
-            "rubric": [{"score_range": list(rng), "expected_outcome": f"{r.scale.labels[i]}: {texts[i]}"}
+            "rubric": [{"score_range": list(rng), "expected_outcome": f"{texts[i]} [answer {r.scale.labels[i]}]"}
                        for rng, i in zip(ranges, order)]})
     signed = all(r.polarity in ("SAT", "DSAT") for r in src.rubrics)
     if dag is None:
@@ -229,13 +231,14 @@ def deepeval_spec_to_rubrics(doc: Any, *, path: str | Path | None = None) -> Rub
         outcomes = [str(x.get("expected_outcome", "")) for x in g.get("rubric") or [] if isinstance(x, Mapping)]
         if polarity == "DSAT":
             outcomes = outcomes[::-1]
-        labels = [o.partition(": ")[0] for o in outcomes]
+        parts = [_OUTCOME.match(o) for o in outcomes]
+        labels = [m.group(2) if m else "" for m in parts]
         rid = str(g.get("name") or rid)
         if len(labels) >= 2 and len(set(labels)) == len(labels) and all(labels):
             numeric = all(lab.lstrip("-").isdigit() for lab in labels)
             values = tuple(float(lab) for lab in labels) if numeric else tuple(float(k + 1) for k in range(len(labels)))
             rubrics.append(rebuild_rubric(rid, text, polarity, scale=AnswerScale(tuple(labels), values),
-                                          levels=[o.partition(": ")[2] for o in outcomes], source_format=FORMAT))
+                                          levels=[m.group(1) for m in parts], source_format=FORMAT))
         else:
             rubrics.append(rebuild_rubric(rid, text, polarity, source_format=FORMAT))
     return RubricSet(rubrics, {"source_format": FORMAT})

@@ -183,6 +183,12 @@ class InspectProbe:
         configs = self._configs()
 
         async def one(rubric):
+            try:
+                return await probe_one(rubric)
+            except Exception as exc:  # returned, so the first failure is raised as itself, not as a group
+                return exc
+
+        async def probe_one(rubric):
             messages, template = build_messages(example, rubric, self.style, fields=scorer.fields, task=task)
             chat = [kinds[m["role"]](content=m["content"]) for m in messages]
             outputs = []
@@ -195,6 +201,9 @@ class InspectProbe:
                                max_analysis_tokens=self.max_analysis_tokens)
 
         records = await collect(*(one(r) for r in scorer.rubrics))
+        for rec in records:
+            if isinstance(rec, Exception):
+                raise rec
         meta = {"style": self.style, "estimator": self.estimator, "backend": {"kind": "inspect", "model": str(model)}}
         return ProbeTable(list(records), meta), example
 
