@@ -113,8 +113,8 @@ def _load_yaml_or_json(path: Path) -> Any:
     try:
         import yaml
     except ImportError:
-        try:
-            return json.loads(text)
+        try:  # what promptfoo_yaml writes without PyYAML: comment lines, then JSON
+            return json.loads("\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#")))
         except json.JSONDecodeError:
             raise DataError("reading a YAML promptfoo config needs PyYAML (pip install pyyaml)", path=path) from None
     try:

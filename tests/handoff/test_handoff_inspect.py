@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from conftest import BAD, GOOD, answer_probs, rubric_in
+from handoff_helpers import BAD, GOOD, answer_probs, rubric_in
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import AnswerScale, Rubric
 from rubric_induce.errors import MissingDependencyError
