@@ -34,7 +34,10 @@ FORMATS = ("json", "llm-rubric", "inspect", "deepeval", "promptfoo", "prometheus
 @click.option("--model", "grader_model", default=None,
               help="openai-graders: the grader model (default gpt-4.1-mini); promptfoo: the llm-rubric grading "
                    "provider (default: promptfoo's).")
-def command(run, rubrics_path, fmt, out_path, name, label, description, grader, grader_model):
+@click.option("--decide", type=click.Choice(["rubrics", "scorer"]), default="rubrics", show_default=True,
+              help="promptfoo: what passes a test: the llm-rubric assertions against the selected threshold, or "
+                   "the python assertion (rubric-induce's own scorer); the other is informational (weight 0).")
+def command(run, rubrics_path, fmt, out_path, name, label, description, grader, grader_model, decide):
     """Write a run's selected rubrics (RUN: a run folder or artifact.json) or a rubric file in a hand-off format.
 
     \b
@@ -84,7 +87,7 @@ def command(run, rubrics_path, fmt, out_path, name, label, description, grader, 
     elif fmt == "promptfoo":
         from ..handoff import export_promptfoo
 
-        export_promptfoo(source, out_path, provider=grader_model)
+        export_promptfoo(source, out_path, provider=grader_model, decide=decide)
         what = "promptfoo llm-rubric assertions" + (" and a python assertion" if source.run_dir else "")
     elif fmt == "prometheus":
         from ..handoff import export_prometheus

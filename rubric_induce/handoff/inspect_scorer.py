@@ -147,7 +147,9 @@ class InspectProbe:
     def _model(self):
         from inspect_ai.model import get_model
 
-        return get_model(self.model_spec, role=self.role)
+        if self.model_spec is not None:  # named by the user: it wins over any role binding
+            return get_model(self.model_spec)
+        return get_model(role=self.role)  # the role's model when the eval binds one, else the evaluated model
 
     def _configs(self) -> list[Any]:
         """The GenerateConfig of each call one probe makes (mirrors probing._read_probe)."""

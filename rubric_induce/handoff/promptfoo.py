@@ -12,8 +12,9 @@ graded rubrics would put NetSAT above it.
 What ``llm-rubric`` loses: promptfoo's grader writes one score, so there are no logprobs (no
 answer distribution, no expected value), no calibration network and no judge; its grading
 prompt is promptfoo's, not the one the rubrics were selected with. A run folder therefore also
-gets a ``python`` assertion (``metric: rubric-induce``, weight 0 so it does not move the mean)
-that calls :func:`promptfoo_assert`: the run's :class:`~rubric_induce.scoring.RubricScorer` with
+gets a ``python`` assertion (``metric: rubric-induce``; weight 0, which promptfoo treats as
+informational, unless ``decide="scorer"`` makes it the one that decides) that calls
+:func:`promptfoo_assert`: the run's :class:`~rubric_induce.scoring.RubricScorer` with
 logprob probes, NetSAT, the label and the calibrated prediction, exactly as ``rubric-induce
 score`` gives them. promptfoo runs it with the Python that has rubric-induce installed
 (``PROMPTFOO_PYTHON``).
@@ -46,35 +47,45 @@ _SCORE_LINE = re.compile(r"^Score ([01]\.\d+): (.*)$")
 
 
 def promptfoo_config(source: SourceLike, *, assertion_threshold: float = 0.5, python_assert: bool | None = None,
-                     provider: str | None = None, backend: str | None = None) -> dict[str, Any]:
+                     provider: str | None = None, backend: str | None = None,
+                     decide: str = "rubrics") -> dict[str, Any]:
     """The config block: ``{"description", "defaultTest": {"threshold", "assert": [...]}}``.
 
     ``python_assert``: add the exact-score ``python`` assertion (default: when ``source`` is a run
     or artifact, which it needs). ``provider``: promptfoo grader for the ``llm-rubric`` assertions
     (``defaultTest.options.provider``; default: promptfoo's own). ``backend``: the rubric-induce
-    backend spec the python assertion probes with (default: the run's).
+    backend spec the python assertion probes with (default: the run's). ``decide``: what passes a
+    test. ``"rubrics"``: the ``llm-rubric`` assertions (weight 1) against ``defaultTest.threshold``;
+    the python assertion has weight 0, which promptfoo treats as informational (its score, NetSAT
+    and prediction show in the component result). ``"scorer"``: the python assertion (weight 1,
+    pass = NetSAT above the selected threshold) and the ``llm-rubric`` assertions informational.
     """
+    if decide not in ("rubrics", "scorer"):
+        raise DataError(f"decide must be 'rubrics' or 'scorer', got {decide!r}")
     src = load_source(source)
     check_ladder(src.rubrics, FORMAT)
     if not 0.0 <= assertion_threshold <= 1.0:
         raise DataError(f"assertion_threshold must lie in [0, 1], got {assertion_threshold}")
+    rubric_weight = 1 if decide == "rubrics" else 0
     asserts: list[dict[str, Any]] = [
-        {"type": "llm-rubric", "metric": r.id, "weight": 1, "threshold": assertion_threshold,
+        {"type": "llm-rubric", "metric": r.id, "weight": rubric_weight, "threshold": assertion_threshold,
          "value": graded_prompt(r, FORMAT)} for r in src.rubrics]
     if python_assert is None:
-        python_assert = src.run_dir is not None
+        python_assert = src.run_dir is not None or decide == "scorer"
+    if decide == "scorer" and not python_assert:
+        raise DataError("decide='scorer' needs the python assertion")
     if python_assert:
         if src.run_dir is None:
             raise DataError("the python assertion calls the run's scorer: export from a run folder or an "
                             "artifact (or pass python_assert=False)")
         call = f"run={str(src.run_dir.resolve())!r}" + (f", backend={backend!r}" if backend else "")
-        asserts.append({"type": "python", "metric": PYTHON_METRIC, "weight": 0,
+        asserts.append({"type": "python", "metric": PYTHON_METRIC, "weight": 1 - rubric_weight,
                         "value": "from rubric_induce.handoff.promptfoo import promptfoo_assert\n"
                                  f"return promptfoo_assert(output, context, {call})\n"})
     default_test: dict[str, Any] = {}
     if provider:
         default_test["options"] = {"provider": provider}
-    threshold = mean_threshold(src.rubrics, src.threshold)
+    threshold = mean_threshold(src.rubrics, src.threshold) if decide == "rubrics" else None
     if threshold is not None:
         default_test["threshold"] = round(threshold, 6)
     default_test["assert"] = asserts

@@ -164,3 +164,19 @@ def test_without_deepeval_says_how_to_install(monkeypatch, handoff_run):
     finally:
         _model_class.cache_clear()
     assert deepeval_spec(handoff_run)["geval"]  # the JSON spec needs no deepeval
+
+
+@pytest.mark.local_model
+def test_geval_with_the_embedded_model(deepeval, handoff_run, embedded_model_path):
+    """deepeval_model("local"): the embedded SmolLM2 answers deepeval's GEval prompt under its JSON
+    schema (constrained decoding), so a metric scores offline with a real model."""
+    from deepeval.test_case import LLMTestCase
+
+    from rubric_induce import deepeval_geval, deepeval_model
+
+    model = deepeval_model("local", max_tokens=96)
+    metric = deepeval_geval(handoff_run, model=model, async_mode=False)[-1]
+    scores = [metric.measure(LLMTestCase(input="Book a table", actual_output=text)) for text in (GOOD, BAD)]
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    assert isinstance(metric.reason, str) and metric.reason
+    assert model.get_model_name().startswith("rubric-induce/local/")

@@ -305,3 +305,15 @@ def test_top_level_names_are_lazy():
 
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         rubric_induce.nope  # noqa: B018
+
+
+def test_promptfoo_decide_scorer_weights_the_python_assertion(handoff_run, handoff_rubrics):
+    block = promptfoo_config(handoff_run, decide="scorer")
+    weights = {a["type"]: a["weight"] for a in block["defaultTest"]["assert"]}
+    assert weights == {"llm-rubric": 0, "python": 1} and "threshold" not in block["defaultTest"]
+    block = promptfoo_config(handoff_run)
+    assert {a["type"]: a["weight"] for a in block["defaultTest"]["assert"]} == {"llm-rubric": 1, "python": 0}
+    with pytest.raises(DataError, match="decide"):
+        promptfoo_config(handoff_run, decide="both")
+    with pytest.raises(DataError, match="run folder"):
+        promptfoo_config(handoff_rubrics, decide="scorer")

@@ -187,3 +187,64 @@ def test_imports_without_inspect_and_says_how_to_install(monkeypatch, handoff_ru
             inspect_scorer(handoff_run)
     finally:
         _registered.cache_clear()
+
+
+def _text_output(text, tokens=None):
+    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, Logprobs, ModelOutput
+
+    choice = ChatCompletionChoice(message=ChatMessageAssistant(content=text), stop_reason="stop",
+                                  logprobs=Logprobs(content=tokens) if tokens else None)
+    return ModelOutput(model="mockllm/grader", choices=[choice], completion=text, usage=_usage())
+
+
+def test_analyze_rate_reads_the_answer_after_the_rating_marker(inspect_ai):
+    """A run probed with analyze-rate: one generation with token logprobs, read after 'Rating:'."""
+    import asyncio
+
+    from inspect_ai.model import Logprob, TopLogprob, get_model
+
+    from rubric_induce.handoff.inspect_scorer import InspectProbe
+    from rubric_induce.handoff.source import HandoffSource
+
+    seen = []
+
+    def output(input, tools, tool_choice, config):
+        seen.append(config)
+        top = [TopLogprob(token=" 4", logprob=math.log(0.6)), TopLogprob(token=" 5", logprob=math.log(0.3)),
+               TopLogprob(token=" 2", logprob=math.log(0.1))]
+        tokens = [Logprob(token="Fine.\n", logprob=-0.1), Logprob(token="Rating", logprob=-0.1),
+                  Logprob(token=":", logprob=-0.1), Logprob(token=" 4", logprob=math.log(0.6), top_logprobs=top)]
+        return _text_output("Fine.\nRating: 4", tokens)
+
+    rubrics = [Rubric.create("The system confirms the details.", "SAT")]
+    src = HandoffSource(rubrics, probe={"style": "analyze-rate", "max_analysis_tokens": 50})
+    grader = get_model("mockllm/model", custom_outputs=output, memoize=False)
+    table, _ = asyncio.run(InspectProbe(src, model=grader).probe(GOOD))
+    (rec,) = table.records
+    assert rec.error is None and rec.analysis.startswith("Fine.")
+    assert rec.raw == pytest.approx([0.0, 0.1, 0.0, 0.6, 0.3])
+    assert seen[0].max_tokens == 50 and seen[0].logprobs and seen[0].top_logprobs == 20
+
+
+def test_sampling_estimator_draws_samples_through_inspect(inspect_ai):
+    """A run probed with the sampling estimator (models without logprobs): n seeded samples."""
+    import asyncio
+
+    from inspect_ai.model import get_model
+
+    from rubric_induce.handoff.inspect_scorer import InspectProbe
+    from rubric_induce.handoff.source import HandoffSource
+
+    seen = []
+
+    def output(input, tools, tool_choice, config):
+        seen.append(config)
+        return _text_output("5" if config.seed < 3 else "2 because")
+
+    rubrics = [Rubric.create("The system confirms the details.", "SAT")]
+    src = HandoffSource(rubrics, probe={"estimator": "sampling", "n_samples": 4, "temperature": 0.7})
+    grader = get_model("mockllm/model", custom_outputs=output, memoize=False)
+    res = asyncio.run(InspectProbe(src, model=grader).score(GOOD))
+    assert res.distributions[rubrics[0].id] == pytest.approx([0.0, 0.25, 0.0, 0.0, 0.75])
+    assert [c.seed for c in seen] == [0, 1, 2, 3] and all(c.temperature == 0.7 and not c.logprobs for c in seen)
+    assert res.netsat == pytest.approx(10 * (0.25 * 2 + 0.75 * 5 - 1) / 4)
