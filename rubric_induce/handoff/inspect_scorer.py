@@ -8,8 +8,8 @@ OpenAI-compatible backend does (first-token alternatives matched to the answer l
 answers missing from the top k are bounded, not failed), and scores the probes with the run's
 :class:`~rubric_induce.scoring.RubricScorer`: NetSAT, the label at the selected threshold and,
 when the run was calibrated, the calibrated prediction. The calls are inspect's, so its cache
-(``cache=True`` or a ``CachePolicy``), batch mode (``--batch``), connection limits, retries and
-logs all apply; a ``mockllm/model`` with custom outputs runs it offline.
+(``cache=True``), batch mode (``--batch``), connection limits, retries and logs all apply; a
+``mockllm/model`` with custom outputs runs it offline.
 
 The :class:`Score` value is a dict: one entry per rubric id (its expected answer value on its own
 scale), ``netsat``, ``label`` (0/1, with a threshold) and ``prediction`` (calibrated runs); the
@@ -21,8 +21,8 @@ with several, each field from the sample's ``metadata`` when present, the last m
 the output and another missing one from the input (see :func:`~rubric_induce.handoff.common.fill_fields`),
 or whatever ``render(state)`` returns.
 
-The grader: ``model`` (a name or an inspect ``Model``), else the ``grader`` model role, else the
-model under evaluation. The artifact's probe settings are kept: estimator ``logprobs`` with the
+The grader: ``model`` (a name or an inspect ``Model``) when given, else the ``grader`` model role
+when the eval binds one, else the model under evaluation. The artifact's probe settings are kept: estimator ``logprobs`` with the
 score-only / rate-explain styles asks for one token; analyze-rate generates the analysis with
 token logprobs and reads the answer after ``Rating:``; estimator ``sampling`` draws ``samples``
 replies (for models without logprobs). ``max_example_tokens`` is not applied (inspect's
@@ -175,7 +175,7 @@ class InspectProbe:
         from ..probing import _blank_record, _read_probe, build_messages
 
         scorer = self.scorer
-        example = scorer.to_examples([text if isinstance(text, Mapping) else text])[0]
+        example = scorer.to_examples([text])[0]
         from dataclasses import replace
 
         example = replace(example, id=example_id)
@@ -274,7 +274,7 @@ def inspect_scorer(source: SourceLike, *, model: Any = None, role: str | None = 
     ``model``: the grader (a model name such as ``"openai/gpt-4.1-mini"`` or an inspect ``Model``);
     default: the ``role`` model (``grader``) when the eval binds one, else the model under
     evaluation. ``judge``: the calibrated judge(s) to predict (default: the mean over the run's
-    judges). ``cache``: inspect's generate cache (``True`` or a ``CachePolicy``). ``render``:
+    judges). ``cache``: inspect's generate cache for the probes. ``render``:
     ``state -> text or {field: text}``, the text to judge (default: see the module docstring).
     """
     require_inspect()
