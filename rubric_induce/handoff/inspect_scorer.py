@@ -91,7 +91,7 @@ class _Replay:
             if answer is not None:
                 out[answer] = _logaddexp(out[answer], min(lp, 0.0))
         finite = [lp for _, lp in candidates if lp > -math.inf]
-        return AnswerLogprobs(out, bound=min(finite) if finite and first.top_logprobs else None)
+        return AnswerLogprobs(out, bound=min(finite) if finite else None)  # unlisted answers lie below it
 
     def chat(self, messages, options=None) -> ChatResult:
         output = self._next()
