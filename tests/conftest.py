@@ -92,6 +92,12 @@ def require_module() -> Callable[[str], ModuleType]:
     return _require_module
 
 
+@pytest.fixture(scope="session")
+def unavailable() -> Callable[[str], NoReturn]:
+    """Report a missing optional input other than a module: skip locally, fail in CI."""
+    return _unavailable
+
+
 @pytest.fixture
 def examples() -> list[Example]:
     return [Example.create({"text": f"USER: book a table for {i} people\nSYSTEM: done, table for {i}."},

@@ -1,4 +1,4 @@
-"""``rubric-induce import``: rubrics from a hand-off file (JSON or LLM-RUBRIC layout) into a pool."""
+"""``rubric-induce import``: rubrics from a hand-off file (our JSON, the LLM-RUBRIC layout, or an export to a tool) into a pool."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,16 +12,18 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
 
 @click.command("import")
 @click.argument("source", type=_PATH)
-@click.option("--format", "fmt", type=click.Choice(["auto", "json", "llm-rubric"]), default="auto",
-              show_default=True, help="Layout of SOURCE; auto: a JSON list is the LLM-RUBRIC layout, an "
-                                      "object the rubric-set format.")
+@click.option("--format", "fmt", type=click.Choice(["auto", "json", "llm-rubric", "jsonl", "promptfoo", "prometheus",
+                                                   "openai-graders", "deepeval"]), default="auto",
+              show_default=True, help="Layout of SOURCE; auto: .jsonl a pool, .yaml/.yml a promptfoo config; a JSON "
+                                      "list of Prometheus rubrics, OpenAI graders or else LLM-RUBRIC questions; an "
+                                      "object a deepeval spec (by its format) or else the rubric-set format.")
 @click.option("--merge", "merge_paths", multiple=True, type=_PATH,
               help="Pool to merge in (JSONL, or a .json hand-off file); repeatable. Duplicate ids keep "
                    "their first occurrence: SOURCE first, then each --merge in order.")
 @click.option("--out", "out_path", required=True, type=_PATH,
               help="Rubric pool to write (JSONL, plus a .manifest.json beside it).")
 def command(source, fmt, merge_paths, out_path):
-    """Read rubrics from a hand-off file (JSON or LLM-RUBRIC layout) into a pool.
+    """Read rubrics from a hand-off file (JSON, LLM-RUBRIC layout, or a tool format we export) into a pool.
 
     Ids are computed from content where the file gives none; provenance defaults to
     {"method": "manual"}.

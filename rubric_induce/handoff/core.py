@@ -29,9 +29,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .data.jsonl import atomic_write_text, jsonable, read_json
-from .data.model import LIKERT_5, AnswerScale, Rubric, RubricPool, RubricSet
-from .errors import DataError
+from ..data.jsonl import atomic_write_text, jsonable, read_json
+from ..data.model import LIKERT_5, AnswerScale, Rubric, RubricPool, RubricSet
+from ..errors import DataError
 
 __all__ = [
     "FORMAT_NAME",
@@ -50,6 +50,7 @@ __all__ = [
     "export_llm_rubric",
     "import_llm_rubric",
     "import_rubrics",
+    "IMPORT_FORMATS",
 ]
 
 FORMAT_NAME = "rubric-induce.rubric-set"
@@ -521,18 +522,56 @@ def import_llm_rubric(path: str | Path) -> RubricSet:
     return rubrics_from_llm_rubric(read_json(path), path=path)
 
 
-def import_rubrics(path: str | Path, fmt: str = "auto") -> RubricSet:
-    """Read rubrics from any hand-off file: ``json``, ``llm-rubric``, a JSONL pool, or ``auto``.
+IMPORT_FORMATS = ("auto", "json", "llm-rubric", "jsonl", "promptfoo", "prometheus", "openai-graders", "deepeval")
 
-    ``auto`` picks by content: a JSONL pool by its ``.jsonl`` suffix, a JSON list as the
-    LLM-RUBRIC layout, a JSON object as the rubric-set format.
+
+def import_rubrics(path: str | Path, fmt: str = "auto") -> RubricSet:
+    """Read rubrics from any hand-off file: ``json``, ``llm-rubric``, a JSONL pool, the tool formats
+    (``promptfoo``, ``prometheus``, ``openai-graders``, ``deepeval``), or ``auto``.
+
+    ``auto`` picks by content: a JSONL pool by its ``.jsonl`` suffix, a promptfoo config by its
+    ``.yaml`` / ``.yml`` suffix; in JSON, a list of Prometheus rubrics (``criteria`` +
+    ``score1_description``), of OpenAI graders (``type`` score_model / label_model) or else the
+    LLM-RUBRIC layout; an object is a deepeval spec when its ``format`` says so, else the
+    rubric-set format.
     """
     path = Path(path)
+    if fmt not in IMPORT_FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; use {', '.join(IMPORT_FORMATS)}")
     if fmt == "jsonl" or (fmt == "auto" and path.suffix == ".jsonl"):
         return RubricSet.load(path)
-    if fmt not in ("auto", "json", "llm-rubric"):
-        raise ValueError(f"unknown format {fmt!r}; use auto, json, llm-rubric or jsonl")
+    if fmt == "promptfoo" or (fmt == "auto" and path.suffix in (".yaml", ".yml")):
+        from .promptfoo import import_promptfoo
+
+        return import_promptfoo(path)
     doc = read_json(path)
-    if fmt == "llm-rubric" or (fmt == "auto" and isinstance(doc, list)):
+    if fmt == "auto":
+        fmt = _detect(doc)
+    if fmt == "prometheus":
+        from .prometheus import prometheus_to_rubrics
+
+        return prometheus_to_rubrics(doc, path=path)
+    if fmt == "openai-graders":
+        from .openai_graders import openai_graders_to_rubrics
+
+        return openai_graders_to_rubrics(doc, path=path)
+    if fmt == "deepeval":
+        from .deepeval_metrics import deepeval_spec_to_rubrics
+
+        return deepeval_spec_to_rubrics(doc, path=path)
+    if fmt == "llm-rubric":
         return rubrics_from_llm_rubric(doc, path=path)
     return rubric_set_from_dict(doc, path=path)
+
+
+def _detect(doc: Any) -> str:
+    if isinstance(doc, list):
+        first = doc[0] if doc and isinstance(doc[0], Mapping) else {}
+        if "criteria" in first and "score1_description" in first:
+            return "prometheus"
+        if first.get("type") in ("score_model", "label_model"):
+            return "openai-graders"
+        return "llm-rubric"
+    if isinstance(doc, Mapping) and doc.get("format") == "rubric-induce.deepeval":
+        return "deepeval"
+    return "json"

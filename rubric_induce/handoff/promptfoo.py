@@ -1,0 +1,254 @@
+"""promptfoo: the rubric set as ``llm-rubric`` assertions, plus a ``python`` assertion for the exact score.
+
+:func:`promptfoo_config` builds a config block (``description`` + ``defaultTest``) to merge into a
+``promptfooconfig.yaml``; :func:`export_promptfoo` writes it as YAML. Each rubric becomes one
+``llm-rubric`` assertion: ``value`` is the rubric as a grading instruction with one line per
+answer, scored 0.0 (worst) to 1.0 (best, i.e. the flaw absent for a DSAT rubric), ``metric`` is
+the rubric id (promptfoo reports it as a named score), ``weight`` 1 and ``threshold`` the
+per-assertion pass mark. ``defaultTest.threshold`` is the selected NetSAT threshold carried onto
+promptfoo's weighted mean (see :mod:`rubric_induce.handoff.common`), so a test passes when the
+graded rubrics would put NetSAT above it.
+
+What ``llm-rubric`` loses: promptfoo's grader writes one score, so there are no logprobs (no
+answer distribution, no expected value), no calibration network and no judge; its grading
+prompt is promptfoo's, not the one the rubrics were selected with. A run folder therefore also
+gets a ``python`` assertion (``metric: rubric-induce``; weight 0, which promptfoo treats as
+informational, unless ``decide="scorer"`` makes it the one that decides) that calls
+:func:`promptfoo_assert`: the run's :class:`~rubric_induce.scoring.RubricScorer` with
+logprob probes, NetSAT, the label and the calibrated prediction, exactly as ``rubric-induce
+score`` gives them. promptfoo runs it with the Python that has rubric-induce installed
+(``PROMPTFOO_PYTHON``).
+
+:func:`import_promptfoo` reads the ``llm-rubric`` assertions back (ids from ``metric``, text and
+polarity from the first line of ``value``, the answer descriptors from its score lines).
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..data import AnswerScale, Rubric, RubricSet
+from ..data.jsonl import atomic_write_text
+from ..errors import DataError
+from .common import fill_fields, graded_prompt, mean_threshold, parse_rubric_line, rebuild_rubric
+from .source import SourceLike, check_ladder, load_source
+
+__all__ = ["FORMAT", "PYTHON_METRIC", "promptfoo_config", "promptfoo_yaml", "export_promptfoo",
+           "promptfoo_to_rubrics", "import_promptfoo", "promptfoo_assert"]
+
+FORMAT = "promptfoo"
+PYTHON_METRIC = "rubric-induce"
+_SCORE_LINE = re.compile(r"^Score ([01]\.\d+): (.*)$")
+
+
+def promptfoo_config(source: SourceLike, *, assertion_threshold: float = 0.5, python_assert: bool | None = None,
+                     provider: str | None = None, backend: str | None = None,
+                     decide: str = "rubrics") -> dict[str, Any]:
+    """The config block: ``{"description", "defaultTest": {"threshold", "assert": [...]}}``.
+
+    ``python_assert``: add the exact-score ``python`` assertion (default: when ``source`` is a run
+    or artifact, which it needs). ``provider``: promptfoo grader for the ``llm-rubric`` assertions
+    (``defaultTest.options.provider``; default: promptfoo's own). ``backend``: the rubric-induce
+    backend spec the python assertion probes with (default: the run's). ``decide``: what passes a
+    test. ``"rubrics"``: the ``llm-rubric`` assertions (weight 1) against ``defaultTest.threshold``;
+    the python assertion has weight 0, which promptfoo treats as informational (its score, NetSAT
+    and prediction show in the component result). ``"scorer"``: the python assertion (weight 1,
+    pass = NetSAT above the selected threshold) and the ``llm-rubric`` assertions informational.
+    """
+    if decide not in ("rubrics", "scorer"):
+        raise DataError(f"decide must be 'rubrics' or 'scorer', got {decide!r}")
+    src = load_source(source)
+    check_ladder(src.rubrics, FORMAT)
+    if not 0.0 <= assertion_threshold <= 1.0:
+        raise DataError(f"assertion_threshold must lie in [0, 1], got {assertion_threshold}")
+    rubric_weight = 1 if decide == "rubrics" else 0
+    asserts: list[dict[str, Any]] = [
+        {"type": "llm-rubric", "metric": r.id, "weight": rubric_weight, "threshold": assertion_threshold,
+         "value": graded_prompt(r, FORMAT)} for r in src.rubrics]
+    if python_assert is None:
+        python_assert = src.run_dir is not None or decide == "scorer"
+    if decide == "scorer" and not python_assert:
+        raise DataError("decide='scorer' needs the python assertion")
+    if python_assert:
+        if src.run_dir is None:
+            raise DataError("the python assertion calls the run's scorer: export from a run folder or an "
+                            "artifact (or pass python_assert=False)")
+        call = f"run={str(src.run_dir.resolve())!r}" + (f", backend={backend!r}" if backend else "")
+        asserts.append({"type": "python", "metric": PYTHON_METRIC, "weight": 1 - rubric_weight,
+                        "value": "from rubric_induce.handoff.promptfoo import promptfoo_assert\n"
+                                 f"return promptfoo_assert(output, context, {call})\n"})
+    default_test: dict[str, Any] = {}
+    if provider:
+        default_test["options"] = {"provider": provider}
+    threshold = mean_threshold(src.rubrics, src.threshold) if decide == "rubrics" else None
+    if threshold is not None:
+        default_test["threshold"] = round(threshold, 6)
+    default_test["assert"] = asserts
+    name = src.name or "rubric set"
+    return {"description": f"{name}: {len(src.rubrics)} induced rubrics (rubric-induce)",
+            "defaultTest": default_test}
+
+
+def promptfoo_yaml(config: Mapping[str, Any]) -> str:
+    """YAML text of a config block (JSON, which is valid YAML, when PyYAML is not installed)."""
+    header = ("# Generated by `rubric-induce export --format promptfoo`: merge into promptfooconfig.yaml\n"
+              "# (add your prompts, providers and tests). Scores run worst 0.0 -> best 1.0 per rubric.\n")
+    try:
+        import yaml
+    except ImportError:
+        return header + json.dumps(dict(config), indent=2, ensure_ascii=False) + "\n"
+
+    class _Dumper(yaml.SafeDumper):
+        pass
+
+    def _str(dumper, value: str):
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    _Dumper.add_representer(str, _str)
+    return header + yaml.dump(dict(config), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def export_promptfoo(source: SourceLike, path: str | Path, **options: Any) -> Path:
+    """Write :func:`promptfoo_config` as YAML to ``path``."""
+    return atomic_write_text(path, promptfoo_yaml(promptfoo_config(source, **options)))
+
+
+def _load_yaml_or_json(path: Path) -> Any:
+    text = path.read_text(encoding="utf-8")
+    try:
+        import yaml
+    except ImportError:
+        try:  # what promptfoo_yaml writes without PyYAML: comment lines, then JSON
+            return json.loads("\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#")))
+        except json.JSONDecodeError:
+            raise DataError("reading a YAML promptfoo config needs PyYAML (pip install pyyaml)", path=path) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise DataError(f"invalid YAML: {exc}", path=path) from None
+
+
+def promptfoo_to_rubrics(doc: Any, *, path: str | Path | None = None) -> RubricSet:
+    """The rubrics of the ``llm-rubric`` assertions in a promptfoo config (``defaultTest`` and ``tests``).
+
+    An assertion written by :func:`export_promptfoo` gives back its rubric's id, text, polarity
+    and answer descriptors (on a 1..n scale); a hand-written one becomes a polarity-free rubric
+    with its ``value`` as the text and ``metric`` (when given) as the id.
+    """
+    if not isinstance(doc, Mapping):
+        raise DataError("a promptfoo config must be a mapping", path=path)
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    blocks = [("defaultTest", doc.get("defaultTest"))]
+    tests = doc.get("tests")
+    if isinstance(tests, list):
+        blocks += [(f"tests[{i}]", t) for i, t in enumerate(tests)]
+    for where, block in blocks:
+        if isinstance(block, Mapping) and isinstance(block.get("assert"), list):
+            for j, a in enumerate(block["assert"]):
+                if isinstance(a, Mapping) and a.get("type") == "llm-rubric":
+                    found.append((f"{where}.assert[{j}]", a))
+    if not found:
+        raise DataError("no llm-rubric assertions in this promptfoo config", path=path)
+    rubrics: list[Rubric] = []
+    seen: dict[str, str] = {}
+    for field, a in found:
+        value = a.get("value")
+        if not isinstance(value, str) or not value.strip():
+            raise DataError("an llm-rubric value must be a non-empty string", path=path, field=f"{field}.value")
+        rubric = _rubric_from_value(value, a.get("metric"))
+        if rubric.id in seen:
+            raise DataError(f"rubric id {rubric.id!r} is already used by {seen[rubric.id]}", path=path,
+                            field=f"{field}.metric")
+        seen[rubric.id] = field
+        rubrics.append(rubric)
+    return RubricSet(rubrics, {"source_format": FORMAT})
+
+
+def _rubric_from_value(value: str, metric: Any) -> Rubric:
+    lines = value.strip().splitlines()
+    parsed = parse_rubric_line(lines[0].strip())
+    given = metric if isinstance(metric, str) and metric else None
+    if parsed is None:
+        rubric = Rubric.create(" ".join(value.split()), None, provenance={"method": "manual", "source_format": FORMAT})
+        return rubric if given is None else replace(rubric, id=given)
+    rid, polarity, text = parsed
+    levels = [m.group(2) for m in (_SCORE_LINE.match(ln.strip()) for ln in lines[1:]) if m]
+    if polarity == "DSAT":
+        levels = levels[::-1]  # written worst (fully true) first
+    if len(levels) < 2:
+        return rebuild_rubric(given or rid, text, polarity, source_format=FORMAT)
+    return rebuild_rubric(given or rid, text, polarity, scale=AnswerScale.likert(1, len(levels)), levels=levels,
+                          source_format=FORMAT)
+
+
+def import_promptfoo(path: str | Path) -> RubricSet:
+    """Read the rubrics of a promptfoo config file (YAML or JSON)."""
+    path = Path(path)
+    return promptfoo_to_rubrics(_load_yaml_or_json(path), path=path)
+
+
+# ----------------------------------------------------------------------------- python assertion
+_SCORERS: dict[tuple[str, str | None], Any] = {}
+_LOCK = threading.Lock()
+
+
+def _scorer(run: str, backend: str | None):
+    from ..scoring import RubricScorer
+
+    key = (str(Path(run).resolve()), backend)
+    with _LOCK:
+        if key not in _SCORERS:
+            _SCORERS[key] = RubricScorer.load(run, backend=backend)
+        return _SCORERS[key]
+
+
+def promptfoo_assert(output: Any, context: Mapping[str, Any] | None, *, run: str | Path,
+                     backend: str | None = None, judge: str | None = None) -> dict[str, Any]:
+    """promptfoo's ``python`` assertion: score ``output`` with the run's scorer; a GradingResult dict.
+
+    ``score``: the calibrated prediction mapped onto [0, 1] by its answer scale when the run has a
+    calibrator, else the mean oriented rubric score (NetSAT's place between its ends).
+    ``pass``: NetSAT above the selected threshold (``score >= 0.5`` without one).
+    ``namedScores``: ``netsat`` and, when calibrated, ``prediction`` (on the judges' scale).
+    Multi-field rubric sets read their other fields from the test's ``vars`` (see
+    :func:`~rubric_induce.handoff.common.fill_fields`).
+    """
+    scorer = _scorer(str(run), backend)
+    ctx = dict(context or {})
+    variables = ctx.get("vars") if isinstance(ctx.get("vars"), Mapping) else {}
+    prompt = ctx.get("prompt") if isinstance(ctx.get("prompt"), str) else None
+    text = fill_fields(scorer.fields, "" if output is None else str(output), dict(variables),
+                       input_text=prompt, where="the test's vars")
+    res = scorer.score([text], judge=judge)[0]
+    return grading_result(res, scorer.rubrics, scorer.threshold)
+
+
+def grading_result(res: Any, rubrics: Any, threshold: float | None) -> dict[str, Any]:
+    """A :class:`~rubric_induce.scoring.ScoreResult` as promptfoo's GradingResult dict."""
+    if res.errors and res.netsat is None:
+        return {"pass": False, "score": 0.0, "reason": "rubric-induce: " + "; ".join(res.errors)}
+    n = len(rubrics)
+    n_dsat = sum(1 for r in rubrics if r.polarity == "DSAT")
+    mean = (res.netsat / 10.0 + n_dsat) / n
+    named = {"netsat": res.netsat}
+    score = mean
+    reason = f"NetSAT {res.netsat:.2f}"
+    if threshold is not None:
+        reason += f" {'>' if res.label else '<='} threshold {threshold:.2f}"
+    if res.prediction is not None and res.scale:
+        lo, hi = min(res.scale), max(res.scale)
+        score = (res.prediction - lo) / (hi - lo) if hi > lo else 0.0
+        named["prediction"] = res.prediction
+        reason += f"; calibrated {res.question or 'prediction'} {res.prediction:.2f} ± {res.uncertainty:.2f}"
+    passed = bool(res.label) if res.label is not None else score >= 0.5
+    top = [d for d in res.drivers[:3]]
+    if top:
+        reason += "; strongest: " + "; ".join(f"{d['polarity'] or ''} {d['text'][:60]!r}" for d in top)
+    return {"pass": passed, "score": float(min(1.0, max(0.0, score))), "reason": reason,
+            "namedScores": {k: float(v) for k, v in named.items()}}
