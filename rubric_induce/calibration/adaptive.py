@@ -146,10 +146,10 @@ class AdaptiveModel:
     """
 
     def __init__(self, hidden: tuple[int, int] = (25, 25), answer_hidden: tuple[int, int] = (25, 25),
-                 learning_rate: float = 3e-3, batch_size: int = 64, epochs: int = 80, weight_decay: float = 0.0,
+                 learning_rate: float = 5e-3, batch_size: int = 64, epochs: int = 200, weight_decay: float = 0.0,
                  judge_weight_decay: float | None = 1e-2, main_question: int | str = 0,
                  personalized: bool | str = True, head: str = "softmax", answer_weight: float = 1.0,
-                 early_stopping: bool = False, validation_fraction: float = 0.15, patience: int = 10,
+                 early_stopping: bool = False, validation_fraction: float = 0.15, patience: int = 20,
                  not_applicable: Sequence[float] = (0,), random_state: int = 0, n_threads: int | None = None) -> None:
         self.hidden = hidden
         self.answer_hidden = answer_hidden
