@@ -375,7 +375,7 @@ class RubricScorer:
         from .scoring_adaptive import missing_adaptive_message
 
         if self.adaptive is None:
-            raise RubricInduceError(missing_adaptive_message(self.source, self.calibrator is not None))
+            raise DataError(missing_adaptive_message(self.source, self.calibrator is not None), field="adaptive")
 
     def _adaptive_judges(self, judge, unseen_judge: str):
         from .calibration.api import resolve_judge
