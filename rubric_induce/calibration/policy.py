@@ -28,6 +28,8 @@ from ..errors import DataError
 __all__ = ["AskPolicy", "AskTrace", "CRITERIA", "ORDERS", "uncertainty"]
 
 CRITERIA = ("auto", "variance", "decision")
+#: Texts per batch of hypothetical inputs (each text is blocks x outcomes rows): bounded memory.
+_CHUNK = 512
 ORDERS = ("adaptive", "given", "random")
 
 
@@ -173,7 +175,10 @@ class AskPolicy:
             return choice, gain, stop
         idx = np.flatnonzero(active)
         if self.order == "adaptive":
-            g = self.gains(X[idx], observed[idx], [j[idx] for j in judges], cand[idx])
+            g = np.empty((len(idx), nb))
+            for s in range(0, len(idx), _CHUNK):
+                part = idx[s:s + _CHUNK]
+                g[s:s + len(part)] = self.gains(X[part], observed[part], [j[part] for j in judges], cand[part])
             best = g.argmax(axis=1)
             bg = g[np.arange(len(idx)), best]
             go = bg >= self.stop_at
