@@ -19,7 +19,8 @@ Settings (``--set settings=[...]``):
   where the informative question differs from text to text;
 * ``demo``: the README demo's probes from the embedded model (``demo_run``: the demo's run
   directory; when it has no probes yet, the demo pipeline is run or resumed there up to selection,
-  a few minutes on the embedded model), 5-fold CV by dialogue.
+  a few minutes on idle cores; or, with ``demo_from_cache`` and a run whose probe stage is still
+  going, the pairs already in its call cache are read back into a copy), 5-fold CV by dialogue.
 
 Also the policy's overhead per text next to one embedded-model probe call (``llm_timing``).
 
@@ -56,6 +57,7 @@ DEFAULTS = {
     "n_boot": 1000,
     "stop_at": [0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.002, 0.0],
     "demo_run": "runs/demo",
+    "demo_from_cache": True,
     "llm_timing": True,
     "planted_train": 400,
     "planted_test": 400,
@@ -86,14 +88,54 @@ def row_view(d):
     return d.row_X, np.asarray([str(j) for j in d.row_judge]), d.target(d.question_names[0]), d.groups
 
 
+def cached_demo_run(run: Path, out: Path, log) -> Path:
+    """A copy of a demo run whose probe stage has not finished, probed from its call cache only:
+    the (dialogue, rubric) pairs already cached are read back, the others are left as failed
+    probes (no LLM call). Its rubric order is the pool's (selection has not run)."""
+    import shutil
+    import sqlite3
+
+    from rubric_induce.backends import get_backend
+    from rubric_induce.errors import ContextOverflowError
+    from rubric_induce.pipeline import run_pipeline
+
+    copy = out / "demo_from_cache"
+    shutil.rmtree(copy, ignore_errors=True)
+    copy.mkdir(parents=True)
+    for item in run.iterdir():
+        if item.name.startswith("llm_calls.sqlite") or item.name.startswith("probes"):
+            continue
+        (shutil.copytree if item.is_dir() else shutil.copy2)(item, copy / item.name)
+    src = sqlite3.connect(f"file:{run / 'llm_calls.sqlite'}?mode=ro", uri=True)
+    dst = sqlite3.connect(copy / "llm_calls.sqlite")
+    src.backup(dst)  # a consistent copy even while the demo run is still writing to it
+    src.close()
+    dst.close()
+    local = get_backend("local")
+
+    def not_cached(*_a, **_k):
+        raise ContextOverflowError("not in the demo run's call cache (left out, no LLM call)")
+
+    local.answer_logprobs = not_cached
+    local.chat = not_cached
+    run_pipeline(ROOT / "rubric_induce" / "resources" / "demo_uss.toml", out=copy, backend=local,
+                 stop_after="probe", echo=lambda m: None)
+    log(f"demo: probes read from the call cache of {run} into {copy}")
+    return copy
+
+
 def demo_data(exp, log):
     from rubric_induce.calibration.data import from_probes
-    from rubric_induce.data import RubricSet, read_examples
+    from rubric_induce.data import RubricPool, RubricSet, read_examples
     from rubric_induce.probing import ProbeTable
 
     run = Path(exp.config["demo_run"])
     run = run if run.is_absolute() else ROOT / run
-    if not (run / "probes.jsonl").exists() or not (run / "selected.jsonl").exists():
+    note = "selected rubrics in the selector's order"
+    if not (run / "probes.jsonl").exists() and (run / "llm_calls.sqlite").exists() and exp.config["demo_from_cache"]:
+        run = cached_demo_run(run, exp.out, log)
+        note = "pool rubrics in pool order (selection had not run); only dialogues with every probe cached"
+    if not (run / "probes.jsonl").exists():
         from rubric_induce.pipeline import run_pipeline
 
         log(f"demo: no probes in {run}; running (or resuming) the demo pipeline up to selection there")
@@ -102,12 +144,16 @@ def demo_data(exp, log):
                      stop_after="select")
         log(f"demo: pipeline took {time.perf_counter() - t:.0f} s")
     table = ProbeTable.load(run / "probes.jsonl")
-    chosen = RubricSet.load(run / "selected.jsonl")
+    if (run / "selected.jsonl").exists():
+        ids = RubricSet.load(run / "selected.jsonl").ids
+    else:
+        ids = [r.id for r in RubricPool.load(run / "pool.dedup.jsonl")]
     examples = read_examples(ROOT / "rubric_induce" / "resources" / "demo_uss_dialogues.jsonl")
-    probed = {r.example_id for r in table.records if r.rubric_id in set(chosen.ids)}
-    examples = [e for e in examples if e.id in probed]
-    data = from_probes(table, examples, questions=["satisfaction"], rubric_ids=chosen.ids)
-    return data, run
+    arr = table.arrays(example_ids=[e.id for e in examples], rubric_ids=ids)
+    full = arr.ok.all(axis=1)
+    examples = [e for e, f in zip(examples, full) if f]
+    data = from_probes(table, examples, questions=["satisfaction"], rubric_ids=ids)
+    return data, run, note
 
 
 # ------------------------------------------------------------------------------------- metrics
@@ -425,9 +471,9 @@ def main(argv=None) -> None:
             res = run_split(planted_adaptive(int(cfg["planted_train"]), seed=seed),
                             planted_adaptive(int(cfg["planted_test"]), seed=seed + 1), cfg, seed)
         elif s == "demo":
-            data, run = demo_data(exp, log)
+            data, run, note = demo_data(exp, log)
             print(f"\n(demo probes: {run}, {len(data.text_ids)} dialogues, {data.n_rows} (dialogue, annotator) rows, "
-                  f"{len(data.input_names)} selected rubrics in the selector's order)")
+                  f"{len(data.input_names)} {note})")
             res = cv(data, cfg, seed)
         else:
             raise SystemExit(f"unknown setting {s!r}")
@@ -442,9 +488,10 @@ def main(argv=None) -> None:
     if cfg["llm_timing"]:
         sec = llm_call_seconds(log)
         if sec is not None:
-            print(f"\nOne uncached probe call of the embedded model (SmolLM2-135M, llama.cpp, 2 shared cores): "
-                  f"{1000 * sec:.0f} ms; the policy's whole per-text overhead is "
-                  f"{max(o['cpu_ms'] for o in overhead.values()) / (1000 * sec):.2%} of one call at most (CPU time).")
+            worst = max(o["cpu_ms"] for o in overhead.values())
+            print(f"\nOne uncached probe call of the embedded model (SmolLM2-135M, llama.cpp, 2 shared cores; "
+                  f"wall time): {1000 * sec:.0f} ms; the policy's whole per-text overhead ({worst:.2f} ms CPU at "
+                  f"most) is {worst / (1000 * sec):.1e} of one call.")
     print(f"\nTotal wall-clock time: {time.perf_counter() - t0:.0f} s (config: {exp.out / 'config.json'})")
 
 

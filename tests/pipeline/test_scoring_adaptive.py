@@ -88,8 +88,6 @@ def test_adaptive_uses_the_probe_cache(run_dir, tmp_path):
 
 
 def test_stop_at_stops_early_and_replay_matches_live(run_dir):
-    from rubric_induce.probing import ProbeTable
-
     scorer = RubricScorer.load(run_dir, backend=FakeBackend())
     never = scorer.score(TEXTS, stop_at=1e9)  # nothing is worth that much: no call at all
     assert all(r.asked == [] and r.stop_reason == "stop_at" for r in never)
