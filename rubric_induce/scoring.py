@@ -290,7 +290,7 @@ class RubricScorer:
         if adaptive is None:
             adaptive = budget is not None or stop_at is not None
         if adaptive:
-            self._require_adaptive()
+            self._require_adaptive(aggregate)
         if self.calibrator is not None:
             from .calibration.api import resolve_judge
 
@@ -328,7 +328,7 @@ class RubricScorer:
         if adaptive is None:
             adaptive = budget is not None or stop_at is not None
         if adaptive:
-            self._require_adaptive()
+            self._require_adaptive(aggregate)
             return self._score_adaptive_replay(arr, ids, judge, unseen_judge, budget, stop_at, criterion)
         results = self._netsat_results(arr, ids)
         if self.calibrator is not None:
@@ -371,9 +371,13 @@ class RubricScorer:
         return results
 
     # -- adaptive scoring --------------------------------------------------------------------
-    def _require_adaptive(self) -> None:
+    def _require_adaptive(self, aggregate: str = "mean") -> None:
         from .scoring_adaptive import missing_adaptive_message
 
+        if aggregate != "mean":
+            raise DataError(f"adaptive scoring averages the trusted judges' distributions; aggregate={aggregate!r} "
+                            "is not supported with it (use aggregate='mean', or score every rubric)",
+                            field="aggregate")
         if self.adaptive is None:
             raise DataError(missing_adaptive_message(self.source, self.calibrator is not None), field="adaptive")
 

@@ -158,7 +158,7 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
                                           budget=budget, stop_at=stop_at)
         else:
             if adaptive:
-                scorer._require_adaptive()  # before reading texts or opening the backend
+                scorer._require_adaptive(aggregate)  # before reading texts or opening the backend
             examples = scorer.read(input_path, input_mapping(scorer, fmt, id_field, text_field, maps))
             _say_endpoint(scorer)
             try:

@@ -130,6 +130,8 @@ def test_clear_error_without_an_adaptive_model(run_dir, tmp_path):
     with pytest.raises(DataError, match="calibrate.adaptive = true"):
         scorer.score(TEXTS, budget=2)
     assert len(scorer.score(TEXTS)) == len(TEXTS)  # plain scoring still works
+    with pytest.raises(DataError, match="aggregate"):
+        RubricScorer.load(run_dir, backend=FakeBackend()).score(TEXTS, budget=1, aggregate="max")
     r = CliRunner().invoke(cli, ["score", str(old), "--probes", str(old / "probes.jsonl"), "--adaptive"])
     assert r.exit_code == 2 and "rerun the calibrate stage" in r.output
 
