@@ -53,6 +53,13 @@ class ScoreResult:
     question: str | None = None
     drivers: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # adaptive scoring only (None otherwise): the rubric ids asked, in order; the calls not made
+    # (rubrics in the set minus rubrics asked); why asking stopped ("stop_at", "budget", "all asked");
+    # the expected gain of each question when it was chosen (NaN for a static order)
+    asked: list[str] | None = None
+    calls_saved: int | None = None
+    stop_reason: str | None = None
+    expected_gains: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,7 +97,7 @@ class RubricScorer:
                  question: str | None = None, judges: Sequence[str] = (), score_mode: str = "expected",
                  probe_options: Mapping[str, Any] | None = None, fields: Sequence[str] | None = None,
                  backend: Any = None, label: str | None = None, source: str | None = None,
-                 input: Mapping[str, Any] | None = None, task: Any = None) -> None:
+                 input: Mapping[str, Any] | None = None, task: Any = None, adaptive: Any = None) -> None:
         from .task import TaskParams
 
         self.rubrics = list(rubrics)
@@ -98,6 +105,8 @@ class RubricScorer:
             raise RubricInduceError("a scorer needs at least one rubric")
         self.threshold = threshold
         self.calibrator = calibrator
+        #: The adaptive-scoring model (:class:`~rubric_induce.calibration.AdaptiveModel`), when the run trained one.
+        self.adaptive = adaptive
         self.question = question
         self.judges = list(judges)
         self.score_mode = score_mode
@@ -183,6 +192,7 @@ class RubricScorer:
             raise DataError(f"format version {doc['format_version']} is newer than this library's "
                             f"{ARTIFACT_VERSION}; upgrade rubric-induce", path=doc_path, field="format_version")
         base = doc_path.parent
+        adaptive = None
         rubric_path = base / doc["rubrics"]
         rubric_set = RubricSet.load(rubric_path)
         calibrator = None
@@ -190,6 +200,10 @@ class RubricScorer:
             from .calibration import load_calibrator
 
             calibrator = load_calibrator(base / doc["calibration"])
+            from .calibration.adaptive import ADAPTIVE_CONFIG, ADAPTIVE_DIR, load_adaptive
+
+            if (base / doc["calibration"] / ADAPTIVE_DIR / ADAPTIVE_CONFIG).exists():
+                adaptive = load_adaptive(base / doc["calibration"] / ADAPTIVE_DIR)
         threshold = doc.get("threshold", rubric_set.threshold)
         task = None
         if doc.get("task"):
@@ -199,7 +213,7 @@ class RubricScorer:
         scorer = cls(list(rubric_set), threshold=threshold, calibrator=calibrator, question=doc.get("question"),
                      judges=doc.get("judges") or [], score_mode=doc.get("score_mode", "expected"),
                      probe_options=doc.get("probe") or {}, fields=doc.get("fields"), label=doc.get("label"),
-                     source=str(doc_path), input=doc.get("input"), task=task)
+                     source=str(doc_path), input=doc.get("input"), task=task, adaptive=adaptive)
         if backend is not None or doc.get("backend"):
             spec = backend if backend is not None else doc["backend"]
             if backend_options and not hasattr(spec, "answer_logprobs"):
@@ -252,7 +266,9 @@ class RubricScorer:
 
     def score(self, texts: Iterable[str | Mapping[str, Any] | Example], *, judge: str | Sequence[str] | None = None,
               aggregate: str = "mean", progress: bool = False,
-              mapping: InputMapping | None = None, unseen_judge: str = "error") -> list[ScoreResult]:
+              mapping: InputMapping | None = None, unseen_judge: str = "error", budget: int | None = None,
+              stop_at: float | None = None, adaptive: bool | None = None,
+              criterion: str = "auto") -> list[ScoreResult]:
         """Score texts: probes, NetSAT and label, calibrated prediction with its uncertainty, drivers.
 
         ``judge``: a judge seen in training, ``"shared"`` (the shared weights only: a judge the
@@ -262,17 +278,33 @@ class RubricScorer:
         ``unseen_judge="shared"`` gives unseen names the shared weights. ``texts``: see
         :meth:`to_examples` (one plain string, or a list); ``mapping`` maps dict keys (your
         columns) onto the set's fields.
+
+        Adaptive scoring (``budget`` or ``stop_at`` given, or ``adaptive=True``): each text is asked
+        only the rubrics expected to move its calibrated prediction, greedily, until the expected
+        gain (``criterion``: variance of the prediction, or entropy of a two-answer label's
+        decision) falls below ``stop_at`` (default 0) or ``budget`` rubrics were asked (default:
+        all). Each result says which rubrics were ``asked`` and the ``calls_saved``; NetSAT and its
+        label need every rubric, so they are set only for texts asked all of them. Needs the
+        adaptive model a calibrated run trains (``calibrate.adaptive``, on by default).
         """
+        if adaptive is None:
+            adaptive = budget is not None or stop_at is not None
+        if adaptive:
+            self._require_adaptive(aggregate)
         if self.calibrator is not None:
             from .calibration.api import resolve_judge
 
             resolve_judge(self.calibrator, judge, unseen_judge)  # before paying for probes
         examples = self.to_examples(texts, mapping=mapping)
+        if adaptive:
+            return self._score_adaptive_live(examples, judge, unseen_judge, budget, stop_at, criterion, progress)
         table = self.probe(examples, progress=progress)
         return self.score_probes(table, examples, judge=judge, aggregate=aggregate, unseen_judge=unseen_judge)
 
     def score_probes(self, table, examples: Sequence[Example | str], *, judge: str | Sequence[str] | None = None,
-                     aggregate: str = "mean", unseen_judge: str = "error") -> list[ScoreResult]:
+                     aggregate: str = "mean", unseen_judge: str = "error", budget: int | None = None,
+                     stop_at: float | None = None, adaptive: bool | None = None,
+                     criterion: str = "auto") -> list[ScoreResult]:
         """Score from an existing :class:`~rubric_induce.probing.ProbeTable` (no LLM call);
         ``judge`` and ``unseen_judge`` as in :meth:`score`.
 
@@ -280,9 +312,12 @@ class RubricScorer:
         (``table.arrays(...)``): build them once to score several subsets of the same probes (the
         evaluate stage scores each judge's texts so). Either way the probes are read once, not
         once per example, so the time grows linearly with the number of examples.
+
+        With ``budget`` / ``stop_at`` / ``adaptive=True`` (see :meth:`score`) the adaptive policy
+        is replayed on the table: a rubric is "asked" by reading its probe from the table, so the
+        result shows which rubrics adaptive scoring would have paid for.
         """
         from .data.probes import ProbeArrays
-        from .selection.scores import signs_from_polarity, unit_scores
 
         ids = [e.id if isinstance(e, Example) else str(e) for e in examples]
         rubric_ids = [r.id for r in self.rubrics]
@@ -290,16 +325,37 @@ class RubricScorer:
             arr = table.take(ids, rubric_ids)
         else:
             arr = table.arrays(example_ids=ids, rubric_ids=rubric_ids)
+        if adaptive is None:
+            adaptive = budget is not None or stop_at is not None
+        if adaptive:
+            self._require_adaptive(aggregate)
+            return self._score_adaptive_replay(arr, ids, judge, unseen_judge, budget, stop_at, criterion)
+        results = self._netsat_results(arr, ids)
+        if self.calibrator is not None:
+            self._calibrate(results, arr, judge, aggregate, unseen_judge)
+        for res in results:  # strongest drivers first
+            key = "prediction_effect" if self.calibrator is not None else "netsat_contribution"
+            res.drivers.sort(key=lambda d: -abs(d.get(key) or 0.0))
+        return results
+
+    def _netsat_results(self, arr, ids: Sequence[str], asked: np.ndarray | None = None) -> list[ScoreResult]:
+        """Per text: the probed distributions, NetSAT, label and drivers (no calibration).
+        ``asked`` (adaptive scoring): only those cells count; an unasked rubric is no error."""
+        from .selection.scores import signs_from_polarity, unit_scores
+
+        rubric_ids = [r.id for r in self.rubrics]
         # Every example's [0, 10] scores at once; a row with a failed probe is filled and not used.
         units = unit_scores(arr, self.rubrics, example_ids=ids, score=self.score_mode, fill=0.0)
         signs = signs_from_polarity(self.rubrics, len(self.rubrics))
         values = [np.asarray(r.scale.values, dtype=float) for r in self.rubrics]
         results: list[ScoreResult] = []
         for i, ex_id in enumerate(ids):
-            ok = arr.ok[i]
+            wanted = np.ones(len(rubric_ids), dtype=bool) if asked is None else asked[i]
+            ok = arr.ok[i] & wanted
             dists = {rid: [float(p) for p in arr.probs[i, j, :len(values[j])]] for j, rid in enumerate(rubric_ids) if ok[j]}
             expected = {rid: float(np.dot(dists[rid], values[j])) for j, rid in enumerate(rubric_ids) if ok[j]}
-            errors = [f"probe failed or missing for rubric {rid}" for j, rid in enumerate(rubric_ids) if not ok[j]]
+            errors = [f"probe failed or missing for rubric {rid}" for j, rid in enumerate(rubric_ids)
+                      if wanted[j] and not ok[j]]
             res = ScoreResult(id=ex_id, distributions=dists, expected=expected, threshold=self.threshold,
                               errors=errors)
             if ok.all():
@@ -312,11 +368,90 @@ class RubricScorer:
                                 "polarity": self.rubrics[j].polarity, "netsat_contribution": float(contrib[j])}
                                for j in range(len(rubric_ids))]
             results.append(res)
-        if self.calibrator is not None:
-            self._calibrate(results, arr, judge, aggregate, unseen_judge)
-        for res in results:  # strongest drivers first
-            key = "prediction_effect" if self.calibrator is not None else "netsat_contribution"
-            res.drivers.sort(key=lambda d: -abs(d.get(key) or 0.0))
+        return results
+
+    # -- adaptive scoring --------------------------------------------------------------------
+    def _require_adaptive(self, aggregate: str = "mean") -> None:
+        from .scoring_adaptive import missing_adaptive_message
+
+        if aggregate != "mean":
+            raise DataError(f"adaptive scoring averages the trusted judges' distributions; aggregate={aggregate!r} "
+                            "is not supported with it (use aggregate='mean', or score every rubric)",
+                            field="aggregate")
+        if self.adaptive is None:
+            raise DataError(missing_adaptive_message(self.source, self.calibrator is not None), field="adaptive")
+
+    def _adaptive_judges(self, judge, unseen_judge: str):
+        from .calibration.api import resolve_judge
+
+        who = judge if judge is not None else (self.judges or None)
+        if who is not None and not isinstance(who, str):
+            who = list(who)
+        return who, resolve_judge(self.calibrator if self.calibrator is not None else self.adaptive, who,
+                                  unseen_judge)
+
+    def _score_adaptive_live(self, examples: list[Example], judge, unseen_judge, budget, stop_at, criterion,
+                             progress: bool) -> list[ScoreResult]:
+        """Adaptive scoring of texts: probe only the chosen (text, rubric) pairs, step by step."""
+        from .data.probes import ProbeTable
+        from .probing import probe
+        from .scoring_adaptive import block_rubrics, run_adaptive
+
+        if self.backend is None:
+            raise RubricInduceError("this scorer has no backend; pass backend= to RubricScorer.load "
+                                    "(e.g. 'local') or use score_probes on existing probes")
+        cols = block_rubrics(self.adaptive, [r.id for r in self.rubrics], self.source)
+        opts = {k: v for k, v in self.probe_options.items() if v is not None}
+        records: list = []
+
+        def fetch(rows: np.ndarray, block: int):
+            rubric = self.rubrics[cols[block]]
+            exs = [examples[i] for i in rows]
+            table = probe(exs, [rubric], self.backend, fields=self.fields, task=self.task, **opts)
+            records.extend(table.records)
+            arr = table.arrays(example_ids=[e.id for e in exs], rubric_ids=[rubric.id])
+            return arr.raw[:, 0], arr.probs[:, 0], arr.ok[:, 0]
+
+        who, resolved = self._adaptive_judges(judge, unseen_judge)
+        say = _step_echo() if progress else None
+        out = run_adaptive(self.adaptive, len(examples), fetch, judges=resolved, budget=budget, stop_at=stop_at,
+                           criterion=criterion, on_step=say)
+        arr = ProbeTable(records=records).arrays(example_ids=[e.id for e in examples],
+                                                 rubric_ids=[r.id for r in self.rubrics])
+        return self._adaptive_results(out, arr, [e.id for e in examples], cols, who)
+
+    def _score_adaptive_replay(self, arr, ids: list[str], judge, unseen_judge, budget, stop_at,
+                               criterion) -> list[ScoreResult]:
+        """Adaptive scoring replayed on existing probes: an asked rubric is read from ``arr``."""
+        from .scoring_adaptive import block_rubrics, run_adaptive
+
+        cols = block_rubrics(self.adaptive, [r.id for r in self.rubrics], self.source)
+
+        def fetch(rows: np.ndarray, block: int):
+            j = cols[block]
+            return arr.raw[rows, j], arr.probs[rows, j], arr.ok[rows, j]
+
+        who, resolved = self._adaptive_judges(judge, unseen_judge)
+        out = run_adaptive(self.adaptive, len(ids), fetch, judges=resolved, budget=budget, stop_at=stop_at,
+                           criterion=criterion)
+        return self._adaptive_results(out, arr, ids, cols, who)
+
+    def _adaptive_results(self, out, arr, ids: list[str], cols: list[int], who) -> list[ScoreResult]:
+        asked = np.zeros((len(ids), len(self.rubrics)), dtype=bool)
+        for i, order in enumerate(out.order):
+            asked[i, [cols[b] for b in order]] = True
+        results = self._netsat_results(arr, ids, asked)
+        _require_finite(results, out.prediction, out.sd, out.proba, self.source)
+        q = self.question or self.adaptive.question_names_[self.adaptive.main_question_index_]
+        for i, res in enumerate(results):
+            res.prediction, res.uncertainty = float(out.prediction[i]), float(out.sd[i])
+            res.proba, res.scale = [float(p) for p in out.proba[i]], [float(v) for v in out.scale]
+            res.judge, res.question = who, q
+            res.asked = [self.rubrics[cols[b]].id for b in out.order[i]]
+            res.calls_saved = len(self.rubrics) - len(res.asked)
+            res.stop_reason = out.stop[i] or None
+            res.expected_gains = [float(g) for g in out.gains[i]]
+            res.drivers.sort(key=lambda d: -abs(d.get("netsat_contribution") or 0.0))
         return results
 
     def _calibrate(self, results: list[ScoreResult], arr, judge, aggregate: str, unseen_judge: str = "error") -> None:
@@ -386,6 +521,16 @@ def _occluded_predictions(cal: Any, X: np.ndarray, who: Any, question: Any, aggr
         stacked = stacked.reshape(m * (r + 1), *X.shape[1:])
         out[:, start:start + m] = cal.predict(stacked, who, question=question, aggregate=aggregate).reshape(r + 1, m)
     return out
+
+
+def _step_echo():
+    """An ``on_step`` callback printing each adaptive step's number of probes (stderr)."""
+    import sys
+
+    def say(step: int, pairs: int) -> None:
+        print(f"adaptive step {step}: probing {pairs} (text, rubric) pair(s)", file=sys.stderr)
+
+    return say
 
 
 class _torch_threads:

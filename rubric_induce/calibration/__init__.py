@@ -8,6 +8,7 @@ is built, fitted or loaded; without it those raise
 from __future__ import annotations
 
 from .api import CalibrateParams, CalibrateResult, calibrate, calibrated_rows, calibrator_features
+from .adaptive import AdaptiveModel, load_adaptive, save_adaptive
 from .artifacts import load_calibrator, save_calibrator
 from .baselines import (
     ArgmaxLLM,
@@ -20,6 +21,7 @@ from .baselines import (
 from .calibrator import Calibrator, NotFittedError, check_features
 from .data import CalibrationData, TextEmbeddingFeatures, from_llm_rubric, from_probes
 from ..stats import kendall
+from .policy import AskPolicy, AskTrace
 from .metrics import (
     paired_permutation_test,
     regression_metrics,
@@ -44,6 +46,11 @@ __all__ = [
     "TextEmbeddingFeatures",
     "from_probes",
     "save_calibrator",
+    "AdaptiveModel",
+    "save_adaptive",
+    "load_adaptive",
+    "AskPolicy",
+    "AskTrace",
     "load_calibrator",
     "RandomBaseline",
     "ConstantBaseline",

@@ -62,6 +62,10 @@ class CalibrateParams(Params):
                                               "(those ratings are left out), e.g. 0 in LLM-RUBRIC's layout. Default: "
                                               "none, every answer is a class (a 0/1 label calibrates).")
     options: dict[str, Any] = param(factory=dict, help="Calibrator parameters (hidden, finetune_epochs, ...).")
+    adaptive: bool = param(True, help="Also train the adaptive-scoring model (score --adaptive: ask each text only "
+                                      "the rubrics that matter).")
+    adaptive_options: dict[str, Any] = param(factory=dict, help="AdaptiveModel parameters (epochs, hidden, "
+                                                                "answer_weight, ...).")
 
     def check(self) -> None:
         if "not_applicable" in self.options:
@@ -76,6 +80,29 @@ class CalibrateParams(Params):
             raise DataError("the search scores trials by cross-validation: set cv_folds >= 2",
                             field="calibrate.search")
         _calibrator_options(self.options)
+        _adaptive_options(self.adaptive_options)
+
+
+def _adaptive_options(options: dict[str, Any], where: str = "calibrate.adaptive_options") -> dict[str, Any]:
+    """AdaptiveModel keyword arguments from a config table (lists become tuples), checked."""
+    from .adaptive import ADAPTIVE_PARAMS, AdaptiveModel
+
+    opts = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    for key in opts:
+        if key in ("main_question", "not_applicable"):
+            raise DataError(f"{key!r} comes from the calibrate section (question / not_applicable), not from "
+                            "adaptive_options", field=f"{where}.{key}")
+        if key not in ADAPTIVE_PARAMS:
+            from ..params import suggest
+
+            raise DataError(f"unknown option{suggest(key, ADAPTIVE_PARAMS)}; allowed: {', '.join(sorted(ADAPTIVE_PARAMS))}",
+                            field=f"{where}.{key}")
+    try:
+        AdaptiveModel(**opts)._check_params()
+    except (ValueError, TypeError) as exc:
+        name = next((k for k in opts if str(exc).startswith(k)), None)
+        raise DataError(str(exc), field=f"{where}.{name}" if name else where) from None
+    return opts
 
 
 @dataclass
@@ -91,6 +118,7 @@ class CalibrateResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     report_markdown: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    adaptive: Any = None  # the AdaptiveModel (None: not trained), saved in <folder>/adaptive/
     _figures: list[tuple[str, np.ndarray, np.ndarray, str]] = field(default_factory=list, repr=False)
 
     def summary(self) -> dict[str, Any]:
@@ -128,6 +156,10 @@ class CalibrateResult:
         target = Path(directory)
         remove_saved(target)
         save_calibrator(self.calibrator, target, extra={"question": self.question, **self.extra})
+        if self.adaptive is not None:
+            from .adaptive import ADAPTIVE_DIR, save_adaptive
+
+            save_adaptive(self.adaptive, target / ADAPTIVE_DIR)
         if self.report_markdown:
             lines = [self.report_markdown]
             if figures and self._figures:
@@ -148,9 +180,19 @@ def remove_saved(directory: str | Path) -> None:
     plots) from ``directory``, and the folder when nothing else is left; other files stay."""
     from .artifacts import CONFIG_NAME
 
+    from .adaptive import ADAPTIVE_CONFIG, ADAPTIVE_DIR
+
     target = Path(directory)
     if not target.is_dir():
         return
+    sub = target / ADAPTIVE_DIR
+    if sub.is_dir():
+        for name in (ADAPTIVE_CONFIG, "adaptive.safetensors", "adaptive.npz"):
+            (sub / name).unlink(missing_ok=True)
+        try:
+            sub.rmdir()
+        except OSError:
+            pass
     names = {CONFIG_NAME, "weights.safetensors", "weights.npz", "report.md", "metrics.json"}
     for path in target.iterdir():
         if path.is_file() and (path.name in names or (path.name.startswith("reliability_")
@@ -242,6 +284,9 @@ def calibrate(train, params: CalibrateParams = CalibrateParams(), *, test=None, 
         pred = cal.predict(test.row_X, judge_ids=test.row_judge)
         metrics["test"] = regression_metrics(pred, test.target(question))
         lines.append("\n" + _metrics_md(f"test ({len(test.text_ids)} texts, {test.n_rows} rows)", metrics["test"]))
+    adaptive = None
+    if params.adaptive:
+        adaptive = _fit_adaptive(train, question, tuned, params, seed, say)
     q = train.question_names.index(question)
     result = CalibrateResult(cal, question, n_texts, int(train.n_rows), sorted(set(str(j) for j in train.row_judge)),
                              [float(v) for v in train.scales[q]], metrics, "".join(lines),
@@ -256,7 +301,25 @@ def calibrate(train, params: CalibrateParams = CalibrateParams(), *, test=None, 
     if result.warning():
         say(f"warning: {result.warning()}")
     result._figures = figures
+    result.adaptive = adaptive
     return result
+
+
+def _fit_adaptive(train, question: str, tuned, params: CalibrateParams, seed: int, say) -> Any:
+    """The adaptive-scoring model on the calibrator's rows, with its network shape and judge
+    setting (``adaptive_options`` override); None when the inputs are not question blocks."""
+    from .adaptive import AdaptiveModel
+
+    X, J, Y, kw = train.fit_args()
+    if np.asarray(X).ndim != 3 or np.asarray(X).shape[1] < 1:
+        return None
+    opts = {"hidden": tuple(tuned.hidden), "personalized": tuned.personalized, "head": tuned.head,
+            "random_state": seed, "n_threads": tuned.n_threads or 1, "early_stopping": len(train.text_ids) >= 20,
+            **_adaptive_options(params.adaptive_options)}
+    say("fitting the adaptive-scoring model (random masks of the rubric answers) ...")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return AdaptiveModel(main_question=question, not_applicable=tuple(train.not_applicable), **opts).fit(X, J, Y, **kw)
 
 
 # --------------------------------------------------------------------------------------------

@@ -96,9 +96,20 @@ def _write_rows(rows, out_path: Path | None) -> None:
 @click.option("--aggregate", type=click.Choice(["mean", "max"]), default="mean", show_default=True,
               help="How --trusted judges' expected scores are combined.")
 @click.option("--question", default=None, help="Calibrator only: question to predict (default: its main one).")
+@click.option("--adaptive", is_flag=True, default=False,
+              help="Ask each text only the rubrics expected to move its calibrated prediction (greedy expected "
+                   "reduction of its variance, or of a two-answer label's decision entropy), until --stop-at or "
+                   "--budget. Each row lists the rubrics asked and the calls saved. With --probes: replays the "
+                   "policy on the table (which calls it would have made). Needs a calibrated run.")
+@click.option("--budget", type=click.IntRange(min=0), default=None,
+              help="--adaptive: at most this many rubric calls per text (default: all rubrics).")
+@click.option("--stop-at", "stop_at", type=float, default=None,
+              help="--adaptive: stop asking a text once the best expected gain is below this (default 0: stop when "
+                   "no question is expected to help). In the target's variance units (answer scale squared), or bits "
+                   "for a two-answer label.")
 @progress_option
 def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, out_path, backend_spec, cache_path,
-            judge, trusted, aggregate, question, progress, **backend_opts) -> None:
+            judge, trusted, aggregate, question, adaptive, budget, stop_at, progress, **backend_opts) -> None:
     """Score texts with a run directory's selected (and calibrated) rubrics.
 
     Each output line holds the per-rubric answer distributions, NetSAT, the binary label at the
@@ -112,6 +123,7 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
       rubric-induce score runs/summ --input new.csv --map source=article --map text=summary
       rubric-induce score runs/demo --probes runs/demo/probes.jsonl          (no LLM call)
       rubric-induce score runs/cal --probes probes.jsonl                      (a calibrator alone)
+      rubric-induce score runs/demo --input new.jsonl --adaptive --budget 3   (only the rubrics that matter)
     """
     from ..scoring import ARTIFACT_NAME
 
@@ -120,10 +132,15 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
     if judge is not None and trusted is not None:
         raise click.UsageError("give at most one of --judge and --trusted")
     who: Any = split_list(trusted) if trusted else judge
+    if not adaptive and (budget is not None or stop_at is not None):
+        raise click.UsageError("--budget and --stop-at go with --adaptive")
     is_run = (artifact / ARTIFACT_NAME).exists() if artifact.is_dir() else artifact.name == ARTIFACT_NAME
     if not is_run:
         if probes_path is None:
             raise click.UsageError(f"{artifact} has no {ARTIFACT_NAME}: a calibrator folder scores --probes FILE only")
+        if adaptive:
+            raise click.UsageError(f"--adaptive scores with a run's rubrics: point at a run directory (with "
+                                   f"{ARTIFACT_NAME}), not a calibrator folder")
         _score_with_calibrator(artifact, probes_path, who, aggregate, question, out_path)
         return
     if question is not None:
@@ -137,17 +154,28 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
         if probes_path is not None:
             table = ProbeTable.load(probes_path)
             ids = sorted({r.example_id for r in table.records})
-            results = scorer.score_probes(table, ids, judge=who, aggregate=aggregate)
+            results = scorer.score_probes(table, ids, judge=who, aggregate=aggregate, adaptive=adaptive,
+                                          budget=budget, stop_at=stop_at)
         else:
+            if adaptive:
+                scorer._require_adaptive(aggregate)  # before reading texts or opening the backend
             examples = scorer.read(input_path, input_mapping(scorer, fmt, id_field, text_field, maps))
             _say_endpoint(scorer)
             try:
-                results = scorer.score(examples, judge=who, aggregate=aggregate, progress=show_progress(progress))
+                results = scorer.score(examples, judge=who, aggregate=aggregate, progress=show_progress(progress),
+                                       adaptive=adaptive, budget=budget, stop_at=stop_at)
             finally:
                 _say_faults(scorer)
     finally:
         scorer.close()
     _write_rows((r.to_dict() for r in results), out_path)
+    if adaptive:
+        asked = sum(len(r.asked or []) for r in results)
+        total = asked + sum(r.calls_saved or 0 for r in results)
+        saved = total - asked
+        share = f" ({saved / total:.0%})" if total else ""
+        echo(f"adaptive: asked {asked} of {total} (text, rubric) calls, saved {saved}{share}; "
+             f"{asked / max(len(results), 1):.2f} rubrics per text")
     if out_path:
         labelled = [r.label for r in results if r.label is not None]
         extra = f"; {sum(labelled)} of {len(labelled)} labelled positive" if labelled else ""

@@ -1,0 +1,639 @@
+"""``AdaptiveModel``: a model of the unasked rubric answers, for adaptive scoring (issue 22).
+
+LLM-RUBRIC (§8, Appendix B) proposes an *adaptive rubric*: ask a text only the questions whose
+answers are expected to move the prediction, and stop when the rest would not. That needs, for
+any set of questions already asked of a text,
+
+(a) the target distribution given only the answers observed so far, and
+(b) the LLM's answer distribution for every question not asked yet (what asking would return).
+
+Both are LLM-RUBRIC calibration networks (:class:`~.network.CalibrationNetwork`) fed the masked
+features ``[x * observed; observed]`` (an unasked question is an all-zero block *and* a zero in
+the indicator, so "asked, not applicable" and "not asked" stay apart), trained with random
+masking of question blocks: every row of every epoch sees a fresh mask with a uniformly drawn
+number of observed blocks, so every subset size is trained for.
+
+* ``target_net_``: shared + judge-specific weights, as the calibrator, on the judges' answers
+  (every output question, the main one counted twice, so a multi-question table trains like the
+  calibrator's pre-training while the main question keeps the weight).
+* ``answer_net_``: shared weights only (the LLM's answer does not depend on who reads the score),
+  one head per input block over its answers plus one "no mass" class (``1 - sum``: the all-zero
+  not-applicable block, or the probability mass outside the scale), trained by soft cross-entropy
+  on the masked blocks only. Its prediction is the chance that an answer *sampled* from the LLM's
+  distribution is each class.
+* ``prototypes_[q, c]``: the expected input block of question ``q`` given that the sampled answer
+  is class ``c`` (the probability-weighted mean of the training blocks). The policy inserts it as
+  the hypothetical observation for outcome ``c``.
+
+Prediction runs in numpy (weights copied once after fitting or loading): the policy evaluates
+every (text, candidate question, outcome) at each step, so it must not pay torch's per-call cost.
+Saved as JSON + safetensors (npz without safetensors), never pickle.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError, NotFittedError, RubricInduceError
+from ._torch import require_torch
+from .calibrator import _judge_key, check_features, encode_targets
+
+__all__ = ["AdaptiveModel", "save_adaptive", "load_adaptive", "ADAPTIVE_DIR", "ADAPTIVE_CONFIG", "ADAPTIVE_PARAMS"]
+
+ADAPTIVE_DIR = "adaptive"
+ADAPTIVE_CONFIG = "adaptive.json"
+FORMAT_VERSION = 1
+ADAPTIVE_PARAMS = (
+    "hidden", "answer_hidden", "learning_rate", "batch_size", "epochs", "weight_decay", "judge_weight_decay",
+    "main_question", "personalized", "head", "answer_weight", "early_stopping", "validation_fraction",
+    "patience", "not_applicable", "random_state", "n_threads",
+)
+
+
+def _fitted(model: AdaptiveModel) -> None:
+    if not hasattr(model, "target_net_"):
+        raise NotFittedError("this AdaptiveModel is not fitted yet; call fit(X, judge_ids, targets) first (or "
+                             "load one with rubric_induce.calibration.load_adaptive)")
+
+
+def random_masks(n: int, n_blocks: int, rng: np.random.Generator, available: np.ndarray | None = None) -> np.ndarray:
+    """``[n, n_blocks]`` boolean masks: a uniform number of observed blocks (0..all), then a uniform
+    subset of that size (among ``available`` blocks when given)."""
+    keys = rng.random((n, n_blocks))
+    if available is not None:
+        keys = np.where(available, keys, 2.0)  # unavailable blocks sort last, never observed
+        n_avail = available.sum(axis=1)
+    else:
+        n_avail = np.full(n, n_blocks)
+    k = np.floor(rng.random(n) * (n_avail + 1)).astype(np.int64)
+    ranks = np.argsort(np.argsort(keys, axis=1), axis=1)
+    return ranks < k[:, None]
+
+
+def _np_state(net) -> dict[str, Any]:
+    """A network's weights as float64 numpy arrays, with what the numpy forward pass needs."""
+    st = {k: v.detach().cpu().double().numpy() for k, v in net.state_dict().items()}
+    return {"W1": st["W1"], "W2": st["W2"], "V": st["V"], "W1a": st["W1a"], "W2a": st["W2a"], "Va": st["Va"],
+            "theta": st.get("theta"), "theta_a": st.get("theta_a"), "mask": st["answer_mask"].astype(bool),
+            "personalized": net.personalized, "head": net.head, "sizes": list(net.scale_sizes)}
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))  # overflow-free
+
+
+def _affine(h: np.ndarray, w: np.ndarray, wa: np.ndarray | None, judges: np.ndarray | None) -> np.ndarray:
+    """``(W + W^a_j)[1; h]`` per row, the judge-specific term added judge by judge (no gather)."""
+    hb = np.concatenate([np.ones((h.shape[0], 1)), h], axis=1)
+    out = hb @ w
+    if wa is not None and judges is not None:
+        for j in np.unique(judges[judges >= 0]):
+            rows = judges == j
+            out[rows] += hb[rows] @ wa[j]
+    return out
+
+
+def np_forward(state: dict[str, Any], x: np.ndarray, judges: np.ndarray) -> np.ndarray:
+    """Probabilities ``[rows, questions, k_max]`` of a :class:`CalibrationNetwork` in numpy
+    (padded answers 0); the same function as its torch ``forward`` (tested to agree)."""
+    pers = state["personalized"]
+    jh = judges if pers is True else None
+    jo = judges if pers else None
+    z1 = _sigmoid(_affine(x, state["W1"], state["W1a"], jh))
+    z2 = _sigmoid(_affine(z1, state["W2"], state["W2a"], jh))
+    V, Va = state["V"], state["Va"]
+    q, hp1, o = V.shape
+    v = V.transpose(1, 0, 2).reshape(hp1, q * o)
+    va = Va.transpose(0, 2, 1, 3).reshape(Va.shape[0], hp1, q * o)
+    out = _affine(z2, v, va, jo).reshape(-1, q, o)
+    mask = state["mask"]
+    if state["head"] == "softmax":
+        logits = np.where(mask, out, -np.inf)
+        logits = logits - logits.max(axis=-1, keepdims=True)
+        e = np.exp(logits)
+        return e / e.sum(axis=-1, keepdims=True)
+    score = out[..., 0]
+    raw = np.broadcast_to(state["theta"], (x.shape[0], *state["theta"].shape)).copy()
+    if jo is not None:
+        for j in np.unique(jo[jo >= 0]):
+            raw[jo == j] += state["theta_a"][j]
+    gaps = np.logaddexp(0.0, raw[..., 1:]) + 1e-4
+    theta = np.concatenate([raw[..., :1], raw[..., :1] + np.cumsum(gaps, axis=-1)], axis=-1)
+    cdf = _sigmoid(theta - score[..., None])
+    sizes = np.asarray(state["sizes"])
+    pos = np.arange(theta.shape[-1])
+    cdf = np.where(pos[None, None, :] >= (sizes - 1)[None, :, None], 1.0, cdf)
+    full = np.concatenate([np.zeros((*score.shape, 1)), cdf, np.ones((*score.shape, 1))], axis=-1)
+    probs = np.clip(full[..., 1:] - full[..., :-1], 1e-12, None)
+    probs = np.where(mask, probs, 0.0)
+    return probs / probs.sum(axis=-1, keepdims=True)
+
+
+class AdaptiveModel:
+    """Target and unasked-answer predictions from a partly observed set of rubric answers.
+
+    Fitted on the same rows as :class:`~.calibrator.Calibrator` (``X[row]`` the text's LLM answer
+    distributions ``[questions, answers]``, ``targets[row, question]`` the judge's answers).
+    ``epochs`` passes with a fresh random mask of question blocks per row and pass;
+    ``answer_weight`` weighs the unasked-answer loss against the target loss.
+    """
+
+    def __init__(self, hidden: tuple[int, int] = (25, 25), answer_hidden: tuple[int, int] = (25, 25),
+                 learning_rate: float = 5e-3, batch_size: int = 64, epochs: int = 200, weight_decay: float = 0.0,
+                 judge_weight_decay: float | None = 1e-2, main_question: int | str = 0,
+                 personalized: bool | str = True, head: str = "softmax", answer_weight: float = 1.0,
+                 early_stopping: bool = False, validation_fraction: float = 0.15, patience: int = 20,
+                 not_applicable: Sequence[float] = (0,), random_state: int = 0, n_threads: int | None = None) -> None:
+        self.hidden = hidden
+        self.answer_hidden = answer_hidden
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.epochs = epochs
+        self.weight_decay = weight_decay
+        self.judge_weight_decay = judge_weight_decay
+        self.main_question = main_question
+        self.personalized = personalized
+        self.head = head
+        self.answer_weight = answer_weight
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.patience = patience
+        self.not_applicable = not_applicable
+        self.random_state = random_state
+        self.n_threads = n_threads
+
+    # -- scikit-learn conventions -------------------------------------------------------------
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        return {p: getattr(self, p) for p in ADAPTIVE_PARAMS}
+
+    def set_params(self, **params: Any) -> AdaptiveModel:
+        for k, v in params.items():
+            if k not in ADAPTIVE_PARAMS:
+                raise ValueError(f"unknown AdaptiveModel parameter {k!r}; valid: {', '.join(ADAPTIVE_PARAMS)}")
+            setattr(self, k, v)
+        return self
+
+    def clone(self, **overrides: Any) -> AdaptiveModel:
+        return AdaptiveModel(**{**self.get_params(), **overrides})
+
+    def __repr__(self) -> str:
+        default = AdaptiveModel()
+        diff = {k: v for k, v in self.get_params().items() if getattr(default, k) != v}
+        return f"AdaptiveModel({', '.join(f'{k}={v!r}' for k, v in diff.items())})"
+
+    def _check_params(self) -> None:
+        for name in ("hidden", "answer_hidden"):
+            h = tuple(getattr(self, name))
+            if len(h) != 2 or any(int(v) < 1 for v in h):
+                raise ValueError(f"{name} must be two positive sizes, got {getattr(self, name)!r}")
+        if not (isinstance(self.learning_rate, (int, float)) and 0 < float(self.learning_rate) < math.inf):
+            raise ValueError(f"learning_rate must be a finite number > 0, got {self.learning_rate!r}")
+        for name in ("batch_size", "epochs", "patience"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
+        if self.personalized not in (True, False, "head"):
+            raise ValueError(f"personalized must be True, False or 'head', got {self.personalized!r}")
+        if self.head not in ("softmax", "ordinal"):
+            raise ValueError(f"head must be 'softmax' or 'ordinal', got {self.head!r}")
+        if not 0 < float(self.validation_fraction) < 1:
+            raise ValueError("validation_fraction must be in (0, 1)")
+        if not float(self.answer_weight) >= 0:
+            raise ValueError(f"answer_weight must be >= 0, got {self.answer_weight!r}")
+        for name in ("weight_decay", "judge_weight_decay"):
+            v = getattr(self, name)
+            if v is None and name == "judge_weight_decay":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+                raise ValueError(f"{name} must be a number >= 0, got {v!r}")
+
+    # -- fitting -------------------------------------------------------------------------------
+    def fit(self, X: Any, judge_ids: Sequence[Any], targets: Any, *, scales: Sequence[Sequence[float]] | None = None,
+            groups: Sequence[Any] | None = None, question_names: Sequence[str] | None = None,
+            input_names: Sequence[str] | None = None) -> AdaptiveModel:
+        """Fit on rows ``(X[r], judge_ids[r], targets[r, :])`` (the calibrator's layout; ``X`` must be
+        ``[rows, questions, answers]``: the model masks whole question blocks). Returns ``self``."""
+        torch = require_torch()
+        from .network import CalibrationNetwork
+
+        self._check_params()
+        Xa = check_features(X)
+        if Xa.ndim != 3:
+            raise DataError(f"X must be [rows, questions, answers] (question blocks to mask), got shape {Xa.shape}",
+                            field="X")
+        n, n_in, k = Xa.shape
+        judges = [str(j) for j in judge_ids]
+        if len(judges) != n:
+            raise DataError(f"judge_ids has {len(judges)} entries for {n} rows of X", field="judge_ids")
+        y = np.asarray(targets, dtype=np.float64)
+        y = y[:, None] if y.ndim == 1 else y
+        if y.shape[0] != n:
+            raise DataError(f"targets has {y.shape[0]} rows for {n} rows of X", field="targets")
+        n_q = y.shape[1]
+        names = list(question_names) if question_names is not None else [f"Q{i}" for i in range(n_q)]
+        if len(names) != n_q:
+            raise DataError(f"{len(names)} question names for {n_q} target columns", field="question_names")
+        na = set(float(v) for v in self.not_applicable)
+        if scales is None:
+            scales = []
+            for q in range(n_q):
+                seen = sorted({float(v) for v in y[:, q] if np.isfinite(v) and float(v) not in na})
+                if len(seen) < 2:
+                    raise DataError(f"question {names[q]!r} has {len(seen)} distinct answer(s); pass scales=[...]",
+                                    field="scales")
+                scales.append(seen)
+        scales = [tuple(float(v) for v in s) for s in scales]
+        if len(scales) != n_q:
+            raise DataError(f"{len(scales)} scales for {n_q} target columns", field="scales")
+        main = self._main_index(names)
+        codes = encode_targets(y, scales, self.not_applicable)
+        if not (codes[:, main] >= 0).any():
+            raise DataError(f"the main question {names[main]!r} has no applicable answer in the training data",
+                            field="targets")
+        keep = (codes >= 0).any(axis=1)
+        vocab = sorted(set(judges[r] for r in np.flatnonzero(keep)), key=_judge_key)
+        jindex = {j: i for i, j in enumerate(vocab)}
+        groups_arr = np.asarray([str(g) for g in groups]) if groups is not None else np.arange(n).astype(str)
+        if len(groups_arr) != n:
+            raise DataError(f"groups has {len(groups_arr)} entries for {n} rows", field="groups")
+        in_names = list(input_names) if input_names is not None else [f"input{i}" for i in range(n_in)]
+        if len(in_names) != n_in:
+            raise DataError(f"{len(in_names)} input names for {n_in} question blocks", field="input_names")
+
+        # Each input block's answer width: its last column that ever carries mass (at least 1).
+        used = (Xa > 0).any(axis=0)  # [blocks, answers]
+        widths = np.array([max(1, int(np.flatnonzero(u).max()) + 1) if u.any() else 1 for u in used])
+        soft = self._soft_targets(Xa, widths)  # [rows, blocks, 1 + max width]
+        w = soft.sum(axis=0)  # [blocks, classes]
+        protos = np.einsum("rqc,rqk->qck", soft, Xa)
+        protos = np.divide(protos, w[..., None], out=np.zeros_like(protos), where=w[..., None] > 0)
+        for q in range(n_in):  # a class never seen: its own one-hot answer (the no-mass class: zeros)
+            for c in range(int(widths[q])):
+                if w[q, c] <= 0:
+                    protos[q, c] = 0.0
+                    protos[q, c, c] = 1.0
+
+        self.n_features_in_shape_ = (n_in, k)
+        self.question_names_ = names
+        self.input_names_ = in_names
+        self.scales_ = scales
+        self.main_question_index_ = main
+        self.judges_ = vocab
+        self.judge_counts_ = {j: int(c) for j, c in Counter(judges[r] for r in np.flatnonzero(keep)).items()}
+        self.input_widths_ = [int(v) for v in widths]
+        self.prototypes_ = protos
+        self.class_freq_ = np.divide(w, w.sum(axis=1, keepdims=True), out=np.zeros_like(w),
+                                     where=w.sum(axis=1, keepdims=True) > 0)
+
+        rows = np.flatnonzero(keep)
+        X3, S3 = Xa[rows].astype(np.float32), soft[rows].astype(np.float32)
+        J = np.asarray([jindex[judges[r]] for r in rows], dtype=np.int64)
+        Y, G = codes[rows], groups_arr[rows]
+        prev = torch.get_num_threads()
+        if self.n_threads:
+            torch.set_num_threads(int(self.n_threads))
+        try:
+            torch.manual_seed(int(self.random_state))
+            tnet = CalibrationNetwork(n_in * k + n_in, len(vocab), [len(s) for s in scales], tuple(self.hidden),
+                                      personalized=self.personalized, head=self.head)
+            anet = CalibrationNetwork(n_in * k + n_in, 0, [int(v) + 1 for v in widths], tuple(self.answer_hidden),
+                                      personalized=False, head="softmax")
+            self.history_ = self._train(tnet, anet, X3, S3, J, Y, G, main)
+        finally:
+            torch.set_num_threads(prev)
+        tnet.eval()
+        anet.eval()
+        self.target_net_, self.answer_net_ = tnet, anet
+        self._cache_numpy()
+        return self
+
+    @staticmethod
+    def _soft_targets(X: np.ndarray, widths: np.ndarray) -> np.ndarray:
+        """``[rows, blocks, 1 + max width]``: each block's answers, then its missing mass (``1 - sum``)."""
+        n, q, _ = X.shape
+        c = int(widths.max()) + 1
+        out = np.zeros((n, q, c))
+        for b in range(q):
+            wb = int(widths[b])
+            out[:, b, :wb] = X[:, b, :wb]
+            out[:, b, wb] = np.clip(1.0 - X[:, b, :wb].sum(axis=1), 0.0, 1.0)
+        return out
+
+    def _main_index(self, names: Sequence[str]) -> int:
+        mq = self.main_question
+        if isinstance(mq, str):
+            if mq not in names:
+                raise DataError(f"main question {mq!r} is not among the questions {list(names)}",
+                                field="main_question")
+            return list(names).index(mq)
+        if not 0 <= int(mq) < len(names):
+            raise DataError(f"main question index {mq} is out of range for {len(names)} questions",
+                            field="main_question")
+        return int(mq)
+
+    @staticmethod
+    def _inputs(X, observed):
+        """The networks' input ``[x * observed; observed]`` (torch or numpy, ``X`` ``[rows, blocks, k]``)."""
+        if isinstance(X, np.ndarray):
+            obs = observed.astype(X.dtype)
+            return np.concatenate([(X * obs[..., None]).reshape(X.shape[0], -1), obs], axis=1)
+        torch = require_torch()
+        obs = observed.to(X.dtype)
+        return torch.cat([(X * obs.unsqueeze(-1)).reshape(X.shape[0], -1), obs], dim=1)
+
+    def _losses(self, tnet, anet, X, S, J, Y, M, main):
+        """Target NLL (every output question, plus the main one again) and the soft cross-entropy of
+        the unasked blocks' LLM answers, on rows with observed-block masks ``M``."""
+        from .network import masked_nll
+
+        torch = require_torch()
+        xin = self._inputs(X, M)
+        logp = tnet(xin, J)
+        lt = masked_nll(logp, Y)
+        if Y.shape[1] > 1:
+            lt = lt + masked_nll(logp, Y, [main])
+        alogp = anet(xin, torch.full_like(J, -1))[..., : S.shape[2]]
+        unasked = (~M).to(X.dtype)
+        per_block = -(S * alogp.clamp_min(-1e4)).sum(dim=-1)  # [rows, blocks]
+        la = (per_block * unasked).sum() / unasked.sum().clamp_min(1.0)
+        return lt, la
+
+    def _train(self, tnet, anet, X, S, J, Y, G, main) -> dict[str, Any]:
+        torch = require_torch()
+        rng = np.random.default_rng(int(self.random_state))
+        train_rows, val_rows = np.arange(len(X)), np.array([], dtype=np.int64)
+        if self.early_stopping:
+            uniq = np.unique(G)
+            n_val = int(round(len(uniq) * float(self.validation_fraction)))
+            if n_val >= 1 and len(uniq) - n_val >= 1:
+                val_groups = set(rng.choice(uniq, size=n_val, replace=False).tolist())
+                is_val = np.array([g in val_groups for g in G])
+                train_rows, val_rows = np.flatnonzero(~is_val), np.flatnonzero(is_val)
+        Xt, St, Jt, Yt = (torch.from_numpy(a) for a in (X, S, J, Y))
+        jwd = self.weight_decay if self.judge_weight_decay is None else self.judge_weight_decay
+        groups = [{"params": tnet.shared_parameters(), "weight_decay": float(self.weight_decay)},
+                  {"params": anet.shared_parameters(), "weight_decay": float(self.weight_decay)}]
+        if self.personalized:
+            groups.append({"params": tnet.judge_parameters(), "weight_decay": float(jwd)})
+        opt = torch.optim.AdamW(groups, lr=float(self.learning_rate))
+        gen = torch.Generator().manual_seed(int(self.random_state))
+        aw = float(self.answer_weight)
+        vmask = torch.from_numpy(random_masks(len(val_rows), X.shape[1], np.random.default_rng(1))) \
+            if len(val_rows) else None
+        best, best_state, best_epoch, since, curve = math.inf, None, 0, 0, []
+        bs = max(1, min(int(self.batch_size), len(train_rows)))
+        rows_t = torch.from_numpy(train_rows)
+        for epoch in range(1, int(self.epochs) + 1):
+            tnet.train()
+            anet.train()
+            masks = torch.from_numpy(random_masks(len(X), X.shape[1], rng))
+            perm = rows_t[torch.randperm(len(train_rows), generator=gen)]
+            for start in range(0, len(perm), bs):
+                b = perm[start:start + bs]
+                lt, la = self._losses(tnet, anet, Xt[b], St[b], Jt[b], Yt[b], masks[b], main)
+                loss = lt + aw * la
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            if len(val_rows):
+                tnet.eval()
+                anet.eval()
+                with torch.no_grad():
+                    vb = torch.from_numpy(val_rows)
+                    lt, la = self._losses(tnet, anet, Xt[vb], St[vb], Jt[vb], Yt[vb], vmask, main)
+                    v = float(lt + aw * la)
+                curve.append(v)
+                if v < best - 1e-5:
+                    best, best_epoch, since = v, epoch, 0
+                    best_state = (copy.deepcopy(tnet.state_dict()), copy.deepcopy(anet.state_dict()))
+                else:
+                    since += 1
+                    if since >= int(self.patience):
+                        break
+        if best_state is not None:
+            tnet.load_state_dict(best_state[0])
+            anet.load_state_dict(best_state[1])
+        return {"n_train_rows": int(len(train_rows)), "n_val_rows": int(len(val_rows)),
+                "epochs_run": len(curve) if curve else int(self.epochs), "best_epoch": best_epoch or int(self.epochs),
+                "val_loss": curve}
+
+    def _cache_numpy(self) -> None:
+        self._np_target = _np_state(self.target_net_)
+        self._np_answer = _np_state(self.answer_net_)
+
+    # -- prediction ----------------------------------------------------------------------------
+    def judge_rows(self, judge: Any, n: int, judge_ids: Sequence[Any] | None = None) -> list[np.ndarray]:
+        """One judge-index array per judge to average over (``-1``: the shared weights only):
+        ``judge`` None / unseen name (shared), a name, or a list of names; or ``judge_ids`` per row."""
+        _fitted(self)
+        index = {j: i for i, j in enumerate(self.judges_)}
+        if judge_ids is not None:
+            if judge is not None:
+                raise ValueError("give either judge= or judge_ids=, not both")
+            ids = [str(j) for j in judge_ids]
+            if len(ids) != n:
+                raise DataError(f"judge_ids has {len(ids)} entries for {n} rows", field="judge_ids")
+            return [np.asarray([index.get(j, -1) for j in ids], dtype=np.int64)]
+        if judge is None:
+            return [np.full(n, -1, dtype=np.int64)]
+        if isinstance(judge, (str, int, np.integer)):
+            return [np.full(n, index.get(str(judge), -1), dtype=np.int64)]
+        names = [str(j) for j in judge]
+        if not names:
+            raise ValueError("the list of trusted judges is empty")
+        return [np.full(n, index.get(j, -1), dtype=np.int64) for j in names]
+
+    def check_inputs(self, X: Any, observed: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(X, observed)`` checked against the fitted shape; ``observed`` default: every block
+        with probability mass."""
+        _fitted(self)
+        Xa = check_features(X)
+        if Xa.ndim != 3 or tuple(Xa.shape[1:]) != tuple(self.n_features_in_shape_):
+            raise DataError(f"X has shape {Xa.shape}, the adaptive model was fitted on [rows, "
+                            f"{self.n_features_in_shape_[0]}, {self.n_features_in_shape_[1]}]", field="X")
+        if observed is None:
+            obs = Xa.sum(axis=2) > 0
+        else:
+            obs = np.asarray(observed, dtype=bool)
+            if obs.shape != Xa.shape[:2]:
+                raise DataError(f"observed has shape {obs.shape}, expected {Xa.shape[:2]}", field="observed")
+        return Xa, obs
+
+    def target_proba_rows(self, X: np.ndarray, observed: np.ndarray, judges: Sequence[np.ndarray],
+                          question: int) -> np.ndarray:
+        """Target distribution ``[rows, answers]`` (mean over ``judges`` index arrays), unchecked inputs."""
+        xin = self._inputs(X, observed)
+        kq = len(self.scales_[question])
+        p = np.mean([np_forward(self._np_target, xin, j)[:, question, :kq] for j in judges], axis=0)
+        return p / p.sum(axis=1, keepdims=True)
+
+    def predict_proba(self, X: Any, observed: Any = None, judge: Any = None, *,
+                      judge_ids: Sequence[Any] | None = None, question: int | str | None = None) -> np.ndarray:
+        """Target answer distribution ``[rows, answers]`` given the observed blocks only
+        (``observed[r, q]`` False: question ``q`` not asked of row ``r``, its block ignored)."""
+        Xa, obs = self.check_inputs(X, observed)
+        q = self.question_index(question)
+        return self.target_proba_rows(Xa, obs, self.judge_rows(judge, len(Xa), judge_ids), q)
+
+    def predict(self, X: Any, observed: Any = None, judge: Any = None, *, judge_ids: Sequence[Any] | None = None,
+                question: int | str | None = None) -> np.ndarray:
+        """Expected target answer given the observed blocks."""
+        q = self.question_index(question)
+        return self.predict_proba(X, observed, judge, judge_ids=judge_ids, question=q) @ np.asarray(self.scales_[q])
+
+    def answer_proba_rows(self, X: np.ndarray, observed: np.ndarray) -> np.ndarray:
+        """``[rows, blocks, classes]`` predicted LLM answer-class distribution, unchecked inputs."""
+        xin = self._inputs(X, observed)
+        return np_forward(self._np_answer, xin, np.full(len(X), -1, dtype=np.int64))
+
+    def predict_answers(self, X: Any, observed: Any = None) -> np.ndarray:
+        """For every block, the predicted distribution of an answer sampled from the LLM's
+        distribution, ``[rows, blocks, classes]``: classes ``0..width-1`` are the answers, class
+        ``width`` is "no mass" (not applicable). Meaningful for the blocks not observed."""
+        Xa, obs = self.check_inputs(X, observed)
+        return self.answer_proba_rows(Xa, obs)
+
+    def question_index(self, question: int | str | None = None) -> int:
+        _fitted(self)
+        if question is None:
+            return self.main_question_index_
+        if isinstance(question, str):
+            if question not in self.question_names_:
+                raise DataError(f"unknown question {question!r}; the adaptive model knows {self.question_names_}",
+                                field="question")
+            return self.question_names_.index(question)
+        if not 0 <= int(question) < len(self.question_names_):
+            raise DataError(f"question index {question} out of range", field="question")
+        return int(question)
+
+
+# --------------------------------------------------------------------------------------------
+# saving and loading (JSON + safetensors / npz; never pickle)
+# --------------------------------------------------------------------------------------------
+def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "auto") -> Path:
+    """Write ``model`` to ``directory`` (``adaptive.json`` + ``adaptive.safetensors`` or ``.npz``)."""
+    from ..data.jsonl import jsonable
+    from .artifacts import _versions, non_finite_tensors
+
+    _fitted(model)
+    directory = Path(directory)
+    tensors = {f"{tag}.{name}": t.detach().cpu().contiguous().numpy()
+               for tag, net in (("target", model.target_net_), ("answer", model.answer_net_))
+               for name, t in net.state_dict().items() if name != "answer_mask"}
+    tensors["prototypes"] = np.ascontiguousarray(model.prototypes_, dtype=np.float64)
+    bad = non_finite_tensors(tensors)
+    if bad:
+        raise RubricInduceError(f"the adaptive model's weights are not finite ({', '.join(bad[:5])}): the fit "
+                                "diverged; lower its learning_rate")
+    directory.mkdir(parents=True, exist_ok=True)
+    if fmt == "auto":
+        try:
+            import safetensors  # noqa: F401
+            fmt = "safetensors"
+        except ImportError:
+            fmt = "npz"
+    if fmt == "safetensors":
+        from safetensors.numpy import save_file
+
+        weights = "adaptive.safetensors"
+        save_file(tensors, str(directory / weights))
+    elif fmt == "npz":
+        weights = "adaptive.npz"
+        np.savez(directory / weights, **tensors)
+    else:
+        raise ValueError(f"fmt must be 'safetensors', 'npz' or 'auto', got {fmt!r}")
+    params = model.get_params()
+    config = {
+        "format": "rubric-induce-adaptive", "format_version": FORMAT_VERSION,
+        "params": jsonable({**params, "hidden": list(params["hidden"]), "answer_hidden": list(params["answer_hidden"]),
+                            "not_applicable": list(params["not_applicable"])}),
+        "question_names": list(model.question_names_), "scales": [list(s) for s in model.scales_],
+        "main_question_index": int(model.main_question_index_), "judges": list(model.judges_),
+        "judge_counts": dict(model.judge_counts_), "input_names": list(model.input_names_),
+        "input_shape": list(model.n_features_in_shape_), "input_widths": list(model.input_widths_),
+        "class_freq": model.class_freq_.tolist(), "weights": weights, "versions": _versions(),
+        "history": jsonable({k: v for k, v in model.history_.items() if k != "val_loss"}),
+    }
+    (directory / ADAPTIVE_CONFIG).write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return directory
+
+
+def load_adaptive(directory: str | Path) -> AdaptiveModel:
+    """Rebuild an :class:`AdaptiveModel` saved by :func:`save_adaptive` (shapes checked)."""
+    torch = require_torch()
+    from .artifacts import _read_weights, non_finite_tensors
+    from .network import CalibrationNetwork
+
+    directory = Path(directory)
+    path = directory / ADAPTIVE_CONFIG
+    if not path.exists():
+        raise DataError(f"no {ADAPTIVE_CONFIG} here: no adaptive model was saved", path=directory)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"invalid JSON: {exc}", path=path) from None
+    if not isinstance(config, dict) or config.get("format") != "rubric-induce-adaptive":
+        raise DataError("not a rubric-induce adaptive-model config", path=path, field="format")
+    if int(config.get("format_version", 0)) > FORMAT_VERSION:
+        raise DataError(f"format version {config['format_version']} is newer than this library's {FORMAT_VERSION}; "
+                        "upgrade rubric-induce", path=path, field="format_version")
+    try:
+        params = dict(config["params"])
+        for key in ("hidden", "answer_hidden", "not_applicable"):
+            params[key] = tuple(params[key])
+        model = AdaptiveModel(**params)
+        model.question_names_ = [str(q) for q in config["question_names"]]
+        model.scales_ = [tuple(float(v) for v in s) for s in config["scales"]]
+        model.main_question_index_ = int(config["main_question_index"])
+        model.judges_ = [str(j) for j in config["judges"]]
+        model.judge_counts_ = {str(k): int(v) for k, v in config.get("judge_counts", {}).items()}
+        model.input_names_ = [str(n) for n in config["input_names"]]
+        model.n_features_in_shape_ = tuple(int(v) for v in config["input_shape"])
+        model.input_widths_ = [int(v) for v in config["input_widths"]]
+        model.class_freq_ = np.asarray(config["class_freq"], dtype=np.float64)
+        model.history_ = dict(config.get("history") or {})
+        wpath = directory / str(config["weights"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"the adaptive-model config is damaged ({type(exc).__name__}: {exc}); rerun the calibrate "
+                        "stage", path=path) from None
+    if not wpath.exists():
+        raise DataError("weights file is missing", path=wpath)
+    tensors = _read_weights(wpath)
+    bad = non_finite_tensors(tensors)
+    if bad:
+        raise DataError(f"tensor {bad[0]!r} holds NaN or infinite values: the weights are damaged; rerun the "
+                        "calibrate stage", path=wpath)
+    n_in, k = model.n_features_in_shape_
+    nets = {"target": CalibrationNetwork(n_in * k + n_in, len(model.judges_), [len(s) for s in model.scales_],
+                                         model.hidden, personalized=model.personalized, head=model.head),
+            "answer": CalibrationNetwork(n_in * k + n_in, 0, [w + 1 for w in model.input_widths_],
+                                         model.answer_hidden, personalized=False, head="softmax")}
+    for tag, net in nets.items():
+        state = net.state_dict()
+        for name, cur in state.items():
+            if name == "answer_mask":
+                continue
+            key = f"{tag}.{name}"
+            if key not in tensors:
+                raise DataError(f"weights file lacks tensor {key!r}", path=wpath)
+            arr = tensors[key]
+            if tuple(arr.shape) != tuple(cur.shape):
+                raise DataError(f"tensor {key!r} has shape {arr.shape}, expected {tuple(cur.shape)}", path=wpath)
+            state[name] = torch.from_numpy(np.array(arr, dtype=np.float32))
+        net.load_state_dict(state)
+        net.eval()
+    protos = tensors.get("prototypes")
+    c = max(model.input_widths_) + 1
+    if protos is None or tuple(protos.shape) != (n_in, c, k):
+        raise DataError(f"the weights file's prototypes are missing or not [{n_in}, {c}, {k}]", path=wpath)
+    model.prototypes_ = np.array(protos, dtype=np.float64)
+    model.target_net_, model.answer_net_ = nets["target"], nets["answer"]
+    model._cache_numpy()
+    return model

@@ -1,0 +1,232 @@
+"""Which rubric question to ask a text next, and when to stop (adaptive scoring, issue 22).
+
+:class:`AskPolicy` runs many texts in lockstep: at each step every text still going gets one
+question (or none: it stops), so a scorer can probe all the chosen (text, rubric) pairs of a step
+in one batched call. The adaptive order is greedy expected uncertainty reduction with an
+:class:`~.adaptive.AdaptiveModel`:
+
+    gain(q) = U(p(y | obs)) - sum_c P(answer_q = c | obs) * U(p(y | obs, x_q = prototype_qc))
+
+where ``U`` is the variance of the target's answer value (``criterion="variance"``) or the
+entropy (bits) of the threshold decision ``y > threshold`` (``criterion="decision"``, for
+NetSAT-style binary labels). A text stops when its best gain is below ``stop_at`` or it has been
+asked ``budget`` questions. The static orders ask in a fixed order until the budget:
+``"given"`` (the rubric set's order: the selector's), ``"random"`` (a seeded permutation per
+text) or an explicit list of question indices. All of it is numpy, vectorised over
+(text, candidate, outcome).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError
+
+__all__ = ["AskPolicy", "AskTrace", "CRITERIA", "ORDERS", "uncertainty"]
+
+CRITERIA = ("auto", "variance", "decision")
+#: Texts per batch of hypothetical inputs (each text is blocks x outcomes rows): bounded memory.
+_CHUNK = 512
+ORDERS = ("adaptive", "given", "random")
+
+
+def uncertainty(p: np.ndarray, values: np.ndarray, criterion: str, threshold: float | None) -> np.ndarray:
+    """``U`` of each distribution in ``p[..., answers]``: the answer value's variance, or the binary
+    entropy (bits) of ``P(y > threshold)``."""
+    if criterion == "variance":
+        m = p @ values
+        return np.clip(p @ (values ** 2) - m ** 2, 0.0, None)
+    q = np.clip(p[..., values > threshold].sum(axis=-1), 1e-12, 1 - 1e-12)
+    return -(q * np.log2(q) + (1 - q) * np.log2(1 - q))
+
+
+@dataclass
+class AskTrace:
+    """What a policy did for each text: ``order[i]`` the question indices asked, in order;
+    ``gains[i]`` the expected gain each had when chosen (NaN for static orders); ``stop[i]``:
+    ``"stop_at"``, ``"budget"`` or ``"all asked"``; ``observed`` the final mask."""
+
+    order: list[list[int]]
+    gains: list[list[float]]
+    stop: list[str]
+    observed: np.ndarray
+    steps: list[np.ndarray] = field(default_factory=list)  # observed mask after each step (record=True)
+
+    @property
+    def n_asked(self) -> np.ndarray:
+        return np.array([len(o) for o in self.order])
+
+
+class AskPolicy:
+    """Greedy adaptive (or static) question order with a per-text ``budget`` and a ``stop_at`` gain.
+
+    ``model``: a fitted :class:`~.adaptive.AdaptiveModel`. ``budget``: most questions per text
+    (None: all). ``stop_at``: stop once the best expected gain is below it (adaptive order only;
+    0 stops only when nothing is expected to help). ``criterion``: ``"variance"``, ``"decision"``
+    or ``"auto"`` (decision for a two-answer target, else variance); ``threshold`` for the
+    decision (default: the middle of the target scale). ``order``: ``"adaptive"``, ``"given"``,
+    ``"random"`` or a sequence of question indices (a static order). ``question``: the target
+    (default: the model's main question).
+    """
+
+    def __init__(self, model: Any, *, budget: int | None = None, stop_at: float = 0.0, criterion: str = "auto",
+                 threshold: float | None = None, order: str | Sequence[int] = "adaptive",
+                 question: int | str | None = None, seed: int = 0) -> None:
+        from .adaptive import _fitted
+
+        _fitted(model)
+        self.model = model
+        n_blocks = model.n_features_in_shape_[0]
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, np.integer))
+                                   or budget < 0):
+            raise DataError(f"budget must be a whole number >= 0 (or None: all questions), got {budget!r}",
+                            field="budget")
+        self.budget = n_blocks if budget is None else min(int(budget), n_blocks)
+        if not isinstance(stop_at, (int, float)) or isinstance(stop_at, bool) or np.isnan(stop_at):
+            raise DataError(f"stop_at must be a number, got {stop_at!r}", field="stop_at")
+        self.stop_at = float(stop_at)
+        if criterion not in CRITERIA:
+            raise DataError(f"criterion must be one of {CRITERIA}, got {criterion!r}", field="criterion")
+        self.q = model.question_index(question)
+        self.values = np.asarray(model.scales_[self.q], dtype=np.float64)
+        if criterion == "auto":
+            criterion = "decision" if len(self.values) == 2 else "variance"
+        self.criterion = criterion
+        self.threshold = float(threshold) if threshold is not None else float(self.values.min() + self.values.max()) / 2
+        if isinstance(order, str):
+            if order not in ORDERS:
+                raise DataError(f"order must be one of {ORDERS} or a list of question indices, got {order!r}",
+                                field="order")
+            self.order: str | list[int] = order
+        else:
+            seq = [int(v) for v in order]
+            if sorted(set(seq)) != sorted(seq) or any(not 0 <= v < n_blocks for v in seq):
+                raise DataError(f"a static order lists distinct question indices in 0..{n_blocks - 1}, got {seq}",
+                                field="order")
+            self.order = seq
+        self.seed = seed
+
+    # -- the adaptive criterion ---------------------------------------------------------------
+    def current(self, X: np.ndarray, observed: np.ndarray, judges: list[np.ndarray]) -> np.ndarray:
+        """``U`` of each text's current target distribution."""
+        p = self.model.target_proba_rows(X, observed, judges, self.q)
+        return uncertainty(p, self.values, self.criterion, self.threshold)
+
+    def gains(self, X: np.ndarray, observed: np.ndarray, judges: list[np.ndarray],
+              candidates: np.ndarray | None = None) -> np.ndarray:
+        """``[texts, blocks]`` expected reduction of ``U`` from asking each block (``-inf`` where
+        asked already or not a candidate). ``judges``: index arrays as
+        :meth:`AdaptiveModel.judge_rows` gives."""
+        m = self.model
+        n, nb, k = X.shape
+        protos = m.prototypes_  # [blocks, classes, k]
+        c = protos.shape[1]
+        p_ans = m.answer_proba_rows(X, observed)[:, :, :c]  # [n, blocks, classes]
+        u0 = self.current(X, observed, judges)
+        # hypothetical inputs: [n, block, class] -> X with that block set to its prototype, observed
+        cand = ~observed if candidates is None else (candidates & ~observed)
+        ii, bb = np.nonzero(cand)
+        out = np.full((n, nb), -np.inf)
+        if len(ii) == 0:
+            return out
+        Xh = np.repeat(X[ii][:, None], c, axis=1)  # [pairs, classes, blocks, k]
+        Oh = np.repeat(observed[ii][:, None], c, axis=1)
+        cls = np.arange(c)
+        Xh[np.arange(len(ii))[:, None], cls[None, :], bb[:, None]] = protos[bb]
+        Oh[np.arange(len(ii))[:, None], cls[None, :], bb[:, None]] = True
+        rows_j = [np.repeat(j[ii], c) for j in judges]
+        ph = m.target_proba_rows(Xh.reshape(-1, nb, k), Oh.reshape(-1, nb), rows_j, self.q)
+        uh = uncertainty(ph, self.values, self.criterion, self.threshold).reshape(len(ii), c)
+        w = p_ans[ii, bb]  # [pairs, classes]
+        w = w / np.clip(w.sum(axis=1, keepdims=True), 1e-12, None)
+        out[ii, bb] = u0[ii] - (w * uh).sum(axis=1)
+        return out
+
+    # -- stepping ---------------------------------------------------------------------------------
+    def _static_rank(self, n: int, nb: int) -> np.ndarray:
+        """``[texts, blocks]`` rank of each block in the static order (lower first; unlisted: never)."""
+        if self.order == "given":
+            return np.broadcast_to(np.arange(nb, dtype=float), (n, nb)).copy()
+        if self.order == "random":
+            rng = np.random.default_rng(self.seed)
+            return np.argsort(rng.random((n, nb)), axis=1).argsort(axis=1).astype(float)
+        rank = np.full(nb, np.inf)
+        rank[self.order] = np.arange(len(self.order))
+        return np.broadcast_to(rank, (n, nb)).copy()
+
+    def step(self, X: np.ndarray, observed: np.ndarray, n_asked: np.ndarray, judges: list[np.ndarray],
+             available: np.ndarray | None = None, static_rank: np.ndarray | None = None,
+             done: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+        """One step for every text: ``(choice, gain, stop)``; ``choice[i] = -1`` when text ``i``
+        stops (``stop[i]`` says why; None for texts already ``done``), else the block to ask next."""
+        n, nb, _ = X.shape
+        cand = ~observed if available is None else (~observed & available)
+        choice = np.full(n, -1, dtype=np.int64)
+        gain = np.full(n, np.nan)
+        stop: list[str | None] = [None] * n
+        live = np.ones(n, dtype=bool) if done is None else ~np.asarray(done, dtype=bool)
+        active = live & cand.any(axis=1) & (n_asked < self.budget)
+        for i in np.flatnonzero(live & ~active):
+            stop[i] = "all asked" if not cand[i].any() else "budget"
+        if not active.any():
+            return choice, gain, stop
+        idx = np.flatnonzero(active)
+        if self.order == "adaptive":
+            g = np.empty((len(idx), nb))
+            for s in range(0, len(idx), _CHUNK):
+                part = idx[s:s + _CHUNK]
+                g[s:s + len(part)] = self.gains(X[part], observed[part], [j[part] for j in judges], cand[part])
+            best = g.argmax(axis=1)
+            bg = g[np.arange(len(idx)), best]
+            go = bg >= self.stop_at
+            choice[idx[go]] = best[go]
+            gain[idx] = bg
+            for i in idx[~go]:
+                stop[i] = "stop_at"
+        else:
+            rank = static_rank if static_rank is not None else self._static_rank(n, nb)
+            r = np.where(cand[idx], rank[idx], np.inf)
+            best = r.argmin(axis=1)
+            ok = np.isfinite(r[np.arange(len(idx)), best])
+            choice[idx[ok]] = best[ok]
+            for i in idx[~ok]:
+                stop[i] = "all asked"
+        return choice, gain, stop
+
+    def simulate(self, X_full: Any, judge: Any = None, *, judge_ids: Sequence[Any] | None = None,
+                 available: Any = None, record: bool = False) -> AskTrace:
+        """Run the policy offline on texts whose answers are all known (``X_full``): each asked
+        block is revealed from it. ``available[i, q]`` False: block ``q`` cannot be asked of text ``i``."""
+        Xf, _ = self.model.check_inputs(X_full, np.ones(np.asarray(X_full).shape[:2], dtype=bool))
+        n, nb, _ = Xf.shape
+        avail = np.ones((n, nb), dtype=bool) if available is None else np.asarray(available, dtype=bool)
+        judges = self.model.judge_rows(judge, n, judge_ids)
+        observed = np.zeros((n, nb), dtype=bool)
+        X = np.zeros_like(Xf)
+        n_asked = np.zeros(n, dtype=np.int64)
+        order: list[list[int]] = [[] for _ in range(n)]
+        gains: list[list[float]] = [[] for _ in range(n)]
+        stops: list[str] = [""] * n
+        rank = None if self.order == "adaptive" else self._static_rank(n, nb)
+        steps = [observed.copy()] if record else []
+        done = np.zeros(n, dtype=bool)
+        while True:
+            choice, gain, stop = self.step(X, observed, n_asked, judges, avail, rank, done)
+            for i, s in enumerate(stop):
+                if s is not None:
+                    stops[i], done[i] = s, True
+            go = np.flatnonzero(choice >= 0)
+            if len(go) == 0:
+                break
+            X[go, choice[go]] = Xf[go, choice[go]]
+            observed[go, choice[go]] = True
+            n_asked[go] += 1
+            for i in go:
+                order[i].append(int(choice[i]))
+                gains[i].append(float(gain[i]))
+            if record:
+                steps.append(observed.copy())
+        return AskTrace(order, gains, stops, observed, steps)

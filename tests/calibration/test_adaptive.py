@@ -1,0 +1,186 @@
+"""AdaptiveModel and AskPolicy (issue 22): planted follow-up data, stop rules, save/load, numpy forward."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rubric_induce.calibration import AdaptiveModel, AskPolicy, Calibrator, load_adaptive, save_adaptive  # noqa: E402
+from rubric_induce.calibration.adaptive import np_forward, random_masks  # noqa: E402
+from rubric_induce.calibration.planted import planted_adaptive  # noqa: E402
+from rubric_induce.errors import DataError, NotFittedError  # noqa: E402
+from rubric_induce.stats import pearson  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def planted():
+    train, test = planted_adaptive(400, seed=0), planted_adaptive(300, seed=1)
+    X, J, Y, kw = train.fit_args()
+    model = AdaptiveModel(not_applicable=(), n_threads=1, random_state=0).fit(X, J, Y, **kw)
+    return train, test, model
+
+
+def test_fit_is_sklearn_shaped_and_seeded(planted):
+    train, test, model = planted
+    assert model.get_params()["epochs"] == 200 and repr(model).startswith("AdaptiveModel(")
+    assert model.input_names_ == train.input_names and model.judges_ == ["j0", "j1", "j2", "j3"]
+    assert model.prototypes_.shape == (5, 5, 4) and model.input_widths_ == [4] * 5
+    X, J, Y, kw = train.subset_texts(np.arange(60)).fit_args()
+    a = AdaptiveModel(not_applicable=(), epochs=5, random_state=3).fit(X, J, Y, **kw)
+    b = AdaptiveModel(not_applicable=(), epochs=5, random_state=3).fit(X, J, Y, **kw)
+    assert np.allclose(a.predict(test.X[:20]), b.predict(test.X[:20]))
+    with pytest.raises(NotFittedError):
+        AdaptiveModel().predict(test.X)
+
+
+def test_numpy_forward_matches_torch(planted):
+    _, test, model = planted
+    xin = model._inputs(test.X.astype(np.float32), random_masks(len(test.X), 5, np.random.default_rng(0)))
+    judges = np.array([-1, 0, 1, 2, 3] * 60)
+    with torch.no_grad():
+        ref = model.target_net_(torch.from_numpy(xin), torch.from_numpy(judges)).exp().numpy()
+    assert np.abs(np_forward(model._np_target, xin.astype(np.float64), judges) - ref).max() < 1e-5
+
+
+def test_ordinal_numpy_forward_matches_torch():
+    from rubric_induce.calibration.network import CalibrationNetwork
+    from rubric_induce.calibration.adaptive import _np_state
+
+    torch.manual_seed(0)
+    net = CalibrationNetwork(10, 3, [4, 3, 2], (6, 5), head="ordinal", init="normal").eval()
+    x = np.random.default_rng(0).random((30, 10))
+    j = np.random.default_rng(1).integers(-1, 3, 30)
+    with torch.no_grad():
+        ref = net(torch.from_numpy(x).float(), torch.from_numpy(j)).exp().numpy()
+    ref = np.where(net.answer_mask.numpy(), ref, 0.0)
+    assert np.abs(np_forward(_np_state(net), x, j) - ref).max() < 1e-5
+
+
+def test_masking_model_learns_the_follow_up_structure(planted):
+    _, test, model = planted
+    types, z = test.meta["types"], test.meta["latent"]
+    obs = np.zeros(test.X.shape[:2], dtype=bool)
+    obs[:, [0, 1]] = True  # the screen and type 0's follow-up
+    pred = model.predict(test.X, obs)
+    assert pearson(pred[types == 0], z[types == 0]) > 0.7  # informative where it should be
+    assert abs(pearson(pred[types == 1], z[types == 1])) < 0.3  # noise where it should be
+    # the unasked answers: given the screen, type 0's follow-up is predicted sharper on type-0 texts
+    obs[:, 1] = False
+    pa = model.predict_answers(test.X, obs)
+    assert pa.shape == (len(test.X), 5, 5) and np.allclose(pa.sum(axis=2), 1.0)
+
+
+def test_policy_asks_each_text_its_own_follow_up(planted):
+    _, test, model = planted
+    trace = AskPolicy(model, budget=2, stop_at=-np.inf).simulate(test.X)
+    first = np.array([o[0] for o in trace.order])
+    second = np.array([o[1] for o in trace.order])
+    assert (first == 0).mean() > 0.9  # the screen first: the largest immediate gain
+    assert (second == test.meta["informative"]).mean() > 0.85  # then the text's own follow-up
+    # the static order asks everyone the same follow-up, so adaptive wins at equal budget
+    y = test.targets[:, 0]
+
+    def r(order, budget):
+        tr = AskPolicy(model, budget=budget, stop_at=-np.inf, order=order).simulate(test.row_X,
+                                                                                   judge_ids=test.row_judge)
+        return pearson(model.predict(test.row_X, tr.observed, judge_ids=test.row_judge), y)
+
+    assert r("adaptive", 2) > r("given", 2) + 0.03
+    assert r("adaptive", 2) > r("random", 2) + 0.05
+
+
+def test_budget_all_equals_the_full_model_and_is_close_to_the_calibrator(planted):
+    train, test, model = planted
+    trace = AskPolicy(model, budget=None, stop_at=-np.inf).simulate(test.row_X, judge_ids=test.row_judge)
+    assert (trace.n_asked == 5).all() and all(s == "all asked" for s in trace.stop)
+    full = np.ones(test.row_X.shape[:2], dtype=bool)
+    assert np.allclose(model.predict(test.row_X, trace.observed, judge_ids=test.row_judge),
+                       model.predict(test.row_X, full, judge_ids=test.row_judge))
+    X, J, Y, kw = train.fit_args()
+    cal = Calibrator(not_applicable=(), n_threads=1, random_state=0, finetune_epochs=60).fit(X, J, Y, **kw)
+    a = model.predict(test.row_X, full, judge_ids=test.row_judge)
+    c = cal.predict(test.row_X, judge_ids=test.row_judge)
+    assert pearson(a, c) > 0.9 and np.mean(np.abs(a - c)) < 0.25
+
+
+@pytest.mark.parametrize("budget", [0, 1, 3])
+def test_stop_rule_respects_budget_and_stop_at(planted, budget):
+    _, test, model = planted
+    trace = AskPolicy(model, budget=budget, stop_at=-np.inf).simulate(test.X[:50])
+    assert (trace.n_asked == budget).all()
+    loose = AskPolicy(model, stop_at=0.02).simulate(test.X[:50])
+    for order, gains, stop in zip(loose.order, loose.gains, loose.stop):
+        assert all(g >= 0.02 for g in gains)  # nothing asked below stop_at
+        assert stop in ("stop_at", "all asked")
+    assert 0 < loose.n_asked.mean() < 5
+    assert (AskPolicy(model, stop_at=1e9).simulate(test.X[:10]).n_asked == 0).all()
+    # unavailable blocks are never asked
+    avail = np.ones((50, 5), dtype=bool)
+    avail[:, 0] = False
+    assert all(0 not in o for o in AskPolicy(model, stop_at=-np.inf).simulate(test.X[:50], available=avail).order)
+
+
+def test_static_orders(planted):
+    _, test, model = planted
+    given = AskPolicy(model, budget=3, order="given").simulate(test.X[:10])
+    assert all(o == [0, 1, 2] for o in given.order) and all(np.isnan(g).all() for g in given.gains)
+    custom = AskPolicy(model, budget=2, order=[4, 2]).simulate(test.X[:10])
+    assert all(o == [4, 2] for o in custom.order)
+    rnd = AskPolicy(model, budget=5, order="random", seed=1).simulate(test.X[:20])
+    assert all(sorted(o) == [0, 1, 2, 3, 4] for o in rnd.order) and len({tuple(o) for o in rnd.order}) > 1
+    with pytest.raises(DataError):
+        AskPolicy(model, order=[0, 0])
+    with pytest.raises(DataError):
+        AskPolicy(model, budget=-1)
+    with pytest.raises(DataError):
+        AskPolicy(model, criterion="kl")
+
+
+def test_decision_criterion_for_a_binary_label():
+    data = planted_adaptive(300, seed=2)
+    y = (data.targets[:, 0] >= 3).astype(float)[:, None]
+    X, J, _, kw = data.fit_args()
+    kw["scales"] = [(0.0, 1.0)]
+    model = AdaptiveModel(not_applicable=(), n_threads=1, epochs=120).fit(X, J, y, **kw)
+    pol = AskPolicy(model, stop_at=-np.inf, budget=1)
+    assert pol.criterion == "decision" and pol.threshold == 0.5
+    trace = pol.simulate(data.X[:50])
+    assert all(len(o) == 1 for o in trace.order) and all(0 <= g[0] <= 1 for g in trace.gains)
+
+
+def test_save_load_round_trip_without_pickle(planted, tmp_path):
+    _, test, model = planted
+    save_adaptive(model, tmp_path / "a")
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["adaptive.json", "adaptive.safetensors"]
+    back = load_adaptive(tmp_path / "a")
+    obs = random_masks(len(test.X), 5, np.random.default_rng(2))
+    assert np.allclose(back.predict(test.X, obs), model.predict(test.X, obs))
+    assert np.allclose(back.predict_answers(test.X, obs), model.predict_answers(test.X, obs))
+    cfg = json.loads((tmp_path / "a" / "adaptive.json").read_text())
+    cfg["format"] = "something else"
+    (tmp_path / "a" / "adaptive.json").write_text(json.dumps(cfg))
+    with pytest.raises(DataError, match="adaptive-model config"):
+        load_adaptive(tmp_path / "a")
+    with pytest.raises(DataError, match="no adaptive model"):
+        load_adaptive(tmp_path / "missing")
+
+
+def test_bad_input_is_a_clear_error(planted):
+    _, test, model = planted
+    with pytest.raises(DataError, match="fitted on"):
+        model.predict(test.X[:, :3])
+    with pytest.raises(DataError, match="observed has shape"):
+        model.predict(test.X, np.ones((2, 2), dtype=bool))
+    with pytest.raises(DataError, match="question blocks"):
+        AdaptiveModel().fit(test.X.reshape(len(test.X), -1), ["a"] * len(test.X), np.ones(len(test.X)))
+    with pytest.raises(ValueError, match="epochs"):
+        AdaptiveModel(epochs=0).fit(test.X, ["a"] * len(test.X), np.ones(len(test.X)))
+
+
+def test_random_masks_cover_every_size():
+    m = random_masks(4000, 5, np.random.default_rng(0))
+    sizes = np.bincount(m.sum(axis=1), minlength=6)
+    assert (sizes > 500).all()  # 0..5 observed blocks, about uniformly

@@ -1,0 +1,57 @@
+"""Adaptive scoring on the released LLM-RUBRIC gpt-3.5 answers: train on synthetic, replay on real."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rubric_induce.calibration import AdaptiveModel, AskPolicy, from_llm_rubric  # noqa: E402
+from rubric_induce.stats import pearson  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def fitted(shared_data_root):
+    from rubric_induce.data.datasets.llm_rubric import load_llm_rubric
+
+    syn = from_llm_rubric(load_llm_rubric(shared_data_root, "synthetic"))
+    real = from_llm_rubric(load_llm_rubric(shared_data_root, "real"))
+    X, J, Y, kw = syn.fit_args()
+    model = AdaptiveModel(main_question="Q0", n_threads=1, early_stopping=True, epochs=60,
+                          random_state=0).fit(X, J, Y, **kw)
+    return syn, real, model
+
+
+def test_target_predictions_from_partial_answers(fitted):
+    _, real, model = fitted
+    y = real.target("Q0")
+    ok = np.isfinite(y)
+    n, nb = real.row_X.shape[:2]
+    none = model.predict(real.row_X, np.zeros((n, nb), dtype=bool), judge_ids=real.row_judge)
+    full = model.predict(real.row_X, np.ones((n, nb), dtype=bool), judge_ids=real.row_judge)
+    assert pearson(none[ok], y[ok]) > 0.1  # no question: the judges' leniency alone
+    assert pearson(full[ok], y[ok]) > 0.1
+    assert not np.allclose(none, full)
+
+
+def test_unasked_llm_answers_are_predicted_better_than_their_frequencies(fitted):
+    _, real, model = fitted
+    X = real.X  # one row per real dialogue
+    soft = model._soft_targets(X, np.asarray(model.input_widths_))
+    ce_model, ce_freq = [], []
+    for b in range(X.shape[1]):
+        obs = np.ones(X.shape[:2], dtype=bool)
+        obs[:, b] = False  # every other answer observed, this one not asked
+        pa = np.clip(model.predict_answers(X, obs)[:, b], 1e-12, None)
+        ce_model.append(-(soft[:, b] * np.log(pa)).sum(axis=1).mean())
+        ce_freq.append(-(soft[:, b] * np.log(np.clip(model.class_freq_[b], 1e-12, None))).sum(axis=1).mean())
+    assert np.mean(ce_model) < np.mean(ce_freq) - 0.02
+
+
+def test_policy_saves_calls_on_real_dialogues(fitted):
+    _, real, model = fitted
+    trace = AskPolicy(model, stop_at=0.0).simulate(real.row_X, judge_ids=real.row_judge)
+    assert 0 < trace.n_asked.mean() < 9  # some questions are not worth asking
+    assert all(g >= 0 for gs in trace.gains for g in gs)
+    capped = AskPolicy(model, budget=3, stop_at=-np.inf).simulate(real.row_X, judge_ids=real.row_judge)
+    assert (capped.n_asked == 3).all() and all(len(set(o)) == 3 for o in capped.order)

@@ -1,0 +1,147 @@
+"""Adaptive scoring (issue 22) on a finished fake run: API, CLI, cache, and the errors."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from rubric_induce.backends.fake import FakeBackend
+from rubric_induce.cache import CachedBackend, CallCache
+from rubric_induce.cli import cli
+from rubric_induce.errors import DataError
+from rubric_induce.pipeline import run_pipeline
+from rubric_induce.scoring import RubricScorer
+
+TEXTS = ["USER: I need a table for two tonight.\nSYSTEM: Booked at 7 pm, confirmation sent.",
+         "USER: Find me a flight to Boston.\nSYSTEM: Sorry, I cannot help with that.",
+         "USER: What's the address?\nSYSTEM: Which place do you mean?",
+         "USER: Cancel my order.\nSYSTEM: Done, it is cancelled and refunded."]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, fake_run_config):
+    tmp = tmp_path_factory.mktemp("adaptive")
+    cfg = tmp / "cfg.toml"
+    cfg.write_text(fake_run_config + "\n[evaluate]\nbootstrap = 20\n", encoding="utf-8")
+    run_pipeline(cfg, out=tmp / "run", echo=lambda m: None, stop_after="artifact")
+    return tmp / "run"
+
+
+def test_run_saves_the_adaptive_model_and_load_gets_it(run_dir):
+    assert (run_dir / "calibration" / "adaptive" / "adaptive.json").exists()
+    scorer = RubricScorer.load(run_dir)
+    assert scorer.adaptive is not None
+    assert scorer.adaptive.input_names_ == [r.id for r in scorer.rubrics]
+
+
+def test_budget_limits_calls_and_results_report_them(run_dir):
+    fake = FakeBackend()
+    scorer = RubricScorer.load(run_dir, backend=fake)
+    n_rubrics = len(scorer.rubrics)
+    res = scorer.score(TEXTS, budget=2, stop_at=-1.0)  # stop_at < 0: only the budget stops
+    for r in res:
+        assert len(r.asked) == 2 and r.calls_saved == n_rubrics - 2 and r.stop_reason == "budget"
+        assert set(r.distributions) == set(r.asked)
+        assert r.netsat is None and r.label is None  # NetSAT needs every rubric
+        assert r.scale[0] <= r.prediction <= r.scale[-1] and sum(r.proba) == pytest.approx(1.0)
+        assert len(r.expected_gains) == 2 and not r.errors
+    # exactly the (text, rubric) pairs asked were probed: one probe call each
+    assert len(fake.calls) == 2 * len(TEXTS)
+
+
+def test_budget_all_equals_the_full_adaptive_model(run_dir):
+    scorer = RubricScorer.load(run_dir, backend=FakeBackend())
+    full = scorer.score(TEXTS, budget=len(scorer.rubrics), stop_at=-np.inf)
+    for r in full:
+        assert sorted(r.asked) == sorted(rb.id for rb in scorer.rubrics) and r.calls_saved == 0
+        assert r.netsat is not None and r.label == int(r.netsat > r.threshold)
+    plain = scorer.score(TEXTS)  # every probe, NetSAT as usual
+    assert [r.netsat for r in full] == pytest.approx([r.netsat for r in plain])
+    from rubric_induce.calibration.data import features_from_arrays
+
+    table = scorer.probe(TEXTS)
+    ids = [r.id for r in full]
+    X = features_from_arrays(table.arrays(example_ids=ids, rubric_ids=scorer.adaptive.input_names_))
+    expect = scorer.adaptive.predict(X, np.ones(X.shape[:2], dtype=bool), scorer.judges or None)  # the judges mean
+    assert [r.prediction for r in full] == pytest.approx(expect)
+
+
+def test_adaptive_uses_the_probe_cache(run_dir, tmp_path):
+    cache = tmp_path / "calls.sqlite"
+    first = FakeBackend()
+    scorer = RubricScorer.load(run_dir, backend=CachedBackend(first, CallCache(cache)))
+    a = scorer.score(TEXTS, budget=3, stop_at=-1.0)
+    assert len(first.calls) == 3 * len(TEXTS)
+    second = FakeBackend()
+    again = RubricScorer.load(run_dir, backend=CachedBackend(second, CallCache(cache)))
+    b = again.score(TEXTS, budget=3, stop_at=-1.0)
+    assert second.calls == []  # every (text, rubric) pair came from the cache
+    assert [r.asked for r in a] == [r.asked for r in b]
+    assert [r.prediction for r in a] == pytest.approx([r.prediction for r in b])
+    # a full (non-adaptive) score of the same texts needs only the pairs not asked yet
+    third = FakeBackend()
+    RubricScorer.load(run_dir, backend=CachedBackend(third, CallCache(cache))).score(TEXTS)
+    assert len(third.calls) == sum(r.calls_saved for r in a)
+
+
+def test_stop_at_stops_early_and_replay_matches_live(run_dir):
+    scorer = RubricScorer.load(run_dir, backend=FakeBackend())
+    never = scorer.score(TEXTS, stop_at=1e9)  # nothing is worth that much: no call at all
+    assert all(r.asked == [] and r.stop_reason == "stop_at" for r in never)
+    live = scorer.score(TEXTS, stop_at=0.0)
+    table = scorer.probe(TEXTS)
+    replay = RubricScorer.load(run_dir).score_probes(table, [r.id for r in live], stop_at=0.0)
+    assert [r.asked for r in replay] == [r.asked for r in live]
+    assert [r.prediction for r in replay] == pytest.approx([r.prediction for r in live])
+
+
+def test_cli_score_adaptive(run_dir, tmp_path):
+    src = tmp_path / "texts.jsonl"
+    src.write_text("".join(json.dumps({"id": f"t{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)),
+                   encoding="utf-8")
+    out = tmp_path / "scores.jsonl"
+    r = CliRunner().invoke(cli, ["score", str(run_dir), "--input", str(src), "--backend", "fake", "--cache",
+                                 str(tmp_path / "c.sqlite"), "--adaptive", "--budget", "2", "--stop-at", "-1",
+                                 "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == len(TEXTS)
+    n = len(RubricScorer.load(run_dir).rubrics)
+    assert all(len(row["asked"]) == 2 and row["calls_saved"] == n - 2 for row in rows)
+    assert f"asked {2 * len(TEXTS)} of {n * len(TEXTS)}" in r.output
+    # replay on existing probes (no LLM call)
+    r2 = CliRunner().invoke(cli, ["score", str(run_dir), "--probes", str(run_dir / "probes.jsonl"), "--adaptive",
+                                  "--budget", "1"])
+    assert r2.exit_code == 0, r2.output
+    assert all(len(json.loads(line)["asked"]) <= 1 for line in r2.output.splitlines() if line.startswith("{"))
+    bad = CliRunner().invoke(cli, ["score", str(run_dir), "--probes", str(run_dir / "probes.jsonl"), "--budget", "1"])
+    assert bad.exit_code == 2 and "--adaptive" in bad.output
+
+
+def test_clear_error_without_an_adaptive_model(run_dir, tmp_path):
+    old = tmp_path / "old_run"
+    shutil.copytree(run_dir, old)
+    shutil.rmtree(old / "calibration" / "adaptive")
+    scorer = RubricScorer.load(old, backend=FakeBackend())
+    assert scorer.adaptive is None
+    with pytest.raises(DataError, match="calibrate.adaptive = true"):
+        scorer.score(TEXTS, budget=2)
+    assert len(scorer.score(TEXTS)) == len(TEXTS)  # plain scoring still works
+    with pytest.raises(DataError, match="aggregate"):
+        RubricScorer.load(run_dir, backend=FakeBackend()).score(TEXTS, budget=1, aggregate="max")
+    r = CliRunner().invoke(cli, ["score", str(old), "--probes", str(old / "probes.jsonl"), "--adaptive"])
+    assert r.exit_code == 2 and "rerun the calibrate stage" in r.output
+
+
+def test_clear_error_for_a_run_without_calibration(run_dir, tmp_path):
+    plain = tmp_path / "nocal"
+    shutil.copytree(run_dir, plain)
+    doc = json.loads((plain / "artifact.json").read_text(encoding="utf-8"))
+    doc["calibration"] = None
+    (plain / "artifact.json").write_text(json.dumps(doc), encoding="utf-8")
+    scorer = RubricScorer.load(plain, backend=FakeBackend())
+    with pytest.raises(DataError, match="no calibration network"):
+        scorer.score(TEXTS, stop_at=0.01)
