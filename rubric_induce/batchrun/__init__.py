@@ -16,6 +16,7 @@ resume: a rerun sends only the lines without a successful result.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from typing import Any
 from ..errors import DataError
 from ..progress import progress_bar
 from .endpoints import Endpoint, RetryPolicy, api_key_from_env, parse_endpoints
-from .files import (BatchRequest, Outcome, RequestFile, ResultWriter, iter_requests, result_line,
+from .files import (BatchRequest, Outcome, ResultWriter, iter_requests, result_line,
                     result_path, resume_results, scan_requests)
 
 __all__ = ["run_batch", "BatchRunSummary", "FileSummary", "ENGINES", "SUMMARY_NAME", "Endpoint",
@@ -94,6 +95,8 @@ def run_batch(
     progress: bool = False,
     ray_concurrency: int = 1,
     ray_batch_size: int = 16,
+    ray_address: str | None = None,
+    ray_num_cpus: int | None = None,
     http_client_factory: Any = None,
 ) -> BatchRunSummary:
     """Send every request line of ``request_paths`` that has no successful result in ``out_dir``
@@ -102,7 +105,9 @@ def run_batch(
     All files are checked before the first call (a bad line is a :class:`DataError` naming its
     file, line and field). ``max_in_flight`` caps the requests open per endpoint (per Ray worker
     with ``engine="ray"``, which runs ``ray_concurrency`` workers per endpoint, each taking
-    ``ray_batch_size`` lines at a time). ``api_key`` is sent as a bearer token to every endpoint.
+    ``ray_batch_size`` lines at a time; it uses the Ray runtime of this process, else the cluster
+    at ``ray_address``, else a local one with ``ray_num_cpus`` CPUs). ``api_key`` is sent as a
+    bearer token to every endpoint.
     """
     if engine not in ENGINES:
         raise DataError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}", field="engine")
@@ -138,23 +143,24 @@ def run_batch(
             bar.set_postfix(failed=failed)
 
     stats_acc: dict[str, dict[str, Any]] = {}
+    runtime: Any = contextlib.nullcontext()
+    if engine == "ray":
+        from .ray_engine import ray_runtime
+
+        runtime = ray_runtime(ray_address, ray_num_cpus)   # one Ray runtime for every file
     try:
-        for rf, done in zip(files, done_by_file):
-            fs = FileSummary(str(rf.path), str(rf.out), rf.lines, rf.duplicates, len(done))
-            summary.files.append(fs)
-            with ResultWriter(rf.out) as writer:
-                requests = _counting(iter_requests(rf, skip), fs)
-                stats = _execute(engine, requests, eps, writer, policy=policy, max_in_flight=max_in_flight,
-                                 api_key=api_key, on_done=on_done, ray_concurrency=ray_concurrency,
-                                 ray_batch_size=ray_batch_size, http_client_factory=http_client_factory)
-                fs.ok, fs.failed = writer.ok, writer.failed
-            for name, counts in stats.items():
-                acc = stats_acc.setdefault(name, {"endpoint": name})
-                for k, v in counts.items():
-                    if isinstance(v, bool):
-                        acc[k] = acc.get(k, False) or v
-                    elif isinstance(v, (int, float)):
-                        acc[k] = acc.get(k, 0) + v
+        with runtime:
+            for rf, done in zip(files, done_by_file):
+                fs = FileSummary(str(rf.path), str(rf.out), rf.lines, rf.duplicates, len(done))
+                summary.files.append(fs)
+                with ResultWriter(rf.out) as writer:
+                    requests = _counting(iter_requests(rf, skip), fs)
+                    stats = _execute(engine, requests, eps, writer, policy=policy,
+                                     max_in_flight=max_in_flight, api_key=api_key, on_done=on_done,
+                                     ray_concurrency=ray_concurrency, ray_batch_size=ray_batch_size,
+                                     http_client_factory=http_client_factory)
+                    fs.ok, fs.failed = writer.ok, writer.failed
+                _accumulate(stats_acc, stats)
     finally:
         bar.close()
         summary.wall_s = round(time.perf_counter() - start, 3)
@@ -182,6 +188,17 @@ def _execute(engine: str, requests, eps: list[Endpoint], writer: ResultWriter, *
 
     return run_ray(requests, eps, writer.write, policy=policy, max_in_flight=max_in_flight, api_key=api_key,
                    concurrency=ray_concurrency, batch_size=ray_batch_size, on_done=on_done)
+
+
+def _accumulate(acc: dict[str, dict[str, Any]], stats: dict[str, dict[str, Any]]) -> None:
+    """Add one file's per-endpoint counts to the run's."""
+    for name, counts in stats.items():
+        row = acc.setdefault(name, {"endpoint": name})
+        for k, v in counts.items():
+            if isinstance(v, bool):
+                row[k] = row.get(k, False) or v
+            elif isinstance(v, (int, float)):
+                row[k] = round(row.get(k, 0) + v, 3)
 
 
 def _write_summary(path: Path, summary: BatchRunSummary) -> None:

@@ -26,14 +26,15 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import MissingDependencyError
 from .endpoints import Endpoint, RetryPolicy, retry_after_seconds
 from .files import BatchRequest, Outcome
 
-__all__ = ["RetryingSession", "run_ray", "require_ray"]
+__all__ = ["RetryingSession", "run_ray", "require_ray", "ray_runtime"]
 
 _ENVELOPE_KEYS = ("status_code", "body_text", "request_id", "error_code", "error_message")
 
@@ -180,17 +181,52 @@ def run_ray(
     batch_size: int = 16,
     num_cpus_per_worker: float = 0.25,
     on_done: Callable[[Outcome], None] | None = None,
+    address: str | None = None,
+    num_cpus: int | None = None,
 ) -> dict[str, dict[str, int]]:
     """Send ``requests`` through ``ray.data.llm``'s HTTP request processor, one per endpoint, and
-    ``write`` each outcome as its row comes back. Uses the Ray runtime already started
-    (``ray.init``), else starts a local one. Returns ok / failed counts per endpoint."""
+    ``write`` each outcome as its row comes back. Returns ok / failed counts per endpoint.
+
+    Uses the Ray runtime already started in this process (``ray.init``); else connects to
+    ``address`` (a cluster started with ``ray start --head``; ``auto`` finds it, as does the
+    ``RAY_ADDRESS`` variable) or starts a local one with ``num_cpus`` CPUs, and shuts down what it
+    started before returning. Each HTTP worker reserves ``num_cpus_per_worker`` CPUs (they wait on
+    the network)."""
     ray = require_ray()
+    policy = policy or RetryPolicy()
+    with ray_runtime(address, num_cpus):
+        return _run(ray, requests, endpoints, write, policy=policy, max_in_flight=max_in_flight,
+                    api_key=api_key, concurrency=concurrency, batch_size=batch_size,
+                    num_cpus_per_worker=num_cpus_per_worker, on_done=on_done)
+
+
+@contextmanager
+def ray_runtime(address: str | None = None, num_cpus: int | None = None) -> Iterator[Any]:
+    """The Ray runtime of this process if one is started; else one connected to ``address`` or a
+    new local one with ``num_cpus`` CPUs, shut down on leaving."""
+    ray = require_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    kwargs: dict[str, Any] = {"log_to_driver": False}
+    if address:
+        kwargs["address"] = address
+    else:
+        kwargs.update(include_dashboard=False, num_cpus=num_cpus)
+    ray.init(**kwargs)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _run(ray: Any, requests: Iterable[BatchRequest], endpoints: list[Endpoint],
+         write: Callable[[str, Outcome], None], *, policy: RetryPolicy, max_in_flight: int,
+         api_key: str | None, concurrency: int, batch_size: int, num_cpus_per_worker: float,
+         on_done: Callable[[Outcome], None] | None) -> dict[str, dict[str, int]]:
     import ray.data
     from ray.data.llm import HttpRequestProcessorConfig, build_processor
 
-    policy = policy or RetryPolicy()
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False   # the driver shows one bar over result lines
 
