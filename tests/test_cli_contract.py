@@ -57,6 +57,7 @@ def _input_errors(f) -> dict[str, tuple[list[str], str]]:
         "import": ([ex, "--out", str(tmp / "y.jsonl")], ex),
         "datasets": (["extra-arg"], "unexpected extra argument"),
         "view": ([f["empty"]], "not a rubric-induce run directory"),
+        "batch-run": ([ex, "--endpoint", "ftp://127.0.0.1/v1", "-o", str(tmp / "b")], "--endpoint"),
     }
 
 

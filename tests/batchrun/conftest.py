@@ -20,6 +20,7 @@ import pytest
 class FaultServer:
     def __init__(self) -> None:
         self.attempts: dict[str, int] = {}
+        self.bodies: dict[str, dict] = {}   # key -> the last body received, as parsed JSON
         self.auth: list[str | None] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -38,6 +39,7 @@ class FaultServer:
                 body = json.loads(self.rfile.read(n) or b"{}")
                 key = str(body.get("messages", [{}])[-1].get("content", ""))
                 with server.lock:
+                    server.bodies[key] = body
                     attempt = server.attempts.get(key, 0)
                     server.attempts[key] = attempt + 1
                     server.auth.append(self.headers.get("Authorization"))

@@ -53,6 +53,8 @@ def test_faults_are_retried_and_what_cannot_be_answered_becomes_an_error_line(tm
     assert res["bad"]["response"]["body"] == {"error": {"message": "scripted 400"}}
     assert res["down"]["response"]["status_code"] == 503                     # retries exhausted
     assert res["nf"]["response"]["status_code"] == 404
+    for line in lines[:-1]:     # every body arrived exactly as exported
+        assert fault_server.bodies[line["body"]["messages"][-1]["content"]] == line["body"]
     att = fault_server.attempts
     assert att["a"] == 1 and att["b"] == 2 and att["c"] == 3 and att["d"] == 1 and att["e"] == 4
     assert att["f"] == 2
