@@ -18,7 +18,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
@@ -29,7 +29,7 @@ from .backends.base import FAULT_KEYS, AnswerLogprobs, Backend, ChatResult, Faul
 from .backends.options import CallOptions
 
 __all__ = ["CallCache", "UsageTally", "CachedBackend", "cache_key", "canonical_json", "canonical_value",
-           "default_cache_path"]
+           "default_cache_path", "chat_payload", "answer_logprobs_payload"]
 
 _SECRET_HINTS = ("api_key", "apikey", "authorization", "token_secret", "password")
 
@@ -199,6 +199,51 @@ class CallCache:
                  usage.cost_usd, time.time()),
             )
 
+    def contains(self, keys: Iterable[str]) -> set[str]:
+        """The ``keys`` that have a row (a damaged row counts: the live call would replace it)."""
+        keys = list(dict.fromkeys(keys))
+        found: set[str] = set()
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                rows = self._execute(f"SELECT key FROM calls WHERE key IN ({','.join('?' * len(chunk))})",
+                                     tuple(chunk)).fetchall()
+                found.update(r[0] for r in rows)
+        return found
+
+    def rows(self, batch: int = 1000) -> Iterator[tuple]:
+        """Every row as ``(key, method, model, response, prompt_tokens, completion_tokens, cost_usd, created)``,
+        in key order (for merging caches)."""
+        last = ""
+        while True:
+            with self._lock:
+                chunk = self._execute("SELECT key, method, model, response, prompt_tokens, completion_tokens, "
+                                      "cost_usd, created FROM calls WHERE key > ? ORDER BY key LIMIT ?",
+                                      (last, batch)).fetchall()
+            if not chunk:
+                return
+            yield from chunk
+            last = chunk[-1][0]
+
+    def get_row(self, key: str) -> tuple | None:
+        """The raw row of ``key`` (as :meth:`rows` gives it), or None."""
+        with self._lock:
+            return self._execute("SELECT key, method, model, response, prompt_tokens, completion_tokens, cost_usd, "
+                                 "created FROM calls WHERE key = ?", (key,)).fetchone()
+
+    def put_rows(self, rows: Iterable[tuple]) -> int:
+        """Insert raw rows (as :meth:`rows` gives them) in one transaction; returns how many."""
+        rows = list(rows)
+        with self._lock:
+            self._execute("BEGIN")
+            try:
+                self._conn.executemany("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                self._execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        return len(rows)
+
     def __len__(self) -> int:
         with self._lock:
             return int(self._execute("SELECT COUNT(*) FROM calls").fetchone()[0])
@@ -272,6 +317,18 @@ class UsageTally:
         return {**out, **(self.faults() or {})}
 
 
+def chat_payload(messages: Sequence[Message], options: CallOptions | None = None) -> dict[str, Any]:
+    """What a ``chat`` call is keyed on (with the backend's identity): see :func:`cache_key`."""
+    return {"messages": [dict(m) for m in messages], "options": CallOptions.resolve(options).to_key()}
+
+
+def answer_logprobs_payload(messages: Sequence[Message], answers: Sequence[str],
+                            options: CallOptions | None = None, assistant_prefix: str = "") -> dict[str, Any]:
+    """What an ``answer_logprobs`` call is keyed on (with the backend's identity)."""
+    return {"messages": [dict(m) for m in messages], "answers": list(answers),
+            "assistant_prefix": assistant_prefix, "options": CallOptions.resolve(options).to_key()}
+
+
 class CachedBackend(Backend):
     """Wraps a backend: answers finished calls from the cache and records tokens and cost."""
 
@@ -287,12 +344,16 @@ class CachedBackend(Backend):
         self.supports_assistant_prefix = inner.supports_assistant_prefix
         self.supports_json_schema = inner.supports_json_schema
         self.max_concurrency = inner.max_concurrency
+        self.answer_completion_tokens = inner.answer_completion_tokens
 
     def identity(self) -> dict[str, Any]:
         return self.inner.identity()
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        return self.inner.count_prompt_tokens(messages)
 
     def truncate_tokens(self, text: str, max_tokens: int) -> str:
         return self.inner.truncate_tokens(text, max_tokens)
@@ -313,7 +374,7 @@ class CachedBackend(Backend):
 
     def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:
         opts = CallOptions.resolve(options)
-        key, hit = self._lookup("chat", {"messages": [dict(m) for m in messages], "options": opts.to_key()})
+        key, hit = self._lookup("chat", chat_payload(messages, opts))
         result = self._decode(key, hit, ChatResult)
         if result is not None:
             self.tally.record(result.usage, cached=True)
@@ -334,9 +395,7 @@ class CachedBackend(Backend):
         assistant_prefix: str = "",
     ) -> AnswerLogprobs:
         opts = CallOptions.resolve(options)
-        payload = {"messages": [dict(m) for m in messages], "answers": list(answers),
-                   "assistant_prefix": assistant_prefix, "options": opts.to_key()}
-        key, hit = self._lookup("answer_logprobs", payload)
+        key, hit = self._lookup("answer_logprobs", answer_logprobs_payload(messages, answers, opts, assistant_prefix))
         result = self._decode(key, hit, AnswerLogprobs)
         if result is not None:
             self.tally.record(result.usage, cached=True)

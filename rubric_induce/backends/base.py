@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .options import CallOptions
+from .pricing import BUILTIN_PRICES, cost
 
 __all__ = [
     "Message",
@@ -33,26 +34,17 @@ __all__ = [
 
 Message = Mapping[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
 
-# US$ per million tokens (input, output), for the cost column of run accounting.
-PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-3.5-turbo": (0.50, 1.50),
-    "gpt-3.5-turbo-16k": (3.00, 4.00),
-    "gpt-4": (30.00, 60.00),
-}
+#: US$ per million tokens (input, output) of the built-in models; kept for callers of old releases.
+#: The full table (cached-input and batch rates, user entries) is :mod:`rubric_induce.backends.pricing`.
+PRICES_PER_MTOK: dict[str, tuple[float, float]] = {name: (p.input, p.output) for name, p in BUILTIN_PRICES.items()}
 
 
-def price_for(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """Cost in US$ when the model's price is known, else None."""
-    base = model.split("/")[-1]
-    for name in sorted(PRICES_PER_MTOK, key=len, reverse=True):
-        if base == name or base.startswith(name + "-20"):
-            p_in, p_out = PRICES_PER_MTOK[name]
-            return (prompt_tokens * p_in + completion_tokens * p_out) / 1e6
-    return None
+def price_for(model: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float | None:
+    """Cost in US$ of a plain (non-batch) call when the model's price is known, else None.
+
+    ``cached_tokens`` (part of ``prompt_tokens``) are priced at the model's cached-input rate.
+    """
+    return cost(model, prompt_tokens, completion_tokens, cached_tokens=cached_tokens)
 
 
 @dataclass
@@ -216,6 +208,8 @@ class Backend(ABC):
     supports_json_schema: bool = False
     #: How many calls may run at once (the OpenAI backend raises it; local models are serial).
     max_concurrency: int = 1
+    #: Completion tokens one ``answer_logprobs`` call is billed for (served APIs generate one token).
+    answer_completion_tokens: int = 1
 
     @abstractmethod
     def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:
@@ -246,6 +240,15 @@ class Backend(ABC):
     def count_tokens(self, text: str) -> int:
         """Token count for budgeting; backends with a tokenizer override this rough estimate."""
         return max(1, len(text) // 4)
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """Prompt tokens a call on ``messages`` is billed for (planning: no call is made).
+
+        The default counts each message's content with :meth:`count_tokens` plus the chat format's
+        usual overhead (4 tokens per message, 3 to start the reply, as OpenAI documents); backends
+        that render their own chat template (the embedded model) override it with an exact count.
+        """
+        return sum(self.count_tokens(m["content"]) + 4 for m in messages) + 3
 
     def truncate_tokens(self, text: str, max_tokens: int) -> str:
         """The longest prefix of ``text`` that :meth:`count_tokens` counts as at most ``max_tokens``.

@@ -103,8 +103,11 @@ class FakeBackend(Backend):
     def count_tokens(self, text: str) -> int:
         return len(text.split())
 
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        return sum(self.count_tokens(m["content"]) + 4 for m in messages)
+
     def _usage(self, messages: Sequence[Message], completion: str) -> Usage:
-        prompt = sum(self.count_tokens(m["content"]) + 4 for m in messages)
+        prompt = self.count_prompt_tokens(messages)
         return Usage(prompt_tokens=prompt, completion_tokens=self.count_tokens(completion), cost_usd=0.0)
 
     def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:

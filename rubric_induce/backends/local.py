@@ -121,6 +121,7 @@ class LocalLlamaBackend(Backend):
     supports_assistant_prefix = True
     supports_json_schema = True
     max_concurrency = 1
+    answer_completion_tokens = 0  # the answer row is read, nothing is generated
 
     def __init__(
         self,
@@ -279,6 +280,12 @@ class LocalLlamaBackend(Backend):
     # ------------------------------------------------------------------ Backend API
     def count_tokens(self, text: str) -> int:
         return len(self._require().tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """Exact: the prompt as :meth:`answer_logprobs` and :meth:`chat` tokenize it (template included)."""
+        with self._lock:
+            self._require()
+            return len(self._tokenize(self.render(messages)))
 
     def truncate_tokens(self, text: str, max_tokens: int) -> str:
         """The text of the first ``max_tokens`` tokens of ``text`` (exact: tokenize, cut, detokenize)."""

@@ -43,7 +43,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from ..errors import BackendError, ContextOverflowError, LogprobsUnavailableError, MissingDependencyError
-from .base import AnswerLogprobs, Backend, ChatResult, FaultCounts, Message, TokenLogprob, Usage, price_for
+from .base import AnswerLogprobs, Backend, ChatResult, FaultCounts, Message, TokenLogprob, Usage
+from .pricing import cost as _price_cost
 from .options import CallOptions
 from .redact import endpoint_url, redact_text, redact_url, strip_redacted
 
@@ -64,6 +65,10 @@ _NEG_INF = float("-inf")
 # "the request exceeds the available context"; vLLM / OpenAI "maximum context length is ...".
 _CONTEXT_OVERFLOW = re.compile(r"context (size|length|window)|exceeds? the (available )?context|"
                                r"too many tokens|n_ctx", re.I)
+# Chat-format tokens around each message and before the reply when a server counts content only
+# (ChatML: <|im_start|>role\n ... <|im_end|>\n is 5 tokens; <|im_start|>assistant\n is 3).
+_MESSAGE_OVERHEAD = 5
+_REPLY_OVERHEAD = 3
 # A logprob above this is not a log-probability (float noise of a softmax stays far below it).
 _LOGPROB_TOLERANCE = 1e-6
 
@@ -222,6 +227,9 @@ class OpenAICompatibleBackend(Backend):
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._tokenizer: Any = None
         self._tokenizer_loaded = False
+        self._connect_url = connect_url  # may hold credentials: never shown, only connected to
+        self._count_method: str | None = None  # how count_prompt_tokens counts (found on first use)
+        self._count_memo: dict[str, int] = {}
 
         from_env = api_key_from_env or self.kind == "openai"
         env_key = (os.environ.get("RUBRIC_INDUCE_API_KEY") or os.environ.get("OPENAI_API_KEY")) if from_env else None
@@ -258,6 +266,15 @@ class OpenAICompatibleBackend(Backend):
 
     def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:
         opts = CallOptions.resolve(options)
+        response = self._create(self.chat_request(messages, opts))
+        return self.parse_chat_response(response, opts)
+
+    def chat_request(self, messages: Sequence[Message], options: CallOptions | None = None) -> dict[str, Any]:
+        """The exact JSON body :meth:`chat` posts to ``/chat/completions`` (``extra_body`` merged in).
+
+        A batch file's ``body`` is this dict, so a batch engine is asked exactly what a live call asks.
+        """
+        opts = CallOptions.resolve(options)
         params: dict[str, Any] = {"temperature": opts.temperature, "max_tokens": opts.max_tokens}
         if opts.seed is not None:
             params["seed"] = opts.seed
@@ -270,18 +287,30 @@ class OpenAICompatibleBackend(Backend):
             fmt = self._response_format(opts.json_schema)
             if fmt is not None:
                 params["response_format"] = fmt
-        response = self._create(messages, **params)
-        choice = self._first_choice(response)
-        text = (choice.message.content if choice.message is not None else None) or ""
+        return self._body(messages, params)
+
+    def parse_chat_response(self, response: Any, options: CallOptions | None = None, *,
+                            batch: bool = False) -> ChatResult:
+        """A chat completion (the SDK's object or its JSON as a dict) as a :class:`ChatResult`.
+
+        The live call and ``rubric-induce ingest`` both read replies here; ``batch`` prices the
+        usage at the model's batch rates. A reply that is not a completion raises BackendError.
+        """
+        opts = CallOptions.resolve(options)
+        body = _as_dict(response)
+        choice = self._first_choice(body)
+        message = choice.get("message")
+        text = (message.get("content") if isinstance(message, Mapping) else None) or ""
         tokens = None
         if opts.top_logprobs > 0:
-            content = getattr(choice.logprobs, "content", None) if choice.logprobs else None
+            logprobs = choice.get("logprobs")
+            content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
             if content is None or (not content and text):
                 raise LogprobsUnavailableError(self._no_logprobs_message())
-            tokens = [TokenLogprob(t.token, self._logprob(t.logprob, t.token), self._top_dict(t))
+            tokens = [TokenLogprob(t.get("token"), self._logprob(t.get("logprob"), t.get("token")), self._top_dict(t))
                       for t in content]
-        return ChatResult(text=text, usage=self._usage(response), tokens=tokens,
-                          finish_reason=choice.finish_reason)
+        return ChatResult(text=text, usage=self.usage_of(body, batch=batch), tokens=tokens,
+                          finish_reason=choice.get("finish_reason"))
 
     def answer_logprobs(
         self,
@@ -304,26 +333,52 @@ class OpenAICompatibleBackend(Backend):
                 f"{self._label()}: assistant_prefix={assistant_prefix!r} cannot be continued "
                 "through the chat-completions API (supports_assistant_prefix is False); put the "
                 "answer cue in the user message instead, or use the local backend")
+        response = self._create(self.logprobs_request(messages, answers, opts))
+        return self.parse_logprobs_response(response, answers)
+
+    def logprobs_request(self, messages: Sequence[Message], answers: Sequence[str],
+                         options: CallOptions | None = None) -> dict[str, Any]:
+        """The exact JSON body :meth:`answer_logprobs` posts (``max_tokens=1``, ``temperature=0``,
+        ``top_logprobs`` = ``options.top_logprobs`` or the backend's; ``extra_body`` merged in).
+
+        Checks the answers (:func:`answer_keys`) first, so a bad scale fails before any request.
+        """
+        opts = CallOptions.resolve(options)
+        answer_keys(answers)
+        return self._body(messages, {"max_tokens": 1, "temperature": 0.0, "logprobs": True,
+                                     "top_logprobs": opts.top_logprobs or self.top_logprobs})
+
+    def parse_logprobs_response(self, response: Any, answers: Sequence[str], *,
+                                batch: bool = False) -> AnswerLogprobs:
+        """The answers' logprobs in a completion (the SDK's object or its JSON as a dict).
+
+        The live call and ``rubric-induce ingest`` both read replies here (``batch``: usage priced
+        at the batch rates). No logprobs: :class:`LogprobsUnavailableError`; a logprob that is
+        not one (positive, NaN, not a number) or no choices: :class:`BackendError`.
+        """
         keys = answer_keys(answers)
-        response = self._create(messages, max_tokens=1, temperature=0.0, logprobs=True,
-                                top_logprobs=opts.top_logprobs or self.top_logprobs)
-        choice = self._first_choice(response)
-        content = getattr(choice.logprobs, "content", None) if choice.logprobs else None
+        body = _as_dict(response)
+        choice = self._first_choice(body)
+        logprobs = choice.get("logprobs")
+        content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
         if not content:
             raise LogprobsUnavailableError(self._no_logprobs_message())
         first = content[0]
-        candidates = [(t.token, self._logprob(t.logprob, t.token)) for t in (first.top_logprobs or [])]
-        if first.token not in {tok for tok, _ in candidates}:
-            candidates.append((first.token, self._logprob(first.logprob, first.token)))
+        if not isinstance(first, Mapping):
+            raise self._bad_reply(f"logprobs.content[0] is not an object: {_snippet(first)}")
+        candidates = [(t.get("token"), self._logprob(t.get("logprob"), t.get("token")))
+                      for t in (first.get("top_logprobs") or []) if isinstance(t, Mapping)]
+        if first.get("token") not in {tok for tok, _ in candidates}:
+            candidates.append((first.get("token"), self._logprob(first.get("logprob"), first.get("token"))))
         out = {answer: _NEG_INF for answer in answers}
         for token, logprob in candidates:
-            answer = keys.get(token.strip())
+            answer = keys.get(token.strip()) if isinstance(token, str) else None
             if answer is not None:
                 out[answer] = _logaddexp(out[answer], logprob)
         # Only the top N are listed: an answer missing from them is below the smallest listed one.
         finite = [lp for _, lp in candidates if lp > _NEG_INF]
         bound = min(finite) if finite else None
-        return AnswerLogprobs(out, self._usage(response), bound=bound)
+        return AnswerLogprobs(out, self.usage_of(body, batch=batch), bound=bound)
 
     def count_tokens(self, text: str) -> int:
         """``tiktoken`` count when the package (and its encoding files) are available, else len/4."""
@@ -331,6 +386,82 @@ class OpenAICompatibleBackend(Backend):
         if enc is not None:
             return max(1, len(enc.encode(text, disallowed_special=())))
         return super().count_tokens(text)
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """Prompt tokens of a call, for plans (no completion is requested).
+
+        A compatible server is asked to count with its own tokenizer when it can: vLLM's
+        ``/tokenize`` with the messages (its chat template applied: exact), else llama-cpp-python's
+        ``/extras/tokenize`` or llama.cpp's ``/tokenize`` per message plus the chat format's
+        overhead; otherwise (the OpenAI API, or a server that cannot count) ``tiktoken`` or len/4
+        plus OpenAI's documented overhead. :attr:`count_method` says which was used.
+        """
+        msgs = [dict(m) for m in messages]
+        if self.kind == "openai-compatible" and self._count_method != "estimate":
+            n = self._server_count(msgs)
+            if n is not None:
+                return n
+        self._count_method = self._count_method or "estimate"
+        return super().count_prompt_tokens(msgs)
+
+    @property
+    def count_method(self) -> str:
+        """``"server chat template"``, ``"server tokenizer"`` or ``"estimate"`` (None before any count)."""
+        return self._count_method or "estimate"
+
+    def _server_count(self, msgs: list[dict[str, str]]) -> int | None:
+        import httpx
+
+        root = re.sub(r"/v1/?$", "", self._connect_url or "")
+        if not root:
+            return None
+
+        def post(path: str, body: dict[str, Any]) -> Any:
+            try:
+                r = httpx.post(root + path, json=body, timeout=min(self.timeout, 30.0))
+            except httpx.HTTPError:
+                return None
+            if r.status_code != 200:
+                return None
+            try:
+                return r.json()
+            except ValueError:
+                return None
+
+        def count_text(text: str) -> int | None:
+            if text in self._count_memo:
+                return self._count_memo[text]
+            n = None
+            if self._count_method in (None, "server tokenizer/extras"):
+                got = post("/extras/tokenize", {"input": text, "model": self.model})
+                if isinstance(got, Mapping) and isinstance(got.get("tokens"), list):
+                    if "bos" not in self._count_memo:  # llama-cpp-python adds BOS: count it once, off
+                        empty = post("/extras/tokenize", {"input": "", "model": self.model}) or {}
+                        self._count_memo["bos"] = len(empty.get("tokens") or [])
+                    n = max(0, len(got["tokens"]) - self._count_memo["bos"])
+                    self._count_method = "server tokenizer/extras"
+            if n is None and self._count_method in (None, "server tokenizer"):
+                got = post("/tokenize", {"content": text, "add_special": False})
+                if isinstance(got, Mapping) and isinstance(got.get("tokens"), list):
+                    n = len(got["tokens"])
+                    self._count_method = "server tokenizer"
+            if n is not None:
+                self._count_memo[text] = n
+            return n
+
+        if self._count_method in (None, "server chat template"):
+            got = post("/tokenize", {"model": self.model, "messages": msgs, "add_generation_prompt": True})
+            if isinstance(got, Mapping) and isinstance(got.get("count"), int):
+                self._count_method = "server chat template"
+                return int(got["count"])
+        total = 0
+        for m in msgs:
+            n = count_text(m["content"])
+            if n is None:
+                self._count_method = "estimate"
+                return None
+            total += n + _MESSAGE_OVERHEAD
+        return total + _REPLY_OVERHEAD
 
     def close(self) -> None:
         self._client.close()
@@ -368,8 +499,11 @@ class OpenAICompatibleBackend(Backend):
     def _top_dict(self, token_logprob: Any) -> dict[str, float]:
         """Alternatives at one position; same-text tokens (different ids) are summed."""
         top: dict[str, float] = {}
-        for alt in getattr(token_logprob, "top_logprobs", None) or []:
-            top[alt.token] = _logaddexp(top.get(alt.token, _NEG_INF), self._logprob(alt.logprob, alt.token))
+        for alt in token_logprob.get("top_logprobs") or []:
+            if not isinstance(alt, Mapping):
+                continue
+            tok = alt.get("token")
+            top[tok] = _logaddexp(top.get(tok, _NEG_INF), self._logprob(alt.get("logprob"), tok))
         return top
 
     def _no_logprobs_message(self) -> str:
@@ -388,24 +522,35 @@ class OpenAICompatibleBackend(Backend):
                     "json_schema": {"name": "reply", "schema": dict(schema), "strict": False}}
         return {"type": "json_object", "schema": dict(schema)}
 
-    def _usage(self, response: Any) -> Usage:
-        usage = getattr(response, "usage", None)
-        p = int(getattr(usage, "prompt_tokens", 0) or 0)
-        c = int(getattr(usage, "completion_tokens", 0) or 0)
+    def usage_of(self, response: Any, *, batch: bool = False) -> Usage:
+        """Tokens and cost of a completion; ``batch``: priced at the model's batch-API rates."""
+        body = _as_dict(response)
+        usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
+        p = int(usage.get("prompt_tokens", 0) or 0)
+        c = int(usage.get("completion_tokens", 0) or 0)
         if self.price_per_mtok is not None:
             p_in, p_out = self.price_per_mtok
             cost: float | None = (p * p_in + c * p_out) / 1e6
         elif self.kind == "openai":
-            cost = price_for(self.model, p, c)
+            cost = _price_cost(self.model, p, c, batch=batch)
         else:
             cost = None
         return Usage(prompt_tokens=p, completion_tokens=c, cost_usd=cost)
 
-    def _first_choice(self, response: Any) -> Any:
-        choices = getattr(response, "choices", None)
-        if not choices:
+    def _first_choice(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        choices = body.get("choices")
+        if not choices or not isinstance(choices, list):
             raise BackendError(f"{self._label()}: the server returned no choices")
+        if not isinstance(choices[0], Mapping):
+            raise self._bad_reply(f"choices[0] is not an object: {_snippet(choices[0])}")
         return choices[0]
+
+    def _body(self, messages: Sequence[Message], params: Mapping[str, Any]) -> dict[str, Any]:
+        """The request body: model, messages, the call's parameters, then ``extra_body``."""
+        body: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in messages], **params}
+        if self.extra_body:
+            body.update(self.extra_body)
+        return body
 
     @staticmethod
     def _check_reply(response: Any) -> None:
@@ -426,12 +571,15 @@ class OpenAICompatibleBackend(Backend):
             delay = max(delay, min(retry_after, self.retry_after_max))
         return delay
 
-    def _create(self, messages: Sequence[Message], **params: Any) -> Any:
-        """One chat-completions call with bounded concurrency and our retry loop (faults counted)."""
+    def _create(self, body: Mapping[str, Any]) -> Any:
+        """Post one request body with bounded concurrency and our retry loop (faults counted)."""
         openai = self._openai
-        payload = [dict(m) for m in messages]
-        if self.extra_body:
-            params = {**params, "extra_body": self.extra_body}
+        params = {k: v for k, v in body.items() if k not in ("model", "messages")}
+        named = _sdk_params(self._client.chat.completions.create)
+        extra = {k: params.pop(k) for k in list(params) if k not in named}
+        if extra:  # fields the SDK does not name (a server's own, e.g. repeat_penalty) go as they are
+            params["extra_body"] = extra
+        payload = body["messages"]
         attempts = self.max_retries + 1
         faults = self.faults
         last: Exception | None = None
@@ -439,7 +587,7 @@ class OpenAICompatibleBackend(Backend):
             retry_after = None
             try:
                 with self._slots:
-                    response = self._client.chat.completions.create(model=self.model, messages=payload, **params)
+                    response = self._client.chat.completions.create(model=body["model"], messages=payload, **params)
                 self._check_reply(response)
                 return response
             except _BadReply as exc:
@@ -450,7 +598,7 @@ class OpenAICompatibleBackend(Backend):
                 last = _BadReply(f"malformed JSON ({exc.msg} at char {exc.pos}): {_snippet(exc.doc)}")
             except openai.APIStatusError as exc:
                 status = exc.status_code
-                if params.get("logprobs") and _LOGPROBS_REFUSED.search(_server_message(exc)):
+                if body.get("logprobs") and _LOGPROBS_REFUSED.search(_server_message(exc)):
                     raise LogprobsUnavailableError(
                         f"{self._no_logprobs_message()} (HTTP {status}: "
                         f"{redact_text(_server_message(exc))})") from exc
@@ -504,6 +652,36 @@ class OpenAICompatibleBackend(Backend):
             except Exception:  # not installed, or its encoding files cannot be fetched offline
                 self._tokenizer = None
         return self._tokenizer
+
+
+_SDK_PARAM_CACHE: dict[Any, frozenset[str]] = {}
+
+
+def _sdk_params(create: Any) -> frozenset[str]:
+    """The keyword arguments the installed SDK's ``create`` names (the rest go via ``extra_body``)."""
+    func = getattr(create, "__func__", create)
+    names = _SDK_PARAM_CACHE.get(func)
+    if names is None:
+        import inspect
+
+        try:
+            names = frozenset(p for p in inspect.signature(create).parameters
+                              if p not in ("model", "messages", "extra_body", "extra_headers", "extra_query", "timeout"))
+        except (TypeError, ValueError):
+            names = frozenset({"temperature", "max_tokens", "seed", "stop", "logprobs", "top_logprobs",
+                               "response_format"})
+        _SDK_PARAM_CACHE[func] = names
+    return names
+
+
+def _as_dict(response: Any) -> dict[str, Any]:
+    """A completion as plain JSON values: the SDK's pydantic object dumped, a dict as it is."""
+    if isinstance(response, Mapping):
+        return dict(response)
+    dump = getattr(response, "model_dump", None)
+    if dump is not None:
+        return dump()
+    raise BackendError(f"not a chat completion: {_snippet(response)}")
 
 
 def _server_message(exc: Any) -> str:

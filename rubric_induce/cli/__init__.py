@@ -28,6 +28,7 @@ COMMANDS = {
     "run": "run", "generate": "generate", "dedup": "dedup", "probe": "probe", "select": "select",
     "calibrate": "calibrate", "score": "score", "report": "report", "feedback": "feedback",
     "export": "export", "import": "import_", "datasets": "datasets", "view": "view",
+    "plan": "plan", "ingest": "ingest", "cache": "cache",
     "batch-run": "batch_run",
 }
 

@@ -69,6 +69,8 @@ class RunConfig:
     feedback: FeedbackParams = field(default_factory=FeedbackParams)
     report: ReportParams = field(default_factory=ReportParams)
     source: str | None = None       # the config file, for error messages and relative paths
+    #: ``[prices]``: user rates (US$ / 1M tokens) by model, over the built-in table (backends.pricing).
+    prices: dict[str, Any] = field(default_factory=dict)
 
     @property
     def base_dir(self) -> Path:
@@ -91,7 +93,10 @@ class RunConfig:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name).to_dict() for f in fields(self) if f.name != "source"}
+        out = {f.name: getattr(self, f.name).to_dict() for f in fields(self) if f.name not in ("source", "prices")}
+        if self.prices:
+            out["prices"] = {name: price.to_dict() for name, price in self.prices.items()}
+        return out
 
     @property
     def task_resolved(self) -> TaskParams:
@@ -104,14 +109,22 @@ def config_from_dict(raw: Mapping[str, Any], source: str | None = None) -> RunCo
     if not isinstance(raw, Mapping):
         raise DataError("the config must be a table of sections", path=source)
     sections: dict[str, Params] = {}
+    prices: dict[str, Any] = {}
     for name, body in raw.items():
+        if name == "prices":  # a price table, not a parameter section: {model: {input, output, ...}}
+            if not isinstance(body, Mapping):
+                raise DataError("[prices] must be a table of models", path=source, field=name)
+            from ..backends.pricing import parse_prices
+
+            prices = parse_prices(body, source=source)
+            continue
         if name not in SECTIONS:
             raise DataError(f"unknown section [{name}]{suggest(name, SECTIONS)}; sections: "
-                            f"{', '.join(SECTIONS)}", path=source, field=name)
+                            f"{', '.join(SECTIONS)}, prices", path=source, field=name)
         if not isinstance(body, Mapping):
             raise DataError(f"[{name}] must be a table", path=source, field=name)
         sections[name] = SECTIONS[name].from_mapping(body, source=source)
-    cfg = RunConfig(**sections, source=source)
+    cfg = RunConfig(**sections, source=source, prices=prices)
     _check_files(cfg)
     return cfg
 

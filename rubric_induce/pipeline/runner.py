@@ -107,6 +107,10 @@ def _preflight(ctx: RunContext) -> None:
     from .checks import check_run_inputs
 
     cfg = ctx.config
+    from ..planning import check_logprobs_support
+
+    # a reasoning model (gpt-5, o1/o3/o4) returns no logprobs: refuse before generate pays for calls
+    check_logprobs_support(cfg.backend.spec.split("/", 1)[-1], cfg.probe.estimator, source=cfg.source)
     cfg.task_resolved  # reads a description file now: a missing one fails before any LLM call
     check_run_inputs(ctx)  # fields, calibrate question and answers, against the examples
     needs_binary = cfg.generate.method in ("rubicon", "spur") or cfg.select.method != "topk"
@@ -194,6 +198,10 @@ def run_pipeline(
             raise RubricInduceError(f"unknown stage {name!r}; stages: {', '.join(STAGE_NAMES)}")
     run_dir = run_dir_for(cfg, out)
     cache_path = check_run_dir(cfg, run_dir, out=out)
+    if cfg.prices:  # the config's rates price this process's calls (run accounting) too
+        from ..backends.pricing import register_prices
+
+        register_prices(cfg.prices)
     run_dir.mkdir(parents=True, exist_ok=True)
     with RunLock(run_dir):  # a second run on this folder fails at once, naming this one
         return _run_locked(cfg, run_dir, cache_path, backend=backend, stop_after=stop_after, force=force,

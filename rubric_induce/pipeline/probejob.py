@@ -1,0 +1,195 @@
+"""A run's probe stage as a job of its own: planned, exported as batch files, or run for one shard.
+
+The probe stage of ``rubric-induce run`` probes every example of the run with every rubric of the
+de-duplicated pool (``pool.dedup.jsonl``). :func:`run_probe_job` builds exactly that job from a
+config and its run folder, so a plan, a batch export or a shard asks the same calls (same cache
+keys) that the full run's probe stage will ask, and a later ``run`` finds them all in the cache.
+
+Before generate and dedup have run there is no pool yet: a plan then uses the rubrics the config
+includes plus ``assume_rubrics`` generated ones costed like them (an estimate it says it is);
+batch export and shards need the real pool (``run --stop-after dedup`` first).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from ..backends.base import Backend
+from ..data.model import Example, Rubric
+from ..errors import BackendError, DataError
+from ..sharding import Shard, parse_shard, select_shard
+from .config import RunConfig, load_config
+
+__all__ = ["ProbeJob", "run_probe_job", "open_plan_backend", "plan_run", "run_probe_shard", "DEFAULT_ASSUMED_RUBRICS"]
+
+#: Generated rubrics a plan assumes before the generate stage has run (override: assume_rubrics).
+DEFAULT_ASSUMED_RUBRICS = 20
+_STOCK_RUBRIC = "The response fully addresses what the user asked for, accurately and without needless detail."
+
+
+@dataclass
+class ProbeJob:
+    """The probe stage's inputs: examples, rubrics and how to probe them."""
+
+    config: RunConfig
+    run_dir: Path
+    examples: list[Example]
+    rubrics: list[Rubric]
+    rubric_source: str
+    exact: bool  # False: the rubric pool is assumed (generate has not run)
+    shard: Shard | None = None
+    n_all_examples: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def probe_kwargs(self) -> dict[str, Any]:
+        cfg = self.config
+        return {"params": cfg.probe, "seed": cfg.run.seed, "fields": cfg.data.fields, "task": cfg.task_resolved}
+
+
+def _assumed_rubrics(cfg: RunConfig, included: list[Rubric], n: int) -> list[Rubric]:
+    models = included or [Rubric.create(_STOCK_RUBRIC, "SAT")]
+    # costed like the included ones (same text plus a tag that keeps their prompts distinct)
+    return [Rubric(id=f"assumed-{i + 1}", text=f"{models[i % len(models)].text} ({i + 1})",
+                   polarity=models[i % len(models)].polarity, scale=models[i % len(models)].scale) for i in range(n)]
+
+
+def run_probe_job(config: RunConfig | str | Path, *, out: str | Path | None = None, shard: Shard | str | None = None,
+                  assume_rubrics: int | None = None, require_pool: bool = False) -> ProbeJob:
+    """The run's probe job (all its examples x the de-duplicated pool in its run folder).
+
+    ``shard``: only the examples of that shard. ``require_pool``: a run folder without the
+    de-duplicated pool is a DataError (exports and shards need the real rubrics); otherwise the
+    pool is assumed: the included rubrics plus ``assume_rubrics`` generated ones.
+    """
+    from ..data import RubricPool
+    from ..dedup import DEDUP_POOL_FILE
+    from .context import RunContext
+    from .runner import preflight, run_dir_for
+
+    cfg = config if isinstance(config, RunConfig) else load_config(config)
+    run_dir = run_dir_for(cfg, out)
+    ctx = RunContext(cfg, run_dir)
+    preflight(ctx)  # reads the data; no LLM call
+    shard = parse_shard(shard)
+    examples = select_shard(ctx.examples, shard)
+    pool_file = run_dir / DEDUP_POOL_FILE
+    notes: list[str] = []
+    if pool_file.exists():
+        rubrics, source, exact = list(RubricPool.load(pool_file)), str(pool_file), True
+    else:
+        if require_pool:
+            raise DataError(f"no rubric pool yet in {run_dir}: the probe job is known once generate and dedup have "
+                            "run; run `rubric-induce run CONFIG --stop-after dedup` first (it makes the generation "
+                            "calls), then export or shard the probe stage", path=pool_file)
+        from ..handoff import import_rubrics
+
+        included = [r for p in cfg.generate.include for r in import_rubrics(cfg.resolve(p))]
+        n_gen = 0 if cfg.generate.method == "none" else (DEFAULT_ASSUMED_RUBRICS if assume_rubrics is None
+                                                         else int(assume_rubrics))
+        rubrics = included + _assumed_rubrics(cfg, included, n_gen)
+        source, exact = "assumed", False
+        notes.append(f"no rubric pool in {run_dir} yet (generate has not run): planned for the {len(included)} "
+                     f"included rubric(s) plus {n_gen} generated one(s) assumed to be as long as them "
+                     "(--assume-rubrics N); dedup may merge some. Run `rubric-induce run CONFIG --stop-after "
+                     "dedup`, then plan again for exact figures")
+    if not rubrics:
+        raise DataError("the probe job has no rubrics (generate.method = 'none' and nothing included)",
+                        path=cfg.source, field="generate.include")
+    if shard is not None:
+        notes.append(f"shard {shard}: {len(examples)} of {len(ctx.examples)} texts")
+    return ProbeJob(cfg, run_dir, examples, rubrics, source, exact, shard, len(ctx.examples), notes)
+
+
+def open_plan_backend(cfg: RunConfig) -> Backend:
+    """The run's backend, uncached, for counting tokens (no call is made). A remote API without a
+    key in the environment gets a placeholder one: planning needs no key."""
+    from ..backends import get_backend, parse_backend_spec
+
+    try:
+        return cfg.backend.open()
+    except BackendError as exc:
+        kind = parse_backend_spec(cfg.backend.spec)[0]
+        if kind == "openai" and "API key" in str(exc):
+            return get_backend(cfg.backend.spec, api_key="sk-plan-only-no-calls", **cfg.backend.options(kind))
+        raise
+
+
+def _excluded(cfg: RunConfig) -> list[str]:
+    out = []
+    if cfg.generate.method != "none":
+        out.append(f"generate ({cfg.generate.method}): its calls depend on the model's replies (patterns, "
+                   "summaries, retries); see the stage's usage in manifest.json after a run")
+    if cfg.dedup.enabled and cfg.dedup.judge:
+        out.append("dedup's LLM judge: one call per candidate pair above the similarity threshold")
+    if cfg.feedback.enabled:
+        out.append("feedback: one call per rubric group after selection")
+    return out
+
+
+def plan_run(config: RunConfig | str | Path, *, out: str | Path | None = None, backend: Backend | None = None,
+             prices: Any = None, shard: Shard | str | None = None, assume_rubrics: int | None = None):
+    """The :class:`~rubric_induce.planning.ProbePlan` of a run's probe stage, made before any LLM call.
+
+    Uses the run folder's rubric pool and call cache when they exist. ``prices``: a file or mapping
+    over the built-in table and the config's ``[prices]``. Refuses (DataError, naming
+    ``probe.estimator``) a logprobs estimator on a model known to return no logprobs.
+    """
+    from ..backends.pricing import load_prices, parse_prices
+    from ..cache import CallCache
+    from ..planning import check_logprobs_support, plan_probes
+    from .config import with_config_line
+    from .folder import cache_path_for
+
+    cfg = config if isinstance(config, RunConfig) else load_config(config)
+    try:
+        check_logprobs_support(cfg.backend.spec.split("/", 1)[-1], cfg.probe.estimator, source=cfg.source)
+    except DataError as exc:
+        raise with_config_line(exc, cfg.source) from None
+    job = run_probe_job(cfg, out=out, shard=shard, assume_rubrics=assume_rubrics)
+    table = {**cfg.prices, **parse_prices(prices)}
+    inner = backend or open_plan_backend(cfg)
+    cache_path = cache_path_for(cfg.backend.cache, job.run_dir)
+    cache = CallCache(cache_path) if cache_path.exists() else None
+    try:
+        plan = plan_probes(job.examples, job.rubrics, inner, cache=cache, prices=table, **job.probe_kwargs())
+    finally:
+        if cache is not None:
+            cache.close()
+        if backend is None:
+            inner.close()
+    plan.notes = [*job.notes, *plan.notes]
+    plan.excluded = _excluded(cfg)
+    plan.params["rubrics"] = job.rubric_source
+    return plan
+
+
+def run_probe_shard(config: RunConfig | str | Path, shard: Shard | str, *, out: str | Path | None = None,
+                    backend: Backend | None = None, progress: bool = False,
+                    echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Probe one shard of a run's probe stage into the run's call cache, then stop.
+
+    The run folder must hold the de-duplicated pool (``run --stop-after dedup``). The shard's
+    probes are written to ``shards/probes.<shard>.jsonl``; no stage marker changes, so a later
+    ``run`` (after ``cache merge`` of every shard's cache into the run's) probes from the cache.
+    """
+    from ..probing import probe
+    from .context import RunContext
+    from .folder import RunLock
+
+    shard = parse_shard(shard)
+    job = run_probe_job(config, out=out, shard=shard, require_pool=True)
+    cfg = job.config
+    with RunLock(job.run_dir):
+        ctx = RunContext(cfg, job.run_dir, progress=progress, echo=echo, backend_override=backend)
+        try:
+            table = probe(job.examples, job.rubrics, ctx.backend, progress=progress, **job.probe_kwargs())
+            target = job.run_dir / "shards" / f"probes.{shard.tag}.jsonl"
+            target.parent.mkdir(exist_ok=True)
+            table.meta["shard"] = str(shard)
+            table.save(target)
+            usage = ctx.usage()
+        finally:
+            ctx.close()
+    return {"shard": str(shard), "texts": len(job.examples), "of_texts": job.n_all_examples,
+            "rubrics": len(job.rubrics), "probes": len(table.records), "file": str(target), "usage": usage}
