@@ -26,14 +26,24 @@ __all__ = ["command"]
 @click.option("--fields", default=None, help="Comma-separated example fields to show, in order (default: all).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for sampled replies.")
 @cache_options
-@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Where to write the probe results (JSONL, plus a .manifest.json beside it).")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the probe results (JSONL, plus a .manifest.json beside it). Required unless "
+                   "--export-batch.")
+@click.option("--shard", default=None, metavar="I/N",
+              help="Probe only shard I of N: the texts whose id hashes to I (disjoint and complete over I=1..N).")
+@click.option("--export-batch", "export_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Make no call: write the calls the cache does not hold as OpenAI Batch request files "
+                   "(<= --max-lines each) with manifest.json and index.jsonl into this new folder; run them with "
+                   "the OpenAI Batch API, vllm run-batch or `batch-run`, then `rubric-induce ingest`.")
+@click.option("--max-lines", type=click.IntRange(1, 50_000), default=50_000, show_default=True,
+              help="Request lines per batch file (--export-batch).")
+@click.option("--overwrite-batch", is_flag=True, help="Replace a previous export in the --export-batch folder.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Markdown report (default: <out>.report.md).")
 @click.option("--label", default=None, help="Human label to relate scores to in the report.")
 @progress_option
 def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec, fields, seed, cache_path,
-            no_cache, out_path, report_path, label, progress, **options):
+            no_cache, out_path, shard, export_dir, max_lines, overwrite_batch, report_path, label, progress, **options):
     """Probe every rubric on every example and write the answer distributions.
 
     \b
@@ -47,11 +57,40 @@ def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec
     from ..probing import probe
     from ..reports import probe_report
 
+    from ..errors import DataError
+    from ..planning import check_logprobs_support
+    from ..sharding import parse_shard, select_shard
+
+    if out_path is None and export_dir is None:
+        raise DataError("name where to write the probes (--out FILE), or --export-batch DIR", field="--out")
+    shard = parse_shard(shard)
     task = task_from_options(options)
     params = ProbeParams.from_kwargs(options)
-    examples = load_examples(examples_path, dataset, data_root, limit)
+    check_logprobs_support(bparams.spec.split("/", 1)[-1], params.estimator, field_name="--estimator")
+    all_examples = load_examples(examples_path, dataset, data_root, limit)
+    examples = select_shard(all_examples, shard)
+    if shard is not None:
+        echo(f"shard {shard}: {len(examples)} of {len(all_examples)} examples")
+        if not examples:
+            echo("nothing to probe in this shard")
+            return
     rubrics = list(RubricPool.load(rubrics_path))
     backend, cache = open_backend(backend_spec, cache_path, no_cache, bparams)
+    if export_dir is not None:
+        from ..batchfiles import export_batch
+        from ..probe_calls import probe_calls
+
+        try:
+            calls = probe_calls(examples, rubrics, backend, params, seed=seed, fields=split_list(fields), task=task)
+            meta = {"probe": params.to_dict(), "seed": seed, "n_examples": len(examples), "n_rubrics": len(rubrics)}
+            if shard is not None:
+                meta["shard"] = str(shard)
+            result = export_batch(calls, backend, export_dir, cache=cache, max_lines=max_lines, meta=meta,
+                                  overwrite=overwrite_batch)
+        finally:
+            backend.close()
+        echo(result.summary())
+        return
     echo(f"probing {len(examples)} examples x {len(rubrics)} rubrics with {backend.kind}/{backend.model} "
          f"({params.style}, {params.estimator})")
     start = time.perf_counter()

@@ -9,6 +9,7 @@ import click
 
 from ..errors import DataError
 from ._shared import backend_params_from, backend_params_options, progress_option, show_progress
+from .plan import plan_options, show_plan
 
 __all__ = ["command"]
 
@@ -32,8 +33,23 @@ def _terminate(signum, frame) -> None:
 @click.option("--force", "force", multiple=True, metavar="STAGE", type=click.Choice(_STAGES),
               help="Rerun this stage and every later one even if finished (repeatable).")
 @click.option("--check", is_flag=True, help="Only validate the config and the data, then exit.")
+@click.option("--plan", "plan", is_flag=True,
+              help="Only print the probe stage's plan (calls, cached, tokens, cost three ways), as `rubric-induce "
+                   "plan`; makes no LLM call.")
+@plan_options
+@click.option("--shard", default=None, metavar="I/N",
+              help="Probe only shard I of N of the probe stage into the run's cache, then stop (needs the rubric "
+                   "pool: run --stop-after dedup first). Merge the shards' caches with `rubric-induce cache merge` "
+                   "and rerun without --shard.")
+@click.option("--export-batch", "export_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Make no call: write the probe stage's uncached calls as batch request files into this folder "
+                   "(needs the rubric pool: run --stop-after dedup first); then `rubric-induce ingest --config`.")
+@click.option("--max-lines", type=click.IntRange(1, 50_000), default=50_000, show_default=True,
+              help="Request lines per batch file (--export-batch).")
+@click.option("--overwrite-batch", is_flag=True, help="Replace a previous export in the --export-batch folder.")
 @progress_option
-def command(config_path, out_dir, backend_spec, limit, stop_after, force, check, progress, **backend_opts) -> None:
+def command(config_path, out_dir, backend_spec, limit, stop_after, force, check, plan, prices_path, assume_rubrics,
+            plan_json, shard, export_dir, max_lines, overwrite_batch, progress, **backend_opts) -> None:
     """Run generate -> dedup -> probe -> select -> calibrate -> evaluate -> report from CONFIG.
 
     CONFIG is a TOML (or YAML) file; see the README's "Run configs" section. Rerunning the same
@@ -45,6 +61,10 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
     Example:
       rubric-induce run rubric_induce/resources/demo_uss.toml --out runs/demo
     """
+    if plan:
+        show_plan(config_path, out_dir=out_dir, backend_spec=backend_spec, backend_opts=backend_opts, limit=limit,
+                  shard=shard, prices_path=prices_path, assume_rubrics=assume_rubrics, plan_json=plan_json)
+        return
     from ..backends.redact import redact_spec
     from ..pipeline import load_config, run_pipeline
     from ..pipeline.context import RunContext
@@ -65,7 +85,34 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
         click.echo(f"config OK: {len(ctx.examples)} examples ({n_train} train / {n_test} held out), "
                    f"label {cfg.data.label!r}, backend {redact_spec(cfg.backend.spec)}")
         return
+    if export_dir is not None:
+        from ..pipeline.probejob import export_run_batch
+
+        result = export_run_batch(cfg, export_dir, out=out_dir, shard=shard, max_lines=max_lines,
+                                  overwrite=overwrite_batch)
+        click.echo(result.summary(), err=True)
+        click.echo(f"next: run the request files, then `rubric-induce ingest RESULTS... --batch-dir {export_dir} "
+                   f"--config {config_path}`" + (f" --out {out_dir}" if out_dir else ""), err=True)
+        return
     signal.signal(signal.SIGTERM, _terminate)  # `kill` gets the same clean stop as Ctrl-C
+    if shard is not None:
+        from ..pipeline.probejob import run_probe_shard
+
+        try:
+            done = run_probe_shard(cfg, shard, out=out_dir, progress=show_progress(progress),
+                                   echo=lambda m: click.echo(m, err=True))
+        except KeyboardInterrupt:
+            click.echo("\ninterrupted; finished LLM calls are in the run's cache: rerun the same command to resume",
+                       err=True)
+            sys.exit(130)
+        usage = done["usage"]
+        click.echo(f"shard {done['shard']}: probed {done['texts']} of {done['of_texts']} texts x {done['rubrics']} "
+                   f"rubrics ({usage.get('calls', 0)} calls, {usage.get('cache_hits', 0)} cached) into the run's cache; "
+                   f"probes: {done['file']}", err=True)
+        click.echo("stopped after the probe stage (a sharded run probes only). When every shard is done: "
+                   "`rubric-induce cache merge <each shard's cache> -o <this run's cache> --overwrite`, then rerun "
+                   "without --shard (its probe stage is then all cache hits)", err=True)
+        return
     try:
         result = run_pipeline(cfg, out=out_dir, stop_after=stop_after, force=tuple(force),
                               progress=show_progress(progress), echo=lambda m: click.echo(m, err=True))

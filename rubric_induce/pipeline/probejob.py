@@ -21,7 +21,8 @@ from ..errors import BackendError, DataError
 from ..sharding import Shard, parse_shard, select_shard
 from .config import RunConfig, load_config
 
-__all__ = ["ProbeJob", "run_probe_job", "open_plan_backend", "plan_run", "run_probe_shard", "DEFAULT_ASSUMED_RUBRICS"]
+__all__ = ["ProbeJob", "run_probe_job", "open_plan_backend", "plan_run", "run_probe_shard", "export_run_batch",
+           "DEFAULT_ASSUMED_RUBRICS"]
 
 #: Generated rubrics a plan assumes before the generate stage has run (override: assume_rubrics).
 DEFAULT_ASSUMED_RUBRICS = 20
@@ -115,12 +116,12 @@ def open_plan_backend(cfg: RunConfig) -> Backend:
         raise
 
 
-def _excluded(cfg: RunConfig) -> list[str]:
+def _excluded(cfg: RunConfig, pool_ready: bool) -> list[str]:
     out = []
-    if cfg.generate.method != "none":
+    if cfg.generate.method != "none" and not pool_ready:
         out.append(f"generate ({cfg.generate.method}): its calls depend on the model's replies (patterns, "
                    "summaries, retries); see the stage's usage in manifest.json after a run")
-    if cfg.dedup.enabled and cfg.dedup.judge:
+    if cfg.dedup.enabled and cfg.dedup.judge and not pool_ready:
         out.append("dedup's LLM judge: one call per candidate pair above the similarity threshold")
     if cfg.feedback.enabled:
         out.append("feedback: one call per rubric group after selection")
@@ -159,7 +160,7 @@ def plan_run(config: RunConfig | str | Path, *, out: str | Path | None = None, b
         if backend is None:
             inner.close()
     plan.notes = [*job.notes, *plan.notes]
-    plan.excluded = _excluded(cfg)
+    plan.excluded = _excluded(cfg, job.exact)
     plan.params["rubrics"] = job.rubric_source
     return plan
 
@@ -193,3 +194,39 @@ def run_probe_shard(config: RunConfig | str | Path, shard: Shard | str, *, out: 
             ctx.close()
     return {"shard": str(shard), "texts": len(job.examples), "of_texts": job.n_all_examples,
             "rubrics": len(job.rubrics), "probes": len(table.records), "file": str(target), "usage": usage}
+
+
+def export_run_batch(config: RunConfig | str | Path, directory: str | Path, *, out: str | Path | None = None,
+                     shard: Shard | str | None = None, backend: Backend | None = None, max_lines: int | None = None,
+                     overwrite: bool = False):
+    """Write a run's probe-stage calls that its cache does not hold as batch request files.
+
+    The run folder must hold the de-duplicated pool (``run --stop-after dedup``). After the
+    results are ingested into the run's cache (``rubric-induce ingest --config``), ``run`` makes no
+    probe call for them. Returns the :class:`~rubric_induce.batchfiles.BatchExport`.
+    """
+    from ..batchfiles import MAX_LINES, export_batch
+    from ..cache import CallCache
+    from ..planning import check_logprobs_support
+    from ..probe_calls import probe_calls
+    from .folder import cache_path_for
+
+    job = run_probe_job(config, out=out, shard=shard, require_pool=True)
+    cfg = job.config
+    inner = backend or cfg.backend.open()
+    cache_path = cache_path_for(cfg.backend.cache, job.run_dir)
+    cache = CallCache(cache_path) if cache_path.exists() else None
+    try:
+        check_logprobs_support(inner, cfg.probe.estimator, source=cfg.source)
+        calls = probe_calls(job.examples, job.rubrics, inner, **job.probe_kwargs())
+        meta = {"probe": cfg.probe.to_dict(), "seed": cfg.run.seed, "config": cfg.source,
+                "n_examples": len(job.examples), "n_rubrics": len(job.rubrics)}
+        if job.shard is not None:
+            meta["shard"] = str(job.shard)
+        return export_batch(calls, inner, directory, cache=cache, max_lines=max_lines or MAX_LINES, meta=meta,
+                            overwrite=overwrite)
+    finally:
+        if cache is not None:
+            cache.close()
+        if backend is None:
+            inner.close()

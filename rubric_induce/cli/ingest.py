@@ -1,0 +1,81 @@
+"""``rubric-induce ingest RESULTS...``: batch results (OpenAI Batch / vLLM run-batch) into the call cache."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import DataError
+from ._shared import echo
+
+__all__ = ["command"]
+
+
+@click.command("ingest")
+@click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--batch-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The folder `probe --export-batch` / `run --export-batch` wrote (manifest.json, index.jsonl). "
+                   "Default: the folder of the first result file.")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Call cache to fill (default: $RUBRIC_INDUCE_CACHE or ~/.cache/rubric-induce/llm_calls.sqlite, "
+                   "the one `probe` uses).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Fill the call cache of this run config's run folder instead (with --out for another folder).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="With --config: the run directory.")
+@click.option("--retry-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the request lines of failed and expired calls "
+                   "(default: <batch-dir>/retry-requests.jsonl).")
+@click.option("--retry-missing", is_flag=True,
+              help="Also put calls with no result line in these files into the retry file.")
+@click.option("--report-json", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the full ingest report (every failed, expired, unknown and duplicate id) as JSON.")
+def command(results, batch_dir, cache_path, config_path, out_dir, retry_file, retry_missing, report_json) -> None:
+    """Read batch result files into the call cache with the live reply parser.
+
+    RESULTS are JSONL files in the OpenAI Batch output shape, which `vllm run-batch` also writes:
+    one line per request, {"custom_id", "response": {"status_code", "body"}, "error"}. Each
+    completion is parsed exactly as a live reply, priced at the model's batch rates and stored under
+    its custom_id (the call's cache key), so `probe` and `run` afterwards make no call for it.
+    Failed, expired, unknown and duplicate ids are listed; failed and expired calls go to a retry
+    file of request lines, ready for another batch. Exit 0 even when some lines failed; 2 for a
+    malformed file (named with its line and field).
+
+    \b
+    Example:
+      rubric-induce ingest batch/out-00000.jsonl --batch-dir batch/ --config run.toml
+    """
+    from ..batchfiles import ingest_results
+    from ..cache import CallCache, default_cache_path
+
+    if cache_path is not None and config_path is not None:
+        raise DataError("give --cache or --config, not both", field="--cache")
+    if config_path is not None:
+        from ..pipeline import load_config
+        from ..pipeline.folder import cache_path_for
+        from ..pipeline.runner import run_dir_for
+
+        cfg = load_config(config_path)
+        cache_path = cache_path_for(cfg.backend.cache, run_dir_for(cfg, out_dir))
+    elif out_dir is not None:
+        raise DataError("--out goes with --config", field="--out")
+    cache_path = cache_path or default_cache_path()
+    for r in results:
+        if not r.is_file():
+            raise DataError("no such result file", path=r)
+    batch_dir = batch_dir or results[0].parent
+    cache = CallCache(cache_path)
+    try:
+        report = ingest_results(results, batch_dir, cache, retry_file=retry_file, retry_missing=retry_missing)
+    finally:
+        cache.close()
+    click.echo(report.format())
+    echo(f"cache: {cache_path}")
+    if report_json is not None:
+        from ..data.jsonl import write_json
+
+        full = report.to_dict()
+        full["missing"] = report.missing
+        write_json(report_json, full)
+        echo(f"report: {report_json}")
+
