@@ -5,6 +5,7 @@ The request files are what ``probe --export-batch DIR`` writes; the result files
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -84,10 +85,15 @@ def command(requests, endpoints, out_dir, engine, max_in_flight, timeout, max_re
     paths = expand_request_paths(requests)
     policy = RetryPolicy(max_retries=max_retries, timeout=timeout, retry_after_max=retry_after_max)
     api_key = api_key_from_env(api_key_env)
-    summary = run_batch(paths, list(endpoints), out_dir, engine=engine, policy=policy,
-                        max_in_flight=max_in_flight, api_key=api_key, progress=show_progress(progress),
-                        ray_concurrency=ray_workers, ray_batch_size=ray_batch_size,
-                        ray_address=ray_address, ray_num_cpus=ray_num_cpus)
+    try:
+        summary = run_batch(paths, list(endpoints), out_dir, engine=engine, policy=policy,
+                            max_in_flight=max_in_flight, api_key=api_key, progress=show_progress(progress),
+                            ray_concurrency=ray_workers, ray_batch_size=ray_batch_size,
+                            ray_address=ray_address, ray_num_cpus=ray_num_cpus)
+    except KeyboardInterrupt:
+        echo(f"\ninterrupted: the lines answered so far are in {out_dir}; run the same command again to "
+             "send only the rest")
+        sys.exit(130)
     for fs in summary.files:
         echo(f"{fs.requests}: {fs.sent} sent, {fs.ok} ok, {fs.failed} failed, {fs.already_done} already "
              f"done{f', {fs.duplicates} repeated ids' if fs.duplicates else ''} -> {fs.results}")

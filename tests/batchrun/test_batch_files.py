@@ -131,3 +131,15 @@ def test_retry_policy_waits_for_retry_after_up_to_its_cap():
     assert p.delay(0, 7.0, rng) == 7.0
     assert p.delay(0, 60.0, rng) == 10.0
     assert p.retryable(429) and p.retryable(503) and p.retryable(408) and not p.retryable(400)
+
+
+def test_the_ray_engine_without_ray_names_the_extra(tmp_path, monkeypatch):
+    import sys
+
+    from rubric_induce.batchrun import run_batch
+    from rubric_induce.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "ray", None)   # import ray -> ImportError
+    with pytest.raises(MissingDependencyError, match=r"rubric-induce\[ray\]"):
+        run_batch([GOLDEN], ["http://127.0.0.1:9/v1"], tmp_path / "out", engine="ray")
+    assert not (tmp_path / "out").exists()            # refused before any file was touched
