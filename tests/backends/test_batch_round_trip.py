@@ -92,3 +92,38 @@ def test_round_trip_http_engine(tmp_path, llama_server, examples_module, rubrics
 def test_round_trip_ray_engine(tmp_path, llama_server, examples_module, rubrics_module, direct, ray_local):
     _round_trip(tmp_path, llama_server, examples_module, rubrics_module, direct, engine="ray",
                 max_in_flight=2, ray_batch_size=4)
+
+
+@pytest.mark.parametrize("engine", ["http", pytest.param("ray", marks=pytest.mark.ray)])
+def test_round_trip_through_the_cli(tmp_path, llama_server, examples_module, rubrics_module, direct, engine,
+                                    request):
+    """The documented recipe: probe --export-batch, batch-run, ingest, probe (zero calls)."""
+    from click.testing import CliRunner
+
+    from rubric_induce.cli import cli
+    from rubric_induce.data import RubricPool, write_examples
+    from rubric_induce.probing import ProbeTable
+
+    if engine == "ray":
+        request.getfixturevalue("ray_local")      # batch-run uses this process's Ray runtime
+    ex = write_examples(tmp_path / "ex.jsonl", examples_module)
+    rb = RubricPool(rubrics_module).save(tmp_path / "rb.jsonl")
+    common = ["--examples", str(ex), "--rubrics", str(rb), "--backend", f"openai-compatible/smollm2@{llama_server}",
+              "--cache", str(tmp_path / "c.sqlite")]
+    batch = tmp_path / "batch"
+    runner = CliRunner()
+    res = runner.invoke(cli, ["probe", *common, "--export-batch", str(batch), "--max-lines", "7"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(cli, ["batch-run", str(batch), "-o", str(batch), "--endpoint", llama_server,
+                              "--engine", engine, "--max-in-flight", "2", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    results = sorted(batch.glob("results-*.jsonl"))
+    assert [p.name for p in results] == ["results-00000.jsonl", "results-00001.jsonl", "results-00002.jsonl"]
+    res = runner.invoke(cli, ["ingest", *map(str, results), "--cache", str(tmp_path / "c.sqlite")])
+    assert res.exit_code == 0 and "ingested 18 result(s)" in res.output, res.output
+    res = runner.invoke(cli, ["probe", *common, "--out", str(tmp_path / "p.jsonl")])
+    assert res.exit_code == 0 and "LLM calls: 0 new, 18 cached" in res.output, res.output
+    table = ProbeTable.load(tmp_path / "p.jsonl")
+    for a, d in zip(table.records, direct.records):
+        assert (a.example_id, a.rubric_id) == (d.example_id, d.rubric_id)
+        assert a.raw == pytest.approx(d.raw, abs=1e-6)
