@@ -120,10 +120,14 @@ def run_batch(
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise DataError("the output must be a folder", path=out)
-    if engine == "ray":
+    if engine == "ray":   # a missing package fails before any file is touched
         from .ray_engine import require_ray
 
-        require_ray()   # fail before any file is touched
+        require_ray()
+    else:
+        from .http_engine import require_httpx
+
+        require_httpx()
     files = scan_requests([Path(p) for p in request_paths], out)
     out.mkdir(parents=True, exist_ok=True)
 

@@ -24,7 +24,7 @@ from ..errors import MissingDependencyError
 from .endpoints import Endpoint, RetryPolicy, retry_after_seconds
 from .files import BatchRequest, Outcome
 
-__all__ = ["EndpointStats", "run_http"]
+__all__ = ["EndpointStats", "run_http", "require_httpx"]
 
 
 @dataclass
@@ -71,7 +71,8 @@ class _EndpointState:
         self.lock = threading.Lock()
 
 
-def _httpx():
+def require_httpx() -> Any:
+    """``httpx`` (installed with the ``openai`` extra), or a MissingDependencyError naming it."""
     try:
         import httpx
     except ImportError as exc:
@@ -83,7 +84,7 @@ def _call(state: _EndpointState, req: BatchRequest, policy: RetryPolicy, headers
           stop: threading.Event, sleep: Callable[[float], Any], rng: random.Random) -> tuple[Outcome, bool]:
     """Send one request with retries; returns the outcome and whether the endpoint was unreachable
     on the last attempt (so another endpoint may be tried)."""
-    httpx = _httpx()
+    httpx = require_httpx()
     url = state.endpoint.post_url(req.url)
     stats = state.stats
     body = req.body_json.encode("utf-8")
@@ -159,7 +160,7 @@ def run_http(
     ``http_client_factory`` builds the ``httpx.Client`` of each endpoint (default: one with the
     policy's timeout and keep-alive); ``api_key`` is sent as ``Authorization: Bearer``.
     """
-    httpx = _httpx()
+    httpx = require_httpx()
     policy = policy or RetryPolicy()
     if max_in_flight < 1:
         raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")

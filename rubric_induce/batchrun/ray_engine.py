@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -225,10 +226,26 @@ def _run(ray: Any, requests: Iterable[BatchRequest], endpoints: list[Endpoint],
          api_key: str | None, concurrency: int, batch_size: int, num_cpus_per_worker: float,
          on_done: Callable[[Outcome], None] | None) -> dict[str, dict[str, int]]:
     import ray.data
-    from ray.data.llm import HttpRequestProcessorConfig, build_processor
 
     ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False   # the driver shows one bar over result lines
+    bars, ctx.enable_progress_bars = ctx.enable_progress_bars, False   # the driver shows one bar
+    data_log = logging.getLogger("ray.data")
+    level = data_log.level
+    data_log.setLevel(max(level, logging.WARNING))   # no execution-plan chatter on the console
+    try:
+        return _stream(ray, requests, endpoints, write, policy=policy, max_in_flight=max_in_flight,
+                       api_key=api_key, concurrency=concurrency, batch_size=batch_size,
+                       num_cpus_per_worker=num_cpus_per_worker, on_done=on_done)
+    finally:
+        ctx.enable_progress_bars = bars
+        data_log.setLevel(level)
+
+
+def _stream(ray: Any, requests: Iterable[BatchRequest], endpoints: list[Endpoint],
+            write: Callable[[str, Outcome], None], *, policy: RetryPolicy, max_in_flight: int,
+            api_key: str | None, concurrency: int, batch_size: int, num_cpus_per_worker: float,
+            on_done: Callable[[Outcome], None] | None) -> dict[str, dict[str, int]]:
+    from ray.data.llm import HttpRequestProcessorConfig, build_processor
 
     groups: dict[tuple[int, str], list[dict[str, str]]] = {}
     for i, req in enumerate(requests):

@@ -143,3 +143,15 @@ def test_the_ray_engine_without_ray_names_the_extra(tmp_path, monkeypatch):
     with pytest.raises(MissingDependencyError, match=r"rubric-induce\[ray\]"):
         run_batch([GOLDEN], ["http://127.0.0.1:9/v1"], tmp_path / "out", engine="ray")
     assert not (tmp_path / "out").exists()            # refused before any file was touched
+
+
+def test_the_http_engine_without_httpx_names_the_extra(tmp_path, monkeypatch):
+    import sys
+
+    from rubric_induce.batchrun import run_batch
+    from rubric_induce.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "httpx", None)
+    with pytest.raises(MissingDependencyError, match=r"rubric-induce\[openai\]"):
+        run_batch([GOLDEN], ["http://127.0.0.1:9/v1"], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
