@@ -92,11 +92,11 @@ def test_requires_python_is_the_floor_that_is_tested():
 
 
 def test_plain_pytest_is_the_fast_tier_and_ci_runs_every_tier():
-    """Plain pytest deselects the slow, local_model, server and browser tiers; scripts/test.sh (which
+    """Plain pytest deselects the slow, local_model, server, browser and ray tiers; scripts/test.sh (which
     .ci/run calls) overrides that with -m "" so CI runs them all."""
     ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
-    assert "-m 'not slow and not local_model and not server and not browser'" in ini["addopts"]
-    assert {m.split(":")[0] for m in ini["markers"]} >= {"slow", "local_model", "server", "browser"}
+    assert "-m 'not slow and not local_model and not server and not browser and not ray'" in ini["addopts"]
+    assert {m.split(":")[0] for m in ini["markers"]} >= {"slow", "local_model", "server", "browser", "ray"}
     test_sh = (ROOT / "scripts" / "test.sh").read_text()
     assert 'exec .venv/bin/python -m pytest -m "" "$@"' in test_sh
     assert "bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
