@@ -145,7 +145,7 @@ def test_cli_input_errors_exit_2(tmp_path, fault_server):
 
 
 def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(tmp_path, fault_server, batch_helpers):
-    fault_server.hold = 0.03
+    fault_server.hold = 0.1          # 60 lines, 2 at a time: 3 s, so the kill lands mid-run
     rl = batch_helpers["request_line"]
     n = 60
     req = batch_helpers["write_requests"](tmp_path / "requests-00000.jsonl", [rl(f"k{i}", f"t{i}") for i in range(n)])
