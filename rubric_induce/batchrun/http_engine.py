@@ -131,7 +131,7 @@ def _call(state: _EndpointState, req: BatchRequest, policy: RetryPolicy, headers
         if attempt == policy.max_retries or stop.is_set():
             break
         wait = policy.delay(attempt, retry_after, rng)
-        if retry_after is not None and last.status_code == 429:
+        if retry_after is not None:   # the server asked everyone to wait, not just this request
             with state.lock:
                 state.pause_until = max(state.pause_until, time.monotonic() + wait)
         stats.add(retries=1, retry_wait_s=wait)

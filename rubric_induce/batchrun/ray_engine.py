@@ -86,6 +86,7 @@ class RetryingSession:
         self._session: Any = None
         self._slots: asyncio.Semaphore | None = None
         self._rng = random.Random()
+        self._pause_until = 0.0   # a Retry-After holds this worker's other requests too
 
     def __repr__(self) -> str:
         return f"RetryingSession(policy={self.policy!r}, max_in_flight={self.max_in_flight})"
@@ -127,8 +128,12 @@ class RetryingSession:
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         last = Outcome(error_code="request_failed", error_message="no attempt was made")
+        loop = asyncio.get_running_loop()
         for attempt in range(policy.max_retries + 1):
             retry_after = None
+            hold = self._pause_until - loop.time()
+            if hold > 0:
+                await asyncio.sleep(hold)
             try:
                 async with self._session.post(url, data=body, headers=headers) as resp:
                     text = await resp.text(errors="replace")
@@ -151,7 +156,10 @@ class RetryingSession:
                 last = Outcome(error_code="connection_error",
                                error_message=f"{type(exc).__name__}: {redact_text(str(exc))}")
             if attempt < policy.max_retries:
-                await asyncio.sleep(policy.delay(attempt, retry_after, self._rng))
+                wait = policy.delay(attempt, retry_after, self._rng)
+                if retry_after is not None:
+                    self._pause_until = max(self._pause_until, loop.time() + wait)
+                await asyncio.sleep(wait)
         return last
 
 
