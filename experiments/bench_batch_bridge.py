@@ -48,8 +48,9 @@ def synthetic_texts(n: int, seed: int = 0) -> list[Example]:
     for i in range(n):
         ask = rng.choice(ASKS).format(n=rng.randint(2, 9), place=rng.choice(PLACES))
         reply = rng.choice(REPLIES).format(ask=ask, n=rng.randint(2, 9), place=rng.choice(PLACES))
-        out.append(Example.create({"text": f"USER: {ask}\nSYSTEM: {reply}"}, {"sat": rng.randint(0, 1)},
-                                  id=f"syn{i:05d}"))
+        # the ticket number keeps every text (so every call) distinct
+        out.append(Example.create({"text": f"USER: {ask} (ticket {1000 + i})\nSYSTEM: {reply}"},
+                                  {"sat": rng.randint(0, 1)}, id=f"syn{i:05d}"))
     return out
 
 
@@ -151,7 +152,8 @@ def main() -> None:
     for r in rows:
         print(f"| {r['engine']} | {r['calls']} | {r['export_s']} | {r['execute_s']} | {r['calls_per_s']} | "
               f"{r['ingest_s']} | {r['reprobe_s']} | {r['reprobe_calls']} |")
-    bad = [r for r in rows if r["reprobe_calls"] or r["failed"] or r["ingested"] != r["exported"]]
+    bad = [r for r in rows if r["reprobe_calls"] or r["failed"] or r["ingested"] != r["exported"]
+           or r["exported"] != r["calls"]]
     if bad:
         raise SystemExit(f"round trip incomplete: {bad}")
 
