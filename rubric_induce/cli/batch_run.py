@@ -38,8 +38,8 @@ def expand_request_paths(paths: tuple[Path, ...]) -> list[Path]:
                    "Repeat for several servers: lines are spread over them.")
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for the result files (requests-00000.jsonl -> results-00000.jsonl) and "
-                   "batch-run-summary.json. A rerun into the same folder sends only the lines "
-                   "without a successful result.")
+                   "batch-run-summary.json; the export folder itself suits `ingest`'s default. A rerun "
+                   "into the same folder sends only the lines without a successful result.")
 @click.option("--engine", type=click.Choice(["http", "ray"]), default="http", show_default=True,
               help="http: threads in this process; ray: ray.data.llm's HTTP request processor on a "
                    "Ray runtime (pip install 'rubric-induce[ray]').")
@@ -75,9 +75,9 @@ def command(requests, endpoints, out_dir, engine, max_in_flight, timeout, max_re
     \b
     Example (export, run on two vLLM servers, ingest):
       rubric-induce probe ... --export-batch batch/
-      rubric-induce batch-run batch/ -o batch/results \\
+      rubric-induce batch-run batch/ -o batch/ \\
           --endpoint http://gpu1:8000/v1 --endpoint http://gpu2:8000/v1
-      rubric-induce ingest batch/results/results-*.jsonl
+      rubric-induce ingest batch/results-*.jsonl
     """
     from ..batchrun import RetryPolicy, api_key_from_env, run_batch
     from ..errors import BackendError
