@@ -190,8 +190,6 @@ def export_batch(calls: Sequence[ProbeCall], backend: Backend, directory: str | 
         files.append(path)
         entries.append({"file": path.name, "lines": len(chunk), "sha256": _sha256(path)})
     _write_atomic_lines(directory / INDEX, (_line(c.index_entry()) for c in todo))
-    from .templates import load_prompt
-
     manifest = {
         "format": _FORMAT, "format_version": 1,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -201,12 +199,6 @@ def export_batch(calls: Sequence[ProbeCall], backend: Backend, directory: str | 
         "max_lines": int(max_lines), "files": entries, "index": INDEX,
         **dict(meta or {}),
     }
-    if "prompts" not in manifest:
-        try:
-            tmpl = load_prompt("probe_score_only")
-            manifest["prompts"] = {tmpl.name: tmpl.hash}
-        except Exception:  # pragma: no cover - a broken install
-            pass
     from .data.jsonl import write_json
 
     write_json(directory / MANIFEST, redact_obj(manifest))

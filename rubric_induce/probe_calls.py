@@ -28,7 +28,7 @@ from .data.render import render_example_tokens
 from .errors import BackendError, RubricInduceError
 from .task import TaskParams
 
-__all__ = ["ProbeCall", "probe_calls", "request_body", "unwrap_backend", "probe_params"]
+__all__ = ["ProbeCall", "probe_calls", "request_body", "unwrap_backend", "probe_params", "prompt_hashes"]
 
 
 @dataclass
@@ -124,6 +124,7 @@ def probe_calls(
     seed: int = 0,
     fields: Sequence[str] | None = None,
     task: TaskParams | None = None,
+    progress: bool = False,
     **options: Any,
 ) -> list[ProbeCall]:
     """Every call :func:`~rubric_induce.probing.probe` would make for these arguments, in its
@@ -141,7 +142,11 @@ def probe_calls(
     identity = backend.identity()
     rendered: dict[str, tuple[str | None, int | None]] = {}
     out: list[ProbeCall] = []
+    from .progress import progress_bar
+
+    bar = progress_bar(len(examples), desc="listing calls", unit="text", enabled=progress)
     for ex in examples:
+        bar.update()
         if ex.id not in rendered:
             rendered[ex.id] = ((None, None) if params.max_example_tokens is None else
                                render_example_tokens(ex, fields, params.max_example_tokens,
@@ -162,7 +167,17 @@ def probe_calls(
                 out.append(ProbeCall(ex.id, rb.id, method, messages, opts, cache_key(identity, method, payload),
                                      answers=answers, assistant_prefix=prefix, dependent=dependent,
                                      max_completion_tokens=max_out))
+    bar.close()
     return out
+
+
+def prompt_hashes(style: str) -> dict[str, str]:
+    """``{template name: content hash}`` of the probe template a style uses (for batch manifests)."""
+    from .probing import _TEMPLATE_FOR_STYLE
+    from .templates import load_prompt
+
+    tmpl = load_prompt(_TEMPLATE_FOR_STYLE[style])
+    return {tmpl.name: tmpl.hash}
 
 
 def request_body(backend: Backend, call: ProbeCall) -> dict[str, Any]:

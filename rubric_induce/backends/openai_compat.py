@@ -406,8 +406,11 @@ class OpenAICompatibleBackend(Backend):
 
     @property
     def count_method(self) -> str:
-        """``"server chat template"``, ``"server tokenizer"`` or ``"estimate"`` (None before any count)."""
-        return self._count_method or "estimate"
+        """How :meth:`count_prompt_tokens` counted: the server's chat template or tokenizer, else an estimate."""
+        if self._count_method not in (None, "estimate"):
+            return self._count_method
+        tok = "tiktoken" if self._load_tokenizer() is not None else "4 characters a token"
+        return f"estimate ({tok} plus 4 tokens a message)"
 
     def _server_count(self, msgs: list[dict[str, str]]) -> int | None:
         import httpx

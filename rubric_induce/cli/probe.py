@@ -78,11 +78,13 @@ def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec
     backend, cache = open_backend(backend_spec, cache_path, no_cache, bparams)
     if export_dir is not None:
         from ..batchfiles import export_batch
-        from ..probe_calls import probe_calls
+        from ..probe_calls import probe_calls, prompt_hashes
 
         try:
-            calls = probe_calls(examples, rubrics, backend, params, seed=seed, fields=split_list(fields), task=task)
-            meta = {"probe": params.to_dict(), "seed": seed, "n_examples": len(examples), "n_rubrics": len(rubrics)}
+            calls = probe_calls(examples, rubrics, backend, params, seed=seed, fields=split_list(fields), task=task,
+                                progress=show_progress(progress))
+            meta = {"probe": params.to_dict(), "seed": seed, "n_examples": len(examples), "n_rubrics": len(rubrics),
+                    "prompts": prompt_hashes(params.style)}
             if shard is not None:
                 meta["shard"] = str(shard)
             result = export_batch(calls, backend, export_dir, cache=cache, max_lines=max_lines, meta=meta,

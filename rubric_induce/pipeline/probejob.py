@@ -48,6 +48,24 @@ class ProbeJob:
         return {"params": cfg.probe, "seed": cfg.run.seed, "fields": cfg.data.fields, "task": cfg.task_resolved}
 
 
+def _pool_current(ctx) -> bool:
+    """True when the run folder's generate and dedup stages are done for this config and data (the
+    runner's own fingerprints), i.e. ``run`` would probe exactly this pool."""
+    from .runner import _fingerprint, _read_marker
+    from .stages import STAGES
+
+    previous = ""
+    for stage in STAGES:
+        fp = _fingerprint(stage, ctx.config, ctx.data_hash, previous)
+        marker = _read_marker(ctx.out, stage.name)
+        if marker is None or marker.get("fingerprint") != fp:
+            return False
+        if stage.name == "dedup":
+            return True
+        previous = fp
+    return False
+
+
 def _assumed_rubrics(cfg: RunConfig, included: list[Rubric], n: int) -> list[Rubric]:
     models = included or [Rubric.create(_STOCK_RUBRIC, "SAT")]
     # costed like the included ones (same text plus a tag that keeps their prompts distinct)
@@ -76,8 +94,16 @@ def run_probe_job(config: RunConfig | str | Path, *, out: str | Path | None = No
     examples = select_shard(ctx.examples, shard)
     pool_file = run_dir / DEDUP_POOL_FILE
     notes: list[str] = []
+    stale = pool_file.exists() and not _pool_current(ctx)
+    if stale and require_pool:
+        raise DataError(f"the rubric pool in {run_dir} was made with other settings or data than this config's (the "
+                        "generate or dedup stage would run again): run `rubric-induce run CONFIG --stop-after dedup` "
+                        "first", path=pool_file)
     if pool_file.exists():
-        rubrics, source, exact = list(RubricPool.load(pool_file)), str(pool_file), True
+        rubrics, source, exact = list(RubricPool.load(pool_file)), str(pool_file), not stale
+        if stale:
+            notes.append(f"the rubric pool in {run_dir} comes from other settings or data (generate/dedup will run "
+                         "again): planned on it as an estimate")
     else:
         if require_pool:
             raise DataError(f"no rubric pool yet in {run_dir}: the probe job is known once generate and dedup have "
@@ -208,7 +234,7 @@ def export_run_batch(config: RunConfig | str | Path, directory: str | Path, *, o
     from ..batchfiles import MAX_LINES, export_batch
     from ..cache import CallCache
     from ..planning import check_logprobs_support
-    from ..probe_calls import probe_calls
+    from ..probe_calls import probe_calls, prompt_hashes
     from .folder import cache_path_for
 
     job = run_probe_job(config, out=out, shard=shard, require_pool=True)
@@ -220,6 +246,7 @@ def export_run_batch(config: RunConfig | str | Path, directory: str | Path, *, o
         check_logprobs_support(inner, cfg.probe.estimator, source=cfg.source)
         calls = probe_calls(job.examples, job.rubrics, inner, **job.probe_kwargs())
         meta = {"probe": cfg.probe.to_dict(), "seed": cfg.run.seed, "config": cfg.source,
+                "prompts": prompt_hashes(cfg.probe.style),
                 "n_examples": len(job.examples), "n_rubrics": len(job.rubrics)}
         if job.shard is not None:
             meta["shard"] = str(job.shard)

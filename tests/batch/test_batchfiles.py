@@ -124,3 +124,28 @@ def test_analyze_rate_dependent_calls_stay_out(tmp_path, examples, rubrics):
     body = json.loads(export.files[0].read_text().splitlines()[0])["body"]
     assert body["logprobs"] is True and body["top_logprobs"] == 20 and body["max_tokens"] == 200
     assert completion(body)["choices"]
+
+
+def test_sampling_estimator_chat_calls_round_trip(tmp_path, examples, rubrics):
+    params = ProbeParams(estimator="sampling", samples=3)
+    cache = CallCache(tmp_path / "c.sqlite")
+    be = CachedBackend(backend(Engine()), cache)
+    calls = probe_calls(examples[:2], rubrics, be, params)
+    export = export_batch(calls, be, tmp_path / "b")
+    assert export.exported == 2 * len(rubrics) * 3 and all(c.method == "chat" for c in calls)
+    bodies = [json.loads(x)["body"] for x in export.files[0].read_text().splitlines()]
+    assert {b["seed"] for b in bodies} == {0, 1, 2} and all("logprobs" not in b for b in bodies)
+    run_requests(export.files[0], tmp_path / "out.jsonl")
+    assert ingest_results([tmp_path / "out.jsonl"], tmp_path / "b", cache).ingested == len(calls)
+    refusing = CachedBackend(backend(Engine(refuse=True)), cache)
+    table = probe(examples[:2], rubrics, refusing, params)
+    assert refusing.tally.calls == 0 and all(r.n_samples == 3 for r in table.records)
+
+
+def test_ingest_refuses_another_backend(tmp_path, examples, rubrics):
+    be = backend(Engine())
+    export_batch(probe_calls(examples[:1], rubrics, be, ProbeParams()), be, tmp_path / "b")
+    (tmp_path / "out.jsonl").write_text("")
+    with pytest.raises(DataError, match="not the one the batch was exported for"):
+        ingest_results([tmp_path / "out.jsonl"], tmp_path / "b", CallCache(tmp_path / "c.sqlite"),
+                       backend=backend(Engine(), model="another-model"))

@@ -168,3 +168,17 @@ def test_prices_in_the_config_and_bad_prices(tmp_path, fake_run_config, capsys):
     cfg.write_text(fake_run_config + '\n[prices.fake]\ninput = -1.0\noutput = 2.0\n')
     code, io = _run(["plan", str(cfg), "--out", str(tmp_path / "r")], capsys)
     assert code == 2 and "prices.fake.input" in io.err and str(cfg) in io.err
+
+
+def test_a_pool_from_other_settings_is_not_exported(tmp_path, fake_run_config, capsys):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(fake_run_config)
+    out = tmp_path / "r"
+    assert _run(["run", str(cfg), "--out", str(out), "--stop-after", "dedup"], capsys)[0] == 0
+    code, io = _run(["plan", str(cfg), "--out", str(out)], capsys)
+    assert code == 0 and "no rubric pool" not in io.out and "other settings" not in io.out
+    cfg.write_text(fake_run_config.replace("per_class = 3", "per_class = 2"))
+    code, io = _run(["plan", str(cfg), "--out", str(out)], capsys)
+    assert code == 0 and "other settings" in io.out
+    code, io = _run(["run", str(cfg), "--out", str(out), "--shard", "1/2"], capsys)
+    assert code == 2 and "--stop-after dedup" in io.err
