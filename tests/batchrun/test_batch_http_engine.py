@@ -169,3 +169,17 @@ def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(tmp_path, fault_se
     assert all(r["response"]["status_code"] == 200 for r in res.values())
     # only the requests open at the kill (at most 2) were sent twice
     assert n <= sum(fault_server.attempts.values()) <= n + 2
+
+
+def test_url_credentials_go_as_basic_auth_and_are_written_redacted(tmp_path, fault_server, batch_helpers):
+    import base64
+
+    rl = batch_helpers["request_line"]
+    req = batch_helpers["write_requests"](tmp_path / "requests-00000.jsonl", [rl("a", "a")])
+    url = fault_server.url.replace("http://", "http://user:pw-secret@")
+    summary = run_batch([req], [url], tmp_path / "out")
+    assert summary.ok == 1
+    assert fault_server.auth == ["Basic " + base64.b64encode(b"user:pw-secret").decode()]
+    assert summary.endpoints == [fault_server.url.replace("http://", "http://***@")]
+    for f in (tmp_path / "out").iterdir():
+        assert "pw-secret" not in f.read_text()
