@@ -271,6 +271,7 @@ class UsageTally:
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, served from the provider's (or the model's) prefix cache
     cost_usd: float = 0.0
     cost_known: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -305,6 +306,7 @@ class UsageTally:
             self.calls += 1
             self.prompt_tokens += usage.prompt_tokens
             self.completion_tokens += usage.completion_tokens
+            self.cached_tokens += usage.cached_tokens
             if usage.cost_usd is None:
                 self.cost_known = False
             else:
@@ -312,7 +314,7 @@ class UsageTally:
 
     def to_dict(self) -> dict[str, Any]:
         out = {"calls": self.calls, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
-               "completion_tokens": self.completion_tokens,
+               "completion_tokens": self.completion_tokens, "cached_tokens": self.cached_tokens,
                "cost_usd": round(self.cost_usd, 6) if self.cost_known else None}
         return {**out, **(self.faults() or {})}
 

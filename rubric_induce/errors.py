@@ -13,6 +13,7 @@ __all__ = [
     "BackendError",
     "LogprobsUnavailableError",
     "ContextOverflowError",
+    "BackendUnavailableError",
     "MissingDependencyError",
     "ReplyParseError",
     "NotFittedError",
@@ -61,6 +62,12 @@ class ContextOverflowError(BackendError):
     """One prompt does not fit the model's context window (a per-example error: probing records
     it as a failed probe naming the example; ``probe.max_example_tokens`` or ``backend.n_ctx``
     fix it)."""
+
+
+class BackendUnavailableError(BackendError):
+    """The backend as a whole cannot answer (credentials refused, no permission, unknown model or
+    endpoint, closed): every other call would fail the same way, so probing stops at once instead
+    of recording a failed probe per call."""
 
 
 class ReplyParseError(RubricInduceError, ValueError):

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .backends.base import AnswerLogprobs, Backend, ChatResult, Message, Usage
+from .backends.base import AnswerLogprobs, Backend, ChatResult, Message, Usage, prompt_cache_scope
 from .backends.options import CallOptions
 from .cache import answer_logprobs_payload, cache_key, chat_payload
 from .data.model import Example, Rubric
@@ -130,7 +130,7 @@ def probe_calls(
     """Every call :func:`~rubric_induce.probing.probe` would make for these arguments, in its
     order (example-major), with cache keys under ``backend``'s identity. Makes no LLM call (the
     backend's tokenizer is used when ``max_example_tokens`` cuts examples)."""
-    from .probing import _probe_one
+    from .probing import _probe_one, prompt_cache_key_for, render_example
 
     params = probe_params(params, **options)
     examples, rubrics = list(examples), list(rubrics)
@@ -152,6 +152,8 @@ def probe_calls(
                                render_example_tokens(ex, fields, params.max_example_tokens,
                                                      backend.count_tokens, backend.truncate_tokens))
         text, n_tokens = rendered[ex.id]
+        # the routing key the live call sends with prompt_cache_key on (one per text): batch bodies carry it too
+        route = prompt_cache_key_for(render_example(ex, fields) if text is None else text)
         for rb in rubrics:
             rec = _Recorder(backend)
             _probe_one(rec, ex, rb, style=params.style, estimator=params.estimator, n_samples=params.samples,
@@ -166,7 +168,7 @@ def probe_calls(
                     max_out = backend.answer_completion_tokens
                 out.append(ProbeCall(ex.id, rb.id, method, messages, opts, cache_key(identity, method, payload),
                                      answers=answers, assistant_prefix=prefix, dependent=dependent,
-                                     max_completion_tokens=max_out))
+                                     max_completion_tokens=max_out, extra={"prompt_cache_key": route}))
     bar.close()
     return out
 
@@ -195,8 +197,10 @@ def request_body(backend: Backend, call: ProbeCall) -> dict[str, Any]:
     if build_chat is None or build_lp is None:
         raise BackendError(f"backend {inner.kind}/{inner.model} has no HTTP request body: batch files need an "
                            "OpenAI-compatible backend (openai/MODEL or openai-compatible/MODEL@URL)")
-    if call.method == "answer_logprobs":
-        if call.assistant_prefix:
-            raise BackendError("an assistant prefix cannot be sent through the chat-completions API")
-        return build_lp(call.messages, call.answers or [], call.options)
-    return build_chat(call.messages, call.options)
+    # the live call runs inside the text's prompt_cache_scope: the body gets the same prompt_cache_key
+    with prompt_cache_scope(call.extra.get("prompt_cache_key")):
+        if call.method == "answer_logprobs":
+            if call.assistant_prefix:
+                raise BackendError("an assistant prefix cannot be sent through the chat-completions API")
+            return build_lp(call.messages, call.answers or [], call.options)
+        return build_chat(call.messages, call.options)

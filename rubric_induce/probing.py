@@ -10,26 +10,30 @@ without logprobs need the sampling estimator, chosen explicitly; nothing falls b
 
 Prompts are worded from the run's task (:class:`~rubric_induce.task.TaskParams`: the kind of
 text, the task description, the fields' roles); the default task renders the prompts as they were
-before tasks existed. Prompts put the example first and the rubric last, and examples are probed one after the other
-with all their rubrics, so a backend that keeps its KV state (the embedded model) or a server with
-prompt caching computes each example's prefix once.
+before tasks existed. Prompts put the example first and everything rubric-specific (the rubric, its
+levels, its answer scale and the answer instruction) after it, and examples are probed one after the
+other with all their rubrics (one warm-up call per text first, on a concurrent backend), so a backend
+that keeps its KV state (the embedded model) or a server with prompt caching computes each example's
+prefix once.
 """
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .backends.base import Backend
+from .backends.base import Backend, prompt_cache_scope
 from .backends.options import CallOptions
-from .backends.concurrency import run_bounded
+from .backends.concurrency import run_window
 from .data.model import AnswerScale, Example, Rubric
 from .data.probes import ProbeArrays, ProbeRecord, ProbeTable  # re-exported: they lived here
 from .data.render import render_example, render_example_tokens  # render_example: re-exported
-from .errors import ContextOverflowError, LogprobsUnavailableError, RubricInduceError
+from .errors import (BackendError, BackendUnavailableError, ContextOverflowError, LogprobsUnavailableError,
+                     RubricInduceError)
 from .params import Params, param
 from .progress import progress_bar
 from .task import TaskParams
@@ -46,6 +50,7 @@ __all__ = [
     "probe",
     "PROBES_FILE",
     "build_messages",
+    "prompt_cache_key_for",
     "render_example",
     "parse_answer",
 ]
@@ -99,7 +104,7 @@ def build_messages(
     task: TaskParams | None = None,
     text: str | None = None,
 ) -> tuple[list[dict[str, str]], PromptTemplate]:
-    """Chat messages of one probe (example first, rubric last) and the template used.
+    """Chat messages of one probe (example first, everything rubric-specific after it) and the template used.
 
     ``task`` words the prompt (kind of text, description, field roles); everything it adds comes
     before the example, so each example's prefix stays shared by all its rubrics. ``text``: the
@@ -213,18 +218,29 @@ def _probe_one(
     task: TaskParams | None = None,
     text: str | None = None,
     example_tokens: int | None = None,
-) -> ProbeRecord:
+) -> tuple[ProbeRecord, BaseException | None]:
+    """One probe, and the exception of a call that failed (then the record says so)."""
     messages, template = build_messages(example, rubric, style, fields=fields, task=task, text=text)
     rec = _blank_record(example, rubric, style, estimator, template.hash, example_tokens)
     try:
         return _read_probe(backend, rec, messages, rubric.scale, style=style, estimator=estimator,
                            n_samples=n_samples, temperature=temperature, seed=seed,
-                           max_analysis_tokens=max_analysis_tokens)
+                           max_analysis_tokens=max_analysis_tokens), None
+    except (BackendUnavailableError, LogprobsUnavailableError):
+        raise  # the backend as a whole cannot answer: no other call would do better
     except ContextOverflowError as exc:
         # One over-long example must not abort the run: a failed probe that names the example.
-        rec.raw = [0.0] * rubric.scale.size
-        rec.error = f"example {example.id!r} does not fit the model's context: {exc}"
-        return rec
+        failed = _blank_record(example, rubric, style, estimator, template.hash, example_tokens)
+        failed.error = f"example {example.id!r} does not fit the model's context: {exc}"
+        failed.call_failed = True
+        return failed, exc
+    except BackendError as exc:
+        # The backend gave up on this call after its retries (or got a reply no retry fixes): a
+        # failed probe, not a stopped stage. Not cached, so probing again retries just this one.
+        failed = _blank_record(example, rubric, style, estimator, template.hash, example_tokens)
+        failed.error = f"call failed: {exc}"
+        failed.call_failed = True
+        return failed, exc
 
 
 def _blank_record(example: Example, rubric: Rubric, style: str, estimator: str, prompt_hash: str,
@@ -286,6 +302,21 @@ def _read_probe(backend: Backend, rec: ProbeRecord, messages, scale: AnswerScale
     return rec
 
 
+def prompt_cache_key_for(text: str) -> str:
+    """The prefix-routing key of one text's probes: a hash of the example as rendered in the prompt.
+
+    Every probe of a text sends the same key (with the backend's ``prompt_cache_key`` option on),
+    so a provider routes them to the machine that cached the text's prefix; batch files carry the
+    same key in their request bodies. Content-addressed: the same text gets the same key in any run.
+    """
+    return "ri-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _failure_streak_limit(max_concurrency: int) -> int:
+    """Failed calls in a row (over several texts) after which probing stops: the backend is down."""
+    return max(8, 2 * max_concurrency)
+
+
 def probe(
     examples: Iterable[Example],
     rubrics: Iterable[Rubric],
@@ -297,6 +328,8 @@ def probe(
     task: TaskParams | None = None,
     progress: bool = False,
     on_record: Callable[[ProbeRecord], None] | None = None,
+    done: Iterable[ProbeRecord] | None = None,
+    warmup: bool = True,
     **options: Any,
 ) -> ProbeTable:
     """The probe stage's entry point: every rubric on every example; returns a :class:`ProbeTable`.
@@ -307,6 +340,29 @@ def probe(
     ``estimator="sampling"`` draws ``samples`` replies at ``temperature`` for backends without
     logprobs; with ``"logprobs"`` such a backend raises :class:`LogprobsUnavailableError` up front.
     ``task`` (:class:`~rubric_induce.task.TaskParams`) words the prompts; default: the generic task.
+
+    **Order.** Probes are submitted example-major (each example with all its rubrics, in the
+    order given) through a sliding window of at most ``backend.max_concurrency`` calls in flight:
+    a new call starts as soon as any finishes, so a slow call holds back no other. With
+    ``warmup`` (default) a text's first rubric is probed alone before its other rubrics are
+    submitted, so a server with prefix caching computes the text's prefix once (a serial backend
+    does this by its order anyway). The table's records, and the ``on_record`` calls, come in
+    that input order (example-major), whatever order the calls finish in: a record waits for
+    the ones before it. ``on_record`` is called in the calling thread (e.g. to append each record
+    to a file as it is final).
+
+    **Failures.** A call that fails for good (the backend's retries exhausted, a bad reply, a
+    prompt over the context window) becomes a record with ``error`` and ``call_failed`` set; it is
+    not cached, so probing again retries only those. A failure of the backend as a whole stops at
+    once: :class:`~rubric_induce.errors.BackendUnavailableError` (credentials, permission, unknown
+    model), :class:`LogprobsUnavailableError`, a long run of failed calls over several texts, or
+    every call failing (a :class:`~rubric_induce.errors.BackendError` naming the last error).
+    ``KeyboardInterrupt`` stops too. Calls already running finish first (their results reach the
+    call cache).
+
+    ``done``: records already probed (e.g. read back from a run's streamed probes file after a
+    crash); a usable record of this probe job (same pair, style, estimator, prompt and scale) is
+    kept as it is and its pair not probed again. Failed records are probed again.
     """
     if "n_samples" in options:
         options["samples"] = options.pop("n_samples")
@@ -329,36 +385,59 @@ def probe(
     if not rubrics:
         raise RubricInduceError("nothing to probe: no rubrics")
     task = (task or TaskParams()).resolved()
-    tasks = [(ex, rb) for ex in examples for rb in rubrics]  # example-major: prefix reuse
+    template = load_prompt(_TEMPLATE_FOR_STYLE[style])
     options = dict(style=style, estimator=estimator, n_samples=n_samples, temperature=temperature,
                    seed=seed, max_analysis_tokens=max_analysis_tokens, fields=fields, task=task)
     # Each example is rendered (and, with max_example_tokens, counted and cut) once, not per rubric.
     rendered: dict[str, tuple[str, int | None]] = {}
-    if params.max_example_tokens is not None:
-        for ex in examples:
-            if ex.id not in rendered:
-                rendered[ex.id] = render_example_tokens(ex, fields, params.max_example_tokens,
-                                                        backend.count_tokens, backend.truncate_tokens)
+    for ex in examples:
+        if ex.id not in rendered:
+            rendered[ex.id] = (render_example_tokens(ex, fields, params.max_example_tokens, backend.count_tokens,
+                                                     backend.truncate_tokens)
+                               if params.max_example_tokens is not None else (render_example(ex, fields), None))
+    kept = _reusable(done, template.hash, style, estimator)
+    pairs = [(i, ex, rb) for i, ex in enumerate(examples) for rb in rubrics]  # example-major: prefix reuse
+    slots: list[ProbeRecord | None] = [kept.get((ex.id, rb.id), None) if _same_scale(kept.get((ex.id, rb.id)), rb)
+                                       else None for _, ex, rb in pairs]
+    todo = [k for k, rec in enumerate(slots) if rec is None]
 
-    def run(pair: tuple[Example, Rubric]) -> ProbeRecord:
-        text, n_tokens = rendered.get(pair[0].id, (None, None))
-        return _probe_one(backend, pair[0], pair[1], text=text, example_tokens=n_tokens, **options)
+    def run(k: int) -> tuple[ProbeRecord, BaseException | None]:
+        _, ex, rb = pairs[k]
+        text, n_tokens = rendered[ex.id]
+        with prompt_cache_scope(prompt_cache_key_for(text)):
+            return _probe_one(backend, ex, rb, text=text, example_tokens=n_tokens, **options)
 
-    bar = progress_bar(len(tasks), desc="probing", unit="probe", enabled=progress)
-    records: list[ProbeRecord] = []
-    # One example's probes form a batch: in parallel on a concurrent backend, in order on a
-    # serial one, so the example's prompt prefix stays in the KV cache across its rubrics.
-    batch = max(1, backend.max_concurrency)
+    cap = max(1, int(backend.max_concurrency))
+    limit = _failure_streak_limit(cap)
+    streak: list[tuple[str, BaseException]] = []  # consecutive failed calls (not over-long prompts)
+    first_failure: BaseException | None = None
+    bar = progress_bar(len(pairs), desc="probing", unit="probe", enabled=progress)
+    bar.update(len(pairs) - len(todo))
+    window = run_window(run, todo, cap, groups=[pairs[k][0] for k in todo] if warmup else None)
     try:
-        for start in range(0, len(tasks), batch):
-            for rec in run_bounded(run, tasks[start:start + batch], backend.max_concurrency):
-                records.append(rec)
-                if on_record:
-                    on_record(rec)
-                bar.update()
+        for j, (rec, exc) in window:
+            slots[todo[j]] = rec
+            if on_record:
+                on_record(rec)
+            bar.update()
+            if exc is None:
+                streak.clear()
+            elif not isinstance(exc, ContextOverflowError):
+                first_failure = first_failure or exc
+                streak.append((rec.example_id, exc))
+                texts = {eid for eid, _ in streak}
+                if len(streak) >= limit and len(texts) >= min(3, len(examples)):
+                    raise BackendError(
+                        f"{len(streak)} probe calls in a row failed, on {len(texts)} texts; the backend seems "
+                        f"down or overloaded. Last error: {exc}. The probes finished so far are kept: fix the "
+                        "backend (or lower backend.concurrency) and rerun to resume") from exc
     finally:
+        window.close()  # on any exception: submit nothing more, wait for the calls running now
         bar.close()
-    template = load_prompt(_TEMPLATE_FOR_STYLE[style])
+    records = [rec for rec in slots if rec is not None]
+    if first_failure is not None and not any(rec.ok for rec in records):
+        raise BackendError(f"every probe failed ({sum(r.call_failed for r in records)} failed calls); the first "
+                           f"error: {first_failure}") from first_failure
     meta = {"style": style, "estimator": estimator, "backend": backend.identity(),
             "prompt": {"name": template.name, "hash": template.hash},
             "n_examples": len(examples), "n_rubrics": len(rubrics), "seed": seed}
@@ -368,4 +447,22 @@ def probe(
         meta["max_example_tokens"] = params.max_example_tokens
     if estimator == "sampling":
         meta.update(n_samples=n_samples, temperature=temperature)
+    if len(pairs) > len(todo):
+        meta["reused"] = len(pairs) - len(todo)
     return ProbeTable(records, meta)
+
+
+def _reusable(done: Iterable[ProbeRecord] | None, prompt_hash: str, style: str,
+              estimator: str) -> Mapping[tuple[str, str], ProbeRecord]:
+    """The usable records of ``done`` made with this prompt, style and estimator, by pair."""
+    out: dict[tuple[str, str], ProbeRecord] = {}
+    for rec in done or ():
+        if rec.ok and not rec.call_failed and rec.prompt_hash == prompt_hash and rec.style == style \
+                and rec.estimator == estimator:
+            out[(rec.example_id, rec.rubric_id)] = rec
+    return out
+
+
+def _same_scale(rec: ProbeRecord | None, rubric: Rubric) -> bool:
+    return rec is not None and list(rec.answers) == list(rubric.scale.labels) \
+        and [float(v) for v in rec.values] == [float(v) for v in rubric.scale.values]

@@ -143,4 +143,4 @@ def test_unknown_cost_is_reported_as_unknown():
     tally.record(Usage(10, 2, cost_usd=None), cached=False)
     tally.record(Usage(10, 2, cost_usd=0.5), cached=True)
     assert tally.to_dict() == {"calls": 1, "cache_hits": 1, "prompt_tokens": 10,
-                               "completion_tokens": 2, "cost_usd": None}
+                               "completion_tokens": 2, "cached_tokens": 0, "cost_usd": None}

@@ -169,7 +169,7 @@ def test_uss_preset_renders_rubicons_user_satisfaction_wording():
 
 
 @pytest.mark.parametrize("style", PROBE_STYLES)
-def test_probe_prompts_take_the_task_and_keep_the_rubric_last(style):
+def test_probe_prompts_take_the_task_and_put_the_rubric_after_the_text(style):
     ex = Example.create({"passage": "The sky is blue.", "text": "It is blue."}, {}, id="a")
     rubric = Rubric.create("The answer repeats the passage.", "SAT")
     plain, _ = build_messages(ex, rubric, style)
@@ -177,7 +177,7 @@ def test_probe_prompts_take_the_task_and_keep_the_rubric_last(style):
     messages, _ = build_messages(ex, rubric, style, task=GENERIC)
     system, user = messages[0]["content"], messages[-1]["content"]
     assert f"The answers come from this evaluation task: {GENERIC.description}" in system
-    assert user.rstrip().endswith(rubric.text) and user.index("Passage:") < user.index(rubric.text)
+    assert user.index("Passage:") < user.index(f"Question: {rubric.text}")  # the text first, the rubric after
     assert "Passage is the source the answer was written from" in user
     assert "supported" not in system.replace(GENERIC.description, "")  # no class names in probes
     # the task goes before the example: two rubrics share the prompt up to the question

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -30,6 +32,8 @@ __all__ = [
     "PRICES_PER_MTOK",
     "price_for",
     "fault_summary",
+    "prompt_cache_scope",
+    "current_prompt_cache_key",
 ]
 
 Message = Mapping[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
@@ -47,22 +51,58 @@ def price_for(model: str, prompt_tokens: int, completion_tokens: int, cached_tok
     return cost(model, prompt_tokens, completion_tokens, cached_tokens=cached_tokens)
 
 
+_PROMPT_CACHE_KEY: ContextVar[str | None] = ContextVar("rubric_induce_prompt_cache_key", default=None)
+
+
+@contextmanager
+def prompt_cache_scope(key: str | None) -> Iterator[None]:
+    """Calls made inside share the routing key ``key`` (one per text: probing sets it per call).
+
+    A backend that can route requests by prompt prefix (the OpenAI API's ``prompt_cache_key``,
+    when the backend's ``prompt_cache_key`` option is on) sends it with each request, so the
+    probes of one text land where that text's prefix is cached. It never changes an answer, so
+    it is no part of a call's cache key. A context variable: it follows the calling thread only.
+    """
+    token = _PROMPT_CACHE_KEY.set(key)
+    try:
+        yield
+    finally:
+        _PROMPT_CACHE_KEY.reset(token)
+
+
+def current_prompt_cache_key() -> str | None:
+    """The routing key set by the innermost :func:`prompt_cache_scope` of this thread, or None."""
+    return _PROMPT_CACHE_KEY.get()
+
+
 @dataclass
 class Usage:
-    """Tokens actually processed by one call (``cached`` calls cost nothing now)."""
+    """Tokens actually processed by one call (``cached`` calls cost nothing now).
+
+    ``cached_tokens``: the part of ``prompt_tokens`` served from a prompt-prefix cache: the
+    provider's (``usage.prompt_tokens_details.cached_tokens`` of an OpenAI-compatible reply,
+    priced at the cached-input rate) or, for the embedded model, the KV cache it reused. Not to be
+    confused with ``cached``, a call answered by rubric-induce's own call cache. Serialised only
+    when non-zero, so older cache rows (without it) and newer ones read alike.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
     cached: bool = False
+    cached_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.cached_tokens:
+            out.pop("cached_tokens")
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Usage:
         return cls(int(data.get("prompt_tokens", 0)), int(data.get("completion_tokens", 0)),
-                   data.get("cost_usd"), bool(data.get("cached", False)))
+                   data.get("cost_usd"), bool(data.get("cached", False)),
+                   int(data.get("cached_tokens", 0) or 0))
 
 
 #: The fault counters of a served backend, as they appear in a run's usage (manifest.json, markers).

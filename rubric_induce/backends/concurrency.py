@@ -1,16 +1,23 @@
-"""Run a function over many items on a bounded thread pool, keeping the input order.
+"""Run a function over many items on a bounded thread pool.
 
 Backends that talk to a server (OpenAI, vLLM, llama.cpp server) spend their time waiting on the
 network, so the probing and generation stages fan calls out on threads; the backend's own
 semaphore still caps how many requests are in flight at once.
+
+Two shapes: :func:`run_bounded` (all results as a list, the first failure raised) and
+:func:`run_window`, the sliding window the probe stage uses: at most ``max_in_flight`` calls run
+at once and a new one starts as soon as any finishes (no chunk barrier, so one slow call never
+holds back the others), items may wait for another item (a text's warm-up call) before they
+start, and results come back in input order as soon as every earlier one is in.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
-__all__ = ["run_bounded"]
+__all__ = ["run_bounded", "run_window"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -40,4 +47,88 @@ def run_bounded(fn: Callable[[T], R], items: Iterable[T], max_workers: int = 1) 
             raise failed[0].exception()  # type: ignore[misc]
         return [f.result() for f in futures]
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_window(fn: Callable[[T], R], items: Sequence[T], max_in_flight: int = 1, *,
+               groups: Sequence[int] | None = None) -> Iterator[tuple[int, R]]:
+    """Yield ``(index, fn(items[index]))`` in input order, with at most ``max_in_flight`` calls running.
+
+    A sliding window: whenever a call finishes the next item starts, whatever the others are
+    doing. ``groups`` (one group id per item, items of a group contiguous, e.g. the probes of one
+    text) adds one rule: a group's first item is its warm-up, and the group's other items start
+    only once it has finished (so a server computes the group's shared prompt prefix once and the
+    others hit its prefix cache). While a group waits for its warm-up, free slots go first to the
+    remaining items of groups already warm (oldest first), then to the next group's warm-up, so
+    submission stays in input order as far as the warm-ups allow.
+
+    Results are yielded in input order: a result that finishes early waits (in memory) for the
+    ones before it. An exception from ``fn`` stops everything: calls not started are dropped,
+    running ones finish (a served call is paid for; its result reaches the call cache), then the
+    exception is raised here; so is a ``KeyboardInterrupt`` in the caller. With
+    ``max_in_flight <= 1`` everything runs in the calling thread, in input order (which already
+    puts every warm-up first).
+    """
+    n = len(items)
+    if groups is not None and len(groups) != n:
+        raise ValueError(f"groups has {len(groups)} entries for {n} items")
+    if max_in_flight <= 1 or n <= 1:
+        for i, x in enumerate(items):
+            yield i, fn(x)
+        return
+    # Blocks of contiguous items per group: [start, end) in input order.
+    blocks: list[tuple[int, int]] = []
+    if groups is None:
+        blocks = [(i, i + 1) for i in range(n)]
+    else:
+        start = 0
+        for i in range(1, n + 1):
+            if i == n or groups[i] != groups[start]:
+                blocks.append((start, i))
+                start = i
+    next_block = 0                      # the next group whose warm-up has not started
+    warm: deque[list[int]] = deque()    # groups whose warm-up finished: [next item, end]
+    waiting: dict[int, tuple[int, int]] = {}  # warm-up index -> its group's (start, end)
+    running: dict[Future[R], int] = {}
+    finished: dict[int, R] = {}
+    emit = 0
+    pool = ThreadPoolExecutor(max_workers=min(max_in_flight, n), thread_name_prefix="rubric-induce")
+
+    def next_item() -> int | None:
+        nonlocal next_block
+        while warm and warm[0][0] >= warm[0][1]:
+            warm.popleft()
+        if warm:
+            i = warm[0][0]
+            warm[0][0] += 1
+            return i
+        if next_block < len(blocks):
+            start, end = blocks[next_block]
+            next_block += 1
+            if end - start > 1:
+                waiting[start] = (start + 1, end)
+            return start
+        return None
+
+    try:
+        while emit < n:
+            while len(running) < max_in_flight:
+                i = next_item()
+                if i is None:
+                    break
+                running[pool.submit(fn, items[i])] = i
+            if emit in finished:
+                yield emit, finished.pop(emit)
+                emit += 1
+                continue
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for fut in sorted(done, key=running.__getitem__):
+                i = running.pop(fut)
+                finished[i] = fut.result()  # raises fn's exception: the finally below stops the rest
+                rest = waiting.pop(i, None)
+                if rest is not None:
+                    warm.append(list(rest))
+    finally:
+        for fut in running:
+            fut.cancel()
         pool.shutdown(wait=True, cancel_futures=True)

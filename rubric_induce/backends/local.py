@@ -7,8 +7,15 @@ The point of this backend is **KV prefix reuse**: llama.cpp keeps the keys/value
 has seen, and probing prompts put the example first and the rubric last, so consecutive probes of
 one example share a long prefix. Before each call we compare the new prompt's tokens with the tokens
 held in the KV cache, drop only the part after their longest common prefix and push just the new
-suffix through the model. With ``logits_all=True`` llama.cpp keeps the logits of every position, so
-the answer position's distribution is read straight from the stored rows.
+suffix through the model.
+
+A probe reads one row of logits (the answer position), so the model runs with llama.cpp's
+``logits_all`` off: each evaluation asks for the logits of only the positions a call reads (the
+last prompt token; the positions inside a multi-token answer; the answer position when an answer
+merges with the prompt's last token), through llama.cpp's batch API. Keeping logits for every
+position (``logits_all=True``, the earlier design, kept as a hidden option for benchmarks and the
+equivalence test) costs about a quarter of the evaluation speed on a small model and a vocabulary's
+worth of floats per context token.
 """
 from __future__ import annotations
 
@@ -110,6 +117,10 @@ class LocalLlamaBackend(Backend):
         off to evaluate every prompt from scratch (benchmarks).
     n_batch:
         Tokens per llama.cpp batch (and micro-batch); results do not depend on it.
+    logits_all:
+        Keep the logits of every evaluated position (llama.cpp's ``logits_all``), as releases before
+        0.x.y did. Off by default: a call reads only the rows it needs. Same results either way (to
+        float rounding); on for benchmarks of the old path.
 
     Counters ``tokens_evaluated`` (tokens pushed through the model) and ``tokens_reused`` (prompt
     tokens served from the KV cache) accumulate over the backend's life; ``reset_counters()``
@@ -133,6 +144,7 @@ class LocalLlamaBackend(Backend):
         verbose: bool = False,
         prefix_reuse: bool = True,
         n_batch: int = 512,
+        logits_all: bool = False,
     ) -> None:
         self._llm: Any = None
         self._lock = threading.RLock()
@@ -150,6 +162,7 @@ class LocalLlamaBackend(Backend):
         self.n_threads = int(n_threads) if n_threads else max(1, min(4, os.cpu_count() or 1))
         self.seed = int(seed)
         self.prefix_reuse = bool(prefix_reuse)
+        self.logits_all = bool(logits_all)
         self._fingerprint = _file_fingerprint(path)
         self._llama_cpp = llama_cpp
         try:
@@ -161,7 +174,7 @@ class LocalLlamaBackend(Backend):
                 n_batch=max(_MIN_EVAL, int(n_batch)),
                 n_ubatch=max(_MIN_EVAL, int(n_batch)),
                 seed=self.seed,
-                logits_all=True,
+                logits_all=self.logits_all,
                 verbose=verbose,
             )
         except Exception as exc:  # llama.cpp reports a bad file as ValueError / RuntimeError
@@ -171,10 +184,12 @@ class LocalLlamaBackend(Backend):
             self.prefix_reuse = False
         self._formatter = self._make_formatter()
         self._bos = self._llm.token_bos()
+        self._n_vocab = int(self._llm.n_vocab())
         self._clean = 0  # leading cached tokens that were evaluated in multi-token batches
         self.tokens_evaluated = 0
         self.tokens_reused = 0
         self.n_evals = 0
+        self._last_reused = 0
 
     # ------------------------------------------------------------------ helpers
     def _make_formatter(self) -> Any:
@@ -218,13 +233,14 @@ class LocalLlamaBackend(Backend):
             self._clean = 0
 
     def _ensure(self, tokens: Sequence[int], *, fresh_last: bool = False,
-                reuse: bool | None = None) -> None:
+                reuse: bool | None = None, want: Sequence[int] = ()) -> dict[int, np.ndarray]:
         """Make the KV cache hold exactly ``tokens``, evaluating only what is not cached yet.
 
-        After this, ``llm.scores[i]`` holds the logits following ``tokens[:i + 1]`` for every i.
-        ``fresh_last`` re-evaluates at least the last token so that the context's own logits
-        (which the sampler reads) belong to this prompt. ``reuse`` overrides ``prefix_reuse``
-        (a call may always extend its own prompt).
+        Returns the logits row following ``tokens[:p + 1]`` for each position ``p`` in ``want``
+        (positions not cached yet, or re-evaluated for the purpose: a row is never read from an
+        earlier call). ``fresh_last`` re-evaluates at least the last token so that the context's own
+        logits (which the sampler reads) belong to this prompt. ``reuse`` overrides
+        ``prefix_reuse`` (a call may always extend its own prompt).
 
         Every evaluation pushes at least two tokens: llama.cpp's CPU kernels for a one-token
         batch round differently from the batched ones (at some context lengths logprobs move by
@@ -241,8 +257,11 @@ class LocalLlamaBackend(Backend):
                 f"prompt of {n} tokens does not fit the context window of {llm.n_ctx()} tokens; set "
                 "probe.max_example_tokens (--max-example-tokens) to shorten examples, or raise "
                 "backend.n_ctx (--n-ctx)")
+        want = sorted({int(p) for p in want})
         if self.prefix_reuse if reuse is None else reuse:
             common = min(self._clean, _common_prefix(llm.input_ids[: llm.n_tokens], tokens))
+            if want and not self.logits_all:
+                common = min(common, want[0])  # a row is read only from this evaluation
             if common < n or fresh_last:
                 common = min(common, max(0, n - _MIN_EVAL))
         else:
@@ -250,32 +269,76 @@ class LocalLlamaBackend(Backend):
         if common == 0:
             llm.reset()
         else:
-            llm.n_tokens = common  # Llama.eval drops the KV cache from n_tokens on
+            llm.n_tokens = common  # the next evaluation drops the KV cache from n_tokens on
+        rows: dict[int, np.ndarray] = {}
         if common < n:
-            self._eval(list(tokens[common:]))
+            rows = self._eval(list(tokens[common:]), want)
             self.n_evals += 1
         self._clean = n
         self.tokens_evaluated += n - common
         self.tokens_reused += common
+        self._last_reused = common
+        if self.logits_all:
+            rows = {p: np.array(llm.scores[p]) for p in want}
+        return rows
 
-    def _eval(self, tokens: list[int]) -> None:
-        """``Llama.eval`` in chunks of at most one micro-batch, none of them a single token.
-
-        ``Llama.eval`` cuts at every ``n_batch`` tokens, so a suffix of ``k * n_batch + 1``
-        tokens would end in a one-token batch, whose rounding differs (see ``_ensure``).
-        """
+    def _chunks(self, n: int) -> list[int]:
+        """Sizes of the batches ``n`` tokens are evaluated in: at most one micro-batch each, none of
+        them a single token (see ``_ensure``)."""
         llm = self._llm
         step = max(_MIN_EVAL, min(int(llm.n_batch), int(llm.context_params.n_ubatch)))
-        i = 0
-        while i < len(tokens):
-            rest = len(tokens) - i
+        sizes, i = [], 0
+        while i < n:
+            rest = n - i
             k = rest if rest <= step else (step - 1 if rest == step + 1 else step)
-            llm.eval(tokens[i:i + k])
+            sizes.append(k)
             i += k
+        return sizes
 
-    def _row(self, position: int) -> np.ndarray:
-        """Log-softmax of the logits stored after the token at ``position``."""
-        return _log_softmax(self._llm.scores[position])
+    def _eval(self, tokens: list[int], want: Sequence[int] = ()) -> dict[int, np.ndarray]:
+        """Evaluate ``tokens`` after the ``n_tokens`` cached ones; the logits rows of the positions in
+        ``want`` (absolute positions among those evaluated now) and of the last one.
+
+        With ``logits_all`` this is ``Llama.eval`` (every row kept in ``Llama.scores``). Without,
+        llama.cpp's batch API asks for the logits of just those positions (and of each batch's last
+        token, which ``llama_batch`` always flags): the model skips the output layer elsewhere.
+        """
+        llm = self._llm
+        if self.logits_all:
+            i = 0
+            for k in self._chunks(len(tokens)):
+                llm.eval(tokens[i:i + k])
+                i += k
+            return {}
+        ctx, batch = llm._ctx, llm._batch
+        wanted = set(want)
+        wanted.add(llm.n_tokens + len(tokens) - 1)
+        ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
+        rows: dict[int, np.ndarray] = {}
+        i = 0
+        for k in self._chunks(len(tokens)):
+            chunk = tokens[i:i + k]
+            n_past = llm.n_tokens
+            batch.set_batch(batch=chunk, n_past=n_past, logits_all=False)
+            picks = [j for j in range(k) if n_past + j in wanted]
+            for j in picks:
+                batch.batch.logits[j] = True
+            ctx.decode(batch)
+            llm.input_ids[n_past:n_past + k] = chunk
+            llm.n_tokens += k
+            for j in picks:
+                rows[n_past + j] = np.ctypeslib.as_array(ctx.get_logits_ith(j), shape=(self._n_vocab,)).copy()
+            i += k
+        llm._requires_eval = False  # the context's logits are live (Llama.generate may sample at once)
+        return rows
+
+    def _current_row(self) -> np.ndarray:
+        """Log-softmax of the logits the context holds now (the last decoded position), as
+        ``Llama.generate`` samples from them."""
+        llm = self._llm
+        if self.logits_all:
+            return _log_softmax(llm.scores[llm.n_tokens - 1])
+        return _log_softmax(np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(self._n_vocab,)))
 
     # ------------------------------------------------------------------ Backend API
     def count_tokens(self, text: str) -> int:
@@ -330,14 +393,16 @@ class LocalLlamaBackend(Backend):
                 raise BackendError(f"answer {answer!r} has no tokens of its own after the prompt")
             plans[answer] = (common, full[common:])
 
-        # One evaluation of the prompt gives the rows of every single-token answer.
-        self._ensure(prompt)
+        # One evaluation of the prompt gives the rows of every single-token answer: the answer
+        # position, or an earlier one where an answer merges with the prompt's last token(s).
+        rows = self._ensure(prompt, want=[ctx_len - 1 for ctx_len, _ in plans.values()])
+        reused = self._last_reused
         out: dict[str, float] = {}
         row_cache: dict[int, np.ndarray] = {}
         multi: list[tuple[str, int, list[int]]] = []
         for answer, (ctx_len, toks) in plans.items():
             if ctx_len not in row_cache:
-                row_cache[ctx_len] = self._row(ctx_len - 1)
+                row_cache[ctx_len] = _log_softmax(rows[ctx_len - 1])
             lp = float(row_cache[ctx_len][toks[0]])
             out[answer] = lp
             if len(toks) > 1:
@@ -346,10 +411,11 @@ class LocalLlamaBackend(Backend):
         # rewinds to the common prefix.
         for answer, ctx_len, toks in multi:
             seq = prompt[:ctx_len] + toks[:-1]
-            self._ensure(seq, reuse=True)
-            out[answer] += sum(float(self._row(ctx_len + i)[t]) for i, t in enumerate(toks[1:]))
+            more = self._ensure(seq, reuse=True, want=range(ctx_len, ctx_len + len(toks) - 1))
+            out[answer] += sum(float(_log_softmax(more[ctx_len + i])[t]) for i, t in enumerate(toks[1:]))
         return AnswerLogprobs({a: out[a] for a in answers},
-                              Usage(prompt_tokens=len(prompt), completion_tokens=0, cost_usd=0.0))
+                              Usage(prompt_tokens=len(prompt), completion_tokens=0, cost_usd=0.0,
+                                    cached_tokens=reused))
 
     def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:
         """Generate a reply (greedy at temperature 0, seeded otherwise), reusing the KV prefix.
@@ -378,6 +444,7 @@ class LocalLlamaBackend(Backend):
                 raise BackendError(f"could not turn the JSON schema into a llama.cpp grammar: {exc}") from exc
 
         self._ensure(prompt, fresh_last=True)
+        reused = self._last_reused
         llm.set_seed(self.seed if seed is None else int(seed))
         vocab = llm._model.vocab
         stops = [s for s in (stop or []) if s]
@@ -392,7 +459,7 @@ class LocalLlamaBackend(Backend):
         try:
             for token in gen:
                 if top_logprobs > 0:
-                    token_info.append(self._token_logprob(token, generated, llm.n_tokens - 1, top_logprobs))
+                    token_info.append(self._token_logprob(token, generated, top_logprobs))
                 if llama_cpp.llama_vocab_is_eog(vocab, token):
                     finish = "stop"
                     if token_info:
@@ -419,13 +486,14 @@ class LocalLlamaBackend(Backend):
                 kept.append(t)
                 acc += t.token
             token_info = kept
-        usage = Usage(prompt_tokens=len(prompt), completion_tokens=len(generated), cost_usd=0.0)
+        usage = Usage(prompt_tokens=len(prompt), completion_tokens=len(generated), cost_usd=0.0,
+                      cached_tokens=reused)
         return ChatResult(text=text, usage=usage, tokens=token_info if top_logprobs > 0 else None,
                           finish_reason=finish)
 
-    def _token_logprob(self, token: int, previous: list[int], row: int, k: int) -> TokenLogprob:
+    def _token_logprob(self, token: int, previous: list[int], k: int) -> TokenLogprob:
         llm = self._llm
-        lp = self._row(row)
+        lp = self._current_row()
         top_ids = np.argpartition(-lp, k)[:k] if k < len(lp) else np.arange(len(lp))
         top_ids = top_ids[np.argsort(-lp[top_ids])]
 

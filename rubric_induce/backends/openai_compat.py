@@ -42,8 +42,10 @@ from collections.abc import Callable, Mapping, Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from ..errors import BackendError, ContextOverflowError, LogprobsUnavailableError, MissingDependencyError
-from .base import AnswerLogprobs, Backend, ChatResult, FaultCounts, Message, TokenLogprob, Usage
+from ..errors import (BackendError, BackendUnavailableError, ContextOverflowError, LogprobsUnavailableError,
+                      MissingDependencyError)
+from .base import (AnswerLogprobs, Backend, ChatResult, FaultCounts, Message, TokenLogprob, Usage,
+                   current_prompt_cache_key)
 from .pricing import cost as _price_cost
 from .options import CallOptions
 from .redact import endpoint_url, redact_text, redact_url, strip_redacted
@@ -158,6 +160,12 @@ class OpenAICompatibleBackend(Backend):
         not the reported logprobs) or ``{"top_k": -1}`` for vLLM. Part of :meth:`identity` when set.
     http_client:
         An ``httpx.Client`` for the SDK (tests pass one with a mock transport).
+    prompt_cache_key:
+        Send OpenAI's ``prompt_cache_key`` request field: the routing key of the calling
+        :func:`~rubric_induce.backends.base.prompt_cache_scope` (probing sets one per text, a
+        hash of the text), so a text's probes reach the machine that holds its prefix in cache.
+        Off by default (servers that do not know the field may refuse it). It changes where a
+        request is served, never its answer: it is no part of :meth:`identity` or of any cache key.
     """
 
     supports_logprobs = True
@@ -182,6 +190,7 @@ class OpenAICompatibleBackend(Backend):
         http_client: Any = None,
         api_key_from_env: bool = True,
         sleep: Callable[[float], Any] | None = None,
+        prompt_cache_key: bool = False,
     ) -> None:
         try:
             import openai
@@ -223,11 +232,11 @@ class OpenAICompatibleBackend(Backend):
         self.price_per_mtok = None if price_per_mtok is None else tuple(map(float, price_per_mtok))
         self.json_mode = json_mode
         self.extra_body = dict(extra_body) if extra_body else None
+        self.prompt_cache_key = bool(prompt_cache_key)
         self.supports_json_schema = json_mode != "none"
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._tokenizer: Any = None
         self._tokenizer_loaded = False
-        self._connect_url = connect_url  # may hold credentials: never shown, only connected to
         self._count_method: str | None = None  # how count_prompt_tokens counts (found on first use)
         self._count_memo: dict[str, int] = {}
 
@@ -415,9 +424,10 @@ class OpenAICompatibleBackend(Backend):
     def _server_count(self, msgs: list[dict[str, str]]) -> int | None:
         import httpx
 
-        root = re.sub(r"/v1/?$", "", self._connect_url or "")
-        if not root:
+        if self.base_url is None:
             return None
+        # the client's URL (it may carry user:pass, sent as basic auth); kept in no attribute of ours
+        root = re.sub(r"/v1/?$", "", str(self._client.base_url).rstrip("/"))
 
         def post(path: str, body: dict[str, Any]) -> Any:
             try:
@@ -531,14 +541,22 @@ class OpenAICompatibleBackend(Backend):
         usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
         p = int(usage.get("prompt_tokens", 0) or 0)
         c = int(usage.get("completion_tokens", 0) or 0)
+        # Tokens the provider served from its prompt cache (OpenAI, vLLM with prefix caching; a
+        # server that reports nothing here gets 0): part of p, priced at the cached-input rate.
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+        try:
+            k = min(p, max(0, int(cached or 0)))
+        except (TypeError, ValueError):
+            k = 0
         if self.price_per_mtok is not None:
-            p_in, p_out = self.price_per_mtok
+            p_in, p_out = self.price_per_mtok  # no cached rate given: cached tokens at the input rate
             cost: float | None = (p * p_in + c * p_out) / 1e6
         elif self.kind == "openai":
-            cost = _price_cost(self.model, p, c, batch=batch)
+            cost = _price_cost(self.model, p, c, cached_tokens=k, batch=batch)
         else:
             cost = None
-        return Usage(prompt_tokens=p, completion_tokens=c, cost_usd=cost)
+        return Usage(prompt_tokens=p, completion_tokens=c, cost_usd=cost, cached_tokens=k)
 
     def _first_choice(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
         choices = body.get("choices")
@@ -549,8 +567,13 @@ class OpenAICompatibleBackend(Backend):
         return choices[0]
 
     def _body(self, messages: Sequence[Message], params: Mapping[str, Any]) -> dict[str, Any]:
-        """The request body: model, messages, the call's parameters, then ``extra_body``."""
+        """The request body: model, messages, the call's parameters, ``prompt_cache_key`` (when the
+        option is on and the caller set one), then ``extra_body``."""
         body: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in messages], **params}
+        if self.prompt_cache_key:
+            key = current_prompt_cache_key()
+            if key:
+                body["prompt_cache_key"] = key
         if self.extra_body:
             body.update(self.extra_body)
         return body
@@ -620,7 +643,9 @@ class OpenAICompatibleBackend(Backend):
                 if not self._retryable_status(status):
                     faults.add(failures=1)
                     hint = self._no_key_hint() if status in (401, 403) else ""
-                    raise BackendError(f"{self._label()}: HTTP {status} from the server: "
+                    # refused credentials, no permission, no such model / endpoint: no call can succeed
+                    cls = BackendUnavailableError if status in (401, 403, 404) else BackendError
+                    raise cls(f"{self._label()}: HTTP {status} from the server: "
                                        f"{redact_text(_server_message(exc))}{hint}") from exc
                 last, retry_after = exc, _retry_after(exc)
             except openai.APITimeoutError as exc:

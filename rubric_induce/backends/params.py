@@ -17,13 +17,14 @@ BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
     "retry_after_max": ("openai", "openai-compatible"),
     "concurrency": ("openai", "openai-compatible", "fake"),
     "extra_body": ("openai", "openai-compatible"),
+    "prompt_cache_key": ("openai", "openai-compatible"),
     "n_ctx": ("local",),
 }
 #: The OpenAI API refuses ``top_logprobs`` above 20.
 OPENAI_TOP_LOGPROBS_CAP = 20
 # Request fields the backend sets itself; extra_body must not override them.
 _RESERVED_BODY = ("model", "messages", "logprobs", "top_logprobs", "max_tokens", "temperature", "seed",
-                  "stop", "response_format", "n", "stream")
+                  "stop", "response_format", "n", "stream", "prompt_cache_key")
 # Constructor argument of each option (the rest have the same name).
 _KWARG = {"concurrency": "max_concurrency"}
 
@@ -50,6 +51,9 @@ class BackendParams(Params):
     concurrency: int | None = param(None, ge=1, help="Served models: requests in flight at once (default 8).")
     extra_body: dict[str, Any] = param(factory=dict, help="Served models: fields added to every request "
                                        "(e.g. {repeat_penalty = 1.0}); part of the cache key, so no secrets.")
+    prompt_cache_key: bool | None = param(None, help="Served models: send OpenAI's prompt_cache_key (one key per "
+                                          "text, a hash of it) so a text's probes are routed to where its "
+                                          "prefix is cached (default off). No part of the call cache key.")
     n_ctx: int | None = param(None, ge=64, help="Embedded model (local): context window in tokens (default 4096).")
 
     def check(self) -> None:

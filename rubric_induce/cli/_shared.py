@@ -20,7 +20,8 @@ __all__ = ["backend_option", "backend_params_options", "backend_params_from", "b
 
 _TASK = "task_"  # TaskParams' fields arrive as task_<name> (their options are --task-<name>)
 #: [backend] options offered on the command line (``--top-logprobs`` ...), passed as ``backend_<name>``.
-BACKEND_CLI_OPTIONS = ("top_logprobs", "timeout", "max_retries", "retry_after_max", "concurrency", "n_ctx")
+BACKEND_CLI_OPTIONS = ("top_logprobs", "timeout", "max_retries", "retry_after_max", "concurrency", "n_ctx",
+                       "prompt_cache_key")
 
 
 def backend_option(f=None, *, default: str | None = "local", help_suffix: str = ""):
@@ -34,7 +35,8 @@ def backend_option(f=None, *, default: str | None = "local", help_suffix: str = 
 
 
 def backend_params_options(f):
-    """--top-logprobs, --timeout, --max-retries, --retry-after-max, --concurrency, --n-ctx, --extra-body: the [backend]
+    """--top-logprobs, --timeout, --max-retries, --retry-after-max, --concurrency, --n-ctx, --prompt-cache-key,
+    --extra-body: the [backend]
     call options (from :class:`~rubric_induce.backends.params.BackendParams`), as ``backend_<name>``."""
     from ..backends.params import BackendParams
     from ..params import click_options

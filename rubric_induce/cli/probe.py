@@ -108,6 +108,9 @@ def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec
     atomic_write_text(report_path, probe_report(table, examples, rubrics, label=label, usage=usage,
                                                 elapsed_s=elapsed))
     echo(f"wrote {len(table)} probes to {out_path} ({table.n_errors} without a distribution); report: {report_path}")
+    if table.n_call_errors:
+        echo(f"{table.n_call_errors} call(s) failed after the backend's retries (their records say why); run the "
+             "same command again to retry only those: finished calls come from the cache")
     echo(f"LLM calls: {usage['calls']} new, {usage['cache_hits']} cached; tokens {usage['prompt_tokens']} "
          f"prompt + {usage['completion_tokens']} completion; {elapsed:.1f} s")
     from ..backends.base import fault_summary

@@ -41,6 +41,10 @@ class ProbeRecord:
 
     ``truncated``: the example's text was cut to ``probe.max_example_tokens`` (and marked in
     the prompt); ``example_tokens`` is its original length in tokens then.
+
+    ``call_failed``: ``error`` comes from a call that raised (the backend gave up after its
+    retries, a bad reply, a prompt over the context window) rather than from a reply without a
+    usable answer. Such a call is not in the call cache, so probing again retries exactly these.
     """
 
     example_id: str
@@ -59,6 +63,7 @@ class ProbeRecord:
     bounded: list[str] | None = None
     truncated: bool = False
     example_tokens: int | None = None
+    call_failed: bool = False
 
     @property
     def mass(self) -> float:
@@ -103,6 +108,8 @@ class ProbeRecord:
             out["bounded"] = list(self.bounded)
         if self.truncated:
             out["truncated"] = True
+        if self.call_failed:
+            out["call_failed"] = True
         return out
 
     @classmethod
@@ -117,6 +124,7 @@ class ProbeRecord:
             bounded=None if d.get("bounded") is None else [str(a) for a in d["bounded"]],
             truncated=bool(d.get("truncated", False)),
             example_tokens=None if d.get("example_tokens") is None else int(d["example_tokens"]),
+            call_failed=bool(d.get("call_failed", False)),
         )
 
 
@@ -196,6 +204,11 @@ class ProbeTable:
     @property
     def n_errors(self) -> int:
         return sum(1 for r in self.records if not r.ok)
+
+    @property
+    def n_call_errors(self) -> int:
+        """Records whose call raised (see :attr:`ProbeRecord.call_failed`): a rerun retries them."""
+        return sum(1 for r in self.records if r.call_failed)
 
     @property
     def n_bounded(self) -> int:
@@ -291,7 +304,8 @@ class ProbeTable:
         path = Path(path)
         write_jsonl(path, (r.to_dict() for r in self.records))
         write_json(manifest_path(path), {**self.meta, "n_records": len(self.records),
-                                          "n_errors": self.n_errors, "n_bounded": self.n_bounded,
+                                          "n_errors": self.n_errors, "n_call_errors": self.n_call_errors,
+                                          "n_bounded": self.n_bounded,
                                           "n_truncated": self.n_truncated})
         return path
 

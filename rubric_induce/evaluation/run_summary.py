@@ -83,6 +83,27 @@ _FAULT_COLUMNS = (("retries", "retries"), ("http_429", "HTTP 429"), ("http_5xx",
                   ("retry_after_capped", "Retry-After capped"), ("retry_wait_s", "waited (s)"))
 
 
+def _prompt_cache_section(manifest: dict[str, Any]) -> list[str]:
+    """The share of new calls' prompt tokens served from a prefix cache: the provider's prompt cache
+    (``usage.prompt_tokens_details.cached_tokens``) or the embedded model's KV cache."""
+    backend = manifest.get("backend") or {}
+    served = backend.get("kind") in ("openai", "openai-compatible")
+    rows = []
+    for name, info in (manifest.get("stages") or {}).items():
+        u = (info or {}).get("usage") or {}
+        if u.get("prompt_tokens") and "cached_tokens" in u:
+            rows.append((name, int(u["cached_tokens"]), int(u["prompt_tokens"])))
+    if not rows or not (served or any(c for _, c, _ in rows)):
+        return []
+    where = "the provider's prompt cache" if served else "the model's KV cache (prefix reuse)"
+    parts = [f"{name} {c}/{p} ({c / p:.0%})" for name, c, p in rows]
+    total_c, total_p = sum(c for _, c, _ in rows), sum(p for _, _, p in rows)
+    note = ("" if not served or total_c else " A server that does not report "
+            "`usage.prompt_tokens_details.cached_tokens` (llama.cpp's) shows 0 here whatever it reuses.")
+    return ["", f"Prompt tokens served from {where}: {total_c} of {total_p} ({total_c / total_p:.0%}); per stage: "
+                + ", ".join(parts) + f" (new calls only; cached tokens are priced at the cached-input rate).{note}"]
+
+
 def _faults_section(manifest: dict[str, Any], out: Path) -> list[str]:
     """The served backend's faults per stage (from the manifest, else the markers): a table when any
     counter is non-zero, one "none" line when all are zero, nothing for backends that count none."""
@@ -139,8 +160,10 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
         tokens = f"{int(u.get('prompt_tokens', 0))} + {int(u.get('completion_tokens', 0))}" if u else ""
         brief = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in summ.items()
                           if isinstance(v, (int, float, str)) and not isinstance(v, bool)
-                          and k not in ("style", "estimator", "score_mode"))[:120]
+                          and k not in ("style", "estimator", "score_mode")
+                          and not (k in ("call_errors", "reused") and not v))[:120]
         lines.append(f"| {name} | {m.get('seconds', '')} | {calls} | {tokens} | {brief} |")
+    lines += _prompt_cache_section(manifest)
     lines += _faults_section(manifest, out)
     probe_summ = _load(out / "stages" / "probe.json").get("summary") or {}
     sel_summ = _load(out / "stages" / "select.json").get("summary") or {}
@@ -150,8 +173,12 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
         lines += ["", "## Probes", "",
                   f"{probe_summ.get('probes', '?')} probes: {probe_summ.get('bounded', 0)} bounded (an allowed "
                   f"answer outside the backend's top-k: kept, below the bound; raise backend.top_logprobs where "
-                  f"the server allows), {probe_summ.get('failed', 0)} failed; "
-                  f"{probe_summ.get('truncated', 0)} truncated to probe.max_example_tokens. Selection: "
+                  f"the server allows), {probe_summ.get('failed', 0)} failed"
+                  + (f" ({probe_summ['call_errors']} of them calls that failed after the backend's retries: "
+                     "rerun the same command to retry just those)" if probe_summ.get("call_errors") else "")
+                  + "; "
+                  + (f"{probe_summ['reused']} kept from an interrupted run; " if probe_summ.get("reused") else "")
+                  + f"{probe_summ.get('truncated', 0)} truncated to probe.max_example_tokens. Selection: "
                   f"{sel_summ.get('probes_filled', 0)} failed training probe(s) scored neutral, "
                   f"{sel_summ.get('dropped', 0)} rubric(s) dropped past select.max_failure_rate"
                   + (": " + ", ".join(f"`{d}`" for d in sel_summ.get("dropped_ids") or [])

@@ -29,6 +29,7 @@ class RunContext:
     progress: bool = False
     echo: Callable[[str], None] = print
     backend_override: Any = None  # a Backend object (tests, API users); else config.backend.spec
+    stage_fingerprint: str | None = None  # of the stage now running (the runner sets it): resumable stages
     _backend: Any = field(default=None, init=False, repr=False)
     _cache: Any = field(default=None, init=False, repr=False)
     _extra: list = field(default_factory=list, init=False, repr=False)

@@ -5,8 +5,10 @@ stage's config sections, the prompt templates it uses, the data hash and the pre
 fingerprint) is unchanged and every file it wrote still has the sha256 its marker recorded; a
 stage whose output changed or was damaged reruns (and says so), and so does every later one.
 LLM calls go through the run's SQLite cache, so a stage interrupted half-way (crash, Ctrl-C,
-SIGKILL) redoes only the calls it had not finished. The manifest is rewritten after every stage
-and on interruption.
+SIGKILL) redoes only the calls it had not finished; the probe stage also streams its records to
+``probes.jsonl`` and resumes from them (see :func:`.stages.probe`), and a probe stage that finished
+with failed calls (``call_errors`` in its summary) is run again on the next run, which probes only
+those. The manifest is rewritten after every stage and on interruption.
 
 The run folder (see :mod:`.folder`): one run at a time holds its lock; a non-empty folder that is
 not a run's is refused before anything is written; a rerun stage replaces or removes only files
@@ -236,6 +238,10 @@ def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any
             done = (not forced and marker is not None and marker.get("fingerprint") == fp
                     and all((run_dir / o).exists() for o in stage.outputs))
             damaged = damaged_outputs(run_dir, marker.get("outputs") or {}) if done else []
+            retry = int((marker or {}).get("summary", {}).get("call_errors") or 0) if done else 0
+            if retry:  # calls that failed for good last time: probe them again, keep the rest
+                done = False
+                echo(f"[{stage.name}] {retry} call(s) failed last time; retrying those (the rest is kept)")
             if damaged:
                 done = False
                 echo(f"[{stage.name}] output {', '.join(damaged)} changed or damaged since the stage finished; "
@@ -256,6 +262,7 @@ def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any
                 manifest["status"] = "finished" if stage.name == STAGE_NAMES[-1] else f"running {stage.name}"
                 _write_manifest(run_dir, manifest, ctx)
                 before, current_stage = ctx.usage(), stage
+                ctx.stage_fingerprint = fp
                 files_before = snapshot(run_dir, skip)
                 t0 = time.perf_counter()
                 summary = stage.run(ctx)

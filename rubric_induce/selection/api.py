@@ -126,6 +126,14 @@ class SelectParams(Params):
 NEUTRAL_FILL = 5.0
 
 
+def _retry_hint(table, rubric_ids: Sequence[str]) -> str:
+    """A note on the failed probes that are failed calls (a rerun of the probe stage retries them)."""
+    ids = set(rubric_ids)
+    n = sum(1 for r in table.records if r.rubric_id in ids and getattr(r, "call_failed", False))
+    return (f"; {n} of them are calls that failed after the backend's retries: rerun the same command to "
+            "retry just those") if n else ""
+
+
 def usable_rubrics(table, examples: Sequence[Example], rubrics: Sequence[Rubric], missing: str,
                    source: str | None, max_failure_rate: float = 0.0) -> tuple[list[Rubric], list[str]]:
     """``(kept rubrics, dropped rubric ids)``: a rubric whose failed + absent probes exceed
@@ -144,8 +152,9 @@ def usable_rubrics(table, examples: Sequence[Example], rubrics: Sequence[Rubric]
         raise DataError(
             f"{len(over)} of {len(rubrics)} rubric(s) have more than {max_failure_rate:.0%} of their probes "
             f"unusable ({n_failed} failed, {n_absent} absent over {len(examples)} examples; worst "
-            f"{worst!r}: {w['failed'] + w['absent']} of {w['n']}); see each record's 'error' in the probes "
-            "file, probe the same examples and rubrics, raise select.max_failure_rate, or drop those "
+            f"{worst!r}: {w['failed'] + w['absent']} of {w['n']}){_retry_hint(table, over)}; see each "
+            "record's 'error' in the probes file, probe the same examples and rubrics, raise "
+            "select.max_failure_rate, or drop those "
             "rubrics with select.missing = 'drop' (--missing drop)", path=source, field="select.missing")
     kept = [r for r in rubrics if r.id not in set(over)]
     if not kept:

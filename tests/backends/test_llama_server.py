@@ -111,3 +111,21 @@ def test_parallel_calls_through_run_bounded(backend):
     results = run_bounded(lambda m: backend.answer_logprobs(m, ANSWERS), prompts, max_workers=4)
     assert len(results) == 4
     assert all(any(math.isfinite(v) for v in r.logprobs.values()) for r in results)
+
+
+def test_llama_cpp_server_reports_no_cached_tokens_and_ignores_prompt_cache_key(llama_server):
+    """Issue 19: llama-cpp-python's server (0.3.x) sends no ``usage.prompt_tokens_details``, so
+    ``cached_tokens`` stays 0 even when it reuses the prompt's prefix; ``prompt_cache_key`` is
+    accepted (ignored), so turning the option on is harmless there."""
+    from rubric_induce.backends.base import prompt_cache_scope
+
+    b = OpenAICompatibleBackend("smollm2", llama_server, timeout=30.0, max_retries=1, prompt_cache_key=True)
+    try:
+        with prompt_cache_scope("ri-test"):
+            first = b.answer_logprobs(RATE, ANSWERS)
+            again = b.answer_logprobs(RATE, ANSWERS)  # the same prefix: the server reuses its KV cache
+        assert first.usage.prompt_tokens > 0 and (first.usage.cached_tokens, again.usage.cached_tokens) == (0, 0)
+        raw = b._client.chat.completions.with_raw_response.create(**{**b.logprobs_request(RATE, ANSWERS)})
+        assert "prompt_tokens_details" not in json.loads(raw.text)["usage"]
+    finally:
+        b.close()

@@ -197,3 +197,53 @@ def test_no_one_token_batches(model_path):
                 got = odd.answer_logprobs(m, LIKERT).logprobs
             for a in LIKERT:
                 assert got[a] == pytest.approx(want[a], abs=1e-4), (pad, n)
+
+
+# -- item 6 of issue 19: only the rows a call reads, same numbers as keeping every row ------------
+@pytest.fixture(scope="module")
+def all_rows(model_path):
+    """The earlier design: llama.cpp keeps the logits of every evaluated position (logits_all)."""
+    b = LocalLlamaBackend(model_path, n_threads=2, n_ctx=1024, logits_all=True)
+    yield b
+    b.close()
+
+
+def test_the_model_keeps_no_logits_for_every_position(backend, all_rows):
+    assert backend._llm._logits_all is False and all_rows._llm._logits_all is True
+    # llama-cpp-python sizes its logits buffer n_ctx x vocab with logits_all, n_batch x vocab without
+    assert backend._llm.scores.shape[0] < all_rows._llm.scores.shape[0] == 1024
+
+
+def test_probe_distributions_equal_the_logits_all_path(backend, all_rows):
+    """Probes through the answer-row-only path equal the every-row path to 1e-5, every style, with
+    prefix reuse across a text's rubrics, multi-token answers and analyze-rate's generated prefix."""
+    import numpy as np
+
+    from rubric_induce.data import Example, Rubric
+    from rubric_induce.data.model import YES_NO, AnswerScale
+    from rubric_induce.probing import probe
+
+    examples = [Example.create({"text": t}, id=f"x{i}") for i, t in enumerate(
+        [ARTICLE, SUMMARY, ARTICLE + " " + SUMMARY])]
+    rubrics = [Rubric.create("The text is accurate."), Rubric.create("The text is short.", scale=YES_NO),
+               Rubric.create("The text is clear.", scale=AnswerScale(("Yes", "No", "Not sure"), (1.0, 0.0, 0.5)))]
+    for style, kw in (("score-only", {}), ("rate-explain", {}), ("analyze-rate", {"max_analysis_tokens": 24})):
+        backend.reset_cache()
+        all_rows.reset_cache()
+        new = probe(examples, rubrics, backend, style=style, **kw)
+        old = probe(examples, rubrics, all_rows, style=style, **kw)
+        assert [r.analysis for r in new] == [r.analysis for r in old]
+        a, b = np.array([r.raw for r in new], dtype=object), np.array([r.raw for r in old], dtype=object)
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(np.log(np.array(x) + 1e-300), np.log(np.array(y) + 1e-300), atol=1e-5)
+    assert backend.tokens_reused > 0  # the text's prefix was reused across its rubrics
+
+
+def test_chat_token_logprobs_equal_the_logits_all_path(backend, all_rows):
+    msgs = probe_messages("Is the summary accurate? Explain.")
+    new = backend.chat(msgs, CallOptions(temperature=0.0, max_tokens=8, top_logprobs=5))
+    old = all_rows.chat(msgs, CallOptions(temperature=0.0, max_tokens=8, top_logprobs=5))
+    assert new.text == old.text and len(new.tokens) == len(old.tokens) > 0
+    for t_new, t_old in zip(new.tokens, old.tokens):
+        assert t_new.token == t_old.token and t_new.logprob == pytest.approx(t_old.logprob, abs=1e-5)
+        assert t_new.top.keys() == t_old.top.keys()

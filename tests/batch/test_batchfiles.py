@@ -20,9 +20,10 @@ def _records(table):
     return [(r.example_id, r.rubric_id, [round(x, 12) for x in r.raw], r.bound, r.error) for r in table.records]
 
 
-def test_batch_body_is_the_live_body(tmp_path, examples, rubrics):
+@pytest.mark.parametrize("routing", [False, True])
+def test_batch_body_is_the_live_body(tmp_path, examples, rubrics, routing):
     eng = Engine()
-    be = backend(eng, extra_body={"repeat_penalty": 1.0, "top_k": -1})
+    be = backend(eng, extra_body={"repeat_penalty": 1.0, "top_k": -1}, prompt_cache_key=routing)
     calls = probe_calls(examples[:2], rubrics, be, ProbeParams())
     export = export_batch(calls, be, tmp_path / "b")
     lines = [json.loads(x) for x in export.files[0].read_text().splitlines()]
@@ -34,6 +35,10 @@ def test_batch_body_is_the_live_body(tmp_path, examples, rubrics):
     assert all(ln["method"] == "POST" and ln["url"] == "/v1/chat/completions" for ln in lines)
     assert [ln["custom_id"] for ln in lines] == [c.key for c in calls]
     assert lines[0]["body"]["repeat_penalty"] == 1.0 and lines[0]["body"]["max_tokens"] == 1
+    # the prefix-routing key: one per text, the same in the batch body as in the live request
+    assert ("prompt_cache_key" in lines[0]["body"]) is routing
+    if routing:
+        assert len({ln["body"]["prompt_cache_key"] for ln in lines}) == 2
 
 
 @pytest.mark.parametrize("shape", ["openai", "vllm"])

@@ -14,6 +14,10 @@ the i-th mode of ``script`` (then ``default``). Modes:
 ``html``                    200, ``text/html``, a proxy's error page
 ``no-logprobs``             200, a completion without logprobs
 ``positive-logprob``        200, a completion whose top answer has logprob +5
+``cached:N``                a normal completion whose usage says N prompt tokens came from the
+                            provider's prompt cache (``usage.prompt_tokens_details.cached_tokens``,
+                            as the OpenAI API and vLLM report it)
+``401`` / ``400``           HTTP 401 (credentials refused) / HTTP 400 (a request the server refuses)
 
 Every request is recorded (``requests``: path, mode, ``Authorization`` header, JSON body), so tests
 can assert how many were sent and which key reached which endpoint. Imported as ``from faultserver
@@ -45,7 +49,8 @@ def _distribution(messages: Any) -> list[tuple[str, float]]:
     return sorted(pairs, key=lambda p: -p[1])
 
 
-def completion(messages: Any, *, logprobs: bool = True, positive: bool = False) -> dict[str, Any]:
+def completion(messages: Any, *, logprobs: bool = True, positive: bool = False,
+               cached_tokens: int | None = None) -> dict[str, Any]:
     pairs = _distribution(messages)
     if positive:
         pairs[0] = (pairs[0][0], 5.0)
@@ -56,8 +61,11 @@ def completion(messages: Any, *, logprobs: bool = True, positive: bool = False) 
         choice["logprobs"] = {"content": [{
             "token": token, "logprob": lp, "bytes": None,
             "top_logprobs": [{"token": t, "logprob": v, "bytes": None} for t, v in pairs]}]}
+    usage: dict[str, Any] = {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}
+    if cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens, "audio_tokens": 0}
     return {"id": "chatcmpl-fault", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [choice], "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}
+            "choices": [choice], "usage": usage}
 
 
 class FaultServer:
@@ -175,6 +183,12 @@ class FaultServer:
             self._send(h, 200, completion(messages, logprobs=False))
         elif name == "positive-logprob":
             self._send(h, 200, completion(messages, logprobs=True, positive=True))
+        elif name == "cached":
+            self._send(h, 200, completion(messages, logprobs=wants_logprobs, cached_tokens=int(arg or 0)))
+        elif name == "401":
+            self._send(h, 401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}})
+        elif name == "400":
+            self._send(h, 400, {"error": {"message": "the request was refused (injected)"}})
         elif name == "ok":
             self._send(h, 200, completion(messages, logprobs=wants_logprobs))
         else:  # pragma: no cover - a typo in a test's script

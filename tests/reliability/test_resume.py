@@ -260,6 +260,19 @@ def _cached_rows(path: Path) -> int:
         return 0
 
 
+def _whole_lines(path: Path) -> int:
+    """Probe records a streamed probes file holds in full (a torn last line does not count)."""
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except FileNotFoundError:
+        return 0
+    n = 0
+    for line in lines[:-1]:  # the part after the last newline is not a whole line
+        json.loads(line)
+        n += 1
+    return n
+
+
 def _run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rubric_induce.cli", "run", *args], capture_output=True,
                           text=True, timeout=timeout)
@@ -295,14 +308,17 @@ def test_kill_9_mid_probe_on_the_embedded_model_loses_nothing(tmp_path, embedded
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
     saved = _cached_rows(out / "llm_calls.sqlite")
-    assert 8 <= saved < n_probes and not (out / "probes.jsonl").exists()
+    on_disk = _whole_lines(out / "probes.jsonl")  # streamed as they finished (serial: one per call)
+    assert 8 <= saved < n_probes and saved - 1 <= on_disk <= saved
 
     resumed = _run_cli(str(cfg), "--out", str(out))  # the same command: no stale lock, no lost call
     assert resumed.returncode == 0, resumed.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     usage = manifest["stages"]["probe"]["usage"]
+    summary = json.loads((out / "stages" / "probe.json").read_text())["summary"]
     assert manifest["status"] == "finished"
-    assert usage["cache_hits"] == saved and usage["calls"] == n_probes - saved
+    assert summary["reused"] == on_disk and usage["cache_hits"] == saved - on_disk
+    assert usage["calls"] == n_probes - saved
 
     reference = tmp_path / "uninterrupted"
     full = _run_cli(str(cfg), "--out", str(reference), "--stop-after", "probe")
@@ -310,3 +326,69 @@ def test_kill_9_mid_probe_on_the_embedded_model_loses_nothing(tmp_path, embedded
     ref_usage = json.loads((reference / "manifest.json").read_text())["stages"]["probe"]["usage"]
     assert ref_usage["calls"] == n_probes and usage["calls"] < ref_usage["calls"]
     assert (out / "probes.jsonl").read_bytes() == (reference / "probes.jsonl").read_bytes()
+
+
+# -- SIGKILL mid-probe on a concurrent backend: the streamed probes file ---------------------------
+_KILLABLE = """
+import sys
+from rubric_induce.backends.fake import FakeBackend
+from rubric_induce.pipeline import run_pipeline
+run_pipeline(sys.argv[1], out=sys.argv[2], backend=FakeBackend(delay=float(sys.argv[3]), max_concurrency=4),
+             stop_after="probe", echo=lambda s: None)
+"""
+
+
+def _run_fake(cfg: Path, out: Path, delay: float) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", _KILLABLE, str(cfg), str(out), str(delay)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_kill_9_mid_probe_streams_and_resumes_without_loss_or_repeat(tmp_path):
+    """Probes reach probes.jsonl as they finish; after SIGKILL (and a torn last line) the same run
+    keeps every whole record, takes calls that finished after it from the cache, repeats none."""
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(CONFIG, encoding="utf-8")
+    out, n_probes = tmp_path / "killed", 12 * 8
+    proc = _run_fake(cfg, out, 0.03)
+    try:
+        t0 = time.monotonic()
+        while _whole_lines(out / "probes.jsonl") < 20:
+            assert proc.poll() is None, f"the run ended before the kill: {proc.stderr.read()}"
+            assert time.monotonic() - t0 < 120, "the probe stage did not start"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    saved = _cached_rows(out / "llm_calls.sqlite")
+    with (out / "probes.jsonl").open("ab") as fh:  # as if the kill had cut a record in half
+        fh.write(b'{"example_id": "dlg-0001", "rubric_id": "rb-')
+    on_disk = _whole_lines(out / "probes.jsonl")
+    assert 20 <= on_disk <= saved < n_probes
+
+    result, said = _rerun(cfg, out)
+    assert result.manifest["status"] == "finished"
+    summary, usage = result.summaries["probe"], result.manifest["stages"]["probe"]["usage"]
+    assert summary["reused"] == on_disk  # every whole record kept, none probed again
+    assert usage["cache_hits"] == saved - on_disk  # finished after the last record written: from the cache
+    assert usage["calls"] == n_probes - saved  # no finished call repeated
+    assert any(f"resuming: {on_disk} probe(s) already on disk" in line for line in said)
+
+    reference = tmp_path / "uninterrupted"
+    run_pipeline(cfg, out=reference, backend=None, echo=_quiet, stop_after="probe")
+    assert (out / "probes.jsonl").read_bytes() == (reference / "probes.jsonl").read_bytes()
+    assert not (out / "stages" / "probe.partial.json").exists()
+
+
+def test_a_streamed_file_of_another_config_is_not_reused(tmp_path):
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(CONFIG, encoding="utf-8")
+    out = tmp_path / "run"
+    run_pipeline(cfg, out=out, echo=_quiet, stop_after="probe")
+    (out / "stages" / "probe.json").unlink()  # as if killed; the partial marker names an old fingerprint
+    (out / "stages" / "probe.partial.json").write_text('{"fingerprint": "0123456789abcdef"}')
+    result, said = _rerun(cfg, out)
+    assert result.summaries["probe"]["reused"] == 0 and not any("resuming:" in s for s in said)
