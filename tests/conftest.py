@@ -156,3 +156,18 @@ options = {{ hidden = [4, 4], finetune_epochs = 5, pretrain = false }}
 @pytest.fixture(scope="session")
 def fake_run_config() -> str:
     return _FAKE_RUN_CONFIG
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A local Ray runtime on 2 CPUs bound to 127.0.0.1 (no dashboard), shut down at session end.
+    Skips locally (fails in CI) when ``ray.data.llm`` cannot be imported."""
+    _require_module("ray.data.llm")
+    import ray
+
+    os.environ.pop("RAY_ADDRESS", None)   # never join a cluster from a test
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
