@@ -221,7 +221,8 @@ def ray_runtime(address: str | None = None, num_cpus: int | None = None) -> Iter
     if address:
         kwargs["address"] = address
     else:
-        kwargs.update(include_dashboard=False, num_cpus=num_cpus)
+        # A runtime of this process alone: bound to loopback, nothing listens on another address.
+        kwargs.update(include_dashboard=False, num_cpus=num_cpus, _node_ip_address="127.0.0.1")
     ray.init(**kwargs)
     try:
         yield ray
