@@ -119,6 +119,9 @@ def test_each_text_is_warmed_up_by_one_call_before_its_other_rubrics():
         _, warm_end = backend.spans[(ex.id, "r0")]
         for rb in rubrics[1:]:
             assert backend.spans[(ex.id, rb.id)][0] >= warm_end, (ex.id, rb.id)
+    # one warm-up in flight at a time, texts in input order: a one-slot server keeps each text's prefix
+    for a, b in zip(examples, examples[1:]):
+        assert backend.spans[(b.id, "r0")][0] >= backend.spans[(a.id, "r0")][1], (a.id, b.id)
     # without the warm-up the other rubrics of a text start beside its first one
     cold = Instrumented(lambda e, r: 0.03 if r == "r0" else 0.001, max_concurrency=5)
     probe(examples, rubrics, cold, warmup=False)

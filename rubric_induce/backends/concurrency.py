@@ -58,9 +58,9 @@ def run_window(fn: Callable[[T], R], items: Sequence[T], max_in_flight: int = 1,
     doing. ``groups`` (one group id per item, items of a group contiguous, e.g. the probes of one
     text) adds one rule: a group's first item is its warm-up, and the group's other items start
     only once it has finished (so a server computes the group's shared prompt prefix once and the
-    others hit its prefix cache). While a group waits for its warm-up, free slots go first to the
-    remaining items of groups already warm (oldest first), then to the next group's warm-up, so
-    submission stays in input order as far as the warm-ups allow.
+    others hit its prefix cache). Free slots go first to the remaining items of groups already warm
+    (oldest first), then to the next group's warm-up, one warm-up in flight at a time: texts reach
+    the server contiguously, in input order, so a server that caches one prefix keeps it.
 
     Results are yielded in input order: a result that finishes early waits (in memory) for the
     ones before it. An exception from ``fn`` stops everything: calls not started are dropped,
@@ -102,7 +102,10 @@ def run_window(fn: Callable[[T], R], items: Sequence[T], max_in_flight: int = 1,
             i = warm[0][0]
             warm[0][0] += 1
             return i
-        if next_block < len(blocks):
+        # One warm-up at a time: starting the next text's warm-up while one is still running would
+        # interleave texts at a server that caches one prefix (llama.cpp's slot), and the waiting
+        # text would then pay its prefix again.
+        if next_block < len(blocks) and not waiting:
             start, end = blocks[next_block]
             next_block += 1
             if end - start > 1:
