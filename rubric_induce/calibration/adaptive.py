@@ -520,7 +520,7 @@ class AdaptiveModel:
 def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "auto") -> Path:
     """Write ``model`` to ``directory`` (``adaptive.json`` + ``adaptive.safetensors`` or ``.npz``)."""
     from ..data.jsonl import jsonable
-    from .artifacts import _versions, non_finite_tensors
+    from .artifacts import _versions, non_finite_tensors, write_weights
 
     _fitted(model)
     directory = Path(directory)
@@ -532,23 +532,7 @@ def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "au
     if bad:
         raise RubricInduceError(f"the adaptive model's weights are not finite ({', '.join(bad[:5])}): the fit "
                                 "diverged; lower its learning_rate")
-    directory.mkdir(parents=True, exist_ok=True)
-    if fmt == "auto":
-        try:
-            import safetensors  # noqa: F401
-            fmt = "safetensors"
-        except ImportError:
-            fmt = "npz"
-    if fmt == "safetensors":
-        from safetensors.numpy import save_file
-
-        weights = "adaptive.safetensors"
-        save_file(tensors, str(directory / weights))
-    elif fmt == "npz":
-        weights = "adaptive.npz"
-        np.savez(directory / weights, **tensors)
-    else:
-        raise ValueError(f"fmt must be 'safetensors', 'npz' or 'auto', got {fmt!r}")
+    weights = write_weights(tensors, directory, "adaptive", fmt)
     params = model.get_params()
     config = {
         "format": "rubric-induce-adaptive", "format_version": FORMAT_VERSION,

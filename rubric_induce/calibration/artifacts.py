@@ -19,7 +19,7 @@ from ..errors import DataError, RubricInduceError
 from ._torch import require_torch
 from .calibrator import Calibrator, _fitted
 
-__all__ = ["save_calibrator", "load_calibrator", "non_finite_tensors", "CONFIG_NAME", "FORMAT_VERSION"]
+__all__ = ["save_calibrator", "load_calibrator", "non_finite_tensors", "write_weights", "CONFIG_NAME", "FORMAT_VERSION"]
 
 CONFIG_NAME = "calibrator.json"
 FORMAT_VERSION = 1
@@ -41,6 +41,28 @@ def non_finite_tensors(tensors: dict[str, Any]) -> list[str]:
                   if np.issubdtype(np.asarray(v).dtype, np.floating) and not np.isfinite(v).all())
 
 
+def write_weights(tensors: dict[str, np.ndarray], directory: Path, stem: str, fmt: str = "auto") -> str:
+    """Write ``tensors`` as ``STEM.safetensors`` (or ``STEM.npz``; ``auto``: safetensors when installed),
+    never pickle; returns the file name written inside ``directory``."""
+    if fmt == "auto":
+        try:
+            import safetensors  # noqa: F401
+            fmt = "safetensors"
+        except ImportError:
+            fmt = "npz"
+    if fmt not in ("safetensors", "npz"):
+        raise ValueError(f"fmt must be 'safetensors', 'npz' or 'auto', got {fmt!r}")
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"{stem}.{fmt}"
+    if fmt == "safetensors":
+        from safetensors.numpy import save_file
+
+        save_file(tensors, str(directory / name))
+    else:
+        np.savez(directory / name, **tensors)
+    return name
+
+
 def save_calibrator(cal: Calibrator, directory: str | Path, *, extra: dict[str, Any] | None = None,
                     fmt: str = "auto") -> Path:
     """Write ``cal`` to ``directory``; ``fmt``: ``"safetensors"``, ``"npz"`` or ``"auto"``.
@@ -55,23 +77,7 @@ def save_calibrator(cal: Calibrator, directory: str | Path, *, extra: dict[str, 
     if bad:
         raise RubricInduceError(f"the calibrator's weights are not finite (NaN or inf in {', '.join(bad[:5])}): "
                                 "the fit diverged; lower calibrate.options.learning_rate or check the probes")
-    directory.mkdir(parents=True, exist_ok=True)
-    if fmt == "auto":
-        try:
-            import safetensors  # noqa: F401
-            fmt = "safetensors"
-        except ImportError:
-            fmt = "npz"
-    if fmt == "safetensors":
-        from safetensors.numpy import save_file
-
-        weights = "weights.safetensors"
-        save_file(tensors, str(directory / weights))
-    elif fmt == "npz":
-        weights = "weights.npz"
-        np.savez(directory / weights, **tensors)
-    else:
-        raise ValueError(f"fmt must be 'safetensors', 'npz' or 'auto', got {fmt!r}")
+    weights = write_weights(tensors, directory, "weights", fmt)
     params = cal.get_params()
     config = {
         "format": "rubric-induce-calibrator",
