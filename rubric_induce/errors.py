@@ -14,6 +14,7 @@ __all__ = [
     "LogprobsUnavailableError",
     "ContextOverflowError",
     "BackendUnavailableError",
+    "UntrustworthyLogprobsError",
     "MissingDependencyError",
     "ReplyParseError",
     "NotFittedError",
@@ -62,6 +63,12 @@ class ContextOverflowError(BackendError):
     """One prompt does not fit the model's context window (a per-example error: probing records
     it as a failed probe naming the example; ``probe.max_example_tokens`` or ``backend.n_ctx``
     fix it)."""
+
+
+class UntrustworthyLogprobsError(BackendError):
+    """The server returned a value that is not a log-probability (positive, NaN, not a number): its
+    logprobs cannot be trusted for any call, so probing stops at once instead of recording a failed
+    probe per call."""
 
 
 class BackendUnavailableError(BackendError):

@@ -33,6 +33,7 @@ from .data.model import AnswerScale, Example, Rubric
 from .data.probes import ProbeArrays, ProbeRecord, ProbeTable  # re-exported: they lived here
 from .data.render import render_example, render_example_tokens  # render_example: re-exported
 from .errors import (BackendError, BackendUnavailableError, ContextOverflowError, LogprobsUnavailableError,
+                     UntrustworthyLogprobsError,
                      RubricInduceError)
 from .params import Params, param
 from .progress import progress_bar
@@ -226,7 +227,7 @@ def _probe_one(
         return _read_probe(backend, rec, messages, rubric.scale, style=style, estimator=estimator,
                            n_samples=n_samples, temperature=temperature, seed=seed,
                            max_analysis_tokens=max_analysis_tokens), None
-    except (BackendUnavailableError, LogprobsUnavailableError):
+    except (BackendUnavailableError, LogprobsUnavailableError, UntrustworthyLogprobsError):
         raise  # the backend as a whole cannot answer: no other call would do better
     except ContextOverflowError as exc:
         # One over-long example must not abort the run: a failed probe that names the example.

@@ -43,6 +43,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from ..errors import (BackendError, BackendUnavailableError, ContextOverflowError, LogprobsUnavailableError,
+                      UntrustworthyLogprobsError,
                       MissingDependencyError)
 from .base import (AnswerLogprobs, Backend, ChatResult, FaultCounts, Message, TokenLogprob, Usage,
                    current_prompt_cache_key)
@@ -498,15 +499,20 @@ class OpenAICompatibleBackend(Backend):
         self.faults.add(bad_replies=1, failures=1)
         return BackendError(f"{self._label()}: bad reply from the server: {what}")
 
+    def _untrustworthy(self, what: str) -> UntrustworthyLogprobsError:
+        """A bad reply that discredits every logprob of this server: counted, and it stops probing."""
+        self.faults.add(bad_replies=1, failures=1)
+        return UntrustworthyLogprobsError(f"{self._label()}: bad reply from the server: {what}")
+
     def _logprob(self, value: Any, token: Any) -> float:
         """``value`` as a logprob; a positive (beyond float noise), NaN, +inf or non-number one is a bad reply."""
         try:
             lp = float(value)
         except (TypeError, ValueError):
-            raise self._bad_reply(f"logprob {value!r} of token {token!r} is not a number") from None
+            raise self._untrustworthy(f"logprob {value!r} of token {token!r} is not a number") from None
         if math.isnan(lp) or lp > _LOGPROB_TOLERANCE:
-            raise self._bad_reply(f"logprob {value!r} of token {token!r} is not a log-probability "
-                                  "(it must be <= 0); the server's logprobs cannot be trusted")
+            raise self._untrustworthy(f"logprob {value!r} of token {token!r} is not a log-probability "
+                                      "(it must be <= 0); the server's logprobs cannot be trusted")
         return min(lp, 0.0)
 
     def _top_dict(self, token_logprob: Any) -> dict[str, float]:
