@@ -427,12 +427,16 @@ class OpenAICompatibleBackend(Backend):
 
         if self.base_url is None:
             return None
-        # the client's URL (it may carry user:pass, sent as basic auth); kept in no attribute of ours
-        root = re.sub(r"/v1/?$", "", str(self._client.base_url).rstrip("/"))
+        # The client's URL (it may carry user:pass, sent as basic auth, and query parameters) and key:
+        # kept in no attribute of ours. A keyed server (vLLM --api-key) gets the key as on chat calls.
+        base = self._client.base_url  # an httpx.URL
+        root_path = re.sub(r"/v1/?$", "", base.path.rstrip("/"))
+        headers = dict(self._client.auth_headers) if self.key_source != "none" else {}
 
         def post(path: str, body: dict[str, Any]) -> Any:
             try:
-                r = httpx.post(root + path, json=body, timeout=min(self.timeout, 30.0))
+                r = httpx.post(str(base.copy_with(path=root_path + path)), json=body, headers=headers,
+                               timeout=min(self.timeout, 30.0))
             except httpx.HTTPError:
                 return None
             if r.status_code != 200:
