@@ -552,22 +552,13 @@ def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "au
 def load_adaptive(directory: str | Path) -> AdaptiveModel:
     """Rebuild an :class:`AdaptiveModel` saved by :func:`save_adaptive` (shapes checked)."""
     torch = require_torch()
-    from .artifacts import _read_weights, non_finite_tensors
+    from .artifacts import _read_weights, non_finite_tensors, read_config
     from .network import CalibrationNetwork
 
     directory = Path(directory)
     path = directory / ADAPTIVE_CONFIG
-    if not path.exists():
-        raise DataError(f"no {ADAPTIVE_CONFIG} here: no adaptive model was saved", path=directory)
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"invalid JSON: {exc}", path=path) from None
-    if not isinstance(config, dict) or config.get("format") != "rubric-induce-adaptive":
-        raise DataError("not a rubric-induce adaptive-model config", path=path, field="format")
-    if int(config.get("format_version", 0)) > FORMAT_VERSION:
-        raise DataError(f"format version {config['format_version']} is newer than this library's {FORMAT_VERSION}; "
-                        "upgrade rubric-induce", path=path, field="format_version")
+    config = read_config(path, "rubric-induce-adaptive", "adaptive-model", version=FORMAT_VERSION,
+                         absent=f"no {ADAPTIVE_CONFIG} here: no adaptive model was saved")
     try:
         params = dict(config["params"])
         for key in ("hidden", "answer_hidden", "not_applicable"):

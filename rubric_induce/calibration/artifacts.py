@@ -19,7 +19,7 @@ from ..errors import DataError, RubricInduceError
 from ._torch import require_torch
 from .calibrator import Calibrator, _fitted
 
-__all__ = ["save_calibrator", "load_calibrator", "non_finite_tensors", "write_weights", "CONFIG_NAME", "FORMAT_VERSION"]
+__all__ = ["save_calibrator", "load_calibrator", "non_finite_tensors", "write_weights", "read_config", "CONFIG_NAME", "FORMAT_VERSION"]
 
 CONFIG_NAME = "calibrator.json"
 FORMAT_VERSION = 1
@@ -126,6 +126,23 @@ _REQUIRED_KEYS = ("weights", "params", "question_names", "scales", "main_questio
                   "n_members")
 
 
+def read_config(path: Path, fmt: str, what: str, *, absent: str, version: int = FORMAT_VERSION) -> dict[str, Any]:
+    """The JSON config of a saved model at ``path``, checked for its ``format`` name and a
+    ``format_version`` this library reads; every failure is a DataError naming the file and field."""
+    if not path.exists():
+        raise DataError(absent, path=path.parent)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"invalid JSON: {exc}", path=path) from None
+    if not isinstance(config, dict) or config.get("format") != fmt:
+        raise DataError(f"not a rubric-induce {what} config", path=path, field="format")
+    if int(config.get("format_version", 0)) > version:
+        raise DataError(f"format version {config['format_version']} is newer than this library's "
+                        f"{version}; upgrade rubric-induce", path=path, field="format_version")
+    return config
+
+
 def load_calibrator(directory: str | Path) -> Calibrator:
     """Rebuild a calibrator saved by :func:`save_calibrator` (no pickle involved)."""
     torch = require_torch()
@@ -133,17 +150,8 @@ def load_calibrator(directory: str | Path) -> Calibrator:
 
     directory = Path(directory)
     path = directory / CONFIG_NAME
-    if not path.exists():
-        raise DataError(f"no {CONFIG_NAME} here; is this a calibrator artifact directory?", path=directory)
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"invalid JSON: {exc}", path=path) from None
-    if not isinstance(config, dict) or config.get("format") != "rubric-induce-calibrator":
-        raise DataError("not a rubric-induce calibrator config", path=path, field="format")
-    if int(config.get("format_version", 0)) > FORMAT_VERSION:
-        raise DataError(f"format version {config['format_version']} is newer than this library's "
-                        f"{FORMAT_VERSION}; upgrade rubric-induce", path=path, field="format_version")
+    config = read_config(path, "rubric-induce-calibrator", "calibrator",
+                         absent=f"no {CONFIG_NAME} here; is this a calibrator artifact directory?")
     missing = [k for k in _REQUIRED_KEYS if k not in config]
     if missing:
         raise DataError(f"the calibrator config lacks {', '.join(missing)}: it is damaged; refit the calibrator",
