@@ -55,7 +55,7 @@ DEFAULTS = {
     "settings": ["llm_cv", "llm_real", "oracle_cv", "oracle_real", "planted", "demo"],
     "folds": 5,
     "n_boot": 1000,
-    "stop_at": [0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.002, 0.0],
+    "stop_at": [0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 5e-4, 2e-4, 1e-4, 0.0],
     "demo_run": "runs/demo",
     "demo_from_cache": True,
     "llm_timing": True,

@@ -282,7 +282,8 @@ class RubricScorer:
         Adaptive scoring (``budget`` or ``stop_at`` given, or ``adaptive=True``): each text is asked
         only the rubrics expected to move its calibrated prediction, greedily, until the expected
         gain (``criterion``: variance of the prediction, or entropy of a two-answer label's
-        decision) falls below ``stop_at`` (default 0) or ``budget`` rubrics were asked (default:
+        decision) is at or below ``stop_at`` (default: 0.001 of the largest uncertainty the scale
+        allows; see :class:`~rubric_induce.calibration.policy.AskPolicy`) or ``budget`` rubrics were asked (default:
         all). Each result says which rubrics were ``asked`` and the ``calls_saved``; NetSAT and its
         label need every rubric, so they are set only for texts asked all of them. Needs the
         adaptive model a calibrated run trains (``calibrate.adaptive``, on by default).

@@ -69,12 +69,12 @@ def run_adaptive(model: Any, n_texts: int, fetch: Fetch, *, judges: Any = None, 
 
     ``judges``: what :meth:`AdaptiveModel.judge_rows` takes (None: shared weights; a name; a list
     of names, whose distributions are averaged). ``budget``/``stop_at``: see
-    :class:`~rubric_induce.calibration.policy.AskPolicy` (``stop_at`` None: 0).
+    :class:`~rubric_induce.calibration.policy.AskPolicy` (``stop_at`` None: its scale-relative default).
     ``on_step(step, pairs)`` is told how many pairs each step probes.
     """
     from .calibration.policy import AskPolicy
 
-    policy = AskPolicy(model, budget=budget, stop_at=0.0 if stop_at is None else stop_at, criterion=criterion,
+    policy = AskPolicy(model, budget=budget, stop_at=stop_at, criterion=criterion,
                        threshold=threshold, order=order, seed=seed)
     nb, k = model.n_features_in_shape_
     X = np.zeros((n_texts, nb, k))

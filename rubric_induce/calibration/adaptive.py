@@ -44,21 +44,22 @@ import numpy as np
 from ..errors import DataError, NotFittedError, RubricInduceError
 from ._torch import require_torch
 from .calibrator import _judge_key, check_features, encode_targets
+from .completion import COMPLETIONS, GaussianCompletion, complete_zeros
 
 __all__ = ["AdaptiveModel", "save_adaptive", "load_adaptive", "ADAPTIVE_DIR", "ADAPTIVE_CONFIG", "ADAPTIVE_PARAMS"]
 
 ADAPTIVE_DIR = "adaptive"
 ADAPTIVE_CONFIG = "adaptive.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 ADAPTIVE_PARAMS = (
     "hidden", "answer_hidden", "learning_rate", "batch_size", "epochs", "weight_decay", "judge_weight_decay",
     "main_question", "personalized", "head", "answer_weight", "early_stopping", "validation_fraction",
-    "patience", "not_applicable", "random_state", "n_threads",
+    "patience", "not_applicable", "random_state", "n_threads", "completion", "n_members",
 )
 
 
 def _fitted(model: AdaptiveModel) -> None:
-    if not hasattr(model, "target_net_"):
+    if not hasattr(model, "target_nets_"):
         raise NotFittedError("this AdaptiveModel is not fitted yet; call fit(X, judge_ids, targets) first (or "
                              "load one with rubric_induce.calibration.load_adaptive)")
 
@@ -150,7 +151,8 @@ class AdaptiveModel:
                  judge_weight_decay: float | None = 1e-2, main_question: int | str = 0,
                  personalized: bool | str = True, head: str = "softmax", answer_weight: float = 1.0,
                  early_stopping: bool = False, validation_fraction: float = 0.15, patience: int = 20,
-                 not_applicable: Sequence[float] = (0,), random_state: int = 0, n_threads: int | None = None) -> None:
+                 not_applicable: Sequence[float] = (0,), random_state: int = 0, n_threads: int | None = None,
+                 completion: str = "gaussian", n_members: int = 5) -> None:
         self.hidden = hidden
         self.answer_hidden = answer_hidden
         self.learning_rate = learning_rate
@@ -168,6 +170,8 @@ class AdaptiveModel:
         self.not_applicable = not_applicable
         self.random_state = random_state
         self.n_threads = n_threads
+        self.completion = completion
+        self.n_members = n_members
 
     # -- scikit-learn conventions -------------------------------------------------------------
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -195,7 +199,9 @@ class AdaptiveModel:
                 raise ValueError(f"{name} must be two positive sizes, got {getattr(self, name)!r}")
         if not (isinstance(self.learning_rate, (int, float)) and 0 < float(self.learning_rate) < math.inf):
             raise ValueError(f"learning_rate must be a finite number > 0, got {self.learning_rate!r}")
-        for name in ("batch_size", "epochs", "patience"):
+        if self.completion not in COMPLETIONS:
+            raise ValueError(f"completion must be one of {COMPLETIONS}, got {self.completion!r}")
+        for name in ("batch_size", "epochs", "patience", "n_members"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
@@ -296,21 +302,33 @@ class AdaptiveModel:
         X3, S3 = Xa[rows].astype(np.float32), soft[rows].astype(np.float32)
         J = np.asarray([jindex[judges[r]] for r in rows], dtype=np.int64)
         Y, G = codes[rows], groups_arr[rows]
+        if self.completion == "gaussian":  # one answer vector per text, however many judges read it
+            _, first = np.unique(G, return_index=True)
+            self.completion_ = GaussianCompletion().fit(X3[np.sort(first)])
+        else:
+            self.completion_ = None
         prev = torch.get_num_threads()
         if self.n_threads:
             torch.set_num_threads(int(self.n_threads))
+        tnets, anets, histories = [], [], []
         try:
-            torch.manual_seed(int(self.random_state))
-            tnet = CalibrationNetwork(n_in * k + n_in, len(vocab), [len(s) for s in scales], tuple(self.hidden),
-                                      personalized=self.personalized, head=self.head)
-            anet = CalibrationNetwork(n_in * k + n_in, 0, [int(v) + 1 for v in widths], tuple(self.answer_hidden),
-                                      personalized=False, head="softmax")
-            self.history_ = self._train(tnet, anet, X3, S3, J, Y, G, main)
+            for member in range(int(self.n_members)):
+                seed = int(self.random_state) + 1009 * member
+                torch.manual_seed(seed)
+                tnet = CalibrationNetwork(n_in * k + n_in, len(vocab), [len(s) for s in scales], tuple(self.hidden),
+                                          personalized=self.personalized, head=self.head)
+                anet = CalibrationNetwork(n_in * k + n_in, 0, [int(v) + 1 for v in widths],
+                                          tuple(self.answer_hidden), personalized=False, head="softmax")
+                histories.append(self._train(tnet, anet, X3, S3, J, Y, G, main, seed))
+                tnet.eval()
+                anet.eval()
+                tnets.append(tnet)
+                anets.append(anet)
         finally:
             torch.set_num_threads(prev)
-        tnet.eval()
-        anet.eval()
-        self.target_net_, self.answer_net_ = tnet, anet
+        self.target_nets_, self.answer_nets_ = tnets, anets
+        self.history_ = {"members": [{k: v for k, v in h.items() if k != "val_loss"} for h in histories],
+                         "val_loss": [h["val_loss"] for h in histories]}
         self._cache_numpy()
         return self
 
@@ -338,36 +356,39 @@ class AdaptiveModel:
                             field="main_question")
         return int(mq)
 
-    @staticmethod
-    def _inputs(X, observed):
-        """The networks' input ``[x * observed; observed]`` (torch or numpy, ``X`` ``[rows, blocks, k]``)."""
-        if isinstance(X, np.ndarray):
-            obs = observed.astype(X.dtype)
-            return np.concatenate([(X * obs[..., None]).reshape(X.shape[0], -1), obs], axis=1)
-        torch = require_torch()
-        obs = observed.to(X.dtype)
-        return torch.cat([(X * obs.unsqueeze(-1)).reshape(X.shape[0], -1), obs], dim=1)
+    def complete(self, X: np.ndarray, observed: np.ndarray) -> np.ndarray:
+        """``X`` with the unasked blocks filled in (``completion``: conditional means, or zeros)."""
+        comp = getattr(self, "completion_", None)
+        return comp.complete(X, observed) if comp is not None else complete_zeros(X, observed)
 
-    def _losses(self, tnet, anet, X, S, J, Y, M, main):
+    def _inputs(self, X: np.ndarray, observed: np.ndarray) -> np.ndarray:
+        """The networks' input ``[completed x; observed]`` (numpy, ``X`` ``[rows, blocks, k]``): the
+        indicator keeps "asked, not applicable" (an all-zero block) apart from "not asked"."""
+        obs = np.asarray(observed)
+        return np.concatenate([self.complete(X, obs).reshape(X.shape[0], -1), obs.astype(X.dtype)], axis=1)
+
+    def _losses(self, tnet, anet, Xin, S, J, Y, M, main):
         """Target NLL (every output question, plus the main one again) and the soft cross-entropy of
-        the unasked blocks' LLM answers, on rows with observed-block masks ``M``."""
+        the unasked blocks' LLM answers, on network inputs ``Xin`` of rows with observed-block masks ``M``."""
         from .network import masked_nll
 
         torch = require_torch()
-        xin = self._inputs(X, M)
+        xin = Xin
         logp = tnet(xin, J)
         lt = masked_nll(logp, Y)
         if Y.shape[1] > 1:
             lt = lt + masked_nll(logp, Y, [main])
         alogp = anet(xin, torch.full_like(J, -1))[..., : S.shape[2]]
-        unasked = (~M).to(X.dtype)
+        unasked = (~M).to(xin.dtype)
         per_block = -(S * alogp.clamp_min(-1e4)).sum(dim=-1)  # [rows, blocks]
         la = (per_block * unasked).sum() / unasked.sum().clamp_min(1.0)
         return lt, la
 
-    def _train(self, tnet, anet, X, S, J, Y, G, main) -> dict[str, Any]:
+    def _train(self, tnet, anet, X, S, J, Y, G, main, seed: int) -> dict[str, Any]:
+        """Train one member; early stopping keeps each network at its own best validation loss
+        (the target and the answer losses bottom out at different epochs)."""
         torch = require_torch()
-        rng = np.random.default_rng(int(self.random_state))
+        rng = np.random.default_rng(seed)
         train_rows, val_rows = np.arange(len(X)), np.array([], dtype=np.int64)
         if self.early_stopping:
             uniq = np.unique(G)
@@ -376,28 +397,33 @@ class AdaptiveModel:
                 val_groups = set(rng.choice(uniq, size=n_val, replace=False).tolist())
                 is_val = np.array([g in val_groups for g in G])
                 train_rows, val_rows = np.flatnonzero(~is_val), np.flatnonzero(is_val)
-        Xt, St, Jt, Yt = (torch.from_numpy(a) for a in (X, S, J, Y))
+        St, Jt, Yt = (torch.from_numpy(a) for a in (S, J, Y))
         jwd = self.weight_decay if self.judge_weight_decay is None else self.judge_weight_decay
         groups = [{"params": tnet.shared_parameters(), "weight_decay": float(self.weight_decay)},
                   {"params": anet.shared_parameters(), "weight_decay": float(self.weight_decay)}]
         if self.personalized:
             groups.append({"params": tnet.judge_parameters(), "weight_decay": float(jwd)})
         opt = torch.optim.AdamW(groups, lr=float(self.learning_rate))
-        gen = torch.Generator().manual_seed(int(self.random_state))
+        gen = torch.Generator().manual_seed(seed)
         aw = float(self.answer_weight)
-        vmask = torch.from_numpy(random_masks(len(val_rows), X.shape[1], np.random.default_rng(1))) \
-            if len(val_rows) else None
-        best, best_state, best_epoch, since, curve = math.inf, None, 0, 0, []
+        if len(val_rows):
+            vmask = random_masks(len(val_rows), X.shape[1], np.random.default_rng(seed + 1))
+            vin, vm = torch.from_numpy(self._inputs(X[val_rows], vmask)), torch.from_numpy(vmask)
+        best = [math.inf, math.inf]  # target, answer
+        best_state: list[Any] = [None, None]
+        best_epoch, since, curve = [0, 0], [0, 0], []
         bs = max(1, min(int(self.batch_size), len(train_rows)))
-        rows_t = torch.from_numpy(train_rows)
         for epoch in range(1, int(self.epochs) + 1):
             tnet.train()
             anet.train()
-            masks = torch.from_numpy(random_masks(len(X), X.shape[1], rng))
-            perm = rows_t[torch.randperm(len(train_rows), generator=gen)]
+            masks = random_masks(len(train_rows), X.shape[1], rng)
+            xin = torch.from_numpy(self._inputs(X[train_rows], masks))
+            mt = torch.from_numpy(masks)
+            perm = torch.randperm(len(train_rows), generator=gen)
             for start in range(0, len(perm), bs):
                 b = perm[start:start + bs]
-                lt, la = self._losses(tnet, anet, Xt[b], St[b], Jt[b], Yt[b], masks[b], main)
+                r = torch.from_numpy(train_rows)[b]
+                lt, la = self._losses(tnet, anet, xin[b], St[r], Jt[r], Yt[r], mt[b], main)
                 loss = lt + aw * la
                 opt.zero_grad()
                 loss.backward()
@@ -407,26 +433,28 @@ class AdaptiveModel:
                 anet.eval()
                 with torch.no_grad():
                     vb = torch.from_numpy(val_rows)
-                    lt, la = self._losses(tnet, anet, Xt[vb], St[vb], Jt[vb], Yt[vb], vmask, main)
-                    v = float(lt + aw * la)
-                curve.append(v)
-                if v < best - 1e-5:
-                    best, best_epoch, since = v, epoch, 0
-                    best_state = (copy.deepcopy(tnet.state_dict()), copy.deepcopy(anet.state_dict()))
-                else:
-                    since += 1
-                    if since >= int(self.patience):
-                        break
-        if best_state is not None:
-            tnet.load_state_dict(best_state[0])
-            anet.load_state_dict(best_state[1])
+                    lt, la = self._losses(tnet, anet, vin, St[vb], Jt[vb], Yt[vb], vm, main)
+                vals = (float(lt), float(la))
+                curve.append(float(lt + aw * la))
+                for i, (v, net) in enumerate(zip(vals, (tnet, anet))):
+                    if v < best[i] - 1e-5:
+                        best[i], best_epoch[i], since[i] = v, epoch, 0
+                        best_state[i] = copy.deepcopy(net.state_dict())
+                    else:
+                        since[i] += 1
+                if min(since) >= int(self.patience):
+                    break
+        for state, net in zip(best_state, (tnet, anet)):
+            if state is not None:
+                net.load_state_dict(state)
         return {"n_train_rows": int(len(train_rows)), "n_val_rows": int(len(val_rows)),
-                "epochs_run": len(curve) if curve else int(self.epochs), "best_epoch": best_epoch or int(self.epochs),
+                "epochs_run": len(curve) if curve else int(self.epochs),
+                "best_epoch": best_epoch[0] or int(self.epochs), "best_epoch_answers": best_epoch[1] or int(self.epochs),
                 "val_loss": curve}
 
     def _cache_numpy(self) -> None:
-        self._np_target = _np_state(self.target_net_)
-        self._np_answer = _np_state(self.answer_net_)
+        self._np_targets = [_np_state(net) for net in self.target_nets_]
+        self._np_answers = [_np_state(net) for net in self.answer_nets_]
 
     # -- prediction ----------------------------------------------------------------------------
     def judge_rows(self, judge: Any, n: int, judge_ids: Sequence[Any] | None = None) -> list[np.ndarray]:
@@ -471,7 +499,7 @@ class AdaptiveModel:
         """Target distribution ``[rows, answers]`` (mean over ``judges`` index arrays), unchecked inputs."""
         xin = self._inputs(X, observed)
         kq = len(self.scales_[question])
-        p = np.mean([np_forward(self._np_target, xin, j)[:, question, :kq] for j in judges], axis=0)
+        p = np.mean([np_forward(st, xin, j)[:, question, :kq] for st in self._np_targets for j in judges], axis=0)
         return p / p.sum(axis=1, keepdims=True)
 
     def predict_proba(self, X: Any, observed: Any = None, judge: Any = None, *,
@@ -491,7 +519,8 @@ class AdaptiveModel:
     def answer_proba_rows(self, X: np.ndarray, observed: np.ndarray) -> np.ndarray:
         """``[rows, blocks, classes]`` predicted LLM answer-class distribution, unchecked inputs."""
         xin = self._inputs(X, observed)
-        return np_forward(self._np_answer, xin, np.full(len(X), -1, dtype=np.int64))
+        shared = np.full(len(X), -1, dtype=np.int64)
+        return np.mean([np_forward(st, xin, shared) for st in self._np_answers], axis=0)
 
     def predict_answers(self, X: Any, observed: Any = None) -> np.ndarray:
         """For every block, the predicted distribution of an answer sampled from the LLM's
@@ -524,10 +553,14 @@ def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "au
 
     _fitted(model)
     directory = Path(directory)
-    tensors = {f"{tag}.{name}": t.detach().cpu().contiguous().numpy()
-               for tag, net in (("target", model.target_net_), ("answer", model.answer_net_))
+    tensors = {f"{tag}.{i}.{name}": t.detach().cpu().contiguous().numpy()
+               for tag, nets in (("target", model.target_nets_), ("answer", model.answer_nets_))
+               for i, net in enumerate(nets)
                for name, t in net.state_dict().items() if name != "answer_mask"}
     tensors["prototypes"] = np.ascontiguousarray(model.prototypes_, dtype=np.float64)
+    if model.completion_ is not None:
+        for name, arr in model.completion_.arrays().items():
+            tensors[f"completion.{name}"] = np.ascontiguousarray(arr, dtype=np.float64)
     bad = non_finite_tensors(tensors)
     if bad:
         raise RubricInduceError(f"the adaptive model's weights are not finite ({', '.join(bad[:5])}): the fit "
@@ -563,7 +596,10 @@ def load_adaptive(directory: str | Path) -> AdaptiveModel:
         params = dict(config["params"])
         for key in ("hidden", "answer_hidden", "not_applicable"):
             params[key] = tuple(params[key])
+        if int(config.get("format_version", 1)) < 2:  # one network pair, unasked blocks zeroed
+            params.update(completion="zeros", n_members=1)
         model = AdaptiveModel(**params)
+        model._check_params()
         model.question_names_ = [str(q) for q in config["question_names"]]
         model.scales_ = [tuple(float(v) for v in s) for s in config["scales"]]
         model.main_question_index_ = int(config["main_question_index"])
@@ -586,29 +622,41 @@ def load_adaptive(directory: str | Path) -> AdaptiveModel:
         raise DataError(f"tensor {bad[0]!r} holds NaN or infinite values: the weights are damaged; rerun the "
                         "calibrate stage", path=wpath)
     n_in, k = model.n_features_in_shape_
-    nets = {"target": CalibrationNetwork(n_in * k + n_in, len(model.judges_), [len(s) for s in model.scales_],
-                                         model.hidden, personalized=model.personalized, head=model.head),
-            "answer": CalibrationNetwork(n_in * k + n_in, 0, [w + 1 for w in model.input_widths_],
-                                         model.answer_hidden, personalized=False, head="softmax")}
-    for tag, net in nets.items():
-        state = net.state_dict()
-        for name, cur in state.items():
-            if name == "answer_mask":
-                continue
-            key = f"{tag}.{name}"
-            if key not in tensors:
-                raise DataError(f"weights file lacks tensor {key!r}", path=wpath)
-            arr = tensors[key]
-            if tuple(arr.shape) != tuple(cur.shape):
-                raise DataError(f"tensor {key!r} has shape {arr.shape}, expected {tuple(cur.shape)}", path=wpath)
-            state[name] = torch.from_numpy(np.array(arr, dtype=np.float32))
-        net.load_state_dict(state)
-        net.eval()
+    version = int(config.get("format_version", 1))
+    nets: dict[str, list[Any]] = {"target": [], "answer": []}
+    for member in range(int(model.n_members)):
+        pair = {"target": CalibrationNetwork(n_in * k + n_in, len(model.judges_), [len(s) for s in model.scales_],
+                                             model.hidden, personalized=model.personalized, head=model.head),
+                "answer": CalibrationNetwork(n_in * k + n_in, 0, [w + 1 for w in model.input_widths_],
+                                             model.answer_hidden, personalized=False, head="softmax")}
+        for tag, net in pair.items():
+            state = net.state_dict()
+            for name, cur in state.items():
+                if name == "answer_mask":
+                    continue
+                key = f"{tag}.{name}" if version < 2 else f"{tag}.{member}.{name}"
+                if key not in tensors:
+                    raise DataError(f"weights file lacks tensor {key!r}", path=wpath)
+                arr = tensors[key]
+                if tuple(arr.shape) != tuple(cur.shape):
+                    raise DataError(f"tensor {key!r} has shape {arr.shape}, expected {tuple(cur.shape)}", path=wpath)
+                state[name] = torch.from_numpy(np.array(arr, dtype=np.float32))
+            net.load_state_dict(state)
+            net.eval()
+            nets[tag].append(net)
     protos = tensors.get("prototypes")
     c = max(model.input_widths_) + 1
     if protos is None or tuple(protos.shape) != (n_in, c, k):
         raise DataError(f"the weights file's prototypes are missing or not [{n_in}, {c}, {k}]", path=wpath)
     model.prototypes_ = np.array(protos, dtype=np.float64)
-    model.target_net_, model.answer_net_ = nets["target"], nets["answer"]
+    model.completion_ = None
+    if model.completion == "gaussian":
+        d = n_in * k
+        mean, cov = tensors.get("completion.mean"), tensors.get("completion.covariance")
+        if mean is None or cov is None or tuple(mean.shape) != (d,) or tuple(cov.shape) != (d, d):
+            raise DataError(f"the weights file's completion mean / covariance are missing or not [{d}] / "
+                            f"[{d}, {d}]", path=wpath)
+        model.completion_ = GaussianCompletion.from_arrays(mean, cov, (n_in, k))
+    model.target_nets_, model.answer_nets_ = nets["target"], nets["answer"]
     model._cache_numpy()
     return model

@@ -10,6 +10,10 @@ text's own follow-up) carry nearly all the signal, while a static order needs th
 follow-up. A greedy one-step policy can find this order: the screen has the largest immediate
 gain (the type shifts the quality), then the text's own follow-up.
 Used by the tests and ``experiments/adaptive_scoring.py``.
+
+:func:`planted_redundant` is the opposite case, the one the LLM-RUBRIC release looks like: every
+question reads the same quality through its own small noise, so one answer predicts the others
+and a single well-chosen question carries nearly all the signal of the whole set.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import numpy as np
 
 from .data import CalibrationData
 
-__all__ = ["planted_adaptive"]
+__all__ = ["planted_adaptive", "planted_redundant"]
 
 
 def _peaked(center: np.ndarray, sharpness: float, k: int, mass: float = 0.97) -> np.ndarray:
@@ -55,3 +59,22 @@ def planted_adaptive(n_texts: int = 400, *, n_types: int = 2, n_noise: int = 2, 
         row_judge=np.array([f"j{j}" for j in rows_j], dtype=object), targets=y[:, None], question_names=["y"],
         scales=[(1.0, 2.0, 3.0, 4.0)], not_applicable=(),
         meta={"source": "planted-adaptive", "types": types, "informative": types + 1, "latent": z})
+
+
+def planted_redundant(n_texts: int = 300, *, n_questions: int = 6, n_judges: int = 4, per_text: int = 2,
+                      noise: float = 0.25, seed: int = 0) -> CalibrationData:
+    """Calibration data whose ``n_questions`` blocks are noisy readings of one latent quality
+    (answer values 1..4, the LLM's answers strongly correlated across questions); judges answer
+    ``round(quality + bias + noise)``. ``meta["latent"]`` holds the quality."""
+    rng = np.random.default_rng(seed)
+    z = rng.uniform(1.2, 3.8, n_texts)
+    X = np.stack([_peaked(z + rng.normal(0, noise, n_texts), 2.0, 4) for _ in range(n_questions)], axis=1)
+    biases = np.linspace(-0.5, 0.5, n_judges)
+    rows_t = np.repeat(np.arange(n_texts), per_text)
+    rows_j = np.concatenate([rng.choice(n_judges, size=per_text, replace=False) for _ in range(n_texts)])
+    y = np.clip(np.round(z[rows_t] + biases[rows_j] + rng.normal(0, 0.35, len(rows_t))), 1, 4)
+    return CalibrationData(
+        X=X, text_ids=[f"t{i}" for i in range(n_texts)], input_names=[f"q{i}" for i in range(n_questions)],
+        row_text=rows_t, row_judge=np.array([f"j{j}" for j in rows_j], dtype=object), targets=y[:, None],
+        question_names=["y"], scales=[(1.0, 2.0, 3.0, 4.0)], not_applicable=(),
+        meta={"source": "planted-redundant", "latent": z})

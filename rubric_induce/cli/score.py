@@ -104,9 +104,10 @@ def _write_rows(rows, out_path: Path | None) -> None:
 @click.option("--budget", type=click.IntRange(min=0), default=None,
               help="--adaptive: at most this many rubric calls per text (default: all rubrics).")
 @click.option("--stop-at", "stop_at", type=float, default=None,
-              help="--adaptive: stop asking a text once the best expected gain is below this (default 0: stop when "
-                   "no question is expected to help). In the target's variance units (answer scale squared), or bits "
-                   "for a two-answer label.")
+              help="--adaptive: stop asking a text once the best expected gain is at or below this. In the "
+                   "target's variance units (answer scale squared), or bits for a two-answer label; 0 stops only "
+                   "when no rubric can move the prediction. Default: 0.001 of the largest uncertainty the scale "
+                   "allows (((max-min)/2)^2, or 1 bit).")
 @progress_option
 def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, out_path, backend_spec, cache_path,
             judge, trusted, aggregate, question, adaptive, budget, stop_at, progress, **backend_opts) -> None:
