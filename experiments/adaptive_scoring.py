@@ -62,6 +62,8 @@ DEFAULTS = {
     "planted_train": 400,
     "planted_test": 400,
     "epochs": 200,
+    # AdaptiveModel options for every setting (ablations: {"completion": "zeros"}, {"n_members": 1})
+    "model_options": {},
 }
 STATIC = ("given", "random", "static greedy")
 POLICIES = ("adaptive", *STATIC)
@@ -231,7 +233,8 @@ def run_split(train, test, cfg, seed):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         model = AdaptiveModel(main_question=0, random_state=seed, n_threads=1, epochs=int(cfg["epochs"]),
-                              early_stopping=True, not_applicable=tuple(train.not_applicable)).fit(X, J, Y, **kw)
+                              early_stopping=True, not_applicable=tuple(train.not_applicable),
+                              **dict(cfg.get("model_options") or {})).fit(X, J, Y, **kw)
     Jtr = np.asarray([str(j) for j in J])
     ytr = train.target(train.question_names[0])
     base_pred = JudgeMeanBaseline(not_applicable=tuple(train.not_applicable)).fit(X, Jtr, Y).predict(Xt, judge_ids=Jt)
@@ -241,7 +244,7 @@ def run_split(train, test, cfg, seed):
               "static greedy": static_greedy_order(model, X.astype(float), Jtr, ytr, values)}
     nb = Xt.shape[1]
     out = {"base_pred": base_pred, "base_ll": loglik(base_proba, values, yt), "y": yt, "groups": test.groups,
-           "orders": {}, "static_greedy": orders["static greedy"]}
+           "orders": {}, "static_greedy": orders["static greedy"], "default_stop": AskPolicy(model).stop_at}
     jr = model.judge_rows(None, len(Xt), Jt)
     for name, order in orders.items():
         pol = AskPolicy(model, budget=nb, stop_at=-np.inf, order=order, seed=seed)
@@ -272,6 +275,7 @@ def merge(parts):
             "cpu": sum(p["orders"][name]["cpu"] for p in parts),
             "n": sum(p["orders"][name]["n"] for p in parts)}
     out["static_greedy"] = [p["static_greedy"] for p in parts]
+    out["default_stop"] = first["default_stop"]
     return out
 
 
@@ -290,7 +294,7 @@ def stop_curve(res, thresholds):
     gains = res["orders"]["adaptive"]["gains"]
     out = []
     for s in thresholds:
-        k = np.array([next((i for i, g in enumerate(gs) if g < s), len(gs)) for gs in gains])
+        k = np.array([next((i for i, g in enumerate(gs) if g <= s), len(gs)) for gs in gains])
         out.append((s, k))
     return out
 
@@ -356,19 +360,21 @@ def report(name, res, cfg, plt, out_dir, log):
         beats[b] = all(wins)
         ties[b] = not beats[b] and all(w or t for w, t in zip(wins, tied))
         print(f"| {b} | " + " | ".join(row) + " |")
-    print("\nAdaptive with a stop rule (stop when the best expected gain < stop_at; no budget):\n")
+    print("\nAdaptive with a stop rule (stop when the best expected gain <= stop_at; no budget):\n")
     print("| stop_at | mean asked | calls saved | ΔPearson | share | Δlog-lik | share |")
     print("|---|---|---|---|---|---|---|")
     sweep = []
     rows_idx = np.arange(len(y))
-    for s, k in stop_curve(res, cfg["stop_at"]):
+    default = float(res["default_stop"])
+    thresholds = sorted({float(v) for v in cfg["stop_at"]} | {default}, reverse=True)
+    for s, k in stop_curve(res, thresholds):
         pr = orders["adaptive"]["pred"][k, rows_idx][ok]
         ll = orders["adaptive"]["ll"][k, rows_idx][ok]
         dr, dl = pearson(pr, yb) - base_r, float(np.mean(ll)) - base_ll
         sweep.append((float(k[ok].mean()), dr, dl))
         sr = dr / gain_all_r if abs(gain_all_r) > 1e-9 else float("nan")
         sl = dl / gain_all_ll if abs(gain_all_ll) > 1e-9 else float("nan")
-        print(f"| {s:g} | {k[ok].mean():.2f} | {1 - k[ok].mean() / nb:.0%} | {dr:+.3f} | {sr:.0%} | {dl:+.3f} | "
+        print(f"| {s:g}{' (default)' if s == default else ''} | {k[ok].mean():.2f} | {1 - k[ok].mean() / nb:.0%} | {dr:+.3f} | {sr:.0%} | {dl:+.3f} | "
               f"{sl:.0%} |")
     # goal check: >= 90 % of the all-questions gain at <= half the questions, above every static order
     half = nb // 2

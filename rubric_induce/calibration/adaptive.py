@@ -7,16 +7,26 @@ any set of questions already asked of a text,
 (a) the target distribution given only the answers observed so far, and
 (b) the LLM's answer distribution for every question not asked yet (what asking would return).
 
-Both are LLM-RUBRIC calibration networks (:class:`~.network.CalibrationNetwork`) fed the masked
-features ``[x * observed; observed]`` (an unasked question is an all-zero block *and* a zero in
-the indicator, so "asked, not applicable" and "not asked" stay apart), trained with random
-masking of question blocks: every row of every epoch sees a fresh mask with a uniformly drawn
-number of observed blocks, so every subset size is trained for.
+Both are LLM-RUBRIC calibration networks (:class:`~.network.CalibrationNetwork`) fed the
+completed features ``[fill(x, observed); observed]``, trained with random masking of question
+blocks: every row of every epoch sees a fresh mask with a uniformly drawn number of observed
+blocks, so every subset size is trained for. ``completion="gaussian"`` (default) fills each
+unasked block with its conditional mean given the asked ones under a shrunk multivariate normal
+of the training texts' answers (:mod:`.completion`); ``"zeros"`` leaves it an all-zero block, the
+first version's input. The indicator keeps "asked, not applicable" and "not asked" apart either
+way. The rubrics' answers are often strongly correlated (on the LLM-RUBRIC release several pairs
+above 0.95), so one asked answer says much about the unasked ones; zero-filled networks must
+learn that for every subset from a few hundred rows (the ablation is in BENCHMARKS.md).
 
-* ``target_net_``: shared + judge-specific weights, as the calibrator, on the judges' answers
+``n_members`` pairs of networks (different seeds and validation texts) are averaged: a small
+deep ensemble, which on a few hundred rows is what keeps the predicted distributions (and so
+the expected gains the policy ranks) from being overconfident. Early stopping keeps each network
+at its own best validation loss.
+
+* ``target_nets_`` (one per member): shared + judge-specific weights, as the calibrator, on the judges' answers
   (every output question, the main one counted twice, so a multi-question table trains like the
   calibrator's pre-training while the main question keeps the weight).
-* ``answer_net_``: shared weights only (the LLM's answer does not depend on who reads the score),
+* ``answer_nets_``: shared weights only (the LLM's answer does not depend on who reads the score),
   one head per input block over its answers plus one "no mass" class (``1 - sum``: the all-zero
   not-applicable block, or the probability mass outside the scale), trained by soft cross-entropy
   on the masked blocks only. Its prediction is the chance that an answer *sampled* from the LLM's

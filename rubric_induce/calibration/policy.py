@@ -17,8 +17,7 @@ current prediction would credit a question for any outcome that merely makes the
 more confident. In the mixture form the gain is the spread of the predicted target over the
 outcomes (for the variance: the variance of the outcome means; for the decision: the mutual
 information between the answer and the decision), never negative, and zero when no outcome would
-move the prediction. On the LLM-RUBRIC release this lifted the one-question share of the
-all-questions gain from 86 % to 93 % (BENCHMARKS.md). A text stops when its best gain is at or below ``stop_at`` or it has been
+move the prediction. A text stops when its best gain is at or below ``stop_at`` or it has been
 asked ``budget`` questions. The static orders ask in a fixed order until the budget:
 ``"given"`` (the rubric set's order: the selector's), ``"random"`` (a seeded permutation per
 text) or an explicit list of question indices. All of it is numpy, vectorised over

@@ -17,7 +17,7 @@ __all__ = ["OPTIONAL_STAGES", "missing_packages", "skip_note", "skip_notes"]
 # stage -> (packages it imports, pip extra that installs them, what is lost without them)
 OPTIONAL_STAGES: dict[str, tuple[tuple[str, ...], str, str]] = {
     "dedup": (("sentence_transformers",), "embed", "the pool is kept as generated (no near-duplicate is merged)"),
-    "calibrate": (("torch", "safetensors"), "calibrate",
+    "calibrate": (("torch", "safetensors", "sklearn"), "calibrate",
                   "no calibration network is fitted (scores are NetSAT and the linear score only)"),
 }
 
