@@ -140,7 +140,7 @@ class InputMapping(Params):
             if nested is None:
                 nested = isinstance(first.get("fields"), Mapping) and not self._names_fields_column()
             if nested:
-                required = default_labels if self.labels is None else ()
+                required = [n for n in default_labels if self.labels is None or n in self.labels]
                 return self._nested(_rows(path, fmt, []), path, label_scales, binary_label, unique, required)
         elif nested:
             raise DataError("the nested rubric-induce layout is JSON Lines, not CSV/TSV", path=path,
@@ -151,7 +151,8 @@ class InputMapping(Params):
             return load_generic(path, text_fields=self.text or {"text": "text"}, label_fields=labels,
                                 id_field=self.id or "id", optional_id=self.id is None, group_field=self.group,
                                 judge_field=self.judge, judge_columns=self.judges, label_scales=label_scales,
-                                format=fmt, binary_label=binary_label, unique=unique)
+                                format=fmt, binary_label=binary_label, unique=unique,
+                                required_labels=[n for n in default_labels if n in labels])
         except DataError as exc:
             hint = self._format_hint(path, fmt) if exc.line in (1, None) else None
             if hint:

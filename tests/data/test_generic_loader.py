@@ -220,3 +220,56 @@ def test_empty_file(tmp_path):
     with pytest.raises(DataError) as err:
         load_generic(path, text_fields={"text": "text"})
     assert err.value.line == 1
+
+
+# ---------------------------------------------------------------- bring-your-own-data checks
+
+def test_null_or_empty_label_is_not_answered_except_for_the_learned_label(tmp_path):
+    """A JSON null / empty CSV cell is "not answered" (README, Input checks); only the label a run
+    learns must be answered, and its error names the line and column."""
+    rows = [{"id": "a", "t": "one", "q": 4, "f": None}, {"id": "b", "t": "two", "q": 2, "f": 3}]
+    path = _jsonl(tmp_path / "d.jsonl", rows)
+    ex = load_generic(path, text_fields={"text": "t"}, label_fields={"quality": "q", "fluency": "f"},
+                      id_field="id", required_labels=["quality"])
+    assert [e.labels["fluency"] for e in ex] == [None, 3.0]
+    csv_path = _write(tmp_path / "d.csv", "id,t,q,f\na,one,4,\nb,two,,3\n")
+    with pytest.raises(DataError) as err:
+        load_generic(csv_path, text_fields={"text": "t"}, label_fields={"quality": "q", "fluency": "f"},
+                     id_field="id", required_labels=["quality"])
+    assert (err.value.line, err.value.field) == (3, "q")
+    assert "empty" in err.value.message and "data.label" in err.value.message
+    # a key that is not there at all is still an error (a mistyped column would read as all-unanswered)
+    with pytest.raises(DataError, match="missing label column/key 'g'"):
+        load_generic(path, text_fields={"text": "t"}, label_fields={"fluency": "g"}, id_field="id")
+
+
+def test_long_format_with_unanswered_rows_needs_one_answer_for_the_learned_label(tmp_path):
+    path = _write(tmp_path / "d.csv", "id,t,rater,q\na,one,r1,4\na,one,r2,\nb,two,r1,\n")
+    kw = dict(text_fields={"text": "t"}, label_fields={"quality": "q"}, id_field="id", judge_field="rater")
+    ex = load_generic(path, **kw)
+    assert [e.labels["quality"] for e in ex] == [4.0, None]
+    assert [dict(j.labels) for j in ex[0].judgments] == [{"quality": 4.0}, {"quality": None}]
+    with pytest.raises(DataError) as err:
+        load_generic(path, required_labels=["quality"], **kw)
+    assert err.value.line == 4 and "no judge answered label 'quality'" in err.value.message
+
+
+def test_mapping_load_requires_the_run_label_but_not_the_others(tmp_path):
+    from rubric_induce.data.mapping import InputMapping
+
+    path = _jsonl(tmp_path / "d.jsonl", [{"x": {"body": "one", "s": {"q": 1, "f": None}}},
+                                         {"x": {"body": "two", "s": {"q": None, "f": 2}}}])
+    m = InputMapping(text={"text": "x.body"}, labels={"quality": "x.s.q", "fluency": "x.s.f"})
+    assert [e.labels["quality"] for e in m.load(path)] == [1.0, None]
+    with pytest.raises(DataError) as err:
+        m.load(path, default_labels=("quality",))
+    assert (err.value.line, err.value.field) == (2, "x.s.q")
+
+
+def test_rows_with_the_same_texts_and_no_id_column_say_so(tmp_path):
+    path = _write(tmp_path / "d.csv", "doc,summary,q\nd1,same words,3\nd2,same words,4\n")
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "summary"}, label_fields={"quality": "q"},
+                     id_field="id", optional_id=True)
+    assert (err.value.line, err.value.field) == (3, "summary")
+    assert "same texts as the row at line 2" in err.value.message and "[data.mapping] id" in err.value.message

@@ -46,6 +46,7 @@ def load_generic(
     judge_columns: Mapping[str, Mapping[str, str]] | None = None,
     optional_id: bool = False,
     unique: bool = True,
+    required_labels: Iterable[str] = (),
 ) -> list[Example]:
     """Read examples from a JSONL / JSON / CSV / TSV file.
 
@@ -60,7 +61,9 @@ def load_generic(
     each row becomes one example with one judgment per judge and the judges' mean as the label
     (unless ``label_fields`` maps that label to a column of its own). ``optional_id``: a row
     without the id column gets a hash of its texts. ``unique=False`` keeps rows with equal ids
-    (scoring the same text twice) instead of refusing them.
+    (scoring the same text twice) instead of refusing them. A JSON ``null`` or an empty CSV cell in
+    a label column means "not answered" (None), except for the ``required_labels`` (the label a
+    run learns), where it is an error naming the row.
     """
     path = Path(path)
     fmt = (format or FORMATS.get(path.suffix.lower(), "")).lower()
@@ -74,7 +77,7 @@ def load_generic(
         _rows(path, fmt, required), path=path, tabular=fmt in ("csv", "tsv"), text_fields=text_fields,
         label_fields=label_fields, id_field=id_field, group_field=group_field, judge_field=judge_field,
         label_scales=label_scales, binary_label=binary_label, judge_columns=judge_columns,
-        optional_id=optional_id, unique=unique)
+        optional_id=optional_id, unique=unique, required_labels=required_labels)
 
 
 def examples_from_rows(
@@ -92,11 +95,13 @@ def examples_from_rows(
     judge_columns: Mapping[str, Mapping[str, str]] | None = None,
     optional_id: bool = False,
     unique: bool = True,
+    required_labels: Iterable[str] = (),
 ) -> list[Example]:
     """Examples from ``(line, record index, row)`` triples (a file's rows, or in-memory dicts with
     ``path=None``): the row logic of :func:`load_generic`, whose options it takes."""
     path = Path(path) if path is not None else None
     label_fields = dict(label_fields or {})
+    required = set(required_labels)
     judge_columns = {str(j): dict(cols) for j, cols in (judge_columns or {}).items()}
     if not text_fields:
         raise DataError("text_fields must name at least one text column", path=path, field="text_fields")
@@ -133,11 +138,19 @@ def examples_from_rows(
             if not value.strip():
                 raise DataError(f"{prefix}text is empty", **loc(key))
             fields[name] = value
-        labels: dict[str, float] = {}
+        labels: dict[str, float | None] = {}
         for name, key in label_fields.items():
             value = _lookup(row, key, tabular)
-            if value is _MISSING or value is None:
+            if value is _MISSING:
                 raise DataError(f"{prefix}missing label column/key {key!r}{_known(row, key)}", **loc(key))
+            if value is None or (isinstance(value, str) and not value.strip()):
+                # not answered: fine for any label but the one a run learns (unless judges answer it)
+                if name in required and not judged:
+                    blank = "null" if value is None else "empty"
+                    raise DataError(f"{prefix}label {name!r} is {blank}, but it is the label this run learns "
+                                    "(data.label): give every row a number, or leave such rows out", **loc(key))
+                labels[name] = None
+                continue
             labels[name] = _label(value, name, key, prefix, loc(key), label_scales)
         wide: list[Judgment] = []
         for judge_name, cols in judge_columns.items():
@@ -170,6 +183,11 @@ def examples_from_rows(
             key = f"{key}\x00{len(order)}"
         if key in examples:
             prev = examples[key]
+            if judge is None and ex_id is None:
+                raise DataError(f"{prefix}same texts as the row at {_pos(prev)}: without an id column a row's id "
+                                f"is a hash of its texts ({key}), so the two rows would be one example; add an "
+                                "id column and map it ([data.mapping] id), or drop the repeated row",
+                                **loc(next(iter(text_fields.values()))))
             if judge is None:
                 raise DataError(f"{prefix}duplicate example id {key!r} (first at {_pos(prev)})",
                                 **loc(id_field or "text"))
@@ -201,8 +219,8 @@ def examples_from_rows(
         if judged:
             labels = dict(labels) if judge_columns else {}
             for name in (all_labels if judge_columns else label_fields):
-                if name in labels:
-                    continue  # a label column of its own wins over the judges' mean
+                if labels.get(name) is not None:
+                    continue  # a label column of its own wins over the judges' mean (where answered)
                 na = label_scales[name].not_applicable if label_scales and name in label_scales else ()
                 vals = [j.labels.get(name) for j in e["judgments"]]
                 answered = [v for v in vals if v is not None]
@@ -211,6 +229,12 @@ def examples_from_rows(
                                 else answered[0] if answered else None)
             check_scale(labels, mean_scales, path=path, line=e["line"],
                         record=e["record"], field_prefix="mean.")
+            for name in required:
+                if name in labels and labels[name] is None:
+                    raise DataError(f"no judge answered label {name!r} of example {key!r} (rows at "
+                                    f"{', '.join(map(str, e['where']))}), but it is the label this run learns "
+                                    "(data.label): give it an answer, or leave its rows out",
+                                    path=path, line=e["line"], field=label_fields.get(name, name))
         meta: dict[str, Any] = {"source": str(path)} if path is not None else {}
         if e["line"] is not None:
             meta["line"] = e["line"] if len(e["where"]) == 1 else e["where"]
