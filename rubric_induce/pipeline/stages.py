@@ -164,7 +164,7 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
         raise DataError(f"only {len(train)} training examples carry label {question!r}; calibration needs "
                         "more (or set calibrate.enabled = false)", path=cfg.source, field="calibrate.question")
     data = from_probes(ProbeTable.load(ctx.out / PROBES_FILE), train, questions=[question], rubric_ids=chosen.ids,
-                       not_applicable=params.not_applicable)
+                       not_applicable=params.not_applicable, ranges=cfg.data.scales or None)
     result = run_calibrate(data, params.replace(question=question), seed=cfg.run.seed)
     result.extra["rubric_ids"] = chosen.ids
     result.save(target)

@@ -41,3 +41,24 @@ def test_missing_torch_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(MissingDependencyError, match=r"rubric-induce\[calibrate\]"):
         require_torch()
+
+
+def test_declared_range_fills_the_answer_classes():
+    """A run's `[data] scales` range gives the calibrator every answer of the scale, not only the
+    ones the training texts happen to hold (a 0-10 set without a 3 or a 10 could never predict them)."""
+    from rubric_induce.calibration.data import scale_points
+
+    assert scale_points([0, 1, 2, 4, 9], 0, 10) == [float(v) for v in range(11)]
+    assert scale_points([1.5, 3.5, 4.0], 1, 5) == [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]
+    assert scale_points([1.25, 2.0], 1, 3) == [1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0]
+    thirds = [1.0, 3.6666666666666665, 4.333333333333333]  # means of three raters: no grid holds them
+    assert scale_points(thirds, 1, 5) == [1.0, 3.6666666666666665, 4.333333333333333, 5.0]
+    assert scale_points([1, 2], 0, 4, not_applicable=[0]) == [1.0, 2.0, 3.0, 4.0]
+    assert scale_points([0, 1], 0, 1) == [0.0, 1.0]
+    assert scale_points([3, 700], 0, 1000) == [0.0, 3.0, 700.0, 1000.0]  # too many points for a grid: seen + ends
+
+    table = ProbeTable([_rec("a", "r1", [0.2, 0.3, 0.4]), _rec("b", "r1", [0.1, 0.1, 0.7])])
+    exs = [Example.create({"text": "x"}, {"q": 2.0}, id="a"), Example.create({"text": "y"}, {"q": 6.0}, id="b")]
+    assert from_probes(table, exs, questions=["q"]).scales == [(2.0, 6.0)]
+    d = from_probes(table, exs, questions=["q"], ranges={"q": [0, 10]})
+    assert d.scales == [tuple(float(v) for v in range(11))]

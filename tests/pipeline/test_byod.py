@@ -1,0 +1,97 @@
+"""Bring-your-own-data shapes end to end on the fake backend: a long-format CSV (several judges per
+text, some texts with one) graded 0-10, where no training text happens to get some grades."""
+from __future__ import annotations
+
+import csv
+import json
+import random
+
+import pytest
+from click.testing import CliRunner
+
+from rubric_induce.cli import cli
+from rubric_induce.pipeline import run_pipeline
+
+CONFIG = """
+[run]
+seed = 0
+test_size = 0.4
+
+[data]
+examples = "grades.csv"
+label = "grade"
+label_threshold = 6
+scales = { grade = [0, 10] }
+
+[data.mapping]
+id = "essay"
+judge = "grader"
+text = { prompt = "prompt", essay = "body" }
+labels = { grade = "grade" }
+
+[task]
+description = "Short essays about a service; graders give 0 (unusable) to 10 (excellent)."
+fields = { prompt = "question", essay = "text" }
+
+[backend]
+spec = "fake"
+
+[generate]
+per_class = 3
+options = { top_k = 2, batch_size = 3, max_new = 2 }
+
+[dedup]
+enabled = false
+
+[select]
+n_sat = 2
+n_dsat = 2
+
+[calibrate]
+options = { hidden = [4, 4], finetune_epochs = 5, pretrain = false }
+adaptive_options = { epochs = 5 }
+"""
+
+
+@pytest.fixture(scope="module")
+def graded_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("byod")
+    rng = random.Random(0)
+    words = "the service was quick helpful slow rude clear confusing polite late accurate wrong".split()
+    with (tmp / "grades.csv").open("w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["essay", "prompt", "body", "grader", "grade"])
+        for i in range(30):
+            body = " ".join(rng.choice(words) for _ in range(12 + i % 7))
+            for g in (["g1", "g2"] if i % 3 else ["g3"]):  # every third text has one grader
+                w.writerow([f"e{i}", "Describe a service you used.", body, g, rng.choice([0, 1, 2, 5, 6, 8, 9])])
+    (tmp / "cfg.toml").write_text(CONFIG, encoding="utf-8")
+    run_pipeline(tmp / "cfg.toml", out=tmp / "run", echo=lambda m: None, stop_after="artifact")
+    return tmp, tmp / "run"
+
+
+def test_declared_scale_gives_the_calibrator_every_grade(graded_run):
+    """The grades 3, 4, 7 and 10 occur in no row, yet `[data] scales = { grade = [0, 10] }` says
+    they exist: the calibrator (and the adaptive model) predict over all eleven (they used only
+    the grades seen, so could never predict a 10)."""
+    _, run = graded_run
+    cal = json.loads((run / "calibration" / "calibrator.json").read_text(encoding="utf-8"))
+    assert cal["scales"] == [[float(v) for v in range(11)]]
+    assert sorted(cal["judges"]) == ["g1", "g2", "g3"]
+    adaptive = json.loads((run / "calibration" / "adaptive" / "adaptive.json").read_text(encoding="utf-8"))
+    assert adaptive["scales"] == cal["scales"]
+
+
+def test_score_and_adaptive_score_on_the_wide_scale(graded_run, tmp_path):
+    tmp, run = graded_run
+    new = tmp_path / "new.csv"
+    new.write_text("essay,prompt,body\nx1,Describe a service you used.,quick polite accurate\n", encoding="utf-8")
+    for extra in ([], ["--adaptive", "--budget", "2"]):
+        out = tmp_path / "s.jsonl"
+        res = CliRunner().invoke(cli, ["score", str(run), "--input", str(new), "--out", str(out), "--judge", "g1",
+                                       *extra])
+        assert res.exit_code == 0, res.output
+        row = json.loads(out.read_text(encoding="utf-8").splitlines()[0])
+        assert row["id"] == "x1" and 0.0 <= row["prediction"] <= 10.0
+        if extra:
+            assert row["scale"] == [float(v) for v in range(11)] and len(row["asked"]) <= 2
