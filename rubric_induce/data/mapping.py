@@ -56,6 +56,28 @@ def _table(value: Any, where: str, *, what: str) -> dict[str, str] | None:
     return out
 
 
+def _value_maps(value: Any, where: str) -> dict[str, dict[str, float]]:
+    """``{label: {text answer: number}}``, checked: text keys, finite numbers."""
+    import math
+
+    if not isinstance(value, Mapping):
+        raise DataError(f"expected a table {{label = {{text = number}}}}, got {value!r}", field=where)
+    out: dict[str, dict[str, float]] = {}
+    for label, table in value.items():
+        field = f"{where}.{label}"
+        if not isinstance(table, Mapping) or not table:
+            raise DataError(f"expected a table {{text = number}}, e.g. {{ good = 1, bad = 0 }}, got {table!r}",
+                            field=field)
+        out[str(label)] = {}
+        for text, number in table.items():
+            if (isinstance(number, bool) or not isinstance(number, (int, float))
+                    or not math.isfinite(float(number))):
+                raise DataError(f"expected a finite number for answer {text!r}, got {number!r}",
+                                field=f"{field}.{text}")
+            out[str(label)][str(text).strip()] = float(number)
+    return out
+
+
 def _close(name: str, names: Sequence[str]) -> str:
     close = difflib.get_close_matches(str(name), [str(n) for n in names], n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
@@ -83,6 +105,10 @@ class InputMapping(Params):
     judges: dict[str, Any] | None = param(
         None, help="Wide format: {judge = {label = column}}: each judge's label columns (an empty cell = not "
                    "rated); labels = the judges' mean.")
+    values: dict[str, Any] | None = param(
+        None, help="Text answers as numbers, per label: {label = {text = number}}, e.g. { verdict = { good = 1, "
+                   "bad = 0 } } (flat files; a judge's column of that label too). Other text is an error naming "
+                   "the known answers.")
 
     def check(self) -> None:
         object.__setattr__(self, "text", _table(self.text, self.where("text"), what="text field"))
@@ -103,6 +129,8 @@ class InputMapping(Params):
             if not judges:
                 raise DataError("name at least one judge", field=self.where("judges"))
             object.__setattr__(self, "judges", judges)
+        if self.values is not None:
+            object.__setattr__(self, "values", _value_maps(self.values, self.where("values")))
         if self.judge is not None and self.judges:
             raise DataError("give judge (long format: one row per judge) or judges (wide format: label columns "
                             "per judge), not both", field=self.where("judges"))
@@ -139,6 +167,9 @@ class InputMapping(Params):
         if fmt in ("json", "jsonl"):
             if nested is None:
                 nested = isinstance(first.get("fields"), Mapping) and not self._names_fields_column()
+            if nested and self.values:
+                raise DataError("nested rubric-induce rows hold numbers already; values maps the text answers of "
+                                "flat files", path=path, field=self.where("values"))
             if nested:
                 required = [n for n in default_labels if self.labels is None or n in self.labels]
                 return self._nested(_rows(path, fmt, []), path, label_scales, binary_label, unique, required)
@@ -147,12 +178,18 @@ class InputMapping(Params):
                             field=self.where("format"))
         columns = [str(c) for c in first]
         labels = self.labels if self.labels is not None else {n: n for n in default_labels if n in columns}
+        known = [*labels, *(n for cols in (self.judges or {}).values() for n in cols)]
+        for name in self.values or {}:
+            if name not in known:
+                raise DataError(f"no label {name!r} is read from this file{_close(name, known)}; labels: "
+                                f"{', '.join(known) or 'none'}", path=path, field=f"{self.where('values')}.{name}")
         try:
             return load_generic(path, text_fields=self.text or {"text": "text"}, label_fields=labels,
                                 id_field=self.id or "id", optional_id=self.id is None, group_field=self.group,
                                 judge_field=self.judge, judge_columns=self.judges, label_scales=label_scales,
                                 format=fmt, binary_label=binary_label, unique=unique,
-                                required_labels=[n for n in default_labels if n in labels])
+                                required_labels=[n for n in default_labels if n in labels],
+                                label_values=self.values)
         except DataError as exc:
             hint = self._format_hint(path, fmt) if exc.line in (1, None) else None
             if hint:
@@ -325,7 +362,7 @@ class InputMapping(Params):
                     out.extend(examples_from_rows(
                         [(None, i, item)], path=None, tabular=False, text_fields=text,
                         label_fields=self.labels or {}, id_field=id_col, optional_id=self.id is None,
-                        group_field=self.group, unique=False))
+                        group_field=self.group, unique=False, label_values=self.values))
                 except DataError as exc:
                     message = exc.message.replace(f"record {i}: ", "")
                     raise DataError(message, field=f"{where}.{exc.field}" if exc.field else where) from None

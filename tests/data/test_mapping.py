@@ -189,3 +189,31 @@ def test_plain_strings_need_one_text_field():
     with pytest.raises(DataError) as err:
         InputMapping().examples_from([{"id": "x", "source": "s"}], fields=["source", "text"])
     assert err.value.field == "texts[0].text" and "columns: id, source" in err.value.message
+
+
+def test_text_answers_become_numbers_through_values(tmp_path):
+    """A CSV with good/bad labels (and a judge column of them) needed a rewrite by hand: "label must
+    be a number, got 'good'". `values` maps text answers per label; errors name the row and field."""
+    path = tmp_path / "d.csv"
+    path.write_text("id,text,verdict,rater,r_verdict\na,one,good,x,bad\nb,two, bad ,x,good\n", encoding="utf-8")
+    with pytest.raises(DataError) as err:
+        InputMapping(labels={"verdict": "verdict"}).load(path)
+    assert (err.value.line, err.value.field) == (2, "verdict")
+    assert "values = { verdict = { good = 1, ... } }" in err.value.message
+    m = InputMapping(labels={"verdict": "verdict"}, values={"verdict": {"good": 1, "bad": 0}})
+    assert [e.labels["verdict"] for e in m.load(path)] == [1.0, 0.0]
+    wide = InputMapping(labels={"verdict": "verdict"}, judges={"x": {"verdict": "r_verdict"}},
+                        values={"verdict": {"good": 1, "bad": 0}})
+    assert [[j.labels["verdict"] for j in e.judgments] for e in wide.load(path)] == [[0.0], [1.0]]
+    with pytest.raises(DataError) as err:
+        InputMapping(labels={"verdict": "verdict"}, values={"verdict": {"good": 1, "Bad": 0}}).load(path)
+    assert err.value.line == 3 and "did you mean 'Bad'?" in err.value.message
+    with pytest.raises(DataError, match="did you mean 'verdict'") as err:
+        InputMapping(labels={"verdict": "verdict"}, values={"verdit": {"good": 1}}).load(path)
+    assert err.value.field == "data.mapping.values.verdit"
+    with pytest.raises(DataError) as err:
+        InputMapping(values={"verdict": {"good": "yes"}})
+    assert err.value.field == "data.mapping.values.verdict.good"
+    numeric = tmp_path / "n.csv"  # numbers stay numbers next to a values table
+    numeric.write_text("id,text,verdict\na,one,1\nb,two,good\n", encoding="utf-8")
+    assert [e.labels["verdict"] for e in m.load(numeric)] == [1.0, 1.0]

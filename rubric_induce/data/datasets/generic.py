@@ -47,6 +47,7 @@ def load_generic(
     optional_id: bool = False,
     unique: bool = True,
     required_labels: Iterable[str] = (),
+    label_values: Mapping[str, Mapping[str, float]] | None = None,
 ) -> list[Example]:
     """Read examples from a JSONL / JSON / CSV / TSV file.
 
@@ -63,7 +64,8 @@ def load_generic(
     without the id column gets a hash of its texts. ``unique=False`` keeps rows with equal ids
     (scoring the same text twice) instead of refusing them. A JSON ``null`` or an empty CSV cell in
     a label column means "not answered" (None), except for the ``required_labels`` (the label a
-    run learns), where it is an error naming the row.
+    run learns), where it is an error naming the row. ``label_values`` (``{label: {text: number}}``)
+    reads text answers such as ``good`` / ``bad`` as numbers.
     """
     path = Path(path)
     fmt = (format or FORMATS.get(path.suffix.lower(), "")).lower()
@@ -77,7 +79,7 @@ def load_generic(
         _rows(path, fmt, required), path=path, tabular=fmt in ("csv", "tsv"), text_fields=text_fields,
         label_fields=label_fields, id_field=id_field, group_field=group_field, judge_field=judge_field,
         label_scales=label_scales, binary_label=binary_label, judge_columns=judge_columns,
-        optional_id=optional_id, unique=unique, required_labels=required_labels)
+        optional_id=optional_id, unique=unique, required_labels=required_labels, label_values=label_values)
 
 
 def examples_from_rows(
@@ -96,6 +98,7 @@ def examples_from_rows(
     optional_id: bool = False,
     unique: bool = True,
     required_labels: Iterable[str] = (),
+    label_values: Mapping[str, Mapping[str, float]] | None = None,
 ) -> list[Example]:
     """Examples from ``(line, record index, row)`` triples (a file's rows, or in-memory dicts with
     ``path=None``): the row logic of :func:`load_generic`, whose options it takes."""
@@ -151,7 +154,7 @@ def examples_from_rows(
                                     "(data.label): give every row a number, or leave such rows out", **loc(key))
                 labels[name] = None
                 continue
-            labels[name] = _label(value, name, key, prefix, loc(key), label_scales)
+            labels[name] = _label(value, name, key, prefix, loc(key), label_scales, label_values)
         wide: list[Judgment] = []
         for judge_name, cols in judge_columns.items():
             answers: dict[str, float | None] = {}
@@ -161,7 +164,8 @@ def examples_from_rows(
                     raise DataError(f"{prefix}missing judge label column/key {key!r}{_known(row, key)}",
                                     **loc(key))
                 blank = value is None or (isinstance(value, str) and not value.strip())
-                answers[name] = None if blank else _label(value, name, key, prefix, loc(key), label_scales)
+                answers[name] = None if blank else _label(value, name, key, prefix, loc(key), label_scales,
+                                                              label_values)
             wide.append(Judgment(judge=judge_name, labels=answers))
         def required_text(key: str | None, what: str) -> str | None:
             """The stripped value of an optional mapped column; when mapped, it must be there."""
@@ -258,14 +262,54 @@ def _known(row: Mapping[str, Any], key: str) -> str:
 
 
 def _label(value: Any, name: str, key: str, prefix: str, loc: Mapping[str, Any],
-           label_scales: Mapping[str, LabelScale] | None) -> float:
-    out = _number(value, prefix, loc)
+           label_scales: Mapping[str, LabelScale] | None,
+           label_values: Mapping[str, Mapping[str, float]] | None = None) -> float:
+    table = (label_values or {}).get(name)
+    if table is not None and isinstance(value, str) and not _is_number(value):
+        text = value.strip()
+        if text not in table:
+            known = ", ".join(repr(k) for k in table)
+            raise DataError(f"{prefix}answer {value!r} has no number in [data.mapping] values.{name} "
+                            f"(known: {known}){_close_answer(text, table)}", **loc)
+        value = table[text]
+    try:
+        out = _number(value, prefix, loc)
+    except DataError as exc:
+        if table is None and isinstance(value, str) and value.strip() and "must be a number" in exc.message:
+            raise DataError(f"{exc.message}; to read text answers, map them to numbers: [data.mapping] values = "
+                            f"{{ {name} = {{ {_toml_key(value.strip())} = 1, ... }} }}", path=exc.path,
+                            line=exc.line, field=exc.field) from None
+        raise
     scale = (label_scales or {}).get(name)
     problem = scale.check(out) if scale is not None else None
     if problem:
         named = f" (label {name!r})" if name != key else ""
         raise DataError(f"{prefix}{problem}{named}", **loc)
     return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
+def _close_answer(text: str, table: Mapping[str, float]) -> str:
+    import difflib
+
+    folded = {k.casefold(): k for k in table}
+    if text.casefold() in folded:
+        return f"; did you mean {folded[text.casefold()]!r}? (answers are case-sensitive)"
+    close = difflib.get_close_matches(text, list(table), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _toml_key(text: str) -> str:
+    import re
+
+    return text if re.fullmatch(r"[A-Za-z0-9_-]+", text) else '"' + text.replace('"', '\\"') + '"'
 
 
 def _pos(prev: Mapping[str, Any]) -> str:
