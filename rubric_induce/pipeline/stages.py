@@ -116,10 +116,22 @@ def select(ctx: RunContext) -> dict[str, Any]:
     from ..probing import ProbeTable
     from ..selection.api import select as run_select
 
+    import warnings
+
+    from ..selection import SelectionWarning
+
     cfg = ctx.config
-    result = run_select(ProbeTable.load(ctx.out / PROBES_FILE), list(RubricPool.load(ctx.out / DEDUP_POOL_FILE)),
-                        ctx.train, ctx.y[ctx.split[0]], cfg.select, label=cfg.data.label,
-                        label_threshold=cfg.data.label_threshold, seed=cfg.run.seed, source=cfg.source)
+    with warnings.catch_warnings(record=True) as caught:  # said as the stage's own lines, not as Python warnings
+        warnings.simplefilter("always", SelectionWarning)
+        result = run_select(ProbeTable.load(ctx.out / PROBES_FILE), list(RubricPool.load(ctx.out / DEDUP_POOL_FILE)),
+                            ctx.train, ctx.y[ctx.split[0]], cfg.select, label=cfg.data.label,
+                            label_threshold=cfg.data.label_threshold, seed=cfg.run.seed, source=cfg.source)
+    said = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, SelectionWarning)))
+    for message in said:
+        ctx.echo(f"  warning: {message}")
+    for w in caught:  # anything else goes on as it came
+        if not issubclass(w.category, SelectionWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     n_pool = len(result.pool) + len(result.dropped)
     if result.dropped:
         ctx.echo(f"  select: dropped {len(result.dropped)} of {n_pool} rubric(s) with more than "
@@ -132,7 +144,10 @@ def select(ctx: RunContext) -> dict[str, Any]:
     thr = result.threshold
     ctx.echo(f"  selected {len(result.chosen)} of {len(result.pool)} usable rubrics; threshold "
              f"{'n/a' if thr is None else f'{thr:.3f}'}")
-    return result.summary()
+    summary = result.summary()
+    if said:
+        summary["warnings"] = said
+    return summary
 
 
 def calibrate(ctx: RunContext) -> dict[str, Any]:

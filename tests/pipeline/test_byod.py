@@ -95,3 +95,32 @@ def test_score_and_adaptive_score_on_the_wide_scale(graded_run, tmp_path):
         assert row["id"] == "x1" and 0.0 <= row["prediction"] <= 10.0
         if extra:
             assert row["scale"] == [float(v) for v in range(11)] and len(row["asked"]) <= 2
+
+
+def test_selection_warnings_are_stage_lines_not_python_warnings(graded_run, tmp_path, monkeypatch):
+    """`run` printed selection's warnings as Python warnings (`/.../selection/api.py:288:
+    SelectionWarning: ...` plus a source line); they are now the stage's own `warning:` lines and
+    are kept in its summary."""
+    import shutil
+    import warnings
+
+    import rubric_induce.selection.api as selection_api
+    from rubric_induce.selection import SelectionWarning
+
+    original = selection_api.select
+
+    def noisy(*args, **kwargs):
+        warnings.warn("the selected set does not separate the classes", SelectionWarning, stacklevel=2)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(selection_api, "select", noisy)
+    tmp, _ = graded_run
+    shutil.copy(tmp / "grades.csv", tmp_path / "grades.csv")
+    (tmp_path / "cfg.toml").write_text(CONFIG, encoding="utf-8")
+    said: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_pipeline(tmp_path / "cfg.toml", out=tmp_path / "run", echo=said.append, stop_after="select")
+    assert "  warning: the selected set does not separate the classes" in said
+    assert not [w for w in caught if issubclass(w.category, SelectionWarning)]
+    assert result.summaries["select"]["warnings"] == ["the selected set does not separate the classes"]
