@@ -385,3 +385,20 @@ def test_tool_import_without_recorded_scales_still_reads_the_text():
     with pytest.raises(DataError) as err:
         promptfoo_to_rubrics(config)
     assert err.value.field.startswith(f"defaultTest.metadata.rubric-induce.{rid}.scale")
+
+
+def test_import_of_an_export_without_rubrics_says_what_to_import(handoff_run, tmp_path):
+    """Importing the inspect module or the llm-rubric Markdown said "malformed JSON (Extra data)"."""
+    runner = CliRunner()
+    module = tmp_path / "scorer.py"
+    assert runner.invoke(cli, ["export", str(handoff_run), "--format", "inspect", "--out", str(module)]).exit_code == 0
+    res = runner.invoke(cli, ["import", str(module), "--out", str(tmp_path / "p.jsonl")])
+    assert res.exit_code == 2 and "inspect scorer module" in res.output and str(handoff_run.resolve()) in res.output
+    questions = tmp_path / "q.json"
+    assert runner.invoke(cli, ["export", str(handoff_run), "--format", "llm-rubric", "--out",
+                               str(questions)]).exit_code == 0
+    res = runner.invoke(cli, ["import", str(tmp_path / "q.md"), "--out", str(tmp_path / "p.jsonl")])
+    assert res.exit_code == 2 and "import the .json written next to it (q.json)" in res.output
+    spec = tmp_path / "spec.py"  # JSON under a .py name is still read as JSON
+    assert runner.invoke(cli, ["export", str(handoff_run), "--format", "deepeval", "--out", str(spec)]).exit_code == 0
+    assert runner.invoke(cli, ["import", str(spec), "--out", str(tmp_path / "p.jsonl")]).exit_code == 0
