@@ -124,3 +124,19 @@ def test_selection_warnings_are_stage_lines_not_python_warnings(graded_run, tmp_
     assert "  warning: the selected set does not separate the classes" in said
     assert not [w for w in caught if issubclass(w.category, SelectionWarning)]
     assert result.summaries["select"]["warnings"] == ["the selected set does not separate the classes"]
+
+
+@pytest.mark.parametrize("threshold,cls", [("11", "negative"), ("0", "positive")])
+def test_a_threshold_outside_the_labels_names_the_threshold(graded_run, tmp_path, threshold, cls):
+    """label_threshold = 11 on a 0-10 scale said "the training split holds one class only; use more
+    examples or a smaller run.test_size": the split was not the problem."""
+    import shutil
+
+    tmp, _ = graded_run
+    shutil.copy(tmp / "grades.csv", tmp_path / "grades.csv")
+    (tmp_path / "cfg.toml").write_text(CONFIG.replace("label_threshold = 6", f"label_threshold = {threshold}"),
+                                       encoding="utf-8")
+    res = CliRunner().invoke(cli, ["run", str(tmp_path / "cfg.toml"), "--check"])
+    assert res.exit_code == 2
+    assert f"with label_threshold {threshold} every one of the 30 examples is {cls}" in res.output
+    assert "field 'data.label_threshold'" in res.output and "runs from 0 to 9" in res.output
