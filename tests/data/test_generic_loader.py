@@ -273,3 +273,18 @@ def test_rows_with_the_same_texts_and_no_id_column_say_so(tmp_path):
                      id_field="id", optional_id=True)
     assert (err.value.line, err.value.field) == (3, "summary")
     assert "same texts as the row at line 2" in err.value.message and "[data.mapping] id" in err.value.message
+
+
+def test_a_file_with_another_separator_says_so(tmp_path):
+    """Excel's semicolon CSV (many locales) said "missing column 'text' (columns: id;text;q); name the
+    text column(s) with text = ...", which sends the user to the wrong fix."""
+    semi = _write(tmp_path / "d.csv", "id;text;q\na;one;4\n")
+    with pytest.raises(DataError) as err:
+        load_generic(semi, text_fields={"text": "text"}, label_fields={"quality": "q"}, id_field="id")
+    assert err.value.line == 1 and "semicolon-separated, not comma-separated" in err.value.message
+    tabs = _write(tmp_path / "t.csv", "id\ttext\tq\na\tone\t4\n")
+    with pytest.raises(DataError, match='tab-separated, not comma-separated; give it a .tsv name'):
+        load_generic(tabs, text_fields={"text": "text"}, id_field="id")
+    one = _write(tmp_path / "one.csv", "body\nno; separator here\n")  # one real column: the usual message
+    with pytest.raises(DataError, match="missing column 'text'"):
+        load_generic(one, text_fields={"text": "text"})

@@ -389,6 +389,17 @@ def _rows(path: Path, fmt: str, required: list[str]) -> Iterator[tuple[int | Non
             if col not in header:
                 from ...params import suggest
 
+                for sep, name in ((";", "semicolon"), ("|", "pipe"), ("\t", "tab"), (",", "comma")):
+                    split = [h.strip() for h in header[0].split(sep)] if len(header) == 1 else []
+                    if len(split) > 1 and col in split:  # e.g. Excel's ';' CSV in many locales
+                        how = " ([data.mapping] in a run config, --format for score)"
+                        fix = (f"give it a .tsv name or set format = \"tsv\"{how}" if sep == "\t" else
+                               f"give it a .csv name or set format = \"csv\"{how}" if sep == "," else
+                               f"save it with commas (or tabs, as .tsv), e.g. pandas.read_csv(path, sep={sep!r})"
+                               ".to_csv(out, index=False)")
+                        raise DataError(f"the header is one column {header[0][:80]!r}: this file is "
+                                        f"{name}-separated, not {'tab' if fmt == 'tsv' else 'comma'}-separated; "
+                                        f"{fix}", path=path, line=1)
                 raise DataError(f"missing column {col!r} in the header (columns: {', '.join(header)})"
                                 f"{suggest(col, header)}", path=path, line=1, field=col)
         start = reader.line_num + 1
