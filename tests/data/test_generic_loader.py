@@ -288,3 +288,11 @@ def test_a_file_with_another_separator_says_so(tmp_path):
     one = _write(tmp_path / "one.csv", "body\nno; separator here\n")  # one real column: the usual message
     with pytest.raises(DataError, match="missing column 'text'"):
         load_generic(one, text_fields={"text": "text"})
+
+
+def test_a_decimal_comma_label_says_to_use_a_point(tmp_path):
+    path = _write(tmp_path / "d.csv", 'id,text,q\na,one,"3,5"\n')
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"}, label_fields={"quality": "q"}, id_field="id")
+    assert (err.value.line, err.value.field) == (2, "q") and "decimal point (3.5)" in err.value.message
+    assert "values" not in err.value.message  # not the text-answer hint

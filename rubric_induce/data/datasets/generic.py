@@ -275,6 +275,11 @@ def _label(value: Any, name: str, key: str, prefix: str, loc: Mapping[str, Any],
     try:
         out = _number(value, prefix, loc)
     except DataError as exc:
+        import re
+
+        if isinstance(value, str) and re.fullmatch(r"\s*-?\d+,\d+\s*", value):
+            raise DataError(f"{exc.message}; write numbers with a decimal point ({value.strip().replace(',', '.')})",
+                            path=exc.path, line=exc.line, field=exc.field) from None
         if table is None and isinstance(value, str) and value.strip() and "must be a number" in exc.message:
             raise DataError(f"{exc.message}; to read text answers, map them to numbers: [data.mapping] values = "
                             f"{{ {name} = {{ {_toml_key(value.strip())} = 1, ... }} }}", path=exc.path,
