@@ -217,3 +217,18 @@ def test_text_answers_become_numbers_through_values(tmp_path):
     numeric = tmp_path / "n.csv"  # numbers stay numbers next to a values table
     numeric.write_text("id,text,verdict\na,one,1\nb,two,good\n", encoding="utf-8")
     assert [e.labels["verdict"] for e in m.load(numeric)] == [1.0, 1.0]
+
+
+def test_a_zero_on_a_scale_that_holds_zero_is_a_grade_in_the_judges_mean(tmp_path):
+    """`scales = { grade = [0, 10] }` made every judge's 0 "not applicable" (LLM-RUBRIC's convention
+    for 1-4 scales), so a text graded 0 and 8 got the label 8, not 4. On a scale without 0 the
+    convention stays."""
+    from rubric_induce.data.params import DataParams
+
+    path = tmp_path / "d.csv"
+    path.write_text("id,text,rater,grade\na,one,r1,0\na,one,r2,8\nb,two,r1,4\n", encoding="utf-8")
+    m = InputMapping(labels={"grade": "grade"}, judge="rater")
+    ten = DataParams(examples="d.csv", label="grade", scales={"grade": [0, 10]}).label_scales()
+    assert [e.labels["grade"] for e in m.load(path, label_scales=ten)] == [4.0, 4.0]
+    likert = DataParams(examples="d.csv", label="grade", scales={"grade": [1, 10]}).label_scales()
+    assert [e.labels["grade"] for e in m.load(path, label_scales=likert)] == [8.0, 4.0]
