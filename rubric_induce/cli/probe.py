@@ -42,7 +42,7 @@ __all__ = ["command"]
               help="Markdown report (default: <out>.report.md).")
 @click.option("--label", default=None, help="Human label to relate scores to in the report.")
 @progress_option
-def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec, fields, seed, cache_path,
+def command(examples_path, dataset, data_root, limit, mapping_file, rubrics_path, backend_spec, fields, seed, cache_path,
             no_cache, out_path, shard, export_dir, max_lines, overwrite_batch, report_path, label, progress, **options):
     """Probe every rubric on every example and write the answer distributions.
 
@@ -67,7 +67,7 @@ def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec
     task = task_from_options(options)
     params = ProbeParams.from_kwargs(options)
     check_logprobs_support(bparams.spec.split("/", 1)[-1], params.estimator, field_name="--estimator")
-    all_examples = load_examples(examples_path, dataset, data_root, limit)
+    all_examples = load_examples(examples_path, dataset, data_root, limit, mapping_file)
     examples = select_shard(all_examples, shard)
     if shard is not None:
         echo(f"shard {shard}: {len(examples)} of {len(all_examples)} examples")

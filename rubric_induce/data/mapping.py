@@ -31,7 +31,7 @@ from ..errors import DataError
 from ..params import Params, param
 from .model import Example, Judgment, LabelScale
 
-__all__ = ["InputMapping", "MAPPING_FORMATS", "text_id"]
+__all__ = ["InputMapping", "MAPPING_FORMATS", "text_id", "load_mapping_file"]
 
 MAPPING_FORMATS = ("auto", "jsonl", "json", "csv", "tsv")
 
@@ -196,8 +196,8 @@ class InputMapping(Params):
                 raise DataError(hint, path=path, line=1, field=self.where("format")) from None
             if exc.field in (self.text or {"text": "text"}).values() and "missing" in exc.message:
                 raise DataError(f"{exc.message}; name the text column(s) with text = ... ([data.mapping] in a "
-                                "run config, --text-field / --map for score)", path=exc.path, line=exc.line,
-                                field=exc.field) from None
+                                "run config or --mapping-file, --text-field / --map for score)", path=exc.path,
+                                line=exc.line, field=exc.field) from None
             raise
 
     def columns(self, path: str | Path) -> list[str]:
@@ -370,3 +370,33 @@ class InputMapping(Params):
                 raise DataError(f"cannot score a {type(item).__name__}; give strings, mappings or Examples",
                                 field=where)
         return out
+
+
+def load_mapping_file(path: str | Path) -> tuple[InputMapping, dict[str, Any]]:
+    """``(mapping, scales)`` from a TOML or JSON file: a run config's ``[data.mapping]`` (and
+    ``[data] scales``), a ``[mapping]`` table, or the mapping's keys at top level; what the stage
+    commands (``probe``, ``select``, ``calibrate``, ...) read ``--examples`` through."""
+    import json
+    import tomllib
+
+    from .jsonl import read_text
+
+    path = Path(path)
+    if not path.exists():
+        raise DataError("mapping file not found", path=path)
+    text = read_text(path)
+    try:
+        raw = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise DataError(f"cannot parse the mapping file: {exc}", path=path) from None
+    if not isinstance(raw, Mapping):
+        raise DataError("the mapping file must hold a table", path=path)
+    data = raw.get("data") if isinstance(raw.get("data"), Mapping) else {}
+    table = data.get("mapping", raw.get("mapping", None if data else raw))
+    if not isinstance(table, Mapping):
+        raise DataError("no [data.mapping] table (a run config's) or mapping keys in this file", path=path,
+                        field="data.mapping")
+    scales = data.get("scales") or {}
+    if not isinstance(scales, Mapping):
+        raise DataError("[data] scales must be a table {label = [low, high]}", path=path, field="data.scales")
+    return InputMapping.from_mapping(table, source=str(path)), dict(scales)

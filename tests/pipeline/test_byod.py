@@ -140,3 +140,32 @@ def test_a_threshold_outside_the_labels_names_the_threshold(graded_run, tmp_path
     assert res.exit_code == 2
     assert f"with label_threshold {threshold} every one of the 30 examples is {cls}" in res.output
     assert "field 'data.label_threshold'" in res.output and "runs from 0 to 9" in res.output
+
+
+def test_stage_commands_read_a_csv_through_the_run_configs_mapping(graded_run, tmp_path):
+    """`probe`, `select`, `calibrate` ... took --examples CSV only with a `text` column (and calibrate
+    took rubric-induce JSONL only, with an error saying to give a .csv file a .csv name);
+    --mapping-file reads the columns (and [data] scales) as `run` does."""
+    tmp, run = graded_run
+    runner = CliRunner()
+    common = ["--examples", str(tmp / "grades.csv"), "--mapping-file", str(tmp / "cfg.toml")]
+    res = runner.invoke(cli, ["probe", *common, "--rubrics", str(run / "selected.jsonl"), "--backend", "fake",
+                              "--no-cache", "--out", str(tmp_path / "p.jsonl"), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "probing 30 examples x" in res.output
+    res = runner.invoke(cli, ["calibrate", "--probes", str(tmp_path / "p.jsonl"), *common, "--question", "grade",
+                              "--cv-folds", "0", "--no-adaptive",
+                              "--out", str(tmp_path / "cal")])
+    assert res.exit_code == 0, res.output
+    cal = json.loads((tmp_path / "cal" / "calibrator.json").read_text(encoding="utf-8"))
+    assert cal["scales"] == [[float(v) for v in range(11)]] and sorted(cal["judges"]) == ["g1", "g2", "g3"]
+    # without the mapping: the missing column, and where to name it
+    res = runner.invoke(cli, ["calibrate", "--probes", str(tmp_path / "p.jsonl"), "--examples",
+                              str(tmp / "grades.csv"), "--question", "grade", "--out", str(tmp_path / "c2")])
+    assert res.exit_code == 2 and "missing column 'text'" in res.output and "--mapping-file" in res.output
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[data.mapping]\ntext = { essay = "body" }\nlabls = { grade = "grade" }\n', encoding="utf-8")
+    res = runner.invoke(cli, ["select", "--probes", str(tmp_path / "p.jsonl"), "--rubrics", str(run / "selected.jsonl"),
+                              "--examples", str(tmp / "grades.csv"), "--mapping-file", str(bad), "--label", "grade",
+                              "--out", str(tmp_path / "sel")])
+    assert res.exit_code == 2 and "bad.toml" in res.output and "did you mean 'labels'" in res.output
