@@ -468,11 +468,11 @@ class RubricScorer:
         return results
 
     def _calibrate(self, results: list[ScoreResult], arr, judge, aggregate: str, unseen_judge: str = "error") -> None:
-        from .calibration.api import calibrated_rows, resolve_judge
+        from .calibration.api import calibrated_rows, fit_width, resolve_judge
         from .calibration.data import features_from_arrays
 
         cal = self.calibrator
-        X = features_from_arrays(arr)
+        X = fit_width(cal, features_from_arrays(arr), source=self.source)  # the selected rubrics may be narrower
         who = judge if judge is not None else (self.judges or None)
         if isinstance(who, str):
             who_list: str | list[str] = who
