@@ -296,3 +296,31 @@ def test_a_decimal_comma_label_says_to_use_a_point(tmp_path):
         load_generic(path, text_fields={"text": "text"}, label_fields={"quality": "q"}, id_field="id")
     assert (err.value.line, err.value.field) == (2, "q") and "decimal point (3.5)" in err.value.message
     assert "values" not in err.value.message  # not the text-answer hint
+
+
+def test_a_conversation_as_a_list_of_turns_reads_as_role_lines(tmp_path):
+    """Chat logs usually come as a list of turns (OpenAI messages); they stopped at "expected text,
+    got list". They read as `ROLE: content` lines, the bundled dialogues' layout."""
+    rows = [{"id": "a", "messages": [{"role": "user", "content": "Book a table."},
+                                     {"role": "assistant", "content": "Done, 7 pm."}], "q": 1},
+            {"id": "b", "messages": ["hi", "hello"], "q": 0},
+            {"id": "c", "messages": [{"speaker": "Agent", "text": "Hi"}, {"text": "no speaker"}], "q": 1}]
+    path = _jsonl(tmp_path / "d.jsonl", rows)
+    ex = load_generic(path, text_fields={"conversation": "messages"}, label_fields={"sat": "q"}, id_field="id")
+    assert [e.fields["conversation"] for e in ex] == ["USER: Book a table.\nASSISTANT: Done, 7 pm.", "hi\nhello",
+                                                      "AGENT: Hi\nno speaker"]
+    bad = _jsonl(tmp_path / "bad.jsonl", [{"id": "a", "messages": [{"role": "user", "body": "x"}]}])
+    with pytest.raises(DataError) as err:
+        load_generic(bad, text_fields={"conversation": "messages"}, id_field="id")
+    assert (err.value.line, err.value.field) == (1, "messages") and "keys role, body" in err.value.message
+    empty = _jsonl(tmp_path / "empty.jsonl", [{"id": "a", "messages": []}])
+    with pytest.raises(DataError, match="text is empty"):
+        load_generic(empty, text_fields={"conversation": "messages"}, id_field="id")
+
+
+def test_csv_booleans_read_as_one_and_zero(tmp_path):
+    """JSON true/false counted as 1/0 but a CSV's True/False (what pandas writes) was "label must be a
+    number, got 'True'"."""
+    path = _write(tmp_path / "d.csv", "id,text,sat\na,one,True\nb,two,false\nc,three,1\n")
+    ex = load_generic(path, text_fields={"text": "text"}, label_fields={"sat": "sat"}, id_field="id")
+    assert [e.labels["sat"] for e in ex] == [1.0, 0.0, 1.0]

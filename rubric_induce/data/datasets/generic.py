@@ -136,6 +136,8 @@ def examples_from_rows(
             if not isinstance(value, str):
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     value = str(value)
+                elif isinstance(value, list):
+                    value = _turns_text(value, prefix, loc(key))
                 else:
                     raise DataError(f"{prefix}expected text, got {type(value).__name__}", **loc(key))
             if not value.strip():
@@ -293,6 +295,29 @@ def _label(value: Any, name: str, key: str, prefix: str, loc: Mapping[str, Any],
     return out
 
 
+_TURN_TEXT = ("content", "text", "utterance", "message", "value")
+_TURN_SPEAKER = ("role", "speaker", "author", "from", "name")
+
+
+def _turns_text(turns: list, prefix: str, loc: Mapping[str, Any]) -> str:
+    """A conversation given as a list of turns, as one text: strings one per line; objects
+    (OpenAI-style ``{"role", "content"}``, or ``speaker`` / ``text`` and the like) as
+    ``ROLE: content`` lines, the way the bundled dialogues read."""
+    lines = []
+    for i, turn in enumerate(turns):
+        if isinstance(turn, str):
+            lines.append(turn)
+            continue
+        text_key = next((k for k in _TURN_TEXT if isinstance(turn, Mapping) and isinstance(turn.get(k), str)), None)
+        if text_key is None:
+            raise DataError(f"{prefix}expected text or a list of turns (strings, or objects with one of "
+                            f"{', '.join(_TURN_TEXT)}), got {type(turn).__name__} at turn {i}"
+                            + (f" with keys {', '.join(map(str, turn))}" if isinstance(turn, Mapping) else ""), **loc)
+        who = next((turn[k] for k in _TURN_SPEAKER if isinstance(turn.get(k), str) and turn[k].strip()), None)
+        lines.append(f"{who.strip().upper()}: {turn[text_key]}" if who else turn[text_key])
+    return "\n".join(lines)
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text.strip())
@@ -330,6 +355,8 @@ def _number(value: Any, prefix: str, loc: Mapping[str, Any]) -> float:
     elif isinstance(value, str):
         if not value.strip():
             raise DataError(f"{prefix}label is empty", **loc)
+        if value.strip().lower() in ("true", "false"):  # a CSV's booleans (pandas writes True/False), as JSON's
+            return 1.0 if value.strip().lower() == "true" else 0.0
         try:
             out = float(value.strip())
         except ValueError:
