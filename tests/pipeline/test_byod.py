@@ -169,3 +169,26 @@ def test_stage_commands_read_a_csv_through_the_run_configs_mapping(graded_run, t
                               "--examples", str(tmp / "grades.csv"), "--mapping-file", str(bad), "--label", "grade",
                               "--out", str(tmp_path / "sel")])
     assert res.exit_code == 2 and "bad.toml" in res.output and "did you mean 'labels'" in res.output
+
+
+def test_a_continuous_label_is_warned_about_before_calibration(tmp_path):
+    """A 0-1 float score (every text its own value) became one calibration class per value, silently."""
+    rng = random.Random(9)
+    with (tmp_path / "cont.csv").open("w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "text", "score"])
+        for i in range(30):
+            w.writerow([i, f"text number {i} " + " ".join(rng.choice("ab cd ef gh".split()) for _ in range(6)),
+                        round(rng.random(), 3)])
+    cfg = ('[data]\nexamples = "cont.csv"\nlabel = "score"\nlabel_threshold = 0.5\n[task]\ndescription = "Texts."\n'
+           '[backend]\nspec = "fake"\n')
+    (tmp_path / "cfg.toml").write_text(cfg, encoding="utf-8")
+    res = CliRunner().invoke(cli, ["run", str(tmp_path / "cfg.toml"), "--check"])
+    assert res.exit_code == 0, res.output
+    assert "'score' has 15 distinct answers in 15 training ratings" in res.output
+    rounded = tmp_path / "cfg2.toml"  # a 1-5 rating: no warning
+    (tmp_path / "r.csv").write_text("id,text,score\n" + "".join(f"{i},text {i},{1 + i % 5}\n" for i in range(30)),
+                                    encoding="utf-8")
+    rounded.write_text(cfg.replace("cont.csv", "r.csv").replace("0.5", "3"), encoding="utf-8")
+    res = CliRunner().invoke(cli, ["run", str(rounded), "--check"])
+    assert res.exit_code == 0 and "distinct answers" not in res.output, res.output
