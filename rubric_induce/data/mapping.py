@@ -144,6 +144,13 @@ class InputMapping(Params):
             return self.format
         path = Path(path)
         fmt = FORMATS.get(path.suffix.lower())
+        readers = {".xlsx": "read_excel", ".xls": "read_excel", ".ods": "read_excel", ".parquet": "read_parquet",
+                   ".feather": "read_feather", ".pkl": "read_pickle", ".pickle": "read_pickle"}
+        if fmt is None and path.suffix.lower() in readers:  # "set format = csv" would be wrong advice here
+            reader = readers[path.suffix.lower()]
+            raise DataError(f"{path.suffix} files are not read directly: save it as CSV or JSONL first, e.g. "
+                            f"pandas.{reader}(path).to_csv(\"{path.stem}.csv\", index=False)", path=path,
+                            field=self.where("format"))
         if fmt is None:
             raise DataError(f"cannot tell the file format from the name ({path.suffix or 'no extension'}); set "
                             "format = \"jsonl\", \"json\", \"csv\" or \"tsv\"", path=path, field=self.where("format"))

@@ -232,3 +232,13 @@ def test_a_zero_on_a_scale_that_holds_zero_is_a_grade_in_the_judges_mean(tmp_pat
     assert [e.labels["grade"] for e in m.load(path, label_scales=ten)] == [4.0, 4.0]
     likert = DataParams(examples="d.csv", label="grade", scales={"grade": [1, 10]}).label_scales()
     assert [e.labels["grade"] for e in m.load(path, label_scales=likert)] == [8.0, 4.0]
+
+
+def test_a_spreadsheet_or_parquet_file_says_to_save_it_as_csv(tmp_path):
+    """`examples = "data.xlsx"` said to set format = "csv", which then fails on the binary file."""
+    for suffix, reader in ((".xlsx", "read_excel"), (".parquet", "read_parquet")):
+        path = tmp_path / f"data{suffix}"
+        path.write_bytes(b"PK\x03\x04 binary")
+        with pytest.raises(DataError) as err:
+            InputMapping().load(path)
+        assert f"pandas.{reader}(path).to_csv" in err.value.message and err.value.field == "data.mapping.format"
