@@ -272,7 +272,7 @@ def calibrate(train, params: CalibrateParams = CalibrateParams(), *, test=None, 
             if cv.get("proba") is not None:
                 for k, v in enumerate(train.scales[q]):
                     p, o = cv["proba"][ok, k], (y[ok] == v).astype(float)
-                    name = f"reliability_{question}_{v:g}.png"
+                    name = f"reliability_{_file_part(question)}_{v:g}.png"
                     figures.append((name, p, o, f"{question} = {v:g}"))
                     e = smooth_ece(p, o)
                     metrics["smece"][f"{v:g}"] = e
@@ -303,6 +303,14 @@ def calibrate(train, params: CalibrateParams = CalibrateParams(), *, test=None, 
     result._figures = figures
     result.adaptive = adaptive
     return result
+
+
+def _file_part(text: str) -> str:
+    """A label name as part of a file name: a '/' (``score/10``) or other odd characters would make
+    a folder or an invalid name."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-.") or "question"
 
 
 def _fit_adaptive(train, question: str, tuned, params: CalibrateParams, seed: int, say) -> Any:

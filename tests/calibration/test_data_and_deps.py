@@ -62,3 +62,29 @@ def test_declared_range_fills_the_answer_classes():
     assert from_probes(table, exs, questions=["q"]).scales == [(2.0, 6.0)]
     d = from_probes(table, exs, questions=["q"], ranges={"q": [0, 10]})
     assert d.scales == [tuple(float(v) for v in range(11))]
+
+
+def test_reliability_figures_of_a_label_with_a_slash_stay_in_the_folder(tmp_path):
+    """A label named `score/10` wrote its reliability plots to `calibration/reliability_score/10_*.png`,
+    a folder that removing the calibration's files did not clear."""
+    pytest.importorskip("torch")
+    from rubric_induce.calibration.api import CalibrateParams, calibrate, remove_saved
+
+    rng = np.random.default_rng(0)
+    exs, recs = [], []
+    for i in range(24):
+        y = float(rng.integers(1, 4))
+        exs.append(Example.create({"text": f"t{i}"}, {"score/10": y}, id=f"e{i}"))
+        for r in ("r1", "r2"):
+            raw = rng.dirichlet(np.ones(3)) * 0.9
+            raw[int(y) - 1] += 0.1
+            recs.append(_rec(f"e{i}", r, raw.tolist()))
+    data = from_probes(ProbeTable(recs), exs, questions=["score/10"])
+    res = calibrate(data, CalibrateParams(question="score/10", cv_folds=2, adaptive=False,
+                                          options={"hidden": [4, 4], "pretrain": False, "finetune_epochs": 2}))
+    res.save(tmp_path / "cal")
+    pngs = sorted(p.name for p in (tmp_path / "cal").rglob("*.png"))
+    assert pngs and all(p.startswith("reliability_score-10_") for p in pngs)
+    assert not [p for p in (tmp_path / "cal").iterdir() if p.is_dir()]
+    remove_saved(tmp_path / "cal")
+    assert not (tmp_path / "cal").exists()
