@@ -304,11 +304,13 @@ def test_a_conversation_as_a_list_of_turns_reads_as_role_lines(tmp_path):
     rows = [{"id": "a", "messages": [{"role": "user", "content": "Book a table."},
                                      {"role": "assistant", "content": "Done, 7 pm."}], "q": 1},
             {"id": "b", "messages": ["hi", "hello"], "q": 0},
-            {"id": "c", "messages": [{"speaker": "Agent", "text": "Hi"}, {"text": "no speaker"}], "q": 1}]
+            {"id": "c", "messages": [{"speaker": "Agent", "text": "Hi"}, {"text": "no speaker"}], "q": 1},
+            {"id": "d", "messages": [{"role": "user", "content": [{"type": "text", "text": "Look:"},
+                                                                  {"type": "image_url", "image_url": {}}]}], "q": 0}]
     path = _jsonl(tmp_path / "d.jsonl", rows)
     ex = load_generic(path, text_fields={"conversation": "messages"}, label_fields={"sat": "q"}, id_field="id")
     assert [e.fields["conversation"] for e in ex] == ["USER: Book a table.\nASSISTANT: Done, 7 pm.", "hi\nhello",
-                                                      "AGENT: Hi\nno speaker"]
+                                                      "AGENT: Hi\nno speaker", "USER: Look:"]
     bad = _jsonl(tmp_path / "bad.jsonl", [{"id": "a", "messages": [{"role": "user", "body": "x"}]}])
     with pytest.raises(DataError) as err:
         load_generic(bad, text_fields={"conversation": "messages"}, id_field="id")

@@ -308,6 +308,9 @@ def _turns_text(turns: list, prefix: str, loc: Mapping[str, Any]) -> str:
         if isinstance(turn, str):
             lines.append(turn)
             continue
+        if isinstance(turn, Mapping) and isinstance(turn.get("content"), list):  # OpenAI content parts
+            parts = [c.get("text") for c in turn["content"] if isinstance(c, Mapping) and isinstance(c.get("text"), str)]
+            turn = {**turn, "content": "\n".join(parts)} if parts else turn
         text_key = next((k for k in _TURN_TEXT if isinstance(turn, Mapping) and isinstance(turn.get(k), str)), None)
         if text_key is None:
             raise DataError(f"{prefix}expected text or a list of turns (strings, or objects with one of "
