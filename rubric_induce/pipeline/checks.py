@@ -83,8 +83,10 @@ def _check_calibrate(ctx: RunContext) -> None:
     train = [e for e in ctx.train if e.labels.get(question) is not None
              or any(j.labels.get(question) is not None for j in e.judgments)]
     if len(train) < 4:
+        held = len(ctx.examples) - len(ctx.train)
+        more = f"; {held} of {len(ctx.examples)} are held out: a smaller run.test_size keeps more" if held else ""
         raise DataError(f"only {len(train)} training examples carry label {question!r}; calibration needs at least "
-                        "4 (or set calibrate.enabled = false)", path=src, field=field)
+                        f"4 (or set calibrate.enabled = false){more}", path=src, field=field)
     # the answer classes calibration learns: every answer seen, calibrate.not_applicable left out
     na = {float(v) for v in cfg.calibrate.not_applicable}
     counts: dict[float, int] = {}

@@ -192,3 +192,13 @@ def test_a_continuous_label_is_warned_about_before_calibration(tmp_path):
     rounded.write_text(cfg.replace("cont.csv", "r.csv").replace("0.5", "3"), encoding="utf-8")
     res = CliRunner().invoke(cli, ["run", str(rounded), "--check"])
     assert res.exit_code == 0 and "distinct answers" not in res.output, res.output
+
+
+def test_too_few_training_texts_for_calibration_mention_the_held_out_share(tmp_path):
+    (tmp_path / "t.csv").write_text("id,text,v\n" + "".join(f"{i},text {i},{i % 2}\n" for i in range(5)),
+                                    encoding="utf-8")
+    (tmp_path / "cfg.toml").write_text('[data]\nexamples = "t.csv"\nlabel = "v"\n[task]\ndescription = "T."\n'
+                                       '[backend]\nspec = "fake"\n', encoding="utf-8")
+    res = CliRunner().invoke(cli, ["run", str(tmp_path / "cfg.toml"), "--check"])
+    assert res.exit_code == 2 and "only 3 training examples" in res.output
+    assert "2 of 5 are held out: a smaller run.test_size keeps more" in res.output
