@@ -200,5 +200,5 @@ def test_too_few_training_texts_for_calibration_mention_the_held_out_share(tmp_p
     (tmp_path / "cfg.toml").write_text('[data]\nexamples = "t.csv"\nlabel = "v"\n[task]\ndescription = "T."\n'
                                        '[backend]\nspec = "fake"\n', encoding="utf-8")
     res = CliRunner().invoke(cli, ["run", str(tmp_path / "cfg.toml"), "--check"])
-    assert res.exit_code == 2 and "only 3 training examples" in res.output
-    assert "2 of 5 are held out: a smaller run.test_size keeps more" in res.output
+    assert res.exit_code == 2 and "only 2 training examples" in res.output
+    assert "3 of 5 are held out: a smaller run.test_size keeps more" in res.output
