@@ -49,6 +49,8 @@ __all__ = [
     "ProbeArrays",
     "ProbeParams",
     "probe",
+    "probe_to_file",
+    "streamed_records",
     "PROBES_FILE",
     "build_messages",
     "prompt_cache_key_for",
@@ -467,3 +469,80 @@ def _reusable(done: Iterable[ProbeRecord] | None, prompt_hash: str, style: str,
 def _same_scale(rec: ProbeRecord | None, rubric: Rubric) -> bool:
     return rec is not None and list(rec.answers) == list(rubric.scale.labels) \
         and [float(v) for v in rec.values] == [float(v) for v in rubric.scale.values]
+
+
+def probe_to_file(
+    path: Any,
+    examples: Iterable[Example],
+    rubrics: Iterable[Rubric],
+    backend: Backend,
+    params: ProbeParams | None = None,
+    *,
+    marker: Any,
+    fingerprint: str,
+    before_save: Callable[[ProbeTable], None] | None = None,
+    echo: Callable[[str], None] | None = None,
+    **kwargs: Any,
+) -> ProbeTable:
+    """:func:`probe`, appending each record to ``path`` (JSONL) as it is final, then saving the whole
+    table there (input order, with its manifest) when done; ``run``'s probe stage and the ``probe``
+    command share it.
+
+    The file grows while probing, so a killed process (even by SIGKILL) leaves every finished
+    record on disk. ``marker`` (a small JSON file) names the ``fingerprint`` of the job the file
+    belongs to (whatever decides its records: data, rubrics, settings); a later call with the same
+    fingerprint keeps the usable records on disk and probes only the rest, and the marker is
+    removed once no call is left failed. ``before_save`` may add to the table's meta before it
+    is written. ``kwargs`` go to :func:`probe`.
+    """
+    import json
+    from pathlib import Path
+
+    from .data.jsonl import write_json, write_jsonl
+
+    path, marker = Path(path), Path(marker)
+    done = streamed_records(path, marker, fingerprint)
+    if done and echo:
+        echo(f"  resuming: {len(done)} probe(s) already on disk are kept")
+    write_jsonl(path, (r.to_dict() for r in done))  # a torn last line (a kill mid-write) goes
+    write_json(marker, {"fingerprint": fingerprint, "file": path.name})
+    with path.open("a", encoding="utf-8") as fh:
+        def stream(rec: ProbeRecord) -> None:
+            fh.write(json.dumps(rec.to_dict(), ensure_ascii=False, allow_nan=False) + "\n")
+            fh.flush()  # in the OS's hands: survives the process being killed
+
+        table = probe(examples, rubrics, backend, params, on_record=stream, done=done, **kwargs)
+    if before_save:
+        before_save(table)
+    table.save(path)  # the whole table in input order, and its manifest, atomically
+    if not table.n_call_errors:
+        marker.unlink(missing_ok=True)
+    return table
+
+
+def streamed_records(path: Any, marker: Any, fingerprint: str | None) -> list[ProbeRecord]:
+    """The usable records an unfinished :func:`probe_to_file` of the same job left in ``path`` ([]
+    when ``marker`` is missing or names another fingerprint). Reading stops at the first line that
+    is not a whole record (a kill mid-write leaves at most one such line, the last)."""
+    import json
+    from pathlib import Path
+
+    try:
+        saved = json.loads(Path(marker).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not fingerprint or not isinstance(saved, dict) or saved.get("fingerprint") != fingerprint:
+        return []
+    out = []
+    try:
+        with Path(path).open("r", encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    rec = ProbeRecord.from_dict(json.loads(line))
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    break
+                if rec.ok and not rec.call_failed:
+                    out.append(rec)
+    except (OSError, UnicodeDecodeError):
+        return out
+    return out

@@ -235,10 +235,23 @@ class RubricScorer:
             return InputMapping(text=self.input.get("text") or None, id=self.input.get("id"))
         return InputMapping(text=tuple(self.fields) if self.fields else None)
 
-    def read(self, path: str | Path, mapping: InputMapping | None = None) -> list[Example]:
+    def read(self, path: str | Path, mapping: InputMapping | None = None, *,
+             optional_run_id: bool | None = None) -> list[Example]:
         """The texts of a file (flat JSONL/JSON, rubric-induce JSONL, CSV, TSV) as examples to score,
-        read through ``mapping`` (default :meth:`input_mapping`); errors name file, line and field."""
-        return (mapping or self.input_mapping()).load(path, unique=False)
+        read through ``mapping`` (default :meth:`input_mapping`); errors name file, line and field.
+
+        New texts often come without the run's id column: with ``optional_run_id`` (default: when
+        ``mapping`` is not given) a file that lacks that column altogether gets ids as if none were
+        mapped (its ``id`` column, else a hash of the texts); a file that has it must fill it on
+        every row.
+        """
+        if optional_run_id is None:
+            optional_run_id = mapping is None
+        mapping = mapping or self.input_mapping()
+        run_id = (self.input or {}).get("id")
+        if optional_run_id and run_id and mapping.id == run_id and not _has_column(mapping, path, run_id):
+            mapping = mapping.replace(id=None)
+        return mapping.load(path, unique=False)
 
     def to_examples(self, texts: Iterable[str | Mapping[str, Any] | Example] | str | Mapping[str, Any],
                     *, mapping: InputMapping | None = None) -> list[Example]:
@@ -456,11 +469,11 @@ class RubricScorer:
         return results
 
     def _calibrate(self, results: list[ScoreResult], arr, judge, aggregate: str, unseen_judge: str = "error") -> None:
-        from .calibration.api import calibrated_rows, resolve_judge
+        from .calibration.api import calibrated_rows, fit_width, resolve_judge
         from .calibration.data import features_from_arrays
 
         cal = self.calibrator
-        X = features_from_arrays(arr)
+        X = fit_width(cal, features_from_arrays(arr), source=self.source)  # the selected rubrics may be narrower
         who = judge if judge is not None else (self.judges or None)
         if isinstance(who, str):
             who_list: str | list[str] = who
@@ -586,3 +599,12 @@ def _open(backend: Any, cache: str | Path | bool | None, base: Path, options: Ma
         run_cache = base / "llm_calls.sqlite"
         cache = run_cache if run_cache.exists() else default_cache_path()
     return CachedBackend(inner, CallCache(Path(cache)))
+
+
+def _has_column(mapping: InputMapping, path: str | Path, column: str) -> bool:
+    """Whether the file's header (CSV/TSV) or first row (JSON; a dotted path's first key) has ``column``."""
+    try:
+        columns = mapping.columns(path)
+    except Exception:  # unreadable: let the load say why, naming the file and line
+        return True
+    return column in columns or column.split(".", 1)[0] in columns

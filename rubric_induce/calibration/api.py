@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import DataError
 from ..params import Params, param
 
-__all__ = ["CalibrateParams", "CalibrateResult", "calibrate", "calibrator_features", "calibrated_rows",
+__all__ = ["CalibrateParams", "CalibrateResult", "calibrate", "calibrator_features", "calibrated_rows", "fit_width",
            "resolve_judge", "SHARED_JUDGE", "UNSEEN_JUDGE", "CALIBRATION_DIR", "remove_saved"]
 
 CALIBRATION_DIR = "calibration"
@@ -272,7 +272,7 @@ def calibrate(train, params: CalibrateParams = CalibrateParams(), *, test=None, 
             if cv.get("proba") is not None:
                 for k, v in enumerate(train.scales[q]):
                     p, o = cv["proba"][ok, k], (y[ok] == v).astype(float)
-                    name = f"reliability_{question}_{v:g}.png"
+                    name = f"reliability_{_file_part(question)}_{v:g}.png"
                     figures.append((name, p, o, f"{question} = {v:g}"))
                     e = smooth_ece(p, o)
                     metrics["smece"][f"{v:g}"] = e
@@ -303,6 +303,14 @@ def calibrate(train, params: CalibrateParams = CalibrateParams(), *, test=None, 
     result._figures = figures
     result.adaptive = adaptive
     return result
+
+
+def _file_part(text: str) -> str:
+    """A label name as part of a file name: a '/' (``score/10``) or other odd characters would make
+    a folder or an invalid name."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-.") or "question"
 
 
 def _fit_adaptive(train, question: str, tuned, params: CalibrateParams, seed: int, say) -> Any:
@@ -339,14 +347,23 @@ def calibrator_features(cal, table, example_ids: Sequence[str] | None = None, *,
         raise DataError(f"the probes lack {len(missing)} rubric(s) the calibrator was trained on, e.g. "
                         f"{missing[:3]}", path=source)
     arr = table.arrays(example_ids=example_ids, rubric_ids=cal.input_names_)
-    X = np.where(arr.ok[..., None], arr.raw, 0.0)
+    return arr, fit_width(cal, np.where(arr.ok[..., None], arr.raw, 0.0), source=source)
+
+
+def fit_width(cal, X: np.ndarray, *, source: str | None = None) -> np.ndarray:
+    """``X`` (``[texts, rubrics, answers]``) at the answer width the calibrator was trained on.
+
+    The width is the longest scale among the probes it was trained on (e.g. an 11-point rubric of
+    the pool that selection left out), so the selected rubrics' probes are often narrower: zero
+    answers are padded on (a missing answer carries no mass). Wider probes with mass beyond the
+    width are an error."""
     k = cal.n_features_in_shape_[-1]
     if X.shape[2] < k:
         X = np.concatenate([X, np.zeros((*X.shape[:2], k - X.shape[2]))], axis=2)
     if X.shape[2] > k and (X[:, :, k:] > 0).any():
         raise DataError(f"the probes have answer scales longer than the {k} answers the calibrator "
                         "was trained on", path=source)
-    return arr, X[:, :, :k]
+    return X[:, :, :k]
 
 
 #: The judge name that asks for the shared weights only (a judge the calibrator has not seen).

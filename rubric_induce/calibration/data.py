@@ -6,7 +6,7 @@ per-judge judgments.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,6 +18,8 @@ __all__ = [
     "CalibrationData",
     "from_llm_rubric",
     "from_probes",
+    "scale_points",
+    "MAX_SCALE_POINTS",
     "features_from_arrays",
     "TextEmbeddingFeatures",
     "CITATION_QUESTIONS",
@@ -310,8 +312,14 @@ def from_probes(
     scales: Sequence[Sequence[float]] | None = None,
     not_applicable: Sequence[float] = (),
     default_judge: str = "default",
+    ranges: Mapping[str, Sequence[float]] | None = None,
 ) -> CalibrationData:
     """Calibration data from a :class:`~rubric_induce.probing.ProbeTable` and labelled examples.
+
+    ``scales`` (default: the answers seen) are the answer values of each question; ``ranges``
+    (``{question: (low, high)}``, a run's ``[data] scales``) widen the seen answers to the declared
+    range with :func:`scale_points`, so an answer no training text happens to have (a 10 on a
+    0-10 scale) is still one the calibrator can predict.
 
     ``not_applicable``: answers that mean "does not apply" (left out of the classes and the loss);
     none by default, so a 0/1 label has the two classes 0 and 1.
@@ -348,6 +356,8 @@ def from_probes(
         scales = []
         for q, name in enumerate(questions):
             seen = sorted({float(v) for v in targets[:, q] if np.isfinite(v) and float(v) not in na})
+            if ranges and name in ranges and seen:
+                seen = scale_points(seen, *ranges[name], not_applicable=na)
             if len(seen) < 2:
                 raise DataError(f"question {name!r} has {len(seen)} distinct answer(s) in the examples; "
                                 "pass scales= to give its answer values", field="labels")
@@ -357,3 +367,25 @@ def from_probes(
         row_judge=np.asarray(rows_j, dtype=object), targets=targets, question_names=list(questions),
         scales=[tuple(float(v) for v in s) for s in scales], not_applicable=tuple(float(v) for v in not_applicable),
         meta={"source": "probes", "examples_without_probes": missing})
+
+
+#: Most answer classes :func:`scale_points` fills a declared range with.
+MAX_SCALE_POINTS = 101
+
+
+def scale_points(seen: Sequence[float], low: float, high: float, *,
+                 not_applicable: Iterable[float] = ()) -> list[float]:
+    """The answer values of a question declared on ``[low, high]``: every point of the coarsest
+    grid (step 1, 0.5, 0.25 or 0.1) that holds the seen answers and both ends (0-10 integers ->
+    0, 1, ..., 10; SummEval-style half points on 1-5 -> 1, 1.5, ..., 5), else the seen answers plus
+    both ends (e.g. means of three raters). ``not_applicable`` values are left out."""
+    na = {float(v) for v in not_applicable}
+    values = [float(v) for v in seen] + [float(low), float(high)]
+    for step in (1.0, 0.5, 0.25, 0.1):
+        n = round((high - low) / step)
+        if n + 1 > MAX_SCALE_POINTS:
+            continue
+        if all(abs(v / step - round(v / step)) < 1e-9 for v in values):
+            grid = [round(low + k * step, 10) for k in range(n + 1)]
+            return [v for v in grid if v not in na]
+    return sorted({v for v in values if v not in na})

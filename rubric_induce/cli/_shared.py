@@ -82,15 +82,24 @@ def cache_options(f):
 
 
 def data_options(f):
-    """--examples / --dataset / --data-root / --limit: where the labelled examples come from."""
+    """--examples / --mapping-file / --dataset / --data-root / --limit: where the labelled examples come from."""
     f = click.option("--limit", type=click.IntRange(min=1), default=None, help="Use only the first N examples.")(f)
+    f = mapping_file_option(f)
     f = click.option("--data-root", envvar="RUBRIC_INDUCE_DATA", type=click.Path(file_okay=False, path_type=Path),
                      default=None, help="Folder of the shared benchmark data. Env: RUBRIC_INDUCE_DATA.")(f)
     f = click.option("--dataset", default=None,
                      help="Load a known dataset instead of --examples (see `rubric-induce datasets`).")(f)
     return click.option("--examples", "examples_path", type=click.Path(dir_okay=False, path_type=Path),
                         default=None, help="Examples file: rubric-induce JSONL, or flat JSONL/JSON/CSV/TSV with a "
-                                           "`text` column (a run config's [data.mapping] names other columns).")(f)
+                                           "`text` column (--mapping-file names other columns).")(f)
+
+
+def mapping_file_option(f):
+    return click.option("--mapping-file", "mapping_file", type=click.Path(dir_okay=False, path_type=Path),
+                        default=None,
+                        help="TOML/JSON file with a [data.mapping] table (e.g. the run config; its [data] scales "
+                             "too) or the mapping's keys: which columns of --examples hold the id, texts, labels "
+                             "and judges, as `run` reads them.")(f)
 
 
 def task_options(f):
@@ -132,14 +141,23 @@ def split_list(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
-def load_examples(examples_path: Path | None, dataset: str | None, data_root: Path | None, limit: int | None):
+def load_examples(examples_path: Path | None, dataset: str | None, data_root: Path | None, limit: int | None,
+                  mapping_file: Path | None = None):
     """The examples named by the data options (the same loader as a run config's ``[data]``)."""
     from ..data.params import DataParams, load_examples as load
 
     if (examples_path is None) == (dataset is None):
         raise click.UsageError("give exactly one of --examples PATH or --dataset NAME")
+    mapping, scales = None, {}
+    if mapping_file is not None:
+        if dataset is not None:
+            raise DataError("--mapping-file reads --examples files; a shared dataset has its own loader",
+                            field="--mapping-file")
+        from ..data.mapping import load_mapping_file
+
+        mapping, scales = load_mapping_file(mapping_file)
     params = DataParams(examples=str(examples_path) if examples_path else None, dataset=dataset,
-                        data_root=str(data_root) if data_root else None)
+                        data_root=str(data_root) if data_root else None, mapping=mapping, scales=scales)
     return load(params, limit=limit, source=str(examples_path) if examples_path else None)
 
 

@@ -7,7 +7,7 @@ import click
 
 from ..calibration.api import CalibrateParams
 from ..params import click_options
-from ._shared import echo, split_list
+from ._shared import echo, load_examples, mapping_file_option, split_list
 
 __all__ = ["command"]
 
@@ -18,7 +18,9 @@ __all__ = ["command"]
 @click.option("--probes", "probes_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Probe table JSONL (from `rubric-induce probe`).")
 @click.option("--examples", "examples_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              default=None, help="Examples JSONL with per-judge judgments (or aggregate labels).")
+              default=None, help="Examples with per-judge judgments (or aggregate labels): rubric-induce JSONL, or "
+                                 "flat JSONL/JSON/CSV/TSV read through --mapping-file.")
+@mapping_file_option
 @click_options(CalibrateParams, exclude=("question",))
 @click.option("--question", "--main-question", "question", default=None,
               help="Question to fine-tune on and report (default: Q0 with --dataset llm_rubric; required "
@@ -34,8 +36,8 @@ __all__ = ["command"]
               default=None, help="Folder of the shared benchmark data. Env: RUBRIC_INDUCE_DATA.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Output folder: the weights (JSON + safetensors), report.md, metrics.json, reliability PNGs.")
-def command(dataset, probes_path, examples_path, question, questions, na_inputs, seed, threads, data_root, out_dir,
-            **options) -> None:
+def command(dataset, probes_path, examples_path, mapping_file, question, questions, na_inputs, seed, threads, data_root,
+            out_dir, **options) -> None:
     """Train the LLM-RUBRIC calibration network and write a cross-validation report.
 
     \b
@@ -65,11 +67,16 @@ def command(dataset, probes_path, examples_path, question, questions, na_inputs,
             raise click.UsageError("--probes needs --examples (the texts with their judgments)")
         if question is None:
             raise click.UsageError("--probes needs --question naming the label to calibrate")
-        from ..data import read_examples
         from ..probing import ProbeTable
 
-        train = from_probes(ProbeTable.load(probes_path), read_examples(examples_path), questions=qs or [question],
-                            not_applicable=params.not_applicable)
+        scales = {}
+        if mapping_file is not None:
+            from ..data.mapping import load_mapping_file
+
+            scales = load_mapping_file(mapping_file)[1]
+        examples = load_examples(examples_path, None, None, None, mapping_file)
+        train = from_probes(ProbeTable.load(probes_path), examples, questions=qs or [question],
+                            not_applicable=params.not_applicable, ranges=scales or None)
         test = None
     result = calibrate(train, params, test=test, seed=seed, echo=echo)
     result.save(out_dir)

@@ -35,8 +35,8 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
 @click.option("--fields", default=None, help="Comma-separated example fields for the excerpts (default: all).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the LLM calls.")
 @progress_option
-def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit, backend_spec, cache_path, no_cache,
-            out_path, json_path, groups_path, fields, seed, progress, **options):
+def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit, mapping_file, backend_spec, cache_path,
+            no_cache, out_path, json_path, groups_path, fields, seed, progress, **options):
     """Summarize strengths and weaknesses of probed outputs per rubric group and overall.
 
     \b
@@ -53,7 +53,7 @@ def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit,
 
     task = task_from_options(options)
     params = FeedbackParams.from_kwargs(options)
-    examples = load_examples(examples_path, dataset, data_root, limit)
+    examples = load_examples(examples_path, dataset, data_root, limit, mapping_file)
     rubrics = list(RubricPool.load(rubrics_path))
     table = ProbeTable.load(probes_path)
     groups = None

@@ -52,7 +52,7 @@ _AC = "ac_"  # AutoCalibrate options share names with RUBICON's (top_k): keep th
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Pool JSONL to write (default: rubric_pools/<data>_<method>.jsonl).")
 @progress_option
-def command(examples_path, dataset, data_root, limit, method, label, label_threshold, domain_path, per_class,
+def command(examples_path, dataset, data_root, limit, mapping_file, method, label, label_threshold, domain_path, per_class,
             include, fields, max_example_chars, temperature, seed, backend_spec, cache_path, no_cache, out_path,
             progress, **options):
     """Generate a rubric pool from labelled examples (RUBICON, SPUR or AutoCalibrate).
@@ -71,7 +71,7 @@ def command(examples_path, dataset, data_root, limit, method, label, label_thres
     from ..handoff import import_rubrics
 
     task = task_from_options(options)  # --task-* (the run's [task]); --task is AutoCalibrate's legacy sentence
-    examples = load_examples(examples_path, dataset, data_root, limit)
+    examples = load_examples(examples_path, dataset, data_root, limit, mapping_file)
     if method == "autocalibrate":
         shared = {"draft_temperature": temperature, "refine_temperature": temperature,
                   "max_example_chars": max_example_chars}

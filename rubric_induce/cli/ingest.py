@@ -30,7 +30,11 @@ __all__ = ["command"]
               help="Also put calls with no result line in these files into the retry file.")
 @click.option("--report-json", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the full ingest report (every failed, expired, unknown and duplicate id) as JSON.")
-def command(results, batch_dir, cache_path, config_path, out_dir, retry_file, retry_missing, report_json) -> None:
+@click.option("--allow-failed", is_flag=True,
+              help="Exit 0 even when some result lines failed, expired or had an unknown id (default: exit 1 "
+                   "after ingesting the good lines and writing the retry file).")
+def command(results, batch_dir, cache_path, config_path, out_dir, retry_file, retry_missing, report_json,
+            allow_failed) -> None:
     """Read batch result files into the call cache with the live reply parser.
 
     RESULTS are JSONL files in the OpenAI Batch output shape, which `vllm run-batch` also writes:
@@ -38,8 +42,9 @@ def command(results, batch_dir, cache_path, config_path, out_dir, retry_file, re
     completion is parsed exactly as a live reply, priced at the model's batch rates and stored under
     its custom_id (the call's cache key), so `probe` and `run` afterwards make no call for it.
     Failed, expired, unknown and duplicate ids are listed; failed and expired calls go to a retry
-    file of request lines, ready for another batch. Exit 0 even when some lines failed; 2 for a
-    malformed file (named with its line and field).
+    file of request lines, ready for another batch. The good lines are always kept; the exit code is
+    then 1 when any line failed, expired or had an unknown id (0 with --allow-failed), 0 when all
+    were good, and 2 for a malformed file (named with its line and field).
 
     \b
     Example:
@@ -78,4 +83,12 @@ def command(results, batch_dir, cache_path, config_path, out_dir, retry_file, re
         full["missing"] = report.missing
         write_json(report_json, full)
         echo(f"report: {report_json}")
+    bad = {"failed": len(report.failed), "expired": len(report.expired), "unknown id": len(report.unknown)}
+    if any(bad.values()) and not allow_failed:
+        from ..errors import BackendError
+
+        what = ", ".join(f"{n} {name}" for name, n in bad.items() if n)
+        retry = f"; retry file: {report.retry_file}" if report.retry_lines else ""
+        raise BackendError(f"not every result line was usable ({what}; listed above{retry}); the good lines "
+                           "are in the cache. Pass --allow-failed to exit 0 anyway")
 

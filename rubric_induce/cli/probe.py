@@ -42,7 +42,7 @@ __all__ = ["command"]
               help="Markdown report (default: <out>.report.md).")
 @click.option("--label", default=None, help="Human label to relate scores to in the report.")
 @progress_option
-def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec, fields, seed, cache_path,
+def command(examples_path, dataset, data_root, limit, mapping_file, rubrics_path, backend_spec, fields, seed, cache_path,
             no_cache, out_path, shard, export_dir, max_lines, overwrite_batch, report_path, label, progress, **options):
     """Probe every rubric on every example and write the answer distributions.
 
@@ -54,7 +54,7 @@ def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec
     bparams = backend_params_from(options, backend_spec)  # checked before any LLM call
     from ..data import RubricPool
     from ..data.jsonl import atomic_write_text
-    from ..probing import probe
+    from ..probing import probe_to_file
     from ..reports import probe_report
 
     from ..errors import DataError
@@ -67,7 +67,7 @@ def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec
     task = task_from_options(options)
     params = ProbeParams.from_kwargs(options)
     check_logprobs_support(bparams.spec.split("/", 1)[-1], params.estimator, field_name="--estimator")
-    all_examples = load_examples(examples_path, dataset, data_root, limit)
+    all_examples = load_examples(examples_path, dataset, data_root, limit, mapping_file)
     examples = select_shard(all_examples, shard)
     if shard is not None:
         echo(f"shard {shard}: {len(examples)} of {len(all_examples)} examples")
@@ -96,14 +96,19 @@ def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec
     echo(f"probing {len(examples)} examples x {len(rubrics)} rubrics with {backend.kind}/{backend.model} "
          f"({params.style}, {params.estimator})")
     start = time.perf_counter()
-    with interruptible(backend, cache):
-        table = probe(examples, rubrics, backend, params, seed=seed, fields=split_list(fields), task=task,
-                      progress=show_progress(progress))
+    marker = out_path.with_name(out_path.name + ".partial.json")
+    fingerprint = _job_fingerprint(examples, rubrics, backend, params, seed, split_list(fields), task)
+
+    def before_save(table) -> None:
+        table.meta["usage"] = backend.tally.to_dict()
+        table.meta["elapsed_s"] = round(time.perf_counter() - start, 3)
+
+    with interruptible(backend, cache):  # records stream to --out as they finish: a kill keeps them
+        table = probe_to_file(out_path, examples, rubrics, backend, params, marker=marker, fingerprint=fingerprint,
+                              before_save=before_save, echo=echo, seed=seed, fields=split_list(fields), task=task,
+                              progress=show_progress(progress))
     elapsed = time.perf_counter() - start
-    usage = backend.tally.to_dict()
-    table.meta["usage"] = usage
-    table.meta["elapsed_s"] = round(elapsed, 3)
-    table.save(out_path)
+    usage = table.meta["usage"]
     report_path = report_path or out_path.with_name(out_path.name.removesuffix(".jsonl") + ".report.md")
     atomic_write_text(report_path, probe_report(table, examples, rubrics, label=label, usage=usage,
                                                 elapsed_s=elapsed))
@@ -118,3 +123,16 @@ def command(examples_path, dataset, data_root, limit, rubrics_path, backend_spec
     faults = fault_summary(usage)
     if faults:
         echo(faults)
+
+
+def _job_fingerprint(examples, rubrics, backend, params, seed, fields, task) -> str:
+    """What decides this command's records (texts, rubrics, settings, model): streamed records on
+    disk are kept only for the same job."""
+    import hashlib
+    import json
+
+    doc = {"examples": [[e.id, e.fields] for e in examples],
+           "rubrics": [[r.id, r.text, r.polarity, r.scale.to_dict(), r.levels] for r in rubrics],
+           "params": params.to_dict(), "seed": seed, "fields": fields,
+           "task": task.to_dict() if task is not None else None, "model": f"{backend.kind}/{backend.model}"}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]

@@ -78,8 +78,9 @@ def _write_rows(rows, out_path: Path | None) -> None:
               help="Column/key holding the text, for a run with one text field (default: the run's column).")
 @click.option("--map", "maps", multiple=True, metavar="FIELD=COLUMN",
               help="Column holding one of the run's text fields (repeatable; default: the run's columns).")
-@click.option("--id-field", default=None, help="Column/key holding a row id (default: the run's, else `id` "
-                                               "where a row has it, else a hash of the texts).")
+@click.option("--id-field", default=None, help="Column/key holding a row id (default: the run's id column where "
+                                               "the file has it, else `id` where a row has it, else a hash of "
+                                               "the texts).")
 @click.option("--format", "fmt", type=click.Choice([f for f in MAPPING_FORMATS]), default=None,
               help="Input format (default: auto, from the file name).")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -160,7 +161,8 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
         else:
             if adaptive:
                 scorer._require_adaptive(aggregate)  # before reading texts or opening the backend
-            examples = scorer.read(input_path, input_mapping(scorer, fmt, id_field, text_field, maps))
+            examples = scorer.read(input_path, input_mapping(scorer, fmt, id_field, text_field, maps),
+                                   optional_run_id=not id_field)  # new texts often have no id column
             _say_endpoint(scorer)
             try:
                 results = scorer.score(examples, judge=who, aggregate=aggregate, progress=show_progress(progress),

@@ -40,7 +40,7 @@ __all__ = ["command"]
 @click.option("--plot/--no-plot", default=True, show_default=True, help="Write precision_curves.png.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Output folder: selected.jsonl, metrics.md, metrics.json, precision_curves.png.")
-def command(examples_path, dataset, data_root, limit, probes_path, rubrics_path, label, label_threshold,
+def command(examples_path, dataset, data_root, limit, mapping_file, probes_path, rubrics_path, label, label_threshold,
             test_size, seed, top_k, alpha, cv, score, precision, n_boot, plot, out_dir, **options):
     """Select a compact, sharp rubric set and a NetSAT threshold from probes and labels.
 
@@ -62,7 +62,7 @@ def command(examples_path, dataset, data_root, limit, probes_path, rubrics_path,
     elif method == "topk":
         sel_opts.update(k=top_k)
     params = SelectParams.from_kwargs(options, options={k: v for k, v in sel_opts.items() if v is not None})
-    examples = load_examples(examples_path, dataset, data_root, limit)
+    examples = load_examples(examples_path, dataset, data_root, limit, mapping_file)
     rubrics = list(RubricPool.load(rubrics_path))
     table = ProbeTable.load(probes_path)
     n_pool = len(rubrics)

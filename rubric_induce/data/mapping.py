@@ -31,7 +31,7 @@ from ..errors import DataError
 from ..params import Params, param
 from .model import Example, Judgment, LabelScale
 
-__all__ = ["InputMapping", "MAPPING_FORMATS", "text_id"]
+__all__ = ["InputMapping", "MAPPING_FORMATS", "text_id", "load_mapping_file"]
 
 MAPPING_FORMATS = ("auto", "jsonl", "json", "csv", "tsv")
 
@@ -53,6 +53,28 @@ def _table(value: Any, where: str, *, what: str) -> dict[str, str] | None:
         if not isinstance(column, str) or not column.strip():
             raise DataError(f"expected the name of a column, got {column!r}", field=f"{where}.{name}")
         out[name] = column
+    return out
+
+
+def _value_maps(value: Any, where: str) -> dict[str, dict[str, float]]:
+    """``{label: {text answer: number}}``, checked: text keys, finite numbers."""
+    import math
+
+    if not isinstance(value, Mapping):
+        raise DataError(f"expected a table {{label = {{text = number}}}}, got {value!r}", field=where)
+    out: dict[str, dict[str, float]] = {}
+    for label, table in value.items():
+        field = f"{where}.{label}"
+        if not isinstance(table, Mapping) or not table:
+            raise DataError(f"expected a table {{text = number}}, e.g. {{ good = 1, bad = 0 }}, got {table!r}",
+                            field=field)
+        out[str(label)] = {}
+        for text, number in table.items():
+            if (isinstance(number, bool) or not isinstance(number, (int, float))
+                    or not math.isfinite(float(number))):
+                raise DataError(f"expected a finite number for answer {text!r}, got {number!r}",
+                                field=f"{field}.{text}")
+            out[str(label)][str(text).strip()] = float(number)
     return out
 
 
@@ -83,6 +105,10 @@ class InputMapping(Params):
     judges: dict[str, Any] | None = param(
         None, help="Wide format: {judge = {label = column}}: each judge's label columns (an empty cell = not "
                    "rated); labels = the judges' mean.")
+    values: dict[str, Any] | None = param(
+        None, help="Text answers as numbers, per label: {label = {text = number}}, e.g. { verdict = { good = 1, "
+                   "bad = 0 } } (flat files; a judge's column of that label too). Other text is an error naming "
+                   "the known answers.")
 
     def check(self) -> None:
         object.__setattr__(self, "text", _table(self.text, self.where("text"), what="text field"))
@@ -103,6 +129,8 @@ class InputMapping(Params):
             if not judges:
                 raise DataError("name at least one judge", field=self.where("judges"))
             object.__setattr__(self, "judges", judges)
+        if self.values is not None:
+            object.__setattr__(self, "values", _value_maps(self.values, self.where("values")))
         if self.judge is not None and self.judges:
             raise DataError("give judge (long format: one row per judge) or judges (wide format: label columns "
                             "per judge), not both", field=self.where("judges"))
@@ -116,6 +144,13 @@ class InputMapping(Params):
             return self.format
         path = Path(path)
         fmt = FORMATS.get(path.suffix.lower())
+        readers = {".xlsx": "read_excel", ".xls": "read_excel", ".ods": "read_excel", ".parquet": "read_parquet",
+                   ".feather": "read_feather", ".pkl": "read_pickle", ".pickle": "read_pickle"}
+        if fmt is None and path.suffix.lower() in readers:  # "set format = csv" would be wrong advice here
+            reader = readers[path.suffix.lower()]
+            raise DataError(f"{path.suffix} files are not read directly: save it as CSV or JSONL first, e.g. "
+                            f"pandas.{reader}(path).to_csv(\"{path.stem}.csv\", index=False)", path=path,
+                            field=self.where("format"))
         if fmt is None:
             raise DataError(f"cannot tell the file format from the name ({path.suffix or 'no extension'}); set "
                             "format = \"jsonl\", \"json\", \"csv\" or \"tsv\"", path=path, field=self.where("format"))
@@ -139,27 +174,37 @@ class InputMapping(Params):
         if fmt in ("json", "jsonl"):
             if nested is None:
                 nested = isinstance(first.get("fields"), Mapping) and not self._names_fields_column()
+            if nested and self.values:
+                raise DataError("nested rubric-induce rows hold numbers already; values maps the text answers of "
+                                "flat files", path=path, field=self.where("values"))
             if nested:
-                required = default_labels if self.labels is None else ()
+                required = [n for n in default_labels if self.labels is None or n in self.labels]
                 return self._nested(_rows(path, fmt, []), path, label_scales, binary_label, unique, required)
         elif nested:
             raise DataError("the nested rubric-induce layout is JSON Lines, not CSV/TSV", path=path,
                             field=self.where("format"))
         columns = [str(c) for c in first]
         labels = self.labels if self.labels is not None else {n: n for n in default_labels if n in columns}
+        known = [*labels, *(n for cols in (self.judges or {}).values() for n in cols)]
+        for name in self.values or {}:
+            if name not in known:
+                raise DataError(f"no label {name!r} is read from this file{_close(name, known)}; labels: "
+                                f"{', '.join(known) or 'none'}", path=path, field=f"{self.where('values')}.{name}")
         try:
             return load_generic(path, text_fields=self.text or {"text": "text"}, label_fields=labels,
                                 id_field=self.id or "id", optional_id=self.id is None, group_field=self.group,
                                 judge_field=self.judge, judge_columns=self.judges, label_scales=label_scales,
-                                format=fmt, binary_label=binary_label, unique=unique)
+                                format=fmt, binary_label=binary_label, unique=unique,
+                                required_labels=[n for n in default_labels if n in labels],
+                                label_values=self.values)
         except DataError as exc:
             hint = self._format_hint(path, fmt) if exc.line in (1, None) else None
             if hint:
                 raise DataError(hint, path=path, line=1, field=self.where("format")) from None
             if exc.field in (self.text or {"text": "text"}).values() and "missing" in exc.message:
                 raise DataError(f"{exc.message}; name the text column(s) with text = ... ([data.mapping] in a "
-                                "run config, --text-field / --map for score)", path=exc.path, line=exc.line,
-                                field=exc.field) from None
+                                "run config or --mapping-file, --text-field / --map for score)", path=exc.path,
+                                line=exc.line, field=exc.field) from None
             raise
 
     def columns(self, path: str | Path) -> list[str]:
@@ -324,7 +369,7 @@ class InputMapping(Params):
                     out.extend(examples_from_rows(
                         [(None, i, item)], path=None, tabular=False, text_fields=text,
                         label_fields=self.labels or {}, id_field=id_col, optional_id=self.id is None,
-                        group_field=self.group, unique=False))
+                        group_field=self.group, unique=False, label_values=self.values))
                 except DataError as exc:
                     message = exc.message.replace(f"record {i}: ", "")
                     raise DataError(message, field=f"{where}.{exc.field}" if exc.field else where) from None
@@ -332,3 +377,33 @@ class InputMapping(Params):
                 raise DataError(f"cannot score a {type(item).__name__}; give strings, mappings or Examples",
                                 field=where)
         return out
+
+
+def load_mapping_file(path: str | Path) -> tuple[InputMapping, dict[str, Any]]:
+    """``(mapping, scales)`` from a TOML or JSON file: a run config's ``[data.mapping]`` (and
+    ``[data] scales``), a ``[mapping]`` table, or the mapping's keys at top level; what the stage
+    commands (``probe``, ``select``, ``calibrate``, ...) read ``--examples`` through."""
+    import json
+    import tomllib
+
+    from .jsonl import read_text
+
+    path = Path(path)
+    if not path.exists():
+        raise DataError("mapping file not found", path=path)
+    text = read_text(path)
+    try:
+        raw = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise DataError(f"cannot parse the mapping file: {exc}", path=path) from None
+    if not isinstance(raw, Mapping):
+        raise DataError("the mapping file must hold a table", path=path)
+    data = raw.get("data") if isinstance(raw.get("data"), Mapping) else {}
+    table = data.get("mapping", raw.get("mapping", None if data else raw))
+    if not isinstance(table, Mapping):
+        raise DataError("no [data.mapping] table (a run config's) or mapping keys in this file", path=path,
+                        field="data.mapping")
+    scales = data.get("scales") or {}
+    if not isinstance(scales, Mapping):
+        raise DataError("[data] scales must be a table {label = [low, high]}", path=path, field="data.scales")
+    return InputMapping.from_mapping(table, source=str(path)), dict(scales)

@@ -35,7 +35,8 @@ class DataParams(Params):
     fields: tuple[str, ...] | None = param(None, help="Example fields shown to the LLM, in order (default: all).")
     scales: dict[str, Any] = param(factory=dict, help="Declared range of labels, {label = [low, high]}: a label or "
                                    "a judge's answer outside it is an error naming its line (0, not applicable in "
-                                   "calibration, is always allowed). Without one, any number is taken.")
+                                   "calibration, is always allowed, and left out of the judges' mean, unless the "
+                                   "scale holds 0, e.g. [0, 10]). Without one, any number is taken.")
 
     def __post_init__(self) -> None:
         if isinstance(self.mapping, Mapping):  # a [data.mapping] table
@@ -68,7 +69,8 @@ class DataParams(Params):
             low, high = float(value[0]), float(value[1])
             if not low < high:
                 raise DataError(f"expected low < high, got {list(value)!r}", field=where)
-            out[str(name)] = LabelScale("continuous", low, high, not_applicable=(0.0,))
+            # 0 = "not applicable" (LLM-RUBRIC) only where it is no answer of the scale: on 0-10 it is a grade
+            out[str(name)] = LabelScale("continuous", low, high, not_applicable=() if low <= 0.0 <= high else (0.0,))
         return out
 
     def input_mapping(self) -> InputMapping | None:

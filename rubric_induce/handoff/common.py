@@ -20,7 +20,13 @@ from ..errors import DataError
 from .core import rubric_question
 from .source import level_texts, ordered_levels
 
-__all__ = ["ladder", "oriented", "mean_threshold", "graded_prompt", "rubric_line", "parse_rubric_line", "fill_fields", "rebuild_rubric"]
+__all__ = ["ladder", "oriented", "mean_threshold", "graded_prompt", "rubric_line", "parse_rubric_line", "fill_fields",
+           "rebuild_rubric", "SHAPES_KEY", "rubric_shapes", "restore_shape"]
+
+#: Key under which a tool format that has room for it (the deepeval spec, promptfoo's
+#: ``defaultTest.metadata``) records what its prompt text cannot: each rubric's aspect, answer
+#: scale (labels, values, descriptions) and level descriptors, so an import gives them back exactly.
+SHAPES_KEY = "rubric-induce"
 
 _RUBRIC_LINE = "Rubric {id} ({polarity}): {text}"
 
@@ -122,3 +128,28 @@ def rebuild_rubric(rid: str, text: str, polarity: str | None, *, scale=None, lev
     if levels is not None and list(levels) != level_texts(rubric):
         rubric = Rubric.create(text, polarity, levels=list(levels), **kwargs)
     return replace(rubric, id=rid)
+
+
+def rubric_shapes(rubrics: Sequence[Rubric]) -> dict:
+    """``{rubric id: {"aspect", "scale", "levels"}}``: what a tool's prompt text loses (a 0/1 or
+    half-point scale's values, scale descriptions, the aspect), recorded beside it for import."""
+    return {r.id: {"aspect": r.aspect, "scale": r.scale.to_dict(),
+                   "levels": list(r.levels) if r.levels is not None else None} for r in rubrics}
+
+
+def restore_shape(rubric: Rubric, shapes: object, *, path=None, field: str) -> Rubric:
+    """``rubric`` (read back from a tool's text) with the aspect, scale and levels that
+    :func:`rubric_shapes` recorded for its id, validated like a hand-off JSON rubric; unchanged
+    when the file records none (a hand-written or older export)."""
+    from collections.abc import Mapping
+    from dataclasses import replace
+
+    from .core import _Checker
+
+    if not isinstance(shapes, Mapping) or not isinstance(shapes.get(rubric.id), Mapping):
+        return rubric
+    shape = shapes[rubric.id]
+    data = {"text": rubric.text, "polarity": rubric.polarity, "provenance": dict(rubric.provenance),
+            **{k: shape[k] for k in ("aspect", "scale", "levels") if k in shape}}
+    restored = _Checker(path).rubric(data, f"{field}.{rubric.id}", default_provenance=rubric.provenance)
+    return replace(restored, id=rubric.id)

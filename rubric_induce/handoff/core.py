@@ -544,6 +544,8 @@ def import_rubrics(path: str | Path, fmt: str = "auto") -> RubricSet:
         from .promptfoo import import_promptfoo
 
         return import_promptfoo(path)
+    if fmt == "auto" and path.suffix.lower() in (".py", ".md", ".markdown", ".txt"):
+        _refuse_text_export(path)
     doc = read_json(path)
     if fmt == "auto":
         fmt = _detect(doc)
@@ -562,6 +564,31 @@ def import_rubrics(path: str | Path, fmt: str = "auto") -> RubricSet:
     if fmt == "llm-rubric":
         return rubrics_from_llm_rubric(doc, path=path)
     return rubric_set_from_dict(doc, path=path)
+
+
+def _refuse_text_export(path: Path) -> None:
+    """Exports that hold no rubrics to read back (an inspect module, the Markdown questionnaire)
+    get an error that says which file to import instead, not "malformed JSON"."""
+    import re
+
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return
+    if text.lstrip()[:1] in ("{", "["):
+        return  # JSON under another name (e.g. a deepeval spec saved as .py): read it as JSON
+    if path.suffix.lower() == ".py":
+        m = re.search(r"^SOURCE = (['\"])(.*)\1$", text, flags=re.M)
+        where = f" ({m.group(2)})" if m else ""
+        raise DataError(f"a Python file holds no rubrics to import; an inspect scorer module only points at its "
+                        f"run{where}: import that run's selected.jsonl, or export it with --format json or "
+                        "deepeval and import that", path=path)
+    if path.suffix.lower() in (".md", ".markdown"):
+        raise DataError("the Markdown questionnaire of an llm-rubric export is for people: import the .json "
+                        f"written next to it ({path.with_suffix('.json').name})", path=path)
+    raise DataError("not a hand-off file: import reads JSON (our rubric-set format, LLM-RUBRIC questions, "
+                    "Prometheus rubrics, OpenAI graders, a deepeval spec), a .jsonl pool or a promptfoo .yaml",
+                    path=path)
 
 
 def _detect(doc: Any) -> str:

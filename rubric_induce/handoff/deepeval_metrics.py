@@ -38,7 +38,7 @@ from typing import Any
 from ..data import YES_NO, AnswerScale, Rubric, RubricSet
 from ..data.jsonl import atomic_write_text, read_json
 from ..errors import DataError, MissingDependencyError
-from .common import ladder, parse_rubric_line, rebuild_rubric, rubric_line
+from .common import SHAPES_KEY, ladder, parse_rubric_line, rebuild_rubric, restore_shape, rubric_line, rubric_shapes
 from .core import rubric_question
 from .source import SourceLike, check_ladder, level_texts, load_source
 
@@ -108,7 +108,8 @@ def deepeval_spec(source: SourceLike, *, threshold: float = 0.5,
     if dag is None:
         dag = signed and len(src.rubrics) <= MAX_DAG_RUBRICS
     dag_doc = _dag_doc(src.rubrics, src.threshold, params) if dag else None
-    return {"format": SPEC_FORMAT, "version": 1, "name": src.name, "geval": geval, "dag": dag_doc}
+    return {"format": SPEC_FORMAT, "version": 1, "name": src.name, "geval": geval, "dag": dag_doc,
+            SHAPES_KEY: rubric_shapes(src.rubrics)}
 
 
 def _dag_doc(rubrics: Sequence[Rubric], threshold: float | None, params: list[str]) -> dict[str, Any]:
@@ -131,7 +132,7 @@ def _dag_doc(rubrics: Sequence[Rubric], threshold: float | None, params: list[st
         first_pass = math.floor(float(threshold) / 10.0) + 1  # smallest binary NetSAT with 10*s > threshold
         metric_threshold = 0.0 if first_pass < lo else 1.0 if first_pass > n_sat else leaf[first_pass] / 10
     return {"rubrics": [{"id": r.id, "polarity": r.polarity,
-                         "criteria": rubric_question(replace(r, scale=YES_NO)), "text": r.text} for r in rubrics],
+                         "criteria": rubric_question(replace(r, scale=YES_NO, levels=None)), "text": r.text} for r in rubrics],
             "leaf_scores": {str(s): v for s, v in leaf.items()}, "threshold": metric_threshold,
             "netsat_threshold": threshold, "evaluation_params": params}
 
@@ -241,6 +242,8 @@ def deepeval_spec_to_rubrics(doc: Any, *, path: str | Path | None = None) -> Rub
                                           levels=[m.group(1) for m in parts], source_format=FORMAT))
         else:
             rubrics.append(rebuild_rubric(rid, text, polarity, source_format=FORMAT))
+    shapes = doc.get(SHAPES_KEY)
+    rubrics = [restore_shape(r, shapes, path=path, field=SHAPES_KEY) for r in rubrics]
     return RubricSet(rubrics, {"source_format": FORMAT})
 
 

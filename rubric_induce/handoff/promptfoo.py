@@ -35,7 +35,8 @@ from typing import Any
 from ..data import AnswerScale, Rubric, RubricSet
 from ..data.jsonl import atomic_write_text
 from ..errors import DataError
-from .common import fill_fields, graded_prompt, mean_threshold, parse_rubric_line, rebuild_rubric
+from .common import (SHAPES_KEY, fill_fields, graded_prompt, mean_threshold, parse_rubric_line, rebuild_rubric,
+                     restore_shape, rubric_shapes)
 from .source import SourceLike, check_ladder, load_source
 
 __all__ = ["FORMAT", "PYTHON_METRIC", "promptfoo_config", "promptfoo_yaml", "export_promptfoo",
@@ -89,6 +90,8 @@ def promptfoo_config(source: SourceLike, *, assertion_threshold: float = 0.5, py
     if threshold is not None:
         default_test["threshold"] = round(threshold, 6)
     default_test["assert"] = asserts
+    # what the llm-rubric text cannot carry (scale values, descriptions, aspect), for import
+    default_test["metadata"] = {SHAPES_KEY: rubric_shapes(src.rubrics)}
     name = src.name or "rubric set"
     return {"description": f"{name}: {len(src.rubrics)} induced rubrics (rubric-induce)",
             "defaultTest": default_test}
@@ -167,6 +170,10 @@ def promptfoo_to_rubrics(doc: Any, *, path: str | Path | None = None) -> RubricS
                             field=f"{field}.metric")
         seen[rubric.id] = field
         rubrics.append(rubric)
+    default = doc.get("defaultTest")
+    meta = default.get("metadata") if isinstance(default, Mapping) else None
+    shapes = meta.get(SHAPES_KEY) if isinstance(meta, Mapping) else None
+    rubrics = [restore_shape(r, shapes, path=path, field=f"defaultTest.metadata.{SHAPES_KEY}") for r in rubrics]
     return RubricSet(rubrics, {"source_format": FORMAT})
 
 

@@ -83,8 +83,10 @@ def _check_calibrate(ctx: RunContext) -> None:
     train = [e for e in ctx.train if e.labels.get(question) is not None
              or any(j.labels.get(question) is not None for j in e.judgments)]
     if len(train) < 4:
+        held = len(ctx.examples) - len(ctx.train)
+        more = f"; {held} of {len(ctx.examples)} are held out: a smaller run.test_size keeps more" if held else ""
         raise DataError(f"only {len(train)} training examples carry label {question!r}; calibration needs at least "
-                        "4 (or set calibrate.enabled = false)", path=src, field=field)
+                        f"4 (or set calibrate.enabled = false){more}", path=src, field=field)
     # the answer classes calibration learns: every answer seen, calibrate.not_applicable left out
     na = {float(v) for v in cfg.calibrate.not_applicable}
     counts: dict[float, int] = {}
@@ -104,6 +106,12 @@ def _check_calibrate(ctx: RunContext) -> None:
                     ctx.echo(f"warning: answer {v:g} to {question!r} appears once, far outside the other answers "
                              f"[{lo:g}, {hi:g}], and becomes a calibration class of its own: declare the range, "
                              f"e.g. [data] scales = {{ {question} = [{lo:g}, {hi:g}] }}, to make it an error")
+    n_rows = sum(counts.values())
+    if len(answers) >= 12 and len(answers) > n_rows / 2:  # a continuous label: one class per distinct value
+        ctx.echo(f"warning: {question!r} has {len(answers)} distinct answers in {n_rows} training ratings; calibration "
+                 "learns one class per answer, so most classes have a single example (a continuous label?): round "
+                 f"it to a few values (e.g. halves on a 1-5 scale) or calibrate a rating with few answers "
+                 "(calibrate.question)")
     if len(answers) < 2:
         raise DataError(f"calibration needs at least two answers to {question!r} in the training split, found "
                         f"{sorted(answers)}{' (calibrate.not_applicable left out)' if na else ''}: calibrate another "

@@ -123,6 +123,17 @@ def _preflight(ctx: RunContext) -> None:
         check_binary(ctx.y, label=cfg.data.label, both_classes=False, path=cfg.source, field="data.label_threshold",
                      fix="set data.label_threshold (label >= T counts as positive), or use "
                          "generate.method = 'autocalibrate' with select.method = 'topk'")
+    if ctx.binary and len(set(ctx.y.tolist())) < 2:  # every example in one class: the label, not the split
+        only = "positive" if ctx.y.size and ctx.y[0] == 1 else "negative"
+        if cfg.data.label_threshold is not None:
+            from ..data.labels import labels_from_examples
+
+            raw = labels_from_examples(ctx.examples, cfg.data.label)
+            raise DataError(f"with label_threshold {cfg.data.label_threshold:g} every one of the {ctx.y.size} examples "
+                            f"is {only} (label {cfg.data.label!r} runs from {raw.min():g} to {raw.max():g}): "
+                            "choose a threshold inside that range", path=cfg.source, field="data.label_threshold")
+        raise DataError(f"every one of the {ctx.y.size} examples is {only} on label {cfg.data.label!r}: selection "
+                        "needs positive and negative examples", path=cfg.source, field="data.label")
     if ctx.binary and len(set(ctx.y[ctx.split[0]].tolist())) < 2:
         raise DataError("the training split holds one class only; use more examples or a smaller run.test_size",
                         path=cfg.source, field="run.test_size")

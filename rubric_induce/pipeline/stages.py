@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..data import RubricPool, RubricSet
-from ..data.jsonl import write_json, write_jsonl
 from ..dedup import DEDUP_POOL_FILE
 from ..generation.api import POOL_FILE
 from ..probing import PROBES_FILE
@@ -90,28 +89,15 @@ def probe(ctx: RunContext) -> dict[str, Any]:
     left failed calls resumes from the records on disk, so nothing finished is probed again, and
     the call cache answers whatever finished after the last record was written.
     """
-    from ..probing import probe as run_probe
+    from ..probing import probe_to_file
 
     pool = RubricPool.load(ctx.out / DEDUP_POOL_FILE)
     p = ctx.config.probe
-    path, partial = ctx.out / PROBES_FILE, ctx.out / "stages" / "probe.partial.json"
-    done = _streamed_records(path, partial, ctx.stage_fingerprint)
-    if done:
-        ctx.echo(f"  resuming: {len(done)} probe(s) already on disk are kept")
-    write_jsonl(path, (r.to_dict() for r in done))  # a torn last line (a kill mid-write) goes
-    write_json(partial, {"fingerprint": ctx.stage_fingerprint, "file": PROBES_FILE})
-    with path.open("a", encoding="utf-8") as fh:
-        def stream(rec) -> None:
-            fh.write(json.dumps(rec.to_dict(), ensure_ascii=False, allow_nan=False) + "\n")
-            fh.flush()  # in the OS's hands: survives the process being killed
-
-        table = run_probe(ctx.examples, list(pool), ctx.backend, p, seed=ctx.config.run.seed,
-                          fields=ctx.config.data.fields, task=ctx.config.task_resolved, progress=ctx.progress,
-                          on_record=stream, done=done)
-    table.save(path)  # the whole table in input order, and its manifest, atomically
+    table = probe_to_file(ctx.out / PROBES_FILE, ctx.examples, list(pool), ctx.backend, p,
+                          marker=ctx.out / "stages" / "probe.partial.json", fingerprint=ctx.stage_fingerprint,
+                          echo=ctx.echo, seed=ctx.config.run.seed, fields=ctx.config.data.fields,
+                          task=ctx.config.task_resolved, progress=ctx.progress)
     call_errors = table.n_call_errors
-    if not call_errors:
-        partial.unlink(missing_ok=True)
     reused = int(table.meta.get("reused", 0))
     ctx.echo(f"  probes: {len(table.records)} ({table.n_errors} failed, {table.n_bounded} bounded"
              f"{f', {table.n_truncated} truncated' if table.n_truncated else ''}"
@@ -126,41 +112,26 @@ def probe(ctx: RunContext) -> dict[str, Any]:
             "estimator": p.estimator, "per_rubric": health}
 
 
-def _streamed_records(path, partial, fingerprint: str | None) -> list:
-    """The usable records a previous, unfinished run of this same stage left in ``path`` ([] when
-    ``partial`` is missing or names another fingerprint). Reading stops at the first line that is
-    not a whole record (a kill mid-write leaves at most one such line, the last)."""
-    from ..data.probes import ProbeRecord
-
-    try:
-        marker = json.loads(partial.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    if not fingerprint or not isinstance(marker, dict) or marker.get("fingerprint") != fingerprint:
-        return []
-    out = []
-    try:
-        with path.open("r", encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    rec = ProbeRecord.from_dict(json.loads(line))
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    break
-                if rec.ok and not rec.call_failed:
-                    out.append(rec)
-    except (OSError, UnicodeDecodeError):
-        return out
-    return out
-
-
 def select(ctx: RunContext) -> dict[str, Any]:
     from ..probing import ProbeTable
     from ..selection.api import select as run_select
 
+    import warnings
+
+    from ..selection import SelectionWarning
+
     cfg = ctx.config
-    result = run_select(ProbeTable.load(ctx.out / PROBES_FILE), list(RubricPool.load(ctx.out / DEDUP_POOL_FILE)),
-                        ctx.train, ctx.y[ctx.split[0]], cfg.select, label=cfg.data.label,
-                        label_threshold=cfg.data.label_threshold, seed=cfg.run.seed, source=cfg.source)
+    with warnings.catch_warnings(record=True) as caught:  # said as the stage's own lines, not as Python warnings
+        warnings.simplefilter("always", SelectionWarning)
+        result = run_select(ProbeTable.load(ctx.out / PROBES_FILE), list(RubricPool.load(ctx.out / DEDUP_POOL_FILE)),
+                            ctx.train, ctx.y[ctx.split[0]], cfg.select, label=cfg.data.label,
+                            label_threshold=cfg.data.label_threshold, seed=cfg.run.seed, source=cfg.source)
+    said = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, SelectionWarning)))
+    for message in said:
+        ctx.echo(f"  warning: {message}")
+    for w in caught:  # anything else goes on as it came
+        if not issubclass(w.category, SelectionWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     n_pool = len(result.pool) + len(result.dropped)
     if result.dropped:
         ctx.echo(f"  select: dropped {len(result.dropped)} of {n_pool} rubric(s) with more than "
@@ -173,7 +144,10 @@ def select(ctx: RunContext) -> dict[str, Any]:
     thr = result.threshold
     ctx.echo(f"  selected {len(result.chosen)} of {len(result.pool)} usable rubrics; threshold "
              f"{'n/a' if thr is None else f'{thr:.3f}'}")
-    return result.summary()
+    summary = result.summary()
+    if said:
+        summary["warnings"] = said
+    return summary
 
 
 def calibrate(ctx: RunContext) -> dict[str, Any]:
@@ -205,7 +179,7 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
         raise DataError(f"only {len(train)} training examples carry label {question!r}; calibration needs "
                         "more (or set calibrate.enabled = false)", path=cfg.source, field="calibrate.question")
     data = from_probes(ProbeTable.load(ctx.out / PROBES_FILE), train, questions=[question], rubric_ids=chosen.ids,
-                       not_applicable=params.not_applicable)
+                       not_applicable=params.not_applicable, ranges=cfg.data.scales or None)
     result = run_calibrate(data, params.replace(question=question), seed=cfg.run.seed)
     result.extra["rubric_ids"] = chosen.ids
     result.save(target)

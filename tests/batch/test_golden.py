@@ -105,11 +105,24 @@ def _cli(args, capsys):
 
 def test_cli_ingest_and_bad_lines(batch_dir, tmp_path, capsys):
     cache = tmp_path / "c.sqlite"
-    main(["ingest", str(GOLDEN / "vllm_results.jsonl"), "--batch-dir", str(batch_dir), "--cache", str(cache),
-          "--report-json", str(tmp_path / "r.json")])
-    out = capsys.readouterr().out
+    code, io = _cli(["ingest", str(GOLDEN / "vllm_results.jsonl"), "--batch-dir", str(batch_dir), "--cache",
+                     str(cache), "--report-json", str(tmp_path / "r.json")], capsys)
+    out = io.out
     assert "ingested 3 result(s)" in out and "1 failed" in out and "unknown" in out
     assert json.loads((tmp_path / "r.json").read_text())["unknown"] == ["not-a-key-of-this-export"]
+    # a failed line or an unknown id makes the exit code 1 (the good lines are in the cache anyway) ...
+    assert code == 1 and "1 failed, 1 unknown id" in io.err and "--allow-failed" in io.err, io.err
+    assert "retry-requests.jsonl" in io.err
+    # ... unless --allow-failed says that is expected (a rerun finds the good lines cached)
+    main(["ingest", str(GOLDEN / "vllm_results.jsonl"), "--batch-dir", str(batch_dir), "--cache", str(cache),
+          "--allow-failed"])
+    assert "ingested 0 result(s) into the cache (3 were there already)" in capsys.readouterr().out
+    # all lines good: exit 0 without the flag
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(ln + "\n" for ln in (GOLDEN / "vllm_results.jsonl").read_text().splitlines()
+                            if '"error": null' in ln and '"status_code": 200' in ln and "not-a-key" not in ln))
+    main(["ingest", str(good), "--batch-dir", str(batch_dir), "--cache", str(tmp_path / "c2.sqlite")])
+    assert "ingested 3 result(s)" in capsys.readouterr().out
     cases = [
         ('{"custom_id": "x", "response": {"status_code": 200, "body": {}}}\nnot json\n', "line 2"),
         ('{"response": null, "error": {"code": "x"}}\n', "field 'custom_id'"),

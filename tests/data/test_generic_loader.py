@@ -220,3 +220,109 @@ def test_empty_file(tmp_path):
     with pytest.raises(DataError) as err:
         load_generic(path, text_fields={"text": "text"})
     assert err.value.line == 1
+
+
+# ---------------------------------------------------------------- bring-your-own-data checks
+
+def test_null_or_empty_label_is_not_answered_except_for_the_learned_label(tmp_path):
+    """A JSON null / empty CSV cell is "not answered" (README, Input checks); only the label a run
+    learns must be answered, and its error names the line and column."""
+    rows = [{"id": "a", "t": "one", "q": 4, "f": None}, {"id": "b", "t": "two", "q": 2, "f": 3}]
+    path = _jsonl(tmp_path / "d.jsonl", rows)
+    ex = load_generic(path, text_fields={"text": "t"}, label_fields={"quality": "q", "fluency": "f"},
+                      id_field="id", required_labels=["quality"])
+    assert [e.labels["fluency"] for e in ex] == [None, 3.0]
+    csv_path = _write(tmp_path / "d.csv", "id,t,q,f\na,one,4,\nb,two,,3\n")
+    with pytest.raises(DataError) as err:
+        load_generic(csv_path, text_fields={"text": "t"}, label_fields={"quality": "q", "fluency": "f"},
+                     id_field="id", required_labels=["quality"])
+    assert (err.value.line, err.value.field) == (3, "q")
+    assert "empty" in err.value.message and "data.label" in err.value.message
+    # a key that is not there at all is still an error (a mistyped column would read as all-unanswered)
+    with pytest.raises(DataError, match="missing label column/key 'g'"):
+        load_generic(path, text_fields={"text": "t"}, label_fields={"fluency": "g"}, id_field="id")
+
+
+def test_long_format_with_unanswered_rows_needs_one_answer_for_the_learned_label(tmp_path):
+    path = _write(tmp_path / "d.csv", "id,t,rater,q\na,one,r1,4\na,one,r2,\nb,two,r1,\n")
+    kw = dict(text_fields={"text": "t"}, label_fields={"quality": "q"}, id_field="id", judge_field="rater")
+    ex = load_generic(path, **kw)
+    assert [e.labels["quality"] for e in ex] == [4.0, None]
+    assert [dict(j.labels) for j in ex[0].judgments] == [{"quality": 4.0}, {"quality": None}]
+    with pytest.raises(DataError) as err:
+        load_generic(path, required_labels=["quality"], **kw)
+    assert err.value.line == 4 and "no judge answered label 'quality'" in err.value.message
+
+
+def test_mapping_load_requires_the_run_label_but_not_the_others(tmp_path):
+    from rubric_induce.data.mapping import InputMapping
+
+    path = _jsonl(tmp_path / "d.jsonl", [{"x": {"body": "one", "s": {"q": 1, "f": None}}},
+                                         {"x": {"body": "two", "s": {"q": None, "f": 2}}}])
+    m = InputMapping(text={"text": "x.body"}, labels={"quality": "x.s.q", "fluency": "x.s.f"})
+    assert [e.labels["quality"] for e in m.load(path)] == [1.0, None]
+    with pytest.raises(DataError) as err:
+        m.load(path, default_labels=("quality",))
+    assert (err.value.line, err.value.field) == (2, "x.s.q")
+
+
+def test_rows_with_the_same_texts_and_no_id_column_say_so(tmp_path):
+    path = _write(tmp_path / "d.csv", "doc,summary,q\nd1,same words,3\nd2,same words,4\n")
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "summary"}, label_fields={"quality": "q"},
+                     id_field="id", optional_id=True)
+    assert (err.value.line, err.value.field) == (3, "summary")
+    assert "same texts as the row at line 2" in err.value.message and "[data.mapping] id" in err.value.message
+
+
+def test_a_file_with_another_separator_says_so(tmp_path):
+    """Excel's semicolon CSV (many locales) said "missing column 'text' (columns: id;text;q); name the
+    text column(s) with text = ...", which sends the user to the wrong fix."""
+    semi = _write(tmp_path / "d.csv", "id;text;q\na;one;4\n")
+    with pytest.raises(DataError) as err:
+        load_generic(semi, text_fields={"text": "text"}, label_fields={"quality": "q"}, id_field="id")
+    assert err.value.line == 1 and "semicolon-separated, not comma-separated" in err.value.message
+    tabs = _write(tmp_path / "t.csv", "id\ttext\tq\na\tone\t4\n")
+    with pytest.raises(DataError, match='tab-separated, not comma-separated; give it a .tsv name'):
+        load_generic(tabs, text_fields={"text": "text"}, id_field="id")
+    one = _write(tmp_path / "one.csv", "body\nno; separator here\n")  # one real column: the usual message
+    with pytest.raises(DataError, match="missing column 'text'"):
+        load_generic(one, text_fields={"text": "text"})
+
+
+def test_a_decimal_comma_label_says_to_use_a_point(tmp_path):
+    path = _write(tmp_path / "d.csv", 'id,text,q\na,one,"3,5"\n')
+    with pytest.raises(DataError) as err:
+        load_generic(path, text_fields={"text": "text"}, label_fields={"quality": "q"}, id_field="id")
+    assert (err.value.line, err.value.field) == (2, "q") and "decimal point (3.5)" in err.value.message
+    assert "values" not in err.value.message  # not the text-answer hint
+
+
+def test_a_conversation_as_a_list_of_turns_reads_as_role_lines(tmp_path):
+    """Chat logs usually come as a list of turns (OpenAI messages); they stopped at "expected text,
+    got list". They read as `ROLE: content` lines, the bundled dialogues' layout."""
+    rows = [{"id": "a", "messages": [{"role": "user", "content": "Book a table."},
+                                     {"role": "assistant", "content": "Done, 7 pm."}], "q": 1},
+            {"id": "b", "messages": ["hi", "hello"], "q": 0},
+            {"id": "c", "messages": [{"speaker": "Agent", "text": "Hi"}, {"text": "no speaker"}], "q": 1},
+            {"id": "d", "messages": [{"role": "user", "content": [{"type": "text", "text": "Look:"},
+                                                                  {"type": "image_url", "image_url": {}}]}], "q": 0}]
+    path = _jsonl(tmp_path / "d.jsonl", rows)
+    ex = load_generic(path, text_fields={"conversation": "messages"}, label_fields={"sat": "q"}, id_field="id")
+    assert [e.fields["conversation"] for e in ex] == ["USER: Book a table.\nASSISTANT: Done, 7 pm.", "hi\nhello",
+                                                      "AGENT: Hi\nno speaker", "USER: Look:"]
+    bad = _jsonl(tmp_path / "bad.jsonl", [{"id": "a", "messages": [{"role": "user", "body": "x"}]}])
+    with pytest.raises(DataError) as err:
+        load_generic(bad, text_fields={"conversation": "messages"}, id_field="id")
+    assert (err.value.line, err.value.field) == (1, "messages") and "keys role, body" in err.value.message
+    empty = _jsonl(tmp_path / "empty.jsonl", [{"id": "a", "messages": []}])
+    with pytest.raises(DataError, match="text is empty"):
+        load_generic(empty, text_fields={"conversation": "messages"}, id_field="id")
+
+
+def test_csv_booleans_read_as_one_and_zero(tmp_path):
+    """JSON true/false counted as 1/0 but a CSV's True/False (what pandas writes) was "label must be a
+    number, got 'True'"."""
+    path = _write(tmp_path / "d.csv", "id,text,sat\na,one,True\nb,two,false\nc,three,1\n")
+    ex = load_generic(path, text_fields={"text": "text"}, label_fields={"sat": "sat"}, id_field="id")
+    assert [e.labels["sat"] for e in ex] == [1.0, 0.0, 1.0]

@@ -189,3 +189,56 @@ def test_plain_strings_need_one_text_field():
     with pytest.raises(DataError) as err:
         InputMapping().examples_from([{"id": "x", "source": "s"}], fields=["source", "text"])
     assert err.value.field == "texts[0].text" and "columns: id, source" in err.value.message
+
+
+def test_text_answers_become_numbers_through_values(tmp_path):
+    """A CSV with good/bad labels (and a judge column of them) needed a rewrite by hand: "label must
+    be a number, got 'good'". `values` maps text answers per label; errors name the row and field."""
+    path = tmp_path / "d.csv"
+    path.write_text("id,text,verdict,rater,r_verdict\na,one,good,x,bad\nb,two, bad ,x,good\n", encoding="utf-8")
+    with pytest.raises(DataError) as err:
+        InputMapping(labels={"verdict": "verdict"}).load(path)
+    assert (err.value.line, err.value.field) == (2, "verdict")
+    assert "values = { verdict = { good = 1, ... } }" in err.value.message
+    m = InputMapping(labels={"verdict": "verdict"}, values={"verdict": {"good": 1, "bad": 0}})
+    assert [e.labels["verdict"] for e in m.load(path)] == [1.0, 0.0]
+    wide = InputMapping(labels={"verdict": "verdict"}, judges={"x": {"verdict": "r_verdict"}},
+                        values={"verdict": {"good": 1, "bad": 0}})
+    assert [[j.labels["verdict"] for j in e.judgments] for e in wide.load(path)] == [[0.0], [1.0]]
+    with pytest.raises(DataError) as err:
+        InputMapping(labels={"verdict": "verdict"}, values={"verdict": {"good": 1, "Bad": 0}}).load(path)
+    assert err.value.line == 3 and "did you mean 'Bad'?" in err.value.message
+    with pytest.raises(DataError, match="did you mean 'verdict'") as err:
+        InputMapping(labels={"verdict": "verdict"}, values={"verdit": {"good": 1}}).load(path)
+    assert err.value.field == "data.mapping.values.verdit"
+    with pytest.raises(DataError) as err:
+        InputMapping(values={"verdict": {"good": "yes"}})
+    assert err.value.field == "data.mapping.values.verdict.good"
+    numeric = tmp_path / "n.csv"  # numbers stay numbers next to a values table
+    numeric.write_text("id,text,verdict\na,one,1\nb,two,good\n", encoding="utf-8")
+    assert [e.labels["verdict"] for e in m.load(numeric)] == [1.0, 1.0]
+
+
+def test_a_zero_on_a_scale_that_holds_zero_is_a_grade_in_the_judges_mean(tmp_path):
+    """`scales = { grade = [0, 10] }` made every judge's 0 "not applicable" (LLM-RUBRIC's convention
+    for 1-4 scales), so a text graded 0 and 8 got the label 8, not 4. On a scale without 0 the
+    convention stays."""
+    from rubric_induce.data.params import DataParams
+
+    path = tmp_path / "d.csv"
+    path.write_text("id,text,rater,grade\na,one,r1,0\na,one,r2,8\nb,two,r1,4\n", encoding="utf-8")
+    m = InputMapping(labels={"grade": "grade"}, judge="rater")
+    ten = DataParams(examples="d.csv", label="grade", scales={"grade": [0, 10]}).label_scales()
+    assert [e.labels["grade"] for e in m.load(path, label_scales=ten)] == [4.0, 4.0]
+    likert = DataParams(examples="d.csv", label="grade", scales={"grade": [1, 10]}).label_scales()
+    assert [e.labels["grade"] for e in m.load(path, label_scales=likert)] == [8.0, 4.0]
+
+
+def test_a_spreadsheet_or_parquet_file_says_to_save_it_as_csv(tmp_path):
+    """`examples = "data.xlsx"` said to set format = "csv", which then fails on the binary file."""
+    for suffix, reader in ((".xlsx", "read_excel"), (".parquet", "read_parquet")):
+        path = tmp_path / f"data{suffix}"
+        path.write_bytes(b"PK\x03\x04 binary")
+        with pytest.raises(DataError) as err:
+            InputMapping().load(path)
+        assert f"pandas.{reader}(path).to_csv" in err.value.message and err.value.field == "data.mapping.format"

@@ -317,3 +317,88 @@ def test_promptfoo_decide_scorer_weights_the_python_assertion(handoff_run, hando
         promptfoo_config(handoff_run, decide="both")
     with pytest.raises(DataError, match="run folder"):
         promptfoo_config(handoff_rubrics, decide="scorer")
+
+
+# -- bring-your-own-data: rubrics on other scales come back exactly -------------------------------
+def _odd_rubrics():
+    return [
+        Rubric.create("The summary states facts not in the article.", "DSAT",
+                      scale=AnswerScale(("No", "Yes"), (0.0, 1.0))),
+        Rubric.create("Rate the overall coherence of the summary.", "SAT",
+                      scale=AnswerScale(tuple(str(v) for v in range(11)), tuple(float(v) for v in range(11)))),
+        Rubric.create("The summary is fluent — naïve “quotes” 🙂.", "SAT", aspect="fluency",
+                      scale=AnswerScale(("1", "2", "3", "4", "5"), (1.0, 2.0, 3.0, 4.0, 5.0),
+                                        ("awful", "poor", "ok", "good", "great"))),
+        Rubric.create("How relevant is it?", "SAT", scale=AnswerScale(("1", "1.5", "2", "2.5", "3"),
+                                                                       (1.0, 1.5, 2.0, 2.5, 3.0))),
+        Rubric.create("Does it hedge?", "DSAT", aspect="style",
+                      scale=AnswerScale(("never", "sometimes", "always"), (0.0, 0.5, 1.0)),
+                      levels=["Never hedges.", "Hedges now and then.", "Hedges every claim."]),
+    ]
+
+
+def _full(rubrics):
+    return [(r.id, r.text, r.polarity, r.aspect, r.scale, r.levels) for r in rubrics]
+
+
+@pytest.mark.parametrize("fmt,suffix", [("deepeval", ".json"), ("promptfoo", ".yaml")])
+def test_tool_formats_round_trip_scales_values_descriptions_and_aspects(fmt, suffix, tmp_path):
+    """0/1, 0-10, half-point and word scales, scale descriptions and aspects used to come back as
+    a 1..n Likert scale without aspect from deepeval / promptfoo (ids kept, so a merge with the
+    original pool then failed: 'two different rubrics with one id'); and a rubric with level
+    descriptors on a scale other than yes/no crashed the deepeval export (its DAG node)."""
+    from rubric_induce.handoff import merge_pools
+
+    rubrics = _odd_rubrics()
+    src, out = tmp_path / "set.json", tmp_path / f"out{suffix}"
+    from rubric_induce.handoff import export_json
+
+    export_json(rubrics, src)
+    res = CliRunner().invoke(cli, ["export", "--rubrics", str(src), "--format", fmt, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    back = import_rubrics(out)
+    assert _full(back) == _full(rubrics)
+    assert len(merge_pools(rubrics, back)) == len(rubrics)
+
+
+def test_promptfoo_block_with_recorded_scales_validates_against_promptfoos_schema(require_module):
+    jsonschema = require_module("jsonschema")
+    config = promptfoo_config(_odd_rubrics())
+    assert set(config["defaultTest"]["metadata"]["rubric-induce"]) == {r.id for r in _odd_rubrics()}
+    doc = {"prompts": ["{{text}}"], "providers": ["echo"], **config}
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text(encoding="utf-8"))).validate(doc)
+
+
+def test_tool_import_without_recorded_scales_still_reads_the_text():
+    """A config without the record (hand-edited, or an older export) is read from its text; a
+    damaged record names its field."""
+    from rubric_induce.handoff.promptfoo import promptfoo_to_rubrics
+
+    config = promptfoo_config(_odd_rubrics())
+    shapes = config["defaultTest"].pop("metadata")["rubric-induce"]
+    back = promptfoo_to_rubrics(config)
+    assert [r.id for r in back] == [r.id for r in _odd_rubrics()]
+    assert back[0].scale.labels == ("1", "2")  # the text alone: a 1..n scale
+    rid = _odd_rubrics()[0].id
+    shapes[rid]["scale"] = {"labels": ["No", "Yes"], "values": [0]}
+    config["defaultTest"]["metadata"] = {"rubric-induce": shapes}
+    with pytest.raises(DataError) as err:
+        promptfoo_to_rubrics(config)
+    assert err.value.field.startswith(f"defaultTest.metadata.rubric-induce.{rid}.scale")
+
+
+def test_import_of_an_export_without_rubrics_says_what_to_import(handoff_run, tmp_path):
+    """Importing the inspect module or the llm-rubric Markdown said "malformed JSON (Extra data)"."""
+    runner = CliRunner()
+    module = tmp_path / "scorer.py"
+    assert runner.invoke(cli, ["export", str(handoff_run), "--format", "inspect", "--out", str(module)]).exit_code == 0
+    res = runner.invoke(cli, ["import", str(module), "--out", str(tmp_path / "p.jsonl")])
+    assert res.exit_code == 2 and "inspect scorer module" in res.output and str(handoff_run.resolve()) in res.output
+    questions = tmp_path / "q.json"
+    assert runner.invoke(cli, ["export", str(handoff_run), "--format", "llm-rubric", "--out",
+                               str(questions)]).exit_code == 0
+    res = runner.invoke(cli, ["import", str(tmp_path / "q.md"), "--out", str(tmp_path / "p.jsonl")])
+    assert res.exit_code == 2 and "import the .json written next to it (q.json)" in res.output
+    spec = tmp_path / "spec.py"  # JSON under a .py name is still read as JSON
+    assert runner.invoke(cli, ["export", str(handoff_run), "--format", "deepeval", "--out", str(spec)]).exit_code == 0
+    assert runner.invoke(cli, ["import", str(spec), "--out", str(tmp_path / "p.jsonl")]).exit_code == 0

@@ -139,3 +139,29 @@ def test_bad_input_exits_2_before_any_llm_call(csv_run, fake_run_config, tmp_pat
     assert not (tmp_path / "r" / "llm_calls.sqlite").exists()
     res = runner.invoke(cli, ["score", str(run), "--backend", "fake", "--input", str(as_jsonl)])
     assert res.exit_code == 2 and "line 1" in res.output and "looks like a CSV file" in res.output
+
+
+def test_new_texts_without_the_runs_id_column_get_ids(csv_run, tmp_path):
+    """The run mapped `id = "dialogue_id"`; scoring new texts that have no such column stopped with
+    "missing column 'dialogue_id' ... (did you mean ...?)". A file without the column now gets ids
+    as if none were mapped; a file that has it (or --id-field naming it) still needs every id."""
+    _, run, _ = csv_run
+    scorer = RubricScorer.load(run)
+    plain = tmp_path / "plain.csv"
+    with plain.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["opening", "rest"])
+        w.writerows([[t["context"], t["response"]] for t in NEW])
+    expected = [r.id for r in scorer.score(NEW)]
+    assert [e.id for e in scorer.read(plain)] == expected  # the hash of the texts, as for dicts
+    runner = CliRunner()
+    res = runner.invoke(cli, ["score", str(run), "--backend", "fake", "--input", str(plain)])
+    assert res.exit_code == 0, res.output
+    assert [json.loads(ln)["id"] for ln in res.stdout.splitlines() if ln.startswith("{")] == expected
+    res = runner.invoke(cli, ["score", str(run), "--backend", "fake", "--input", str(plain),
+                              "--id-field", "dialogue_id"])
+    assert res.exit_code == 2 and "field 'dialogue_id'" in res.output
+    blank = tmp_path / "blank.csv"
+    blank.write_text("dialogue_id,opening,rest\n,USER: hi,SYSTEM: hello\n", encoding="utf-8")
+    res = runner.invoke(cli, ["score", str(run), "--backend", "fake", "--input", str(blank)])
+    assert res.exit_code == 2 and "line 2, field 'dialogue_id': missing id" in res.output

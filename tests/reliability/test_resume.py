@@ -392,3 +392,67 @@ def test_a_streamed_file_of_another_config_is_not_reused(tmp_path):
     (out / "stages" / "probe.partial.json").write_text('{"fingerprint": "0123456789abcdef"}')
     result, said = _rerun(cfg, out)
     assert result.summaries["probe"]["reused"] == 0 and not any("resuming:" in s for s in said)
+
+
+# -- the standalone `probe` command streams its --out file too ---------------------------------------
+_KILLABLE_PROBE = """
+import sys
+import rubric_induce.backends.fake as fake
+slow = lambda *a, **k: fake.FakeBackend.__orig_init__(*a, **{**k, "delay": float(sys.argv[1]), "max_concurrency": 4})
+fake.FakeBackend.__orig_init__ = fake.FakeBackend.__init__
+fake.FakeBackend.__init__ = slow
+from rubric_induce.cli import main
+main(sys.argv[2:])
+"""
+
+
+def _probe_args(tmp_path: Path, out: Path) -> list[str]:
+    from rubric_induce.data import Rubric, RubricPool
+
+    rubrics = tmp_path / "rubrics.jsonl"
+    if not rubrics.exists():
+        RubricPool([Rubric.create(f"The assistant does thing number {k}.", "SAT" if k % 2 else "DSAT")
+                    for k in range(6)]).save(rubrics)
+    return ["probe", "--examples", str(RES / "demo_uss_dialogues.jsonl"), "--limit", "12", "--rubrics", str(rubrics),
+            "--backend", "fake", "--cache", str(tmp_path / "calls.sqlite"), "--out", str(out), "--no-progress"]
+
+
+def test_kill_9_mid_probe_command_keeps_the_streamed_records_and_resumes(tmp_path):
+    """`rubric-induce probe` wrote --out only at the end, so a killed probe lost every record; now
+    records reach the file as they finish, and the same command again keeps them (no call repeated)."""
+    out, n_probes = tmp_path / "probes.jsonl", 12 * 6
+    args = _probe_args(tmp_path, out)
+    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE_PROBE, "0.03", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        t0 = time.monotonic()
+        while _whole_lines(out) < 15:
+            assert proc.poll() is None, f"probe ended before the kill: {proc.stderr.read()}"
+            assert time.monotonic() - t0 < 120, "probing did not start"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    on_disk = _whole_lines(out)
+    assert 15 <= on_disk < n_probes
+    assert (tmp_path / "probes.jsonl.partial.json").exists()
+    saved = _cached_rows(tmp_path / "calls.sqlite")
+
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert f"resuming: {on_disk} probe(s) already on disk are kept" in res.output
+    assert f"LLM calls: {n_probes - saved} new, {saved - on_disk} cached" in res.output
+    assert not (tmp_path / "probes.jsonl.partial.json").exists()
+    reference = tmp_path / "reference.jsonl"
+    ref_args = _probe_args(tmp_path, reference)
+    ref_args[ref_args.index("--cache") + 1] = str(tmp_path / "other.sqlite")
+    assert CliRunner().invoke(cli, ref_args).exit_code == 0
+    assert out.read_bytes() == reference.read_bytes()
+    # another job (other rubrics) into the same --out does not reuse the streamed records
+    (tmp_path / "probes.jsonl.partial.json").write_text('{"fingerprint": "0123456789abcdef"}')
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0 and "resuming:" not in res.output

@@ -288,3 +288,32 @@ def test_occlusion_in_batches_matches_one_batch(monkeypatch):
         assert ea.keys() == eb.keys()
         assert np.allclose([ea[k] for k in ea], [eb[k] for k in ea], rtol=0, atol=1e-6)
         assert any(v != 0 for v in ea.values())
+
+
+def test_calibrated_scores_when_the_calibrator_is_wider_than_the_selected_rubrics():
+    """A 0-10 rubric in the pool that selection left out made the calibrator's input 11 answers wide
+    (the run pads every probe to the pool's widest scale) while the selected rubrics answer 1-5:
+    `score` stopped with "X has feature shape (4, 5), the calibrator was fitted on (4, 11)"; the
+    run's evaluation padded, scoring did not. Scoring now pads as the evaluation does."""
+    pytest.importorskip("torch")
+    import numpy as np
+
+    from rubric_induce.calibration import Calibrator
+    from rubric_induce.calibration.data import from_probes
+
+    rubrics = make_rubrics()
+    examples = make_examples(60, seed=11)
+    data = from_probes(make_table(60, rubrics, seed=11), examples, questions=["sat"],
+                       rubric_ids=[r.id for r in rubrics], scales=[(1.0, 2.0, 3.0, 4.0, 5.0)])
+    X, J, Y, kw = data.fit_args()
+    wide = np.concatenate([X, np.zeros((*X.shape[:2], 6))], axis=2)  # as if an 11-point rubric was probed too
+    cal = Calibrator(main_question="sat", hidden=(8, 8), pretrain_epochs=2, finetune_epochs=2, random_state=0,
+                     n_threads=1).fit(wide, J, Y, **kw)
+    assert cal.n_features_in_shape_[-1] == 11
+    scorer = RubricScorer(rubrics, threshold=0.5, calibrator=cal, question="sat", judges=list(cal.judges_))
+    examples = make_examples(5, seed=2)
+    table = make_table(5, rubrics, seed=2)
+    results = scorer.score_probes(table, examples)
+    arr = table.arrays([e.id for e in examples], [r.id for r in rubrics])
+    padded = np.concatenate([np.where(arr.ok[..., None], arr.raw, 0.0), np.zeros((5, len(rubrics), 6))], axis=2)
+    assert [r.prediction for r in results] == pytest.approx(cal.predict(padded, list(cal.judges_)).tolist())

@@ -46,6 +46,8 @@ def load_generic(
     judge_columns: Mapping[str, Mapping[str, str]] | None = None,
     optional_id: bool = False,
     unique: bool = True,
+    required_labels: Iterable[str] = (),
+    label_values: Mapping[str, Mapping[str, float]] | None = None,
 ) -> list[Example]:
     """Read examples from a JSONL / JSON / CSV / TSV file.
 
@@ -60,7 +62,10 @@ def load_generic(
     each row becomes one example with one judgment per judge and the judges' mean as the label
     (unless ``label_fields`` maps that label to a column of its own). ``optional_id``: a row
     without the id column gets a hash of its texts. ``unique=False`` keeps rows with equal ids
-    (scoring the same text twice) instead of refusing them.
+    (scoring the same text twice) instead of refusing them. A JSON ``null`` or an empty CSV cell in
+    a label column means "not answered" (None), except for the ``required_labels`` (the label a
+    run learns), where it is an error naming the row. ``label_values`` (``{label: {text: number}}``)
+    reads text answers such as ``good`` / ``bad`` as numbers.
     """
     path = Path(path)
     fmt = (format or FORMATS.get(path.suffix.lower(), "")).lower()
@@ -74,7 +79,7 @@ def load_generic(
         _rows(path, fmt, required), path=path, tabular=fmt in ("csv", "tsv"), text_fields=text_fields,
         label_fields=label_fields, id_field=id_field, group_field=group_field, judge_field=judge_field,
         label_scales=label_scales, binary_label=binary_label, judge_columns=judge_columns,
-        optional_id=optional_id, unique=unique)
+        optional_id=optional_id, unique=unique, required_labels=required_labels, label_values=label_values)
 
 
 def examples_from_rows(
@@ -92,11 +97,14 @@ def examples_from_rows(
     judge_columns: Mapping[str, Mapping[str, str]] | None = None,
     optional_id: bool = False,
     unique: bool = True,
+    required_labels: Iterable[str] = (),
+    label_values: Mapping[str, Mapping[str, float]] | None = None,
 ) -> list[Example]:
     """Examples from ``(line, record index, row)`` triples (a file's rows, or in-memory dicts with
     ``path=None``): the row logic of :func:`load_generic`, whose options it takes."""
     path = Path(path) if path is not None else None
     label_fields = dict(label_fields or {})
+    required = set(required_labels)
     judge_columns = {str(j): dict(cols) for j, cols in (judge_columns or {}).items()}
     if not text_fields:
         raise DataError("text_fields must name at least one text column", path=path, field="text_fields")
@@ -128,17 +136,27 @@ def examples_from_rows(
             if not isinstance(value, str):
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     value = str(value)
+                elif isinstance(value, list):
+                    value = _turns_text(value, prefix, loc(key))
                 else:
                     raise DataError(f"{prefix}expected text, got {type(value).__name__}", **loc(key))
             if not value.strip():
                 raise DataError(f"{prefix}text is empty", **loc(key))
             fields[name] = value
-        labels: dict[str, float] = {}
+        labels: dict[str, float | None] = {}
         for name, key in label_fields.items():
             value = _lookup(row, key, tabular)
-            if value is _MISSING or value is None:
+            if value is _MISSING:
                 raise DataError(f"{prefix}missing label column/key {key!r}{_known(row, key)}", **loc(key))
-            labels[name] = _label(value, name, key, prefix, loc(key), label_scales)
+            if value is None or (isinstance(value, str) and not value.strip()):
+                # not answered: fine for any label but the one a run learns (unless judges answer it)
+                if name in required and not judged:
+                    blank = "null" if value is None else "empty"
+                    raise DataError(f"{prefix}label {name!r} is {blank}, but it is the label this run learns "
+                                    "(data.label): give every row a number, or leave such rows out", **loc(key))
+                labels[name] = None
+                continue
+            labels[name] = _label(value, name, key, prefix, loc(key), label_scales, label_values)
         wide: list[Judgment] = []
         for judge_name, cols in judge_columns.items():
             answers: dict[str, float | None] = {}
@@ -148,7 +166,8 @@ def examples_from_rows(
                     raise DataError(f"{prefix}missing judge label column/key {key!r}{_known(row, key)}",
                                     **loc(key))
                 blank = value is None or (isinstance(value, str) and not value.strip())
-                answers[name] = None if blank else _label(value, name, key, prefix, loc(key), label_scales)
+                answers[name] = None if blank else _label(value, name, key, prefix, loc(key), label_scales,
+                                                              label_values)
             wide.append(Judgment(judge=judge_name, labels=answers))
         def required_text(key: str | None, what: str) -> str | None:
             """The stripped value of an optional mapped column; when mapped, it must be there."""
@@ -170,6 +189,11 @@ def examples_from_rows(
             key = f"{key}\x00{len(order)}"
         if key in examples:
             prev = examples[key]
+            if judge is None and ex_id is None:
+                raise DataError(f"{prefix}same texts as the row at {_pos(prev)}: without an id column a row's id "
+                                f"is a hash of its texts ({key}), so the two rows would be one example; add an "
+                                "id column and map it ([data.mapping] id), or drop the repeated row",
+                                **loc(next(iter(text_fields.values()))))
             if judge is None:
                 raise DataError(f"{prefix}duplicate example id {key!r} (first at {_pos(prev)})",
                                 **loc(id_field or "text"))
@@ -201,8 +225,8 @@ def examples_from_rows(
         if judged:
             labels = dict(labels) if judge_columns else {}
             for name in (all_labels if judge_columns else label_fields):
-                if name in labels:
-                    continue  # a label column of its own wins over the judges' mean
+                if labels.get(name) is not None:
+                    continue  # a label column of its own wins over the judges' mean (where answered)
                 na = label_scales[name].not_applicable if label_scales and name in label_scales else ()
                 vals = [j.labels.get(name) for j in e["judgments"]]
                 answered = [v for v in vals if v is not None]
@@ -211,6 +235,12 @@ def examples_from_rows(
                                 else answered[0] if answered else None)
             check_scale(labels, mean_scales, path=path, line=e["line"],
                         record=e["record"], field_prefix="mean.")
+            for name in required:
+                if name in labels and labels[name] is None:
+                    raise DataError(f"no judge answered label {name!r} of example {key!r} (rows at "
+                                    f"{', '.join(map(str, e['where']))}), but it is the label this run learns "
+                                    "(data.label): give it an answer, or leave its rows out",
+                                    path=path, line=e["line"], field=label_fields.get(name, name))
         meta: dict[str, Any] = {"source": str(path)} if path is not None else {}
         if e["line"] is not None:
             meta["line"] = e["line"] if len(e["where"]) == 1 else e["where"]
@@ -234,14 +264,85 @@ def _known(row: Mapping[str, Any], key: str) -> str:
 
 
 def _label(value: Any, name: str, key: str, prefix: str, loc: Mapping[str, Any],
-           label_scales: Mapping[str, LabelScale] | None) -> float:
-    out = _number(value, prefix, loc)
+           label_scales: Mapping[str, LabelScale] | None,
+           label_values: Mapping[str, Mapping[str, float]] | None = None) -> float:
+    table = (label_values or {}).get(name)
+    if table is not None and isinstance(value, str) and not _is_number(value):
+        text = value.strip()
+        if text not in table:
+            known = ", ".join(repr(k) for k in table)
+            raise DataError(f"{prefix}answer {value!r} has no number in [data.mapping] values.{name} "
+                            f"(known: {known}){_close_answer(text, table)}", **loc)
+        value = table[text]
+    try:
+        out = _number(value, prefix, loc)
+    except DataError as exc:
+        import re
+
+        if isinstance(value, str) and re.fullmatch(r"\s*-?\d+,\d+\s*", value):
+            raise DataError(f"{exc.message}; write numbers with a decimal point ({value.strip().replace(',', '.')})",
+                            path=exc.path, line=exc.line, field=exc.field) from None
+        if table is None and isinstance(value, str) and value.strip() and "must be a number" in exc.message:
+            raise DataError(f"{exc.message}; to read text answers, map them to numbers: [data.mapping] values = "
+                            f"{{ {name} = {{ {_toml_key(value.strip())} = 1, ... }} }}", path=exc.path,
+                            line=exc.line, field=exc.field) from None
+        raise
     scale = (label_scales or {}).get(name)
     problem = scale.check(out) if scale is not None else None
     if problem:
         named = f" (label {name!r})" if name != key else ""
         raise DataError(f"{prefix}{problem}{named}", **loc)
     return out
+
+
+_TURN_TEXT = ("content", "text", "utterance", "message", "value")
+_TURN_SPEAKER = ("role", "speaker", "author", "from", "name")
+
+
+def _turns_text(turns: list, prefix: str, loc: Mapping[str, Any]) -> str:
+    """A conversation given as a list of turns, as one text: strings one per line; objects
+    (OpenAI-style ``{"role", "content"}``, or ``speaker`` / ``text`` and the like) as
+    ``ROLE: content`` lines, the way the bundled dialogues read."""
+    lines = []
+    for i, turn in enumerate(turns):
+        if isinstance(turn, str):
+            lines.append(turn)
+            continue
+        if isinstance(turn, Mapping) and isinstance(turn.get("content"), list):  # OpenAI content parts
+            parts = [c.get("text") for c in turn["content"] if isinstance(c, Mapping) and isinstance(c.get("text"), str)]
+            turn = {**turn, "content": "\n".join(parts)} if parts else turn
+        text_key = next((k for k in _TURN_TEXT if isinstance(turn, Mapping) and isinstance(turn.get(k), str)), None)
+        if text_key is None:
+            raise DataError(f"{prefix}expected text or a list of turns (strings, or objects with one of "
+                            f"{', '.join(_TURN_TEXT)}), got {type(turn).__name__} at turn {i}"
+                            + (f" with keys {', '.join(map(str, turn))}" if isinstance(turn, Mapping) else ""), **loc)
+        who = next((turn[k] for k in _TURN_SPEAKER if isinstance(turn.get(k), str) and turn[k].strip()), None)
+        lines.append(f"{who.strip().upper()}: {turn[text_key]}" if who else turn[text_key])
+    return "\n".join(lines)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
+def _close_answer(text: str, table: Mapping[str, float]) -> str:
+    import difflib
+
+    folded = {k.casefold(): k for k in table}
+    if text.casefold() in folded:
+        return f"; did you mean {folded[text.casefold()]!r}? (answers are case-sensitive)"
+    close = difflib.get_close_matches(text, list(table), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _toml_key(text: str) -> str:
+    import re
+
+    return text if re.fullmatch(r"[A-Za-z0-9_-]+", text) else '"' + text.replace('"', '\\"') + '"'
 
 
 def _pos(prev: Mapping[str, Any]) -> str:
@@ -257,6 +358,8 @@ def _number(value: Any, prefix: str, loc: Mapping[str, Any]) -> float:
     elif isinstance(value, str):
         if not value.strip():
             raise DataError(f"{prefix}label is empty", **loc)
+        if value.strip().lower() in ("true", "false"):  # a CSV's booleans (pandas writes True/False), as JSON's
+            return 1.0 if value.strip().lower() == "true" else 0.0
         try:
             out = float(value.strip())
         except ValueError:
@@ -321,6 +424,17 @@ def _rows(path: Path, fmt: str, required: list[str]) -> Iterator[tuple[int | Non
             if col not in header:
                 from ...params import suggest
 
+                for sep, name in ((";", "semicolon"), ("|", "pipe"), ("\t", "tab"), (",", "comma")):
+                    split = [h.strip() for h in header[0].split(sep)] if len(header) == 1 else []
+                    if len(split) > 1 and col in split:  # e.g. Excel's ';' CSV in many locales
+                        how = " ([data.mapping] in a run config, --format for score)"
+                        fix = (f"give it a .tsv name or set format = \"tsv\"{how}" if sep == "\t" else
+                               f"give it a .csv name or set format = \"csv\"{how}" if sep == "," else
+                               f"save it with commas (or tabs, as .tsv), e.g. pandas.read_csv(path, sep={sep!r})"
+                               ".to_csv(out, index=False)")
+                        raise DataError(f"the header is one column {header[0][:80]!r}: this file is "
+                                        f"{name}-separated, not {'tab' if fmt == 'tsv' else 'comma'}-separated; "
+                                        f"{fix}", path=path, line=1)
                 raise DataError(f"missing column {col!r} in the header (columns: {', '.join(header)})"
                                 f"{suggest(col, header)}", path=path, line=1, field=col)
         start = reader.line_num + 1
