@@ -594,8 +594,8 @@ def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "au
 
 def load_adaptive(directory: str | Path) -> AdaptiveModel:
     """Rebuild an :class:`AdaptiveModel` saved by :func:`save_adaptive` (shapes checked)."""
-    torch = require_torch()
-    from .artifacts import _read_weights, non_finite_tensors, read_config
+    require_torch()  # a clear MissingDependencyError before the network import
+    from .artifacts import _read_weights, load_network_state, non_finite_tensors, read_config
     from .network import CalibrationNetwork
 
     directory = Path(directory)
@@ -640,20 +640,8 @@ def load_adaptive(directory: str | Path) -> AdaptiveModel:
                 "answer": CalibrationNetwork(n_in * k + n_in, 0, [w + 1 for w in model.input_widths_],
                                              model.answer_hidden, personalized=False, head="softmax")}
         for tag, net in pair.items():
-            state = net.state_dict()
-            for name, cur in state.items():
-                if name == "answer_mask":
-                    continue
-                key = f"{tag}.{name}" if version < 2 else f"{tag}.{member}.{name}"
-                if key not in tensors:
-                    raise DataError(f"weights file lacks tensor {key!r}", path=wpath)
-                arr = tensors[key]
-                if tuple(arr.shape) != tuple(cur.shape):
-                    raise DataError(f"tensor {key!r} has shape {arr.shape}, expected {tuple(cur.shape)}", path=wpath)
-                state[name] = torch.from_numpy(np.array(arr, dtype=np.float32))
-            net.load_state_dict(state)
-            net.eval()
-            nets[tag].append(net)
+            prefix = f"{tag}." if version < 2 else f"{tag}.{member}."
+            nets[tag].append(load_network_state(net, tensors, prefix, wpath))
     protos = tensors.get("prototypes")
     c = max(model.input_widths_) + 1
     if protos is None or tuple(protos.shape) != (n_in, c, k):

@@ -143,9 +143,28 @@ def read_config(path: Path, fmt: str, what: str, *, absent: str, version: int = 
     return config
 
 
+def load_network_state(net: Any, tensors: dict[str, np.ndarray], prefix: str, wpath: Path) -> Any:
+    """Fill ``net``'s weights from ``tensors[prefix + name]`` (every name checked for presence and
+    shape, a DataError naming the file otherwise); returns ``net`` in eval mode."""
+    torch = require_torch()
+    state = net.state_dict()
+    for name, cur in state.items():
+        if name == "answer_mask":  # a buffer rebuilt from the scales, not saved
+            continue
+        key = f"{prefix}{name}"
+        if key not in tensors:
+            raise DataError(f"weights file lacks tensor {key!r}", path=wpath)
+        arr = tensors[key]
+        if tuple(arr.shape) != tuple(cur.shape):
+            raise DataError(f"tensor {key!r} has shape {arr.shape}, expected {tuple(cur.shape)}", path=wpath)
+        state[name] = torch.from_numpy(np.array(arr, dtype=np.float32))
+    net.load_state_dict(state)
+    return net.eval()
+
+
 def load_calibrator(directory: str | Path) -> Calibrator:
     """Rebuild a calibrator saved by :func:`save_calibrator` (no pickle involved)."""
-    torch = require_torch()
+    require_torch()  # a clear MissingDependencyError before the network import
     from .network import CalibrationNetwork
 
     directory = Path(directory)
@@ -190,19 +209,6 @@ def load_calibrator(directory: str | Path) -> Calibrator:
     for m in range(n_members):
         net = CalibrationNetwork(n_in, len(cal.judges_), [len(s) for s in cal.scales_], cal.hidden,
                                  personalized=cal.personalized, head=cal.head)
-        state = net.state_dict()
-        for name, cur in state.items():
-            if name == "answer_mask":
-                continue
-            key = f"{m}.{name}"
-            if key not in tensors:
-                raise DataError(f"weights file lacks tensor {key!r}", path=wpath)
-            arr = tensors[key]
-            if tuple(arr.shape) != tuple(cur.shape):
-                raise DataError(f"tensor {key!r} has shape {arr.shape}, expected {tuple(cur.shape)}", path=wpath)
-            state[name] = torch.from_numpy(np.array(arr, dtype=np.float32))
-        net.load_state_dict(state)
-        net.eval()
-        nets.append(net)
+        nets.append(load_network_state(net, tensors, f"{m}.", wpath))
     cal.networks_ = nets
     return cal
