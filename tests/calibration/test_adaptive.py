@@ -21,7 +21,7 @@ from rubric_induce.stats import pearson  # noqa: E402
 def planted():
     train, test = planted_adaptive(400, seed=0), planted_adaptive(300, seed=1)
     X, J, Y, kw = train.fit_args()
-    model = AdaptiveModel(not_applicable=(), n_threads=1, random_state=0).fit(X, J, Y, **kw)
+    model = AdaptiveModel(not_applicable=(), n_threads=1, random_state=0, n_members=2).fit(X, J, Y, **kw)
     return train, test, model
 
 
@@ -146,7 +146,7 @@ def test_decision_criterion_for_a_binary_label():
     y = (data.targets[:, 0] >= 3).astype(float)[:, None]
     X, J, _, kw = data.fit_args()
     kw["scales"] = [(0.0, 1.0)]
-    model = AdaptiveModel(not_applicable=(), n_threads=1, epochs=120).fit(X, J, y, **kw)
+    model = AdaptiveModel(not_applicable=(), n_threads=1, epochs=120, n_members=2).fit(X, J, y, **kw)
     pol = AskPolicy(model, stop_at=-np.inf, budget=1)
     assert pol.criterion == "decision" and pol.threshold == 0.5
     trace = pol.simulate(data.X[:50])
