@@ -61,6 +61,8 @@ __all__ = ["AdaptiveModel", "save_adaptive", "load_adaptive", "ADAPTIVE_DIR", "A
 ADAPTIVE_DIR = "adaptive"
 ADAPTIVE_CONFIG = "adaptive.json"
 FORMAT_VERSION = 2
+#: Training mask patterns per member when the rubrics have more subsets than this (see ``_train``).
+_MASK_POOL = 512
 ADAPTIVE_PARAMS = (
     "hidden", "answer_hidden", "learning_rate", "batch_size", "epochs", "weight_decay", "judge_weight_decay",
     "main_question", "personalized", "head", "answer_weight", "early_stopping", "validation_fraction",
@@ -423,10 +425,16 @@ class AdaptiveModel:
         best_state: list[Any] = [None, None]
         best_epoch, since, curve = [0, 0], [0, 0], []
         bs = max(1, min(int(self.batch_size), len(train_rows)))
+        # With many rubrics nearly every random mask is a new pattern, and each new pattern costs the
+        # Gaussian fill a linear solve: draw the masks from a fixed pool of patterns (cached) instead.
+        pool = None
+        if getattr(self, "completion_", None) is not None and 2 ** X.shape[1] > _MASK_POOL:
+            pool = random_masks(_MASK_POOL, X.shape[1], rng)
         for epoch in range(1, int(self.epochs) + 1):
             tnet.train()
             anet.train()
-            masks = random_masks(len(train_rows), X.shape[1], rng)
+            masks = (random_masks(len(train_rows), X.shape[1], rng) if pool is None
+                     else pool[rng.integers(len(pool), size=len(train_rows))])
             xin = torch.from_numpy(self._inputs(X[train_rows], masks))
             mt = torch.from_numpy(masks)
             perm = torch.randperm(len(train_rows), generator=gen)

@@ -286,3 +286,15 @@ def test_a_version_1_artifact_still_loads(planted, tmp_path):
     assert back.completion == "zeros" and back.n_members == 1
     obs = random_masks(len(test.X), 5, np.random.default_rng(5))
     assert np.allclose(back.predict_proba(test.X, obs), m.predict_proba(test.X, obs))
+
+
+def test_many_rubrics_train_on_a_pool_of_mask_patterns():
+    """With 12 rubrics (4096 subsets) each epoch's masks come from a fixed pool per member, so the
+    Gaussian fill solves a bounded number of patterns however long training runs."""
+    from rubric_induce.calibration.adaptive import _MASK_POOL
+
+    data = planted_redundant(80, n_questions=12, seed=3)
+    X, J, Y, kw = data.fit_args()
+    m = AdaptiveModel(not_applicable=(), n_threads=1, epochs=6, n_members=2).fit(X, J, Y, **kw)
+    assert 0 < len(m.completion_._maps) <= 2 * _MASK_POOL  # (no validation rows: early stopping off)
+    assert np.isfinite(m.predict(data.X[:5], random_masks(5, 12, np.random.default_rng(0)))).all()
