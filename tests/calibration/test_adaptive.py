@@ -6,6 +6,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
@@ -298,3 +300,18 @@ def test_many_rubrics_train_on_a_pool_of_mask_patterns():
     m = AdaptiveModel(not_applicable=(), n_threads=1, epochs=6, n_members=2).fit(X, J, Y, **kw)
     assert 0 < len(m.completion_._maps) <= 2 * _MASK_POOL  # (no validation rows: early stopping off)
     assert np.isfinite(m.predict(data.X[:5], random_masks(5, 12, np.random.default_rng(0)))).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 30), nb=st.integers(1, 6), k=st.integers(1, 5), seed=st.integers(0, 10_000))
+def test_gaussian_fill_keeps_asked_blocks_and_sub_probabilities(n, nb, k, seed):
+    """Any data shape (one text, one block, degenerate covariances): asked blocks come back
+    unchanged, filled blocks are sub-probability vectors, nothing is NaN."""
+    rng = np.random.default_rng(seed)
+    V = rng.dirichlet(np.ones(k + 1), size=(n, nb))[..., :k] * rng.integers(0, 2, (n, nb, 1))
+    comp = GaussianCompletion().fit(V)
+    obs = rng.random((n, nb)) < 0.5
+    out = comp.complete(V, obs)
+    assert out.shape == V.shape and np.isfinite(out).all()
+    assert np.array_equal(out[obs], V[obs])
+    assert (out >= 0).all() and (out.sum(axis=2) <= 1 + 1e-9).all()
