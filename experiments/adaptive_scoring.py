@@ -64,6 +64,8 @@ DEFAULTS = {
     "epochs": 200,
     # AdaptiveModel options for every setting (ablations: {"completion": "zeros"}, {"n_members": 1})
     "model_options": {},
+    # AskPolicy options for the adaptive order (e.g. {"outcomes": "gaussian"})
+    "policy_options": {},
 }
 STATIC = ("given", "random", "static greedy")
 POLICIES = ("adaptive", *STATIC)
@@ -247,7 +249,8 @@ def run_split(train, test, cfg, seed):
            "orders": {}, "static_greedy": orders["static greedy"], "default_stop": AskPolicy(model).stop_at}
     jr = model.judge_rows(None, len(Xt), Jt)
     for name, order in orders.items():
-        pol = AskPolicy(model, budget=nb, stop_at=-np.inf, order=order, seed=seed)
+        extra = dict(cfg.get("policy_options") or {}) if order == "adaptive" else {}
+        pol = AskPolicy(model, budget=nb, stop_at=-np.inf, order=order, seed=seed, **extra)
         t, c = time.perf_counter(), time.process_time()
         tr = pol.simulate(Xt, judge_ids=Jt, record=True)
         elapsed, cpu = time.perf_counter() - t, time.process_time() - c

@@ -87,6 +87,30 @@ class GaussianCompletion:
                 self._maps[key] = np.linalg.lstsq(s_oo + ridge * np.eye(int(o.sum())), s_ou, rcond=None)[0]
         return self._maps[key]
 
+    def spread_points(self, pattern: np.ndarray, block: int) -> np.ndarray:
+        """``[2k, k]`` offsets from the conditional mean of ``block`` given the asked blocks of
+        ``pattern``: the unscented transform's sigma points ``+- sqrt(k lambda_i) v_i`` of the
+        conditional covariance (equal weights), i.e. where the unasked answer may land. A block
+        the asked ones pin down gets offsets near zero (asking it could not move anything)."""
+        key = (pattern.tobytes(), int(block))
+        cache = self.__dict__.setdefault("_points", {})
+        if key not in cache:
+            if len(cache) >= _CACHE_LIMIT:
+                cache.clear()
+            nb, k = self.shape_
+            q = np.zeros(nb * k, dtype=bool)
+            q[block * k:(block + 1) * k] = True
+            s_qq = self.covariance_[np.ix_(q, q)]
+            b = self._map(pattern)
+            if b is not None:
+                o = np.repeat(pattern, k)
+                cols = q[~o]  # the block's columns among the unasked ones
+                s_qq = s_qq - self.covariance_[np.ix_(q, o)] @ b[:, cols]
+            lam, vec = np.linalg.eigh((s_qq + s_qq.T) / 2)
+            offsets = (np.sqrt(k * np.clip(lam, 0.0, None))[:, None] * vec.T)  # [k, k]
+            cache[key] = np.concatenate([offsets, -offsets])
+        return cache[key]
+
     def complete(self, X: np.ndarray, observed: np.ndarray) -> np.ndarray:
         """``X`` (``[rows, blocks, answers]``) with every unasked block filled in."""
         X = np.asarray(X)
