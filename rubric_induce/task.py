@@ -165,21 +165,10 @@ class TaskParams(Params):
 def load_task_file(path: str | Path) -> TaskParams:
     """A :class:`TaskParams` from a TOML or JSON file: a ``[task]`` table (e.g. a run config) or
     the task's keys at top level. ``@file`` descriptions resolve against the file's folder."""
-    import json
-    import tomllib
-
-    from .data.jsonl import read_text
+    from .data.jsonl import read_table_file
 
     path = Path(path)
-    if not path.exists():
-        raise DataError("task file not found", path=path)
-    text = read_text(path)  # UTF-8 with or without a byte-order mark; other bytes name their line
-    try:
-        raw = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise DataError(f"cannot parse the task file: {exc}", path=path) from None
-    if not isinstance(raw, Mapping):
-        raise DataError("the task file must hold a table", path=path)
+    raw = read_table_file(path, "task file")
     table = raw.get("task", raw) if isinstance(raw.get("task"), Mapping) or "task" not in raw else None
     if table is None:
         raise DataError("[task] must be a table", path=path, field="task")

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import DataError
 
-__all__ = ["read_jsonl", "read_text", "decode_text", "write_jsonl", "append_jsonl", "read_json", "write_json", "atomic_write_text", "jsonable"]
+__all__ = ["read_jsonl", "read_text", "read_table_file", "decode_text", "write_jsonl", "append_jsonl", "read_json", "write_json", "atomic_write_text", "jsonable"]
 
 
 def _open_text(path: Path):
@@ -54,6 +54,25 @@ def read_text(path: str | Path) -> str:
         except OSError as exc:
             raise DataError(f"cannot read file: {exc.strerror}", path=path) from None
     return decode_text(data, path)
+
+
+def read_table_file(path: str | Path, what: str) -> dict[str, Any]:
+    """The top-level table of a TOML file (JSON when it ends in ``.json``); a missing file, a parse
+    error or a non-table are :class:`DataError` naming the file and ``what`` it should be."""
+    import json
+    import tomllib
+
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{what} not found", path=path)
+    text = read_text(path)  # UTF-8 with or without a byte-order mark; other bytes name their line
+    try:
+        raw = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise DataError(f"cannot parse the {what}: {exc}", path=path) from None
+    if not isinstance(raw, dict):
+        raise DataError(f"the {what} must hold a table", path=path)
+    return raw
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:

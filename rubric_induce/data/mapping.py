@@ -383,21 +383,10 @@ def load_mapping_file(path: str | Path) -> tuple[InputMapping, dict[str, Any]]:
     """``(mapping, scales)`` from a TOML or JSON file: a run config's ``[data.mapping]`` (and
     ``[data] scales``), a ``[mapping]`` table, or the mapping's keys at top level; what the stage
     commands (``probe``, ``select``, ``calibrate``, ...) read ``--examples`` through."""
-    import json
-    import tomllib
-
-    from .jsonl import read_text
+    from .jsonl import read_table_file
 
     path = Path(path)
-    if not path.exists():
-        raise DataError("mapping file not found", path=path)
-    text = read_text(path)
-    try:
-        raw = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise DataError(f"cannot parse the mapping file: {exc}", path=path) from None
-    if not isinstance(raw, Mapping):
-        raise DataError("the mapping file must hold a table", path=path)
+    raw = read_table_file(path, "mapping file")
     data = raw.get("data") if isinstance(raw.get("data"), Mapping) else {}
     table = data.get("mapping", raw.get("mapping", None if data else raw))
     if not isinstance(table, Mapping):

@@ -55,6 +55,23 @@ def _rerun(cfg: Path, out: Path):
     return result, said
 
 
+
+def _kill_when(proc: subprocess.Popen, ready, limit: float, who: str, not_started: str) -> None:
+    """SIGKILL ``proc`` as soon as ``ready()`` holds (it must not end first, nor take over ``limit`` s)."""
+    try:
+        t0 = time.monotonic()
+        while not ready():
+            assert proc.poll() is None, f"{who} ended before the kill: {proc.stderr.read()}"
+            assert time.monotonic() - t0 < limit, not_started
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+
 def test_markers_record_the_sha256_of_every_output(finished):
     _, run = finished
     for name in STAGE_NAMES:
@@ -294,19 +311,7 @@ def test_kill_9_mid_probe_on_the_embedded_model_loses_nothing(tmp_path, embedded
     n_probes = 8 * 4
     proc = subprocess.Popen([sys.executable, "-m", "rubric_induce.cli", "run", str(cfg), "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        t0 = time.monotonic()
-        while _cached_rows(out / "llm_calls.sqlite") < 8:
-            assert proc.poll() is None, f"the run ended before the kill: {proc.stderr.read()}"
-            assert time.monotonic() - t0 < 300, "the probe stage did not start"
-            time.sleep(0.1)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+    _kill_when(proc, lambda: _cached_rows(out / "llm_calls.sqlite") >= 8, 300, "the run", "the probe stage did not start")
     saved = _cached_rows(out / "llm_calls.sqlite")
     on_disk = _whole_lines(out / "probes.jsonl")  # streamed as they finished (serial: one per call)
     assert 8 <= saved < n_probes and saved - 1 <= on_disk <= saved
@@ -350,19 +355,7 @@ def test_kill_9_mid_probe_streams_and_resumes_without_loss_or_repeat(tmp_path):
     cfg.write_text(CONFIG, encoding="utf-8")
     out, n_probes = tmp_path / "killed", 12 * 8
     proc = _run_fake(cfg, out, 0.03)
-    try:
-        t0 = time.monotonic()
-        while _whole_lines(out / "probes.jsonl") < 20:
-            assert proc.poll() is None, f"the run ended before the kill: {proc.stderr.read()}"
-            assert time.monotonic() - t0 < 120, "the probe stage did not start"
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+    _kill_when(proc, lambda: _whole_lines(out / "probes.jsonl") >= 20, 120, "the run", "the probe stage did not start")
     saved = _cached_rows(out / "llm_calls.sqlite")
     with (out / "probes.jsonl").open("ab") as fh:  # as if the kill had cut a record in half
         fh.write(b'{"example_id": "dlg-0001", "rubric_id": "rb-')
@@ -424,19 +417,7 @@ def test_kill_9_mid_probe_command_keeps_the_streamed_records_and_resumes(tmp_pat
     args = _probe_args(tmp_path, out)
     proc = subprocess.Popen([sys.executable, "-c", _KILLABLE_PROBE, "0.03", *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        t0 = time.monotonic()
-        while _whole_lines(out) < 15:
-            assert proc.poll() is None, f"probe ended before the kill: {proc.stderr.read()}"
-            assert time.monotonic() - t0 < 120, "probing did not start"
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+    _kill_when(proc, lambda: _whole_lines(out) >= 15, 120, "probe", "probing did not start")
     on_disk = _whole_lines(out)
     assert 15 <= on_disk < n_probes
     assert (tmp_path / "probes.jsonl.partial.json").exists()
