@@ -281,7 +281,7 @@ class RubricScorer:
               aggregate: str = "mean", progress: bool = False,
               mapping: InputMapping | None = None, unseen_judge: str = "error", budget: int | None = None,
               stop_at: float | None = None, adaptive: bool | None = None,
-              criterion: str = "auto") -> list[ScoreResult]:
+              criterion: str = "auto", outcomes: str = "both") -> list[ScoreResult]:
         """Score texts: probes, NetSAT and label, calibrated prediction with its uncertainty, drivers.
 
         ``judge``: a judge seen in training, ``"shared"`` (the shared weights only: a judge the
@@ -296,7 +296,8 @@ class RubricScorer:
         only the rubrics expected to move its calibrated prediction, greedily, until the expected
         gain (``criterion``: variance of the prediction, or entropy of a two-answer label's
         decision) is at or below ``stop_at`` (default: 0.001 of the largest uncertainty the scale
-        allows; see :class:`~rubric_induce.calibration.policy.AskPolicy`) or ``budget`` rubrics were asked (default:
+        allows; see :class:`~rubric_induce.calibration.policy.AskPolicy`, also for ``outcomes``: how
+        the policy imagines an unasked rubric's answer) or ``budget`` rubrics were asked (default:
         all). Each result says which rubrics were ``asked`` and the ``calls_saved``; NetSAT and its
         label need every rubric, so they are set only for texts asked all of them. Needs the
         adaptive model a calibrated run trains (``calibrate.adaptive``, on by default).
@@ -311,14 +312,15 @@ class RubricScorer:
             resolve_judge(self.calibrator, judge, unseen_judge)  # before paying for probes
         examples = self.to_examples(texts, mapping=mapping)
         if adaptive:
-            return self._score_adaptive_live(examples, judge, unseen_judge, budget, stop_at, criterion, progress)
+            return self._score_adaptive_live(examples, judge, unseen_judge, budget, stop_at, criterion, progress,
+                                             outcomes)
         table = self.probe(examples, progress=progress)
         return self.score_probes(table, examples, judge=judge, aggregate=aggregate, unseen_judge=unseen_judge)
 
     def score_probes(self, table, examples: Sequence[Example | str], *, judge: str | Sequence[str] | None = None,
                      aggregate: str = "mean", unseen_judge: str = "error", budget: int | None = None,
                      stop_at: float | None = None, adaptive: bool | None = None,
-                     criterion: str = "auto") -> list[ScoreResult]:
+                     criterion: str = "auto", outcomes: str = "both") -> list[ScoreResult]:
         """Score from an existing :class:`~rubric_induce.probing.ProbeTable` (no LLM call);
         ``judge`` and ``unseen_judge`` as in :meth:`score`.
 
@@ -343,7 +345,7 @@ class RubricScorer:
             adaptive = budget is not None or stop_at is not None
         if adaptive:
             self._require_adaptive(aggregate)
-            return self._score_adaptive_replay(arr, ids, judge, unseen_judge, budget, stop_at, criterion)
+            return self._score_adaptive_replay(arr, ids, judge, unseen_judge, budget, stop_at, criterion, outcomes)
         results = self._netsat_results(arr, ids)
         if self.calibrator is not None:
             self._calibrate(results, arr, judge, aggregate, unseen_judge)
@@ -405,7 +407,7 @@ class RubricScorer:
                                   unseen_judge)
 
     def _score_adaptive_live(self, examples: list[Example], judge, unseen_judge, budget, stop_at, criterion,
-                             progress: bool) -> list[ScoreResult]:
+                             progress: bool, outcomes: str = "both") -> list[ScoreResult]:
         """Adaptive scoring of texts: probe only the chosen (text, rubric) pairs, step by step."""
         from .data.probes import ProbeTable
         from .probing import probe
@@ -429,13 +431,13 @@ class RubricScorer:
         who, resolved = self._adaptive_judges(judge, unseen_judge)
         say = _step_echo() if progress else None
         out = run_adaptive(self.adaptive, len(examples), fetch, judges=resolved, budget=budget, stop_at=stop_at,
-                           criterion=criterion, on_step=say)
+                           criterion=criterion, outcomes=outcomes, on_step=say)
         arr = ProbeTable(records=records).arrays(example_ids=[e.id for e in examples],
                                                  rubric_ids=[r.id for r in self.rubrics])
         return self._adaptive_results(out, arr, [e.id for e in examples], cols, who)
 
     def _score_adaptive_replay(self, arr, ids: list[str], judge, unseen_judge, budget, stop_at,
-                               criterion) -> list[ScoreResult]:
+                               criterion, outcomes: str = "both") -> list[ScoreResult]:
         """Adaptive scoring replayed on existing probes: an asked rubric is read from ``arr``."""
         from .scoring_adaptive import block_rubrics, run_adaptive
 
@@ -447,7 +449,7 @@ class RubricScorer:
 
         who, resolved = self._adaptive_judges(judge, unseen_judge)
         out = run_adaptive(self.adaptive, len(ids), fetch, judges=resolved, budget=budget, stop_at=stop_at,
-                           criterion=criterion)
+                           criterion=criterion, outcomes=outcomes)
         return self._adaptive_results(out, arr, ids, cols, who)
 
     def _adaptive_results(self, out, arr, ids: list[str], cols: list[int], who) -> list[ScoreResult]:

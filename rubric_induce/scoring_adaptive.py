@@ -63,19 +63,19 @@ class AdaptiveOutcome:
 
 def run_adaptive(model: Any, n_texts: int, fetch: Fetch, *, judges: Any = None, budget: int | None = None,
                  stop_at: float | None = None, criterion: str = "auto", threshold: float | None = None,
-                 order: str | Sequence[int] = "adaptive", seed: int = 0,
+                 order: str | Sequence[int] = "adaptive", seed: int = 0, outcomes: str = "both",
                  on_step: Callable[[int, int], None] | None = None) -> AdaptiveOutcome:
     """Ask ``n_texts`` texts adaptively; ``fetch`` returns the answers of one block for some texts.
 
     ``judges``: what :meth:`AdaptiveModel.judge_rows` takes (None: shared weights; a name; a list
-    of names, whose distributions are averaged). ``budget``/``stop_at``: see
+    of names, whose distributions are averaged). ``budget``/``stop_at``/``outcomes``: see
     :class:`~rubric_induce.calibration.policy.AskPolicy` (``stop_at`` None: its scale-relative default).
     ``on_step(step, pairs)`` is told how many pairs each step probes.
     """
     from .calibration.policy import AskPolicy
 
     policy = AskPolicy(model, budget=budget, stop_at=stop_at, criterion=criterion,
-                       threshold=threshold, order=order, seed=seed)
+                       threshold=threshold, order=order, seed=seed, outcomes=outcomes)
     nb, k = model.n_features_in_shape_
     X = np.zeros((n_texts, nb, k))
     probs = np.zeros((n_texts, nb, k))

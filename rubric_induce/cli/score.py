@@ -109,9 +109,14 @@ def _write_rows(rows, out_path: Path | None) -> None:
                    "target's variance units (answer scale squared), or bits for a two-answer label; 0 stops only "
                    "when no rubric can move the prediction. Default: 0.001 of the largest uncertainty the scale "
                    "allows (((max-min)/2)^2, or 1 bit).")
+@click.option("--outcomes", type=click.Choice(["both", "answers", "gaussian"]), default=None,
+              help="--adaptive: how the policy imagines an unasked rubric's answer: the answer network's classes, "
+                   "the Gaussian fill's spread, or both gains averaged (default). 'gaussian' held up better when the "
+                   "texts differ from the training ones (BENCHMARKS.md).")
 @progress_option
 def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, out_path, backend_spec, cache_path,
-            judge, trusted, aggregate, question, adaptive, budget, stop_at, progress, **backend_opts) -> None:
+            judge, trusted, aggregate, question, adaptive, budget, stop_at, outcomes, progress,
+            **backend_opts) -> None:
     """Score texts with a run directory's selected (and calibrated) rubrics.
 
     Each output line holds the per-rubric answer distributions, NetSAT, the binary label at the
@@ -134,8 +139,8 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
     if judge is not None and trusted is not None:
         raise click.UsageError("give at most one of --judge and --trusted")
     who: Any = split_list(trusted) if trusted else judge
-    if not adaptive and (budget is not None or stop_at is not None):
-        raise click.UsageError("--budget and --stop-at go with --adaptive")
+    if not adaptive and (budget is not None or stop_at is not None or outcomes is not None):
+        raise click.UsageError("--budget, --stop-at and --outcomes go with --adaptive")
     is_run = (artifact / ARTIFACT_NAME).exists() if artifact.is_dir() else artifact.name == ARTIFACT_NAME
     if not is_run:
         if probes_path is None:
@@ -157,7 +162,7 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
             table = ProbeTable.load(probes_path)
             ids = sorted({r.example_id for r in table.records})
             results = scorer.score_probes(table, ids, judge=who, aggregate=aggregate, adaptive=adaptive,
-                                          budget=budget, stop_at=stop_at)
+                                          budget=budget, stop_at=stop_at, outcomes=outcomes or "both")
         else:
             if adaptive:
                 scorer._require_adaptive(aggregate)  # before reading texts or opening the backend
@@ -166,7 +171,8 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
             _say_endpoint(scorer)
             try:
                 results = scorer.score(examples, judge=who, aggregate=aggregate, progress=show_progress(progress),
-                                       adaptive=adaptive, budget=budget, stop_at=stop_at)
+                                       adaptive=adaptive, budget=budget, stop_at=stop_at,
+                                       outcomes=outcomes or "both")
             finally:
                 _say_faults(scorer)
     finally:

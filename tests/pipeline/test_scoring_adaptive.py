@@ -119,6 +119,30 @@ def test_cli_score_adaptive(run_dir, tmp_path):
     assert all(len(json.loads(line)["asked"]) <= 1 for line in r2.output.splitlines() if line.startswith("{"))
     bad = CliRunner().invoke(cli, ["score", str(run_dir), "--probes", str(run_dir / "probes.jsonl"), "--budget", "1"])
     assert bad.exit_code == 2 and "--adaptive" in bad.output
+    bad = CliRunner().invoke(cli, ["score", str(run_dir), "--probes", str(run_dir / "probes.jsonl"),
+                                   "--outcomes", "gaussian"])
+    assert bad.exit_code == 2 and "--adaptive" in bad.output
+
+
+def test_outcomes_reach_the_policy(run_dir):
+    """``outcomes`` goes from the scorer (and ``score --outcomes``) to the policy: each choice's
+    expected gains are the policy's own for that choice; an unknown one is a clear error."""
+    from rubric_induce.probing import ProbeTable
+
+    scorer = RubricScorer.load(run_dir)
+    table = ProbeTable.load(run_dir / "probes.jsonl")
+    ids = sorted({r.example_id for r in table.records})[:6]
+    gains = {o: [r.expected_gains for r in scorer.score_probes(table, ids, budget=1, stop_at=-1.0, outcomes=o)]
+             for o in ("both", "answers", "gaussian")}
+    assert gains["both"] != gains["answers"] and gains["both"] != gains["gaussian"]
+    with pytest.raises(DataError, match="outcomes"):
+        scorer.score_probes(table, ids, budget=1, outcomes="dice")
+    r = CliRunner().invoke(cli, ["score", str(run_dir), "--probes", str(run_dir / "probes.jsonl"), "--adaptive",
+                                 "--budget", "1", "--stop-at", "-1", "--outcomes", "gaussian"])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
+    by_id = {row["id"]: row["expected_gains"] for row in rows}
+    assert [by_id[i] for i in ids] == gains["gaussian"]
 
 
 def test_clear_error_without_an_adaptive_model(run_dir, tmp_path):
