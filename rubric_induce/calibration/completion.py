@@ -42,7 +42,8 @@ class GaussianCompletion:
     """
 
     def __init__(self) -> None:
-        self._maps: dict[bytes, np.ndarray | None] = {}
+        self._maps: dict[bytes, np.ndarray | None] = {}  # per observed pattern
+        self._points: dict[tuple[bytes, int], np.ndarray] = {}  # per (pattern, block)
 
     def fit(self, V: np.ndarray) -> GaussianCompletion:
         try:
@@ -58,7 +59,7 @@ class GaussianCompletion:
         else:
             self.covariance_ = np.zeros((nb * k, nb * k))
         self.shape_ = (nb, k)
-        self._maps = {}
+        self._maps, self._points = {}, {}
         return self
 
     @classmethod
@@ -93,7 +94,7 @@ class GaussianCompletion:
         conditional covariance (equal weights), i.e. where the unasked answer may land. A block
         the asked ones pin down gets offsets near zero (asking it could not move anything)."""
         key = (pattern.tobytes(), int(block))
-        cache = self.__dict__.setdefault("_points", {})
+        cache = self._points
         if key not in cache:
             if len(cache) >= _CACHE_LIMIT:
                 cache.clear()

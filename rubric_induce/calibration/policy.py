@@ -146,11 +146,6 @@ class AskPolicy:
         self.outcomes = outcomes
 
     # -- the adaptive criterion ---------------------------------------------------------------
-    def current(self, X: np.ndarray, observed: np.ndarray, judges: list[np.ndarray]) -> np.ndarray:
-        """``U`` of each text's current target distribution."""
-        p = self.model.target_proba_rows(X, observed, judges, self.q)
-        return uncertainty(p, self.values, self.criterion, self.threshold)
-
     def gains(self, X: np.ndarray, observed: np.ndarray, judges: list[np.ndarray],
               candidates: np.ndarray | None = None) -> np.ndarray:
         """``[texts, blocks]`` expected reduction of ``U`` from asking each block (``-inf`` where
