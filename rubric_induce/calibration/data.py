@@ -6,6 +6,7 @@ per-judge judgments.
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -170,6 +171,37 @@ class CalibrationData:
             raise DataError(f"input name(s) {clash} already used", field="names")
         return replace(self, X=np.concatenate([self.X, blocks], axis=1), input_names=[*self.input_names, *names],
                        meta=dict(self.meta))
+
+    def concat(self, other: CalibrationData, *, prefixes: tuple[str, str] = ("", "")) -> CalibrationData:
+        """The texts and rows of ``self`` then ``other`` (e.g. the synthetic judgments plus some
+        labelled texts of the scoring domain, to train on both).
+
+        Inputs, questions, scales and not-applicable values must agree. Text ids must stay
+        unique, since splits group rows by text: give ``prefixes`` (one per part) when the two
+        may share ids.
+        """
+        for what in ("input_names", "row_input_names", "question_names", "not_applicable"):
+            if list(getattr(self, what)) != list(getattr(other, what)):
+                raise DataError(f"cannot concatenate: {what} differ ({getattr(self, what)} vs "
+                                f"{getattr(other, what)})", field=what)
+        if [tuple(map(float, s)) for s in self.scales] != [tuple(map(float, s)) for s in other.scales]:
+            raise DataError(f"cannot concatenate: scales differ ({self.scales} vs {other.scales})", field="scales")
+        if self.X.shape[2] != other.X.shape[2]:
+            raise DataError(f"cannot concatenate: input widths {self.X.shape[2]} and {other.X.shape[2]}",
+                            field="X")
+        ids = [prefixes[0] + t for t in self.text_ids] + [prefixes[1] + t for t in other.text_ids]
+        dup = sorted(t for t, n in Counter(ids).items() if n > 1)
+        if dup:
+            raise DataError(f"cannot concatenate: text id(s) {dup[:5]} in both parts; pass prefixes",
+                            field="text_ids")
+        row_inputs = None
+        if self.row_input_names:  # equal names, so both parts have them
+            row_inputs = np.concatenate([self.row_inputs, other.row_inputs])
+        return replace(self, X=np.concatenate([self.X, other.X]), text_ids=ids,
+                       row_text=np.concatenate([self.row_text, other.row_text + len(self.text_ids)]),
+                       row_judge=np.concatenate([self.row_judge, other.row_judge]),
+                       targets=np.concatenate([self.targets, other.targets]), meta=dict(self.meta),
+                       row_inputs=row_inputs)
 
     def target(self, question: str) -> np.ndarray:
         """The answers to ``question`` with not-applicable values as NaN."""

@@ -124,3 +124,60 @@ def test_top_logprobs_20_bounds_answers_and_drops_no_rubric(runs):
     report = (served.out / "report.md").read_text()
     assert "## Probes" in report and f"{probes.n_bounded} bounded" in report
     assert any("bounded probe(s)" in m for m in messages)
+
+
+@pytest.fixture(scope="module")
+def adaptive_run(runs, tmp_path_factory, llama_server):
+    """The top-1000 run again with calibration on (its probes come from that run's call cache),
+    and three demo dialogues the run has not seen, to score through the server."""
+    base = tmp_path_factory.mktemp("served_adaptive")
+    top = runs["top1000"][0].out
+    raw = _config(f"openai-compatible/smollm2@{llama_server}", base / "run", _inputs(base), top_logprobs=1000,
+                  max_retries=1, concurrency=1)
+    raw["backend"]["cache"] = str(top / "llm_calls.sqlite")
+    raw["run"]["external_cache"] = True
+    raw["calibrate"] = {"question": "satisfaction",
+                        "options": {"hidden": [4, 4], "finetune_epochs": 20, "pretrain": False}}
+    result = run_pipeline(config_from_dict(raw), out=base / "run", echo=lambda m: None, stop_after="artifact")
+    seen = {json.loads(line)["id"] for line in (base / "dialogues.jsonl").read_text().splitlines() if line}
+    rows = [json.loads(line) for line in (RESOURCES / "demo_uss_dialogues.jsonl").read_text().splitlines() if line]
+    new = sorted((r for r in rows if r["id"] not in seen), key=lambda r: len(json.dumps(r["fields"])))[:3]
+    texts = base / "new.jsonl"
+    texts.write_text("".join(json.dumps({"id": r["id"], "fields": r["fields"]}) + "\n" for r in new))
+    return result.out, texts, base
+
+
+def test_adaptive_scoring_through_the_server_asks_only_the_budget(adaptive_run):
+    """Issue 22 on a served model: ``score --adaptive`` sends one request per rubric asked, writes
+    which rubrics each text was asked, and replaying those probes gives the same predictions."""
+    from click.testing import CliRunner
+
+    from rubric_induce.cache import CallCache
+    from rubric_induce.cli import cli
+    from rubric_induce.scoring import RubricScorer
+
+    run, texts, base = adaptive_run
+    cache = base / "score_calls.sqlite"
+    out = base / "scores.jsonl"
+    res = CliRunner().invoke(cli, ["score", str(run), "--input", str(texts), "--adaptive", "--budget", "2",
+                                   "--stop-at", "-1", "--cache", str(cache), "--out", str(out), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "score: backend" in res.output and "from artifact.json" in res.output  # the run's own server
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    n_rubrics = len(RubricScorer.load(run).rubrics)
+    assert len(rows) == 3
+    for r in rows:
+        assert len(r["asked"]) == 2 and r["calls_saved"] == n_rubrics - 2 and not r["errors"]
+        assert set(r["distributions"]) == set(r["asked"])
+    assert "asked 6 of" in res.output
+    # one server request per (text, rubric) asked: the scoring cache holds exactly those calls
+    assert len(CallCache(cache)) == 6
+    # the same texts again from the API: every call comes from that cache, same rubrics, same predictions
+    scorer = RubricScorer.load(run, cache=cache)
+    try:
+        again = scorer.score([json.loads(line) for line in texts.read_text().splitlines()], budget=2, stop_at=-1.0)
+    finally:
+        scorer.close()
+    assert len(CallCache(cache)) == 6
+    assert [a.asked for a in again] == [r["asked"] for r in rows]
+    np.testing.assert_allclose([a.prediction for a in again], [r["prediction"] for r in rows], atol=1e-9)

@@ -150,3 +150,26 @@ def test_oracle_inputs_raise_q0_accuracy_on_planted_data(data_factory, scales):
                          learning_rate=0.01, random_state=0, n_threads=1).fit(Xa, Ja, Ya, **kw)
         scores[name] = regression_metrics(cal.predict(b.row_X, judge_ids=b.row_judge), Yt[:, 0])["pearson"]
     assert scores["oracle"] > scores["llm"] + 0.1, scores
+
+
+def test_concat_keeps_rows_with_their_texts_and_round_trips_subsets():
+    d = _data().with_judge_answers(["Q1"])
+    n = len(d.text_ids)
+    a, b = d.subset_texts([0, 1]), d.subset_texts(np.arange(2, n))
+    both = a.concat(b)
+    assert both.text_ids == d.text_ids
+    np.testing.assert_array_equal(both.row_X, d.row_X)
+    np.testing.assert_array_equal(both.targets, d.targets)
+    np.testing.assert_array_equal(both.row_judge, d.row_judge)
+    np.testing.assert_array_equal(both.groups, d.groups)
+    np.testing.assert_array_equal(both.subset_texts(np.arange(2, n)).row_X, b.row_X)
+    # the same texts twice need prefixes: splits group rows by text id
+    with pytest.raises(DataError, match="pass prefixes"):
+        a.concat(a)
+    twice = a.concat(a, prefixes=("syn:", "real:"))
+    assert twice.text_ids == ["syn:" + t for t in a.text_ids] + ["real:" + t for t in a.text_ids]
+    assert twice.n_rows == 2 * a.n_rows and len(set(twice.groups)) == 2 * len(a.text_ids)
+    with pytest.raises(DataError, match="input_names differ"):
+        a.concat(b.drop_inputs(["L0"]))
+    with pytest.raises(DataError, match="row_input_names differ"):
+        a.concat(_data().subset_texts([2, 3]))
