@@ -13,8 +13,11 @@ Settings (``--set settings=[...]``):
 
 * ``llm_cv``: LLM-RUBRIC released gpt-3.5 probabilities, synthetic 5-fold CV by dialogue;
 * ``llm_real``: train on the synthetic judgments, test on the 223 real dialogues;
-* ``oracle_cv`` / ``oracle_real``: the same with each judge's own Q1-Q8 answers as the questions
-  (an adaptive human questionnaire);
+* ``llm_real_cv``: 5-fold CV by dialogue within the real dialogues, every training fold joined
+  by all the synthetic judgments (the model has seen labelled texts of the scoring domain, as a
+  user training on their own data would; ``llm_real`` has not);
+* ``oracle_cv`` / ``oracle_real`` / ``oracle_real_cv``: the same with each judge's own Q1-Q8
+  answers as the questions (an adaptive human questionnaire);
 * ``planted``: planted follow-up data (:func:`rubric_induce.calibration.planted.planted_adaptive`),
   where the informative question differs from text to text;
 * ``demo``: the README demo's probes from the embedded model (``demo_run``: the demo's run
@@ -52,7 +55,7 @@ from rubric_induce.calibration.search import group_kfold  # noqa: E402
 from rubric_induce.stats import percentile_interval  # noqa: E402
 
 DEFAULTS = {
-    "settings": ["llm_cv", "llm_real", "oracle_cv", "oracle_real", "planted", "demo"],
+    "settings": ["llm_cv", "llm_real", "llm_real_cv", "oracle_cv", "oracle_real", "oracle_real_cv", "planted", "demo"],
     "folds": 5,
     "n_boot": 1000,
     "stop_at": [0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 5e-4, 2e-4, 1e-4, 0.0],
@@ -261,6 +264,17 @@ def run_split(train, test, cfg, seed):
             lls.append(loglik(p, values, yt))
         out["orders"][name] = {"pred": np.array(preds), "ll": np.array(lls), "gains": tr.gains,
                                "seconds": elapsed, "cpu": cpu, "n": len(Xt)}
+        if name == "adaptive":  # the answer check (no labels): excess surprise over the model's reference
+            ref = model.answer_surprise_reference_ or 0.0
+            nb_ = test.X.shape[1]
+            every = model.answer_surprise(test.X.astype(float), [list(range(nb_))] * len(test.X)) - ref
+            rows = model.answer_surprise(Xt, [o[:3] for o in tr.order]) - ref  # the first 3 asked
+            per_text = np.full(len(test.text_ids), np.nan)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                for t in range(len(test.text_ids)):
+                    per_text[t] = np.nanmean(rows[test.row_text == t]) if (test.row_text == t).any() else np.nan
+            out["surprise"] = {"every": every, "adaptive3": per_text, "reference": [ref]}
     return out
 
 
@@ -278,16 +292,21 @@ def merge(parts):
             "cpu": sum(p["orders"][name]["cpu"] for p in parts),
             "n": sum(p["orders"][name]["n"] for p in parts)}
     out["static_greedy"] = [p["static_greedy"] for p in parts]
+    out["surprise"] = {k: np.concatenate([p["surprise"][k] for p in parts]) for k in first["surprise"]}
     out["default_stop"] = first["default_stop"]
     return out
 
 
-def cv(data, cfg, seed):
+def cv(data, cfg, seed, also_train=None):
+    """K-fold CV by text on ``data``; ``also_train`` (other labelled texts, e.g. the synthetic
+    judgments) joins every training fold."""
     folds = group_kfold(len(data.text_ids), int(cfg["folds"]), seed=seed)
     parts = []
     for k, test_idx in enumerate(folds):
-        train_idx = np.setdiff1d(np.arange(len(data.text_ids)), test_idx)
-        parts.append(run_split(data.subset_texts(train_idx), data.subset_texts(test_idx), cfg, seed + k))
+        train = data.subset_texts(np.setdiff1d(np.arange(len(data.text_ids)), test_idx))
+        if also_train is not None:
+            train = also_train.concat(train, prefixes=("other:", ""))
+        parts.append(run_split(train, data.subset_texts(test_idx), cfg, seed + k))
     return merge(parts)
 
 
@@ -407,6 +426,20 @@ def report(name, res, cfg, plt, out_dir, log):
     if "static_greedy" in res:
         sg = res["static_greedy"]
         print(f"\nStatic greedy order(s) chosen on the training rows: {sg}")
+    from rubric_induce.calibration.shift import check_answer_shift
+
+    sur = res["surprise"]
+    checks = {k: check_answer_shift(sur[k], 0.0) for k in ("every", "adaptive3")}
+    ref = np.asarray(sur["reference"], dtype=float)
+    print("\nAnswer check (no labels; `calibration.shift`): the held-out texts' excess surprise at the LLM's "
+          f"answers, minus the model's reference ({ref.mean():+.3f} on its own validation texts"
+          f"{', mean over folds' if len(ref) > 1 else ''}); flagged when more than "
+          f"{checks['every'].margin:g} nats above it (one-sided t-test over texts, p < 0.01):\n")
+    print("| answers read | texts | excess over the reference [95 % CI] | flagged |")
+    print("|---|---|---|---|")
+    for k, label in (("every", "every rubric"), ("adaptive3", "the first 3 the policy asked")):
+        c = checks[k]
+        print(f"| {label} | {c.n_texts} | {c.mean:+.3f} [{c.low:+.3f}, {c.high:+.3f}] | {'yes' if c.shifted else 'no'} |")
     ad = orders["adaptive"]
     log(f"{name}: adaptive policy {1000 * ad['seconds'] / ad['n']:.2f} ms wall, {1000 * ad['cpu'] / ad['n']:.2f} ms "
         f"CPU per row for all {nb} steps")
@@ -425,7 +458,8 @@ def report(name, res, cfg, plt, out_dir, log):
         axes[0].legend(fontsize=7)
         path = save_figure(fig, out_dir / f"curve_{name}.png")
         print(f"\nCurve: {path}")
-    return {"overhead_ms": 1000 * ad["seconds"] / ad["n"], "cpu_ms": 1000 * ad["cpu"] / ad["n"], "nb": nb}
+    return {"overhead_ms": 1000 * ad["seconds"] / ad["n"], "cpu_ms": 1000 * ad["cpu"] / ad["n"], "nb": nb,
+            "shift": checks["every"], "shift3": checks["adaptive3"], "reference": float(ref.mean())}
 
 
 def llm_call_seconds(log):
@@ -472,10 +506,14 @@ def main(argv=None) -> None:
             res = cv(syn, cfg, seed)
         elif s == "llm_real":
             res = run_split(syn, real, cfg, seed)
+        elif s == "llm_real_cv":
+            res = cv(real, cfg, seed, also_train=syn)
         elif s == "oracle_cv":
             res = cv(osyn, cfg, seed)
         elif s == "oracle_real":
             res = run_split(osyn, oreal, cfg, seed)
+        elif s == "oracle_real_cv":
+            res = cv(oreal, cfg, seed, also_train=osyn)
         elif s == "planted":
             res = run_split(planted_adaptive(int(cfg["planted_train"]), seed=seed),
                             planted_adaptive(int(cfg["planted_test"]), seed=seed + 1), cfg, seed)
@@ -487,6 +525,16 @@ def main(argv=None) -> None:
         else:
             raise SystemExit(f"unknown setting {s!r}")
         overhead[s] = report(s, res, cfg, plt, exp.out, log)
+    print("\n## Answer check per setting\n")
+    print("Excess surprise of the held-out texts' LLM answers over the model's reference (nats per answer read; "
+          "flagged: more than 0.1 above, p < 0.01):\n")
+    print("| setting | reference | every rubric read: excess [95 % CI] | flagged | first 3 asked: excess | flagged |")
+    print("|---|---|---|---|---|---|")
+    for s, o in overhead.items():
+        a, b = o["shift"], o["shift3"]
+        print(f"| {s} | {o['reference']:+.3f} | {a.mean:+.3f} [{a.low:+.3f}, {a.high:+.3f}] | "
+              f"{'yes' if a.shifted else 'no'} | {b.mean:+.3f} [{b.low:+.3f}, {b.high:+.3f}] | "
+              f"{'yes' if b.shifted else 'no'} |")
     print("\n## Policy overhead per text\n")
     print("Every step of the adaptive policy for a text (all questions asked, batched over the held-out rows; "
           "wall time on the shared machine, and this process's CPU time):\n")

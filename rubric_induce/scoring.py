@@ -60,6 +60,9 @@ class ScoreResult:
     calls_saved: int | None = None
     stop_reason: str | None = None
     expected_gains: list[float] | None = None
+    # with an adaptive model in the run: how much more surprising the LLM's answers to the rubrics
+    # read were than the model expected (nats per answer; see RubricScorer.answer_shift)
+    answer_surprise: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -349,10 +352,27 @@ class RubricScorer:
         results = self._netsat_results(arr, ids)
         if self.calibrator is not None:
             self._calibrate(results, arr, judge, aggregate, unseen_judge)
+        if self.adaptive is not None and results:
+            from .scoring_adaptive import block_rubrics, probe_surprise
+
+            cols = block_rubrics(self.adaptive, rubric_ids, self.source)
+            for res, v in zip(results, probe_surprise(self.adaptive, arr.raw, arr.ok, cols)):
+                res.answer_surprise = float(v) if np.isfinite(v) else None
         for res in results:  # strongest drivers first
             key = "prediction_effect" if self.calibrator is not None else "netsat_contribution"
             res.drivers.sort(key=lambda d: -abs(d.get(key) or 0.0))
         return results
+
+    def answer_shift(self, results: Sequence[ScoreResult]):
+        """Whether the scored texts look unlike the training texts, from the LLM's answers alone:
+        an :class:`~rubric_induce.calibration.shift.AnswerShift` (its ``shifted`` flag and
+        ``message()``), or None without an adaptive model or with fewer than two texts read."""
+        if self.adaptive is None:
+            return None
+        from .calibration.shift import check_answer_shift
+
+        return check_answer_shift([r.answer_surprise for r in results],
+                                  getattr(self.adaptive, "answer_surprise_reference_", None))
 
     def _netsat_results(self, arr, ids: Sequence[str], asked: np.ndarray | None = None) -> list[ScoreResult]:
         """Per text: the probed distributions, NetSAT, label and drivers (no calibration).
@@ -467,6 +487,7 @@ class RubricScorer:
             res.calls_saved = len(self.rubrics) - len(res.asked)
             res.stop_reason = out.stop[i] or None
             res.expected_gains = [float(g) for g in out.gains[i]]
+            res.answer_surprise = float(out.surprise[i]) if np.isfinite(out.surprise[i]) else None
             res.drivers.sort(key=lambda d: -abs(d.get("netsat_contribution") or 0.0))
         return results
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .errors import DataError, RubricInduceError
 
-__all__ = ["AdaptiveOutcome", "run_adaptive", "missing_adaptive_message", "block_rubrics"]
+__all__ = ["AdaptiveOutcome", "run_adaptive", "missing_adaptive_message", "block_rubrics", "probe_surprise"]
 
 #: fetch(example_rows, block) -> (raw [rows, answers], probs [rows, answers], ok [rows])
 Fetch = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -50,6 +50,7 @@ class AdaptiveOutcome:
     stop: list[str]
     proba: np.ndarray        # [texts, answers] target distribution given the observed blocks
     scale: np.ndarray
+    surprise: np.ndarray     # [texts] excess surprise of the answers read (AdaptiveModel.answer_surprise)
 
     @property
     def prediction(self) -> np.ndarray:
@@ -115,7 +116,19 @@ def run_adaptive(model: Any, n_texts: int, fetch: Fetch, *, judges: Any = None, 
             order_out[i].append(int(choice[i]))
             gains[i].append(float(gain[i]))
     proba = model.target_proba_rows(X, observed, jrows, policy.q) if n_texts else np.zeros((0, len(policy.values)))
-    return AdaptiveOutcome(X, probs, observed, failed, order_out, gains, stops, proba, policy.values)
+    surprise = model.answer_surprise(X, order_out, observed) if n_texts else np.zeros(0)
+    return AdaptiveOutcome(X, probs, observed, failed, order_out, gains, stops, proba, policy.values, surprise)
+
+
+def probe_surprise(model: Any, raw: np.ndarray, ok: np.ndarray, cols: Sequence[int]) -> np.ndarray:
+    """Per text, the adaptive model's excess surprise at probes already made (every rubric, in the
+    model's block order): ``raw`` / ``ok`` are ``[texts, rubrics, ...]`` probe arrays, ``cols`` the
+    rubric of each block (:func:`block_rubrics`)."""
+    k = model.n_features_in_shape_[1]
+    X = np.stack([_fit_width(np.asarray(raw[:, j], dtype=np.float64), k) for j in cols], axis=1)
+    observed = np.asarray(ok, dtype=bool)[:, cols]
+    order = [list(range(len(cols)))] * len(X)
+    return model.answer_surprise(X, order, observed)
 
 
 def _fit_width(a: np.ndarray, k: int) -> np.ndarray:

@@ -45,7 +45,7 @@ import copy
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -341,6 +341,7 @@ class AdaptiveModel:
         self.target_nets_, self.answer_nets_ = tnets, anets
         self.history_ = {"members": [{k: v for k, v in h.items() if k != "val_loss"} for h in histories],
                          "val_loss": [h["val_loss"] for h in histories]}
+        self.answer_surprise_reference_ = _reference_excess(self.history_)
         self._cache_numpy()
         return self
 
@@ -465,7 +466,15 @@ class AdaptiveModel:
         for state, net in zip(best_state, (tnet, anet)):
             if state is not None:
                 net.load_state_dict(state)
+        excess = None
+        if len(val_rows):  # the answer network's excess surprise on texts it did not train on
+            anet.eval()
+            with torch.no_grad():
+                alogp = anet(vin, torch.full((len(val_rows),), -1, dtype=torch.long))[..., : S.shape[2]]
+            d = _excess_surprise(np.exp(alogp.numpy().astype(np.float64)), S[val_rows].astype(np.float64))
+            excess = float(d[~vmask].mean()) if (~vmask).any() else None
         return {"n_train_rows": int(len(train_rows)), "n_val_rows": int(len(val_rows)),
+                "val_answer_excess": excess,
                 "epochs_run": len(curve) if curve else int(self.epochs),
                 "best_epoch": best_epoch[0] or int(self.epochs), "best_epoch_answers": best_epoch[1] or int(self.epochs),
                 "val_loss": curve}
@@ -547,6 +556,41 @@ class AdaptiveModel:
         Xa, obs = self.check_inputs(X, observed)
         return self.answer_proba_rows(Xa, obs)
 
+    def answer_surprise(self, X: Any, order: Sequence[Sequence[int]], observed: Any = None) -> np.ndarray:
+        """Per row, how much more surprising the LLM's answers were than this model expected (nats).
+
+        For each block in ``order[row]`` (the blocks in the order they were asked; those not in
+        ``observed``, e.g. failed probes, are skipped), the answer network's prediction given the
+        blocks read before it, ``P``, is compared with the answer read, ``S``:
+        ``sum((P - S) * log P)``, the cross-entropy of ``S`` under ``P`` minus ``P``'s own entropy.
+        Its expectation is zero when the model's predictions are calibrated, whichever blocks a
+        policy chooses (the choice depends only on answers already read). A mean well above
+        :attr:`answer_surprise_reference_` (the same on the held-out training texts) says the texts
+        are unlike the training texts (:mod:`~rubric_induce.calibration.shift`). NaN for a row
+        that read nothing.
+        """
+        Xa, obs = self.check_inputs(X, observed)
+        n, nb = obs.shape
+        if len(order) != n:
+            raise DataError(f"order has {len(order)} entries for {n} rows", field="order")
+        S = self._soft_targets(Xa, np.asarray(self.input_widths_))
+        total, count = np.zeros(n), np.zeros(n)
+        before = np.zeros((n, nb), dtype=bool)
+        for k in range(max((len(o) for o in order), default=0)):
+            rows = np.array([i for i in range(n) if k < len(order[i])], dtype=np.int64)
+            blocks = np.array([int(order[i][k]) for i in rows], dtype=np.int64)
+            if ((blocks < 0) | (blocks >= nb)).any():
+                raise DataError(f"order holds a block outside 0..{nb - 1}", field="order")
+            use = obs[rows, blocks]
+            rows, blocks = rows[use], blocks[use]
+            if not len(rows):
+                continue
+            P = self.answer_proba_rows(Xa[rows], before[rows])[np.arange(len(rows)), blocks]
+            total[rows] += _excess_surprise(P, S[rows, blocks])
+            count[rows] += 1
+            before[rows, blocks] = True
+        return np.divide(total, count, out=np.full(n, np.nan), where=count > 0)
+
     def question_index(self, question: int | str | None = None) -> int:
         _fitted(self)
         if question is None:
@@ -559,6 +603,20 @@ class AdaptiveModel:
         if not 0 <= int(question) < len(self.question_names_):
             raise DataError(f"question index {question} out of range", field="question")
         return int(question)
+
+
+def _excess_surprise(P: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """``sum((P - S) * log P)`` over the last axis: cross-entropy of the read answers ``S`` under the
+    prediction ``P`` minus ``P``'s entropy (zero in expectation when ``P`` is calibrated)."""
+    logp = np.log(np.clip(P, 1e-12, None))
+    return ((P - S) * logp).sum(axis=-1)
+
+
+def _reference_excess(history: Mapping[str, Any]) -> float | None:
+    """The members' mean excess surprise on their own validation texts (None without early stopping)."""
+    vals = [m.get("val_answer_excess") for m in history.get("members", []) if isinstance(m, Mapping)]
+    vals = [float(v) for v in vals if v is not None and np.isfinite(v)]
+    return float(np.mean(vals)) if vals else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -628,6 +686,7 @@ def load_adaptive(directory: str | Path) -> AdaptiveModel:
         model.input_widths_ = [int(v) for v in config["input_widths"]]
         model.class_freq_ = np.asarray(config["class_freq"], dtype=np.float64)
         model.history_ = dict(config.get("history") or {})
+        model.answer_surprise_reference_ = _reference_excess(model.history_)
         wpath = directory / str(config["weights"])
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"the adaptive-model config is damaged ({type(exc).__name__}: {exc}); rerun the calibrate "

@@ -178,6 +178,9 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
     finally:
         scorer.close()
     _write_rows((r.to_dict() for r in results), out_path)
+    shift = scorer.answer_shift(results)
+    if shift is not None:
+        echo(("warning: " if shift.shifted else "") + shift.message())
     if adaptive:
         asked = sum(len(r.asked or []) for r in results)
         total = asked + sum(r.calls_saved or 0 for r in results)

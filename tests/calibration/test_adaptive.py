@@ -350,3 +350,85 @@ def test_outcomes_option(planted):
     g = {o: AskPolicy(model, outcomes=o).gains(test.X[:20], obs, jr) for o in ("both", "answers", "gaussian")}
     assert np.allclose(g["both"][:, 1:], (g["answers"][:, 1:] + g["gaussian"][:, 1:]) / 2)
     assert np.isneginf(g["both"][:, 0]).all() and (g["gaussian"][:, 1:] >= 0).all()
+
+
+@pytest.fixture(scope="module")
+def redundant_model():
+    train = planted_redundant(300, seed=0)
+    X, J, Y, kw = train.fit_args()
+    model = AdaptiveModel(not_applicable=(), n_threads=1, random_state=0, n_members=2, epochs=120,
+                          early_stopping=True).fit(X, J, Y, **kw)
+    return model
+
+
+def test_answer_surprise_is_cross_entropy_minus_entropy(redundant_model):
+    model = redundant_model
+    X = planted_redundant(20, seed=5).X
+    order = [[2, 0, 5], [1], [], [4, 3, 2, 1, 0, 5]] * 5
+    got = model.answer_surprise(X, order)
+    soft = model._soft_targets(X, np.asarray(model.input_widths_))
+    for i, o in enumerate(order):
+        if not o:
+            assert np.isnan(got[i])
+            continue
+        seen = np.zeros((1, X.shape[1]), dtype=bool)
+        vals = []
+        for b in o:  # by hand: each answer under the prediction made from the answers before it
+            p = np.clip(model.predict_answers(X[i:i + 1], seen)[0, b], 1e-12, None)
+            vals.append(-(soft[i, b] * np.log(p)).sum() + (p * np.log(p)).sum())
+            seen[0, b] = True
+        assert got[i] == pytest.approx(np.mean(vals), abs=1e-9)
+    # a failed probe (not observed) is skipped, and the next answer is predicted without it
+    obs = np.ones(X.shape[:2], dtype=bool)
+    obs[0, 2] = False
+    skipped = model.answer_surprise(X[:1], [[2, 0, 5]], obs[:1])
+    assert skipped[0] == pytest.approx(model.answer_surprise(X[:1], [[0, 5]])[0], abs=1e-12)
+    with pytest.raises(DataError, match="order has"):
+        model.answer_surprise(X, order[:3])
+    with pytest.raises(DataError, match="outside"):
+        model.answer_surprise(X[:1], [[9]])
+
+
+def test_answer_check_flags_answers_that_stop_agreeing(redundant_model, tmp_path):
+    """Training texts: every rubric reads one quality, so the answers agree. New texts of the same
+    kind pass the check; texts whose answers no longer agree (each rubric's answers shuffled across
+    texts: every rubric's own answer frequencies unchanged) are flagged, from 3 answers or all 6."""
+    from rubric_induce.calibration.shift import check_answer_shift
+
+    model = redundant_model
+    ref = model.answer_surprise_reference_
+    assert ref is not None and abs(ref) < 0.2
+    like = planted_redundant(300, seed=1).X
+    rng = np.random.default_rng(0)
+    unlike = np.stack([like[rng.permutation(len(like)), b] for b in range(like.shape[1])], axis=1)
+    nb = like.shape[1]
+    for order in ([list(range(nb))] * len(like), [list(rng.permutation(nb)[:3]) for _ in like]):
+        same = check_answer_shift(model.answer_surprise(like, order), ref)
+        other = check_answer_shift(model.answer_surprise(unlike, order), ref)
+        assert not same.shifted and same.low < ref + 0.1
+        assert other.shifted and other.mean > same.mean + 0.2
+    # the reference survives save / load
+    back = load_adaptive(save_adaptive(model, tmp_path / "m"))
+    assert back.answer_surprise_reference_ == pytest.approx(ref)
+
+
+def test_check_answer_shift_edge_cases():
+    from rubric_induce.calibration.shift import check_answer_shift
+
+    assert check_answer_shift([]) is None and check_answer_shift([0.3, None, float("nan")]) is None
+    flat = check_answer_shift([0.5] * 10, 0.0)
+    assert flat.shifted and flat.low == flat.high == 0.5
+    assert not check_answer_shift([0.05] * 10, 0.0).shifted
+    mixed = check_answer_shift([0.0, 0.1, None, 0.05, float("nan")], None)
+    assert mixed.n_texts == 3 and mixed.reference == 0.0 and not mixed.shifted
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(-2, 2, allow_nan=False), min_size=2, max_size=40), st.floats(-1, 1))
+def test_check_answer_shift_depends_only_on_the_distance_to_the_reference(vals, shift):
+    from rubric_induce.calibration.shift import check_answer_shift
+
+    a = check_answer_shift(vals, 0.0)
+    b = check_answer_shift([v + shift for v in vals], shift)
+    assert a.shifted == b.shifted and a.p_value == pytest.approx(b.p_value, abs=1e-6)
+    assert a.low <= a.mean <= a.high

@@ -6,7 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rubric_induce.calibration import AdaptiveModel, AskPolicy, from_llm_rubric  # noqa: E402
+from rubric_induce.calibration import AdaptiveModel, AskPolicy, from_llm_rubric, group_kfold  # noqa: E402
+from rubric_induce.calibration.shift import check_answer_shift  # noqa: E402
 from rubric_induce.stats import pearson  # noqa: E402
 
 
@@ -16,10 +17,12 @@ def fitted(shared_data_root):
 
     syn = from_llm_rubric(load_llm_rubric(shared_data_root, "synthetic"))
     real = from_llm_rubric(load_llm_rubric(shared_data_root, "real"))
-    X, J, Y, kw = syn.fit_args()
+    held_out = group_kfold(len(syn.text_ids), 5, seed=0)[0]  # a fifth of the synthetic dialogues
+    train = syn.subset_texts(np.setdiff1d(np.arange(len(syn.text_ids)), held_out))
+    X, J, Y, kw = train.fit_args()
     model = AdaptiveModel(main_question="Q0", n_threads=1, early_stopping=True, epochs=60,
                           random_state=0).fit(X, J, Y, **kw)
-    return syn, real, model
+    return syn.subset_texts(held_out), real, model
 
 
 def test_target_predictions_from_partial_answers(fitted):
@@ -55,3 +58,24 @@ def test_policy_saves_calls_on_real_dialogues(fitted):
     assert all(g >= 0 for gs in trace.gains for g in gs)
     capped = AskPolicy(model, budget=3, stop_at=-np.inf).simulate(real.row_X, judge_ids=real.row_judge)
     assert (capped.n_asked == 3).all() and all(len(set(o)) == 3 for o in capped.order)
+
+
+def test_answer_check_flags_the_real_dialogues_and_not_held_out_synthetic_ones(fitted):
+    """The synthetic-to-real shift of issue 5, seen from the LLM's answers alone (no labels): on
+    held-out synthetic dialogues the excess surprise stays near the model's reference; on the real
+    ones it is well above it, whether every rubric was read or the policy chose a few."""
+    held_out, real, model = fitted
+    assert model.answer_surprise_reference_ is not None
+    nb = real.X.shape[1]
+    checks = {}
+    for name, d in (("synthetic", held_out), ("real", real)):
+        every = model.answer_surprise(d.X, [list(range(nb))] * len(d.X))
+        trace = AskPolicy(model, budget=3, stop_at=-np.inf).simulate(d.X)
+        few = model.answer_surprise(d.X, trace.order)
+        checks[name] = (check_answer_shift(every, model.answer_surprise_reference_),
+                        check_answer_shift(few, model.answer_surprise_reference_))
+    for shift in checks["synthetic"]:
+        assert not shift.shifted and shift.mean - shift.reference < 0.1
+    for shift in checks["real"]:
+        assert shift.shifted and shift.low > shift.reference + 0.1
+        assert "unlike the training texts" in shift.message()

@@ -169,3 +169,34 @@ def test_clear_error_for_a_run_without_calibration(run_dir, tmp_path):
     scorer = RubricScorer.load(plain, backend=FakeBackend())
     with pytest.raises(DataError, match="no calibration network"):
         scorer.score(TEXTS, stop_at=0.01)
+
+
+def test_results_carry_the_answer_surprise_and_the_batch_check(run_dir, tmp_path):
+    """Every result of a run with an adaptive model says how surprising the LLM's answers were
+    (adaptive: the rubrics asked; full scoring: all of them, same as the model computes it), and
+    the scorer and ``score`` sum it up for the batch."""
+    from rubric_induce.calibration.data import features_from_arrays
+
+    scorer = RubricScorer.load(run_dir, backend=FakeBackend())
+    model = scorer.adaptive
+    full = scorer.score(TEXTS)
+    table = scorer.probe(TEXTS)
+    X = features_from_arrays(table.arrays(example_ids=[r.id for r in full], rubric_ids=model.input_names_))
+    nb = X.shape[1]
+    expect = model.answer_surprise(X, [list(range(nb))] * len(X), np.ones(X.shape[:2], dtype=bool))
+    assert [r.answer_surprise for r in full] == pytest.approx(list(expect))
+    few = scorer.score(TEXTS, budget=2, stop_at=-1.0)
+    blocks = [[model.input_names_.index(rid) for rid in r.asked] for r in few]
+    assert [r.answer_surprise for r in few] == pytest.approx(list(model.answer_surprise(X, blocks)))
+    none = scorer.score(TEXTS, stop_at=1e9)  # nothing asked: nothing to be surprised by
+    assert all(r.answer_surprise is None for r in none) and scorer.answer_shift(none) is None
+    shift = scorer.answer_shift(full)
+    assert shift.n_texts == len(TEXTS) and shift.reference == (model.answer_surprise_reference_ or 0.0)
+    assert json.loads(json.dumps(full[0].to_dict()))["answer_surprise"] == pytest.approx(full[0].answer_surprise)
+    src = tmp_path / "texts.jsonl"
+    src.write_text("".join(json.dumps({"id": f"t{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)),
+                   encoding="utf-8")
+    r = CliRunner().invoke(cli, ["score", str(run_dir), "--input", str(src), "--backend", "fake", "--cache",
+                                 str(tmp_path / "c.sqlite"), "--out", str(tmp_path / "s.jsonl")])
+    assert r.exit_code == 0, r.output
+    assert f"answer check on {len(TEXTS)} text(s)" in r.output
