@@ -265,16 +265,18 @@ def run_split(train, test, cfg, seed):
         out["orders"][name] = {"pred": np.array(preds), "ll": np.array(lls), "gains": tr.gains,
                                "seconds": elapsed, "cpu": cpu, "n": len(Xt)}
         if name == "adaptive":  # the answer check (no labels): excess surprise over the model's reference
+            # per (text, judge) row (the Oracle's questions are the judge's own answers), then per text
             ref = model.answer_surprise_reference_ or 0.0
-            nb_ = test.X.shape[1]
-            every = model.answer_surprise(test.X.astype(float), [list(range(nb_))] * len(test.X)) - ref
-            rows = model.answer_surprise(Xt, [o[:3] for o in tr.order]) - ref  # the first 3 asked
-            per_text = np.full(len(test.text_ids), np.nan)
+            every = model.answer_surprise(Xt, [list(range(nb))] * len(Xt)) - ref
+            first3 = model.answer_surprise(Xt, [o[:3] for o in tr.order]) - ref
+            per_text = {"every": np.full(len(test.text_ids), np.nan), "adaptive3": np.full(len(test.text_ids), np.nan)}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 for t in range(len(test.text_ids)):
-                    per_text[t] = np.nanmean(rows[test.row_text == t]) if (test.row_text == t).any() else np.nan
-            out["surprise"] = {"every": every, "adaptive3": per_text, "reference": [ref]}
+                    at = test.row_text == t
+                    if at.any():
+                        per_text["every"][t], per_text["adaptive3"][t] = np.nanmean(every[at]), np.nanmean(first3[at])
+            out["surprise"] = {**per_text, "reference": [ref]}
     return out
 
 

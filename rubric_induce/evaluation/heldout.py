@@ -146,6 +146,7 @@ def evaluate(
     probes: ProbeTable | None = None,
     rubrics: Sequence[Rubric] = (),
     selected: Sequence[str] = (),
+    answer_reference: float | None = None,
 ) -> EvaluationResult:
     """Metrics of scored held-out ``examples``, each next to a baseline, with warnings.
 
@@ -161,6 +162,9 @@ def evaluate(
       leave-one-judge-out human ceiling.
     * Warnings: near-constant probes and low answer mass in ``probes`` (``rubrics`` name them,
       ``selected`` marks the selected ids), and any metric not above its baseline.
+    * The answer check (results with ``answer_surprise``; ``answer_reference``: the adaptive
+      model's ``answer_surprise_reference_``): a warning when the held-out texts look unlike the
+      training texts.
 
     ``label_threshold``: the threshold that made a graded label binary; the binary rows then use
     the aspect ``label>=T`` (:func:`binary_aspect`), so ``question == label`` never collides.
@@ -293,6 +297,20 @@ def evaluate(
                         f"scale range); median answer mass "
                         f"{'n/a (no logprob probes)' if mm is None else f'{100 * mm:.3g}%'} (warning below "
                         f"{100 * params.warn_mass:g}%).\n")
+    surprise = [getattr(r, "answer_surprise", None) for r in results]
+    if any(v is not None for v in surprise):
+        from ..calibration.shift import check_answer_shift
+
+        shift = check_answer_shift(surprise, answer_reference)
+        if shift is not None:
+            summary["answer_check"] = shift.to_dict()
+            if shift.shifted:
+                warnings.append("Answer check: the held-out texts' LLM answers are unlike the training texts' "
+                                f"({shift.mean:+.3f} nats against {shift.reference:+.3f}); the split may separate "
+                                "kinds of text")
+            sections.append("\n## Answer check\n\nThe adaptive model's surprise at the held-out texts' LLM "
+                            "answers (no labels; `score` prints the same check for new texts, to compare with "
+                            f"this): {shift.message()}.\n")
     summary["warnings"] = warnings
     head = f"# Held-out evaluation\n\n{len(examples)} held-out examples (split by group, seed {seed}).\n"
     if warnings:

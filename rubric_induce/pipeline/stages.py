@@ -249,7 +249,8 @@ def evaluate(ctx: RunContext) -> dict[str, Any]:
                           label_threshold=cfg.data.label_threshold, train=ctx.train, train_y=ctx.y[ctx.split[0]],
                           judge_results=judge_results, trained_judges=scorer.judges, probes=table,
                           rubrics=list(RubricPool.load(ctx.out / DEDUP_POOL_FILE)),
-                          selected=[r.id for r in scorer.rubrics])
+                          selected=[r.id for r in scorer.rubrics],
+                          answer_reference=getattr(scorer.adaptive, "answer_surprise_reference_", None))
     result.save(ctx.out)
     for w in result.summary.get("warnings", []):
         ctx.echo(f"  warning: {w.split(': ', 1)[0]} (see evaluation.md)")

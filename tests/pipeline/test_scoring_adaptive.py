@@ -200,3 +200,30 @@ def test_results_carry_the_answer_surprise_and_the_batch_check(run_dir, tmp_path
                                  str(tmp_path / "c.sqlite"), "--out", str(tmp_path / "s.jsonl")])
     assert r.exit_code == 0, r.output
     assert f"answer check on {len(TEXTS)} text(s)" in r.output
+
+
+def test_evaluate_reports_the_answer_check(run_dir, tmp_path):
+    """The evaluate stage puts the held-out texts' answer check in evaluation.md / .json (the
+    figure new texts are compared with), and warns when the held-out texts are flagged."""
+    from rubric_induce.data import Example
+    from rubric_induce.evaluation.heldout import evaluate
+    from rubric_induce.probing import ProbeTable
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    run_pipeline(run_dir.parent / "cfg.toml", out=copy, echo=lambda m: None, stop_after="evaluate")
+    summary = json.loads((copy / "evaluation.json").read_text(encoding="utf-8"))
+    check = summary["answer_check"]
+    assert check["n_texts"] >= 2 and check["reference"] == (RubricScorer.load(copy).adaptive.answer_surprise_reference_ or 0.0)
+    assert "## Answer check" in (copy / "evaluation.md").read_text(encoding="utf-8")
+    # the same held-out results, made very surprising: flagged, with a warning
+    scorer = RubricScorer.load(copy)
+    table = ProbeTable.load(copy / "probes.jsonl")
+    ids = sorted({r.example_id for r in table.records})
+    results = scorer.score_probes(table, ids)
+    for i, r in enumerate(results):
+        r.answer_surprise = 2.0 + 0.01 * i
+    res = evaluate(results, [Example(id=i, fields={"text": "x"}) for i in ids],
+                   np.zeros(len(ids)), label="sat", threshold=None, binary=False, answer_reference=0.0)
+    assert res.summary["answer_check"]["shifted"]
+    assert any(w.startswith("Answer check") for w in res.summary["warnings"])
