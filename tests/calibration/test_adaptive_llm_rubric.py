@@ -74,6 +74,9 @@ def test_answer_check_flags_the_real_dialogues_and_not_held_out_synthetic_ones(f
         few = model.answer_surprise(d.X, trace.order)
         checks[name] = (check_answer_shift(every, model.answer_surprise_reference_),
                         check_answer_shift(few, model.answer_surprise_reference_))
+    for name, pair in checks.items():
+        print(name, [f"{c.mean - c.reference:+.3f} [{c.low - c.reference:+.3f}, {c.high - c.reference:+.3f}]"
+                     for c in pair])
     for shift in checks["synthetic"]:
         assert not shift.shifted and shift.mean - shift.reference < 0.1
     for shift in checks["real"]:
