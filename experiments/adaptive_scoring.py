@@ -428,12 +428,12 @@ def report(name, res, cfg, plt, out_dir, log):
     if "static_greedy" in res:
         sg = res["static_greedy"]
         print(f"\nStatic greedy order(s) chosen on the training rows: {sg}")
-    from rubric_induce.calibration.shift import check_answer_shift
+    from rubric_induce.stats import check_answer_shift
 
     sur = res["surprise"]
     checks = {k: check_answer_shift(sur[k], 0.0) for k in ("every", "adaptive3")}
     ref = np.asarray(sur["reference"], dtype=float)
-    print("\nAnswer check (no labels; `calibration.shift`): the held-out texts' excess surprise at the LLM's "
+    print("\nAnswer check (no labels; `stats.check_answer_shift`): the held-out texts' excess surprise at the LLM's "
           f"answers, minus the model's reference ({ref.mean():+.3f} on its own validation texts"
           f"{', mean over folds' if len(ref) > 1 else ''}); flagged when more than "
           f"{checks['every'].margin:g} nats above it (one-sided t-test over texts, p < 0.01):\n")

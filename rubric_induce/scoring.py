@@ -284,7 +284,7 @@ class RubricScorer:
               aggregate: str = "mean", progress: bool = False,
               mapping: InputMapping | None = None, unseen_judge: str = "error", budget: int | None = None,
               stop_at: float | None = None, adaptive: bool | None = None,
-              criterion: str = "auto", outcomes: str = "both") -> list[ScoreResult]:
+              criterion: str = "auto", outcomes: str = "both", answer_check: bool = True) -> list[ScoreResult]:
         """Score texts: probes, NetSAT and label, calibrated prediction with its uncertainty, drivers.
 
         ``judge``: a judge seen in training, ``"shared"`` (the shared weights only: a judge the
@@ -304,6 +304,11 @@ class RubricScorer:
         all). Each result says which rubrics were ``asked`` and the ``calls_saved``; NetSAT and its
         label need every rubric, so they are set only for texts asked all of them. Needs the
         adaptive model a calibrated run trains (``calibrate.adaptive``, on by default).
+
+        ``answer_check`` (runs with an adaptive model): set each result's ``answer_surprise``
+        (see :meth:`answer_shift`); reading every rubric's answer in order costs one pass of the
+        answer networks per rubric, about as much again as the rest of :meth:`score_probes`, so
+        ``False`` skips it where only the scores matter.
         """
         if adaptive is None:
             adaptive = budget is not None or stop_at is not None
@@ -316,16 +321,17 @@ class RubricScorer:
         examples = self.to_examples(texts, mapping=mapping)
         if adaptive:
             return self._score_adaptive_live(examples, judge, unseen_judge, budget, stop_at, criterion, progress,
-                                             outcomes)
+                                             outcomes, answer_check)
         table = self.probe(examples, progress=progress)
-        return self.score_probes(table, examples, judge=judge, aggregate=aggregate, unseen_judge=unseen_judge)
+        return self.score_probes(table, examples, judge=judge, aggregate=aggregate, unseen_judge=unseen_judge,
+                                 answer_check=answer_check)
 
     def score_probes(self, table, examples: Sequence[Example | str], *, judge: str | Sequence[str] | None = None,
                      aggregate: str = "mean", unseen_judge: str = "error", budget: int | None = None,
                      stop_at: float | None = None, adaptive: bool | None = None,
-                     criterion: str = "auto", outcomes: str = "both") -> list[ScoreResult]:
+                     criterion: str = "auto", outcomes: str = "both", answer_check: bool = True) -> list[ScoreResult]:
         """Score from an existing :class:`~rubric_induce.probing.ProbeTable` (no LLM call);
-        ``judge`` and ``unseen_judge`` as in :meth:`score`.
+        ``judge``, ``unseen_judge`` and ``answer_check`` as in :meth:`score`.
 
         ``table`` may also be the :class:`~rubric_induce.data.probes.ProbeArrays` of one
         (``table.arrays(...)``): build them once to score several subsets of the same probes (the
@@ -348,11 +354,12 @@ class RubricScorer:
             adaptive = budget is not None or stop_at is not None
         if adaptive:
             self._require_adaptive(aggregate)
-            return self._score_adaptive_replay(arr, ids, judge, unseen_judge, budget, stop_at, criterion, outcomes)
+            return self._score_adaptive_replay(arr, ids, judge, unseen_judge, budget, stop_at, criterion, outcomes,
+                                               answer_check)
         results = self._netsat_results(arr, ids)
         if self.calibrator is not None:
             self._calibrate(results, arr, judge, aggregate, unseen_judge)
-        if self.adaptive is not None and results:
+        if answer_check and self.adaptive is not None and results:
             from .scoring_adaptive import block_rubrics, probe_surprise
 
             cols = block_rubrics(self.adaptive, rubric_ids, self.source)
@@ -365,11 +372,11 @@ class RubricScorer:
 
     def answer_shift(self, results: Sequence[ScoreResult]):
         """Whether the scored texts look unlike the training texts, from the LLM's answers alone:
-        an :class:`~rubric_induce.calibration.shift.AnswerShift` (its ``shifted`` flag and
+        an :class:`~rubric_induce.stats.AnswerShift` (its ``shifted`` flag and
         ``message()``), or None without an adaptive model or with fewer than two texts read."""
         if self.adaptive is None:
             return None
-        from .calibration.shift import check_answer_shift
+        from .stats import check_answer_shift
 
         return check_answer_shift([r.answer_surprise for r in results],
                                   getattr(self.adaptive, "answer_surprise_reference_", None))
@@ -427,7 +434,7 @@ class RubricScorer:
                                   unseen_judge)
 
     def _score_adaptive_live(self, examples: list[Example], judge, unseen_judge, budget, stop_at, criterion,
-                             progress: bool, outcomes: str = "both") -> list[ScoreResult]:
+                             progress: bool, outcomes: str = "both", answer_check: bool = True) -> list[ScoreResult]:
         """Adaptive scoring of texts: probe only the chosen (text, rubric) pairs, step by step."""
         from .data.probes import ProbeTable
         from .probing import probe
@@ -454,10 +461,10 @@ class RubricScorer:
                            criterion=criterion, outcomes=outcomes, on_step=say)
         arr = ProbeTable(records=records).arrays(example_ids=[e.id for e in examples],
                                                  rubric_ids=[r.id for r in self.rubrics])
-        return self._adaptive_results(out, arr, [e.id for e in examples], cols, who)
+        return self._adaptive_results(out, arr, [e.id for e in examples], cols, who, answer_check)
 
     def _score_adaptive_replay(self, arr, ids: list[str], judge, unseen_judge, budget, stop_at,
-                               criterion, outcomes: str = "both") -> list[ScoreResult]:
+                               criterion, outcomes: str = "both", answer_check: bool = True) -> list[ScoreResult]:
         """Adaptive scoring replayed on existing probes: an asked rubric is read from ``arr``."""
         from .scoring_adaptive import block_rubrics, run_adaptive
 
@@ -470,9 +477,10 @@ class RubricScorer:
         who, resolved = self._adaptive_judges(judge, unseen_judge)
         out = run_adaptive(self.adaptive, len(ids), fetch, judges=resolved, budget=budget, stop_at=stop_at,
                            criterion=criterion, outcomes=outcomes)
-        return self._adaptive_results(out, arr, ids, cols, who)
+        return self._adaptive_results(out, arr, ids, cols, who, answer_check)
 
-    def _adaptive_results(self, out, arr, ids: list[str], cols: list[int], who) -> list[ScoreResult]:
+    def _adaptive_results(self, out, arr, ids: list[str], cols: list[int], who,
+                          answer_check: bool = True) -> list[ScoreResult]:
         asked = np.zeros((len(ids), len(self.rubrics)), dtype=bool)
         for i, order in enumerate(out.order):
             asked[i, [cols[b] for b in order]] = True
@@ -487,7 +495,8 @@ class RubricScorer:
             res.calls_saved = len(self.rubrics) - len(res.asked)
             res.stop_reason = out.stop[i] or None
             res.expected_gains = [float(g) for g in out.gains[i]]
-            res.answer_surprise = float(out.surprise[i]) if np.isfinite(out.surprise[i]) else None
+            if answer_check and np.isfinite(out.surprise[i]):
+                res.answer_surprise = float(out.surprise[i])
             res.drivers.sort(key=lambda d: -abs(d.get("netsat_contribution") or 0.0))
         return results
 

@@ -20,6 +20,8 @@ intervals and agreement. Special functions (ranks, Kendall's tau, Student's t) c
   judge against the mean of the others).
 * :func:`cohen_kappa`, :func:`quadratic_weighted_kappa`: agreement on a shared label scale, with the
   semantics of ``sklearn.metrics.cohen_kappa_score`` (RubricEval reports QWK).
+* :func:`check_answer_shift`: the answer check, whether a batch's per-text excess surprise at the
+  LLM's answers sits more than a margin above the training texts' (:class:`AnswerShift`).
 
 Every random draw comes from a local ``np.random.default_rng(seed)``.
 """
@@ -27,12 +29,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 __all__ = [
+    "SHIFT_MARGIN",
+    "SHIFT_ALPHA",
+    "AnswerShift",
+    "check_answer_shift",
     "finite_pairs",
     "rankdata",
     "pearson",
@@ -575,3 +581,77 @@ def leave_one_out_agreement(ratings: Any, min_others: int = 1) -> dict[str, Any]
     pooled = {"pearson": pearson(own_cat, others_cat), "spearman": spearman(own_cat, others_cat),
               "n": int(len(own_cat))}
     return {"per_judge": per_judge, "pooled": pooled}
+
+
+# --------------------------------------------------------------------------------------------
+# The answer check: per-text excess surprise against a reference (is a batch of texts like the
+# training texts?). The adaptive model's answer network predicts each rubric's LLM answer from the
+# answers already read (AdaptiveModel.answer_surprise); on texts like the training texts its excess
+# surprise averages what it was on the held-out training texts (answer_surprise_reference_); on
+# texts of another kind the LLM answers in patterns the model has not seen and the excess rises.
+# Measured on the LLM-RUBRIC release (experiments/adaptive_scoring.py, BENCHMARKS.md "Answer
+# check"): synthetic held-out dialogues stay within a few hundredths of a nat of the reference,
+# the real dialogues under the synthetic-trained model are 0.13-0.25 above it.
+# --------------------------------------------------------------------------------------------
+#: Excess surprise (nats per answer read) above the reference that counts as a shift: held-out
+#: synthetic LLM-RUBRIC dialogues measured -0.05 to +0.07 against their reference, the real ones
+#: under the synthetic-trained model +0.13 to +0.25 (every rubric read).
+SHIFT_MARGIN = 0.1
+#: One-sided level of the t-test over texts: a handful of texts cannot raise the flag by chance.
+SHIFT_ALPHA = 0.01
+
+
+@dataclass
+class AnswerShift:
+    """The batch's mean excess surprise per text against the training reference."""
+
+    n_texts: int             # texts with at least one answer read
+    mean: float              # mean per-text excess surprise (nats per answer read)
+    reference: float         # the same on the held-out training texts (0 when unknown)
+    low: float               # 95 % t-interval of the mean
+    high: float
+    p_value: float           # one-sided: mean > reference + margin
+    margin: float
+    shifted: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def message(self) -> str:
+        """One line for a log: the figures, and what to do when shifted."""
+        head = (f"answer check on {self.n_texts} text(s): the LLM's answers were {self.mean:+.3f} nats per answer "
+                f"more surprising than the model expected [95 % CI {self.low:+.3f}, {self.high:+.3f}], against "
+                f"{self.reference:+.3f} on held-out training texts")
+        if not self.shifted:
+            return head + " (within the margin: texts like the training texts)"
+        return (head + f": more than {self.margin:g} above it (p = {self.p_value:.1g}). These texts are unlike the "
+                "training texts; the calibrated predictions and the adaptive choices may not carry over. Retrain "
+                "with labelled texts of this kind (e.g. add them to the training data and rerun calibrate); in "
+                "adaptive scoring, outcomes='gaussian' leans less on the answer network")
+
+
+def check_answer_shift(surprise: Sequence[float | None] | np.ndarray, reference: float | None = None, *,
+                       margin: float = SHIFT_MARGIN, alpha: float = SHIFT_ALPHA) -> AnswerShift | None:
+    """Test whether per-text excess surprises sit more than ``margin`` above ``reference``.
+
+    ``surprise``: one value per text (None / NaN: nothing read, left out). Returns None when fewer
+    than two texts have a value. A one-sided one-sample t-test over texts
+    (:func:`scipy.stats.ttest_1samp`) at level ``alpha``.
+    """
+    from scipy import stats
+
+    vals = np.array([np.nan if v is None else float(v) for v in np.asarray(surprise, dtype=object).ravel()],
+                    dtype=np.float64)
+    vals = vals[np.isfinite(vals)]
+    if len(vals) < 2:
+        return None
+    ref = float(reference) if reference is not None and np.isfinite(reference) else 0.0
+    mean = float(vals.mean())
+    if not stats.sem(vals) > 1e-12:  # (almost) no spread: the t-test is undefined; the mean alone decides
+        p = 0.0 if mean > ref + margin else 1.0
+        low = high = mean
+    else:
+        p = float(stats.ttest_1samp(vals, ref + margin, alternative="greater").pvalue)
+        low, high = (float(v) for v in stats.t.interval(0.95, len(vals) - 1, loc=mean, scale=stats.sem(vals)))
+    return AnswerShift(n_texts=int(len(vals)), mean=mean, reference=ref, low=low, high=high, p_value=p,
+                       margin=float(margin), shifted=bool(p < alpha))

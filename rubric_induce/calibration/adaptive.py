@@ -566,21 +566,28 @@ class AdaptiveModel:
         Its expectation is zero when the model's predictions are calibrated, whichever blocks a
         policy chooses (the choice depends only on answers already read). A mean well above
         :attr:`answer_surprise_reference_` (the same on the held-out training texts) says the texts
-        are unlike the training texts (:mod:`~rubric_induce.calibration.shift`). NaN for a row
+        are unlike the training texts (:func:`~rubric_induce.stats.check_answer_shift`). NaN for a row
         that read nothing.
         """
         Xa, obs = self.check_inputs(X, observed)
         n, nb = obs.shape
         if len(order) != n:
             raise DataError(f"order has {len(order)} entries for {n} rows", field="order")
+        lengths = np.array([len(o) for o in order], dtype=np.int64)
+        steps = np.full((n, int(lengths.max(initial=0))), -1, dtype=np.int64)
+        for i, o in enumerate(order):
+            steps[i, : len(o)] = [int(b) for b in o]
+        inside = np.arange(steps.shape[1]) < lengths[:, None]
+        if (inside & ((steps < 0) | (steps >= nb))).any():
+            raise DataError(f"order holds a block outside 0..{nb - 1}", field="order")
+        if any(len(set(o)) < len(o) for o in order):
+            raise DataError("order repeats a block within a row: each rubric is read once", field="order")
         S = self._soft_targets(Xa, np.asarray(self.input_widths_))
         total, count = np.zeros(n), np.zeros(n)
         before = np.zeros((n, nb), dtype=bool)
-        for k in range(max((len(o) for o in order), default=0)):
-            rows = np.array([i for i in range(n) if k < len(order[i])], dtype=np.int64)
-            blocks = np.array([int(order[i][k]) for i in rows], dtype=np.int64)
-            if ((blocks < 0) | (blocks >= nb)).any():
-                raise DataError(f"order holds a block outside 0..{nb - 1}", field="order")
+        for k in range(steps.shape[1]):
+            rows = np.flatnonzero(lengths > k)
+            blocks = steps[rows, k]
             use = obs[rows, blocks]
             rows, blocks = rows[use], blocks[use]
             if not len(rows):

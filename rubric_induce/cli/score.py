@@ -113,9 +113,13 @@ def _write_rows(rows, out_path: Path | None) -> None:
               help="--adaptive: how the policy imagines an unasked rubric's answer: the answer network's classes, "
                    "the Gaussian fill's spread, or both gains averaged (default). 'gaussian' held up better when the "
                    "texts differ from the training ones (BENCHMARKS.md).")
+@click.option("--answer-check/--no-answer-check", default=True, show_default=True,
+              help="Runs with an adaptive model: give each row its answer_surprise and print whether the texts look "
+                   "unlike the training texts (no labels needed). Off saves one pass of the answer networks per "
+                   "rubric.")
 @progress_option
 def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, out_path, backend_spec, cache_path,
-            judge, trusted, aggregate, question, adaptive, budget, stop_at, outcomes, progress,
+            judge, trusted, aggregate, question, adaptive, budget, stop_at, outcomes, answer_check, progress,
             **backend_opts) -> None:
     """Score texts with a run directory's selected (and calibrated) rubrics.
 
@@ -162,7 +166,8 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
             table = ProbeTable.load(probes_path)
             ids = sorted({r.example_id for r in table.records})
             results = scorer.score_probes(table, ids, judge=who, aggregate=aggregate, adaptive=adaptive,
-                                          budget=budget, stop_at=stop_at, outcomes=outcomes or "both")
+                                          budget=budget, stop_at=stop_at, outcomes=outcomes or "both",
+                                          answer_check=answer_check)
         else:
             if adaptive:
                 scorer._require_adaptive(aggregate)  # before reading texts or opening the backend
@@ -172,7 +177,7 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
             try:
                 results = scorer.score(examples, judge=who, aggregate=aggregate, progress=show_progress(progress),
                                        adaptive=adaptive, budget=budget, stop_at=stop_at,
-                                       outcomes=outcomes or "both")
+                                       outcomes=outcomes or "both", answer_check=answer_check)
             finally:
                 _say_faults(scorer)
     finally:

@@ -106,7 +106,8 @@ def score_heldout(scorer: Any, probes: ProbeTable, examples: Sequence[Example]
         rated = np.flatnonzero(np.isfinite(ratings[:, k])).tolist()
         row: list[Any] = [None] * len(examples)
         # a held-out judge the calibrator has not seen is predicted with the shared weights
-        scored = scorer.score_probes(arrays, [examples[i] for i in rated], judge=name, unseen_judge="shared")
+        scored = scorer.score_probes(arrays, [examples[i] for i in rated], judge=name, unseen_judge="shared",
+                                     answer_check=False)  # the check is on the texts, already in results
         for i, res in zip(rated, scored):
             row[i] = res
         judge_results[name] = row
@@ -299,7 +300,7 @@ def evaluate(
                         f"{100 * params.warn_mass:g}%).\n")
     surprise = [getattr(r, "answer_surprise", None) for r in results]
     if any(v is not None for v in surprise):
-        from ..calibration.shift import check_answer_shift
+        from ..stats import check_answer_shift
 
         shift = check_answer_shift(surprise, answer_reference)
         if shift is not None:

@@ -200,6 +200,13 @@ def test_results_carry_the_answer_surprise_and_the_batch_check(run_dir, tmp_path
                                  str(tmp_path / "c.sqlite"), "--out", str(tmp_path / "s.jsonl")])
     assert r.exit_code == 0, r.output
     assert f"answer check on {len(TEXTS)} text(s)" in r.output
+    off = CliRunner().invoke(cli, ["score", str(run_dir), "--input", str(src), "--backend", "fake", "--cache",
+                                   str(tmp_path / "c.sqlite"), "--no-answer-check", "--out", str(tmp_path / "o.jsonl")])
+    assert off.exit_code == 0 and "answer check" not in off.output
+    rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert all(row["answer_surprise"] is None for row in rows)
+    assert all(r.answer_surprise is None for r in scorer.score(TEXTS, answer_check=False))
+    assert all(r.answer_surprise is None for r in scorer.score(TEXTS, budget=2, answer_check=False))
 
 
 def test_evaluate_reports_the_answer_check(run_dir, tmp_path):
