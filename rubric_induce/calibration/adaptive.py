@@ -113,15 +113,29 @@ def _affine(h: np.ndarray, w: np.ndarray, wa: np.ndarray | None, judges: np.ndar
     return out
 
 
-def np_forward(state: dict[str, Any], x: np.ndarray, judges: np.ndarray) -> np.ndarray:
+def np_forward(state: dict[str, Any], x: np.ndarray, judges: np.ndarray,
+               questions: np.ndarray | None = None) -> np.ndarray:
     """Probabilities ``[rows, questions, k_max]`` of a :class:`CalibrationNetwork` in numpy
-    (padded answers 0); the same function as its torch ``forward`` (tested to agree)."""
+    (padded answers 0); the same function as its torch ``forward`` (tested to agree).
+
+    ``questions`` (one index per row): only that question's distribution, ``[rows, k_max]``; for a
+    softmax head without judge-specific output weights it skips the other questions' outputs."""
     pers = state["personalized"]
     jh = judges if pers is True else None
     jo = judges if pers else None
     z1 = _sigmoid(_affine(x, state["W1"], state["W1a"], jh))
     z2 = _sigmoid(_affine(z1, state["W2"], state["W2a"], jh))
     V, Va = state["V"], state["Va"]
+    if questions is not None:
+        rows = np.arange(x.shape[0])
+        if jo is not None or state["head"] != "softmax":
+            return np_forward(state, x, judges)[rows, questions]
+        hb = np.concatenate([np.ones((z2.shape[0], 1)), z2], axis=1)
+        logits = np.einsum("rh,rho->ro", hb, V[questions])
+        logits = np.where(state["mask"][questions], logits, -np.inf)
+        logits = logits - logits.max(axis=-1, keepdims=True)
+        e = np.exp(logits)
+        return e / e.sum(axis=-1, keepdims=True)
     q, hp1, o = V.shape
     v = V.transpose(1, 0, 2).reshape(hp1, q * o)
     va = Va.transpose(0, 2, 1, 3).reshape(Va.shape[0], hp1, q * o)
@@ -543,11 +557,12 @@ class AdaptiveModel:
         q = self.question_index(question)
         return self.predict_proba(X, observed, judge, judge_ids=judge_ids, question=q) @ np.asarray(self.scales_[q])
 
-    def answer_proba_rows(self, X: np.ndarray, observed: np.ndarray) -> np.ndarray:
-        """``[rows, blocks, classes]`` predicted LLM answer-class distribution, unchecked inputs."""
+    def answer_proba_rows(self, X: np.ndarray, observed: np.ndarray, blocks: np.ndarray | None = None) -> np.ndarray:
+        """``[rows, blocks, classes]`` predicted LLM answer-class distribution, unchecked inputs;
+        with ``blocks`` (one per row) only that block's, ``[rows, classes]``."""
         xin = self._inputs(X, observed)
         shared = np.full(len(X), -1, dtype=np.int64)
-        return np.mean([np_forward(st, xin, shared) for st in self._np_answers], axis=0)
+        return np.mean([np_forward(st, xin, shared, blocks) for st in self._np_answers], axis=0)
 
     def predict_answers(self, X: Any, observed: Any = None) -> np.ndarray:
         """For every block, the predicted distribution of an answer sampled from the LLM's
@@ -592,7 +607,7 @@ class AdaptiveModel:
             rows, blocks = rows[use], blocks[use]
             if not len(rows):
                 continue
-            P = self.answer_proba_rows(Xa[rows], before[rows])[np.arange(len(rows)), blocks]
+            P = self.answer_proba_rows(Xa[rows], before[rows], blocks)
             total[rows] += _excess_surprise(P, S[rows, blocks])
             count[rows] += 1
             before[rows, blocks] = True

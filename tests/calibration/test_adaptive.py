@@ -47,6 +47,14 @@ def test_numpy_forward_matches_torch(planted):
     with torch.no_grad():
         ref = model.target_nets_[0](torch.from_numpy(xin), torch.from_numpy(judges)).exp().numpy()
     assert np.abs(np_forward(model._np_targets[0], xin.astype(np.float64), judges) - ref).max() < 1e-5
+    # one question per row: the same numbers as the full forward, for the answer and target networks
+    q = np.arange(len(xin)) % 5
+    shared = np.full(len(xin), -1)
+    full = np_forward(model._np_answers[0], xin.astype(np.float64), shared)
+    np.testing.assert_allclose(np_forward(model._np_answers[0], xin.astype(np.float64), shared, q),
+                               full[np.arange(len(xin)), q], atol=1e-12)
+    one = np_forward(model._np_targets[0], xin.astype(np.float64), judges, np.zeros(len(xin), dtype=int))
+    np.testing.assert_allclose(one, np_forward(model._np_targets[0], xin.astype(np.float64), judges)[:, 0])
 
 
 def test_ordinal_numpy_forward_matches_torch():
