@@ -62,6 +62,8 @@ DEFAULTS = {
     "demo_run": "runs/demo",
     "demo_from_cache": True,
     "llm_timing": True,
+    # the answer check at volume: CPU seconds for this many texts x rubrics (planted_redundant)
+    "check_volume": [10000, 20],
     "planted_train": 400,
     "planted_test": 400,
     "epochs": 200,
@@ -488,6 +490,22 @@ def llm_call_seconds(log):
     return (time.perf_counter() - t) / len(exs)
 
 
+def answer_check_volume(n_texts: int, n_rubrics: int, seed: int) -> float:
+    """CPU seconds of ``AdaptiveModel.answer_surprise`` over ``n_texts`` texts with every one of
+    ``n_rubrics`` rubrics read (a default 5-member model fitted for 20 epochs on 300 planted texts)."""
+    from rubric_induce.calibration.planted import planted_redundant
+
+    train = planted_redundant(300, n_questions=n_rubrics, seed=seed)
+    X, J, Y, kw = train.fit_args()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        model = AdaptiveModel(not_applicable=(), n_threads=1, epochs=20, random_state=seed).fit(X, J, Y, **kw)
+    Xt = planted_redundant(n_texts, n_questions=n_rubrics, seed=seed + 1).X
+    c = time.process_time()
+    model.answer_surprise(Xt, [list(range(n_rubrics))] * n_texts)
+    return time.process_time() - c
+
+
 def main(argv=None) -> None:
     exp, _ = start("adaptive_scoring", __doc__.split("\n\n")[0], DEFAULTS, argv=argv)
     cfg = exp.config
@@ -547,6 +565,12 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|")
     for s, o in overhead.items():
         print(f"| {s} | {o['nb']} | {o['overhead_ms']:.2f} | {o['cpu_ms']:.2f} | {o['check_ms']:.3f} |")
+    if cfg.get("check_volume"):
+        n_texts, n_rubrics = (int(v) for v in cfg["check_volume"])
+        check = answer_check_volume(n_texts, n_rubrics, seed)
+        print(f"\nThe answer check at volume: every one of {n_rubrics} rubrics read for {n_texts:,} texts "
+              f"(`AdaptiveModel.answer_surprise`, 5 members): {check:.2f} s CPU ({1000 * check / n_texts:.3f} ms "
+              "per text).")
     if cfg["llm_timing"]:
         sec = llm_call_seconds(log)
         if sec is not None:
