@@ -169,7 +169,8 @@ def test_adaptive_scoring_through_the_server_asks_only_the_budget(adaptive_run):
     for r in rows:
         assert len(r["asked"]) == 2 and r["calls_saved"] == n_rubrics - 2 and not r["errors"]
         assert set(r["distributions"]) == set(r["asked"])
-    assert "asked 6 of" in res.output
+        assert r["answer_surprise"] is not None and np.isfinite(r["answer_surprise"])
+    assert "asked 6 of" in res.output and "answer check on 3 text(s)" in res.output
     # one server request per (text, rubric) asked: the scoring cache holds exactly those calls
     assert len(CallCache(cache)) == 6
     # the same texts again from the API: every call comes from that cache, same rubrics, same predictions

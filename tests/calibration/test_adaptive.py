@@ -444,3 +444,20 @@ def test_check_answer_shift_depends_only_on_the_distance_to_the_reference(vals, 
     b = check_answer_shift([v + shift for v in vals], shift)
     assert a.shifted == b.shifted and a.p_value == pytest.approx(b.p_value, abs=1e-6)
     assert a.low <= a.mean <= a.high
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 2 ** 31 - 1), st.floats(0.0, 1.0))
+def test_answer_surprise_is_finite_for_any_answers_and_orders(redundant_model, n, seed, zero_share):
+    """Any answers (blocks with no mass, sub-probabilities, one-hot) in any order, failed probes
+    included: finite where something was read, NaN where nothing was."""
+    model = redundant_model
+    rng = np.random.default_rng(seed)
+    nb, k = model.n_features_in_shape_
+    X = rng.dirichlet(np.ones(k), size=(n, nb)) * rng.uniform(0.0, 1.0, size=(n, nb, 1))
+    X[rng.random((n, nb)) < zero_share] = 0.0
+    order = [list(rng.permutation(nb)[: rng.integers(0, nb + 1)]) for _ in range(n)]
+    observed = rng.random((n, nb)) < 0.8
+    got = model.answer_surprise(X, order, observed)
+    read = np.array([any(observed[i, b] for b in o) for i, o in enumerate(order)], dtype=bool)
+    assert np.isfinite(got[read]).all() and np.isnan(got[~read]).all()
