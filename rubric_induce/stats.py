@@ -613,6 +613,7 @@ class AnswerShift:
     p_value: float           # one-sided: mean > reference + margin
     margin: float
     shifted: bool
+    reference_known: bool = True  # False: the model saved none (no early stopping, or older), 0 used
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -621,7 +622,9 @@ class AnswerShift:
         """One line for a log: the figures, and what to do when shifted."""
         head = (f"answer check on {self.n_texts} text(s): the LLM's answers were {self.mean:+.3f} nats per answer "
                 f"more surprising than the model expected [95 % CI {self.low:+.3f}, {self.high:+.3f}], against "
-                f"{self.reference:+.3f} on held-out training texts")
+                + (f"{self.reference:+.3f} on held-out training texts" if self.reference_known else
+                   "0 (no held-out figure was saved with this model: it was fitted without early stopping, or "
+                   "before the answer check existed)"))
         if not self.shifted:
             return head + " (within the margin: texts like the training texts)"
         return (head + f": more than {self.margin:g} above it (p = {self.p_value:.1g}). These texts are unlike the "
@@ -654,4 +657,5 @@ def check_answer_shift(surprise: Sequence[float | None] | np.ndarray, reference:
         p = float(stats.ttest_1samp(vals, ref + margin, alternative="greater").pvalue)
         low, high = (float(v) for v in stats.t.interval(0.95, len(vals) - 1, loc=mean, scale=stats.sem(vals)))
     return AnswerShift(n_texts=int(len(vals)), mean=mean, reference=ref, low=low, high=high, p_value=p,
-                       margin=float(margin), shifted=bool(p < alpha))
+                       margin=float(margin), shifted=bool(p < alpha),
+                       reference_known=reference is not None and bool(np.isfinite(reference)))

@@ -433,6 +433,8 @@ def test_check_answer_shift_edge_cases():
     assert not check_answer_shift([0.05] * 10, 0.0).shifted
     mixed = check_answer_shift([0.0, 0.1, None, 0.05, float("nan")], None)
     assert mixed.n_texts == 3 and mixed.reference == 0.0 and not mixed.shifted
+    assert not mixed.reference_known and "no held-out figure" in mixed.message()
+    assert check_answer_shift([0.0, 0.1], -0.02).reference_known
 
 
 @settings(max_examples=40, deadline=None)
