@@ -270,7 +270,9 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
             scorer = RubricScorer.load(out)
             probed = {rec.example_id for rec in table.records}
             scored = [ex for ex in examples if ex.id in probed]
-            results = {r.id: r for r in scorer.score_probes(table, scored)} if scored else {}
+            # the page shows scores, not the answer check: skip its pass of the answer networks
+            results = ({r.id: r for r in scorer.score_probes(table, scored, answer_check=False)}
+                       if scored else {})
             if scorer.calibrator is not None:
                 question = scorer.question
                 judge_names, judge_preds = _judge_predictions(scorer, table, scored)
