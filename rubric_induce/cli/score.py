@@ -186,6 +186,9 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
     shift = scorer.answer_shift(results)
     if shift is not None:
         echo(("warning: " if shift.shifted else "") + shift.message())
+    elif answer_check and scorer.adaptive is not None:
+        read = sum(r.answer_surprise is not None for r in results)
+        echo(f"answer check: not run, {read} text(s) had rubric answers read (it needs two or more)")
     if adaptive:
         asked = sum(len(r.asked or []) for r in results)
         total = asked + sum(r.calls_saved or 0 for r in results)

@@ -207,6 +207,12 @@ def test_results_carry_the_answer_surprise_and_the_batch_check(run_dir, tmp_path
     assert all(row["answer_surprise"] is None for row in rows)
     assert all(r.answer_surprise is None for r in scorer.score(TEXTS, answer_check=False))
     assert all(r.answer_surprise is None for r in scorer.score(TEXTS, budget=2, answer_check=False))
+    # adaptive scoring that asks nothing: the check says it did not run instead of staying silent
+    quiet = CliRunner().invoke(cli, ["score", str(run_dir), "--input", str(src), "--backend", "fake", "--cache",
+                                     str(tmp_path / "c.sqlite"), "--adaptive", "--stop-at", "1e9",
+                                     "--out", str(tmp_path / "q.jsonl")])
+    assert quiet.exit_code == 0, quiet.output
+    assert "answer check: not run, 0 text(s) had rubric answers read" in quiet.output
 
 
 def test_evaluate_reports_the_answer_check(run_dir, tmp_path):
