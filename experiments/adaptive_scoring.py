@@ -406,35 +406,41 @@ def report(name, res, cfg, plt, out_dir, log):
               f"{sl:.0%} |")
     # goal check: >= 90 % of the all-questions gain at <= half the questions, above every static order
     half = nb // 2
+    gains = (gain_all_r, gain_all_ll)
+
+    def first_met(metrics):
+        """The fewest fixed budget (<= half) and the cheapest stop rule (<= half on average) where
+        adaptive keeps 90 % of every gain in ``metrics`` at once; None where there is none."""
+        def met(pair):
+            return all(pair[i] >= 0.9 * gains[i] for i in metrics)
+        budget = next((b for b in range(half + 1) if met(table[b]["adaptive"])), None)
+        stop = min(((m, dr, dl) for m, dr, dl in sweep if m <= nb / 2 and met((dr, dl))), default=None)
+        return budget, stop
+
     verdict = []
     for label, idx, gain_all in (("Pearson", 0, gain_all_r), ("log-lik", 1, gain_all_ll)):
         if gain_all <= 0:
             verdict.append(f"{label}: all questions give no gain over the baseline ({gain_all:+.3f}), so the "
                            "90 % target is void here")
             continue
-        hit = [b for b in range(half + 1) if table[b]["adaptive"][idx] >= 0.9 * gain_all]
-        stop_hit = [m for m, dr, dl in sweep if m <= nb / 2 and (dr, dl)[idx] >= 0.9 * gain_all]
-        if hit:
-            verdict.append(f"{label}: met at budget {hit[0]} of {nb} ({table[hit[0]]['adaptive'][idx] / gain_all:.0%}"
+        b, stop = first_met((idx,))
+        if b is not None:
+            verdict.append(f"{label}: met at budget {b} of {nb} ({table[b]['adaptive'][idx] / gain_all:.0%}"
                            " of the all-questions gain)")
-        elif stop_hit:
-            verdict.append(f"{label}: met with a stop rule at {min(stop_hit):.2f} questions on average")
+        elif stop is not None:
+            verdict.append(f"{label}: met with a stop rule at {stop[0]:.2f} questions on average")
         else:
             best = max(table[b]["adaptive"][idx] for b in range(half + 1)) / gain_all
             verdict.append(f"{label}: NOT met (best share at <= {half} questions: {best:.0%})")
     if gain_all_r > 0 and gain_all_ll > 0:
         # both metrics at once, at the same budget or stop rule: the per-metric verdicts above can be met
         # at different budgets, which is a weaker claim than the goal's
-        both = [b for b in range(half + 1)
-                if table[b]["adaptive"][0] >= 0.9 * gain_all_r and table[b]["adaptive"][1] >= 0.9 * gain_all_ll]
-        both_stop = sorted((m, dr, dl) for m, dr, dl in sweep
-                           if m <= nb / 2 and dr >= 0.9 * gain_all_r and dl >= 0.9 * gain_all_ll)
-        if both:
-            b = both[0]
+        b, stop = first_met((0, 1))
+        if b is not None:
             verdict.append(f"both at once: met at budget {b} of {nb} ({table[b]['adaptive'][0] / gain_all_r:.0%} / "
                            f"{table[b]['adaptive'][1] / gain_all_ll:.0%})")
-        elif both_stop:
-            m, dr, dl = both_stop[0]
+        elif stop is not None:
+            m, dr, dl = stop
             verdict.append(f"both at once: at no fixed budget <= {half}, met with a stop rule at {m:.2f} questions "
                            f"on average ({dr / gain_all_r:.0%} / {dl / gain_all_ll:.0%})")
         else:
