@@ -52,7 +52,7 @@ class Experiment:
         """The configured backend wrapped in the call cache (opened on first use)."""
         if self._backend is None:
             from rubric_induce.backends import get_backend
-            from rubric_induce.cache import CachedBackend, CallCache
+            from rubric_induce.backends.cache import CachedBackend, CallCache
 
             self._cache = CallCache(Path(self.config["cache"]))
             self._backend = CachedBackend(get_backend(self.config["backend"]), self._cache)
@@ -83,7 +83,7 @@ class Experiment:
         path = atomic_write_text(self.out / "results.md", report_md.rstrip() + footer)
         if (self.out / "scores.jsonl").exists():
             try:
-                from rubric_induce.evaluation.run_report import render_run_report
+                from rubric_induce.reporting.report import render_run_report
             except ImportError:  # report module not available: the results table still stands
                 pass
             else:
@@ -128,8 +128,8 @@ def start(name: str, description: str, defaults: dict[str, Any],
         config[key.strip()] = _coerce(value)
     # Overrides go through the library's parameter validation: unknown keys name the closest known
     # one, and a value of the wrong type is refused (a class typed by the experiment's defaults).
-    from rubric_induce.errors import DataError
-    from rubric_induce.params import params_class, suggest
+    from rubric_induce.core.errors import DataError
+    from rubric_induce.core.params import params_class, suggest
 
     known = {"seed": 0, "backend": "local", "limit": None, "out": None, "cache": None, "data_root": None,
              **defaults}

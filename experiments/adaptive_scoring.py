@@ -52,7 +52,7 @@ from _harness import pyplot, save_figure, start  # noqa: E402
 from rubric_induce.calibration import AdaptiveModel, AskPolicy, JudgeMeanBaseline, from_llm_rubric  # noqa: E402
 from rubric_induce.calibration.planted import planted_adaptive  # noqa: E402
 from rubric_induce.calibration.search import group_kfold  # noqa: E402
-from rubric_induce.stats import percentile_interval  # noqa: E402
+from rubric_induce.core.stats import percentile_interval  # noqa: E402
 
 DEFAULTS = {
     "settings": ["llm_cv", "llm_real", "llm_real_cv", "oracle_cv", "oracle_real", "oracle_real_cv", "planted", "demo"],
@@ -105,7 +105,7 @@ def cached_demo_run(run: Path, out: Path, log) -> Path:
     import sqlite3
 
     from rubric_induce.backends import get_backend
-    from rubric_induce.errors import ContextOverflowError
+    from rubric_induce.core.errors import ContextOverflowError
     from rubric_induce.pipeline import run_pipeline
 
     copy = out / "demo_from_cache"
@@ -136,7 +136,7 @@ def cached_demo_run(run: Path, out: Path, log) -> Path:
 def demo_data(exp, log):
     from rubric_induce.calibration.data import from_probes
     from rubric_induce.data import RubricPool, RubricSet, read_examples
-    from rubric_induce.probing import ProbeTable
+    from rubric_induce.probing.api import ProbeTable
 
     run = Path(exp.config["demo_run"])
     run = run if run.is_absolute() else ROOT / run
@@ -455,7 +455,7 @@ def report(name, res, cfg, plt, out_dir, log):
     if "static_greedy" in res:
         sg = res["static_greedy"]
         print(f"\nStatic greedy order(s) chosen on the training rows: {sg}")
-    from rubric_induce.stats import check_answer_shift
+    from rubric_induce.core.stats import check_answer_shift
 
     sur = res["surprise"]
     checks = {k: check_answer_shift(sur[k], 0.0) for k in ("every", "adaptive3")}
@@ -497,7 +497,7 @@ def llm_call_seconds(log):
     try:
         from rubric_induce.backends import get_backend
         from rubric_induce.data import Rubric, read_examples
-        from rubric_induce.probing import probe
+        from rubric_induce.probing.api import probe
     except ImportError:
         return None
     try:

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from rubric_induce.backends.local import LocalLlamaBackend, default_model_path  # noqa: E402
 from rubric_induce.data import Example  # noqa: E402
 from rubric_induce.handoff import import_rubrics  # noqa: E402
-from rubric_induce.probing import ProbeParams, probe  # noqa: E402
+from rubric_induce.probing.api import ProbeParams, probe  # noqa: E402
 
 RESOURCES = ROOT / "rubric_induce" / "resources"
 

@@ -6,7 +6,7 @@ concurrency c:
 * **ceiling**: the server's own throughput on the same prompts: the exact request bodies probing
   sends (``OpenAICompatibleBackend.logprobs_request``), posted straight through the ``openai``
   SDK from c threads in the same example-major order, nothing else done with the replies;
-* **probe()**: ``rubric_induce.probing.probe`` with the OpenAI-compatible backend at
+* **probe()**: ``rubric_induce.probing.api.probe`` with the OpenAI-compatible backend at
   ``concurrency = c`` (sliding window, a warm-up call per text, replies parsed into records), no
   call cache.
 
@@ -39,7 +39,7 @@ from rubric_induce.backends.openai_compat import OpenAICompatibleBackend  # noqa
 from rubric_induce.data import Example  # noqa: E402
 from rubric_induce.data.render import render_example_tokens  # noqa: E402
 from rubric_induce.handoff import import_rubrics  # noqa: E402
-from rubric_induce.probing import ProbeParams, build_messages, probe  # noqa: E402
+from rubric_induce.probing.api import ProbeParams, build_messages, probe  # noqa: E402
 
 RESOURCES = ROOT / "rubric_induce" / "resources"
 

@@ -10,7 +10,7 @@ What is measured
 ----------------
 Each example is one SummEval (article, summary) pair, one per distinct article. Every example is
 probed with the same 20 fixed rubric questions, in score-only style (``answer_logprobs`` over
-"1".."5"), with prompts built like the library builds them (``rubric_induce.probing.build_messages``
+"1".."5"), with prompts built like the library builds them (``rubric_induce.probing.api.build_messages``
 when importable: example first, rubric last). The same (example, rubric) pairs are probed twice in
 one process with one loaded model: (a) ``prefix_reuse=True``; (b) ``prefix_reuse=False`` (the KV
 cache is cleared and the whole prompt evaluated for every probe). Probes/second is probes / wall
@@ -121,7 +121,7 @@ def make_builder():
     """``build(article, rubric_text) -> messages``: the library's probe prompt, else the same layout."""
     try:
         from rubric_induce.data.model import Example, Rubric
-        from rubric_induce.probing import build_messages
+        from rubric_induce.probing.api import build_messages
 
         def build(art: dict[str, str], rubric: str) -> list[dict[str, str]]:
             ex = Example.create({"source": art["source"], "text": art["text"]}, {}, id=art["id"])
@@ -129,7 +129,7 @@ def make_builder():
             return msgs
 
         build({"id": "x", "source": "a", "text": "b"}, RUBRICS[0])  # fail here, not mid-run
-        return build, "rubric_induce.probing.build_messages"
+        return build, "rubric_induce.probing.api.build_messages"
     except Exception:  # noqa: BLE001 - any import/shape problem: fall back to the same layout
         def build(art: dict[str, str], rubric: str) -> list[dict[str, str]]:
             user = (f"Source:\n{art['source']}\n\nText:\n{art['text']}\n\nQuestion: {rubric}\n"

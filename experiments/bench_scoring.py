@@ -51,8 +51,8 @@ from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import Example, Judgment, Rubric
 from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.evaluation.heldout import EvaluateParams, evaluate
-from rubric_induce.probing import probe
-from rubric_induce.scoring import RubricScorer
+from rubric_induce.probing.api import probe
+from rubric_induce.scoring.scorer import RubricScorer
 
 QUESTION = "sat"
 

@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 from rubric_induce.pipeline import run_pipeline
-from rubric_induce.viewer import VIEW_NAME, write_view
-from rubric_induce.viewer.browser import dump_dom, find_chromium
+from rubric_induce.reporting.viewer import VIEW_NAME, write_view
+from rubric_induce.reporting.viewer.browser import dump_dom, find_chromium
 
 RES = Path(__file__).resolve().parents[1] / "rubric_induce" / "resources"
 

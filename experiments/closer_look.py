@@ -34,10 +34,10 @@ from _harness import Experiment, start, pyplot, save_figure  # noqa: E402
 from rubric_induce.data.datasets import load_dataset  # noqa: E402
 from rubric_induce.data.jsonl import jsonable  # noqa: E402
 from rubric_induce.data.model import AnswerScale, Example, Rubric, RubricPool  # noqa: E402
-from rubric_induce.errors import RubricInduceError  # noqa: E402
+from rubric_induce.core.errors import RubricInduceError  # noqa: E402
 from rubric_induce.evaluation.meta_eval import correlation_table  # noqa: E402
 from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
-from rubric_induce.structured import (  # noqa: E402
+from rubric_induce.backends.structured import (  # noqa: E402
     GenerationError,
     GenerationStats,
     ask_json,
@@ -45,9 +45,9 @@ from rubric_induce.structured import (  # noqa: E402
     string_list,
     string_list_schema,
 )
-from rubric_induce.probing import PROBE_STYLES, ProbeTable, probe  # noqa: E402
-from rubric_induce.stats import williams_test_scores  # noqa: E402
-from rubric_induce.templates import load_prompt  # noqa: E402
+from rubric_induce.probing.api import PROBE_STYLES, ProbeTable, probe  # noqa: E402
+from rubric_induce.core.stats import williams_test_scores  # noqa: E402
+from rubric_induce.core.templates import load_prompt  # noqa: E402
 
 __all__ = ["Aspect", "DatasetSpec", "DATASETS", "PAPER", "main", "cot_steps", "aspect_rubric",
            "select_documents", "system_name"]

@@ -45,13 +45,13 @@ from _harness import Experiment, start, pyplot, save_figure  # noqa: E402
 from rubric_induce.calibration import Calibrator, CalibrationData, from_probes  # noqa: E402
 from rubric_induce.data.datasets import SUMMEVAL_ASPECTS, load_summeval  # noqa: E402
 from rubric_induce.data.model import AnswerScale, Example, Rubric, RubricPool  # noqa: E402
-from rubric_induce.errors import RubricInduceError  # noqa: E402
+from rubric_induce.core.errors import RubricInduceError  # noqa: E402
 from rubric_induce.evaluation.meta_eval import correlation_table  # noqa: E402
 from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
 from rubric_induce.generation import GenerationStats, draft_criteria, draft_plan  # noqa: E402
-from rubric_induce.probing import ProbeTable, probe  # noqa: E402
+from rubric_induce.probing.api import ProbeTable, probe  # noqa: E402
 from rubric_induce.selection import TopKCorrelationSelector, group_split, unit_scores  # noqa: E402
-from rubric_induce.stats import spearman, williams_test_scores  # noqa: E402
+from rubric_induce.core.stats import spearman, williams_test_scores  # noqa: E402
 
 __all__ = ["PAPER_AUTOCAL", "PAPER_CLOSER_LOOK", "TASKS", "SYSTEMS", "main", "select_articles",
            "direct_rubric", "draft_view", "model_name"]

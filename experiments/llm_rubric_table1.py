@@ -119,7 +119,7 @@ def text_embedding_ablation(real, base, args) -> None:
     """Real-only 5-fold CV (by dialogue, default hyperparameters): LLM-RUBRIC with and without the
     packaged sentence-embedding model's view of each dialogue. Only the real dialogue texts were
     released, so this cannot be run in the paper's synthetic-to-real setting."""
-    from rubric_induce.embeddings import default_embedder
+    from rubric_induce.core.embeddings import default_embedder
 
     ts = time.time()
     by_id = {ex.id: ex.fields["text"] for ex in load_llm_rubric(split="real").examples}
@@ -223,7 +223,7 @@ def main() -> None:
     single = [fit_predict(tuned.clone(random_state=s), syn, real) for s in seeds]
     rows["LLM-RUBRIC"] = np.mean(single, axis=0)
     ref = rows["LLM-RUBRIC"]
-    from rubric_induce.stats import pearson
+    from rubric_induce.core.stats import pearson
     per_seed = [pearson(p, y_real) for p in single]
     abl: dict[str, np.ndarray] = {"LLM-RUBRIC": ref}
     abl["w/o fine-tuning"] = mean_over_seeds(lambda s: tuned.clone(random_state=s, finetune=False), syn, real, seeds)

@@ -47,12 +47,12 @@ from _harness import Experiment, start, pyplot, save_figure  # noqa: E402
 
 from rubric_induce.data.datasets import load_uss  # noqa: E402
 from rubric_induce.data.model import Example, Rubric, RubricPool  # noqa: E402
-from rubric_induce.dedup import deduplicate  # noqa: E402
-from rubric_induce.errors import RubricInduceError  # noqa: E402
+from rubric_induce.dedup.api import deduplicate  # noqa: E402
+from rubric_induce.core.errors import RubricInduceError  # noqa: E402
 from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
 from rubric_induce.generation import GenerationError, balanced_sample, generate_rubicon  # noqa: E402
-from rubric_induce.task import TaskParams  # noqa: E402
-from rubric_induce.probing import ProbeTable, probe  # noqa: E402
+from rubric_induce.core.task import TaskParams  # noqa: E402
+from rubric_induce.probing.api import ProbeTable, probe  # noqa: E402
 from rubric_induce.selection import (  # noqa: E402
     METRIC_NAMES,
     BruteForceSelector,
@@ -165,7 +165,7 @@ def _embedder(name: str):
     if name == "hashing":
         return HashingEmbedder()
     if name == "minilm":
-        from rubric_induce.embeddings import default_embedder
+        from rubric_induce.core.embeddings import default_embedder
 
         return default_embedder()
     raise RubricInduceError(f"unknown embedder {name!r}; choose minilm (default) or hashing (offline tests)")

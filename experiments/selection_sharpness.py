@@ -56,7 +56,7 @@ from rubric_induce.selection import (  # noqa: E402
 )
 from rubric_induce.selection.precision import precision_curves  # noqa: E402
 from rubric_induce.selection.selector import DEFAULT_ALPHAS  # noqa: E402
-from rubric_induce.stats import percentile_interval  # noqa: E402
+from rubric_induce.core.stats import percentile_interval  # noqa: E402
 
 NAME = "selection_sharpness"
 DEFAULTS: dict[str, Any] = {

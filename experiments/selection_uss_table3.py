@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 
 from rubric_induce.backends import get_backend
-from rubric_induce.cache import CachedBackend, CallCache
+from rubric_induce.backends.cache import CachedBackend, CallCache
 from rubric_induce.data import RubricPool
 from rubric_induce.data.datasets import load_uss
-from rubric_induce.probing import ProbeTable, probe
+from rubric_induce.probing.api import ProbeTable, probe
 from rubric_induce.selection import (
     METRIC_NAMES,
     BruteForceSelector,

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .backends import Backend, CallOptions, get_backend
-from .cache import CachedBackend, CallCache, UsageTally
-from .data import AnswerScale, Example, Judgment, LabelScale, Rubric, RubricPool, RubricSet
-from .errors import BackendError, DataError, LogprobsUnavailableError, RubricInduceError
-from .probing import ProbeRecord, ProbeTable, probe
+from rubric_induce.backends import Backend, CallOptions, get_backend
+from rubric_induce.backends.cache import CachedBackend, CallCache, UsageTally
+from rubric_induce.data import AnswerScale, Example, Judgment, LabelScale, Rubric, RubricPool, RubricSet
+from rubric_induce.core.errors import BackendError, DataError, LogprobsUnavailableError, RubricInduceError
+from rubric_induce.probing.api import ProbeRecord, ProbeTable, probe
 
 __all__ = [
     "__version__", "Backend", "CallOptions", "get_backend", "CachedBackend", "CallCache", "UsageTally",
@@ -33,7 +33,7 @@ __all__ = [
 
 # name -> module holding it: scoring pulls calibration (torch on use), the pipeline every stage.
 _LAZY = {
-    "RubricScorer": "scoring", "ScoreResult": "scoring",
+    "RubricScorer": "scoring.scorer", "ScoreResult": "scoring.scorer",
     "run_pipeline": "pipeline", "load_config": "pipeline", "RunResult": "pipeline",
     **dict.fromkeys(
         ("export_json", "import_json", "import_rubrics", "export_llm_rubric", "import_llm_rubric", "load_source",

@@ -40,7 +40,7 @@ def _require_module(name: str) -> ModuleType:
 
 def _require_shared_data() -> Path:
     from rubric_induce.data.datasets import data_root
-    from rubric_induce.errors import DataError
+    from rubric_induce.core.errors import DataError
 
     try:
         return data_root()
@@ -51,7 +51,7 @@ def _require_shared_data() -> Path:
 def _require_embedded_model() -> Path:
     _require_module("llama_cpp")
     from rubric_induce.backends.local import default_model_path
-    from rubric_induce.errors import BackendError
+    from rubric_induce.core.errors import BackendError
 
     try:
         return default_model_path()  # raises BackendError only when the model wheel / file is absent

@@ -13,8 +13,8 @@ import pytest
 
 from rubric_induce.backends.base import Usage
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.cache import CachedBackend, CallCache, UsageTally, cache_key
-from rubric_induce.probing import probe
+from rubric_induce.backends.cache import CachedBackend, CallCache, UsageTally, cache_key
+from rubric_induce.probing.api import probe
 
 
 def test_key_is_stable_and_order_independent():
@@ -83,9 +83,9 @@ def test_resume_after_sigkill(tmp_path):
     script.write_text(textwrap.dedent(f"""
         import sys
         from rubric_induce.backends.fake import FakeBackend
-        from rubric_induce.cache import CachedBackend, CallCache
+        from rubric_induce.backends.cache import CachedBackend, CallCache
         from rubric_induce.data import Example, Rubric
-        from rubric_induce.probing import probe
+        from rubric_induce.probing.api import probe
         exs = [Example.create({{"text": f"dialogue {{i}}"}}) for i in range(10)]
         rbs = [Rubric.create(f"rubric {{j}}") for j in range(4)]
         inner = FakeBackend(delay=float(sys.argv[1]))

@@ -14,12 +14,12 @@ from click.testing import CliRunner
 from rubric_induce.calibration.api import CalibrateParams
 from rubric_induce.cli import COMMANDS, EXIT_FAILURE, EXIT_INPUT, cli
 from rubric_induce.data import RubricPool, write_examples
-from rubric_induce.dedup import DedupParams
-from rubric_induce.evaluation.run_report import ReportParams
-from rubric_induce.feedback import FeedbackParams
+from rubric_induce.dedup.api import DedupParams
+from rubric_induce.reporting.report import ReportParams
+from rubric_induce.feedback.api import FeedbackParams
 from rubric_induce.generation.api import AutoCalibrateParams, RubiconParams
 from rubric_induce.pipeline.config import SECTIONS, RunConfig
-from rubric_induce.probing import ProbeParams
+from rubric_induce.probing.api import ProbeParams
 from rubric_induce.selection.api import SelectParams
 
 

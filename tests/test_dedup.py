@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import Rubric, RubricPool
-from rubric_induce.dedup import deduplicate, group_by_similarity
+from rubric_induce.dedup.api import deduplicate, group_by_similarity
 
 pytest.importorskip("sentence_transformers")
 
@@ -27,7 +27,7 @@ PLANTED = [
 
 @pytest.fixture(scope="module")
 def embedder():
-    from rubric_induce.embeddings import SentenceEmbedder
+    from rubric_induce.core.embeddings import SentenceEmbedder
 
     return SentenceEmbedder()
 
@@ -107,7 +107,7 @@ def test_greedy_leader_does_not_chain():
 
 
 def test_empty_pool_and_bad_threshold_are_errors(embedder):
-    from rubric_induce.errors import RubricInduceError
+    from rubric_induce.core.errors import RubricInduceError
 
     with pytest.raises(RubricInduceError, match="empty"):
         deduplicate([], 0.85, embedder=embedder)

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rubric_induce import dspy_judge
+from rubric_induce.handoff import dspy as dspy_judge
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.dspy_judge import default_render, rubric_metric
-from rubric_induce.errors import MissingDependencyError, RubricInduceError
+from rubric_induce.handoff.dspy import default_render, rubric_metric
+from rubric_induce.core.errors import MissingDependencyError, RubricInduceError
 from rubric_induce.pipeline import run_pipeline
-from rubric_induce.scoring import RubricScorer
+from rubric_induce.scoring.scorer import RubricScorer
 
 
 QA = [("Can you book a table for two tonight?", "Booked for 7 pm, confirmation sent."),
@@ -62,8 +62,8 @@ def qa_text(q: str, a: str) -> str:
 # -- without DSPy -------------------------------------------------------------------------------
 def test_imports_without_dspy_and_says_how_to_install(monkeypatch, run_dir):
     monkeypatch.setitem(sys.modules, "dspy", None)  # `import dspy` now raises ImportError
-    monkeypatch.delitem(sys.modules, "rubric_induce.dspy_judge")
-    fresh = importlib.import_module("rubric_induce.dspy_judge")  # importing needs no DSPy
+    monkeypatch.delitem(sys.modules, "rubric_induce.handoff.dspy")
+    fresh = importlib.import_module("rubric_induce.handoff.dspy")  # importing needs no DSPy
     with pytest.raises(MissingDependencyError, match=r"pip install 'rubric-induce\[dspy\]'"):
         fresh.RubricJudge
     with pytest.raises(MissingDependencyError, match="dspy-ai"):

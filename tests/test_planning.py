@@ -6,12 +6,12 @@ import math
 import pytest
 
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.cache import CachedBackend, CallCache
+from rubric_induce.backends.cache import CachedBackend, CallCache
 from rubric_induce.data.model import AnswerScale, Rubric
-from rubric_induce.errors import DataError
-from rubric_induce.planning import check_logprobs_support, openai_cached_tokens, plan_probes
-from rubric_induce.probe_calls import probe_calls
-from rubric_induce.probing import ProbeParams, probe
+from rubric_induce.core.errors import DataError
+from rubric_induce.probing.plan import check_logprobs_support, openai_cached_tokens, plan_probes
+from rubric_induce.probing.calls import probe_calls
+from rubric_induce.probing.api import ProbeParams, probe
 
 
 def _keys(cache: CallCache) -> set[str]:

@@ -10,8 +10,8 @@ from rubric_induce.backends import get_backend
 from rubric_induce.backends.base import TokenLogprob
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import AnswerScale, Example, Rubric
-from rubric_induce.errors import LogprobsUnavailableError, RubricInduceError
-from rubric_induce.probing import (
+from rubric_induce.core.errors import LogprobsUnavailableError, RubricInduceError
+from rubric_induce.probing.api import (
     ProbeTable,
     _read_after_marker,
     build_messages,

@@ -14,9 +14,9 @@ import pytest
 
 from rubric_induce.data import Example, Rubric
 from rubric_induce.data.model import YES_NO, AnswerScale
-from rubric_induce.probing import PROBE_STYLES, _TEMPLATE_FOR_STYLE, build_messages, render_example
-from rubric_induce.task import TaskParams
-from rubric_induce.templates import load_prompt, prompts_dir
+from rubric_induce.probing.api import PROBE_STYLES, _TEMPLATE_FOR_STYLE, build_messages, render_example
+from rubric_induce.core.task import TaskParams
+from rubric_induce.core.templates import load_prompt, prompts_dir
 
 #: The placeholders build_messages fills from the rubric (its text, levels and answer scale).
 RUBRIC_SPECIFIC = {"rubric", "levels", "scale"}

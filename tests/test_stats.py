@@ -1,4 +1,4 @@
-"""rubric_induce.stats against scipy / numpy references on seeded data, and properties."""
+"""rubric_induce.core.stats against scipy / numpy references on seeded data, and properties."""
 from __future__ import annotations
 
 import math
@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from rubric_induce import stats
-
+from rubric_induce.core import stats
 try:
     from hypothesis import given, settings
     from hypothesis import strategies as st

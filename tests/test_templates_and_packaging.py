@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rubric_induce.errors import RubricInduceError
-from rubric_induce.templates import load_prompt, prompts_dir
+from rubric_induce.core.errors import RubricInduceError
+from rubric_induce.core.templates import load_prompt, prompts_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 

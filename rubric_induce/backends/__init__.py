@@ -17,7 +17,7 @@ Spec strings:
 Which endpoint gets a key from the environment: one the user named (``--backend``, the
 ``backend=`` argument, their own run config). An endpoint read from a file the user did not
 write, i.e. the ``backend`` of a run's ``artifact.json`` that ``rubric-induce score`` and
-:meth:`RubricScorer.load <rubric_induce.scoring.RubricScorer.load>` reopen, is opened with
+:meth:`RubricScorer.load <rubric_induce.scoring.scorer.RubricScorer.load>` reopen, is opened with
 ``api_key_from_env=False``: an ``openai-compatible`` endpoint gets the placeholder key and a note
 says how to send one (name the endpoint with ``--backend``). Kind ``openai`` always talks to
 api.openai.com (a host no file can change), so it keeps the environment's key. Credentials inside
@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import BackendError
-from .base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
-from .options import CallOptions
-from .redact import redact_spec, split_model_url
+from rubric_induce.core.errors import BackendError
+from rubric_induce.backends.base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
+from rubric_induce.backends.options import CallOptions
+from rubric_induce.backends.redact import redact_spec, split_model_url
 
 __all__ = ["get_backend", "parse_backend_spec", "Backend", "CallOptions", "ChatResult", "AnswerLogprobs",
            "TokenLogprob", "Usage", "Message", "BACKEND_KINDS"]
@@ -43,7 +43,7 @@ def parse_backend_spec(spec: str) -> tuple[str, str, str | None]:
     spec = spec.strip()
     kind, _, rest = spec.partition("/")
     if kind not in BACKEND_KINDS:
-        from ..params import suggest
+        from rubric_induce.core.params import suggest
 
         raise BackendError(f"unknown backend {redact_spec(spec)!r}{suggest(kind, BACKEND_KINDS)}: expected one of "
                            + ", ".join(f"{k}[/model]" for k in BACKEND_KINDS))
@@ -63,13 +63,13 @@ def get_backend(spec: str, **options: Any) -> Backend:
     """Build a backend from its spec string; ``options`` go to the backend's constructor."""
     kind, model, base_url = parse_backend_spec(spec)
     if kind == "fake":
-        from .fake import FakeBackend
+        from rubric_induce.backends.fake import FakeBackend
 
         return FakeBackend(model=model or "fake", **options)
     if kind == "local":
-        from .local import LocalLlamaBackend
+        from rubric_induce.backends.local import LocalLlamaBackend
 
         return LocalLlamaBackend(model_path=model or None, **options)
-    from .openai_compat import OpenAICompatibleBackend
+    from rubric_induce.backends.openai_compat import OpenAICompatibleBackend
 
     return OpenAICompatibleBackend(model=model, base_url=base_url, **options)

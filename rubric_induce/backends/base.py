@@ -17,8 +17,8 @@ from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .options import CallOptions
-from .pricing import BUILTIN_PRICES, cost
+from rubric_induce.backends.options import CallOptions
+from rubric_induce.backends.pricing import BUILTIN_PRICES, cost
 
 __all__ = [
     "Message",

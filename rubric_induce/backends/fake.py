@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendError, LogprobsUnavailableError
-from .base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
-from .options import CallOptions
+from rubric_induce.core.errors import BackendError, LogprobsUnavailableError
+from rubric_induce.backends.base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
+from rubric_induce.backends.options import CallOptions
 
 __all__ = ["FakeBackend", "example_from_schema"]
 

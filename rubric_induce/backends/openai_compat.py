@@ -42,14 +42,14 @@ from collections.abc import Callable, Mapping, Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from ..errors import (BackendError, BackendUnavailableError, ContextOverflowError, LogprobsUnavailableError,
+from rubric_induce.core.errors import (BackendError, BackendUnavailableError, ContextOverflowError, LogprobsUnavailableError,
                       UntrustworthyLogprobsError,
                       MissingDependencyError)
-from .base import (AnswerLogprobs, Backend, ChatResult, FaultCounts, Message, TokenLogprob, Usage,
+from rubric_induce.backends.base import (AnswerLogprobs, Backend, ChatResult, FaultCounts, Message, TokenLogprob, Usage,
                    current_prompt_cache_key)
-from .pricing import cost as _price_cost
-from .options import CallOptions
-from .redact import endpoint_url, redact_text, redact_url, strip_redacted
+from rubric_induce.backends.pricing import cost as _price_cost
+from rubric_induce.backends.options import CallOptions
+from rubric_induce.backends.redact import endpoint_url, redact_text, redact_url, strip_redacted
 
 __all__ = ["OpenAICompatibleBackend", "answer_keys", "JSON_MODES", "parse_retry_after"]
 

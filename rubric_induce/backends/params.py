@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..params import Params, param
+from rubric_induce.core.params import Params, param
 
 __all__ = ["BackendParams", "BACKEND_OPTIONS", "OPENAI_TOP_LOGPROBS_CAP"]
 
@@ -57,9 +57,9 @@ class BackendParams(Params):
     n_ctx: int | None = param(None, ge=64, help="Embedded model (local): context window in tokens (default 4096).")
 
     def check(self) -> None:
-        from ..errors import BackendError, DataError
-        from . import parse_backend_spec
-        from .redact import redact_spec
+        from rubric_induce.core.errors import BackendError, DataError
+        from rubric_induce.backends import parse_backend_spec
+        from rubric_induce.backends.redact import redact_spec
 
         try:
             kind, _, _ = parse_backend_spec(self.spec)
@@ -78,8 +78,8 @@ class BackendParams(Params):
         self._check_extra_body()
 
     def _check_extra_body(self) -> None:
-        from ..cache import _SECRET_HINTS
-        from ..errors import DataError
+        from rubric_induce.backends.cache import _SECRET_HINTS
+        from rubric_induce.core.errors import DataError
 
         def walk(obj: Any, path: str) -> None:
             if isinstance(obj, dict):
@@ -113,7 +113,7 @@ class BackendParams(Params):
     def for_spec(cls, spec: str, options: Any = None) -> BackendParams:
         """``spec`` with those of ``options`` (field names) that apply to its kind; e.g. a scorer
         probed through a server and reopened on ``local`` drops ``top_logprobs``."""
-        from . import parse_backend_spec
+        from rubric_induce.backends import parse_backend_spec
 
         kind = parse_backend_spec(spec)[0]
         return cls(spec=spec, **{k: v for k, v in dict(options or {}).items()
@@ -122,7 +122,7 @@ class BackendParams(Params):
     def options(self, kind: str | None = None) -> dict[str, Any]:
         """The set options as keyword arguments of :func:`~rubric_induce.backends.get_backend`;
         with ``kind``, only those that apply to that kind (e.g. for dedup's judge backend)."""
-        from . import parse_backend_spec
+        from rubric_induce.backends import parse_backend_spec
 
         kind = kind or parse_backend_spec(self.spec)[0]
         out: dict[str, Any] = {}
@@ -137,7 +137,7 @@ class BackendParams(Params):
 
         ``key_from_env=False``: the spec was read from a file the user did not write (an artifact);
         an OpenAI-compatible endpoint then gets no API key from the environment."""
-        from . import get_backend, parse_backend_spec
+        from rubric_induce.backends import get_backend, parse_backend_spec
 
         spec = spec or self.spec
         kind = parse_backend_spec(spec)[0]

@@ -3,7 +3,7 @@
 Probing is the whole cost of a run, and providers charge it three ways: plain calls, calls whose
 prompt prefix the provider has cached (a cheaper ``cached_input`` rate for the cached tokens) and
 the batch API (about half price, results within a day). :func:`cost` prices one usage under any of
-them; :func:`rubric_induce.planning.plan_probes` compares all three before a single call.
+them; :func:`rubric_induce.probing.plan.plan_probes` compares all three before a single call.
 
 The built-in rates are OpenAI's published list prices (standard tier) at the time of writing; they
 change, so a user table extends or overrides them: a mapping, a ``.toml`` / ``.json`` file, the
@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError
+from rubric_induce.core.errors import DataError
 
 __all__ = [
     "ModelPrice",
@@ -190,7 +190,7 @@ def load_prices(extra: Mapping[str, Any] | str | Path | None = None) -> dict[str
     A file may be a bare table (``[gpt-4o] input = 2.5 ...``) or contain a ``[prices]`` table
     (a run config). Entries: ``input`` and ``output`` required; ``cached_input``, ``batch_input``,
     ``batch_output`` optional (absent batch rates: no batch API). Bad entries raise
-    :class:`~rubric_induce.errors.DataError` naming the file and field.
+    :class:`~rubric_induce.core.errors.DataError` naming the file and field.
     """
     table = dict(BUILTIN_PRICES)
     table.update(registered_prices())

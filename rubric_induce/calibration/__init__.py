@@ -3,14 +3,14 @@
 Turns LLM answer distributions for a set of rubric questions into calibrated predictions of
 each human judge's answers (Hashemi et al., ACL 2024). torch is imported only when a network
 is built, fitted or loaded; without it those raise
-:class:`~rubric_induce.errors.MissingDependencyError` (``pip install 'rubric-induce[calibrate]'``).
+:class:`~rubric_induce.core.errors.MissingDependencyError` (``pip install 'rubric-induce[calibrate]'``).
 """
 from __future__ import annotations
 
-from .api import CalibrateParams, CalibrateResult, calibrate, calibrated_rows, calibrator_features
-from .adaptive import AdaptiveModel, load_adaptive, save_adaptive
-from .artifacts import load_calibrator, save_calibrator
-from .baselines import (
+from rubric_induce.calibration.api import CalibrateParams, CalibrateResult, calibrate, calibrated_rows, calibrator_features
+from rubric_induce.calibration.adaptive import AdaptiveModel, load_adaptive, save_adaptive
+from rubric_induce.calibration.artifacts import load_calibrator, save_calibrator
+from rubric_induce.calibration.baselines import (
     ArgmaxLLM,
     ConstantBaseline,
     JudgeMeanBaseline,
@@ -18,11 +18,11 @@ from .baselines import (
     PersonalizedIsotonic,
     RandomBaseline,
 )
-from .calibrator import Calibrator, NotFittedError, check_features
-from .data import CalibrationData, TextEmbeddingFeatures, from_llm_rubric, from_probes
-from ..stats import kendall
-from .policy import AskPolicy, AskTrace
-from .metrics import (
+from rubric_induce.calibration.calibrator import Calibrator, NotFittedError, check_features
+from rubric_induce.calibration.data import CalibrationData, TextEmbeddingFeatures, from_llm_rubric, from_probes
+from rubric_induce.core.stats import kendall
+from rubric_induce.calibration.policy import AskPolicy, AskTrace
+from rubric_induce.calibration.metrics import (
     paired_permutation_test,
     regression_metrics,
     reliability_diagram,
@@ -30,7 +30,7 @@ from .metrics import (
     rmse_bound,
     smooth_ece,
 )
-from .search import cross_val_predict, cv_log_likelihood, group_kfold, search_hyperparameters
+from rubric_induce.calibration.search import cross_val_predict, cv_log_likelihood, group_kfold, search_hyperparameters
 
 __all__ = [
     "calibrate",

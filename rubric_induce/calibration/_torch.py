@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import MissingDependencyError
+from rubric_induce.core.errors import MissingDependencyError
 
 __all__ = ["require_torch"]
 

@@ -51,10 +51,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError, NotFittedError, RubricInduceError
-from ._torch import require_torch
-from .calibrator import _judge_key, check_features, encode_targets
-from .completion import COMPLETIONS, GaussianCompletion, complete_zeros
+from rubric_induce.core.errors import DataError, NotFittedError, RubricInduceError
+from rubric_induce.calibration._torch import require_torch
+from rubric_induce.calibration.calibrator import _judge_key, check_features, encode_targets
+from rubric_induce.calibration.completion import COMPLETIONS, GaussianCompletion, complete_zeros
 
 __all__ = ["AdaptiveModel", "save_adaptive", "load_adaptive", "ADAPTIVE_DIR", "ADAPTIVE_CONFIG", "ADAPTIVE_PARAMS"]
 
@@ -253,7 +253,7 @@ class AdaptiveModel:
         """Fit on rows ``(X[r], judge_ids[r], targets[r, :])`` (the calibrator's layout; ``X`` must be
         ``[rows, questions, answers]``: the model masks whole question blocks). Returns ``self``."""
         torch = require_torch()
-        from .network import CalibrationNetwork
+        from rubric_induce.calibration.network import CalibrationNetwork
 
         self._check_params()
         Xa = check_features(X)
@@ -397,7 +397,7 @@ class AdaptiveModel:
     def _losses(self, tnet, anet, Xin, S, J, Y, M, main):
         """Target NLL (every output question, plus the main one again) and the soft cross-entropy of
         the unasked blocks' LLM answers, on network inputs ``Xin`` of rows with observed-block masks ``M``."""
-        from .network import masked_nll
+        from rubric_induce.calibration.network import masked_nll
 
         torch = require_torch()
         xin = Xin
@@ -581,7 +581,7 @@ class AdaptiveModel:
         Its expectation is zero when the model's predictions are calibrated, whichever blocks a
         policy chooses (the choice depends only on answers already read). A mean well above
         :attr:`answer_surprise_reference_` (the same on the held-out training texts) says the texts
-        are unlike the training texts (:func:`~rubric_induce.stats.check_answer_shift`). NaN for a row
+        are unlike the training texts (:func:`~rubric_induce.core.stats.check_answer_shift`). NaN for a row
         that read nothing.
         """
         Xa, obs = self.check_inputs(X, observed)
@@ -646,8 +646,8 @@ def _reference_excess(history: Mapping[str, Any]) -> float | None:
 # --------------------------------------------------------------------------------------------
 def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "auto") -> Path:
     """Write ``model`` to ``directory`` (``adaptive.json`` + ``adaptive.safetensors`` or ``.npz``)."""
-    from ..data.jsonl import jsonable
-    from .artifacts import _versions, non_finite_tensors, write_weights
+    from rubric_induce.data.jsonl import jsonable
+    from rubric_induce.calibration.artifacts import _versions, non_finite_tensors, write_weights
 
     _fitted(model)
     directory = Path(directory)
@@ -683,8 +683,8 @@ def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "au
 def load_adaptive(directory: str | Path) -> AdaptiveModel:
     """Rebuild an :class:`AdaptiveModel` saved by :func:`save_adaptive` (shapes checked)."""
     require_torch()  # a clear MissingDependencyError before the network import
-    from .artifacts import _read_weights, load_network_state, non_finite_tensors, read_config
-    from .network import CalibrationNetwork
+    from rubric_induce.calibration.artifacts import _read_weights, load_network_state, non_finite_tensors, read_config
+    from rubric_induce.calibration.network import CalibrationNetwork
 
     directory = Path(directory)
     path = directory / ADAPTIVE_CONFIG

@@ -13,8 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import DataError
-from ..params import Params, param
+from rubric_induce.core.errors import DataError
+from rubric_induce.core.params import Params, param
 
 __all__ = ["CalibrateParams", "CalibrateResult", "calibrate", "calibrator_features", "calibrated_rows", "fit_width",
            "resolve_judge", "SHARED_JUDGE", "UNSEEN_JUDGE", "CALIBRATION_DIR", "remove_saved"]
@@ -27,7 +27,7 @@ FEW_RATINGS = 3
 
 def _calibrator_options(options: dict[str, Any], where: str = "calibrate.options") -> dict[str, Any]:
     """Calibrator keyword arguments from a config table (lists become tuples), checked."""
-    from .calibrator import PARAMS, Calibrator
+    from rubric_induce.calibration.calibrator import PARAMS, Calibrator
 
     opts = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
     for key in opts:
@@ -35,7 +35,7 @@ def _calibrator_options(options: dict[str, Any], where: str = "calibrate.options
             raise DataError("'main_question' is set elsewhere in the config (calibrate.question), not in options",
                             field=f"{where}.{key}")
         if key not in PARAMS:
-            from ..params import suggest
+            from rubric_induce.core.params import suggest
 
             raise DataError(f"unknown option{suggest(key, PARAMS)}; allowed: {', '.join(sorted(PARAMS))}",
                             field=f"{where}.{key}")
@@ -85,7 +85,7 @@ class CalibrateParams(Params):
 
 def _adaptive_options(options: dict[str, Any], where: str = "calibrate.adaptive_options") -> dict[str, Any]:
     """AdaptiveModel keyword arguments from a config table (lists become tuples), checked."""
-    from .adaptive import ADAPTIVE_PARAMS, AdaptiveModel
+    from rubric_induce.calibration.adaptive import ADAPTIVE_PARAMS, AdaptiveModel
 
     opts = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
     for key in opts:
@@ -93,7 +93,7 @@ def _adaptive_options(options: dict[str, Any], where: str = "calibrate.adaptive_
             raise DataError(f"{key!r} comes from the calibrate section (question / not_applicable), not from "
                             "adaptive_options", field=f"{where}.{key}")
         if key not in ADAPTIVE_PARAMS:
-            from ..params import suggest
+            from rubric_induce.core.params import suggest
 
             raise DataError(f"unknown option{suggest(key, ADAPTIVE_PARAMS)}; allowed: {', '.join(sorted(ADAPTIVE_PARAMS))}",
                             field=f"{where}.{key}")
@@ -150,20 +150,20 @@ class CalibrateResult:
         them in ``calibration/``) and, when cross-validated, ``report.md``, ``metrics.json`` and
         reliability PNGs beside them. The files an earlier save wrote there are replaced; any other
         file in the folder stays."""
-        from ..data.jsonl import atomic_write_text, jsonable, write_json
-        from .artifacts import save_calibrator
+        from rubric_induce.data.jsonl import atomic_write_text, jsonable, write_json
+        from rubric_induce.calibration.artifacts import save_calibrator
 
         target = Path(directory)
         remove_saved(target)
         save_calibrator(self.calibrator, target, extra={"question": self.question, **self.extra})
         if self.adaptive is not None:
-            from .adaptive import ADAPTIVE_DIR, save_adaptive
+            from rubric_induce.calibration.adaptive import ADAPTIVE_DIR, save_adaptive
 
             save_adaptive(self.adaptive, target / ADAPTIVE_DIR)
         if self.report_markdown:
             lines = [self.report_markdown]
             if figures and self._figures:
-                from .metrics import reliability_diagram
+                from rubric_induce.calibration.metrics import reliability_diagram
 
                 try:
                     for name, p, o, title in self._figures:
@@ -178,9 +178,9 @@ class CalibrateResult:
 def remove_saved(directory: str | Path) -> None:
     """Delete what :meth:`CalibrateResult.save` writes (weights, config, report, metrics, reliability
     plots) from ``directory``, and the folder when nothing else is left; other files stay."""
-    from .artifacts import CONFIG_NAME
+    from rubric_induce.calibration.artifacts import CONFIG_NAME
 
-    from .adaptive import ADAPTIVE_CONFIG, ADAPTIVE_DIR
+    from rubric_induce.calibration.adaptive import ADAPTIVE_CONFIG, ADAPTIVE_DIR
 
     target = Path(directory)
     if not target.is_dir():
@@ -223,9 +223,9 @@ def calibrate(train, params: CalibrateParams = CalibrateParams(), *, test=None, 
     Defaults not set in ``params.options``: ``random_state = seed``, early stopping from 20
     training texts up, one torch thread (small networks train faster on one).
     """
-    from .calibrator import Calibrator
-    from .metrics import regression_metrics, smooth_ece
-    from .search import cross_val_predict, search_hyperparameters
+    from rubric_induce.calibration.calibrator import Calibrator
+    from rubric_induce.calibration.metrics import regression_metrics, smooth_ece
+    from rubric_induce.calibration.search import cross_val_predict, search_hyperparameters
 
     say = echo or (lambda *_: None)
     question = params.question or train.question_names[0]
@@ -316,7 +316,7 @@ def _file_part(text: str) -> str:
 def _fit_adaptive(train, question: str, tuned, params: CalibrateParams, seed: int, say) -> Any:
     """The adaptive-scoring model on the calibrator's rows, with its network shape and judge
     setting (``adaptive_options`` override); None when the inputs are not question blocks."""
-    from .adaptive import AdaptiveModel
+    from rubric_induce.calibration.adaptive import AdaptiveModel
 
     X, J, Y, kw = train.fit_args()
     if np.asarray(X).ndim != 3 or np.asarray(X).shape[1] < 1:
@@ -382,7 +382,7 @@ def resolve_judge(cal, judge: Any, unseen_judge: str = "error") -> Any:
     judges get the shared weights (then they are passed on, and the calibrator uses the shared
     weights for them).
     """
-    from ..params import suggest
+    from rubric_induce.core.params import suggest
 
     if unseen_judge not in UNSEEN_JUDGE:
         raise DataError(f"unseen_judge must be one of {UNSEEN_JUDGE}, got {unseen_judge!r}", field="unseen_judge")

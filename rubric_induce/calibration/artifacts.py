@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ..data.jsonl import jsonable
-from ..errors import DataError, RubricInduceError
-from ._torch import require_torch
-from .calibrator import Calibrator, _fitted
+from rubric_induce.data.jsonl import jsonable
+from rubric_induce.core.errors import DataError, RubricInduceError
+from rubric_induce.calibration._torch import require_torch
+from rubric_induce.calibration.calibrator import Calibrator, _fitted
 
 __all__ = ["save_calibrator", "load_calibrator", "non_finite_tensors", "write_weights", "read_config", "CONFIG_NAME", "FORMAT_VERSION"]
 
@@ -28,7 +28,7 @@ FORMAT_VERSION = 1
 def _versions() -> dict[str, str]:
     torch = require_torch()
     try:
-        from .. import __version__ as ours
+        from rubric_induce import __version__ as ours
     except ImportError:  # pragma: no cover
         ours = "unknown"
     return {"rubric_induce": str(ours), "torch": torch.__version__, "numpy": np.__version__,
@@ -165,7 +165,7 @@ def load_network_state(net: Any, tensors: dict[str, np.ndarray], prefix: str, wp
 def load_calibrator(directory: str | Path) -> Calibrator:
     """Rebuild a calibrator saved by :func:`save_calibrator` (no pickle involved)."""
     require_torch()  # a clear MissingDependencyError before the network import
-    from .network import CalibrationNetwork
+    from rubric_induce.calibration.network import CalibrationNetwork
 
     directory = Path(directory)
     path = directory / CONFIG_NAME

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError, NotFittedError
-from ._torch import require_torch
+from rubric_induce.core.errors import DataError, NotFittedError
+from rubric_induce.calibration._torch import require_torch
 
 __all__ = ["Calibrator", "NotFittedError", "check_features", "encode_targets", "PARAMS"]
 
@@ -260,7 +260,7 @@ class Calibrator:
         split. Returns ``self``.
         """
         torch = require_torch()
-        from .network import CalibrationNetwork
+        from rubric_induce.calibration.network import CalibrationNetwork
 
         self._check_params()
         Xa = check_features(X)
@@ -361,7 +361,7 @@ class Calibrator:
 
     def _train(self, net, X, J, Y, G, main, seed) -> dict[str, Any]:
         torch = require_torch()
-        from .network import masked_nll
+        from rubric_induce.calibration.network import masked_nll
 
         rng = np.random.default_rng(seed)
         train_rows, val_rows = np.arange(len(X)), np.array([], dtype=np.int64)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MissingDependencyError
+from rubric_induce.core.errors import MissingDependencyError
 
 __all__ = ["COMPLETIONS", "GaussianCompletion", "complete_zeros"]
 

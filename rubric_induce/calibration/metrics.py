@@ -1,7 +1,7 @@
 """Metrics for calibrated judge predictions.
 
 * :func:`regression_metrics`: RMSE, Pearson, Spearman, Kendall (tau-b; all three from
-  :mod:`rubric_induce.stats`) over finite pairs, and
+  :mod:`rubric_induce.core.stats`) over finite pairs, and
   the lower bound ``sd(y) * sqrt(1 - r^2)`` that any predictor with Pearson ``r`` has on RMSE
   (the best affine rescaling of the predictions reaches it).
 * :func:`smooth_ece`: smoothed expected calibration error (Błasiok and Nakkiran, 2023): the
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MissingDependencyError
-from ..stats import CORRELATIONS, finite_pairs, pearson
+from rubric_induce.core.errors import MissingDependencyError
+from rubric_induce.core.stats import CORRELATIONS, finite_pairs, pearson
 
 __all__ = [
     "rmse",
@@ -48,7 +48,7 @@ def rmse_bound(pred: Any, y: Any) -> float:
     return float(np.std(t) * np.sqrt(max(0.0, 1.0 - r * r)))
 
 
-#: RMSE and the correlations of :data:`rubric_induce.stats.CORRELATIONS`, by name.
+#: RMSE and the correlations of :data:`rubric_induce.core.stats.CORRELATIONS`, by name.
 METRICS: dict[str, Callable[[Any, Any], float]] = {"rmse": rmse, **CORRELATIONS}
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .data import CalibrationData
+from rubric_induce.calibration.data import CalibrationData
 
 __all__ = ["planted_adaptive", "planted_redundant"]
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError
+from rubric_induce.core.errors import DataError
 
 __all__ = ["AskPolicy", "AskTrace", "CRITERIA", "ORDERS", "OUTCOMES", "STOP_FRACTION", "uncertainty"]
 
@@ -101,7 +101,7 @@ class AskPolicy:
     def __init__(self, model: Any, *, budget: int | None = None, stop_at: float | None = None, criterion: str = "auto",
                  threshold: float | None = None, order: str | Sequence[int] = "adaptive",
                  question: int | str | None = None, seed: int = 0, outcomes: str = "both") -> None:
-        from .adaptive import _fitted
+        from rubric_induce.calibration.adaptive import _fitted
 
         _fitted(model)
         self.model = model

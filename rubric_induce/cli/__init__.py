@@ -13,8 +13,8 @@ import sys
 
 import click
 
-from .. import __version__
-from ..errors import DataError, RubricInduceError
+from rubric_induce import __version__
+from rubric_induce.core.errors import DataError, RubricInduceError
 
 __all__ = ["main", "cli", "COMMANDS", "CommandError", "exit_code", "EXIT_INPUT", "EXIT_FAILURE",
            "EXIT_INTERRUPTED"]
@@ -37,7 +37,7 @@ class CommandError(click.ClickException):
     """A library error shown as one ``error: ...`` line with the documented exit code."""
 
     def __init__(self, message: str, exit_code: int) -> None:
-        from ..backends.redact import redact_text
+        from rubric_induce.backends.redact import redact_text
 
         super().__init__(redact_text(message))  # no credential of a backend URL on the screen
         self.exit_code = exit_code
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except RubricInduceError as exc:
-        from ..backends.redact import redact_text
+        from rubric_induce.backends.redact import redact_text
 
         click.echo(f"error: {redact_text(str(exc))}", err=True)
         sys.exit(exit_code(exc))

@@ -1,4 +1,4 @@
 """``python -m rubric_induce.cli``."""
-from . import main
+from rubric_induce.cli import main
 
 main()

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 import click
 
-from ..errors import BackendError, DataError
+from rubric_induce.core.errors import BackendError, DataError
 
 __all__ = ["backend_option", "backend_params_options", "backend_params_from", "backend_options_given",
            "cache_options", "data_options", "progress_option", "load_examples", "open_backend", "show_progress",
@@ -38,8 +38,8 @@ def backend_params_options(f):
     """--top-logprobs, --timeout, --max-retries, --retry-after-max, --concurrency, --n-ctx, --prompt-cache-key,
     --extra-body: the [backend]
     call options (from :class:`~rubric_induce.backends.params.BackendParams`), as ``backend_<name>``."""
-    from ..backends.params import BackendParams
-    from ..params import click_options
+    from rubric_induce.backends.params import BackendParams
+    from rubric_induce.core.params import click_options
 
     f = click.option("--extra-body", "backend_extra_body", default=None, metavar="JSON",
                      help="Served models: a JSON object of fields added to every request, e.g. "
@@ -64,7 +64,7 @@ def backend_params_from(kwargs: dict[str, Any], spec: str | None, base: Any = No
     """Pop the ``backend_*`` options from a command's ``kwargs`` and build the
     :class:`~rubric_induce.backends.params.BackendParams` (``base``'s values where not given);
     a bad value or an option that does not apply to the spec's kind is a DataError naming it."""
-    from ..backends.params import BackendParams
+    from rubric_induce.backends.params import BackendParams
 
     changes = backend_options_given(kwargs)
     if spec:
@@ -105,8 +105,8 @@ def mapping_file_option(f):
 def task_options(f):
     """--task-file FILE and --task-description/--task-kind/--task-positive/--task-negative/
     --task-scale/--task-preset: the run config's [task] section (flags override the file)."""
-    from ..params import click_options
-    from ..task import TaskParams
+    from rubric_induce.core.params import click_options
+    from rubric_induce.core.task import TaskParams
 
     f = click_options(TaskParams, prefix=_TASK, defaults={n: None for n in TaskParams.field_names()})(f)
     return click.option("--task-file", "task_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -115,9 +115,9 @@ def task_options(f):
 
 
 def task_from_options(options: dict[str, Any]):
-    """The :class:`~rubric_induce.task.TaskParams` of :func:`task_options` (popped from ``options``),
+    """The :class:`~rubric_induce.core.task.TaskParams` of :func:`task_options` (popped from ``options``),
     with its ``@file`` description read; bad values exit 2 naming the field."""
-    from ..task import TaskParams, load_task_file
+    from rubric_induce.core.task import TaskParams, load_task_file
 
     path = options.pop("task_file", None)
     given = {n: options.pop(_TASK + n) for n in TaskParams.field_names() if _TASK + n in options}
@@ -144,7 +144,7 @@ def split_list(value: str | None) -> list[str] | None:
 def load_examples(examples_path: Path | None, dataset: str | None, data_root: Path | None, limit: int | None,
                   mapping_file: Path | None = None):
     """The examples named by the data options (the same loader as a run config's ``[data]``)."""
-    from ..data.params import DataParams, load_examples as load
+    from rubric_induce.data.params import DataParams, load_examples as load
 
     if (examples_path is None) == (dataset is None):
         raise click.UsageError("give exactly one of --examples PATH or --dataset NAME")
@@ -153,7 +153,7 @@ def load_examples(examples_path: Path | None, dataset: str | None, data_root: Pa
         if dataset is not None:
             raise DataError("--mapping-file reads --examples files; a shared dataset has its own loader",
                             field="--mapping-file")
-        from ..data.mapping import load_mapping_file
+        from rubric_induce.data.mapping import load_mapping_file
 
         mapping, scales = load_mapping_file(mapping_file)
     params = DataParams(examples=str(examples_path) if examples_path else None, dataset=dataset,
@@ -166,8 +166,8 @@ def open_backend(spec: str, cache_path: Path | None = None, no_cache: bool = Fal
 
     ``params`` (a :class:`~rubric_induce.backends.params.BackendParams`) carries the call
     options; those that do not apply to ``spec``'s kind are left out (e.g. for dedup's judge)."""
-    from ..backends import get_backend, parse_backend_spec
-    from ..cache import CachedBackend, CallCache, default_cache_path
+    from rubric_induce.backends import get_backend, parse_backend_spec
+    from rubric_induce.backends.cache import CachedBackend, CallCache, default_cache_path
 
     try:
         kind = parse_backend_spec(spec)[0]
@@ -180,7 +180,7 @@ def open_backend(spec: str, cache_path: Path | None = None, no_cache: bool = Fal
 
 def usage_line(backend, elapsed: float) -> str:
     """Calls, tokens, cost and time; with a second line naming the backend's faults when there were any."""
-    from ..backends.base import fault_summary
+    from rubric_induce.backends.base import fault_summary
 
     u = backend.tally.to_dict()
     cost = "unknown" if u["cost_usd"] is None else f"${u['cost_usd']:.4f}"

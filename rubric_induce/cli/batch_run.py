@@ -1,7 +1,7 @@
 """``rubric-induce batch-run``: send batch request files to OpenAI-compatible endpoints -> result files.
 
 The request files are what ``probe --export-batch DIR`` writes; the result files are what
-``rubric-induce ingest`` reads. Library entry point: :func:`rubric_induce.batchrun.run_batch`.
+``rubric-induce ingest`` reads. Library entry point: :func:`rubric_induce.batch.run.run_batch`.
 """
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import click
 
-from ._shared import echo, progress_option, show_progress
+from rubric_induce.cli._shared import echo, progress_option, show_progress
 
 __all__ = ["command", "expand_request_paths"]
 
 
 def expand_request_paths(paths: tuple[Path, ...]) -> list[Path]:
     """Files as given; a folder (an export) stands for its ``requests-*.jsonl`` in name order."""
-    from ..errors import DataError
+    from rubric_induce.core.errors import DataError
 
     out: list[Path] = []
     for p in paths:
@@ -79,8 +79,8 @@ def command(requests, endpoints, out_dir, engine, max_in_flight, timeout, max_re
           --endpoint http://gpu1:8000/v1 --endpoint http://gpu2:8000/v1
       rubric-induce ingest batch/results-*.jsonl
     """
-    from ..batchrun import RetryPolicy, api_key_from_env, run_batch
-    from ..errors import BackendError
+    from rubric_induce.batch.run import RetryPolicy, api_key_from_env, run_batch
+    from rubric_induce.core.errors import BackendError
 
     paths = expand_request_paths(requests)
     policy = RetryPolicy(max_retries=max_retries, timeout=timeout, retry_after_max=retry_after_max)

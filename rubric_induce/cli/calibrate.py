@@ -5,9 +5,9 @@ from pathlib import Path
 
 import click
 
-from ..calibration.api import CalibrateParams
-from ..params import click_options
-from ._shared import echo, load_examples, mapping_file_option, split_list
+from rubric_induce.calibration.api import CalibrateParams
+from rubric_induce.core.params import click_options
+from rubric_induce.cli._shared import echo, load_examples, mapping_file_option, split_list
 
 __all__ = ["command"]
 
@@ -45,8 +45,8 @@ def command(dataset, probes_path, examples_path, mapping_file, question, questio
       rubric-induce calibrate --dataset llm_rubric --out runs/cal
       rubric-induce calibrate --probes probes.jsonl --examples examples.jsonl --question satisfaction --out runs/cal
     """
-    from ..calibration import from_llm_rubric, from_probes
-    from ..calibration.api import calibrate
+    from rubric_induce.calibration import from_llm_rubric, from_probes
+    from rubric_induce.calibration.api import calibrate
 
     if (dataset is None) == (probes_path is None):
         raise click.UsageError("give either --dataset llm_rubric or --probes FILE --examples FILE")
@@ -58,7 +58,7 @@ def command(dataset, probes_path, examples_path, mapping_file, question, questio
         opts["n_threads"] = threads
     params = CalibrateParams.from_kwargs(options, question=question, options=opts)
     if dataset == "llm_rubric":
-        from ..data.datasets.llm_rubric import load_llm_rubric
+        from rubric_induce.data.datasets.llm_rubric import load_llm_rubric
 
         train = from_llm_rubric(load_llm_rubric(data_root, split="synthetic"), questions=qs, na_inputs=na_inputs)
         test = from_llm_rubric(load_llm_rubric(data_root, split="real"), questions=qs, na_inputs=na_inputs)
@@ -67,11 +67,11 @@ def command(dataset, probes_path, examples_path, mapping_file, question, questio
             raise click.UsageError("--probes needs --examples (the texts with their judgments)")
         if question is None:
             raise click.UsageError("--probes needs --question naming the label to calibrate")
-        from ..probing import ProbeTable
+        from rubric_induce.probing.api import ProbeTable
 
         scales = {}
         if mapping_file is not None:
-            from ..data.mapping import load_mapping_file
+            from rubric_induce.data.mapping import load_mapping_file
 
             scales = load_mapping_file(mapping_file)[1]
         examples = load_examples(examples_path, None, None, None, mapping_file)

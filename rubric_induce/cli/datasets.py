@@ -9,7 +9,7 @@ __all__ = ["command"]
 @click.command("datasets")
 def command() -> None:
     """List the datasets that --dataset accepts."""
-    from ..data.datasets import DATASETS
+    from rubric_induce.data.datasets import DATASETS
 
     for name in sorted(DATASETS):
         click.echo(name)

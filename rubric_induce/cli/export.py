@@ -47,8 +47,8 @@ def command(run, rubrics_path, fmt, out_path, name, label, description, grader, 
       rubric-induce export runs/x --format inspect --out rubric_scorer.py
       rubric-induce export --rubrics pool.jsonl --format llm-rubric --out questions.json
     """
-    from ..errors import DataError
-    from ..handoff import load_source
+    from rubric_induce.core.errors import DataError
+    from rubric_induce.handoff import load_source
 
     if (run is None) == (rubrics_path is None):
         raise DataError("give a run folder (RUN) or --rubrics FILE, not both" if run else
@@ -58,8 +58,8 @@ def command(run, rubrics_path, fmt, out_path, name, label, description, grader, 
         source.name = name
     n = len(source.rubrics)
     if fmt in ("json", "llm-rubric"):
-        from ..data import RubricSet
-        from ..handoff import export_json, export_llm_rubric
+        from rubric_induce.data import RubricSet
+        from rubric_induce.handoff import export_json, export_llm_rubric
 
         if rubrics_path is not None:
             rubric_set = RubricSet.load(rubrics_path)
@@ -75,27 +75,27 @@ def command(run, rubrics_path, fmt, out_path, name, label, description, grader, 
             click.echo(f"wrote {n} questions to {json_path} and {md_path}", err=True)
         return
     if fmt == "inspect":
-        from ..handoff.inspect_scorer import export_inspect
+        from rubric_induce.handoff.inspect_scorer import export_inspect
 
         export_inspect(source, out_path)
         what = "an inspect_ai scorer module"
     elif fmt == "deepeval":
-        from ..handoff import export_deepeval
+        from rubric_induce.handoff import export_deepeval
 
         export_deepeval(source, out_path)
         what = "deepeval GEval metrics (and a DAG where the set allows one)"
     elif fmt == "promptfoo":
-        from ..handoff import export_promptfoo
+        from rubric_induce.handoff import export_promptfoo
 
         export_promptfoo(source, out_path, provider=grader_model, decide=decide)
         what = "promptfoo llm-rubric assertions" + (" and a python assertion" if source.run_dir else "")
     elif fmt == "prometheus":
-        from ..handoff import export_prometheus
+        from rubric_induce.handoff import export_prometheus
 
         export_prometheus(source, out_path)
         what = "Prometheus / ragas rubrics"
     else:
-        from ..handoff import export_openai_graders
+        from rubric_induce.handoff import export_openai_graders
 
         options = {"kind": grader}
         if grader_model:

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import click
 
-from ..feedback import FeedbackParams
-from ..params import click_options
-from ._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
+from rubric_induce.feedback.api import FeedbackParams
+from rubric_induce.core.params import click_options
+from rubric_induce.cli._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
                       data_options, echo, interruptible, load_examples, open_backend, progress_option,
                       show_progress, split_list, task_from_options, task_options)
 
@@ -45,11 +45,11 @@ def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit,
           --examples demo.jsonl --backend local --out runs/demo/feedback.md
     """
     bparams = backend_params_from(options, backend_spec)  # checked before any LLM call
-    from ..data import RubricPool
-    from ..data.jsonl import read_json
-    from ..errors import DataError
-    from ..feedback import feedback
-    from ..probing import ProbeTable
+    from rubric_induce.data import RubricPool
+    from rubric_induce.data.jsonl import read_json
+    from rubric_induce.core.errors import DataError
+    from rubric_induce.feedback.api import feedback
+    from rubric_induce.probing.api import ProbeTable
 
     task = task_from_options(options)
     params = FeedbackParams.from_kwargs(options)
@@ -74,7 +74,7 @@ def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit,
     echo(f"{len(summary.groups)} group(s), depth {summary.depth}, {summary.n_calls} requests "
          f"({summary.stats.retries} retries, {summary.n_failures} unparseable); LLM calls: "
          f"{u['calls']} new, {u['cache_hits']} cached; wrote {out_path}" + (f" and {json_path}" if json_path else ""))
-    from ..backends.base import fault_summary
+    from rubric_induce.backends.base import fault_summary
 
     faults = fault_summary(u)
     if faults:

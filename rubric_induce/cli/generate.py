@@ -10,9 +10,9 @@ from pathlib import Path
 
 import click
 
-from ..generation.api import GENERATORS, AutoCalibrateParams, GenerateParams, RubiconParams
-from ..params import click_options
-from ._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
+from rubric_induce.generation.api import GENERATORS, AutoCalibrateParams, GenerateParams, RubiconParams
+from rubric_induce.core.params import click_options
+from rubric_induce.cli._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
                       data_options, echo, interruptible, load_examples, open_backend, progress_option,
                       show_progress, split_list, task_from_options, task_options, usage_line)
 
@@ -67,8 +67,8 @@ def command(examples_path, dataset, data_root, limit, mapping_file, method, labe
           --max-examples 40 --sample-sizes 4,8 --trials 2 --backend openai/gpt-4o-mini
     """
     bparams = backend_params_from(options, backend_spec)  # checked before any LLM call
-    from ..generation.api import generate
-    from ..handoff import import_rubrics
+    from rubric_induce.generation.api import generate
+    from rubric_induce.handoff import import_rubrics
 
     task = task_from_options(options)  # --task-* (the run's [task]); --task is AutoCalibrate's legacy sentence
     examples = load_examples(examples_path, dataset, data_root, limit, mapping_file)
@@ -86,7 +86,7 @@ def command(examples_path, dataset, data_root, limit, mapping_file, method, labe
         label = label or "sat"
     params = GenerateParams(method=method, per_class=per_class, include=tuple(map(str, include)),
                             domain=f"@{domain_path}" if domain_path else None, options=opts.to_dict())
-    from ..data.jsonl import read_text
+    from rubric_induce.data.jsonl import read_text
 
     domain = read_text(domain_path) if domain_path else None
     if out_path is None:

@@ -32,8 +32,8 @@ def command(source, fmt, merge_paths, out_path):
     Example:
       rubric-induce import my_rubrics.json --merge rubric_pools/uss_sgd_mixed.jsonl --out pool.jsonl
     """
-    from ..data import RubricSet
-    from ..handoff import import_rubrics, merge_pools
+    from rubric_induce.data import RubricSet
+    from rubric_induce.handoff import import_rubrics, merge_pools
 
     imported = import_rubrics(source, fmt)
     if not merge_paths:

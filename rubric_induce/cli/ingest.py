@@ -5,8 +5,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import DataError
-from ._shared import echo
+from rubric_induce.core.errors import DataError
+from rubric_induce.cli._shared import echo
 
 __all__ = ["command"]
 
@@ -50,15 +50,15 @@ def command(results, batch_dir, cache_path, config_path, out_dir, retry_file, re
     Example:
       rubric-induce ingest batch/out-00000.jsonl --batch-dir batch/ --config run.toml
     """
-    from ..batchfiles import ingest_results
-    from ..cache import CallCache, default_cache_path
+    from rubric_induce.batch.export import ingest_results
+    from rubric_induce.backends.cache import CallCache, default_cache_path
 
     if cache_path is not None and config_path is not None:
         raise DataError("give --cache or --config, not both", field="--cache")
     if config_path is not None:
-        from ..pipeline import load_config
-        from ..pipeline.folder import cache_path_for
-        from ..pipeline.runner import run_dir_for
+        from rubric_induce.pipeline import load_config
+        from rubric_induce.pipeline.folder import cache_path_for
+        from rubric_induce.pipeline.runner import run_dir_for
 
         cfg = load_config(config_path)
         cache_path = cache_path_for(cfg.backend.cache, run_dir_for(cfg, out_dir))
@@ -77,7 +77,7 @@ def command(results, batch_dir, cache_path, config_path, out_dir, retry_file, re
     click.echo(report.format())
     echo(f"cache: {cache_path}")
     if report_json is not None:
-        from ..data.jsonl import write_json
+        from rubric_induce.data.jsonl import write_json
 
         full = report.to_dict()
         full["missing"] = report.missing
@@ -85,7 +85,7 @@ def command(results, batch_dir, cache_path, config_path, out_dir, retry_file, re
         echo(f"report: {report_json}")
     bad = {"failed": len(report.failed), "expired": len(report.expired), "unknown id": len(report.unknown)}
     if any(bad.values()) and not allow_failed:
-        from ..errors import BackendError
+        from rubric_induce.core.errors import BackendError
 
         what = ", ".join(f"{n} {name}" for name, n in bad.items() if n)
         retry = f"; retry file: {report.retry_file}" if report.retry_lines else ""

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import click
 
-from ..errors import DataError
-from ._shared import backend_params_from, backend_params_options
+from rubric_induce.core.errors import DataError
+from rubric_induce.cli._shared import backend_params_from, backend_params_options
 
 __all__ = ["command", "plan_options", "show_plan"]
 
@@ -26,8 +26,8 @@ def plan_options(f):
 def show_plan(config_path: Path, *, out_dir: Path | None, backend_spec: str | None, backend_opts: dict,
               limit: int | None, shard: str | None, prices_path: Path | None, assume_rubrics: int | None,
               plan_json: Path | None):
-    from ..pipeline import load_config
-    from ..pipeline.probejob import plan_run
+    from rubric_induce.pipeline import load_config
+    from rubric_induce.pipeline.probejob import plan_run
 
     cfg = load_config(config_path)
     try:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from ..params import click_options
-from ..probing import ProbeParams
-from ._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
+from rubric_induce.core.params import click_options
+from rubric_induce.probing.api import ProbeParams
+from rubric_induce.cli._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
                       data_options, echo, interruptible, load_examples, open_backend, progress_option,
                       show_progress, split_list, task_from_options, task_options)
 
@@ -52,14 +52,14 @@ def command(examples_path, dataset, data_root, limit, mapping_file, rubrics_path
           --backend local --out runs/demo/probes.jsonl
     """
     bparams = backend_params_from(options, backend_spec)  # checked before any LLM call
-    from ..data import RubricPool
-    from ..data.jsonl import atomic_write_text
-    from ..probing import probe_to_file
-    from ..reports import probe_report
+    from rubric_induce.data import RubricPool
+    from rubric_induce.data.jsonl import atomic_write_text
+    from rubric_induce.probing.api import probe_to_file
+    from rubric_induce.probing.report import probe_report
 
-    from ..errors import DataError
-    from ..planning import check_logprobs_support
-    from ..sharding import parse_shard, select_shard
+    from rubric_induce.core.errors import DataError
+    from rubric_induce.probing.plan import check_logprobs_support
+    from rubric_induce.probing.shards import parse_shard, select_shard
 
     if out_path is None and export_dir is None:
         raise DataError("name where to write the probes (--out FILE), or --export-batch DIR", field="--out")
@@ -77,8 +77,8 @@ def command(examples_path, dataset, data_root, limit, mapping_file, rubrics_path
     rubrics = list(RubricPool.load(rubrics_path))
     backend, cache = open_backend(backend_spec, cache_path, no_cache, bparams)
     if export_dir is not None:
-        from ..batchfiles import export_batch
-        from ..probe_calls import probe_calls, prompt_hashes
+        from rubric_induce.batch.export import export_batch
+        from rubric_induce.probing.calls import probe_calls, prompt_hashes
 
         try:
             calls = probe_calls(examples, rubrics, backend, params, seed=seed, fields=split_list(fields), task=task,
@@ -118,7 +118,7 @@ def command(examples_path, dataset, data_root, limit, mapping_file, rubrics_path
              "same command again to retry only those: finished calls come from the cache")
     echo(f"LLM calls: {usage['calls']} new, {usage['cache_hits']} cached; tokens {usage['prompt_tokens']} "
          f"prompt + {usage['completion_tokens']} completion; {elapsed:.1f} s")
-    from ..backends.base import fault_summary
+    from rubric_induce.backends.base import fault_summary
 
     faults = fault_summary(usage)
     if faults:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from ..errors import DataError
-from ._shared import backend_params_from, backend_params_options, progress_option, show_progress
-from .plan import plan_options, show_plan
+from rubric_induce.core.errors import DataError
+from rubric_induce.cli._shared import backend_params_from, backend_params_options, progress_option, show_progress
+from rubric_induce.cli.plan import plan_options, show_plan
 
 __all__ = ["command"]
 
@@ -65,10 +65,10 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
         show_plan(config_path, out_dir=out_dir, backend_spec=backend_spec, backend_opts=backend_opts, limit=limit,
                   shard=shard, prices_path=prices_path, assume_rubrics=assume_rubrics, plan_json=plan_json)
         return
-    from ..backends.redact import redact_spec
-    from ..pipeline import load_config, run_pipeline
-    from ..pipeline.context import RunContext
-    from ..pipeline.runner import check_run_dir, preflight, run_dir_for
+    from rubric_induce.backends.redact import redact_spec
+    from rubric_induce.pipeline import load_config, run_pipeline
+    from rubric_induce.pipeline.context import RunContext
+    from rubric_induce.pipeline.runner import check_run_dir, preflight, run_dir_for
 
     cfg = load_config(config_path)
     try:  # --backend and the [backend] call options, checked together against the spec's kind
@@ -86,7 +86,7 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
                    f"label {cfg.data.label!r}, backend {redact_spec(cfg.backend.spec)}")
         return
     if export_dir is not None:
-        from ..pipeline.probejob import export_run_batch
+        from rubric_induce.pipeline.probejob import export_run_batch
 
         result = export_run_batch(cfg, export_dir, out=out_dir, shard=shard, max_lines=max_lines,
                                   overwrite=overwrite_batch)
@@ -96,7 +96,7 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
         return
     signal.signal(signal.SIGTERM, _terminate)  # `kill` gets the same clean stop as Ctrl-C
     if shard is not None:
-        from ..pipeline.probejob import run_probe_shard
+        from rubric_induce.pipeline.probejob import run_probe_shard
 
         try:
             done = run_probe_shard(cfg, shard, out=out_dir, progress=show_progress(progress),
@@ -125,7 +125,7 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
                f"{result.manifest.get('seconds', 0):.0f} s of stage time; "
                f"{int(usage.get('prompt_tokens', 0))} prompt + {int(usage.get('completion_tokens', 0))} completion "
                f"tokens, ${usage.get('cost_usd') or 0:.4f}", err=True)
-    from ..backends.base import fault_summary
+    from rubric_induce.backends.base import fault_summary
 
     faults = fault_summary(usage)
     if faults:

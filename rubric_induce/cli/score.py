@@ -17,9 +17,9 @@ from typing import Any
 
 import click
 
-from ..data.mapping import MAPPING_FORMATS
-from ..errors import DataError
-from ._shared import backend_options_given, backend_params_options, echo, progress_option, show_progress, split_list
+from rubric_induce.data.mapping import MAPPING_FORMATS
+from rubric_induce.core.errors import DataError
+from rubric_induce.cli._shared import backend_options_given, backend_params_options, echo, progress_option, show_progress, split_list
 
 __all__ = ["command", "input_mapping"]
 
@@ -41,7 +41,7 @@ def input_mapping(scorer, fmt: str | None, id_field: str | None, text_field: str
         if not sep or not name or not column:
             raise DataError(f"expected FIELD=COLUMN, got {item!r}", field="--map")
         if scorer.fields and name not in scorer.fields:
-            from ..params import suggest
+            from rubric_induce.core.params import suggest
 
             raise DataError(f"unknown field {name!r}{suggest(name, scorer.fields)}; this run reads "
                             f"{', '.join(scorer.fields)}", field="--map")
@@ -136,7 +136,7 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
       rubric-induce score runs/cal --probes probes.jsonl                      (a calibrator alone)
       rubric-induce score runs/demo --input new.jsonl --adaptive --budget 3   (only the rubrics that matter)
     """
-    from ..scoring import ARTIFACT_NAME
+    from rubric_induce.scoring.scorer import ARTIFACT_NAME
 
     if (input_path is None) == (probes_path is None):
         raise click.UsageError("give exactly one of --input FILE (texts) or --probes FILE (existing probes)")
@@ -156,8 +156,8 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
         return
     if question is not None:
         raise click.UsageError("--question is for a calibrator folder; a run predicts its own question")
-    from ..probing import ProbeTable
-    from ..scoring import RubricScorer
+    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.scoring.scorer import RubricScorer
 
     given = backend_options_given(backend_opts) or None  # checked against the backend's kind in load
     scorer = RubricScorer.load(artifact, backend=backend_spec, cache=cache_path, backend_options=given)
@@ -214,7 +214,7 @@ def _say_endpoint(scorer) -> None:
 
 
 def _say_faults(scorer) -> None:
-    from ..backends.base import fault_summary
+    from rubric_induce.backends.base import fault_summary
 
     tally = getattr(scorer._backend, "tally", None) if scorer._backend is not None else None
     line = fault_summary(tally.to_dict()) if tally is not None else None
@@ -225,9 +225,9 @@ def _say_faults(scorer) -> None:
 def _score_with_calibrator(folder: Path, probes_path: Path, who: Any, aggregate: str, question: str | None,
                            out_path: Path | None) -> None:
     """Calibrated predictions of probed texts from a calibrator folder alone (no rubrics, no LLM)."""
-    from ..calibration import load_calibrator
-    from ..calibration.api import calibrated_rows, calibrator_features
-    from ..probing import ProbeTable
+    from rubric_induce.calibration import load_calibrator
+    from rubric_induce.calibration.api import calibrated_rows, calibrator_features
+    from rubric_induce.probing.api import ProbeTable
 
     path = folder / "artifact" if (folder / "artifact").is_dir() else folder
     cal = load_calibrator(path)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from ..params import click_options
-from ..selection.api import SelectParams
-from ._shared import data_options, echo, load_examples
+from rubric_induce.core.params import click_options
+from rubric_induce.selection.api import SelectParams
+from rubric_induce.cli._shared import data_options, echo, load_examples
 
 __all__ = ["command"]
 
@@ -49,11 +49,11 @@ def command(examples_path, dataset, data_root, limit, mapping_file, probes_path,
       rubric-induce select --examples demo.jsonl --rubrics pool.jsonl \\
           --probes runs/demo/probes.jsonl --label sat --out runs/demo/select
     """
-    from ..data import RubricPool
-    from ..probing import ProbeTable
-    from ..selection import SelectionWarning, group_split
-    from ..selection.api import check_selection_labels, select, usable_rubrics, write_selection_report
-    from ..selection.scores import labels_from_examples
+    from rubric_induce.data import RubricPool
+    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.selection import SelectionWarning, group_split
+    from rubric_induce.selection.api import check_selection_labels, select, usable_rubrics, write_selection_report
+    from rubric_induce.selection.scores import labels_from_examples
 
     method = options.get("method") or SelectParams().method
     sel_opts = {"score": score}

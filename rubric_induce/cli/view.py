@@ -28,8 +28,8 @@ def command(run_dir, out_path, open_it):
     Example:
       rubric-induce view runs/demo --open
     """
-    from ..errors import DataError
-    from ..viewer import is_run_dir, write_view
+    from rubric_induce.core.errors import DataError
+    from rubric_induce.reporting.viewer import is_run_dir, write_view
 
     if not is_run_dir(run_dir):
         raise DataError("not a rubric-induce run directory (no manifest.json of `rubric-induce run`); "

@@ -1,7 +1,7 @@
 """Data model, JSONL I/O and dataset loaders."""
-from .examples_io import check_labels, read_examples, require_two_classes, write_examples
-from .labels import check_binary, is_binary, labels_from_examples
-from .model import (
+from rubric_induce.data.examples_io import check_labels, read_examples, require_two_classes, write_examples
+from rubric_induce.data.labels import check_binary, is_binary, labels_from_examples
+from rubric_induce.data.model import (
     LIKERT_5,
     YES_NO,
     AnswerScale,
@@ -13,8 +13,8 @@ from .model import (
     RubricSet,
     content_id,
 )
-from .probes import ProbeArrays, ProbeRecord, ProbeTable
-from .render import excerpt, render_example, truncate
+from rubric_induce.data.probes import ProbeArrays, ProbeRecord, ProbeTable
+from rubric_induce.data.render import excerpt, render_example, truncate
 
 __all__ = [
     "AnswerScale", "LIKERT_5", "YES_NO", "LabelScale", "Judgment", "Example", "Rubric",

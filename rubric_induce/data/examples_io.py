@@ -11,10 +11,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError
-from .jsonl import read_jsonl, write_jsonl
-from .labels import require_two_classes  # re-exported; lives with the other label checks
-from .model import Example, LabelScale
+from rubric_induce.core.errors import DataError
+from rubric_induce.data.jsonl import read_jsonl, write_jsonl
+from rubric_induce.data.labels import require_two_classes  # re-exported; lives with the other label checks
+from rubric_induce.data.model import Example, LabelScale
 
 __all__ = ["read_examples", "write_examples", "example_from_dict", "check_labels", "check_label_values",
            "label_problem", "LABEL_FIX",
@@ -152,7 +152,7 @@ def read_examples(
     The same as :class:`~rubric_induce.data.mapping.InputMapping` ``.load(path)`` on such a file
     (which also reads flat JSONL and CSV); kept as the short name for the project's own format.
     """
-    from .mapping import InputMapping
+    from rubric_induce.data.mapping import InputMapping
 
     return InputMapping(format="jsonl").load(path, label_scales=label_scales, nested=True)
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
-from ..errors import DataError
+from rubric_induce.core.errors import DataError
 
 __all__ = ["read_jsonl", "read_text", "read_table_file", "decode_text", "write_jsonl", "append_jsonl", "read_json", "write_json", "atomic_write_text", "jsonable"]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError
-from .model import Example
+from rubric_induce.core.errors import DataError
+from rubric_induce.data.model import Example
 
 __all__ = ["BINARY_FIX", "labels_from_examples", "is_binary", "check_binary", "require_two_classes"]
 

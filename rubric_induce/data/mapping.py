@@ -4,10 +4,10 @@
 column), the label columns (label name -> column) and the judges (long format: a judge column,
 one row per judge; wide format: label columns per judge). The same object reads every input
 shape the project accepts, the same way for ``run`` (``[data.mapping]``), ``score``,
-:meth:`RubricScorer.score <rubric_induce.scoring.RubricScorer.score>` and the DSPy hand-off:
+:meth:`RubricScorer.score <rubric_induce.scoring.scorer.RubricScorer.score>` and the DSPy hand-off:
 
 - flat JSONL / JSON rows and CSV / TSV rows: through the generic loader
-  (:func:`~rubric_induce.data.datasets.generic.load_generic`), columns as mapped;
+  (:func:`~rubric_induce.data.tables.load_generic`), columns as mapped;
 - nested rubric-induce rows (``{"id", "fields": {...}, "labels": {...}, "judgments": [...],
   "group"}``, detected by their ``fields`` object): the mapping selects and renames their fields
   and labels;
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError
-from ..params import Params, param
-from .model import Example, Judgment, LabelScale
+from rubric_induce.core.errors import DataError
+from rubric_induce.core.params import Params, param
+from rubric_induce.data.model import Example, Judgment, LabelScale
 
 __all__ = ["InputMapping", "MAPPING_FORMATS", "text_id", "load_mapping_file"]
 
@@ -138,7 +138,7 @@ class InputMapping(Params):
     # -- files ---------------------------------------------------------------------------------
     def file_format(self, path: str | Path) -> str:
         """``jsonl``, ``json``, ``csv`` or ``tsv``: :attr:`format`, or (auto) from the file name."""
-        from .datasets.generic import FORMATS
+        from rubric_induce.data.tables import FORMATS
 
         if self.format != "auto":
             return self.format
@@ -166,7 +166,7 @@ class InputMapping(Params):
         refuse (False) the nested rubric-induce layout; None detects it from the first row.
         ``unique=False`` keeps rows with equal ids (scoring).
         """
-        from .datasets.generic import _rows, load_generic
+        from rubric_induce.data.tables import _rows, load_generic
 
         path = Path(path)
         fmt = self.file_format(path)
@@ -218,7 +218,7 @@ class InputMapping(Params):
     def _first_row(self, path: Path, fmt: str) -> Mapping[str, Any]:
         """The first row (for JSON) or the header as a dict (CSV/TSV), with a hint when the file is
         in the other family of formats."""
-        from .datasets.generic import _rows
+        from rubric_induce.data.tables import _rows
 
         try:
             for _line, _record, row in _rows(path, fmt, []):
@@ -232,7 +232,7 @@ class InputMapping(Params):
             import csv
             import io
 
-            from .jsonl import read_text
+            from rubric_induce.data.jsonl import read_text
 
             text = read_text(path)
             header = next(csv.reader(io.StringIO(text), delimiter="\t" if fmt == "tsv" else ","), [])
@@ -260,8 +260,8 @@ class InputMapping(Params):
     def _nested(self, rows: Iterable[tuple[int | None, int | None, Any]], path: Path | None,
                 label_scales: Mapping[str, LabelScale] | None, binary_label: str | None,
                 unique: bool, required: Sequence[str] = ()) -> list[Example]:
-        from .examples_io import example_from_dict
-        from .labels import require_two_classes
+        from rubric_induce.data.examples_io import example_from_dict
+        from rubric_induce.data.labels import require_two_classes
 
         if self.judge is not None or self.judges:
             raise DataError("nested rubric-induce rows carry their own judgments; judge / judges map the "
@@ -292,7 +292,7 @@ class InputMapping(Params):
                       prefix: str) -> Example:
         """Select and rename the fields and labels of a nested example as mapped; a mapped column
         is looked up in ``fields`` / ``labels`` (by column, else by field name)."""
-        from .datasets.generic import _MISSING, _lookup
+        from rubric_induce.data.tables import _MISSING, _lookup
 
         changes: dict[str, Any] = {}
         if self.text:
@@ -335,8 +335,8 @@ class InputMapping(Params):
         text mapping of flat dicts and name the field a plain string fills. Errors name
         ``texts[i]``. Equal texts are kept (each gets a result).
         """
-        from .datasets.generic import examples_from_rows
-        from .examples_io import example_from_dict
+        from rubric_induce.data.tables import examples_from_rows
+        from rubric_induce.data.examples_io import example_from_dict
 
         if isinstance(items, (str, Mapping, Example)):
             items = [items]
@@ -383,7 +383,7 @@ def load_mapping_file(path: str | Path) -> tuple[InputMapping, dict[str, Any]]:
     """``(mapping, scales)`` from a TOML or JSON file: a run config's ``[data.mapping]`` (and
     ``[data] scales``), a ``[mapping]`` table, or the mapping's keys at top level; what the stage
     commands (``probe``, ``select``, ``calibrate``, ...) read ``--examples`` through."""
-    from .jsonl import read_table_file
+    from rubric_induce.data.jsonl import read_table_file
 
     path = Path(path)
     raw = read_table_file(path, "mapping file")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError
+from rubric_induce.core.errors import DataError
 
 __all__ = [
     "AnswerScale",
@@ -378,7 +378,7 @@ class RubricPool:
         return [r for r in self.rubrics if r.polarity == polarity]
 
     def save(self, path: str | Path) -> Path:
-        from .jsonl import write_json, write_jsonl
+        from rubric_induce.data.jsonl import write_json, write_jsonl
 
         path = Path(path)
         write_jsonl(path, (r.to_dict() for r in self.rubrics))
@@ -388,7 +388,7 @@ class RubricPool:
 
     @classmethod
     def load(cls, path: str | Path) -> RubricPool:
-        from .jsonl import read_json, read_jsonl
+        from rubric_induce.data.jsonl import read_json, read_jsonl
 
         path = Path(path)
         rubrics = []

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..errors import DataError
-from ..params import Params, param
-from .mapping import InputMapping
-from .model import Example, LabelScale
+from rubric_induce.core.errors import DataError
+from rubric_induce.core.params import Params, param
+from rubric_induce.data.mapping import InputMapping
+from rubric_induce.data.model import Example, LabelScale
 
 __all__ = ["DataParams", "load_examples"]
 
@@ -93,7 +93,7 @@ def load_examples(params: DataParams, resolve: Callable[[str], Path] = Path, *, 
         raise DataError("give exactly one of data.examples (a file) or data.dataset (a shared dataset)",
                         path=source, field="data")
     if params.dataset:
-        from .datasets import load_dataset
+        from rubric_induce.data.datasets import load_dataset
 
         root = resolve(params.data_root) if params.data_root else None
         examples = load_dataset(params.dataset, root=root)
@@ -105,7 +105,7 @@ def load_examples(params: DataParams, resolve: Callable[[str], Path] = Path, *, 
         examples = mapping.load(path, default_labels=(params.label,), label_scales=params.label_scales() or None)
     _check_scale_names(params, examples, source)
     if params.dataset and params.scales:  # a shared dataset's loader checks its own scales; check the declared ones
-        from .examples_io import check_labels
+        from rubric_induce.data.examples_io import check_labels
 
         scales = params.label_scales()
         for ex in examples:
@@ -117,7 +117,7 @@ def load_examples(params: DataParams, resolve: Callable[[str], Path] = Path, *, 
 
 def _check_scale_names(params: DataParams, examples: list[Example], source: str | None) -> None:
     """A declared scale must name a label the examples have (a typo would check nothing)."""
-    from ..params import suggest
+    from rubric_induce.core.params import suggest
 
     known = {q for ex in examples for q in (*ex.labels, *(k for j in ex.judgments for k in j.labels))}
     for name in params.scales:

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError
-from .jsonl import read_json, read_jsonl, write_json, write_jsonl
-from .model import manifest_path
+from rubric_induce.core.errors import DataError
+from rubric_induce.data.jsonl import read_json, read_jsonl, write_json, write_jsonl
+from rubric_induce.data.model import manifest_path
 
 __all__ = ["ProbeRecord", "ProbeArrays", "ProbeTable", "probe_health_markdown"]
 

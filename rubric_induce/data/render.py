@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..errors import DataError
-from .model import Example
+from rubric_induce.core.errors import DataError
+from rubric_induce.data.model import Example
 
 __all__ = ["TRUNCATION_MARKER", "render_example", "render_example_tokens", "truncate", "excerpt"]
 

@@ -2,7 +2,7 @@
 
 * :mod:`.meta_eval`: :func:`correlation_table`, correlations with bootstrap intervals per
   (aspect, system) of a score table. The statistics it uses (correlations, bootstrap intervals,
-  Williams' test, Cohen's / quadratic-weighted kappa) live in :mod:`rubric_induce.stats` and are
+  Williams' test, Cohen's / quadratic-weighted kappa) live in :mod:`rubric_induce.core.stats` and are
   re-exported here.
 * :mod:`.score_table`: the ``scores.jsonl`` format that runs and experiments write.
 * :mod:`.run_report`: ``rubric-induce report``, a run directory as markdown with figures
@@ -10,7 +10,7 @@
 """
 from __future__ import annotations
 
-from ..stats import (
+from rubric_induce.core.stats import (
     CORRELATIONS as METHODS,
     CorrelationResult,
     bootstrap_ci,
@@ -24,10 +24,10 @@ from ..stats import (
     williams_test,
     williams_test_scores,
 )
-from .meta_eval import correlation_table
-from .heldout import EvaluateParams, EvaluationResult, evaluate
-from .run_report import ReportParams, render_run_report, report
-from .score_table import ScoreRow, read_scores, write_scores
+from rubric_induce.evaluation.meta_eval import correlation_table
+from rubric_induce.evaluation.heldout import EvaluateParams, EvaluationResult, evaluate
+from rubric_induce.reporting.report import ReportParams, render_run_report, report
+from rubric_induce.evaluation.score_table import ScoreRow, read_scores, write_scores
 
 __all__ = [
     "evaluate",

@@ -1,6 +1,6 @@
 """The evaluate stage's one entry point: held-out metrics of a scored split (:func:`evaluate`).
 
-Takes what the scorer produced for the held-out texts (:class:`~rubric_induce.scoring.ScoreResult`)
+Takes what the scorer produced for the held-out texts (:class:`~rubric_induce.scoring.scorer.ScoreResult`)
 and their human labels; returns an :class:`EvaluationResult` that writes ``scores.jsonl`` (the
 meta-evaluation score table), ``evaluation.md``, ``evaluation.json`` and ``test_scores.json``.
 """
@@ -12,13 +12,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..data import Example, Rubric
-from ..data.probes import ProbeTable
-from ..data.jsonl import jsonable
-from ..params import Params, param
-from .baselines import beats, constant_baseline, majority_baseline
-from .probe_checks import LOW_MASS, NEAR_CONSTANT_SD
-from .score_table import ScoreRow
+from rubric_induce.data import Example, Rubric
+from rubric_induce.data.probes import ProbeTable
+from rubric_induce.data.jsonl import jsonable
+from rubric_induce.core.params import Params, param
+from rubric_induce.evaluation.baselines import beats, constant_baseline, majority_baseline
+from rubric_induce.probing.checks import LOW_MASS, NEAR_CONSTANT_SD
+from rubric_induce.evaluation.score_table import ScoreRow
 
 __all__ = ["EvaluateParams", "EvaluationResult", "evaluate", "score_heldout", "human_value", "binary_aspect"]
 
@@ -72,8 +72,8 @@ class EvaluationResult:
         return out
 
     def save(self, out: str | Path) -> list[Path]:
-        from ..data.jsonl import atomic_write_text, write_json
-        from .score_table import write_scores
+        from rubric_induce.data.jsonl import atomic_write_text, write_json
+        from rubric_induce.evaluation.score_table import write_scores
 
         out = Path(out)
         paths = [write_scores(out / "scores.jsonl", self.rows), write_json(out / "evaluation.json", jsonable(self.summary)),
@@ -93,7 +93,7 @@ def score_heldout(scorer: Any, probes: ProbeTable, examples: Sequence[Example]
     are then taken from those arrays, so the time is linear in the number of examples and
     ratings, not (examples x table size).
     """
-    from .judges import judge_ratings
+    from rubric_induce.evaluation.judges import judge_ratings
 
     examples = list(examples)
     arrays = probes.arrays([ex.id for ex in examples], [r.id for r in scorer.rubrics])
@@ -170,16 +170,16 @@ def evaluate(
     ``label_threshold``: the threshold that made a graded label binary; the binary rows then use
     the aspect ``label>=T`` (:func:`binary_aspect`), so ``question == label`` never collides.
     """
-    from ..selection import evaluate_selection, metrics_markdown
-    from ..stats import bootstrap_ci as _bootstrap_ci, dataset_level
-    from .judges import judge_rows, judges_markdown
+    from rubric_induce.selection import evaluate_selection, metrics_markdown
+    from rubric_induce.core.stats import bootstrap_ci as _bootstrap_ci, dataset_level
+    from rubric_induce.evaluation.judges import judge_rows, judges_markdown
 
     def bootstrap_ci(stat, a, b, *, n_boot, seed):
         """The statistic and its interval; ``bootstrap = 0`` means no intervals (NaN bounds)."""
         if n_boot < 1:
             return dataset_level(a, b, stat).value, float("nan"), float("nan")
         return _bootstrap_ci(stat, a, b, n_boot=n_boot, seed=seed)
-    from .probe_checks import probe_checks
+    from rubric_induce.probing.checks import probe_checks
 
     y = np.asarray(y, dtype=float)
     aspect = binary_aspect(label, label_threshold)
@@ -300,7 +300,7 @@ def evaluate(
                         f"{100 * params.warn_mass:g}%).\n")
     surprise = [getattr(r, "answer_surprise", None) for r in results]
     if any(v is not None for v in surprise):
-        from ..stats import check_answer_shift
+        from rubric_induce.core.stats import check_answer_shift
 
         shift = check_answer_shift(surprise, answer_reference)
         if shift is not None:

@@ -4,7 +4,7 @@ For each judge who rated the held-out texts on a question: the calibrated predic
 judge* against that judge's ratings (Pearson, Spearman, RMSE, n), NetSAT against them, the
 constant baseline of that judge's training mean (RMSE; a constant has no correlation), and the
 human ceiling: the mean of the *other* judges' ratings of the same texts against this judge's
-(leave-one-judge-out; :func:`rubric_induce.stats.leave_one_out_agreement`). The calibrated and
+(leave-one-judge-out; :func:`rubric_induce.core.stats.leave_one_out_agreement`). The calibrated and
 the ceiling columns answer the same question, "how well can this judge's rating be predicted",
 one from the rubrics and one from the other humans. A ``pooled`` row does the same over every
 (text, judge) pair.
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..data import Example
-from ..stats import leave_one_out_agreement, pearson, spearman
+from rubric_induce.data import Example
+from rubric_induce.core.stats import leave_one_out_agreement, pearson, spearman
 
 __all__ = ["judge_ratings", "judge_rows", "judges_markdown"]
 

@@ -2,7 +2,7 @@
 
 :func:`correlation_table` gives, per (aspect, system), dataset- and summary-level Pearson /
 Spearman / Kendall with bootstrap intervals. The statistics themselves (correlations, Williams'
-test, bootstrap, kappa) live in :mod:`rubric_induce.stats`.
+test, bootstrap, kappa) live in :mod:`rubric_induce.core.stats`.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..stats import bootstrap_ci, correlation_function, summary_level
+from rubric_induce.core.stats import bootstrap_ci, correlation_function, summary_level
 
 __all__ = ["correlation_table"]
 

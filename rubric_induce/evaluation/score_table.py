@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..data.jsonl import read_jsonl, write_jsonl
-from ..errors import DataError
+from rubric_induce.data.jsonl import read_jsonl, write_jsonl
+from rubric_induce.core.errors import DataError
 
 __all__ = ["ScoreRow", "write_scores", "read_scores", "FIELDS"]
 
@@ -79,7 +79,7 @@ def _vector(value: Any, field: str) -> tuple[float, ...] | None:
 class ScoreRow:
     """One system's score for one aspect of one example, with the human score beside it.
 
-    Validated on construction: a bad value raises :class:`~rubric_induce.errors.DataError`
+    Validated on construction: a bad value raises :class:`~rubric_induce.core.errors.DataError`
     naming the field. ``score`` is NaN when the system gave none.
     """
 

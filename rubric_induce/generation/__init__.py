@@ -2,14 +2,14 @@
 
 ``generate_rubicon`` and ``generate_spur`` turn positive/negative examples into a SAT + DSAT rubric
 pool; ``generate_autocalibrate`` drafts, revisits and refines criteria for one Likert aspect.
-All LLM replies are JSON under a schema (:mod:`rubric_induce.structured`); unparseable ones are retried
+All LLM replies are JSON under a schema (:mod:`rubric_induce.backends.structured`); unparseable ones are retried
 and then counted in :class:`GenerationStats`, which the pool manifest carries. ``METRICS`` and
-``kendall_tau`` are kept here for compatibility: they are :data:`rubric_induce.stats.CORRELATIONS`
-and :func:`rubric_induce.stats.kendall`.
+``kendall_tau`` are kept here for compatibility: they are :data:`rubric_induce.core.stats.CORRELATIONS`
+and :func:`rubric_induce.core.stats.kendall`.
 """
-from ..stats import CORRELATIONS as METRICS
-from ..stats import kendall as kendall_tau
-from .api import (
+from rubric_induce.core.stats import CORRELATIONS as METRICS
+from rubric_induce.core.stats import kendall as kendall_tau
+from rubric_induce.generation.api import (
     GENERATORS,
     AutoCalibrateParams,
     GenerateParams,
@@ -18,7 +18,7 @@ from .api import (
     RubiconParams,
     generate,
 )
-from .autocalibrate import (
+from rubric_induce.generation.autocalibrate import (
     LEVEL_NAMES,
     AutoCalibrateResult,
     DraftSpec,
@@ -32,7 +32,7 @@ from .autocalibrate import (
     refine_criteria,
     revisit,
 )
-from .rubicon import (
+from rubric_induce.generation.rubicon import (
     MODES,
     balanced_sample,
     Pattern,
@@ -44,7 +44,7 @@ from .rubicon import (
     split_binary,
     summarize_rubrics,
 )
-from ..structured import (
+from rubric_induce.backends.structured import (
     GenerationError,
     GenerationFailure,
     GenerationStats,

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..backends.base import Backend
-from ..data import Example, Rubric, RubricPool
-from ..errors import DataError, RubricInduceError
-from ..params import Params, options_from, param, read_at_file
-from ..structured import GenerationError
-from ..task import TaskParams
+from rubric_induce.backends.base import Backend
+from rubric_induce.data import Example, Rubric, RubricPool
+from rubric_induce.core.errors import DataError, RubricInduceError
+from rubric_induce.core.params import Params, options_from, param, read_at_file
+from rubric_induce.backends.structured import GenerationError
+from rubric_induce.core.task import TaskParams
 
 __all__ = ["GenerateParams", "RubiconParams", "AutoCalibrateParams", "Generator", "GENERATORS",
            "GenerateResult", "generate", "POOL_FILE"]
@@ -121,7 +121,7 @@ def _run_rubicon(mode: str):
     def run(examples: list[Example], backend: Backend, opts: RubiconParams, *, label: str,
             label_threshold: float | None, domain: str | None, seed: int, fields, progress: bool,
             task: TaskParams) -> GenerateResult:
-        from .rubicon import generate_rubicon
+        from rubric_induce.generation.rubicon import generate_rubicon
 
         default_on = mode == "rubicon"
         use_ds = default_on if opts.use_ds is None else opts.use_ds
@@ -143,7 +143,7 @@ def _run_rubicon(mode: str):
 def _run_autocalibrate(examples: list[Example], backend: Backend, opts: AutoCalibrateParams, *, label: str,
                        label_threshold: float | None, domain: str | None, seed: int, fields,
                        progress: bool, task: TaskParams) -> GenerateResult:
-    from .autocalibrate import generate_autocalibrate
+    from rubric_induce.generation.autocalibrate import generate_autocalibrate
 
     result = generate_autocalibrate(
         examples, backend, aspect=opts.aspect or label, label=label, task=opts.task or task, scale=opts.scale,
@@ -226,13 +226,13 @@ def generate(
         gen = GENERATORS[params.method]
         shown = examples
         if gen.binary and params.per_class:
-            from .rubicon import balanced_sample
+            from rubric_induce.generation.rubicon import balanced_sample
 
             shown = balanced_sample(shown, label, params.per_class, threshold=label_threshold, seed=seed)
         if isinstance(opts, AutoCalibrateParams) and opts.max_examples and len(shown) > opts.max_examples:
             import numpy as np
 
-            from .structured import derive_seed
+            from rubric_induce.generation.structured import derive_seed
 
             rng = np.random.default_rng(derive_seed(seed, "max_examples", opts.max_examples))
             keep = sorted(rng.choice(len(shown), size=opts.max_examples, replace=False).tolist())

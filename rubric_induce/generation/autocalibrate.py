@@ -6,7 +6,7 @@ For one aspect of Likert-labelled examples (e.g. SummEval coherence):
    labelled examples, for each in-context sample size and trial, each shown to the LLM several
    times with temperature sampling (Table 9: sizes 4-12, 4 trials, 3 samples, temperature 1).
 2. **Revisiting** (:func:`revisit`): every draft is probed on the labelled set with
-   :func:`rubric_induce.probing.probe`; the expected score under each criterion is correlated
+   :func:`rubric_induce.probing.api.probe`; the expected score under each criterion is correlated
    with the human scores (Spearman by default; Pearson or Kendall's tau-b) and the top-K kept.
 3. **Refinement** (:func:`refine_criteria`): for each kept criterion, few-shot samples of the
    examples where its scores disagree most with the humans, and a request for an edited
@@ -28,17 +28,17 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.base import Backend
-from ..data.model import AnswerScale, Example, Rubric, RubricPool
-from ..data.render import render_example
-from ..errors import DataError, ReplyParseError, RubricInduceError
-from ..probing import probe
-from ..progress import progress_bar
-from ..stats import CORRELATIONS
-from ..task import TaskParams, TaskWording
-from ..templates import load_prompt
-from ..structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
-from .screen import RubricScreen
+from rubric_induce.backends.base import Backend
+from rubric_induce.data.model import AnswerScale, Example, Rubric, RubricPool
+from rubric_induce.data.render import render_example
+from rubric_induce.core.errors import DataError, ReplyParseError, RubricInduceError
+from rubric_induce.probing.api import probe
+from rubric_induce.core.progress import progress_bar
+from rubric_induce.core.stats import CORRELATIONS
+from rubric_induce.core.task import TaskParams, TaskWording
+from rubric_induce.core.templates import load_prompt
+from rubric_induce.backends.structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
+from rubric_induce.generation.screen import RubricScreen
 
 __all__ = [
     "DraftSpec",
@@ -259,7 +259,7 @@ def draft_criteria(
 ) -> list[Rubric]:
     """Draft one criterion per :class:`DraftSpec` (the plan is built when not given).
 
-    ``task``: the run's :class:`~rubric_induce.task.TaskParams` (or a legacy one-sentence task
+    ``task``: the run's :class:`~rubric_induce.core.task.TaskParams` (or a legacy one-sentence task
     string). Criteria that copy the task text or a long span of an example are rejected and
     counted (``screen``, default :func:`criteria_screen`). Returns unique criteria as rubrics
     (``aspect`` set, Likert ``scale``) in plan order.
@@ -507,8 +507,8 @@ def generate_autocalibrate(
     The returned pool holds the final top-K (kept drafts and refined criteria together), best
     first; each rubric's provenance has its ``correlation`` and ``metric``. ``rounds`` repeats the
     refine-and-filter step. ``levels`` (4 or 5) expands the final criteria into per-level
-    descriptors. ``probe_options`` go to :func:`rubric_induce.probing.probe`. ``task``: the
-    run's :class:`~rubric_induce.task.TaskParams` (it words every prompt and the probes), or a
+    descriptors. ``probe_options`` go to :func:`rubric_induce.probing.api.probe`. ``task``: the
+    run's :class:`~rubric_induce.core.task.TaskParams` (it words every prompt and the probes), or a
     legacy one-sentence task string (then the probes use the default task).
     """
     label = label or aspect

@@ -2,7 +2,7 @@
 
 Two phases, both with JSON-constrained replies (see :mod:`.structured`):
 
-Every prompt is rendered from the run's task (:class:`~rubric_induce.task.TaskParams`: what is
+Every prompt is rendered from the run's task (:class:`~rubric_induce.core.task.TaskParams`: what is
 judged, the kind of text, the class names); the ``uss`` preset gives RUBICON's original
 user-satisfaction wording, the default task a generic one.
 
@@ -34,15 +34,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..backends.base import Backend
-from ..data.model import LIKERT_5, AnswerScale, Example, Rubric, RubricPool
-from ..data.render import render_example
-from ..errors import DataError, RubricInduceError
-from ..progress import progress_bar
-from ..task import TaskParams, TaskWording
-from ..templates import PromptTemplate, load_prompt
-from .screen import RubricScreen
-from ..structured import (
+from rubric_induce.backends.base import Backend
+from rubric_induce.data.model import LIKERT_5, AnswerScale, Example, Rubric, RubricPool
+from rubric_induce.data.render import render_example
+from rubric_induce.core.errors import DataError, RubricInduceError
+from rubric_induce.core.progress import progress_bar
+from rubric_induce.core.task import TaskParams, TaskWording
+from rubric_induce.core.templates import PromptTemplate, load_prompt
+from rubric_induce.generation.screen import RubricScreen
+from rubric_induce.backends.structured import (
     GenerationError,
     GenerationStats,
     ask_json,
@@ -484,7 +484,7 @@ def generate_rubicon(
     """Generate a SAT + DSAT rubric pool from binary-labelled examples (RUBICON or SPUR mode).
 
     ``label``: the 0/1 label (or a graded one with ``threshold``). ``task``: what is judged and
-    what the label means (:class:`~rubric_induce.task.TaskParams`; default: the generic task,
+    what the label means (:class:`~rubric_induce.core.task.TaskParams`; default: the generic task,
     ``TaskParams(preset="uss")`` for RUBICON's user-satisfaction wording). ``domain``: the
     domain description for DS (default: the task's description; one of them is required while
     ``use_ds``). ``use_cdp`` (conversation design principles) defaults to on for conversation

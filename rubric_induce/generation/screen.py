@@ -14,7 +14,7 @@ item fail that, and small models produce all of them:
   the LLM was shown (e.g. article sentences pasted into an AutoCalibrate criterion).
 
 RUBICON, SPUR and AutoCalibrate screen every item with :class:`RubricScreen` before it enters the
-pool and count each rejection by reason in :class:`~rubric_induce.structured.GenerationStats`.
+pool and count each rejection by reason in :class:`~rubric_induce.backends.structured.GenerationStats`.
 """
 from __future__ import annotations
 

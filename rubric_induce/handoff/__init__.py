@@ -2,7 +2,7 @@
 
 Our own formats (:mod:`rubric_induce.handoff.core`): the rubric-set JSON and the LLM-RUBRIC
 question layout, both lossless. Tool formats, one module each, all taking a run folder, an
-artifact, a rubric file, a :class:`~rubric_induce.scoring.RubricScorer` or rubrics
+artifact, a rubric file, a :class:`~rubric_induce.scoring.scorer.RubricScorer` or rubrics
 (:func:`~rubric_induce.handoff.source.load_source`):
 
 * :mod:`.inspect_scorer`: an inspect_ai ``@scorer`` probing through inspect's model API (logprobs).
@@ -16,9 +16,9 @@ The tools' own packages are imported only when an object of theirs is built.
 """
 from __future__ import annotations
 
-from . import core as _core
-from .core import *  # noqa: F401,F403  (the historical rubric_induce.handoff API)
-from .deepeval_metrics import (
+from rubric_induce.handoff import core as _core
+from rubric_induce.handoff.core import *  # noqa: F401,F403  (the historical rubric_induce.handoff API)
+from rubric_induce.handoff.deepeval_metrics import (
     deepeval_dag,
     deepeval_geval,
     deepeval_model,
@@ -26,11 +26,11 @@ from .deepeval_metrics import (
     export_deepeval,
     import_deepeval,
 )
-from .inspect_scorer import export_inspect, inspect_scorer
-from .openai_graders import export_openai_graders, import_openai_graders, openai_graders
-from .prometheus import export_prometheus, import_prometheus, prometheus_rubrics, ragas_metrics
-from .promptfoo import export_promptfoo, import_promptfoo, promptfoo_assert, promptfoo_config
-from .source import HandoffSource, load_source
+from rubric_induce.handoff.inspect_scorer import export_inspect, inspect_scorer
+from rubric_induce.handoff.openai_graders import export_openai_graders, import_openai_graders, openai_graders
+from rubric_induce.handoff.prometheus import export_prometheus, import_prometheus, prometheus_rubrics, ragas_metrics
+from rubric_induce.handoff.promptfoo import export_promptfoo, import_promptfoo, promptfoo_assert, promptfoo_config
+from rubric_induce.handoff.source import HandoffSource, load_source
 
 __all__ = [
     *_core.__all__,

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..data import Rubric
-from ..errors import DataError
-from .core import rubric_question
-from .source import level_texts, ordered_levels
+from rubric_induce.data import Rubric
+from rubric_induce.core.errors import DataError
+from rubric_induce.handoff.core import rubric_question
+from rubric_induce.handoff.source import level_texts, ordered_levels
 
 __all__ = ["ladder", "oriented", "mean_threshold", "graded_prompt", "rubric_line", "parse_rubric_line", "fill_fields",
            "rebuild_rubric", "SHAPES_KEY", "rubric_shapes", "restore_shape"]
@@ -119,7 +119,7 @@ def rebuild_rubric(rid: str, text: str, polarity: str | None, *, scale=None, lev
     """
     from dataclasses import replace
 
-    from .source import level_texts
+    from rubric_induce.handoff.source import level_texts
 
     kwargs: dict = {"provenance": {"method": "manual", "source_format": source_format}}
     if scale is not None:
@@ -144,7 +144,7 @@ def restore_shape(rubric: Rubric, shapes: object, *, path=None, field: str) -> R
     from collections.abc import Mapping
     from dataclasses import replace
 
-    from .core import _Checker
+    from rubric_induce.handoff.core import _Checker
 
     if not isinstance(shapes, Mapping) or not isinstance(shapes.get(rubric.id), Mapping):
         return rubric

@@ -29,9 +29,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..data.jsonl import atomic_write_text, jsonable, read_json
-from ..data.model import LIKERT_5, AnswerScale, Rubric, RubricPool, RubricSet
-from ..errors import DataError
+from rubric_induce.data.jsonl import atomic_write_text, jsonable, read_json
+from rubric_induce.data.model import LIKERT_5, AnswerScale, Rubric, RubricPool, RubricSet
+from rubric_induce.core.errors import DataError
 
 __all__ = [
     "FORMAT_NAME",
@@ -541,7 +541,7 @@ def import_rubrics(path: str | Path, fmt: str = "auto") -> RubricSet:
     if fmt == "jsonl" or (fmt == "auto" and path.suffix == ".jsonl"):
         return RubricSet.load(path)
     if fmt == "promptfoo" or (fmt == "auto" and path.suffix in (".yaml", ".yml")):
-        from .promptfoo import import_promptfoo
+        from rubric_induce.handoff.promptfoo import import_promptfoo
 
         return import_promptfoo(path)
     if fmt == "auto" and path.suffix.lower() in (".py", ".md", ".markdown", ".txt"):
@@ -550,15 +550,15 @@ def import_rubrics(path: str | Path, fmt: str = "auto") -> RubricSet:
     if fmt == "auto":
         fmt = _detect(doc)
     if fmt == "prometheus":
-        from .prometheus import prometheus_to_rubrics
+        from rubric_induce.handoff.prometheus import prometheus_to_rubrics
 
         return prometheus_to_rubrics(doc, path=path)
     if fmt == "openai-graders":
-        from .openai_graders import openai_graders_to_rubrics
+        from rubric_induce.handoff.openai_graders import openai_graders_to_rubrics
 
         return openai_graders_to_rubrics(doc, path=path)
     if fmt == "deepeval":
-        from .deepeval_metrics import deepeval_spec_to_rubrics
+        from rubric_induce.handoff.deepeval_metrics import deepeval_spec_to_rubrics
 
         return deepeval_spec_to_rubrics(doc, path=path)
     if fmt == "llm-rubric":

@@ -21,7 +21,7 @@
 
 What deepeval loses: GEval asks for one score per rubric (logprob weighting only with deepeval's
 native OpenAI models), there is no calibration network, and the DAG sees each rubric as yes/no.
-deepeval is imported lazily; :class:`~rubric_induce.errors.MissingDependencyError` says how to
+deepeval is imported lazily; :class:`~rubric_induce.core.errors.MissingDependencyError` says how to
 install it.
 """
 from __future__ import annotations
@@ -35,12 +35,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..data import YES_NO, AnswerScale, Rubric, RubricSet
-from ..data.jsonl import atomic_write_text, read_json
-from ..errors import DataError, MissingDependencyError
-from .common import SHAPES_KEY, ladder, parse_rubric_line, rebuild_rubric, restore_shape, rubric_line, rubric_shapes
-from .core import rubric_question
-from .source import SourceLike, check_ladder, level_texts, load_source
+from rubric_induce.data import YES_NO, AnswerScale, Rubric, RubricSet
+from rubric_induce.data.jsonl import atomic_write_text, read_json
+from rubric_induce.core.errors import DataError, MissingDependencyError
+from rubric_induce.handoff.common import SHAPES_KEY, ladder, parse_rubric_line, rebuild_rubric, restore_shape, rubric_line, rubric_shapes
+from rubric_induce.handoff.core import rubric_question
+from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source
 
 __all__ = ["FORMAT", "SPEC_FORMAT", "MAX_DAG_RUBRICS", "score_ranges", "deepeval_spec", "export_deepeval",
            "deepeval_geval", "deepeval_dag", "deepeval_model", "deepeval_spec_to_rubrics", "import_deepeval",
@@ -258,8 +258,8 @@ def _model_class() -> type:
     require_deepeval()
     from deepeval.models import DeepEvalBaseLLM
 
-    from ..backends.options import CallOptions
-    from ..structured import parse_json_reply
+    from rubric_induce.backends.options import CallOptions
+    from rubric_induce.backends.structured import parse_json_reply
 
     class RubricInduceLLM(DeepEvalBaseLLM):
         """A rubric-induce backend as a deepeval model: ``generate(prompt, schema=None)``."""
@@ -293,7 +293,7 @@ def deepeval_model(backend: Any, **options: Any) -> Any:
     """A ``DeepEvalBaseLLM`` that answers with a rubric-induce backend (an object or a spec such as
     ``"local"``); ``options``: ``max_tokens``, ``temperature``."""
     if isinstance(backend, str):
-        from ..backends import get_backend
+        from rubric_induce.backends import get_backend
 
         backend = get_backend(backend)
     return _model_class()(backend, **options)

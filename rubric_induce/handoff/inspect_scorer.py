@@ -1,12 +1,12 @@
 """inspect_ai: the induced rubric set as an inspect ``@scorer`` that probes through inspect's own model API.
 
 :func:`inspect_scorer` returns a scorer for an inspect ``Task``. For each sample it probes every
-selected rubric with the prompts the rubrics were selected with (:func:`~rubric_induce.probing.build_messages`),
+selected rubric with the prompts the rubrics were selected with (:func:`~rubric_induce.probing.api.build_messages`),
 sends them through inspect's model API (``get_model(...).generate`` with ``logprobs`` and
 ``top_logprobs``), reads the answer distribution from the logprobs exactly as rubric-induce's
 OpenAI-compatible backend does (first-token alternatives matched to the answer labels and summed;
 answers missing from the top k are bounded, not failed), and scores the probes with the run's
-:class:`~rubric_induce.scoring.RubricScorer`: NetSAT, the label at the selected threshold and,
+:class:`~rubric_induce.scoring.scorer.RubricScorer`: NetSAT, the label at the selected threshold and,
 when the run was calibrated, the calibrated prediction. The calls are inspect's, so its cache
 (``cache=True``), batch mode (``--batch``), connection limits, retries and logs all apply; a
 ``mockllm/model`` with custom outputs runs it offline.
@@ -36,10 +36,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..backends.base import AnswerLogprobs, ChatResult, TokenLogprob
-from ..errors import MissingDependencyError, RubricInduceError
-from .common import fill_fields
-from .source import HandoffSource, SourceLike, load_source
+from rubric_induce.backends.base import AnswerLogprobs, ChatResult, TokenLogprob
+from rubric_induce.core.errors import MissingDependencyError, RubricInduceError
+from rubric_induce.handoff.common import fill_fields
+from rubric_induce.handoff.source import HandoffSource, SourceLike, load_source
 
 __all__ = ["inspect_scorer", "export_inspect", "require_inspect", "InspectProbe"]
 
@@ -59,7 +59,7 @@ def require_inspect():
 class _Replay:
     """A rubric-induce backend that answers from inspect outputs already generated.
 
-    :func:`rubric_induce.probing._read_probe` reads a probe from a backend; replaying inspect's
+    :func:`rubric_induce.probing.api._read_probe` reads a probe from a backend; replaying inspect's
     outputs through it keeps one reading of logprobs, analyses and samples for every backend.
     """
 
@@ -77,7 +77,7 @@ class _Replay:
         return self._outputs.pop(0)
 
     def answer_logprobs(self, messages, answers, options=None, *, assistant_prefix: str = "") -> AnswerLogprobs:
-        from ..backends.openai_compat import answer_keys
+        from rubric_induce.backends.openai_compat import answer_keys
 
         output = self._next()
         first = _first_logprob(output, self.model)
@@ -116,7 +116,7 @@ def _first_logprob(output: Any, model: str):
     choice = output.choices[0] if output.choices else None
     content = choice.logprobs.content if choice is not None and choice.logprobs is not None else None
     if not content:
-        from ..errors import LogprobsUnavailableError
+        from rubric_induce.core.errors import LogprobsUnavailableError
 
         raise LogprobsUnavailableError(
             f"inspect model {model} returned no logprobs; use a provider that gives them (OpenAI, vLLM, "
@@ -155,7 +155,7 @@ class InspectProbe:
         """The GenerateConfig of each call one probe makes (mirrors probing._read_probe)."""
         from inspect_ai.model import GenerateConfig
 
-        from ..probing import _SAMPLE_TOKENS
+        from rubric_induce.probing.api import _SAMPLE_TOKENS
 
         if self.estimator == "sampling":
             max_tokens = _SAMPLE_TOKENS.get(self.style, self.max_analysis_tokens)
@@ -167,12 +167,12 @@ class InspectProbe:
         return [GenerateConfig(temperature=0.0, max_tokens=1, logprobs=True, top_logprobs=self.top_logprobs)]
 
     async def probe(self, text: str | Mapping[str, str], example_id: str = "text"):
-        """The :class:`~rubric_induce.probing.ProbeTable` of one text (every rubric)."""
+        """The :class:`~rubric_induce.probing.api.ProbeTable` of one text (every rubric)."""
         from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
         from inspect_ai.util import collect
 
-        from ..data.probes import ProbeTable
-        from ..probing import _blank_record, _read_probe, build_messages
+        from rubric_induce.data.probes import ProbeTable
+        from rubric_induce.probing.api import _blank_record, _read_probe, build_messages
 
         scorer = self.scorer
         example = scorer.to_examples([text])[0]
@@ -210,7 +210,7 @@ class InspectProbe:
         return ProbeTable(list(records), meta), example
 
     async def score(self, text: str | Mapping[str, str], example_id: str = "text"):
-        """Probe ``text`` and score it: a :class:`~rubric_induce.scoring.ScoreResult`."""
+        """Probe ``text`` and score it: a :class:`~rubric_induce.scoring.scorer.ScoreResult`."""
         table, example = await self.probe(text, example_id)
         failed = [r for r in table.records if r.error]
         if failed:
@@ -248,7 +248,7 @@ def _registered() -> Callable[..., Any]:
                 value["label"] = int(res.label)
             if res.prediction is not None:
                 value["prediction"] = float(res.prediction)
-            from .promptfoo import grading_result
+            from rubric_induce.handoff.promptfoo import grading_result
 
             explanation = grading_result(res, prober.scorer.rubrics, prober.scorer.threshold)["reason"]
             metadata = {"distributions": res.distributions, "drivers": res.drivers, "threshold": res.threshold,
@@ -326,8 +326,8 @@ def export_inspect(source: SourceLike, path: str | Path) -> Path:
     The module points at the run folder (or rubric file) by absolute path: the scorer loads the
     rubrics, threshold and calibrator from there when the eval runs.
     """
-    from ..data.jsonl import atomic_write_text
-    from ..errors import DataError
+    from rubric_induce.data.jsonl import atomic_write_text
+    from rubric_induce.core.errors import DataError
 
     src = load_source(source)
     if src.artifact is not None:

@@ -27,12 +27,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..data import AnswerScale, Rubric, RubricSet
-from ..data.jsonl import atomic_write_text, read_json
-from ..errors import DataError
-from .common import parse_rubric_line, rebuild_rubric, rubric_line
-from .core import rubric_question
-from .source import SourceLike, check_ladder, level_texts, load_source, ordered_levels
+from rubric_induce.data import AnswerScale, Rubric, RubricSet
+from rubric_induce.data.jsonl import atomic_write_text, read_json
+from rubric_induce.core.errors import DataError
+from rubric_induce.handoff.common import parse_rubric_line, rebuild_rubric, rubric_line
+from rubric_induce.handoff.core import rubric_question
+from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source, ordered_levels
 
 __all__ = ["FORMAT", "KINDS", "DEFAULT_MODEL", "openai_graders", "export_openai_graders",
            "openai_graders_to_rubrics", "import_openai_graders"]

@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..data import AnswerScale, Rubric, RubricSet
-from ..data.jsonl import atomic_write_text, read_json
-from ..errors import DataError, MissingDependencyError
-from .common import ladder, rebuild_rubric
-from .core import rubric_question
-from .source import SourceLike, check_ladder, level_texts, load_source
+from rubric_induce.data import AnswerScale, Rubric, RubricSet
+from rubric_induce.data.jsonl import atomic_write_text, read_json
+from rubric_induce.core.errors import DataError, MissingDependencyError
+from rubric_induce.handoff.common import ladder, rebuild_rubric
+from rubric_induce.handoff.core import rubric_question
+from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source
 
 __all__ = ["FORMAT", "prometheus_rubrics", "export_prometheus", "prometheus_to_rubrics", "import_prometheus",
            "ragas_rubrics", "ragas_metrics"]

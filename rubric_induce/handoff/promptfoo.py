@@ -14,7 +14,7 @@ answer distribution, no expected value), no calibration network and no judge; it
 prompt is promptfoo's, not the one the rubrics were selected with. A run folder therefore also
 gets a ``python`` assertion (``metric: rubric-induce``; weight 0, which promptfoo treats as
 informational, unless ``decide="scorer"`` makes it the one that decides) that calls
-:func:`promptfoo_assert`: the run's :class:`~rubric_induce.scoring.RubricScorer` with
+:func:`promptfoo_assert`: the run's :class:`~rubric_induce.scoring.scorer.RubricScorer` with
 logprob probes, NetSAT, the label and the calibrated prediction, exactly as ``rubric-induce
 score`` gives them. promptfoo runs it with the Python that has rubric-induce installed
 (``PROMPTFOO_PYTHON``).
@@ -32,12 +32,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..data import AnswerScale, Rubric, RubricSet
-from ..data.jsonl import atomic_write_text
-from ..errors import DataError
-from .common import (SHAPES_KEY, fill_fields, graded_prompt, mean_threshold, parse_rubric_line, rebuild_rubric,
+from rubric_induce.data import AnswerScale, Rubric, RubricSet
+from rubric_induce.data.jsonl import atomic_write_text
+from rubric_induce.core.errors import DataError
+from rubric_induce.handoff.common import (SHAPES_KEY, fill_fields, graded_prompt, mean_threshold, parse_rubric_line, rebuild_rubric,
                      restore_shape, rubric_shapes)
-from .source import SourceLike, check_ladder, load_source
+from rubric_induce.handoff.source import SourceLike, check_ladder, load_source
 
 __all__ = ["FORMAT", "PYTHON_METRIC", "promptfoo_config", "promptfoo_yaml", "export_promptfoo",
            "promptfoo_to_rubrics", "import_promptfoo", "promptfoo_assert"]
@@ -206,7 +206,7 @@ _LOCK = threading.Lock()
 
 
 def _scorer(run: str, backend: str | None):
-    from ..scoring import RubricScorer
+    from rubric_induce.scoring.scorer import RubricScorer
 
     key = (str(Path(run).resolve()), backend)
     with _LOCK:
@@ -237,7 +237,7 @@ def promptfoo_assert(output: Any, context: Mapping[str, Any] | None, *, run: str
 
 
 def grading_result(res: Any, rubrics: Any, threshold: float | None) -> dict[str, Any]:
-    """A :class:`~rubric_induce.scoring.ScoreResult` as promptfoo's GradingResult dict."""
+    """A :class:`~rubric_induce.scoring.scorer.ScoreResult` as promptfoo's GradingResult dict."""
     if res.errors and res.netsat is None:
         return {"pass": False, "score": 0.0, "reason": "rubric-induce: " + "; ".join(res.errors)}
     n = len(rubrics)

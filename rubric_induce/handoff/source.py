@@ -3,7 +3,7 @@
 :func:`load_source` turns any of them into a :class:`HandoffSource`: the selected rubrics, the
 NetSAT threshold, the probed text fields and (for a run or artifact) where the artifact lives, so
 formats that call back into rubric-induce (the inspect scorer, promptfoo's python assertion) can
-load :class:`~rubric_induce.scoring.RubricScorer` from it. Only ``artifact.json`` and the rubric
+load :class:`~rubric_induce.scoring.scorer.RubricScorer` from it. Only ``artifact.json`` and the rubric
 file are read here: the calibration network (torch) is loaded only by the formats that use it.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..data import Rubric, RubricPool, RubricSet
-from ..errors import DataError
+from rubric_induce.data import Rubric, RubricPool, RubricSet
+from rubric_induce.core.errors import DataError
 
 __all__ = ["HandoffSource", "SourceLike", "load_source", "check_ladder", "ordered_levels", "level_texts"]
 
@@ -44,10 +44,10 @@ class HandoffSource:
         return self.artifact.parent if self.artifact is not None else None
 
     def load_scorer(self, **kwargs: Any):
-        """The :class:`~rubric_induce.scoring.RubricScorer` of the run (kwargs: ``RubricScorer.load``'s)."""
+        """The :class:`~rubric_induce.scoring.scorer.RubricScorer` of the run (kwargs: ``RubricScorer.load``'s)."""
         if self.scorer is not None:
             return self.scorer
-        from ..scoring import RubricScorer
+        from rubric_induce.scoring.scorer import RubricScorer
 
         if self.artifact is None:
             # Rubrics without a run: NetSAT (and the threshold, when the file has one), no calibration.
@@ -103,7 +103,7 @@ def _from_path(path: Path) -> HandoffSource:
         raise DataError("no such file or folder", path=path)
     if path.name == ARTIFACT_NAME:
         return _from_artifact(path)
-    from .core import import_rubrics
+    from rubric_induce.handoff.core import import_rubrics
 
     rubric_set = import_rubrics(path)
     manifest = rubric_set.manifest or {}
@@ -125,7 +125,7 @@ def _from_artifact(path: Path) -> HandoffSource:
     threshold = doc.get("threshold", rubric_set.threshold)
     task = None
     if doc.get("task"):
-        from ..task import TaskParams
+        from rubric_induce.core.task import TaskParams
 
         task = TaskParams.from_mapping(doc["task"], source=str(path))
     fields = doc.get("fields")
@@ -155,7 +155,7 @@ def ordered_levels(rubric: Rubric, fmt: str) -> list[int]:
 def level_texts(rubric: Rubric) -> list[str]:
     """One descriptor per answer (in scale order): the rubric's levels, else the scale's
     descriptions, else the LLM-RUBRIC choice texts (fixed extent anchors for assertions)."""
-    from .core import rubric_choices
+    from rubric_induce.handoff.core import rubric_choices
 
     texts = []
     for choice in rubric_choices(rubric):

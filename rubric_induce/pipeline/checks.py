@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import DataError
-from ..params import suggest
+from rubric_induce.core.errors import DataError
+from rubric_induce.core.params import suggest
 
 if TYPE_CHECKING:
-    from .context import RunContext
+    from rubric_induce.pipeline.context import RunContext
 
 __all__ = ["check_run_inputs", "known_questions", "check_field_names"]
 
@@ -53,8 +53,8 @@ def check_field_names(names: Sequence[str], examples: Sequence, *, source: str |
 def check_run_inputs(ctx: RunContext) -> None:
     """The domain file and included rubric files (read), and fields, the calibrate question and its
     answers (checked against the examples)."""
-    from ..generation.api import read_domain
-    from ..handoff import import_rubrics
+    from rubric_induce.generation.api import read_domain
+    from rubric_induce.handoff import import_rubrics
 
     cfg = ctx.config
     src = cfg.source

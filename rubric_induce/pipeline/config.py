@@ -1,6 +1,6 @@
 """The ``run`` config: one TOML (or YAML) file that describes a whole pipeline run, validated up front.
 
-Each section is the parameter class of its stage (:class:`~rubric_induce.params.Params`), so a
+Each section is the parameter class of its stage (:class:`~rubric_induce.core.params.Params`), so a
 config key has the same default, range and error message as the matching CLI option. Relative
 paths under ``[data]``, ``[generate]`` and ``[task]`` (``description = "@file"``) resolve against the config file's folder, so a config and
 its data travel together; the run directory (``[run] out``) resolves against the working
@@ -15,19 +15,19 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..backends.params import BackendParams
-from ..calibration.api import CalibrateParams
-from ..data.params import DataParams
-from ..dedup import DedupParams
-from ..errors import DataError, MissingDependencyError
-from ..evaluation.heldout import EvaluateParams
-from ..evaluation.run_report import ReportParams
-from ..feedback import FeedbackParams
-from ..generation.api import GenerateParams
-from ..params import Params, param, suggest
-from ..probing import ProbeParams
-from ..selection.api import SelectParams
-from ..task import TaskParams
+from rubric_induce.backends.params import BackendParams
+from rubric_induce.calibration.api import CalibrateParams
+from rubric_induce.data.params import DataParams
+from rubric_induce.dedup.api import DedupParams
+from rubric_induce.core.errors import DataError, MissingDependencyError
+from rubric_induce.evaluation.heldout import EvaluateParams
+from rubric_induce.reporting.report import ReportParams
+from rubric_induce.feedback.api import FeedbackParams
+from rubric_induce.generation.api import GenerateParams
+from rubric_induce.core.params import Params, param, suggest
+from rubric_induce.probing.api import ProbeParams
+from rubric_induce.selection.api import SelectParams
+from rubric_induce.core.task import TaskParams
 
 __all__ = ["RunConfig", "RunParams", "load_config", "config_from_dict", "SECTIONS"]
 
@@ -114,7 +114,7 @@ def config_from_dict(raw: Mapping[str, Any], source: str | None = None) -> RunCo
         if name == "prices":  # a price table, not a parameter section: {model: {input, output, ...}}
             if not isinstance(body, Mapping):
                 raise DataError("[prices] must be a table of models", path=source, field=name)
-            from ..backends.pricing import parse_prices
+            from rubric_induce.backends.pricing import parse_prices
 
             prices = parse_prices(body, source=source)
             continue
@@ -184,7 +184,7 @@ def with_config_line(exc: DataError, source: str | None) -> DataError:
     if exc.line is not None or source is None or exc.path != str(source) or not exc.field:
         return exc
     try:
-        from ..data.jsonl import read_text
+        from rubric_induce.data.jsonl import read_text
 
         line = config_line(read_text(source), exc.field)
     except (DataError, OSError):
@@ -201,7 +201,7 @@ def load_config(path: str | Path) -> RunConfig:
         raise DataError("config file not found", path=path)
     if path.is_dir():
         raise DataError("expected a config file, found a directory", path=path)
-    from ..data.jsonl import read_text
+    from rubric_induce.data.jsonl import read_text
 
     text = read_text(path)  # UTF-8 with or without a byte-order mark; other bytes name their line
     if path.suffix.lower() in (".yaml", ".yml"):

@@ -14,10 +14,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..data import Example
-from ..data.labels import is_binary
-from ..errors import DataError
-from .config import RunConfig
+from rubric_induce.data import Example
+from rubric_induce.data.labels import is_binary
+from rubric_induce.core.errors import DataError
+from rubric_induce.pipeline.config import RunConfig
 
 __all__ = ["RunContext"]
 
@@ -37,7 +37,7 @@ class RunContext:
     # -- data --------------------------------------------------------------------------------
     @cached_property
     def examples(self) -> list[Example]:
-        from ..data.params import load_examples
+        from rubric_induce.data.params import load_examples
 
         d = self.config.data
         examples = load_examples(d, self.config.resolve, limit=self.config.run.limit, source=self.config.source)
@@ -46,7 +46,7 @@ class RunContext:
             where = d.examples or d.dataset
             mapped = (f", or name its column: [data.mapping] labels = {{{d.label} = \"COLUMN\"}}"
                       if d.examples else "")
-            from ..params import suggest
+            from rubric_induce.core.params import suggest
 
             have = sorted({q for e in examples for q in e.labels})
             raise DataError(f"{len(missing)} of {len(examples)} examples lack label {d.label!r}"
@@ -65,7 +65,7 @@ class RunContext:
     @cached_property
     def y(self) -> np.ndarray:
         """The selection label of every example (thresholded when data.label_threshold is set)."""
-        from ..data.labels import labels_from_examples
+        from rubric_induce.data.labels import labels_from_examples
 
         return labels_from_examples(self.examples, self.config.data.label, self.config.data.label_threshold)
 
@@ -75,7 +75,7 @@ class RunContext:
 
     @cached_property
     def split(self) -> tuple[np.ndarray, np.ndarray]:
-        from ..selection import group_split
+        from rubric_induce.selection import group_split
 
         train, test = group_split(self.examples, self.y if self.binary else None,
                                   test_size=self.config.run.test_size, random_state=self.config.run.seed)
@@ -100,10 +100,10 @@ class RunContext:
     def backend(self):
         """The configured backend behind the run's SQLite call cache (opened on first use)."""
         if self._backend is None:
-            from ..cache import CachedBackend, CallCache
+            from rubric_induce.backends.cache import CachedBackend, CallCache
 
             inner = self.backend_override or self.config.backend.open()
-            from .folder import cache_path_for
+            from rubric_induce.pipeline.folder import cache_path_for
 
             self._cache = CallCache(cache_path_for(self.config.backend.cache, self.out))
             self._backend = CachedBackend(inner, self._cache)
@@ -113,7 +113,7 @@ class RunContext:
         """Another backend (e.g. dedup's LLM judge) behind the run's call cache; closed with the run.
 
         The [backend] options travel along where they apply to its kind."""
-        from ..cache import CachedBackend
+        from rubric_induce.backends.cache import CachedBackend
 
         self.backend  # opens the run's cache
         # the run's tally: its calls, tokens and faults count in the stage that made them

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError, RubricInduceError
+from rubric_induce.core.errors import DataError, RubricInduceError
 
 __all__ = ["RunFolderBusyError", "RunLock", "LOCK_NAME", "MANIFEST_NAME", "check_run_folder", "cache_path_for",
            "check_cache_location", "file_sha256", "snapshot", "changed_files", "hash_outputs", "damaged_outputs"]
@@ -50,7 +50,7 @@ class RunLock:
     def __init__(self, folder: str | Path, command: str | None = None) -> None:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_NAME
-        from ..backends.redact import redact_text
+        from rubric_induce.backends.redact import redact_text
 
         # the holder note is readable by anyone who can list the folder: no URL credentials in it
         self.command = redact_text(command if command is not None else " ".join(sys.argv))

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..backends.base import Backend
-from ..data.model import Example, Rubric
-from ..errors import BackendError, DataError
-from ..sharding import Shard, parse_shard, select_shard
-from .config import RunConfig, load_config
+from rubric_induce.backends.base import Backend
+from rubric_induce.data.model import Example, Rubric
+from rubric_induce.core.errors import BackendError, DataError
+from rubric_induce.probing.shards import Shard, parse_shard, select_shard
+from rubric_induce.pipeline.config import RunConfig, load_config
 
 __all__ = ["ProbeJob", "run_probe_job", "open_plan_backend", "plan_run", "run_probe_shard", "export_run_batch",
            "DEFAULT_ASSUMED_RUBRICS"]
@@ -51,8 +51,8 @@ class ProbeJob:
 def _pool_current(ctx) -> bool:
     """True when the run folder's generate and dedup stages are done for this config and data (the
     runner's own fingerprints), i.e. ``run`` would probe exactly this pool."""
-    from .runner import _fingerprint, _read_marker
-    from .stages import STAGES
+    from rubric_induce.pipeline.runner import _fingerprint, _read_marker
+    from rubric_induce.pipeline.stages import STAGES
 
     previous = ""
     for stage in STAGES:
@@ -81,10 +81,10 @@ def run_probe_job(config: RunConfig | str | Path, *, out: str | Path | None = No
     de-duplicated pool is a DataError (exports and shards need the real rubrics); otherwise the
     pool is assumed: the included rubrics plus ``assume_rubrics`` generated ones.
     """
-    from ..data import RubricPool
-    from ..dedup import DEDUP_POOL_FILE
-    from .context import RunContext
-    from .runner import preflight, run_dir_for
+    from rubric_induce.data import RubricPool
+    from rubric_induce.dedup.api import DEDUP_POOL_FILE
+    from rubric_induce.pipeline.context import RunContext
+    from rubric_induce.pipeline.runner import preflight, run_dir_for
 
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     run_dir = run_dir_for(cfg, out)
@@ -109,7 +109,7 @@ def run_probe_job(config: RunConfig | str | Path, *, out: str | Path | None = No
             raise DataError(f"no rubric pool yet in {run_dir}: the probe job is known once generate and dedup have "
                             "run; run `rubric-induce run CONFIG --stop-after dedup` first (it makes the generation "
                             "calls), then export or shard the probe stage", path=pool_file)
-        from ..handoff import import_rubrics
+        from rubric_induce.handoff import import_rubrics
 
         included = [r for p in cfg.generate.include for r in import_rubrics(cfg.resolve(p))]
         n_gen = 0 if cfg.generate.method == "none" else (DEFAULT_ASSUMED_RUBRICS if assume_rubrics is None
@@ -131,7 +131,7 @@ def run_probe_job(config: RunConfig | str | Path, *, out: str | Path | None = No
 def open_plan_backend(cfg: RunConfig) -> Backend:
     """The run's backend, uncached, for counting tokens (no call is made). A remote API without a
     key in the environment gets a placeholder one: planning needs no key."""
-    from ..backends import get_backend, parse_backend_spec
+    from rubric_induce.backends import get_backend, parse_backend_spec
 
     try:
         return cfg.backend.open()
@@ -156,17 +156,17 @@ def _excluded(cfg: RunConfig, pool_ready: bool) -> list[str]:
 
 def plan_run(config: RunConfig | str | Path, *, out: str | Path | None = None, backend: Backend | None = None,
              prices: Any = None, shard: Shard | str | None = None, assume_rubrics: int | None = None):
-    """The :class:`~rubric_induce.planning.ProbePlan` of a run's probe stage, made before any LLM call.
+    """The :class:`~rubric_induce.probing.plan.ProbePlan` of a run's probe stage, made before any LLM call.
 
     Uses the run folder's rubric pool and call cache when they exist. ``prices``: a file or mapping
     over the built-in table and the config's ``[prices]``. Refuses (DataError, naming
     ``probe.estimator``) a logprobs estimator on a model known to return no logprobs.
     """
-    from ..backends.pricing import load_prices, parse_prices
-    from ..cache import CallCache
-    from ..planning import check_logprobs_support, plan_probes
-    from .config import with_config_line
-    from .folder import cache_path_for
+    from rubric_induce.backends.pricing import load_prices, parse_prices
+    from rubric_induce.backends.cache import CallCache
+    from rubric_induce.probing.plan import check_logprobs_support, plan_probes
+    from rubric_induce.pipeline.config import with_config_line
+    from rubric_induce.pipeline.folder import cache_path_for
 
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     try:
@@ -200,9 +200,9 @@ def run_probe_shard(config: RunConfig | str | Path, shard: Shard | str, *, out: 
     probes are written to ``shards/probes.<shard>.jsonl``; no stage marker changes, so a later
     ``run`` (after ``cache merge`` of every shard's cache into the run's) probes from the cache.
     """
-    from ..probing import probe
-    from .context import RunContext
-    from .folder import RunLock
+    from rubric_induce.probing.api import probe
+    from rubric_induce.pipeline.context import RunContext
+    from rubric_induce.pipeline.folder import RunLock
 
     shard = parse_shard(shard)
     job = run_probe_job(config, out=out, shard=shard, require_pool=True)
@@ -229,13 +229,13 @@ def export_run_batch(config: RunConfig | str | Path, directory: str | Path, *, o
 
     The run folder must hold the de-duplicated pool (``run --stop-after dedup``). After the
     results are ingested into the run's cache (``rubric-induce ingest --config``), ``run`` makes no
-    probe call for them. Returns the :class:`~rubric_induce.batchfiles.BatchExport`.
+    probe call for them. Returns the :class:`~rubric_induce.batch.export.BatchExport`.
     """
-    from ..batchfiles import MAX_LINES, export_batch
-    from ..cache import CallCache
-    from ..planning import check_logprobs_support
-    from ..probe_calls import probe_calls, prompt_hashes
-    from .folder import cache_path_for
+    from rubric_induce.batch.export import MAX_LINES, export_batch
+    from rubric_induce.backends.cache import CallCache
+    from rubric_induce.probing.plan import check_logprobs_support
+    from rubric_induce.probing.calls import probe_calls, prompt_hashes
+    from rubric_induce.pipeline.folder import cache_path_for
 
     job = run_probe_job(config, out=out, shard=shard, require_pool=True)
     cfg = job.config

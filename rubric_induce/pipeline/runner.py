@@ -33,16 +33,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import __version__
-from ..backends.base import fault_summary
-from ..backends.redact import redact_obj, redact_spec
-from ..data.jsonl import jsonable, write_json as _write_json
-from ..errors import RubricInduceError
-from .config import RunConfig, load_config
-from .context import RunContext
-from .folder import (RunLock, changed_files, check_cache_location, check_run_folder, damaged_outputs, file_sha256,
+from rubric_induce import __version__
+from rubric_induce.backends.base import fault_summary
+from rubric_induce.backends.redact import redact_obj, redact_spec
+from rubric_induce.data.jsonl import jsonable, write_json as _write_json
+from rubric_induce.core.errors import RubricInduceError
+from rubric_induce.pipeline.config import RunConfig, load_config
+from rubric_induce.pipeline.context import RunContext
+from rubric_induce.pipeline.folder import (RunLock, changed_files, check_cache_location, check_run_folder, damaged_outputs, file_sha256,
                      hash_outputs, snapshot)
-from .stages import STAGE_NAMES, STAGES, Stage
+from rubric_induce.pipeline.stages import STAGE_NAMES, STAGES, Stage
 
 __all__ = ["RunResult", "run_pipeline", "run_dir_for", "preflight", "check_run_dir"]
 
@@ -94,8 +94,8 @@ def preflight(ctx: RunContext) -> None:
 
     ``run --check`` runs exactly this (after loading the config and the data), nothing less and
     nothing more, so it refuses what a run would refuse before paying for its first LLM call."""
-    from ..errors import DataError
-    from .config import with_config_line
+    from rubric_induce.core.errors import DataError
+    from rubric_induce.pipeline.config import with_config_line
 
     try:
         _preflight(ctx)
@@ -104,15 +104,15 @@ def preflight(ctx: RunContext) -> None:
 
 
 def _preflight(ctx: RunContext) -> None:
-    from ..data.labels import check_binary
-    from ..errors import DataError
-    from .checks import check_run_inputs
-    from .optional import skip_notes
+    from rubric_induce.data.labels import check_binary
+    from rubric_induce.core.errors import DataError
+    from rubric_induce.pipeline.checks import check_run_inputs
+    from rubric_induce.pipeline.optional import skip_notes
 
     cfg = ctx.config
     for note in skip_notes(cfg):  # announced before the first LLM call, not discovered after it
         ctx.echo(f"note: {note}")
-    from ..planning import check_logprobs_support
+    from rubric_induce.probing.plan import check_logprobs_support
 
     # a reasoning model (gpt-5, o1/o3/o4) returns no logprobs: refuse before generate pays for calls
     check_logprobs_support(cfg.backend.spec.split("/", 1)[-1], cfg.probe.estimator, source=cfg.source)
@@ -126,7 +126,7 @@ def _preflight(ctx: RunContext) -> None:
     if ctx.binary and len(set(ctx.y.tolist())) < 2:  # every example in one class: the label, not the split
         only = "positive" if ctx.y.size and ctx.y[0] == 1 else "negative"
         if cfg.data.label_threshold is not None:
-            from ..data.labels import labels_from_examples
+            from rubric_induce.data.labels import labels_from_examples
 
             raw = labels_from_examples(ctx.examples, cfg.data.label)
             raise DataError(f"with label_threshold {cfg.data.label_threshold:g} every one of the {ctx.y.size} examples "
@@ -141,13 +141,13 @@ def _preflight(ctx: RunContext) -> None:
 
 def _sha(obj: Any) -> str:
     """Fingerprint by the cache's exact serialization (nothing is hashed by a truncated ``str``)."""
-    from ..cache import canonical_json
+    from rubric_induce.backends.cache import canonical_json
 
     return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()[:16]
 
 
 def _prompt_hashes(names: tuple[str, ...]) -> dict[str, str]:
-    from ..templates import load_prompt
+    from rubric_induce.core.templates import load_prompt
 
     out = {}
     for name in names:
@@ -215,7 +215,7 @@ def run_pipeline(
     run_dir = run_dir_for(cfg, out)
     cache_path = check_run_dir(cfg, run_dir, out=out)
     if cfg.prices:  # the config's rates price this process's calls (run accounting) too
-        from ..backends.pricing import register_prices
+        from rubric_induce.backends.pricing import register_prices
 
         register_prices(cfg.prices)
     run_dir.mkdir(parents=True, exist_ok=True)

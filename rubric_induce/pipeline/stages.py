@@ -11,12 +11,12 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..data import RubricPool, RubricSet
-from ..dedup import DEDUP_POOL_FILE
-from ..generation.api import POOL_FILE
-from ..probing import PROBES_FILE
-from ..selection.api import SELECTED_FILE
-from .context import RunContext
+from rubric_induce.data import RubricPool, RubricSet
+from rubric_induce.dedup.api import DEDUP_POOL_FILE
+from rubric_induce.generation.api import POOL_FILE
+from rubric_induce.probing.api import PROBES_FILE
+from rubric_induce.selection.api import SELECTED_FILE
+from rubric_induce.pipeline.context import RunContext
 
 __all__ = ["Stage", "STAGES", "STAGE_NAMES"]
 
@@ -38,8 +38,8 @@ def _marker_summary(ctx: RunContext, name: str) -> dict[str, Any]:
 
 
 def generate(ctx: RunContext) -> dict[str, Any]:
-    from ..generation.api import generate as run_generate, read_domain
-    from ..handoff import import_rubrics
+    from rubric_induce.generation.api import generate as run_generate, read_domain
+    from rubric_induce.handoff import import_rubrics
 
     cfg = ctx.config
     include = [import_rubrics(cfg.resolve(p)) for p in cfg.generate.include]
@@ -59,8 +59,8 @@ def generate(ctx: RunContext) -> dict[str, Any]:
 
 
 def dedup(ctx: RunContext) -> dict[str, Any]:
-    from ..dedup import dedup as run_dedup
-    from .optional import skip_note
+    from rubric_induce.dedup.api import dedup as run_dedup
+    from rubric_induce.pipeline.optional import skip_note
 
     params, judge = ctx.config.dedup, None
     note = skip_note("dedup", ctx.config)
@@ -89,7 +89,7 @@ def probe(ctx: RunContext) -> dict[str, Any]:
     left failed calls resumes from the records on disk, so nothing finished is probed again, and
     the call cache answers whatever finished after the last record was written.
     """
-    from ..probing import probe_to_file
+    from rubric_induce.probing.api import probe_to_file
 
     pool = RubricPool.load(ctx.out / DEDUP_POOL_FILE)
     p = ctx.config.probe
@@ -113,12 +113,12 @@ def probe(ctx: RunContext) -> dict[str, Any]:
 
 
 def select(ctx: RunContext) -> dict[str, Any]:
-    from ..probing import ProbeTable
-    from ..selection.api import select as run_select
+    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.selection.api import select as run_select
 
     import warnings
 
-    from ..selection import SelectionWarning
+    from rubric_induce.selection import SelectionWarning
 
     cfg = ctx.config
     with warnings.catch_warnings(record=True) as caught:  # said as the stage's own lines, not as Python warnings
@@ -151,9 +151,9 @@ def select(ctx: RunContext) -> dict[str, Any]:
 
 
 def calibrate(ctx: RunContext) -> dict[str, Any]:
-    from ..calibration.api import remove_saved
+    from rubric_induce.calibration.api import remove_saved
 
-    from .optional import skip_note
+    from rubric_induce.pipeline.optional import skip_note
 
     cfg = ctx.config
     target = ctx.out / CALIBRATION
@@ -164,9 +164,9 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
             ctx.echo(f"  note: {note}")
             return {"enabled": False, "skipped": note}
         return {"enabled": False}
-    from ..calibration.api import calibrate as run_calibrate
-    from ..calibration.data import from_probes
-    from ..probing import ProbeTable
+    from rubric_induce.calibration.api import calibrate as run_calibrate
+    from rubric_induce.calibration.data import from_probes
+    from rubric_induce.probing.api import ProbeTable
 
     params = cfg.calibrate
     question = params.question or cfg.data.label
@@ -174,7 +174,7 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
     train = [e for e in ctx.train if e.labels.get(question) is not None or
              any(question in j.labels for j in e.judgments)]
     if len(train) < 4:
-        from ..errors import DataError
+        from rubric_induce.core.errors import DataError
 
         raise DataError(f"only {len(train)} training examples carry label {question!r}; calibration needs "
                         "more (or set calibrate.enabled = false)", path=cfg.source, field="calibrate.question")
@@ -191,8 +191,8 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
 
 def artifact(ctx: RunContext) -> dict[str, Any]:
     """Write ``artifact.json`` so :class:`RubricScorer` can load this run directory."""
-    from ..probing import ProbeTable
-    from ..scoring import write_artifact
+    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.scoring.scorer import write_artifact
 
     cfg = ctx.config
     chosen = RubricSet.load(ctx.out / SELECTED_FILE)
@@ -228,9 +228,9 @@ def _scoring_input(cfg, fields) -> dict[str, Any] | None:
 
 
 def evaluate(ctx: RunContext) -> dict[str, Any]:
-    from ..evaluation.heldout import evaluate as run_evaluate, score_heldout
-    from ..probing import ProbeTable
-    from ..scoring import RubricScorer
+    from rubric_induce.evaluation.heldout import evaluate as run_evaluate, score_heldout
+    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.scoring.scorer import RubricScorer
 
     cfg = ctx.config
     if not cfg.evaluate.enabled:
@@ -262,8 +262,8 @@ def feedback(ctx: RunContext) -> dict[str, Any]:
         (ctx.out / "feedback.md").unlink(missing_ok=True)
         (ctx.out / "feedback.json").unlink(missing_ok=True)
         return {"enabled": False}
-    from ..feedback import feedback as run_feedback
-    from ..probing import ProbeTable
+    from rubric_induce.feedback.api import feedback as run_feedback
+    from rubric_induce.probing.api import ProbeTable
 
     chosen = list(RubricSet.load(ctx.out / SELECTED_FILE))
     summary = run_feedback(ProbeTable.load(ctx.out / PROBES_FILE), ctx.test or ctx.train, chosen, ctx.backend,
@@ -274,10 +274,10 @@ def feedback(ctx: RunContext) -> dict[str, Any]:
 
 
 def report(ctx: RunContext) -> dict[str, Any]:
-    from ..evaluation.run_report import report as run_report
+    from rubric_induce.reporting.report import report as run_report
 
     path = run_report(ctx.out, ctx.config.report, seed=ctx.config.run.seed)
-    from ..viewer import write_view  # the run viewer: one self-contained HTML page beside report.md
+    from rubric_induce.reporting.viewer import write_view  # the run viewer: one self-contained HTML page beside report.md
 
     view = write_view(ctx.out, examples=ctx.examples, test_ids=[ex.id for ex in ctx.test])
     return {"report": path.name, "view": view.name}

@@ -10,14 +10,14 @@ Typical use::
 Plain arrays work too: ``fit(scores, labels, polarity=["SAT", "DSAT", ...])`` with scores
 [examples, rubrics] on [0, 10]. See :mod:`.selector` for the objective and its sign.
 """
-from .baselines import (
+from rubric_induce.selection.baselines import (
     BruteForceSelector,
     CorrectnessOnlySelector,
     RandomSelector,
     TopKCorrelationSelector,
     UCBSelector,
 )
-from .metrics import (
+from rubric_induce.selection.metrics import (
     METRIC_NAMES,
     classification_metrics,
     delta_netsat,
@@ -27,9 +27,9 @@ from .metrics import (
     selection_metrics_ci,
     yield_rate,
 )
-from .precision import confident_mask, precision_curves, sharpness_error, tanh_curves
-from .scores import SCORE_MODES, netsat, prepare_inputs, signs_from_polarity, unit_scores
-from .selector import (
+from rubric_induce.selection.precision import confident_mask, precision_curves, sharpness_error, tanh_curves
+from rubric_induce.selection.scores import SCORE_MODES, netsat, prepare_inputs, signs_from_polarity, unit_scores
+from rubric_induce.selection.selector import (
     BaseSelector,
     GreedyResult,
     NotFittedError,
@@ -38,8 +38,8 @@ from .selector import (
     greedy_select,
     midpoint_threshold,
 )
-from .split import group_split
-from .synthetic import SharpnessPool, SyntheticPool, make_sharpness_pool, make_synthetic_pool
+from rubric_induce.selection.split import group_split
+from rubric_induce.selection.synthetic import SharpnessPool, SyntheticPool, make_sharpness_pool, make_synthetic_pool
 
 SELECTORS = {
     "rubicon": RubiconSelector,
@@ -89,7 +89,7 @@ __all__ = [
 ]
 
 # The stage entry point (after SELECTORS: its parameter class lists them as choices).
-from .api import SelectParams, SelectResult, select, write_selection_report  # noqa: E402
+from rubric_induce.selection.api import SelectParams, SelectResult, select, write_selection_report  # noqa: E402
 
 __all__ += ["SelectParams", "SelectResult", "select", "write_selection_report"]
 

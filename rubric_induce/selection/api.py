@@ -13,11 +13,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..data import Example, Rubric, RubricSet
-from ..data.jsonl import jsonable
-from ..data.probes import probe_health_markdown  # re-exported
-from ..errors import DataError
-from ..params import Params, param, suggest
+from rubric_induce.data import Example, Rubric, RubricSet
+from rubric_induce.data.jsonl import jsonable
+from rubric_induce.data.probes import probe_health_markdown  # re-exported
+from rubric_induce.core.errors import DataError
+from rubric_induce.core.params import Params, param, suggest
 
 __all__ = ["SelectParams", "SelectResult", "select", "write_selection_report", "check_selection_labels",
            "SELECTED_FILE", "selector_class", "usable_rubrics", "NEUTRAL_FILL", "probe_health_markdown"]
@@ -27,20 +27,20 @@ _RESERVED = ("n_sat", "n_dsat")
 
 
 def selector_class(method: str):
-    from . import SELECTORS
+    from rubric_induce.selection import SELECTORS
 
     return SELECTORS[method]
 
 
 def _selector_names() -> tuple[str, ...]:
-    from . import SELECTORS
+    from rubric_induce.selection import SELECTORS
 
     return tuple(SELECTORS)
 
 
 def _option_rules() -> dict[str, tuple[Any, str]]:
-    from .scores import SCORE_MODES
-    from .selector import CV_SCORINGS
+    from rubric_induce.selection.scores import SCORE_MODES
+    from rubric_induce.selection.selector import CV_SCORINGS
 
     return {
         "alpha": (lambda v: v is None or v >= 0, "a number >= 0"),
@@ -165,7 +165,7 @@ def usable_rubrics(table, examples: Sequence[Example], rubrics: Sequence[Rubric]
 
 def check_selection_labels(y: np.ndarray, method: str, label: str) -> bool:
     """Selection needs 0/1 labels (except top-K by correlation) with both classes; returns binary."""
-    from ..data.labels import check_binary, is_binary
+    from rubric_induce.data.labels import check_binary, is_binary
 
     binary = is_binary(y)
     if not binary and method != "topk":
@@ -215,7 +215,7 @@ class SelectResult:
 
     def decision_function(self, table, examples: Sequence[Example]) -> np.ndarray:
         """NetSAT of ``examples`` under the selected set, failed probes read as :data:`NEUTRAL_FILL`."""
-        from .scores import signs_from_polarity, unit_scores
+        from rubric_induce.selection.scores import signs_from_polarity, unit_scores
 
         chosen = self.chosen
         x = unit_scores(table, chosen, example_ids=[e.id for e in examples], score=self.selector.score,
@@ -249,8 +249,8 @@ class SelectResult:
                  precision: float = 0.9, n_boot: int = 1000) -> dict[str, Any]:
         """NetSAT metrics of the selected set on named splits (binary: A/P/R/F1, YieldRate@P,
         ΔNetSAT with bootstrap intervals; graded: Pearson and Spearman)."""
-        from ..stats import pearson, spearman
-        from .metrics import evaluate_selection
+        from rubric_induce.core.stats import pearson, spearman
+        from rubric_induce.selection.metrics import evaluate_selection
 
         binary = self.threshold is not None
         out: dict[str, Any] = {}
@@ -278,7 +278,7 @@ def select(
 ) -> SelectResult:
     """Fit the selector of ``params`` on ``examples`` (labels ``y``, already thresholded) from their
     probes in ``table``; rubrics without usable probes stop the run or are dropped (``params.missing``)."""
-    from .scores import unit_scores
+    from rubric_induce.selection.scores import unit_scores
 
     y = np.asarray(y, dtype=float)
     check_selection_labels(y, params.method, label)
@@ -296,8 +296,8 @@ def write_selection_report(result: SelectResult, table, splits: Mapping[str, tup
     """Save the selected set and its metrics on ``splits`` into ``out_dir``: ``selected.jsonl``,
     ``metrics.json``, ``metrics.md`` and (binary labels, matplotlib) ``precision_curves.png``.
     Returns the metrics payload (with its markdown table under ``"markdown"``)."""
-    from ..data.jsonl import atomic_write_text, write_json
-    from .metrics import metrics_markdown
+    from rubric_induce.data.jsonl import atomic_write_text, write_json
+    from rubric_induce.selection.metrics import metrics_markdown
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -330,7 +330,7 @@ def write_selection_report(result: SelectResult, table, splits: Mapping[str, tup
         f"{i + 1}. [{r.polarity or 'aspect'}] {r.text} (`{r.id}`)" for i, r in enumerate(chosen)) + "\n"
     atomic_write_text(out_dir / "metrics.md", header + table_md + dropped + rubric_list)
     if plot and binary:
-        from .plots import plot_precision_curves
+        from rubric_induce.selection.plots import plot_precision_curves
 
         scores = {n: (result.decision_function(table, list(exs)), ys) for n, (exs, ys) in splits.items()}
         plot_precision_curves(scores, result.threshold, len(chosen), out_dir / "precision_curves.png", p=precision,

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RubricInduceError
-from ..stats import pearson, spearman
-from .scores import SelectionInput
-from .selector import BaseSelector, greedy_select
+from rubric_induce.core.errors import RubricInduceError
+from rubric_induce.core.stats import pearson, spearman
+from rubric_induce.selection.scores import SelectionInput
+from rubric_induce.selection.selector import BaseSelector, greedy_select
 
 __all__ = [
     "REWARDS",

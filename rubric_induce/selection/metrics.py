@@ -8,7 +8,7 @@
 
 Confidence intervals (:func:`selection_metrics_ci`) are percentile bootstraps over examples,
 resampled within each class so every replicate keeps both classes (the resampling and the
-percentiles come from :mod:`rubric_induce.stats`); the threshold stays the one learned on training
+percentiles come from :mod:`rubric_induce.core.stats`); the threshold stays the one learned on training
 data, so the interval shows the sampling noise of the evaluation set, not of the selection.
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..stats import percentile_interval, stratified_indices
-from .precision import confident_mask
+from rubric_induce.core.stats import percentile_interval, stratified_indices
+from rubric_induce.selection.precision import confident_mask
 
 __all__ = [
     "METRIC_NAMES",

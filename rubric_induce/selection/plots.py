@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import MissingDependencyError
-from .precision import confident_mask, precision_curves, tanh_curves
+from rubric_induce.core.errors import MissingDependencyError
+from rubric_induce.selection.precision import confident_mask, precision_curves, tanh_curves
 
 __all__ = ["plot_precision_curves"]
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from ..data.labels import check_binary, labels_from_examples  # re-exported
-from ..data.model import Example, Rubric
-from ..errors import DataError
-from ..data.probes import ProbeArrays, ProbeTable
+from rubric_induce.data.labels import check_binary, labels_from_examples  # re-exported
+from rubric_induce.data.model import Example, Rubric
+from rubric_induce.core.errors import DataError
+from rubric_induce.data.probes import ProbeArrays, ProbeTable
 
 __all__ = [
     "SCORE_MODES",

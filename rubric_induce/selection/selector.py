@@ -43,13 +43,13 @@ from typing import Any
 
 import numpy as np
 
-from ..data.model import Example, Rubric
-from ..data.labels import is_binary
-from ..errors import DataError, NotFittedError, RubricInduceError
-from ..data.probes import ProbeArrays, ProbeTable
-from .metrics import classification_metrics, delta_netsat, yield_rate
-from .precision import sharpness_error
-from .scores import SelectionInput, netsat, prepare_inputs, unit_scores
+from rubric_induce.data.model import Example, Rubric
+from rubric_induce.data.labels import is_binary
+from rubric_induce.core.errors import DataError, NotFittedError, RubricInduceError
+from rubric_induce.data.probes import ProbeArrays, ProbeTable
+from rubric_induce.selection.metrics import classification_metrics, delta_netsat, yield_rate
+from rubric_induce.selection.precision import sharpness_error
+from rubric_induce.selection.scores import SelectionInput, netsat, prepare_inputs, unit_scores
 
 __all__ = [
     "NotFittedError",

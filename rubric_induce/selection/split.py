@@ -5,8 +5,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..data.labels import is_binary
-from ..data.model import Example
+from rubric_induce.data.labels import is_binary
+from rubric_induce.data.model import Example
 
 __all__ = ["group_split"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend
-from rubric_induce.batchrun import run_batch
+from rubric_induce.batch.run import run_batch
 
 pytestmark = pytest.mark.server
 

@@ -9,11 +9,11 @@ import math
 import pytest
 
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend
-from rubric_induce.batchfiles import export_batch, ingest_results
-from rubric_induce.batchrun import run_batch
-from rubric_induce.cache import CachedBackend, CallCache
-from rubric_induce.probe_calls import probe_calls
-from rubric_induce.probing import ProbeParams, probe
+from rubric_induce.batch.export import export_batch, ingest_results
+from rubric_induce.batch.run import run_batch
+from rubric_induce.backends.cache import CachedBackend, CallCache
+from rubric_induce.probing.calls import probe_calls
+from rubric_induce.probing.api import ProbeParams, probe
 
 pytestmark = pytest.mark.server
 
@@ -102,7 +102,7 @@ def test_round_trip_through_the_cli(tmp_path, llama_server, examples_module, rub
 
     from rubric_induce.cli import cli
     from rubric_induce.data import RubricPool, write_examples
-    from rubric_induce.probing import ProbeTable
+    from rubric_induce.probing.api import ProbeTable
 
     if engine == "ray":
         request.getfixturevalue("ray_local")      # batch-run uses this process's Ray runtime

@@ -13,7 +13,7 @@ import pytest
 
 from rubric_induce.backends import CallOptions
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.cache import CachedBackend, CallCache, cache_key, canonical_json, canonical_value
+from rubric_induce.backends.cache import CachedBackend, CallCache, cache_key, canonical_json, canonical_value
 
 MSGS = [{"role": "user", "content": "Rate this."}]
 IDENT = {"kind": "fake", "model": "m"}
@@ -137,7 +137,7 @@ def test_same_options_same_key_across_processes():
     here = cache_key(IDENT, "chat", payload)
     code = ("import json, numpy as np\n"
             "from rubric_induce.backends import CallOptions\n"
-            "from rubric_induce.cache import cache_key\n"
+            "from rubric_induce.backends.cache import cache_key\n"
             f"opts = CallOptions(temperature=0.7, max_tokens=33, seed=5, json_schema={SCHEMA!r}, "
             "stop=('\\n',), top_logprobs=3)\n"
             f"payload = {{'arr': np.linspace(0, 1, 2000), 'options': opts.to_key(), 'messages': {MSGS!r}}}\n"

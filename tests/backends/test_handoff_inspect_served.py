@@ -9,7 +9,7 @@ import pytest
 
 from rubric_induce.backends import get_backend
 from rubric_induce.data import YES_NO, Example, Rubric
-from rubric_induce.probing import probe
+from rubric_induce.probing.api import probe
 
 pytestmark = [pytest.mark.server, pytest.mark.local_model, pytest.mark.tools]
 

@@ -8,7 +8,7 @@ import pytest
 
 from rubric_induce.backends import CallOptions, get_backend
 from rubric_induce.backends.local import LocalLlamaBackend
-from rubric_induce.errors import BackendError
+from rubric_induce.core.errors import BackendError
 
 # embedded_model_path (tests/conftest.py) skips these locally when llama_cpp or the model wheel is
 # absent, and fails them in CI.
@@ -163,7 +163,7 @@ def test_generated_tokens_are_not_reused_for_logprobs(backend, scratch):
 def test_missing_llama_cpp_names_the_extra(monkeypatch):
     import sys
 
-    from rubric_induce.errors import MissingDependencyError
+    from rubric_induce.core.errors import MissingDependencyError
 
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import llama_cpp -> ImportError
     with pytest.raises(MissingDependencyError, match=r"rubric-induce\[local\]"):
@@ -221,7 +221,7 @@ def test_probe_distributions_equal_the_logits_all_path(backend, all_rows):
 
     from rubric_induce.data import Example, Rubric
     from rubric_induce.data.model import YES_NO, AnswerScale
-    from rubric_induce.probing import probe
+    from rubric_induce.probing.api import probe
 
     examples = [Example.create({"text": t}, id=f"x{i}") for i, t in enumerate(
         [ARTICLE, SUMMARY, ARTICLE + " " + SUMMARY])]

@@ -19,7 +19,7 @@ if httpx is None:  # pragma: no cover
 from rubric_induce.backends import CallOptions, get_backend  # noqa: E402
 from rubric_induce.backends.concurrency import run_bounded  # noqa: E402
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend, answer_keys  # noqa: E402
-from rubric_induce.errors import BackendError, LogprobsUnavailableError  # noqa: E402
+from rubric_induce.core.errors import BackendError, LogprobsUnavailableError  # noqa: E402
 
 SECRET = "sk-test-SECRET-0123456789"
 MESSAGES = [{"role": "user", "content": "Rate it 1-5."}]

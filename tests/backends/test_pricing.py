@@ -8,7 +8,7 @@ import pytest
 from rubric_induce.backends import pricing
 from rubric_induce.backends.base import PRICES_PER_MTOK, price_for
 from rubric_induce.backends.pricing import ModelPrice, cost, load_prices, price_of, register_prices
-from rubric_induce.errors import DataError
+from rubric_induce.core.errors import DataError
 
 
 @pytest.fixture(autouse=True)

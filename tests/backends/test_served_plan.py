@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend
-from rubric_induce.cache import CachedBackend, CallCache
-from rubric_induce.planning import plan_probes
-from rubric_induce.probing import ProbeParams, probe
+from rubric_induce.backends.cache import CachedBackend, CallCache
+from rubric_induce.probing.plan import plan_probes
+from rubric_induce.probing.api import ProbeParams, probe
 
 pytestmark = pytest.mark.server
 
@@ -29,8 +29,8 @@ def test_batch_lines_posted_to_the_server_ingest_like_live_replies(llama_server,
 
     import httpx
 
-    from rubric_induce.batchfiles import export_batch, ingest_results
-    from rubric_induce.probe_calls import probe_calls
+    from rubric_induce.batch.export import export_batch, ingest_results
+    from rubric_induce.probing.calls import probe_calls
 
     live = CachedBackend(OpenAICompatibleBackend("smollm2", llama_server, max_concurrency=1),
                          CallCache(tmp_path / "live.sqlite"))

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from rubric_induce.pipeline import config_from_dict, run_pipeline
-from rubric_induce.probing import PROBES_FILE, ProbeTable
+from rubric_induce.probing.api import PROBES_FILE, ProbeTable
 
 pytestmark = [pytest.mark.server, pytest.mark.local_model]
 
@@ -152,9 +152,9 @@ def test_adaptive_scoring_through_the_server_asks_only_the_budget(adaptive_run):
     which rubrics each text was asked, and replaying those probes gives the same predictions."""
     from click.testing import CliRunner
 
-    from rubric_induce.cache import CallCache
+    from rubric_induce.backends.cache import CallCache
     from rubric_induce.cli import cli
-    from rubric_induce.scoring import RubricScorer
+    from rubric_induce.scoring.scorer import RubricScorer
 
     run, texts, base = adaptive_run
     cache = base / "score_calls.sqlite"

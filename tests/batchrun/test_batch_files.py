@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from rubric_induce.batchrun import Outcome, result_line, result_path, scan_requests
-from rubric_induce.batchrun.endpoints import Endpoint, RetryPolicy, api_key_from_env, parse_endpoints
-from rubric_induce.batchrun.files import iter_requests, resume_results
-from rubric_induce.errors import DataError
+from rubric_induce.batch.run import Outcome, result_line, result_path, scan_requests
+from rubric_induce.batch.endpoints import Endpoint, RetryPolicy, api_key_from_env, parse_endpoints
+from rubric_induce.batch.files import iter_requests, resume_results
+from rubric_induce.core.errors import DataError
 
 GOLDEN = Path(__file__).parent / "data" / "requests-golden.jsonl"
 
@@ -136,8 +136,8 @@ def test_retry_policy_waits_for_retry_after_up_to_its_cap():
 def test_the_ray_engine_without_ray_names_the_extra(tmp_path, monkeypatch):
     import sys
 
-    from rubric_induce.batchrun import run_batch
-    from rubric_induce.errors import MissingDependencyError
+    from rubric_induce.batch.run import run_batch
+    from rubric_induce.core.errors import MissingDependencyError
 
     monkeypatch.setitem(sys.modules, "ray", None)   # import ray -> ImportError
     with pytest.raises(MissingDependencyError, match=r"rubric-induce\[ray\]"):
@@ -148,8 +148,8 @@ def test_the_ray_engine_without_ray_names_the_extra(tmp_path, monkeypatch):
 def test_the_http_engine_without_httpx_names_the_extra(tmp_path, monkeypatch):
     import sys
 
-    from rubric_induce.batchrun import run_batch
-    from rubric_induce.errors import MissingDependencyError
+    from rubric_induce.batch.run import run_batch
+    from rubric_induce.core.errors import MissingDependencyError
 
     monkeypatch.setitem(sys.modules, "httpx", None)
     with pytest.raises(MissingDependencyError, match=r"rubric-induce\[openai\]"):

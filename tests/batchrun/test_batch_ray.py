@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rubric_induce.batchrun import RetryPolicy, run_batch
+from rubric_induce.batch.run import RetryPolicy, run_batch
 
 pytestmark = pytest.mark.ray
 

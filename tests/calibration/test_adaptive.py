@@ -15,8 +15,8 @@ from rubric_induce.calibration import AdaptiveModel, AskPolicy, Calibrator, load
 from rubric_induce.calibration.adaptive import np_forward, random_masks  # noqa: E402
 from rubric_induce.calibration.completion import GaussianCompletion  # noqa: E402
 from rubric_induce.calibration.planted import planted_adaptive, planted_redundant  # noqa: E402
-from rubric_induce.errors import DataError, NotFittedError  # noqa: E402
-from rubric_induce.stats import pearson  # noqa: E402
+from rubric_induce.core.errors import DataError, NotFittedError  # noqa: E402
+from rubric_induce.core.stats import pearson  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -405,7 +405,7 @@ def test_answer_check_flags_answers_that_stop_agreeing(redundant_model, tmp_path
     """Training texts: every rubric reads one quality, so the answers agree. New texts of the same
     kind pass the check; texts whose answers no longer agree (each rubric's answers shuffled across
     texts: every rubric's own answer frequencies unchanged) are flagged, from 3 answers or all 6."""
-    from rubric_induce.stats import check_answer_shift
+    from rubric_induce.core.stats import check_answer_shift
 
     model = redundant_model
     ref = model.answer_surprise_reference_
@@ -425,7 +425,7 @@ def test_answer_check_flags_answers_that_stop_agreeing(redundant_model, tmp_path
 
 
 def test_check_answer_shift_edge_cases():
-    from rubric_induce.stats import check_answer_shift
+    from rubric_induce.core.stats import check_answer_shift
 
     assert check_answer_shift([]) is None and check_answer_shift([0.3, None, float("nan")]) is None
     flat = check_answer_shift([0.5] * 10, 0.0)
@@ -440,7 +440,7 @@ def test_check_answer_shift_edge_cases():
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.floats(-2, 2, allow_nan=False), min_size=2, max_size=40), st.floats(-1, 1))
 def test_check_answer_shift_depends_only_on_the_distance_to_the_reference(vals, shift):
-    from rubric_induce.stats import check_answer_shift
+    from rubric_induce.core.stats import check_answer_shift
 
     a = check_answer_shift(vals, 0.0)
     b = check_answer_shift([v + shift for v in vals], shift)

@@ -7,8 +7,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rubric_induce.calibration import AdaptiveModel, AskPolicy, from_llm_rubric, group_kfold  # noqa: E402
-from rubric_induce.stats import check_answer_shift  # noqa: E402
-from rubric_induce.stats import pearson  # noqa: E402
+from rubric_induce.core.stats import check_answer_shift  # noqa: E402
+from rubric_induce.core.stats import pearson  # noqa: E402
 
 
 @pytest.fixture(scope="module")

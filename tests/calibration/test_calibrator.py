@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 
 from rubric_induce.calibration import Calibrator, NotFittedError, check_features  # noqa: E402
 from rubric_induce.calibration.network import CalibrationNetwork, masked_nll  # noqa: E402
-from rubric_induce.errors import DataError  # noqa: E402
+from rubric_induce.core.errors import DataError  # noqa: E402
 
 
 SCALES = [(1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3)]

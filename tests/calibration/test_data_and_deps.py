@@ -9,8 +9,8 @@ import pytest
 from rubric_induce.calibration import from_probes
 from rubric_induce.data import Example
 from rubric_induce.data.model import Judgment
-from rubric_induce.errors import DataError, MissingDependencyError
-from rubric_induce.probing import ProbeRecord, ProbeTable
+from rubric_induce.core.errors import DataError, MissingDependencyError
+from rubric_induce.probing.api import ProbeRecord, ProbeTable
 
 
 def _rec(ex, rid, raw, error=None):

@@ -8,7 +8,7 @@ from rubric_induce.calibration.baselines import (ArgmaxLLM, ConstantBaseline, Ex
                                                  isotonic_fit)
 from rubric_induce.calibration.metrics import (paired_permutation_test, regression_metrics, reliability_diagram,
                                                rmse_bound, smooth_ece)
-from rubric_induce.stats import kendall
+from rubric_induce.core.stats import kendall
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from rubric_induce.calibration import (
     TextEmbeddingFeatures,
     regression_metrics,
 )
-from rubric_induce.errors import DataError
+from rubric_induce.core.errors import DataError
 
 
 def _data(n_texts: int = 6, seed: int = 0) -> CalibrationData:

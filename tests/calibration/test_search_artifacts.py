@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 from rubric_induce.calibration import (Calibrator, CalibrationData, PersonalizedIsotonic, cross_val_predict,  # noqa: E402
                                        group_kfold, load_calibrator, save_calibrator, search_hyperparameters)
-from rubric_induce.errors import DataError  # noqa: E402
+from rubric_induce.core.errors import DataError  # noqa: E402
 
 FAST = dict(hidden=(8, 8), learning_rate=1e-2, batch_size=64, pretrain_epochs=5, finetune_epochs=5)
 

@@ -26,7 +26,7 @@ from rubric_induce.data.datasets import (
     parse_uss,
 )
 from rubric_induce.data.examples_io import check_labels
-from rubric_induce.errors import DataError
+from rubric_induce.core.errors import DataError
 
 
 @pytest.fixture(scope="module")

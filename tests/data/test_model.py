@@ -18,7 +18,7 @@ from rubric_induce.data import (
     read_examples,
     write_examples,
 )
-from rubric_induce.errors import DataError
+from rubric_induce.core.errors import DataError
 
 SCALES = {"sat": LabelScale("binary", 0, 1), "q": LabelScale("ordinal", 1, 4, not_applicable=(0,))}
 

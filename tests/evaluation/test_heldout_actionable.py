@@ -11,10 +11,10 @@ from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.evaluation.baselines import constant_baseline, majority_baseline
 from rubric_induce.evaluation.heldout import EvaluateParams, binary_aspect, evaluate
 from rubric_induce.evaluation.judges import judge_ratings, judge_rows
-from rubric_induce.evaluation.probe_checks import probe_checks
+from rubric_induce.probing.checks import probe_checks
 from rubric_induce.evaluation.score_table import read_scores
-from rubric_induce.scoring import ScoreResult
-from rubric_induce.stats import leave_one_out_agreement
+from rubric_induce.scoring.scorer import ScoreResult
+from rubric_induce.core.stats import leave_one_out_agreement
 
 FAST = EvaluateParams(bootstrap=20)
 

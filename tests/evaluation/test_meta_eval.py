@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rubric_induce import evaluation as me  # the statistics of rubric_induce.stats, re-exported
+from rubric_induce import evaluation as me  # the statistics of rubric_induce.core.stats, re-exported
 
 SCIPY = {
     "pearson": lambda a, b: stats.pearsonr(a, b)[0],

@@ -15,7 +15,7 @@ from scipy import stats
 from rubric_induce.calibration.metrics import smooth_ece
 from rubric_induce.cli import cli
 from rubric_induce.data.jsonl import atomic_write_text, write_json
-from rubric_induce.errors import DataError, MissingDependencyError
+from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.evaluation import (
     ScoreRow,
     quadratic_weighted_kappa,

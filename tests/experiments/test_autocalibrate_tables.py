@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from experiment_loader import check_run_record, load_experiment
 
-from rubric_induce import stats
+from rubric_induce.core import stats
 from rubric_induce.data import Example, RubricPool
-from rubric_induce.errors import RubricInduceError
+from rubric_induce.core.errors import RubricInduceError
 from rubric_induce.evaluation.score_table import read_scores
-from rubric_induce.probing import ProbeTable
+from rubric_induce.probing.api import ProbeTable
 
 
 
@@ -21,8 +21,7 @@ ac = load_experiment("autocalibrate_tables")
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     # The generic run report has its own tests; skipping its figures keeps this file fast.
-    from rubric_induce.evaluation import run_report
-
+    from rubric_induce.reporting import report as run_report
     out = tmp_path_factory.mktemp("autocalibrate")
     saved = run_report.render_run_report
     run_report.render_run_report = lambda *a, **k: None

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from experiment_loader import check_run_record, load_experiment
 
-from rubric_induce import stats
+from rubric_induce.core import stats
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce import stats
+from rubric_induce.core import stats
 from rubric_induce.data import Example, RubricPool
 from rubric_induce.evaluation.score_table import read_scores
-from rubric_induce.probing import ProbeTable
-from rubric_induce.structured import GenerationError, GenerationStats
+from rubric_induce.probing.api import ProbeTable
+from rubric_induce.backends.structured import GenerationError, GenerationStats
 
 
 
@@ -25,8 +25,7 @@ cl = load_experiment("closer_look")
 def run(tmp_path_factory):
     # The generic run report (many figures) belongs to rubric_induce.evaluation and has its own
     # tests; skipping it here keeps this file fast.
-    from rubric_induce.evaluation import run_report
-
+    from rubric_induce.reporting import report as run_report
     out = tmp_path_factory.mktemp("closer_look")
     saved = run_report.render_run_report
     run_report.render_run_report = lambda *a, **k: None

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from experiment_loader import check_run_record, load_experiment
 
-from rubric_induce import stats
+from rubric_induce.core import stats
 from rubric_induce.data import RubricPool
 from rubric_induce.data.datasets import load_summeval
-from rubric_induce.errors import RubricInduceError
+from rubric_induce.core.errors import RubricInduceError
 from rubric_induce.evaluation.score_table import read_scores
-from rubric_induce.probing import ProbeTable
+from rubric_induce.probing.api import ProbeTable
 
 ASPECTS = ["coherence", "relevance"]
 
@@ -28,8 +28,7 @@ def summeval():
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    from rubric_induce.evaluation import run_report
-
+    from rubric_induce.reporting import report as run_report
     out = tmp_path_factory.mktemp("end_to_end_summeval")
     saved = run_report.render_run_report
     run_report.render_run_report = lambda *a, **k: None  # the generic report has its own tests

@@ -10,10 +10,10 @@ from experiment_loader import check_run_record, load_experiment
 
 from rubric_induce.data import RubricPool
 from rubric_induce.data.datasets import load_uss
-from rubric_induce.errors import RubricInduceError
+from rubric_induce.core.errors import RubricInduceError
 from rubric_induce.evaluation.score_table import read_scores
 from rubric_induce.generation import GenerationError
-from rubric_induce.probing import ProbeTable
+from rubric_induce.probing.api import ProbeTable
 from rubric_induce.selection import unit_scores
 
 
@@ -26,8 +26,7 @@ SYSTEMS = {"RUBICON", "SPUR", "RUBICON -DS", "UCB (union pool)", "BruteForce (un
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """One fake run; the -CDP generator is made to fail, to check that a failed variant is reported."""
-    from rubric_induce.evaluation import run_report
-
+    from rubric_induce.reporting import report as run_report
     out = tmp_path_factory.mktemp("rubicon_variants")
     real_generate = rv.generate_rubicon
 

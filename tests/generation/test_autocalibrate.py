@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.cache import CachedBackend, CallCache
+from rubric_induce.backends.cache import CachedBackend, CallCache
 from rubric_induce.data import Example
-from rubric_induce.errors import DataError
+from rubric_induce.core.errors import DataError
 from rubric_induce.generation import (
     LEVEL_NAMES,
     GenerationError,
@@ -24,7 +24,7 @@ from rubric_induce.generation import (
     refine_criteria,
     revisit,
 )
-from rubric_induce.templates import load_prompt
+from rubric_induce.core.templates import load_prompt
 
 SMALL = dict(sample_sizes=(2, 3), trials=2, samples=2, refine_sizes=(1, 2), refine_trials=1, refine_samples=1)
 

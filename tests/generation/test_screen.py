@@ -13,7 +13,7 @@ from rubric_induce.data import Example
 from rubric_induce.generation import Pattern, generate_autocalibrate, generate_rubicon, spur_update
 from rubric_induce.generation.rubicon import rubric_screen
 from rubric_induce.generation.screen import ANNOTATION, EXAMPLE, LABEL, PROMPT, RubricScreen, rejection_reason
-from rubric_induce.task import TaskParams
+from rubric_induce.core.task import TaskParams
 
 USS = TaskParams(preset="uss")
 QAGS = TaskParams(description="Whether every claim of the summary is supported by the article.", kind="summary",
@@ -139,7 +139,7 @@ def test_rubicon_rejects_and_counts_with_reasons():
 
 
 def test_spur_rejects_and_counts():
-    from rubric_induce.structured import GenerationStats
+    from rubric_induce.backends.structured import GenerationStats
 
     stats = GenerationStats()
     out = spur_update([Pattern("The user asks for a table.", "SAT", "d0")], FakeBackend(replies=_reply),
@@ -181,8 +181,8 @@ def test_included_rubrics_carry_a_run_whose_generation_is_all_rejected():
     With hand-written rubrics included the run goes on, and says why nothing was generated."""
     from rubric_induce.data import Rubric
     from rubric_induce.generation.api import GenerateParams, generate
-    from rubric_induce.structured import GenerationError
-    from rubric_induce.task import TaskParams
+    from rubric_induce.backends.structured import GenerationError
+    from rubric_induce.core.task import TaskParams
 
     examples = [Example.create({"text": f"USER: book a table {i}\nASSISTANT: done"}, {"sat": i % 2}, id=f"e{i}")
                 for i in range(6)]

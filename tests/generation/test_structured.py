@@ -6,8 +6,8 @@ import json
 import pytest
 
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.errors import ReplyParseError
-from rubric_induce.structured import (
+from rubric_induce.core.errors import ReplyParseError
+from rubric_induce.backends.structured import (
     RETRY_TEMPERATURE,
     GenerationStats,
     ask_json,

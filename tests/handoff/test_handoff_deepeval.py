@@ -10,7 +10,7 @@ import pytest
 from handoff_helpers import BAD, GOOD, rubric_in
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import AnswerScale, Rubric
-from rubric_induce.errors import DataError, MissingDependencyError
+from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.handoff import deepeval_spec, export_deepeval, import_deepeval
 from rubric_induce.handoff.deepeval_metrics import score_ranges
 

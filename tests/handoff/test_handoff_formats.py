@@ -15,7 +15,7 @@ from handoff_helpers import BAD, GOOD, answer_probs, rubric_in
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.cli import cli
 from rubric_induce.data import YES_NO, AnswerScale, Rubric, RubricSet
-from rubric_induce.errors import DataError
+from rubric_induce.core.errors import DataError
 from rubric_induce.handoff import (
     export_openai_graders,
     export_prometheus,
@@ -41,7 +41,7 @@ def _same(a, b):
 
 
 def _fake_scorer(run, rubrics):
-    from rubric_induce.scoring import RubricScorer
+    from rubric_induce.scoring.scorer import RubricScorer
 
     def answers(messages, labels, prefix):
         prompt = "\n".join(m["content"] for m in messages)
@@ -292,11 +292,11 @@ def test_cli_export_keeps_the_rubrics_form_and_checks_arguments(handoff_run, tmp
 # -- top level -----------------------------------------------------------------------------------
 def test_top_level_names_are_lazy():
     code = ("import sys, rubric_induce as ri\n"
-            "heavy = ['rubric_induce.scoring', 'rubric_induce.pipeline', 'rubric_induce.handoff', 'torch']\n"
+            "heavy = ['rubric_induce.scoring.scorer', 'rubric_induce.pipeline', 'rubric_induce.handoff', 'torch']\n"
             "assert not [m for m in heavy if m in sys.modules], [m for m in heavy if m in sys.modules]\n"
             "from rubric_induce import RubricScorer, run_pipeline, load_config, inspect_scorer, openai_graders\n"
             "from rubric_induce import deepeval_geval, promptfoo_config, prometheus_rubrics, export_json\n"
-            "assert RubricScorer.__module__ == 'rubric_induce.scoring'\n"
+            "assert RubricScorer.__module__ == 'rubric_induce.scoring.scorer'\n"
             "assert 'inspect_ai' not in sys.modules and 'deepeval' not in sys.modules\n"
             "missing = [n for n in ri.__all__ if not hasattr(ri, n)]\n"
             "assert not missing, missing\n")

@@ -10,7 +10,7 @@ import pytest
 from handoff_helpers import BAD, GOOD, answer_probs, rubric_in
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import AnswerScale, Rubric
-from rubric_induce.errors import MissingDependencyError
+from rubric_induce.core.errors import MissingDependencyError
 
 pytestmark = pytest.mark.tools
 
@@ -74,7 +74,7 @@ def _task(scorer):
 
 def _expected(run, rubrics):
     """RubricScorer on the same distributions through rubric-induce's own (fake) backend."""
-    from rubric_induce.scoring import RubricScorer
+    from rubric_induce.scoring.scorer import RubricScorer
 
     def answers(messages, labels, prefix):
         prompt = "\n".join(m["content"] for m in messages)
@@ -165,7 +165,7 @@ def test_scale_whose_answers_share_a_first_token_is_refused(inspect_ai, tmp_path
 
     from inspect_ai.model import get_model
 
-    from rubric_induce.errors import BackendError
+    from rubric_induce.core.errors import BackendError
     from rubric_induce.handoff.inspect_scorer import InspectProbe
 
     scale = AnswerScale(("Not sure", "Not at all", "Yes"), (0.5, 0.0, 1.0))

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from rubric_induce.errors import DataError
+from rubric_induce.core.errors import DataError
 from rubric_induce.pipeline import load_config, run_pipeline
 from rubric_induce.pipeline.runner import preflight
 from rubric_induce.pipeline.context import RunContext

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rubric_induce.errors import DataError
+from rubric_induce.core.errors import DataError
 from rubric_induce.pipeline import load_config
 
 

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from rubric_induce.cli import cli
 from rubric_induce.data import Example, write_examples
 from rubric_induce.data.mapping import InputMapping
-from rubric_induce.errors import DataError
+from rubric_induce.core.errors import DataError
 from rubric_induce.pipeline import run_pipeline
-from rubric_induce.scoring import RubricScorer
+from rubric_induce.scoring.scorer import RubricScorer
 
 _RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
 
@@ -67,7 +67,7 @@ def test_run_reads_a_csv_through_the_mapping(csv_run):
     assert art["input"] == {"text": {"context": "opening", "response": "rest"}, "id": "dialogue_id"}
     scorer = RubricScorer.load(run)
     assert scorer.calibrator is not None and set(scorer.judges) >= {"annotator1", "annotator2"}
-    from rubric_induce.probing import ProbeTable
+    from rubric_induce.probing.api import ProbeTable
 
     ids = {r.example_id for r in ProbeTable.load(run / "probes.jsonl").records}
     rows = list(csv.DictReader((tmp / "dialogues.csv").read_text(encoding="utf-8").splitlines()))

@@ -12,10 +12,10 @@ from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.cli import cli
 from rubric_induce.data import RubricPool, RubricSet
 from rubric_induce.data.examples_io import read_examples
-from rubric_induce.errors import BackendError
+from rubric_induce.core.errors import BackendError
 from rubric_induce.pipeline import STAGE_NAMES, load_config, run_pipeline
 from rubric_induce.pipeline import stages as stage_mod
-from rubric_induce.probing import ProbeTable
+from rubric_induce.probing.api import ProbeTable
 from rubric_induce.selection import group_split
 from rubric_induce.selection.scores import labels_from_examples, unit_scores
 
@@ -76,7 +76,7 @@ def test_manifest_records_versions_data_usage_and_timings(finished_run):
 
 def test_evaluate_scores_match_the_scorer(finished_run):
     from rubric_induce.evaluation.score_table import read_scores
-    from rubric_induce.scoring import RubricScorer
+    from rubric_induce.scoring.scorer import RubricScorer
 
     _, result = finished_run
     rows = read_scores(result.out / "scores.jsonl")
@@ -199,7 +199,7 @@ def test_cli_run_reports_config_errors_cleanly(tmp_path):
 
 def test_non_binary_label_needs_threshold_or_topk(write_config, tmp_path, fake_run_config):
     CONFIG = fake_run_config
-    from rubric_induce.errors import DataError
+    from rubric_induce.core.errors import DataError
 
     cfg = write_config(FAST, base=CONFIG.replace('label = "sat"', 'label = "satisfaction"'))
     with pytest.raises(DataError, match="label_threshold"):

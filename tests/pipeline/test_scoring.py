@@ -9,9 +9,9 @@ from click.testing import CliRunner
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.cli import cli
-from rubric_induce.errors import DataError, RubricInduceError
+from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.pipeline import run_pipeline
-from rubric_induce.scoring import RubricScorer
+from rubric_induce.scoring.scorer import RubricScorer
 
 TEXTS = ["USER: I need a table for two tonight.\nSYSTEM: Booked at 7 pm, confirmation sent.",
          "USER: Find me a flight to Boston.\nSYSTEM: Sorry, I cannot help with that.",
@@ -64,7 +64,7 @@ def test_judges_unseen_named_and_trusted(run_dir):
 
 
 def test_scoring_probes_needs_no_backend_and_matches(run_dir):
-    from rubric_induce.probing import ProbeTable
+    from rubric_induce.probing.api import ProbeTable
 
     offline = RubricScorer.load(run_dir)
     table = ProbeTable.load(run_dir / "probes.jsonl")

@@ -7,11 +7,11 @@ import sqlite3
 
 import pytest
 
-from rubric_induce.cache import CallCache
-from rubric_induce.cache_merge import merge_caches
+from rubric_induce.backends.cache import CallCache
+from rubric_induce.backends.cache_merge import merge_caches
 from rubric_induce.cli import main
-from rubric_induce.errors import DataError
-from rubric_induce.sharding import Shard, parse_shard, select_shard, shard_of
+from rubric_induce.core.errors import DataError
+from rubric_induce.probing.shards import Shard, parse_shard, select_shard, shard_of
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 16])

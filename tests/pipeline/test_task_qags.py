@@ -8,7 +8,7 @@ import pytest
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.pipeline import STAGE_NAMES, run_pipeline
-from rubric_induce.scoring import RubricScorer
+from rubric_induce.scoring.scorer import RubricScorer
 
 DESCRIPTION = ("Each summary is one sentence written about a news article. Annotators judged whether "
                "everything the summary states is supported by the article: factual consistency.")

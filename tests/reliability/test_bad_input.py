@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 import rubric_induce
 from rubric_induce.cli import cli
-from rubric_induce.errors import DataError, RubricInduceError
+from rubric_induce.core.errors import DataError, RubricInduceError
 
 RES = Path(rubric_induce.__file__).resolve().parent / "resources"
 DEMO = RES / "demo_uss_dialogues.jsonl"
@@ -416,8 +416,8 @@ def test_score_refuses_an_unknown_judge_unless_shared_weights_are_asked_for(fini
 
 @pytest.mark.slow
 def test_the_scorer_api_has_the_same_rule(finished_run):
-    from rubric_induce.probing import ProbeTable
-    from rubric_induce.scoring import RubricScorer
+    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.scoring.scorer import RubricScorer
 
     out_dir, _ = finished_run
     scorer = RubricScorer.load(out_dir, backend=None)
@@ -436,7 +436,7 @@ def test_the_scorer_api_has_the_same_rule(finished_run):
 # damaged files: cache, calibrator weights
 # --------------------------------------------------------------------------------------------
 def test_a_damaged_cache_file_is_a_clean_error_naming_it_and_the_fix(tmp_path):
-    from rubric_induce.cache import CallCache
+    from rubric_induce.backends.cache import CallCache
 
     bad = tmp_path / "llm_calls.sqlite"
     bad.write_bytes(b"this is not a database" * 100)
@@ -448,7 +448,7 @@ def test_a_damaged_cache_file_is_a_clean_error_naming_it_and_the_fix(tmp_path):
 
 def test_a_truncated_cache_file_is_a_clean_error(tmp_path):
     from rubric_induce.backends.fake import FakeBackend
-    from rubric_induce.cache import CachedBackend, CallCache
+    from rubric_induce.backends.cache import CachedBackend, CallCache
 
     path = tmp_path / "c.sqlite"
     cache = CallCache(path)
@@ -471,7 +471,7 @@ def test_a_truncated_cache_file_is_a_clean_error(tmp_path):
 
 def test_a_cache_row_of_bad_json_is_a_miss_with_one_warning(tmp_path):
     from rubric_induce.backends.fake import FakeBackend
-    from rubric_induce.cache import CachedBackend, CallCache
+    from rubric_induce.backends.cache import CachedBackend, CallCache
 
     path = tmp_path / "c.sqlite"
     backend = CachedBackend(FakeBackend(), CallCache(path))

@@ -22,8 +22,8 @@ import openai._base_client as _sdk_base  # noqa: E402
 
 from rubric_induce.backends import CallOptions, get_backend  # noqa: E402
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend, parse_retry_after  # noqa: E402
-from rubric_induce.cache import CachedBackend, UsageTally  # noqa: E402
-from rubric_induce.errors import BackendError, LogprobsUnavailableError  # noqa: E402
+from rubric_induce.backends.cache import CachedBackend, UsageTally  # noqa: E402
+from rubric_induce.core.errors import BackendError, LogprobsUnavailableError  # noqa: E402
 from faultserver import FaultServer  # noqa: E402
 from runconfigs import small_run_config  # noqa: E402
 
@@ -152,7 +152,7 @@ def test_mock_retry_after_ms_and_cap():
 
 
 def test_fault_counts_survive_the_call_cache_wrapper(tmp_path):
-    from rubric_induce.cache import CallCache
+    from rubric_induce.backends.cache import CallCache
 
     def handler(i):
         return httpx.Response(500, json={"error": {"message": "x"}}) if i == 1 else httpx.Response(200, json=_ok_body())
@@ -169,7 +169,7 @@ def test_fault_counts_survive_the_call_cache_wrapper(tmp_path):
 
 
 def test_report_says_no_faults_or_tabulates_them(tmp_path):
-    from rubric_induce.evaluation.run_summary import run_summary_markdown
+    from rubric_induce.reporting.summary import run_summary_markdown
 
     zero = {"calls": 4, "cache_hits": 0, "retries": 0, "http_429": 0, "http_5xx": 0, "timeouts": 0,
             "connection_errors": 0, "bad_replies": 0, "failures": 0, "retry_after_capped": 0, "retry_wait_s": 0.0}

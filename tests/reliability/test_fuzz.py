@@ -1,7 +1,7 @@
 """Issue 17, item 3: property-based fuzzing of the loaders and the config reader.
 
 Every input gives either a result or one clean error: through the library, a result or a
-:class:`~rubric_induce.errors.RubricInduceError` subclass (never another exception); through the
+:class:`~rubric_induce.core.errors.RubricInduceError` subclass (never another exception); through the
 command line (``run CONFIG --check``), exit code 0 or 2 with one ``error:`` line and no traceback.
 Inputs: example files in the project's JSONL (valid rows, rows with random values in every key,
 garbled lines), flat JSONL / JSON / CSV, configs built from the real section and key names with
@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import rubric_induce
 from rubric_induce.cli import cli
-from rubric_induce.errors import RubricInduceError
+from rubric_induce.core.errors import RubricInduceError
 from rubric_induce.pipeline.config import SECTIONS
 
 # 100 fixed examples per property in the test suite (a few seconds); RUBRIC_INDUCE_FUZZ_EXAMPLES=5000 hunts
@@ -193,7 +193,7 @@ def test_csv_gives_examples_or_one_clean_error(data):
                                                                       "scale": values, "levels": values})))
 def test_rubric_and_probe_files_give_a_result_or_one_clean_error(data):
     from rubric_induce.data import RubricPool
-    from rubric_induce.probing import ProbeTable
+    from rubric_induce.probing.api import ProbeTable
 
     path = _write(data, ".jsonl")
     _load_or_clean_error(RubricPool.load, path)

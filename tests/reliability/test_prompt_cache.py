@@ -24,10 +24,10 @@ from runconfigs import small_run_config  # noqa: E402
 from rubric_induce.backends.base import Usage, prompt_cache_scope  # noqa: E402
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend  # noqa: E402
 from rubric_induce.backends.pricing import price_of  # noqa: E402
-from rubric_induce.cache import CachedBackend, CallCache  # noqa: E402
+from rubric_induce.backends.cache import CachedBackend, CallCache  # noqa: E402
 from rubric_induce.data import Example, Rubric  # noqa: E402
-from rubric_induce.errors import BackendUnavailableError  # noqa: E402
-from rubric_induce.probing import probe, prompt_cache_key_for, render_example  # noqa: E402
+from rubric_induce.core.errors import BackendUnavailableError  # noqa: E402
+from rubric_induce.probing.api import probe, prompt_cache_key_for, render_example  # noqa: E402
 
 ANSWERS = ["1", "2", "3", "4", "5"]
 MSGS = [{"role": "user", "content": "Rate it."}]
@@ -101,7 +101,7 @@ def test_prompt_cache_key_is_one_per_text_off_by_default_and_no_part_of_the_cach
 
 def test_prompt_cache_key_option_is_checked_by_kind():
     from rubric_induce.backends.params import BackendParams
-    from rubric_induce.errors import DataError
+    from rubric_induce.core.errors import DataError
 
     assert BackendParams(spec="openai-compatible/m@http://127.0.0.1:1/v1", prompt_cache_key=True).options() == {
         "prompt_cache_key": True}
@@ -147,7 +147,7 @@ def test_a_run_shows_the_prompt_cache_hit_rate(tmp_path):
 
 def test_batch_bodies_equal_live_bodies_with_the_prompt_cache_key():
     """A batch file's body is exactly the live request, prompt_cache_key included (issue 19, item 3)."""
-    from rubric_induce.probe_calls import probe_calls, request_body
+    from rubric_induce.probing.calls import probe_calls, request_body
 
     examples = [Example.create({"text": f"text {i} " + "word " * i}, id=f"e{i}") for i in range(3)]
     rubrics = [Rubric.create("Is it clear?"), Rubric.create("Is it short?")]

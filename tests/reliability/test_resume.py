@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from rubric_induce.cli import EXIT_INPUT, cli
-from rubric_induce.errors import DataError, RubricInduceError
+from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.pipeline import STAGE_NAMES, run_pipeline
 from rubric_induce.pipeline.folder import file_sha256
 from runconfigs import RES, small_run_config
@@ -206,7 +206,7 @@ def test_nan_weights_in_a_run_are_refit_on_resume(run_copy):
     _poison(run / "calibration" / "weights.safetensors", float("inf"))
     result, said = _rerun(cfg, run)
     assert any(line.startswith("[calibrate] output calibration/weights.safetensors changed") for line in said)
-    from rubric_induce.scoring import RubricScorer
+    from rubric_induce.scoring.scorer import RubricScorer
 
     scorer = RubricScorer.load(run)  # loads: the weights are finite again
     assert scorer.calibrator is not None
@@ -227,8 +227,8 @@ def test_saving_non_finite_weights_is_refused(finished, tmp_path):
 def test_a_non_finite_prediction_is_an_error_not_a_score(finished):
     import torch
 
-    from rubric_induce.probing import ProbeTable
-    from rubric_induce.scoring import RubricScorer
+    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.scoring.scorer import RubricScorer
 
     _, run = finished
     scorer = RubricScorer.load(run)

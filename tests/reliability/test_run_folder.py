@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from rubric_induce.cli import EXIT_FAILURE, EXIT_INPUT, cli
-from rubric_induce.errors import DataError
+from rubric_induce.core.errors import DataError
 from rubric_induce.pipeline import run_pipeline
 from rubric_induce.pipeline.folder import LOCK_NAME, RunFolderBusyError, RunLock
 from runconfigs import small_run_config

@@ -13,7 +13,7 @@ import pytest
 from rubric_induce.data import AnswerScale, Example, Judgment, Rubric
 from rubric_induce.data.probes import ProbeArrays, ProbeRecord, ProbeTable
 from rubric_induce.evaluation.heldout import score_heldout
-from rubric_induce.scoring import RubricScorer
+from rubric_induce.scoring.scorer import RubricScorer
 from rubric_induce.selection.scores import signs_from_polarity, unit_scores
 
 N_RUBRICS = 6
@@ -270,7 +270,7 @@ def test_occlusion_in_batches_matches_one_batch(monkeypatch):
     """Drivers are computed in bounded batches; any batch size gives the one-batch effects (up to
     float32 rounding, which already varied with how many texts were scored together)."""
     pytest.importorskip("torch")
-    import rubric_induce.scoring as scoring
+    import rubric_induce.scoring.scorer as scoring
 
     rubrics = make_rubrics()
     cal = _calibrator(rubrics)

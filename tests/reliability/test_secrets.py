@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from rubric_induce.backends import get_backend, parse_backend_spec
 from rubric_induce.backends.params import BackendParams
 from rubric_induce.backends.redact import endpoint_url, redact_spec, redact_text, redact_url, strip_redacted
-from rubric_induce.errors import BackendError
+from rubric_induce.core.errors import BackendError
 from faultserver import FaultServer
 from runconfigs import small_run_config
 
@@ -100,7 +100,7 @@ def test_spec_roundtrip_and_redaction_property(model, user, password, host, sche
 
 def test_identity_repr_and_cache_key_hold_no_credential(monkeypatch):
     pytest.importorskip("openai")
-    from rubric_induce.cache import cache_key
+    from rubric_induce.backends.cache import cache_key
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("RUBRIC_INDUCE_API_KEY", raising=False)
@@ -135,7 +135,7 @@ def test_which_endpoint_gets_the_environment_key(monkeypatch):
 
 def _artifact(tmp_path: Path, spec: str) -> Path:
     from rubric_induce.data import RubricSet
-    from rubric_induce.scoring import write_artifact
+    from rubric_induce.scoring.scorer import write_artifact
 
     folder = tmp_path / "shared"
     folder.mkdir()
@@ -150,7 +150,7 @@ def _artifact(tmp_path: Path, spec: str) -> Path:
 
 def test_an_artifacts_endpoint_gets_no_key_unless_named(tmp_path, monkeypatch):
     pytest.importorskip("openai")
-    from rubric_induce.scoring import RubricScorer
+    from rubric_induce.scoring.scorer import RubricScorer
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     spec = f"openai-compatible/m@http://user:{PASSWORD}@127.0.0.1:9/v1"

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.cli import cli
 from rubric_induce.data import Example, Rubric, RubricPool, RubricSet, write_examples
-from rubric_induce.probing import probe
+from rubric_induce.probing.api import probe
 
 RUBRICS = ([Rubric.create(f"The system solves the task (aspect {k}).", "SAT") for k in range(3)]
            + [Rubric.create(f"The user gets frustrated (aspect {k}).", "DSAT") for k in range(3)]

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from rubric_induce.data import AnswerScale, Example, Rubric
-from rubric_induce.errors import DataError
-from rubric_induce.probing import ProbeRecord, ProbeTable
+from rubric_induce.core.errors import DataError
+from rubric_induce.probing.api import ProbeRecord, ProbeTable
 from rubric_induce.selection import (
     classification_metrics,
     confident_mask,

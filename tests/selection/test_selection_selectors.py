@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from rubric_induce.errors import DataError, RubricInduceError
+from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.selection import (
     SELECTORS,
     BruteForceSelector,

@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from rubric_induce.viewer import VIEW_NAME, build_view_data, render_view
-from rubric_induce.viewer.browser import dump_dom, screenshot
+from rubric_induce.reporting.viewer import VIEW_NAME, build_view_data, render_view
+from rubric_induce.reporting.viewer.browser import dump_dom, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -126,7 +126,7 @@ def test_screenshots_at_desktop_and_phone_width(chromium_path, page, tmp_path, w
 
 def test_a_page_with_missing_pieces_renders_every_section(chromium_path, tmp_path, fake_run_config):
     from rubric_induce.pipeline import run_pipeline
-    from rubric_induce.viewer import write_view
+    from rubric_induce.reporting.viewer import write_view
 
     cfg = tmp_path / "cfg.toml"
     cfg.write_text(fake_run_config, encoding="utf-8")

@@ -4,7 +4,7 @@ Every loader returns :class:`~rubric_induce.data.model.Example` objects with nat
 aggregate human label per question in ``labels``, per-rater answers in ``judgments`` and the
 unit that correlations are computed within (and that splits must not cut) in ``group``. Every
 label is checked against a declared :class:`~rubric_induce.data.model.LabelScale`; the first bad
-row raises :class:`~rubric_induce.errors.DataError` naming file, line and field.
+row raises :class:`~rubric_induce.core.errors.DataError` naming file, line and field.
 
 ``load_dataset(name)`` loads one of :data:`DATASETS` by name::
 
@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import DataError
-from ..model import Example, LabelScale
-from .fed import FED_DIALOGUE_QUESTIONS, FED_TURN_QUESTIONS, fed_scales, load_fed
-from .generic import load_generic
-from .llm_rubric import (
+from rubric_induce.core.errors import DataError
+from rubric_induce.data.model import Example, LabelScale
+from rubric_induce.data.datasets.fed import FED_DIALOGUE_QUESTIONS, FED_TURN_QUESTIONS, fed_scales, load_fed
+from rubric_induce.data.tables import load_generic
+from rubric_induce.data.datasets.llm_rubric import (
     LLM_RUBRIC_QUESTIONS,
     LLM_RUBRIC_RATER_SCALES,
     LLM_RUBRIC_SCALES,
@@ -34,11 +34,11 @@ from .llm_rubric import (
     LLMRubricData,
     load_llm_rubric,
 )
-from .paths import ENV_VAR, data_root
-from .qags import QAGS_SCALES, load_qags
-from .summeval import SUMMEVAL_ASPECTS, SUMMEVAL_RATER_SCALES, SUMMEVAL_SCALES, load_summeval
-from .topical_chat import USR_ASPECTS, USR_RATER_SCALES, USR_SCALES, load_topical_chat
-from .uss import USS_CORPORA, USS_RATER_SCALES, USS_SCALES, load_uss, parse_uss
+from rubric_induce.data.datasets.paths import ENV_VAR, data_root
+from rubric_induce.data.datasets.qags import QAGS_SCALES, load_qags
+from rubric_induce.data.datasets.summeval import SUMMEVAL_ASPECTS, SUMMEVAL_RATER_SCALES, SUMMEVAL_SCALES, load_summeval
+from rubric_induce.data.datasets.topical_chat import USR_ASPECTS, USR_RATER_SCALES, USR_SCALES, load_topical_chat
+from rubric_induce.data.datasets.uss import USS_CORPORA, USS_RATER_SCALES, USS_SCALES, load_uss, parse_uss
 
 __all__ = [
     "DATASETS",

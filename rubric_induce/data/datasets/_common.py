@@ -7,10 +7,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import DataError
-from ..examples_io import check_labels
-from ..model import Judgment, LabelScale
-from .paths import data_root
+from rubric_induce.core.errors import DataError
+from rubric_induce.data.examples_io import check_labels
+from rubric_induce.data.model import Judgment, LabelScale
+from rubric_induce.data.datasets.paths import data_root
 
 _MISSING = object()
 

@@ -46,10 +46,10 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import DataError
-from ..jsonl import read_json
-from ..model import Example, Judgment, LabelScale
-from ._common import check_scale, dataset_file, get_field, read_tsv, to_number, where
+from rubric_induce.core.errors import DataError
+from rubric_induce.data.jsonl import read_json
+from rubric_induce.data.model import Example, Judgment, LabelScale
+from rubric_induce.data.datasets._common import check_scale, dataset_file, get_field, read_tsv, to_number, where
 
 __all__ = [
     "load_llm_rubric",

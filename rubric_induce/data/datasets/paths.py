@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...errors import DataError
+from rubric_induce.core.errors import DataError
 
 __all__ = ["data_root", "ENV_VAR", "DEFAULT_ROOT"]
 

@@ -1,0 +1,452 @@
+"""Load your own labelled texts from JSONL, a JSON array, CSV or TSV.
+
+You say which columns (or keys; dotted paths such as ``turn.text`` reach into nested JSON) hold
+the text parts and the labels; everything is validated row by row, and the first bad row raises a
+:class:`DataError` naming the file, the line (the record index for a JSON array) and the field:
+a missing column or key, empty text, a label that is not a number or lies outside its declared
+scale, a duplicate id. Nothing is half-loaded.
+
+With ``judge_field``, each row is one judge's answer: rows with the same id (or, without
+``id_field``, the same texts) become one example with one judgment per row and the mean of the
+judges' answers as its labels.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from rubric_induce.core.errors import DataError
+from rubric_induce.data.labels import require_two_classes
+from rubric_induce.data.jsonl import read_json, read_jsonl, read_text
+from rubric_induce.data.model import Example, Judgment, LabelScale
+from rubric_induce.data.datasets._common import check_scale
+
+__all__ = ["load_generic", "examples_from_rows", "FORMATS"]
+
+FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv"}
+_MISSING = object()
+
+
+def load_generic(
+    path: str | os.PathLike[str],
+    *,
+    text_fields: Mapping[str, str],
+    label_fields: Mapping[str, str] | None = None,
+    id_field: str | None = None,
+    group_field: str | None = None,
+    judge_field: str | None = None,
+    label_scales: Mapping[str, LabelScale] | None = None,
+    format: str | None = None,
+    binary_label: str | None = None,
+    judge_columns: Mapping[str, Mapping[str, str]] | None = None,
+    optional_id: bool = False,
+    unique: bool = True,
+    required_labels: Iterable[str] = (),
+    label_values: Mapping[str, Mapping[str, float]] | None = None,
+) -> list[Example]:
+    """Read examples from a JSONL / JSON / CSV / TSV file.
+
+    ``text_fields`` maps our field name to the column or key that holds it (e.g.
+    ``{"text": "response", "context": "history"}``); ``label_fields`` does the same for labels
+    (numbers, or numeric strings in CSV/TSV; JSON ``true``/``false`` read as 1/0).
+    ``label_scales`` (keyed by our label names) declares what each label may be; with
+    ``judge_field`` they apply to each judge's answer and the mean is checked on the same range.
+    ``format`` is ``jsonl``, ``json``, ``csv`` or ``tsv`` (default: from the file suffix).
+    ``binary_label`` names a label that must hold two classes (a single-class file is refused).
+    ``judge_columns`` is the wide format: ``{judge: {label: column}}`` (an empty cell = not rated);
+    each row becomes one example with one judgment per judge and the judges' mean as the label
+    (unless ``label_fields`` maps that label to a column of its own). ``optional_id``: a row
+    without the id column gets a hash of its texts. ``unique=False`` keeps rows with equal ids
+    (scoring the same text twice) instead of refusing them. A JSON ``null`` or an empty CSV cell in
+    a label column means "not answered" (None), except for the ``required_labels`` (the label a
+    run learns), where it is an error naming the row. ``label_values`` (``{label: {text: number}}``)
+    reads text answers such as ``good`` / ``bad`` as numbers.
+    """
+    path = Path(path)
+    fmt = (format or FORMATS.get(path.suffix.lower(), "")).lower()
+    if fmt not in ("jsonl", "json", "csv", "tsv"):
+        raise DataError(f"cannot tell the file format from {path.suffix!r}; pass format="
+                        "'jsonl', 'json', 'csv' or 'tsv'", path=path)
+    required = [*text_fields.values(), *(label_fields or {}).values(),
+                *(c for cols in (judge_columns or {}).values() for c in cols.values()),
+                *(f for f in (id_field if not optional_id else None, group_field, judge_field) if f is not None)]
+    return examples_from_rows(
+        _rows(path, fmt, required), path=path, tabular=fmt in ("csv", "tsv"), text_fields=text_fields,
+        label_fields=label_fields, id_field=id_field, group_field=group_field, judge_field=judge_field,
+        label_scales=label_scales, binary_label=binary_label, judge_columns=judge_columns,
+        optional_id=optional_id, unique=unique, required_labels=required_labels, label_values=label_values)
+
+
+def examples_from_rows(
+    rows: Iterable[tuple[int | None, int | None, Mapping[str, Any]]],
+    *,
+    path: str | os.PathLike[str] | None,
+    tabular: bool,
+    text_fields: Mapping[str, str],
+    label_fields: Mapping[str, str] | None = None,
+    id_field: str | None = None,
+    group_field: str | None = None,
+    judge_field: str | None = None,
+    label_scales: Mapping[str, LabelScale] | None = None,
+    binary_label: str | None = None,
+    judge_columns: Mapping[str, Mapping[str, str]] | None = None,
+    optional_id: bool = False,
+    unique: bool = True,
+    required_labels: Iterable[str] = (),
+    label_values: Mapping[str, Mapping[str, float]] | None = None,
+) -> list[Example]:
+    """Examples from ``(line, record index, row)`` triples (a file's rows, or in-memory dicts with
+    ``path=None``): the row logic of :func:`load_generic`, whose options it takes."""
+    path = Path(path) if path is not None else None
+    label_fields = dict(label_fields or {})
+    required = set(required_labels)
+    judge_columns = {str(j): dict(cols) for j, cols in (judge_columns or {}).items()}
+    if not text_fields:
+        raise DataError("text_fields must name at least one text column", path=path, field="text_fields")
+    if judge_field is not None and judge_columns:
+        raise DataError("give a judge column (long format) or judge label columns (wide format), not both",
+                        path=path, field="judge")
+    wide_labels = list(dict.fromkeys(name for cols in judge_columns.values() for name in cols))
+    all_labels = list(dict.fromkeys([*label_fields, *wide_labels]))
+    if binary_label is not None and binary_label not in all_labels:
+        raise DataError(f"binary_label {binary_label!r} is not one of the label fields "
+                        f"{sorted(all_labels)}", path=path, field=binary_label)
+    judged = judge_field is not None or bool(judge_columns)
+    mean_scales = {
+        k: LabelScale("continuous", s.low, s.high, s.not_applicable) for k, s in (label_scales or {}).items()
+    } if judged else dict(label_scales or {})
+
+    examples: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    for line, record, row in rows:
+        def loc(field: str) -> dict[str, Any]:
+            return {"path": path, "line": line, "field": field}
+
+        prefix = f"record {record}: " if record is not None else ""
+        fields: dict[str, str] = {}
+        for name, key in text_fields.items():
+            value = _lookup(row, key, tabular)
+            if value is _MISSING or value is None:
+                raise DataError(f"{prefix}missing text column/key {key!r}{_known(row, key)}", **loc(key))
+            if not isinstance(value, str):
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    value = str(value)
+                elif isinstance(value, list):
+                    value = _turns_text(value, prefix, loc(key))
+                else:
+                    raise DataError(f"{prefix}expected text, got {type(value).__name__}", **loc(key))
+            if not value.strip():
+                raise DataError(f"{prefix}text is empty", **loc(key))
+            fields[name] = value
+        labels: dict[str, float | None] = {}
+        for name, key in label_fields.items():
+            value = _lookup(row, key, tabular)
+            if value is _MISSING:
+                raise DataError(f"{prefix}missing label column/key {key!r}{_known(row, key)}", **loc(key))
+            if value is None or (isinstance(value, str) and not value.strip()):
+                # not answered: fine for any label but the one a run learns (unless judges answer it)
+                if name in required and not judged:
+                    blank = "null" if value is None else "empty"
+                    raise DataError(f"{prefix}label {name!r} is {blank}, but it is the label this run learns "
+                                    "(data.label): give every row a number, or leave such rows out", **loc(key))
+                labels[name] = None
+                continue
+            labels[name] = _label(value, name, key, prefix, loc(key), label_scales, label_values)
+        wide: list[Judgment] = []
+        for judge_name, cols in judge_columns.items():
+            answers: dict[str, float | None] = {}
+            for name, key in cols.items():
+                value = _lookup(row, key, tabular)
+                if value is _MISSING:
+                    raise DataError(f"{prefix}missing judge label column/key {key!r}{_known(row, key)}",
+                                    **loc(key))
+                blank = value is None or (isinstance(value, str) and not value.strip())
+                answers[name] = None if blank else _label(value, name, key, prefix, loc(key), label_scales,
+                                                              label_values)
+            wide.append(Judgment(judge=judge_name, labels=answers))
+        def required_text(key: str | None, what: str) -> str | None:
+            """The stripped value of an optional mapped column; when mapped, it must be there."""
+            if key is None:
+                return None
+            raw = _lookup(row, key, tabular)
+            if raw is _MISSING or raw is None or str(raw).strip() == "":
+                raise DataError(f"{prefix}missing {what}", **loc(key))
+            return str(raw).strip()
+
+        ex_id = (required_text(id_field, "id") if not optional_id or id_field is None
+                 or _lookup(row, id_field, tabular) not in (_MISSING, None, "") else None)
+        group = required_text(group_field, "group")
+        judge = required_text(judge_field, "judge")
+
+        key = ex_id if ex_id is not None else Example.create(fields).id
+        where_ = line if line is not None else f"record {record}"
+        if not unique:
+            key = f"{key}\x00{len(order)}"
+        if key in examples:
+            prev = examples[key]
+            if judge is None and ex_id is None:
+                raise DataError(f"{prefix}same texts as the row at {_pos(prev)}: without an id column a row's id "
+                                f"is a hash of its texts ({key}), so the two rows would be one example; add an "
+                                "id column and map it ([data.mapping] id), or drop the repeated row",
+                                **loc(next(iter(text_fields.values()))))
+            if judge is None:
+                raise DataError(f"{prefix}duplicate example id {key!r} (first at {_pos(prev)})",
+                                **loc(id_field or "text"))
+            if prev["fields"] != fields:
+                raise DataError(f"{prefix}rows with id {key!r} have different texts (first at {_pos(prev)})",
+                                **loc(next(iter(text_fields.values()))))
+            if prev["group"] != group:
+                raise DataError(f"{prefix}rows with id {key!r} have different groups (first at {_pos(prev)})",
+                                **loc(group_field or "group"))
+            if any(j.judge == judge for j in prev["judgments"]):
+                raise DataError(f"{prefix}judge {judge!r} already labelled example {key!r}",
+                                **loc(judge_field or "judge"))
+            prev["judgments"].append(Judgment(judge=judge, labels=labels))
+            prev["where"].append(where_)
+            continue
+        order.append(key)
+        examples[key] = {
+            "fields": fields, "labels": labels, "group": group, "where": [where_], "id": ex_id,
+            "judgments": [Judgment(judge=judge, labels=labels)] if judge is not None else wide,
+            "line": line, "record": record,
+        }
+    if not order:
+        raise DataError("no rows in file" if path is not None else "no texts given", path=path)
+
+    out: list[Example] = []
+    for key in order:
+        e = examples[key]
+        labels = e["labels"]
+        if judged:
+            labels = dict(labels) if judge_columns else {}
+            for name in (all_labels if judge_columns else label_fields):
+                if labels.get(name) is not None:
+                    continue  # a label column of its own wins over the judges' mean (where answered)
+                na = label_scales[name].not_applicable if label_scales and name in label_scales else ()
+                vals = [j.labels.get(name) for j in e["judgments"]]
+                answered = [v for v in vals if v is not None]
+                applicable = [v for v in answered if v not in na]
+                labels[name] = (sum(applicable) / len(applicable) if applicable
+                                else answered[0] if answered else None)
+            check_scale(labels, mean_scales, path=path, line=e["line"],
+                        record=e["record"], field_prefix="mean.")
+            for name in required:
+                if name in labels and labels[name] is None:
+                    raise DataError(f"no judge answered label {name!r} of example {key!r} (rows at "
+                                    f"{', '.join(map(str, e['where']))}), but it is the label this run learns "
+                                    "(data.label): give it an answer, or leave its rows out",
+                                    path=path, line=e["line"], field=label_fields.get(name, name))
+        meta: dict[str, Any] = {"source": str(path)} if path is not None else {}
+        if e["line"] is not None:
+            meta["line"] = e["line"] if len(e["where"]) == 1 else e["where"]
+        elif path is not None:
+            meta["record"] = e["record"]
+        out.append(Example.create(e["fields"], labels, id=e["id"],
+                                  judgments=e["judgments"], group=e["group"], meta=meta))
+    if binary_label is not None:
+        require_two_classes(out, binary_label, path=path)
+    return out
+
+
+def _known(row: Mapping[str, Any], key: str) -> str:
+    """`` (columns: a, b; did you mean 'x'?)``: what the row has, for a missing column or key."""
+    import difflib
+
+    names = [str(k) for k in row]
+    close = difflib.get_close_matches(key, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f" (columns: {', '.join(names)}{hint})" if names else ""
+
+
+def _label(value: Any, name: str, key: str, prefix: str, loc: Mapping[str, Any],
+           label_scales: Mapping[str, LabelScale] | None,
+           label_values: Mapping[str, Mapping[str, float]] | None = None) -> float:
+    table = (label_values or {}).get(name)
+    if table is not None and isinstance(value, str) and not _is_number(value):
+        text = value.strip()
+        if text not in table:
+            known = ", ".join(repr(k) for k in table)
+            raise DataError(f"{prefix}answer {value!r} has no number in [data.mapping] values.{name} "
+                            f"(known: {known}){_close_answer(text, table)}", **loc)
+        value = table[text]
+    try:
+        out = _number(value, prefix, loc)
+    except DataError as exc:
+        import re
+
+        if isinstance(value, str) and re.fullmatch(r"\s*-?\d+,\d+\s*", value):
+            raise DataError(f"{exc.message}; write numbers with a decimal point ({value.strip().replace(',', '.')})",
+                            path=exc.path, line=exc.line, field=exc.field) from None
+        if table is None and isinstance(value, str) and value.strip() and "must be a number" in exc.message:
+            raise DataError(f"{exc.message}; to read text answers, map them to numbers: [data.mapping] values = "
+                            f"{{ {name} = {{ {_toml_key(value.strip())} = 1, ... }} }}", path=exc.path,
+                            line=exc.line, field=exc.field) from None
+        raise
+    scale = (label_scales or {}).get(name)
+    problem = scale.check(out) if scale is not None else None
+    if problem:
+        named = f" (label {name!r})" if name != key else ""
+        raise DataError(f"{prefix}{problem}{named}", **loc)
+    return out
+
+
+_TURN_TEXT = ("content", "text", "utterance", "message", "value")
+_TURN_SPEAKER = ("role", "speaker", "author", "from", "name")
+
+
+def _turns_text(turns: list, prefix: str, loc: Mapping[str, Any]) -> str:
+    """A conversation given as a list of turns, as one text: strings one per line; objects
+    (OpenAI-style ``{"role", "content"}``, or ``speaker`` / ``text`` and the like) as
+    ``ROLE: content`` lines, the way the bundled dialogues read."""
+    lines = []
+    for i, turn in enumerate(turns):
+        if isinstance(turn, str):
+            lines.append(turn)
+            continue
+        if isinstance(turn, Mapping) and isinstance(turn.get("content"), list):  # OpenAI content parts
+            parts = [c.get("text") for c in turn["content"] if isinstance(c, Mapping) and isinstance(c.get("text"), str)]
+            turn = {**turn, "content": "\n".join(parts)} if parts else turn
+        text_key = next((k for k in _TURN_TEXT if isinstance(turn, Mapping) and isinstance(turn.get(k), str)), None)
+        if text_key is None:
+            raise DataError(f"{prefix}expected text or a list of turns (strings, or objects with one of "
+                            f"{', '.join(_TURN_TEXT)}), got {type(turn).__name__} at turn {i}"
+                            + (f" with keys {', '.join(map(str, turn))}" if isinstance(turn, Mapping) else ""), **loc)
+        who = next((turn[k] for k in _TURN_SPEAKER if isinstance(turn.get(k), str) and turn[k].strip()), None)
+        lines.append(f"{who.strip().upper()}: {turn[text_key]}" if who else turn[text_key])
+    return "\n".join(lines)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
+def _close_answer(text: str, table: Mapping[str, float]) -> str:
+    import difflib
+
+    folded = {k.casefold(): k for k in table}
+    if text.casefold() in folded:
+        return f"; did you mean {folded[text.casefold()]!r}? (answers are case-sensitive)"
+    close = difflib.get_close_matches(text, list(table), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _toml_key(text: str) -> str:
+    import re
+
+    return text if re.fullmatch(r"[A-Za-z0-9_-]+", text) else '"' + text.replace('"', '\\"') + '"'
+
+
+def _pos(prev: Mapping[str, Any]) -> str:
+    first = prev["where"][0]
+    return f"line {first}" if isinstance(first, int) else str(first)
+
+
+def _number(value: Any, prefix: str, loc: Mapping[str, Any]) -> float:
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float)):
+        out = float(value)
+    elif isinstance(value, str):
+        if not value.strip():
+            raise DataError(f"{prefix}label is empty", **loc)
+        if value.strip().lower() in ("true", "false"):  # a CSV's booleans (pandas writes True/False), as JSON's
+            return 1.0 if value.strip().lower() == "true" else 0.0
+        try:
+            out = float(value.strip())
+        except ValueError:
+            raise DataError(f"{prefix}label must be a number, got {value!r}", **loc) from None
+    else:
+        raise DataError(f"{prefix}label must be a number, got {type(value).__name__}", **loc)
+    if math.isnan(out) or math.isinf(out):
+        raise DataError(f"{prefix}label must be a finite number, got {value!r}", **loc)
+    return out
+
+
+def _lookup(row: Mapping[str, Any], key: str, tabular: bool) -> Any:
+    """``row[key]``; for JSON, a dotted path walks into objects (and lists by index)."""
+    if tabular or key in row:
+        return row.get(key, _MISSING)
+    value: Any = row
+    for part in key.split("."):
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return _MISSING
+    return value
+
+
+def _rows(path: Path, fmt: str, required: list[str]) -> Iterator[tuple[int | None, int | None, Mapping[str, Any]]]:
+    """``(line, record index or None, row)`` for every row of the file.
+
+    For CSV/TSV the header must hold every ``required`` column (else an error on line 1).
+    """
+    if fmt == "jsonl":
+        for line_no, obj in read_jsonl(path):
+            yield line_no, None, obj
+        return
+    if fmt == "json":
+        data = read_json(path)
+        if isinstance(data, Mapping):
+            lists = [v for v in data.values() if isinstance(v, list)]
+            if len(lists) != 1:
+                raise DataError("expected a JSON array of objects (or an object holding one array)",
+                                path=path)
+            data = lists[0]
+        if not isinstance(data, list):
+            raise DataError(f"expected a JSON array of objects, got {type(data).__name__}", path=path)
+        for i, obj in enumerate(data):
+            if not isinstance(obj, Mapping):
+                raise DataError(f"record {i}: expected an object, got {type(obj).__name__}", path=path)
+            yield None, i, obj
+        return
+    text = read_text(path)  # bytes, not universal newlines: "\r" inside quoted cells stays
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if fmt == "tsv" else ",")
+    try:
+        header = next(reader, None)
+        if header is None or not any(h.strip() for h in header):
+            raise DataError("empty file (expected a header line)", path=path, line=1)
+        header = [h.strip() for h in header]
+        dup = sorted({h for h in header if header.count(h) > 1})
+        if dup:
+            raise DataError(f"duplicate column names {dup}", path=path, line=1)
+        for col in required:
+            if col not in header:
+                from rubric_induce.core.params import suggest
+
+                for sep, name in ((";", "semicolon"), ("|", "pipe"), ("\t", "tab"), (",", "comma")):
+                    split = [h.strip() for h in header[0].split(sep)] if len(header) == 1 else []
+                    if len(split) > 1 and col in split:  # e.g. Excel's ';' CSV in many locales
+                        how = " ([data.mapping] in a run config, --format for score)"
+                        fix = (f"give it a .tsv name or set format = \"tsv\"{how}" if sep == "\t" else
+                               f"give it a .csv name or set format = \"csv\"{how}" if sep == "," else
+                               f"save it with commas (or tabs, as .tsv), e.g. pandas.read_csv(path, sep={sep!r})"
+                               ".to_csv(out, index=False)")
+                        raise DataError(f"the header is one column {header[0][:80]!r}: this file is "
+                                        f"{name}-separated, not {'tab' if fmt == 'tsv' else 'comma'}-separated; "
+                                        f"{fix}", path=path, line=1)
+                raise DataError(f"missing column {col!r} in the header (columns: {', '.join(header)})"
+                                f"{suggest(col, header)}", path=path, line=1, field=col)
+        start = reader.line_num + 1
+        for cells in reader:
+            line = start
+            start = reader.line_num + 1
+            if not any(c.strip() for c in cells):
+                continue
+            if len(cells) > len(header):
+                raise DataError(f"row has {len(cells)} cells but the header has {len(header)}",
+                                path=path, line=line)
+            row = dict(zip(header, cells))  # short rows: absent columns are reported by name
+            yield line, None, row
+    except csv.Error as exc:
+        raise DataError(f"malformed {fmt.upper()} ({exc})", path=path, line=reader.line_num) from None

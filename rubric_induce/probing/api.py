@@ -1,0 +1,548 @@
+"""Probing: ask the LLM every rubric about every example and keep the answer distribution.
+
+For each (example, rubric) the result is the probability of each answer on the rubric's scale,
+renormalised over the allowed answers, *and* the raw mass Z the model put on them (LLM-RUBRIC
+feeds the unnormalised vector to its calibration network). Three prompt styles follow Chiang &
+Lee's "Closer Look": score-only and rate-explain read the distribution at the first token of the
+reply; analyze-rate lets the model write its analysis and reads the distribution at the answer
+position after the ``Rating:`` marker, never at the first digit found in free text. Backends
+without logprobs need the sampling estimator, chosen explicitly; nothing falls back silently.
+
+Prompts are worded from the run's task (:class:`~rubric_induce.core.task.TaskParams`: the kind of
+text, the task description, the fields' roles); the default task renders the prompts as they were
+before tasks existed. Prompts put the example first and everything rubric-specific (the rubric, its
+levels, its answer scale and the answer instruction) after it, and examples are probed one after the
+other with all their rubrics (one warm-up call per text first, on a concurrent backend), so a backend
+that keeps its KV state (the embedded model) or a server with prompt caching computes each example's
+prefix once.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rubric_induce.backends.base import Backend, prompt_cache_scope
+from rubric_induce.backends.options import CallOptions
+from rubric_induce.backends.concurrency import run_window
+from rubric_induce.data.model import AnswerScale, Example, Rubric
+from rubric_induce.data.probes import ProbeArrays, ProbeRecord, ProbeTable  # re-exported: they lived here
+from rubric_induce.data.render import render_example, render_example_tokens  # render_example: re-exported
+from rubric_induce.core.errors import (BackendError, BackendUnavailableError, ContextOverflowError, LogprobsUnavailableError,
+                     UntrustworthyLogprobsError,
+                     RubricInduceError)
+from rubric_induce.core.params import Params, param
+from rubric_induce.core.progress import progress_bar
+from rubric_induce.core.task import TaskParams
+from rubric_induce.core.templates import PromptTemplate, load_prompt
+
+__all__ = [
+    "PROBE_STYLES",
+    "ESTIMATORS",
+    "RATING_MARKER",
+    "ProbeRecord",
+    "ProbeTable",
+    "ProbeArrays",
+    "ProbeParams",
+    "probe",
+    "probe_to_file",
+    "streamed_records",
+    "PROBES_FILE",
+    "build_messages",
+    "prompt_cache_key_for",
+    "render_example",
+    "parse_answer",
+]
+
+PROBE_STYLES = ("score-only", "rate-explain", "analyze-rate")
+ESTIMATORS = ("logprobs", "sampling")
+RATING_MARKER = "Rating:"
+_TEMPLATE_FOR_STYLE = {
+    "score-only": "probe_score_only",
+    "rate-explain": "probe_rate_explain",
+    "analyze-rate": "probe_analyze_rate",
+}
+# Reply lengths for the sampling estimator: enough to reach the answer, no more.
+_SAMPLE_TOKENS = {"score-only": 4, "rate-explain": 8}
+PROBES_FILE = "probes.jsonl"
+
+
+@dataclass(frozen=True)
+class ProbeParams(Params):
+    """How each rubric is asked: the prompt style and how the answer distribution is estimated."""
+
+    section = "probe"
+    style: str = param("score-only", choices=PROBE_STYLES, help="Prompt style (Chiang & Lee's Closer Look).")
+    estimator: str = param("logprobs", choices=ESTIMATORS,
+                           help="Read logprobs, or sample N replies (for backends without logprobs).")
+    samples: int = param(10, ge=1, help="Replies per probe for the sampling estimator.")
+    temperature: float = param(1.0, ge=0.0, help="Sampling temperature for the sampling estimator.")
+    max_analysis_tokens: int = param(200, ge=1, help="Reply length cap before the rating (analyze-rate).",
+                                     hidden=True)
+    max_example_tokens: int | None = param(None, gt=0, help="Cut each example's text to this many tokens "
+                                           "(backend tokenizer), marked '[... truncated]' in the prompt "
+                                           "and in the probe record. Default: no limit.")
+
+
+def _scale_phrase(scale: AnswerScale) -> str:
+    if scale.descriptions:
+        return "one of " + ", ".join(f'"{lab}" ({d})' for lab, d in zip(scale.labels, scale.descriptions))
+    labels = scale.labels
+    if all(lab.lstrip("-").isdigit() for lab in labels):
+        return f"a single integer from {labels[0]} (lowest) to {labels[-1]} (highest)"
+    return "one of " + ", ".join(f'"{lab}"' for lab in labels)
+
+
+def build_messages(
+    example: Example,
+    rubric: Rubric,
+    style: str = "score-only",
+    *,
+    fields: Sequence[str] | None = None,
+    template: PromptTemplate | None = None,
+    task: TaskParams | None = None,
+    text: str | None = None,
+) -> tuple[list[dict[str, str]], PromptTemplate]:
+    """Chat messages of one probe (example first, everything rubric-specific after it) and the template used.
+
+    ``task`` words the prompt (kind of text, description, field roles); everything it adds comes
+    before the example, so each example's prefix stays shared by all its rubrics. ``text``: the
+    example as already rendered (e.g. truncated); default: :func:`render_example`.
+    """
+    if style not in PROBE_STYLES:
+        raise RubricInduceError(f"unknown probe style {style!r}; choose from {', '.join(PROBE_STYLES)}")
+    template = template or load_prompt(_TEMPLATE_FOR_STYLE[style])
+    levels = ""
+    if rubric.levels:
+        levels = "\nLevels:\n" + "\n".join(f"{lab}: {d}" for lab, d in zip(rubric.scale.labels, rubric.levels))
+    words = (task or TaskParams()).wording()
+    names = list(fields) if fields is not None else list(example.fields)
+    messages = template.render(example=render_example(example, fields) if text is None else text,
+                               rubric=rubric.text,
+                               levels=levels, scale=_scale_phrase(rubric.scale), kind=words.probe_kind,
+                               a_kind=("an " if words.probe_kind[:1].lower() in "aeiou" else "a ") + words.probe_kind,
+                               task_block=words.context_block(),
+                               fields_note=words.fields_note(names) if len(names) > 1 else "")
+    return messages, template
+
+
+def parse_answer(text: str, labels: Sequence[str], style: str) -> str | None:
+    """The answer written at the answer position of a sampled reply, or None.
+
+    Score-only and rate-explain replies must *start* with an answer (after whitespace, quotes or
+    markdown emphasis); analyze-rate replies are read right after the first ``Rating:`` marker.
+    A digit elsewhere in the text never counts.
+    """
+    if style == "analyze-rate":
+        idx = text.find(RATING_MARKER)
+        if idx < 0:
+            return None
+        text = text[idx + len(RATING_MARKER):]
+    s = text.lstrip().lstrip("*\"'`").lstrip()
+    for label in sorted(labels, key=len, reverse=True):
+        if s[: len(label)].lower() == label.lower():
+            rest = s[len(label):]
+            if not rest or not rest[0].isalnum():
+                return label
+    return None
+
+
+def _from_logprobs(backend: Backend, messages, scale: AnswerScale,
+                   prefix: str = "") -> tuple[list[float], list[str] | None, float | None]:
+    """``(raw, bounded answers, bound)`` at the answer position; see :class:`ProbeRecord` for how
+    answers outside a top-k backend's list are filled (0, or ``bound`` each when none is listed)."""
+    # After "Rating:" the answer follows a space; scoring " 4" lets the tokenizer merge them.
+    answers = [(" " + a) if prefix else a for a in scale.labels]
+    res = backend.answer_logprobs(messages, answers, assistant_prefix=prefix)
+    raw = [math.exp(res.logprobs[a]) if res.logprobs[a] > -math.inf else 0.0 for a in answers]
+    return _bounded(raw, scale.labels, None if res.bound is None else math.exp(res.bound))
+
+
+def _bounded(raw: list[float], labels: Sequence[str],
+             bound: float | None) -> tuple[list[float], list[str] | None, float | None]:
+    if bound is None or bound <= 0:
+        return raw, None, None
+    bounded = [lab for lab, p in zip(labels, raw) if p == 0.0]
+    if not bounded:
+        return raw, None, None
+    if len(bounded) == len(raw):  # nothing listed: uniform at the bound (neutral), not a failure
+        raw = [bound] * len(raw)
+    return raw, bounded, bound
+
+
+def _read_after_marker(tokens, labels: Sequence[str]) -> tuple[list[float], float | None] | None:
+    """Distribution at the answer position after ``Rating:`` in generated token logprobs.
+
+    The answer position is the first token holding a visible character after the marker; each
+    top alternative there is read as the text it would make after the marker (so " 4", "4" and
+    a token that fuses the marker with the answer all count), and alternatives that spell the
+    same answer are summed. Returns the distribution and the smallest listed probability
+    there (the bound of unlisted answers), or None without a marker.
+    """
+    starts, text = [], ""
+    for tok in tokens:
+        starts.append(len(text))
+        text += tok.token
+    m = text.find(RATING_MARKER)
+    if m < 0:
+        return None
+    end = m + len(RATING_MARKER)
+    for j, tok in enumerate(tokens):
+        tok_end = starts[j] + len(tok.token)
+        if tok_end <= end or not text[max(starts[j], end):tok_end].strip():
+            continue
+        before = text[: starts[j]]
+        top = tok.top or {tok.token: tok.logprob}
+        out = []
+        for lab in labels:
+            lps = [lp for t, lp in top.items() if (before + t)[end:].strip().rstrip(".,;") == lab]
+            out.append(float(np.exp(np.logaddexp.reduce(lps))) if lps else 0.0)
+        finite = [lp for lp in top.values() if lp > -math.inf]
+        return out, (math.exp(min(finite)) if finite and tok.top else None)
+    return None
+
+
+def _probe_one(
+    backend: Backend,
+    example: Example,
+    rubric: Rubric,
+    *,
+    style: str,
+    estimator: str,
+    n_samples: int,
+    temperature: float,
+    seed: int,
+    max_analysis_tokens: int,
+    fields: Sequence[str] | None,
+    task: TaskParams | None = None,
+    text: str | None = None,
+    example_tokens: int | None = None,
+) -> tuple[ProbeRecord, BaseException | None]:
+    """One probe, and the exception of a call that failed (then the record says so)."""
+    messages, template = build_messages(example, rubric, style, fields=fields, task=task, text=text)
+    rec = _blank_record(example, rubric, style, estimator, template.hash, example_tokens)
+    try:
+        return _read_probe(backend, rec, messages, rubric.scale, style=style, estimator=estimator,
+                           n_samples=n_samples, temperature=temperature, seed=seed,
+                           max_analysis_tokens=max_analysis_tokens), None
+    except (BackendUnavailableError, LogprobsUnavailableError, UntrustworthyLogprobsError):
+        raise  # the backend as a whole cannot answer: no other call would do better
+    except ContextOverflowError as exc:
+        # One over-long example must not abort the run: a failed probe that names the example.
+        failed = _blank_record(example, rubric, style, estimator, template.hash, example_tokens)
+        failed.error = f"example {example.id!r} does not fit the model's context: {exc}"
+        failed.call_failed = True
+        return failed, exc
+    except BackendError as exc:
+        # The backend gave up on this call after its retries (or got a reply no retry fixes): a
+        # failed probe, not a stopped stage. Not cached, so probing again retries just this one.
+        failed = _blank_record(example, rubric, style, estimator, template.hash, example_tokens)
+        failed.error = f"call failed: {exc}"
+        failed.call_failed = True
+        return failed, exc
+
+
+def _blank_record(example: Example, rubric: Rubric, style: str, estimator: str, prompt_hash: str,
+                  example_tokens: int | None) -> ProbeRecord:
+    scale = rubric.scale
+    return ProbeRecord(example.id, rubric.id, list(scale.labels), list(scale.values), [0.0] * scale.size,
+                       style, estimator, prompt_hash, truncated=example_tokens is not None,
+                       example_tokens=example_tokens)
+
+
+def _read_probe(backend: Backend, rec: ProbeRecord, messages, scale: AnswerScale, *, style: str,
+                estimator: str, n_samples: int, temperature: float, seed: int,
+                max_analysis_tokens: int) -> ProbeRecord:
+    if estimator == "sampling":
+        counts = dict.fromkeys(scale.labels, 0)
+        max_tokens = _SAMPLE_TOKENS.get(style, max_analysis_tokens)
+        for i in range(n_samples):
+            reply = backend.chat(messages, CallOptions(temperature=temperature, max_tokens=max_tokens,
+                                                        seed=seed + i))
+            label = parse_answer(reply.text, scale.labels, style)
+            if label is not None:
+                counts[label] += 1
+        rec.raw = [counts[lab] / n_samples for lab in scale.labels]
+        rec.n_samples = n_samples
+        if rec.mass == 0:
+            rec.error = f"no valid answer in {n_samples} samples"
+        return rec
+    if style != "analyze-rate":
+        rec.raw, rec.bounded, rec.bound = _from_logprobs(backend, messages, scale)
+        if rec.mass == 0:
+            rec.error = "the model put no probability on any allowed answer"
+        return rec
+    # analyze-rate: generate the analysis, then read the distribution at the answer position.
+    if backend.supports_assistant_prefix:
+        reply = backend.chat(messages, CallOptions(temperature=0.0, max_tokens=max_analysis_tokens, seed=seed))
+        idx = reply.text.find(RATING_MARKER)
+        if idx >= 0:
+            prefix = reply.text[: idx + len(RATING_MARKER)]
+        else:
+            prefix = reply.text.rstrip() + "\n" + RATING_MARKER
+            rec.forced_answer = True
+        rec.analysis = prefix[: -len(RATING_MARKER)].rstrip()
+        rec.raw, rec.bounded, rec.bound = _from_logprobs(backend, messages, scale, prefix)
+    else:
+        reply = backend.chat(messages, CallOptions(temperature=0.0, max_tokens=max_analysis_tokens, seed=seed,
+                                                   top_logprobs=20))
+        if reply.tokens is None:
+            raise LogprobsUnavailableError(
+                f"backend {backend.kind}/{backend.model} returned no token logprobs for the analysis; "
+                "use --estimator sampling")
+        rec.analysis = reply.text
+        read = _read_after_marker(reply.tokens, scale.labels)
+        if read is None:
+            rec.error = f"no '{RATING_MARKER}' line in the analysis"
+        else:
+            rec.raw, rec.bounded, rec.bound = _bounded(read[0], scale.labels, read[1])
+    if rec.mass == 0 and rec.error is None:
+        rec.error = "the model put no probability on any allowed answer"
+    return rec
+
+
+def prompt_cache_key_for(text: str) -> str:
+    """The prefix-routing key of one text's probes: a hash of the example as rendered in the prompt.
+
+    Every probe of a text sends the same key (with the backend's ``prompt_cache_key`` option on),
+    so a provider routes them to the machine that cached the text's prefix; batch files carry the
+    same key in their request bodies. Content-addressed: the same text gets the same key in any run.
+    """
+    return "ri-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _failure_streak_limit(max_concurrency: int) -> int:
+    """Failed calls in a row (over several texts) after which probing stops: the backend is down."""
+    return max(8, 2 * max_concurrency)
+
+
+def probe(
+    examples: Iterable[Example],
+    rubrics: Iterable[Rubric],
+    backend: Backend,
+    params: ProbeParams | None = None,
+    *,
+    seed: int = 0,
+    fields: Sequence[str] | None = None,
+    task: TaskParams | None = None,
+    progress: bool = False,
+    on_record: Callable[[ProbeRecord], None] | None = None,
+    done: Iterable[ProbeRecord] | None = None,
+    warmup: bool = True,
+    **options: Any,
+) -> ProbeTable:
+    """The probe stage's entry point: every rubric on every example; returns a :class:`ProbeTable`.
+
+    ``params`` (or, instead, its fields as keywords: ``style``, ``estimator``, ``n_samples`` /
+    ``samples``, ``temperature``, ``max_analysis_tokens``) are validated by :class:`ProbeParams`.
+    Wrap ``backend`` in :class:`~rubric_induce.backends.cache.CachedBackend` to make the run resumable.
+    ``estimator="sampling"`` draws ``samples`` replies at ``temperature`` for backends without
+    logprobs; with ``"logprobs"`` such a backend raises :class:`LogprobsUnavailableError` up front.
+    ``task`` (:class:`~rubric_induce.core.task.TaskParams`) words the prompts; default: the generic task.
+
+    **Order.** Probes are submitted example-major (each example with all its rubrics, in the
+    order given) through a sliding window of at most ``backend.max_concurrency`` calls in flight:
+    a new call starts as soon as any finishes, so a slow call holds back no other. With
+    ``warmup`` (default) a text's first rubric is probed alone before its other rubrics are
+    submitted, so a server with prefix caching computes the text's prefix once (a serial backend
+    does this by its order anyway). The table's records, and the ``on_record`` calls, come in
+    that input order (example-major), whatever order the calls finish in: a record waits for
+    the ones before it. ``on_record`` is called in the calling thread (e.g. to append each record
+    to a file as it is final).
+
+    **Failures.** A call that fails for good (the backend's retries exhausted, a bad reply, a
+    prompt over the context window) becomes a record with ``error`` and ``call_failed`` set; it is
+    not cached, so probing again retries only those. A failure of the backend as a whole stops at
+    once: :class:`~rubric_induce.core.errors.BackendUnavailableError` (credentials, permission, unknown
+    model), :class:`LogprobsUnavailableError`, a long run of failed calls over several texts, or
+    every call failing (a :class:`~rubric_induce.core.errors.BackendError` naming the last error).
+    ``KeyboardInterrupt`` stops too. Calls already running finish first (their results reach the
+    call cache).
+
+    ``done``: records already probed (e.g. read back from a run's streamed probes file after a
+    crash); a usable record of this probe job (same pair, style, estimator, prompt and scale) is
+    kept as it is and its pair not probed again. Failed records are probed again.
+    """
+    if "n_samples" in options:
+        options["samples"] = options.pop("n_samples")
+    if params is None:
+        unknown = sorted(set(options) - set(ProbeParams.field_names()))
+        if unknown:
+            raise TypeError(f"probe() got unexpected keyword argument(s) {unknown}")
+        params = ProbeParams(**options)
+    elif options:
+        params = params.replace(**options)
+    style, estimator, n_samples = params.style, params.estimator, params.samples
+    temperature, max_analysis_tokens = params.temperature, params.max_analysis_tokens
+    if estimator == "logprobs" and not backend.supports_logprobs:
+        raise LogprobsUnavailableError(
+            f"backend {backend.kind}/{backend.model} gives no logprobs; rerun with the sampling "
+            "estimator (--estimator sampling --samples N)")
+    examples, rubrics = list(examples), list(rubrics)
+    if not examples:
+        raise RubricInduceError("nothing to probe: no examples")
+    if not rubrics:
+        raise RubricInduceError("nothing to probe: no rubrics")
+    task = (task or TaskParams()).resolved()
+    template = load_prompt(_TEMPLATE_FOR_STYLE[style])
+    options = dict(style=style, estimator=estimator, n_samples=n_samples, temperature=temperature,
+                   seed=seed, max_analysis_tokens=max_analysis_tokens, fields=fields, task=task)
+    # Each example is rendered (and, with max_example_tokens, counted and cut) once, not per rubric.
+    rendered: dict[str, tuple[str, int | None]] = {}
+    for ex in examples:
+        if ex.id not in rendered:
+            rendered[ex.id] = (render_example_tokens(ex, fields, params.max_example_tokens, backend.count_tokens,
+                                                     backend.truncate_tokens)
+                               if params.max_example_tokens is not None else (render_example(ex, fields), None))
+    kept = _reusable(done, template.hash, style, estimator)
+    pairs = [(i, ex, rb) for i, ex in enumerate(examples) for rb in rubrics]  # example-major: prefix reuse
+    slots: list[ProbeRecord | None] = [kept.get((ex.id, rb.id), None) if _same_scale(kept.get((ex.id, rb.id)), rb)
+                                       else None for _, ex, rb in pairs]
+    todo = [k for k, rec in enumerate(slots) if rec is None]
+
+    def run(k: int) -> tuple[ProbeRecord, BaseException | None]:
+        _, ex, rb = pairs[k]
+        text, n_tokens = rendered[ex.id]
+        with prompt_cache_scope(prompt_cache_key_for(text)):
+            return _probe_one(backend, ex, rb, text=text, example_tokens=n_tokens, **options)
+
+    cap = max(1, int(backend.max_concurrency))
+    limit = _failure_streak_limit(cap)
+    streak: list[tuple[str, BaseException]] = []  # consecutive failed calls (not over-long prompts)
+    first_failure: BaseException | None = None
+    bar = progress_bar(len(pairs), desc="probing", unit="probe", enabled=progress)
+    bar.update(len(pairs) - len(todo))
+    window = run_window(run, todo, cap, groups=[pairs[k][0] for k in todo] if warmup else None)
+    try:
+        for j, (rec, exc) in window:
+            slots[todo[j]] = rec
+            if on_record:
+                on_record(rec)
+            bar.update()
+            if exc is None:
+                streak.clear()
+            elif not isinstance(exc, ContextOverflowError):
+                first_failure = first_failure or exc
+                streak.append((rec.example_id, exc))
+                texts = {eid for eid, _ in streak}
+                if len(streak) >= limit and len(texts) >= min(3, len(examples)):
+                    raise BackendError(
+                        f"{len(streak)} probe calls in a row failed, on {len(texts)} texts; the backend seems "
+                        f"down or overloaded. Last error: {exc}. The probes finished so far are kept: fix the "
+                        "backend (or lower backend.concurrency) and rerun to resume") from exc
+    finally:
+        window.close()  # on any exception: submit nothing more, wait for the calls running now
+        bar.close()
+    records = [rec for rec in slots if rec is not None]
+    if first_failure is not None and not any(rec.ok for rec in records):
+        raise BackendError(f"every probe failed ({sum(r.call_failed for r in records)} failed calls); the first "
+                           f"error: {first_failure}") from first_failure
+    meta = {"style": style, "estimator": estimator, "backend": backend.identity(),
+            "prompt": {"name": template.name, "hash": template.hash},
+            "n_examples": len(examples), "n_rubrics": len(rubrics), "seed": seed}
+    if not task.is_default:
+        meta["task"] = task.to_dict()
+    if params.max_example_tokens is not None:
+        meta["max_example_tokens"] = params.max_example_tokens
+    if estimator == "sampling":
+        meta.update(n_samples=n_samples, temperature=temperature)
+    if len(pairs) > len(todo):
+        meta["reused"] = len(pairs) - len(todo)
+    return ProbeTable(records, meta)
+
+
+def _reusable(done: Iterable[ProbeRecord] | None, prompt_hash: str, style: str,
+              estimator: str) -> Mapping[tuple[str, str], ProbeRecord]:
+    """The usable records of ``done`` made with this prompt, style and estimator, by pair."""
+    out: dict[tuple[str, str], ProbeRecord] = {}
+    for rec in done or ():
+        if rec.ok and not rec.call_failed and rec.prompt_hash == prompt_hash and rec.style == style \
+                and rec.estimator == estimator:
+            out[(rec.example_id, rec.rubric_id)] = rec
+    return out
+
+
+def _same_scale(rec: ProbeRecord | None, rubric: Rubric) -> bool:
+    return rec is not None and list(rec.answers) == list(rubric.scale.labels) \
+        and [float(v) for v in rec.values] == [float(v) for v in rubric.scale.values]
+
+
+def probe_to_file(
+    path: Any,
+    examples: Iterable[Example],
+    rubrics: Iterable[Rubric],
+    backend: Backend,
+    params: ProbeParams | None = None,
+    *,
+    marker: Any,
+    fingerprint: str,
+    before_save: Callable[[ProbeTable], None] | None = None,
+    echo: Callable[[str], None] | None = None,
+    **kwargs: Any,
+) -> ProbeTable:
+    """:func:`probe`, appending each record to ``path`` (JSONL) as it is final, then saving the whole
+    table there (input order, with its manifest) when done; ``run``'s probe stage and the ``probe``
+    command share it.
+
+    The file grows while probing, so a killed process (even by SIGKILL) leaves every finished
+    record on disk. ``marker`` (a small JSON file) names the ``fingerprint`` of the job the file
+    belongs to (whatever decides its records: data, rubrics, settings); a later call with the same
+    fingerprint keeps the usable records on disk and probes only the rest, and the marker is
+    removed once no call is left failed. ``before_save`` may add to the table's meta before it
+    is written. ``kwargs`` go to :func:`probe`.
+    """
+    import json
+    from pathlib import Path
+
+    from rubric_induce.data.jsonl import write_json, write_jsonl
+
+    path, marker = Path(path), Path(marker)
+    done = streamed_records(path, marker, fingerprint)
+    if done and echo:
+        echo(f"  resuming: {len(done)} probe(s) already on disk are kept")
+    write_jsonl(path, (r.to_dict() for r in done))  # a torn last line (a kill mid-write) goes
+    write_json(marker, {"fingerprint": fingerprint, "file": path.name})
+    with path.open("a", encoding="utf-8") as fh:
+        def stream(rec: ProbeRecord) -> None:
+            fh.write(json.dumps(rec.to_dict(), ensure_ascii=False, allow_nan=False) + "\n")
+            fh.flush()  # in the OS's hands: survives the process being killed
+
+        table = probe(examples, rubrics, backend, params, on_record=stream, done=done, **kwargs)
+    if before_save:
+        before_save(table)
+    table.save(path)  # the whole table in input order, and its manifest, atomically
+    if not table.n_call_errors:
+        marker.unlink(missing_ok=True)
+    return table
+
+
+def streamed_records(path: Any, marker: Any, fingerprint: str | None) -> list[ProbeRecord]:
+    """The usable records an unfinished :func:`probe_to_file` of the same job left in ``path`` ([]
+    when ``marker`` is missing or names another fingerprint). Reading stops at the first line that
+    is not a whole record (a kill mid-write leaves at most one such line, the last)."""
+    import json
+    from pathlib import Path
+
+    try:
+        saved = json.loads(Path(marker).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not fingerprint or not isinstance(saved, dict) or saved.get("fingerprint") != fingerprint:
+        return []
+    out = []
+    try:
+        with Path(path).open("r", encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    rec = ProbeRecord.from_dict(json.loads(line))
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    break
+                if rec.ok and not rec.call_failed:
+                    out.append(rec)
+    except (OSError, UnicodeDecodeError):
+        return out
+    return out

@@ -1,0 +1,95 @@
+"""Warnings about the probes themselves: rubrics whose answer barely moves, and answers the model
+hardly wanted to give.
+
+* Near-constant rubric: the sd, across texts, of its expected answer is below ``min_sd`` of its
+  answer scale's range (e.g. sd 0.12 on a 1-5 scale is 0.03 of the range). Such a rubric cannot
+  separate texts; when most are like this the held-out metrics mostly measure noise.
+* Low answer mass: the median, over read probes (logprob estimator), of the raw probability Z the
+  model put on the allowed answers is below ``min_mass``. The distributions are then renormalised
+  from a sliver of the model's belief (it wanted to say something else), which is what a model
+  too weak for the prompt, or a prompt whose answer format it does not follow, looks like.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from rubric_induce.data import Rubric
+from rubric_induce.data.probes import ProbeTable
+
+__all__ = ["probe_checks", "NEAR_CONSTANT_SD", "LOW_MASS"]
+
+#: Default of ``evaluate.warn_sd``: a rubric is near-constant below this sd / scale range.
+NEAR_CONSTANT_SD = 0.05
+#: Default of ``evaluate.warn_mass``: warn when the median answer mass is below this.
+LOW_MASS = 0.05
+_MAX_NAMED = 10
+
+
+def _short(text: str, n: int = 70) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def probe_checks(table: ProbeTable, *, min_sd: float = NEAR_CONSTANT_SD, min_mass: float = LOW_MASS,
+                 rubrics: Sequence[Rubric] = (), selected: Sequence[str] = ()) -> dict[str, Any]:
+    """Per-rubric spread and the answer mass of ``table``.
+
+    ``rubrics`` name the rubric ids (text) where given; ``selected``: ids of the selected rubrics
+    (marked, and counted apart). Returns ``{"n_rubrics", "near_constant": [{"rubric_id", "text",
+    "sd", "range", "relative_sd", "selected"}], "median_mass", "n_mass", "low_mass_rubrics",
+    "warnings": [str]}``; ``warnings`` is empty when nothing is wrong.
+    """
+    texts = {r.id: r.text for r in rubrics}
+    chosen = set(selected)
+    by_rubric: dict[str, list[float]] = {}
+    ranges: dict[str, float] = {}
+    mass_by_rubric: dict[str, list[float]] = {}
+    for rec in table.records:
+        if not rec.ok:
+            continue
+        by_rubric.setdefault(rec.rubric_id, []).append(rec.expected)
+        ranges[rec.rubric_id] = max(ranges.get(rec.rubric_id, 0.0), float(max(rec.values) - min(rec.values)))
+        if rec.estimator == "logprobs":
+            mass_by_rubric.setdefault(rec.rubric_id, []).append(rec.mass)
+    near: list[dict[str, Any]] = []
+    for rid, vals in by_rubric.items():
+        if len(vals) < 2 or ranges[rid] <= 0:
+            continue
+        sd = float(np.std(vals, ddof=1))
+        rel = sd / ranges[rid]
+        if rel < min_sd:
+            near.append({"rubric_id": rid, "text": texts.get(rid), "sd": sd, "range": ranges[rid],
+                         "relative_sd": rel, "selected": rid in chosen})
+    near.sort(key=lambda d: (not d["selected"], d["relative_sd"]))
+    masses = [m for ms in mass_by_rubric.values() for m in ms]
+    median_mass = float(np.median(masses)) if masses else None
+    low_rubrics = sorted(((rid, float(np.median(ms))) for rid, ms in mass_by_rubric.items()
+                          if np.median(ms) < min_mass), key=lambda t: t[1])
+    warnings: list[str] = []
+    n = len(by_rubric)
+    if near:
+        n_sel = sum(d["selected"] for d in near)
+        named = "; ".join(f"{'[selected] ' if d['selected'] else ''}`{d['rubric_id']}`"
+                          + (f" \"{_short(d['text'])}\"" if d["text"] else "")
+                          + f" (sd {d['sd']:.3g} on a range of {d['range']:g})" for d in near[:_MAX_NAMED])
+        more = f"; and {len(near) - _MAX_NAMED} more" if len(near) > _MAX_NAMED else ""
+        warnings.append(
+            f"Near-constant probes: {len(near)} of {n} probed rubric(s) ({n_sel} of them selected) give almost "
+            f"the same expected answer on every text (sd below {min_sd:g} of the scale range): {named}{more}. "
+            "A rubric that does not vary cannot separate texts; if most are like this, the model is not "
+            "reading the texts against the rubric: try a stronger model, another probe.style, or rubrics "
+            "that describe observable differences between texts.")
+    if median_mass is not None and median_mass < min_mass:
+        warnings.append(
+            f"Low answer mass: the median probability the model put on the allowed answers is "
+            f"{100 * median_mass:.2g}% (below {100 * min_mass:g}%; {len(low_rubrics)} of "
+            f"{len(mass_by_rubric)} rubric(s) below it). The answer distributions are renormalised from "
+            "a sliver of the model's belief (it mostly wanted to answer something else), so they are "
+            "noisy. Use a stronger (or instruction-tuned) model, or another probe.style, and check in "
+            "probes.jsonl that the model answers in the expected format.")
+    return {"n_rubrics": n, "near_constant": near, "median_mass": median_mass, "n_mass": len(masses),
+            "low_mass_rubrics": [{"rubric_id": rid, "median_mass": m} for rid, m in low_rubrics],
+            "min_sd": min_sd, "min_mass": min_mass, "warnings": warnings}

@@ -1,0 +1,209 @@
+"""The opening of a run's report, read from the run directory alone.
+
+Built from ``manifest.json``, ``config.json``, the stage markers and ``selected.jsonl``, so the
+``report`` stage of ``run`` and ``rubric-induce report RUN`` write the same report.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["run_summary_markdown"]
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _num(v: Any) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def _pct(v: Any) -> str:
+    return "n/a" if v is None else f"{100 * v:.1f}%"
+
+
+def _headline(ev: dict[str, Any], question: str | None) -> list[str]:
+    """The held-out headline: each figure next to its baseline, the human ceiling, the warnings."""
+    sel = ev.get("selection") or {}
+    cal = ev.get("calibrated") or {}
+    judges = ev.get("judges") or {}
+    warnings = ev.get("warnings") or []
+    if not (sel or cal or judges or warnings):
+        return []
+    lines = ["", "## Held-out headline", ""]
+    if warnings:
+        lines += [f"- **Warning:** {w}" for w in warnings] + [""]
+    base = ev.get("baselines") or {}
+    if sel:
+        maj = base.get("majority") or {}
+        vs = ""
+        if maj.get("accuracy") is not None:
+            cls = "positive" if maj.get("majority_class") == 1 else "negative"
+            vs = f" (majority class, always {cls}: accuracy {_pct(maj.get('accuracy'))}, F1 {_pct(maj.get('f1'))})"
+        dn = sel.get("delta_netsat")
+        lines.append(f"- NetSAT at the threshold: accuracy {_pct(sel.get('accuracy'))}, F1 {_pct(sel.get('f1'))}"
+                     f"{vs}, ΔNetSAT {'n/a' if dn is None else f'{dn:.2f}'} (intervals in "
+                     "[evaluation.md](evaluation.md))")
+    graded = ev.get("netsat_graded") or {}
+    if graded:
+        lines.append(f"- netsat vs graded `{ev.get('label')}`: Pearson {_num(graded.get('pearson'))}, Spearman "
+                     f"{_num(graded.get('spearman'))} (n = {graded.get('n')})")
+    for name, m in cal.items():
+        rmse = f", RMSE {_num(m.get('rmse'))}" if name == "calibrated" and m.get("rmse") is not None else ""
+        lines.append(f"- {name} vs human `{question}`: Pearson {_num(m.get('pearson'))}, Spearman "
+                     f"{_num(m.get('spearman'))}, Kendall {_num(m.get('kendall'))}{rmse} (n = {m.get('n')})")
+    const = base.get("constant") or {}
+    if const.get("rmse") is not None:
+        lines.append(f"- constant baseline (training mean {_num(const.get('mean'))}): RMSE {_num(const.get('rmse'))}; "
+                     "no correlation (undefined)")
+    pooled = judges.get("pooled") or {}
+    if pooled:
+        parts = []
+        for key, name in (("calibrated", "calibrated per judge"), ("netsat", "NetSAT"),
+                          ("ceiling", "human ceiling (each judge vs the mean of the others)")):
+            m = pooled.get(key) or {}
+            if m.get("n"):
+                parts.append(f"{name} Pearson {_num(m.get('pearson'))}, Spearman {_num(m.get('spearman'))} "
+                             f"(n = {m.get('n')})")
+        if parts:
+            lines.append(f"- per judge, pooled over {judges.get('n_judges')} judge(s) of `{judges.get('question')}`: "
+                         + "; ".join(parts) + " (every judge in [evaluation.md](evaluation.md))")
+    return lines
+
+
+_FAULT_COLUMNS = (("retries", "retries"), ("http_429", "HTTP 429"), ("http_5xx", "HTTP 5xx"),
+                  ("timeouts", "timeouts"), ("connection_errors", "connection errors"),
+                  ("bad_replies", "bad replies"), ("failures", "failed calls"),
+                  ("retry_after_capped", "Retry-After capped"), ("retry_wait_s", "waited (s)"))
+
+
+def _prompt_cache_section(manifest: dict[str, Any]) -> list[str]:
+    """The share of new calls' prompt tokens served from a prefix cache: the provider's prompt cache
+    (``usage.prompt_tokens_details.cached_tokens``) or the embedded model's KV cache."""
+    backend = manifest.get("backend") or {}
+    served = backend.get("kind") in ("openai", "openai-compatible")
+    rows = []
+    for name, info in (manifest.get("stages") or {}).items():
+        u = (info or {}).get("usage") or {}
+        if u.get("prompt_tokens") and "cached_tokens" in u:
+            rows.append((name, int(u["cached_tokens"]), int(u["prompt_tokens"])))
+    if not rows or not (served or any(c for _, c, _ in rows)):
+        return []
+    where = "the provider's prompt cache" if served else "the model's KV cache (prefix reuse)"
+    parts = [f"{name} {c}/{p} ({c / p:.0%})" for name, c, p in rows]
+    total_c, total_p = sum(c for _, c, _ in rows), sum(p for _, _, p in rows)
+    note = ("" if not served or total_c else " A server that does not report "
+            "`usage.prompt_tokens_details.cached_tokens` (llama.cpp's) shows 0 here whatever it reuses.")
+    return ["", f"Prompt tokens served from {where}: {total_c} of {total_p} ({total_c / total_p:.0%}); per stage: "
+                + ", ".join(parts) + f" (new calls only; cached tokens are priced at the cached-input rate).{note}"]
+
+
+def _faults_section(manifest: dict[str, Any], out: Path) -> list[str]:
+    """The served backend's faults per stage (from the manifest, else the markers): a table when any
+    counter is non-zero, one "none" line when all are zero, nothing for backends that count none."""
+    rows = []
+    for name, info in (manifest.get("stages") or {}).items():
+        usage = (info or {}).get("usage") or _load(out / "stages" / f"{name}.json").get("usage") or {}
+        if any(k in usage for k, _ in _FAULT_COLUMNS):
+            rows.append((name, info.get("status", ""), usage))
+    if not rows:
+        return []
+    if not any(u.get(k) for _, _, u in rows for k, _ in _FAULT_COLUMNS):
+        return ["", "Backend faults: none (no retry, HTTP 429 or 5xx, timeout, connection error, bad reply "
+                    "or failed call)."]
+    lines = ["", "## Backend faults", "",
+             "| stage | " + " | ".join(label for _, label in _FAULT_COLUMNS) + " |",
+             "|---|" + "---:|" * len(_FAULT_COLUMNS)]
+    for name, status, u in rows:
+        if not any(u.get(k) for k, _ in _FAULT_COLUMNS):
+            continue  # stages without faults
+        cells = [f"{float(u.get(k, 0) or 0):.1f}" if k == "retry_wait_s" else str(int(u.get(k, 0) or 0))
+                 for k, _ in _FAULT_COLUMNS]
+        lines.append(f"| {name}{' (' + status + ')' if status and not status.startswith('done') else ''} | "
+                     + " | ".join(cells) + " |")
+    lines += ["", "Retried requests that then succeeded cost only time; failed calls stopped the stage or "
+                  "left failed probes. Raise backend.timeout, backend.max_retries or backend.retry_after_max, "
+                  "or lower backend.concurrency, when a server is overloaded."]
+    return lines
+
+
+def run_summary_markdown(run_dir: str | Path) -> str | None:
+    """Markdown: what each stage did and cost, the selected rubrics, the held-out headline figures
+    (None when ``run_dir`` is not a ``rubric-induce run`` directory)."""
+    from rubric_induce.data import RubricSet
+
+    out = Path(run_dir)
+    manifest = _load(out / "manifest.json")
+    if manifest.get("format") != "rubric-induce-run":
+        return None
+    config = _load(out / "config.json")
+    data = manifest.get("data") or {}
+    label = data.get("label") or (config.get("data") or {}).get("label")
+    question = (config.get("calibrate") or {}).get("question") or label
+    spec = (manifest.get("backend") or {}).get("spec") or (config.get("backend") or {}).get("spec")
+    lines = [f"Config `{manifest.get('config_file')}`; {data.get('n_examples', '?')} examples "
+             f"({data.get('n_train', '?')} train / {data.get('n_test', '?')} held out, split by group, seed "
+             f"{manifest.get('seed')}); label `{label}`; backend `{spec}`.", "", "## Pipeline", "",
+             "| stage | seconds | LLM calls (cached) | prompt + completion tokens | result |",
+             "|---|---|---|---|---|"]
+    stage_names = [n for n in (manifest.get("stages") or {}) if n != "report"]
+    for name in stage_names:
+        m = _load(out / "stages" / f"{name}.json")
+        u, summ = m.get("usage") or {}, m.get("summary") or {}
+        calls = f"{int(u.get('calls', 0))} ({int(u.get('cache_hits', 0))})" if u else ""
+        tokens = f"{int(u.get('prompt_tokens', 0))} + {int(u.get('completion_tokens', 0))}" if u else ""
+        brief = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in summ.items()
+                          if isinstance(v, (int, float, str)) and not isinstance(v, bool)
+                          and k not in ("style", "estimator", "score_mode", "skipped")
+                          and not (k in ("call_errors", "reused") and not v))[:120]
+        if summ.get("skipped"):
+            brief = "skipped: optional package missing (see below)"
+        lines.append(f"| {name} | {m.get('seconds', '')} | {calls} | {tokens} | {brief} |")
+    skipped = [note for n in stage_names
+               if (note := (_load(out / "stages" / f"{n}.json").get("summary") or {}).get("skipped"))]
+    if skipped:
+        lines += ["", "## Skipped for want of an optional package", ""] + [f"- {s}" for s in skipped]
+    lines += _prompt_cache_section(manifest)
+    lines += _faults_section(manifest, out)
+    probe_summ = _load(out / "stages" / "probe.json").get("summary") or {}
+    sel_summ = _load(out / "stages" / "select.json").get("summary") or {}
+    if probe_summ.get("bounded") or probe_summ.get("failed") or sel_summ.get("dropped"):
+        from rubric_induce.data.probes import probe_health_markdown
+
+        lines += ["", "## Probes", "",
+                  f"{probe_summ.get('probes', '?')} probes: {probe_summ.get('bounded', 0)} bounded (an allowed "
+                  f"answer outside the backend's top-k: kept, below the bound; raise backend.top_logprobs where "
+                  f"the server allows), {probe_summ.get('failed', 0)} failed"
+                  + (f" ({probe_summ['call_errors']} of them calls that failed after the backend's retries: "
+                     "rerun the same command to retry just those)" if probe_summ.get("call_errors") else "")
+                  + "; "
+                  + (f"{probe_summ['reused']} kept from an interrupted run; " if probe_summ.get("reused") else "")
+                  + f"{probe_summ.get('truncated', 0)} truncated to probe.max_example_tokens. Selection: "
+                  f"{sel_summ.get('probes_filled', 0)} failed training probe(s) scored neutral, "
+                  f"{sel_summ.get('dropped', 0)} rubric(s) dropped past select.max_failure_rate"
+                  + (": " + ", ".join(f"`{d}`" for d in sel_summ.get("dropped_ids") or [])
+                     if sel_summ.get("dropped") else "")
+                  + "."]
+        health = {rid: {"bounded": h.get("bounded", 0), "failed": h.get("failed", 0), "absent": 0}
+                  for rid, h in (probe_summ.get("per_rubric") or {}).items()}
+        lines += probe_health_markdown(health).splitlines()
+    if (out / "selected.jsonl").exists():
+        chosen = RubricSet.load(out / "selected.jsonl")
+        thr = "n/a" if chosen.threshold is None else f"{chosen.threshold:.3f}"
+        lines += ["", f"## Selected rubrics (NetSAT threshold {thr})", ""]
+        lines += [f"{i}. **{r.polarity or r.aspect or ''}** {r.text} <sub>`{r.id}`, "
+                  f"{r.provenance.get('method', '?')}</sub>" for i, r in enumerate(chosen, 1)]
+    ev = _load(out / "evaluation.json") or _load(out / "stages" / "evaluate.json").get("summary") or {}
+    question = ev.get("question") or question
+    lines += _headline(ev, question)
+    if (out / "feedback.md").exists():
+        lines += ["", "LLM-written strengths and weaknesses: [feedback.md](feedback.md)."]
+    lines += ["", "Score new texts with this run: `rubric-induce score " + str(out) +
+              " --input texts.jsonl --out scores.jsonl`, or `RubricScorer.load(...)` in Python.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,642 @@
+"""Score new texts with an induced, selected (and optionally calibrated) rubric set.
+
+A scorer artifact is a folder holding ``artifact.json`` (what to load and how the rubrics were
+probed), the selected rubric set (JSONL) and, when a calibration network was trained, its
+weights (``calibration/``: JSON config + safetensors or npz; never pickle). ``rubric-induce run``
+writes one into every run directory, so ``RubricScorer.load("runs/demo")`` works on a run folder
+as well as on a copied artifact folder.
+
+Keys go only where the user said: an artifact is a file anyone can hand you, so the endpoint it
+names (``backend``) is opened without an API key from the environment (``OPENAI_API_KEY`` /
+``RUBRIC_INDUCE_API_KEY``) when it is an ``openai-compatible`` server; pass ``backend=`` (the CLI's
+``--backend``) naming the endpoint to send your key. Kind ``openai`` always reaches api.openai.com,
+whatever the file says, so it keeps the environment's key. :attr:`RubricScorer.endpoint` and
+:attr:`RubricScorer.endpoint_note` say which endpoint is used and whether a key goes to it. The
+``backend`` written into ``artifact.json`` has the credentials of its URL redacted.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from rubric_induce.data import Example, Rubric, RubricSet
+from rubric_induce.data.mapping import InputMapping
+from rubric_induce.core.errors import DataError, RubricInduceError
+
+__all__ = ["ARTIFACT_NAME", "ScoreResult", "RubricScorer", "write_artifact"]
+
+ARTIFACT_NAME = "artifact.json"
+ARTIFACT_FORMAT = "rubric-induce-scorer"
+ARTIFACT_VERSION = 1
+_PROBE_KEYS = ("style", "estimator", "n_samples", "temperature", "max_analysis_tokens", "max_example_tokens")
+
+
+@dataclass
+class ScoreResult:
+    """Everything the scorer knows about one text (``to_dict`` gives the JSONL row)."""
+
+    id: str
+    distributions: dict[str, list[float]]  # rubric id -> distribution over its answer scale
+    expected: dict[str, float]             # rubric id -> expected answer value
+    netsat: float | None = None            # sum of signed [0, 10] rubric scores (RUBICON)
+    label: int | None = None               # 1 when netsat > threshold (binary tasks)
+    threshold: float | None = None
+    prediction: float | None = None        # calibrated expected answer of the judge(s)
+    uncertainty: float | None = None       # sd of the calibrated answer distribution
+    proba: list[float] | None = None       # calibrated answer distribution
+    scale: list[float] | None = None       # its answer values
+    judge: str | list[str] | None = None   # None = unseen judge (shared weights only)
+    question: str | None = None
+    drivers: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    # adaptive scoring only (None otherwise): the rubric ids asked, in order; the calls not made
+    # (rubrics in the set minus rubrics asked); why asking stopped ("stop_at", "budget", "all asked");
+    # the expected gain of each question when it was chosen (NaN for a static order)
+    asked: list[str] | None = None
+    calls_saved: int | None = None
+    stop_reason: str | None = None
+    expected_gains: list[float] | None = None
+    # with an adaptive model in the run: how much more surprising the LLM's answers to the rubrics
+    # read were than the model expected (nats per answer; see RubricScorer.answer_shift)
+    answer_surprise: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def write_artifact(directory: str | Path, *, rubrics: str, threshold: float | None, label: str | None,
+                   label_threshold: float | None, score_mode: str, probe: Mapping[str, Any],
+                   fields: Sequence[str] | None, backend: str | None, calibration: str | None,
+                   question: str | None, judges: Sequence[str] = (), task: Any = None,
+                   extra: Mapping[str, Any] | None = None) -> Path:
+    """Write ``artifact.json`` (paths inside it are relative to ``directory``). ``task``: the run's
+    :class:`~rubric_induce.core.task.TaskParams`, stored with its description read, so new texts are
+    probed with the prompts the rubrics were selected with."""
+    from rubric_induce.backends.redact import redact_spec
+    from rubric_induce.data.jsonl import write_json
+
+    backend = redact_spec(backend) if isinstance(backend, str) else backend
+    doc = {"format": ARTIFACT_FORMAT, "format_version": ARTIFACT_VERSION, "rubrics": rubrics,
+           "threshold": threshold, "label": label, "label_threshold": label_threshold,
+           "score_mode": score_mode, "probe": {k: probe.get(k) for k in _PROBE_KEYS if k in probe},
+           "fields": list(fields) if fields else None, "backend": backend, "calibration": calibration,
+           "question": question, "judges": list(judges),
+           "task": task.to_record() if task is not None else None, **(dict(extra) if extra else {})}
+    return write_json(Path(directory) / ARTIFACT_NAME, doc)
+
+
+class RubricScorer:
+    """Probe texts with the selected rubrics and turn the probes into NetSAT, labels and calibrated scores.
+
+    ``backend`` is only needed for :meth:`score` (texts); :meth:`score_probes` works offline on
+    probes already computed (the evaluate stage uses it on the run's held-out probes).
+    """
+
+    def __init__(self, rubrics: Sequence[Rubric], *, threshold: float | None = None, calibrator: Any = None,
+                 question: str | None = None, judges: Sequence[str] = (), score_mode: str = "expected",
+                 probe_options: Mapping[str, Any] | None = None, fields: Sequence[str] | None = None,
+                 backend: Any = None, label: str | None = None, source: str | None = None,
+                 input: Mapping[str, Any] | None = None, task: Any = None, adaptive: Any = None) -> None:
+        from rubric_induce.core.task import TaskParams
+
+        self.rubrics = list(rubrics)
+        if not self.rubrics:
+            raise RubricInduceError("a scorer needs at least one rubric")
+        self.threshold = threshold
+        self.calibrator = calibrator
+        #: The adaptive-scoring model (:class:`~rubric_induce.calibration.AdaptiveModel`), when the run trained one.
+        self.adaptive = adaptive
+        self.question = question
+        self.judges = list(judges)
+        self.score_mode = score_mode
+        self.probe_options = dict(probe_options or {})
+        self.fields = list(fields) if fields else None
+        self._backend = backend
+        self._backend_spec: tuple[Any, ...] | None = None  # opened on first probe
+        #: Where the backend spec came from: "argument" (backend=, --backend) or "artifact" (artifact.json).
+        self.backend_source: str | None = "argument" if backend is not None else None
+        self.label = label
+        self.source = source
+        self.input = dict(input) if input else None  # the run's text columns and id column (artifact "input")
+        self.task = task if task is not None else TaskParams()  # words the probe prompts
+
+    @property
+    def backend(self):
+        """The LLM backend, opened on first use (loading a scorer to score probes loads no model)."""
+        if self._backend is None and self._backend_spec is not None:
+            self._backend = _open(*self._backend_spec)
+        return self._backend
+
+    @backend.setter
+    def backend(self, value) -> None:
+        self._backend, self._backend_spec = value, None
+        self.backend_source = "argument" if value is not None else None
+
+    @property
+    def endpoint(self) -> str | None:
+        """The backend :meth:`score` uses, as a spec with its URL's credentials redacted (None: none)."""
+        from rubric_induce.backends.redact import redact_spec
+
+        if self._backend_spec is not None:
+            spec = self._backend_spec[0]
+            if not isinstance(spec, str):
+                return _describe_backend(spec)
+            return redact_spec(spec)
+        return _describe_backend(self._backend) if self._backend is not None else None
+
+    @property
+    def endpoint_note(self) -> str | None:
+        """Why no API key goes to the endpoint, and how to send one (None when the user named it,
+        or it is not an OpenAI-compatible server)."""
+        if self.backend_source != "artifact" or self._backend_spec is None:
+            return None
+        spec = self._backend_spec[0]
+        if not isinstance(spec, str) or not spec.strip().startswith("openai-compatible/"):
+            return None
+        return (f"the endpoint comes from {ARTIFACT_NAME}, a file that names where texts go; it gets no API "
+                f"key from the environment (OPENAI_API_KEY / RUBRIC_INDUCE_API_KEY). To send your key, name "
+                f"the endpoint yourself: --backend {self.endpoint} (backend=... in Python), with the real "
+                "credentials if it has any")
+
+    def __repr__(self) -> str:
+        cal = f", calibrated on {self.question!r}" if self.calibrator is not None else ""
+        return f"RubricScorer({len(self.rubrics)} rubrics, threshold={self.threshold}{cal})"
+
+    # -- loading -----------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | Path, *, backend: Any = None, cache: str | Path | bool | None = None,
+             backend_options: Mapping[str, Any] | None = None) -> RubricScorer:
+        """Load from a run directory, an artifact folder or an ``artifact.json`` file.
+
+        ``backend``: a :class:`~rubric_induce.backends.Backend` or a spec string (default: the one
+        the rubrics were probed with). ``cache``: SQLite call cache for new probes (default: the
+        run's ``llm_calls.sqlite`` when present, else the user cache; ``False`` = none).
+        ``backend_options``: ``[backend]`` call options (``top_logprobs``, ``timeout``, ...), over the
+        run's; the run's that do not apply to the backend's kind are left out, given ones that do
+        not are a DataError.
+        """
+        path = Path(path)
+        doc_path = path / ARTIFACT_NAME if path.is_dir() else path
+        if not doc_path.exists():
+            raise DataError(f"no {ARTIFACT_NAME} here; point at a run directory written by "
+                            "`rubric-induce run` or at an artifact folder", path=path)
+        try:
+            doc = json.loads(doc_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise DataError(f"invalid JSON: {exc}", path=doc_path) from None
+        if doc.get("format") != ARTIFACT_FORMAT:
+            raise DataError(f"not a rubric-induce scorer artifact (format {doc.get('format')!r})",
+                            path=doc_path, field="format")
+        if int(doc.get("format_version", 0)) > ARTIFACT_VERSION:
+            raise DataError(f"format version {doc['format_version']} is newer than this library's "
+                            f"{ARTIFACT_VERSION}; upgrade rubric-induce", path=doc_path, field="format_version")
+        base = doc_path.parent
+        adaptive = None
+        rubric_path = base / doc["rubrics"]
+        rubric_set = RubricSet.load(rubric_path)
+        calibrator = None
+        if doc.get("calibration"):
+            from rubric_induce.calibration import load_calibrator
+
+            calibrator = load_calibrator(base / doc["calibration"])
+            from rubric_induce.calibration.adaptive import ADAPTIVE_CONFIG, ADAPTIVE_DIR, load_adaptive
+
+            if (base / doc["calibration"] / ADAPTIVE_DIR / ADAPTIVE_CONFIG).exists():
+                adaptive = load_adaptive(base / doc["calibration"] / ADAPTIVE_DIR)
+        threshold = doc.get("threshold", rubric_set.threshold)
+        task = None
+        if doc.get("task"):
+            from rubric_induce.core.task import TaskParams
+
+            task = TaskParams.from_mapping(doc["task"], source=str(doc_path))
+        scorer = cls(list(rubric_set), threshold=threshold, calibrator=calibrator, question=doc.get("question"),
+                     judges=doc.get("judges") or [], score_mode=doc.get("score_mode", "expected"),
+                     probe_options=doc.get("probe") or {}, fields=doc.get("fields"), label=doc.get("label"),
+                     source=str(doc_path), input=doc.get("input"), task=task, adaptive=adaptive)
+        if backend is not None or doc.get("backend"):
+            spec = backend if backend is not None else doc["backend"]
+            if backend_options and not hasattr(spec, "answer_logprobs"):
+                from rubric_induce.backends.params import BackendParams
+
+                BackendParams(spec=str(spec), **backend_options)  # given ones must apply to the spec
+            options = {**(doc.get("backend_options") or {}), **dict(backend_options or {})}
+            # A spec read from the artifact is not the user's word: no key from the environment.
+            trusted = backend is not None
+            scorer._backend_spec = (spec, cache, base, options, trusted)
+            scorer.backend_source = "argument" if trusted else "artifact"
+        return scorer
+
+    # -- scoring -----------------------------------------------------------------------------
+    def input_mapping(self) -> InputMapping:
+        """How :meth:`read` maps a file's columns by default: the run's text columns and id column
+        (as the run read its examples), else one column per probed field, named like it."""
+        if self.input:
+            return InputMapping(text=self.input.get("text") or None, id=self.input.get("id"))
+        return InputMapping(text=tuple(self.fields) if self.fields else None)
+
+    def read(self, path: str | Path, mapping: InputMapping | None = None, *,
+             optional_run_id: bool | None = None) -> list[Example]:
+        """The texts of a file (flat JSONL/JSON, rubric-induce JSONL, CSV, TSV) as examples to score,
+        read through ``mapping`` (default :meth:`input_mapping`); errors name file, line and field.
+
+        New texts often come without the run's id column: with ``optional_run_id`` (default: when
+        ``mapping`` is not given) a file that lacks that column altogether gets ids as if none were
+        mapped (its ``id`` column, else a hash of the texts); a file that has it must fill it on
+        every row.
+        """
+        if optional_run_id is None:
+            optional_run_id = mapping is None
+        mapping = mapping or self.input_mapping()
+        run_id = (self.input or {}).get("id")
+        if optional_run_id and run_id and mapping.id == run_id and not _has_column(mapping, path, run_id):
+            mapping = mapping.replace(id=None)
+        return mapping.load(path, unique=False)
+
+    def to_examples(self, texts: Iterable[str | Mapping[str, Any] | Example] | str | Mapping[str, Any],
+                    *, mapping: InputMapping | None = None) -> list[Example]:
+        """Texts as :class:`Example` objects with stable ids, through ``mapping`` (see
+        :meth:`InputMapping.examples_from <rubric_induce.data.mapping.InputMapping.examples_from>`).
+
+        Accepted: plain strings (when the set reads one text field), ``{field: text}`` dicts (with
+        an optional ``id``; with ``mapping``, dicts keyed by your columns), nested example dicts
+        (``{"id", "fields": {...}}``) and Examples. A plain string for a multi-field set is an
+        error naming the fields.
+        """
+        return (mapping or InputMapping()).examples_from(texts, fields=self.fields)
+
+    def probe(self, texts: Iterable[str | Mapping[str, Any] | Example], *, progress: bool = False,
+              mapping: InputMapping | None = None):
+        """Probe every rubric on every text (cached, bounded concurrency); returns a ProbeTable."""
+        from rubric_induce.probing.api import probe
+
+        if self.backend is None:
+            raise RubricInduceError("this scorer has no backend; pass backend= to RubricScorer.load "
+                                    "(e.g. 'local') or use score_probes on existing probes")
+        opts = {k: v for k, v in self.probe_options.items() if v is not None}
+        return probe(self.to_examples(texts, mapping=mapping), self.rubrics, self.backend, fields=self.fields,
+                     task=self.task, progress=progress, **opts)
+
+    def score(self, texts: Iterable[str | Mapping[str, Any] | Example], *, judge: str | Sequence[str] | None = None,
+              aggregate: str = "mean", progress: bool = False,
+              mapping: InputMapping | None = None, unseen_judge: str = "error", budget: int | None = None,
+              stop_at: float | None = None, adaptive: bool | None = None,
+              criterion: str = "auto", outcomes: str = "both", answer_check: bool = True) -> list[ScoreResult]:
+        """Score texts: probes, NetSAT and label, calibrated prediction with its uncertainty, drivers.
+
+        ``judge``: a judge seen in training, ``"shared"`` (the shared weights only: a judge the
+        calibrator has not seen), a list of trusted judges (aggregated by ``aggregate``: mean or
+        max), or None for the mean over every judge the calibrator was trained on. Any other name
+        is an error listing the known judges (checked before any LLM call), unless
+        ``unseen_judge="shared"`` gives unseen names the shared weights. ``texts``: see
+        :meth:`to_examples` (one plain string, or a list); ``mapping`` maps dict keys (your
+        columns) onto the set's fields.
+
+        Adaptive scoring (``budget`` or ``stop_at`` given, or ``adaptive=True``): each text is asked
+        only the rubrics expected to move its calibrated prediction, greedily, until the expected
+        gain (``criterion``: variance of the prediction, or entropy of a two-answer label's
+        decision) is at or below ``stop_at`` (default: 0.001 of the largest uncertainty the scale
+        allows; see :class:`~rubric_induce.calibration.policy.AskPolicy`, also for ``outcomes``: how
+        the policy imagines an unasked rubric's answer) or ``budget`` rubrics were asked (default:
+        all). Each result says which rubrics were ``asked`` and the ``calls_saved``; NetSAT and its
+        label need every rubric, so they are set only for texts asked all of them. Needs the
+        adaptive model a calibrated run trains (``calibrate.adaptive``, on by default).
+
+        ``answer_check`` (runs with an adaptive model): set each result's ``answer_surprise``
+        (see :meth:`answer_shift`); reading every rubric's answer in order costs one pass of the
+        answer networks per rubric, about as much again as the rest of :meth:`score_probes`, so
+        ``False`` skips it where only the scores matter.
+        """
+        if adaptive is None:
+            adaptive = budget is not None or stop_at is not None
+        if adaptive:
+            self._require_adaptive(aggregate)
+        if self.calibrator is not None:
+            from rubric_induce.calibration.api import resolve_judge
+
+            resolve_judge(self.calibrator, judge, unseen_judge)  # before paying for probes
+        examples = self.to_examples(texts, mapping=mapping)
+        if adaptive:
+            return self._score_adaptive_live(examples, judge, unseen_judge, budget, stop_at, criterion, progress,
+                                             outcomes, answer_check)
+        table = self.probe(examples, progress=progress)
+        return self.score_probes(table, examples, judge=judge, aggregate=aggregate, unseen_judge=unseen_judge,
+                                 answer_check=answer_check)
+
+    def score_probes(self, table, examples: Sequence[Example | str], *, judge: str | Sequence[str] | None = None,
+                     aggregate: str = "mean", unseen_judge: str = "error", budget: int | None = None,
+                     stop_at: float | None = None, adaptive: bool | None = None,
+                     criterion: str = "auto", outcomes: str = "both", answer_check: bool = True) -> list[ScoreResult]:
+        """Score from an existing :class:`~rubric_induce.probing.api.ProbeTable` (no LLM call);
+        ``judge``, ``unseen_judge`` and ``answer_check`` as in :meth:`score`.
+
+        ``table`` may also be the :class:`~rubric_induce.data.probes.ProbeArrays` of one
+        (``table.arrays(...)``): build them once to score several subsets of the same probes (the
+        evaluate stage scores each judge's texts so). Either way the probes are read once, not
+        once per example, so the time grows linearly with the number of examples.
+
+        With ``budget`` / ``stop_at`` / ``adaptive=True`` (see :meth:`score`) the adaptive policy
+        is replayed on the table: a rubric is "asked" by reading its probe from the table, so the
+        result shows which rubrics adaptive scoring would have paid for.
+        """
+        from rubric_induce.data.probes import ProbeArrays
+
+        ids = [e.id if isinstance(e, Example) else str(e) for e in examples]
+        rubric_ids = [r.id for r in self.rubrics]
+        if isinstance(table, ProbeArrays):
+            arr = table.take(ids, rubric_ids)
+        else:
+            arr = table.arrays(example_ids=ids, rubric_ids=rubric_ids)
+        if adaptive is None:
+            adaptive = budget is not None or stop_at is not None
+        if adaptive:
+            self._require_adaptive(aggregate)
+            return self._score_adaptive_replay(arr, ids, judge, unseen_judge, budget, stop_at, criterion, outcomes,
+                                               answer_check)
+        results = self._netsat_results(arr, ids)
+        if self.calibrator is not None:
+            self._calibrate(results, arr, judge, aggregate, unseen_judge)
+        if answer_check and self.adaptive is not None and results:
+            from rubric_induce.scoring.adaptive import block_rubrics, probe_surprise
+
+            cols = block_rubrics(self.adaptive, rubric_ids, self.source)
+            for res, v in zip(results, probe_surprise(self.adaptive, arr.raw, arr.ok, cols)):
+                res.answer_surprise = float(v) if np.isfinite(v) else None
+        for res in results:  # strongest drivers first
+            key = "prediction_effect" if self.calibrator is not None else "netsat_contribution"
+            res.drivers.sort(key=lambda d: -abs(d.get(key) or 0.0))
+        return results
+
+    def answer_shift(self, results: Sequence[ScoreResult]):
+        """Whether the scored texts look unlike the training texts, from the LLM's answers alone:
+        an :class:`~rubric_induce.core.stats.AnswerShift` (its ``shifted`` flag and
+        ``message()``), or None without an adaptive model or with fewer than two texts read."""
+        if self.adaptive is None:
+            return None
+        from rubric_induce.core.stats import check_answer_shift
+
+        return check_answer_shift([r.answer_surprise for r in results],
+                                  getattr(self.adaptive, "answer_surprise_reference_", None))
+
+    def _netsat_results(self, arr, ids: Sequence[str], asked: np.ndarray | None = None) -> list[ScoreResult]:
+        """Per text: the probed distributions, NetSAT, label and drivers (no calibration).
+        ``asked`` (adaptive scoring): only those cells count; an unasked rubric is no error."""
+        from rubric_induce.selection.scores import signs_from_polarity, unit_scores
+
+        rubric_ids = [r.id for r in self.rubrics]
+        # Every example's [0, 10] scores at once; a row with a failed probe is filled and not used.
+        units = unit_scores(arr, self.rubrics, example_ids=ids, score=self.score_mode, fill=0.0)
+        signs = signs_from_polarity(self.rubrics, len(self.rubrics))
+        values = [np.asarray(r.scale.values, dtype=float) for r in self.rubrics]
+        results: list[ScoreResult] = []
+        for i, ex_id in enumerate(ids):
+            wanted = np.ones(len(rubric_ids), dtype=bool) if asked is None else asked[i]
+            ok = arr.ok[i] & wanted
+            dists = {rid: [float(p) for p in arr.probs[i, j, :len(values[j])]] for j, rid in enumerate(rubric_ids) if ok[j]}
+            expected = {rid: float(np.dot(dists[rid], values[j])) for j, rid in enumerate(rubric_ids) if ok[j]}
+            errors = [f"probe failed or missing for rubric {rid}" for j, rid in enumerate(rubric_ids)
+                      if wanted[j] and not ok[j]]
+            res = ScoreResult(id=ex_id, distributions=dists, expected=expected, threshold=self.threshold,
+                              errors=errors)
+            if ok.all():
+                unit = units[i]
+                contrib = unit * signs
+                res.netsat = float(contrib.sum())
+                if self.threshold is not None:
+                    res.label = int(res.netsat > self.threshold)
+                res.drivers = [{"rubric_id": rubric_ids[j], "text": self.rubrics[j].text,
+                                "polarity": self.rubrics[j].polarity, "netsat_contribution": float(contrib[j])}
+                               for j in range(len(rubric_ids))]
+            results.append(res)
+        return results
+
+    # -- adaptive scoring --------------------------------------------------------------------
+    def _require_adaptive(self, aggregate: str = "mean") -> None:
+        from rubric_induce.scoring.adaptive import missing_adaptive_message
+
+        if aggregate != "mean":
+            raise DataError(f"adaptive scoring averages the trusted judges' distributions; aggregate={aggregate!r} "
+                            "is not supported with it (use aggregate='mean', or score every rubric)",
+                            field="aggregate")
+        if self.adaptive is None:
+            raise DataError(missing_adaptive_message(self.source, self.calibrator is not None), field="adaptive")
+
+    def _adaptive_judges(self, judge, unseen_judge: str):
+        from rubric_induce.calibration.api import resolve_judge
+
+        who = judge if judge is not None else (self.judges or None)
+        if who is not None and not isinstance(who, str):
+            who = list(who)
+        return who, resolve_judge(self.calibrator if self.calibrator is not None else self.adaptive, who,
+                                  unseen_judge)
+
+    def _score_adaptive_live(self, examples: list[Example], judge, unseen_judge, budget, stop_at, criterion,
+                             progress: bool, outcomes: str = "both", answer_check: bool = True) -> list[ScoreResult]:
+        """Adaptive scoring of texts: probe only the chosen (text, rubric) pairs, step by step."""
+        from rubric_induce.data.probes import ProbeTable
+        from rubric_induce.probing.api import probe
+        from rubric_induce.scoring.adaptive import block_rubrics, run_adaptive
+
+        if self.backend is None:
+            raise RubricInduceError("this scorer has no backend; pass backend= to RubricScorer.load "
+                                    "(e.g. 'local') or use score_probes on existing probes")
+        cols = block_rubrics(self.adaptive, [r.id for r in self.rubrics], self.source)
+        opts = {k: v for k, v in self.probe_options.items() if v is not None}
+        records: list = []
+
+        def fetch(rows: np.ndarray, block: int):
+            rubric = self.rubrics[cols[block]]
+            exs = [examples[i] for i in rows]
+            table = probe(exs, [rubric], self.backend, fields=self.fields, task=self.task, **opts)
+            records.extend(table.records)
+            arr = table.arrays(example_ids=[e.id for e in exs], rubric_ids=[rubric.id])
+            return arr.raw[:, 0], arr.probs[:, 0], arr.ok[:, 0]
+
+        who, resolved = self._adaptive_judges(judge, unseen_judge)
+        say = _step_echo() if progress else None
+        out = run_adaptive(self.adaptive, len(examples), fetch, judges=resolved, budget=budget, stop_at=stop_at,
+                           criterion=criterion, outcomes=outcomes, on_step=say)
+        arr = ProbeTable(records=records).arrays(example_ids=[e.id for e in examples],
+                                                 rubric_ids=[r.id for r in self.rubrics])
+        return self._adaptive_results(out, arr, [e.id for e in examples], cols, who, answer_check)
+
+    def _score_adaptive_replay(self, arr, ids: list[str], judge, unseen_judge, budget, stop_at,
+                               criterion, outcomes: str = "both", answer_check: bool = True) -> list[ScoreResult]:
+        """Adaptive scoring replayed on existing probes: an asked rubric is read from ``arr``."""
+        from rubric_induce.scoring.adaptive import block_rubrics, run_adaptive
+
+        cols = block_rubrics(self.adaptive, [r.id for r in self.rubrics], self.source)
+
+        def fetch(rows: np.ndarray, block: int):
+            j = cols[block]
+            return arr.raw[rows, j], arr.probs[rows, j], arr.ok[rows, j]
+
+        who, resolved = self._adaptive_judges(judge, unseen_judge)
+        out = run_adaptive(self.adaptive, len(ids), fetch, judges=resolved, budget=budget, stop_at=stop_at,
+                           criterion=criterion, outcomes=outcomes)
+        return self._adaptive_results(out, arr, ids, cols, who, answer_check)
+
+    def _adaptive_results(self, out, arr, ids: list[str], cols: list[int], who,
+                          answer_check: bool = True) -> list[ScoreResult]:
+        asked = np.zeros((len(ids), len(self.rubrics)), dtype=bool)
+        for i, order in enumerate(out.order):
+            asked[i, [cols[b] for b in order]] = True
+        results = self._netsat_results(arr, ids, asked)
+        _require_finite(results, out.prediction, out.sd, out.proba, self.source)
+        q = self.question or self.adaptive.question_names_[self.adaptive.main_question_index_]
+        for i, res in enumerate(results):
+            res.prediction, res.uncertainty = float(out.prediction[i]), float(out.sd[i])
+            res.proba, res.scale = [float(p) for p in out.proba[i]], [float(v) for v in out.scale]
+            res.judge, res.question = who, q
+            res.asked = [self.rubrics[cols[b]].id for b in out.order[i]]
+            res.calls_saved = len(self.rubrics) - len(res.asked)
+            res.stop_reason = out.stop[i] or None
+            res.expected_gains = [float(g) for g in out.gains[i]]
+            if answer_check and np.isfinite(out.surprise[i]):
+                res.answer_surprise = float(out.surprise[i])
+            res.drivers.sort(key=lambda d: -abs(d.get("netsat_contribution") or 0.0))
+        return results
+
+    def _calibrate(self, results: list[ScoreResult], arr, judge, aggregate: str, unseen_judge: str = "error") -> None:
+        from rubric_induce.calibration.api import calibrated_rows, fit_width, resolve_judge
+        from rubric_induce.calibration.data import features_from_arrays
+
+        cal = self.calibrator
+        X = fit_width(cal, features_from_arrays(arr), source=self.source)  # the selected rubrics may be narrower
+        who = judge if judge is not None else (self.judges or None)
+        if isinstance(who, str):
+            who_list: str | list[str] = who
+        else:
+            who_list = list(who) if who else None
+        resolved = resolve_judge(cal, who_list, unseen_judge)  # "shared" -> None: the shared weights
+        q = self.question
+        with _torch_threads(1):  # tiny networks: thread start-up costs more than it saves
+            rows = calibrated_rows(cal, X, resolved, question=q, aggregate=aggregate, unseen_judge="shared")
+            all_pred = _occluded_predictions(cal, X, resolved, q, aggregate)
+        pred, proba, scale = rows["prediction"], rows["proba"], rows["scale"]
+        _require_finite(results, pred, rows["sd"], proba, self.source)
+        effects = (pred[None, :] - all_pred[1:]).T
+        for i, res in enumerate(results):
+            res.prediction, res.uncertainty = float(pred[i]), float(rows["sd"][i])
+            res.proba, res.scale = [float(p) for p in proba[i]], [float(v) for v in scale]
+            res.judge, res.question = who_list, q or rows["question"]
+            if not res.drivers:
+                res.drivers = [{"rubric_id": r.id, "text": r.text, "polarity": r.polarity}
+                               for r in self.rubrics]
+            by_id = {d["rubric_id"]: d for d in res.drivers}
+            for j, r in enumerate(self.rubrics):
+                by_id[r.id]["prediction_effect"] = float(effects[i, j])
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+
+
+def _require_finite(results: list[ScoreResult], pred, sd, proba, source: str | None) -> None:
+    """A NaN or infinite calibrated prediction is an error, never a score."""
+    bad = ~(np.isfinite(pred) & np.isfinite(sd) & np.isfinite(np.asarray(proba)).all(axis=-1))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise RubricInduceError(f"the calibration network gave a non-finite prediction ({float(pred[i])}) for text "
+                                f"{results[i].id!r} ({int(bad.sum())} of {len(bad)} texts); its weights"
+                                f"{f' ({source})' if source else ''} are damaged or diverged: refit the calibrator")
+
+
+_OCCLUSION_ROWS = 1 << 13  # network rows per occlusion batch: bounded memory, whatever the number of texts
+
+
+def _occluded_predictions(cal: Any, X: np.ndarray, who: Any, question: Any, aggregate: str) -> np.ndarray:
+    """``[rubrics + 1, texts]`` predictions: row 0 on the real input, row ``j + 1`` with rubric
+    ``j``'s probe treated as missing (its block zeroed): how far each rubric moves the prediction.
+
+    Texts go through the network in batches of about ``_OCCLUSION_ROWS`` rows (each text is
+    ``rubrics + 1`` rows), so memory stays bounded and the time linear in the number of texts.
+    """
+    n, r = X.shape[0], X.shape[1]
+    per_batch = max(1, _OCCLUSION_ROWS // (r + 1))
+    out = np.empty((r + 1, n))
+    for start in range(0, n, per_batch):
+        block = X[start:start + per_batch]
+        m = block.shape[0]
+        stacked = np.repeat(block[None], r + 1, axis=0)
+        for j in range(r):
+            stacked[j + 1, :, j, :] = 0.0
+        stacked = stacked.reshape(m * (r + 1), *X.shape[1:])
+        out[:, start:start + m] = cal.predict(stacked, who, question=question, aggregate=aggregate).reshape(r + 1, m)
+    return out
+
+
+def _step_echo():
+    """An ``on_step`` callback printing each adaptive step's number of probes (stderr)."""
+    import sys
+
+    def say(step: int, pairs: int) -> None:
+        print(f"adaptive step {step}: probing {pairs} (text, rubric) pair(s)", file=sys.stderr)
+
+    return say
+
+
+class _torch_threads:
+    """Temporarily set torch's intra-op thread count (restored on exit)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.old = n, None
+
+    def __enter__(self):
+        import torch
+
+        self.old = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import torch
+
+        torch.set_num_threads(self.old)
+
+
+def _describe_backend(backend: Any) -> str:
+    """``kind/model[@url]`` of a backend object, its URL's credentials redacted."""
+    from rubric_induce.backends.redact import redact_text
+
+    inner = getattr(backend, "inner", backend)
+    label = getattr(inner, "_label", None)
+    if callable(label):
+        return redact_text(label())
+    return f"{getattr(inner, 'kind', type(inner).__name__)}/{getattr(inner, 'model', '')}".rstrip("/")
+
+
+def _open(backend: Any, cache: str | Path | bool | None, base: Path, options: Mapping[str, Any] | None = None,
+          trusted: bool = True):
+    """A backend object from a spec string (with the ``[backend]`` ``options`` that apply to its
+    kind), wrapped in a call cache unless ``cache`` is False. ``trusted=False`` (a spec read from an
+    artifact): an OpenAI-compatible endpoint gets no API key from the environment."""
+    from rubric_induce.backends import Backend
+    from rubric_induce.backends.params import BackendParams
+    from rubric_induce.backends.cache import CachedBackend, CallCache, default_cache_path
+
+    if isinstance(backend, Backend):
+        return backend
+    try:
+        params = BackendParams.for_spec(str(backend), options)
+    except DataError as exc:
+        raise DataError(exc.message, field=exc.field or "backend") from None
+    inner = params.open(key_from_env=trusted)
+    if cache is False:
+        return inner
+    if cache is None or cache is True:
+        run_cache = base / "llm_calls.sqlite"
+        cache = run_cache if run_cache.exists() else default_cache_path()
+    return CachedBackend(inner, CallCache(Path(cache)))
+
+
+def _has_column(mapping: InputMapping, path: str | Path, column: str) -> bool:
+    """Whether the file's header (CSV/TSV) or first row (JSON; a dotted path's first key) has ``column``."""
+    try:
+        columns = mapping.columns(path)
+    except Exception:  # unreadable: let the load say why, naming the file and line
+        return True
+    return column in columns or column.split(".", 1)[0] in columns
