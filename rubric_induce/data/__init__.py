@@ -1,6 +1,7 @@
 """Data model, JSONL I/O and dataset loaders."""
-from rubric_induce.data.examples_io import check_labels, read_examples, require_two_classes, write_examples
-from rubric_induce.data.labels import check_binary, is_binary, labels_from_examples
+from rubric_induce.data.examples_io import write_examples
+from rubric_induce.data.labels import check_binary, check_labels, is_binary, labels_from_examples, require_two_classes
+from rubric_induce.data.mapping import read_examples
 from rubric_induce.data.model import (
     LIKERT_5,
     YES_NO,

@@ -6,67 +6,24 @@ everywhere: one error naming the file, line and field, and nothing half-loaded.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.jsonl import read_jsonl, write_jsonl
-from rubric_induce.data.labels import require_two_classes  # re-exported; lives with the other label checks
+from rubric_induce.data.labels import (  # re-exported; they live with the other label checks
+    LABEL_FIX,
+    check_label_values,
+    check_labels,
+    label_problem,
+    require_two_classes,
+)
 from rubric_induce.data.model import Example, LabelScale
 
-__all__ = ["read_examples", "write_examples", "example_from_dict", "check_labels", "check_label_values",
+__all__ = ["write_examples", "example_from_dict", "check_labels", "check_label_values",
            "label_problem", "LABEL_FIX",
            "require_two_classes", "check_text"]
-
-
-def check_labels(
-    labels: Mapping[str, Any],
-    scales: Mapping[str, LabelScale] | None,
-    *,
-    path: str | Path | None = None,
-    line: int | None = None,
-    field_prefix: str = "labels.",
-) -> None:
-    """Raise :class:`DataError` for the first label that is not valid on its declared scale."""
-    if not scales:
-        return
-    for question, value in labels.items():
-        scale = scales.get(question)
-        if scale is None or value is None:
-            continue
-        problem = scale.check(value)
-        if problem:
-            raise DataError(problem, path=path, line=line, field=f"{field_prefix}{question}")
-
-
-#: What to do about a label that is not a number (ends the "must be a number" messages).
-LABEL_FIX = ("labels are numbers (true/false count as 1/0; null = not answered): write the number, e.g. "
-             "1 for \"yes\", or read a numeric column through [data.mapping] labels")
-
-
-def label_problem(value: Any) -> str | None:
-    """Why ``value`` cannot be a label (None when it can: a finite number, a bool or null)."""
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"label is {value!r}; a label must be a finite number (null = not answered)"
-        return None
-    shown = repr(value) if isinstance(value, str) else f"{type(value).__name__} {value!r}"
-    if len(shown) > 60:
-        shown = shown[:57] + "..."
-    return f"label must be a number, got {shown}; {LABEL_FIX}"
-
-
-def check_label_values(labels: Mapping[str, Any], *, path: str | Path | None = None, line: int | None = None,
-                       field_prefix: str = "labels.") -> None:
-    """Raise :class:`DataError` for the first label value that is not a number, a bool or null."""
-    for question, value in labels.items():
-        problem = label_problem(value)
-        if problem:
-            raise DataError(problem, path=path, line=line, field=f"{field_prefix}{question}")
 
 
 def check_text(value: Any, *, path: str | Path | None, line: int | None, field: str) -> str:
@@ -141,20 +98,6 @@ def example_from_dict(
         check_labels(judgment.labels, label_scales, path=path, line=line,
                      field_prefix=f"{prefix}judgments[{j}].labels.")
     return ex
-
-
-def read_examples(
-    path: str | Path,
-    label_scales: Mapping[str, LabelScale] | None = None,
-) -> list[Example]:
-    """Read examples written by :func:`write_examples` (``{"id", "fields", "labels", ...}``).
-
-    The same as :class:`~rubric_induce.data.mapping.InputMapping` ``.load(path)`` on such a file
-    (which also reads flat JSONL and CSV); kept as the short name for the project's own format.
-    """
-    from rubric_induce.data.mapping import InputMapping
-
-    return InputMapping(format="jsonl").load(path, label_scales=label_scales, nested=True)
 
 
 def write_examples(path: str | Path, examples: Iterable[Example]) -> Path:

@@ -9,16 +9,18 @@ everywhere. The fix for graded labels is always one of two: binarise with a thre
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rubric_induce.core.errors import DataError
-from rubric_induce.data.model import Example
+from rubric_induce.data.model import Example, LabelScale
 
-__all__ = ["BINARY_FIX", "labels_from_examples", "is_binary", "check_binary", "require_two_classes"]
+__all__ = ["BINARY_FIX", "labels_from_examples", "is_binary", "check_binary", "require_two_classes", "check_labels",
+           "check_label_values", "label_problem", "LABEL_FIX", "check_scale"]
 
 #: What to do about labels that are not 0/1; ends every "not 0/1" message unless a caller says more.
 BINARY_FIX = ("binarise them: set label_threshold (label >= T counts as positive; CLI --label-threshold), "
@@ -105,3 +107,70 @@ def require_two_classes(
             path=path,
             field=f"labels.{question}",
         )
+
+
+def check_labels(
+    labels: Mapping[str, Any],
+    scales: Mapping[str, LabelScale] | None,
+    *,
+    path: str | Path | None = None,
+    line: int | None = None,
+    field_prefix: str = "labels.",
+) -> None:
+    """Raise :class:`DataError` for the first label that is not valid on its declared scale."""
+    if not scales:
+        return
+    for question, value in labels.items():
+        scale = scales.get(question)
+        if scale is None or value is None:
+            continue
+        problem = scale.check(value)
+        if problem:
+            raise DataError(problem, path=path, line=line, field=f"{field_prefix}{question}")
+
+
+#: What to do about a label that is not a number (ends the "must be a number" messages).
+LABEL_FIX = ("labels are numbers (true/false count as 1/0; null = not answered): write the number, e.g. "
+             "1 for \"yes\", or read a numeric column through [data.mapping] labels")
+
+
+def label_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a label (None when it can: a finite number, a bool or null)."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"label is {value!r}; a label must be a finite number (null = not answered)"
+        return None
+    shown = repr(value) if isinstance(value, str) else f"{type(value).__name__} {value!r}"
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"label must be a number, got {shown}; {LABEL_FIX}"
+
+
+def check_label_values(labels: Mapping[str, Any], *, path: str | Path | None = None, line: int | None = None,
+                       field_prefix: str = "labels.") -> None:
+    """Raise :class:`DataError` for the first label value that is not a number, a bool or null."""
+    for question, value in labels.items():
+        problem = label_problem(value)
+        if problem:
+            raise DataError(problem, path=path, line=line, field=f"{field_prefix}{question}")
+
+
+def check_scale(
+    labels: Mapping[str, Any],
+    scales: Mapping[str, LabelScale],
+    *,
+    path: Path | str,
+    line: int | None = None,
+    record: int | None = None,
+    field_prefix: str = "",
+) -> None:
+    """check_labels with the record index added to the message for JSON array files."""
+    try:
+        check_labels(labels, scales, path=path, line=line, field_prefix=field_prefix)
+    except DataError as exc:
+        if record is None:
+            raise
+        raise DataError(f"record {record}: {exc.message}", path=exc.path, line=exc.line,
+                        field=exc.field) from None

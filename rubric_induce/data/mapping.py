@@ -31,7 +31,7 @@ from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import Params, param
 from rubric_induce.data.model import Example, Judgment, LabelScale
 
-__all__ = ["InputMapping", "MAPPING_FORMATS", "text_id", "load_mapping_file"]
+__all__ = ["InputMapping", "MAPPING_FORMATS", "text_id", "load_mapping_file", "read_examples"]
 
 MAPPING_FORMATS = ("auto", "jsonl", "json", "csv", "tsv")
 
@@ -166,7 +166,7 @@ class InputMapping(Params):
         refuse (False) the nested rubric-induce layout; None detects it from the first row.
         ``unique=False`` keeps rows with equal ids (scoring).
         """
-        from rubric_induce.data.tables import _rows, load_generic
+        from rubric_induce.data.tables import read_rows, load_generic
 
         path = Path(path)
         fmt = self.file_format(path)
@@ -179,7 +179,7 @@ class InputMapping(Params):
                                 "flat files", path=path, field=self.where("values"))
             if nested:
                 required = [n for n in default_labels if self.labels is None or n in self.labels]
-                return self._nested(_rows(path, fmt, []), path, label_scales, binary_label, unique, required)
+                return self._nested(read_rows(path, fmt, []), path, label_scales, binary_label, unique, required)
         elif nested:
             raise DataError("the nested rubric-induce layout is JSON Lines, not CSV/TSV", path=path,
                             field=self.where("format"))
@@ -218,10 +218,10 @@ class InputMapping(Params):
     def _first_row(self, path: Path, fmt: str) -> Mapping[str, Any]:
         """The first row (for JSON) or the header as a dict (CSV/TSV), with a hint when the file is
         in the other family of formats."""
-        from rubric_induce.data.tables import _rows
+        from rubric_induce.data.tables import read_rows
 
         try:
-            for _line, _record, row in _rows(path, fmt, []):
+            for _line, _record, row in read_rows(path, fmt, []):
                 return row
         except DataError as exc:
             hint = self._format_hint(path, fmt) if exc.line in (1, None) else None
@@ -292,7 +292,7 @@ class InputMapping(Params):
                       prefix: str) -> Example:
         """Select and rename the fields and labels of a nested example as mapped; a mapped column
         is looked up in ``fields`` / ``labels`` (by column, else by field name)."""
-        from rubric_induce.data.tables import _MISSING, _lookup
+        from rubric_induce.data.tables import MISSING, lookup_field
 
         changes: dict[str, Any] = {}
         if self.text:
@@ -321,8 +321,8 @@ class InputMapping(Params):
         for attr in ("id", "group"):
             column = getattr(self, attr)
             if column is not None and column != attr:
-                value = _lookup(row, column, False)
-                if value not in (_MISSING, None) and str(value).strip():
+                value = lookup_field(row, column, False)
+                if value not in (MISSING, None) and str(value).strip():
                     changes[attr] = str(value).strip()
         return dataclasses.replace(ex, **changes) if changes else ex
 
@@ -396,3 +396,15 @@ def load_mapping_file(path: str | Path) -> tuple[InputMapping, dict[str, Any]]:
     if not isinstance(scales, Mapping):
         raise DataError("[data] scales must be a table {label = [low, high]}", path=path, field="data.scales")
     return InputMapping.from_mapping(table, source=str(path)), dict(scales)
+
+
+def read_examples(
+    path: str | Path,
+    label_scales: Mapping[str, LabelScale] | None = None,
+) -> list[Example]:
+    """Read examples written by :func:`write_examples` (``{"id", "fields", "labels", ...}``).
+
+    The same as :class:`~rubric_induce.data.mapping.InputMapping` ``.load(path)`` on such a file
+    (which also reads flat JSONL and CSV); kept as the short name for the project's own format.
+    """
+    return InputMapping(format="jsonl").load(path, label_scales=label_scales, nested=True)

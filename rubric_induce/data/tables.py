@@ -21,15 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.errors import DataError
-from rubric_induce.data.labels import require_two_classes
+from rubric_induce.data.labels import check_scale, require_two_classes
 from rubric_induce.data.jsonl import read_json, read_jsonl, read_text
 from rubric_induce.data.model import Example, Judgment, LabelScale
-from rubric_induce.data.datasets._common import check_scale
 
-__all__ = ["load_generic", "examples_from_rows", "FORMATS"]
+__all__ = ["load_generic", "examples_from_rows", "read_rows", "lookup_field", "MISSING", "FORMATS"]
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv"}
-_MISSING = object()
+MISSING = object()
 
 
 def load_generic(
@@ -76,7 +75,7 @@ def load_generic(
                 *(c for cols in (judge_columns or {}).values() for c in cols.values()),
                 *(f for f in (id_field if not optional_id else None, group_field, judge_field) if f is not None)]
     return examples_from_rows(
-        _rows(path, fmt, required), path=path, tabular=fmt in ("csv", "tsv"), text_fields=text_fields,
+        read_rows(path, fmt, required), path=path, tabular=fmt in ("csv", "tsv"), text_fields=text_fields,
         label_fields=label_fields, id_field=id_field, group_field=group_field, judge_field=judge_field,
         label_scales=label_scales, binary_label=binary_label, judge_columns=judge_columns,
         optional_id=optional_id, unique=unique, required_labels=required_labels, label_values=label_values)
@@ -130,8 +129,8 @@ def examples_from_rows(
         prefix = f"record {record}: " if record is not None else ""
         fields: dict[str, str] = {}
         for name, key in text_fields.items():
-            value = _lookup(row, key, tabular)
-            if value is _MISSING or value is None:
+            value = lookup_field(row, key, tabular)
+            if value is MISSING or value is None:
                 raise DataError(f"{prefix}missing text column/key {key!r}{_known(row, key)}", **loc(key))
             if not isinstance(value, str):
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -145,8 +144,8 @@ def examples_from_rows(
             fields[name] = value
         labels: dict[str, float | None] = {}
         for name, key in label_fields.items():
-            value = _lookup(row, key, tabular)
-            if value is _MISSING:
+            value = lookup_field(row, key, tabular)
+            if value is MISSING:
                 raise DataError(f"{prefix}missing label column/key {key!r}{_known(row, key)}", **loc(key))
             if value is None or (isinstance(value, str) and not value.strip()):
                 # not answered: fine for any label but the one a run learns (unless judges answer it)
@@ -161,8 +160,8 @@ def examples_from_rows(
         for judge_name, cols in judge_columns.items():
             answers: dict[str, float | None] = {}
             for name, key in cols.items():
-                value = _lookup(row, key, tabular)
-                if value is _MISSING:
+                value = lookup_field(row, key, tabular)
+                if value is MISSING:
                     raise DataError(f"{prefix}missing judge label column/key {key!r}{_known(row, key)}",
                                     **loc(key))
                 blank = value is None or (isinstance(value, str) and not value.strip())
@@ -173,13 +172,13 @@ def examples_from_rows(
             """The stripped value of an optional mapped column; when mapped, it must be there."""
             if key is None:
                 return None
-            raw = _lookup(row, key, tabular)
-            if raw is _MISSING or raw is None or str(raw).strip() == "":
+            raw = lookup_field(row, key, tabular)
+            if raw is MISSING or raw is None or str(raw).strip() == "":
                 raise DataError(f"{prefix}missing {what}", **loc(key))
             return str(raw).strip()
 
         ex_id = (required_text(id_field, "id") if not optional_id or id_field is None
-                 or _lookup(row, id_field, tabular) not in (_MISSING, None, "") else None)
+                 or lookup_field(row, id_field, tabular) not in (MISSING, None, "") else None)
         group = required_text(group_field, "group")
         judge = required_text(judge_field, "judge")
 
@@ -371,10 +370,10 @@ def _number(value: Any, prefix: str, loc: Mapping[str, Any]) -> float:
     return out
 
 
-def _lookup(row: Mapping[str, Any], key: str, tabular: bool) -> Any:
+def lookup_field(row: Mapping[str, Any], key: str, tabular: bool) -> Any:
     """``row[key]``; for JSON, a dotted path walks into objects (and lists by index)."""
     if tabular or key in row:
-        return row.get(key, _MISSING)
+        return row.get(key, MISSING)
     value: Any = row
     for part in key.split("."):
         if isinstance(value, Mapping) and part in value:
@@ -382,11 +381,11 @@ def _lookup(row: Mapping[str, Any], key: str, tabular: bool) -> Any:
         elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
             value = value[int(part)]
         else:
-            return _MISSING
+            return MISSING
     return value
 
 
-def _rows(path: Path, fmt: str, required: list[str]) -> Iterator[tuple[int | None, int | None, Mapping[str, Any]]]:
+def read_rows(path: Path, fmt: str, required: list[str]) -> Iterator[tuple[int | None, int | None, Mapping[str, Any]]]:
     """``(line, record index or None, row)`` for every row of the file.
 
     For CSV/TSV the header must hold every ``required`` column (else an error on line 1).

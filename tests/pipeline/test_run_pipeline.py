@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.cli import cli
 from rubric_induce.data import RubricPool, RubricSet
-from rubric_induce.data.examples_io import read_examples
+from rubric_induce.data.mapping import read_examples
 from rubric_induce.core.errors import BackendError
 from rubric_induce.pipeline import STAGE_NAMES, load_config, run_pipeline
 from rubric_induce.pipeline import stages as stage_mod

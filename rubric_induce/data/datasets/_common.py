@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.errors import DataError
-from rubric_induce.data.examples_io import check_labels
+from rubric_induce.data.labels import check_scale  # noqa: F401  (re-exported for the dataset loaders)
 from rubric_induce.data.model import Judgment, LabelScale
 from rubric_induce.data.datasets.paths import data_root
 
@@ -86,25 +86,6 @@ def mean_or_none(values: Iterable[float | None], not_applicable: Sequence[float]
     """Mean of the answered, applicable values; None when there are none."""
     vals = [v for v in values if v is not None and v not in not_applicable]
     return sum(vals) / len(vals) if vals else None
-
-
-def check_scale(
-    labels: Mapping[str, Any],
-    scales: Mapping[str, LabelScale],
-    *,
-    path: Path | str,
-    line: int | None = None,
-    record: int | None = None,
-    field_prefix: str = "",
-) -> None:
-    """check_labels with the record index added to the message for JSON array files."""
-    try:
-        check_labels(labels, scales, path=path, line=line, field_prefix=field_prefix)
-    except DataError as exc:
-        if record is None:
-            raise
-        raise DataError(f"{where(record)}{exc.message}", path=exc.path, line=exc.line,
-                        field=exc.field) from None
 
 
 def judgments_from_columns(
