@@ -14,7 +14,7 @@ import pytest
 
 from rubric_induce.data import Example, Rubric
 from rubric_induce.data.model import YES_NO, AnswerScale
-from rubric_induce.probing.api import PROBE_STYLES, _TEMPLATE_FOR_STYLE, build_messages, render_example
+from rubric_induce.probing.api import PROBE_STYLES, TEMPLATE_FOR_STYLE, build_messages, render_example
 from rubric_induce.core.task import TaskParams
 from rubric_induce.core.templates import load_prompt, prompts_dir
 
@@ -34,7 +34,7 @@ def _placeholder_order(template) -> list[str]:
 
 
 def test_every_probe_style_has_a_template_file_checked_here():
-    assert set(_TEMPLATE_FOR_STYLE.values()) <= set(PROBE_TEMPLATES) and len(PROBE_TEMPLATES) >= 3
+    assert set(TEMPLATE_FOR_STYLE.values()) <= set(PROBE_TEMPLATES) and len(PROBE_TEMPLATES) >= 3
 
 
 @pytest.mark.parametrize("name", PROBE_TEMPLATES)

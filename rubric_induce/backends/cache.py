@@ -31,7 +31,7 @@ from rubric_induce.backends.options import CallOptions
 __all__ = ["CallCache", "UsageTally", "CachedBackend", "cache_key", "canonical_json", "canonical_value",
            "default_cache_path", "chat_payload", "answer_logprobs_payload"]
 
-_SECRET_HINTS = ("api_key", "apikey", "authorization", "token_secret", "password")
+SECRET_HINTS = ("api_key", "apikey", "authorization", "token_secret", "password")
 
 
 def default_cache_path() -> Path:
@@ -45,7 +45,7 @@ def default_cache_path() -> Path:
 def _check_no_secrets(obj: Any, path: str = "") -> None:
     if isinstance(obj, Mapping):
         for k, v in obj.items():
-            if any(h in str(k).lower() for h in _SECRET_HINTS):
+            if any(h in str(k).lower() for h in SECRET_HINTS):
                 raise ValueError(f"refusing to put a secret-looking field {path}{k!r} into a cache key")
             _check_no_secrets(v, f"{path}{k}.")
     elif isinstance(obj, (list, tuple)):

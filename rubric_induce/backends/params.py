@@ -78,13 +78,13 @@ class BackendParams(Params):
         self._check_extra_body()
 
     def _check_extra_body(self) -> None:
-        from rubric_induce.backends.cache import _SECRET_HINTS
+        from rubric_induce.backends.cache import SECRET_HINTS
         from rubric_induce.core.errors import DataError
 
         def walk(obj: Any, path: str) -> None:
             if isinstance(obj, dict):
                 for k, v in obj.items():
-                    if any(h in str(k).lower() for h in _SECRET_HINTS):
+                    if any(h in str(k).lower() for h in SECRET_HINTS):
                         raise DataError("looks like a credential: extra_body is part of the cache key and the "
                                         "run manifest; pass keys through the environment "
                                         "(RUBRIC_INDUCE_API_KEY / OPENAI_API_KEY)", field=f"{path}.{k}")

@@ -53,7 +53,7 @@ import numpy as np
 
 from rubric_induce.core.errors import DataError, NotFittedError, RubricInduceError
 from rubric_induce.calibration._torch import require_torch
-from rubric_induce.calibration.calibrator import _judge_key, check_features, encode_targets
+from rubric_induce.calibration.calibrator import judge_key, check_features, encode_targets
 from rubric_induce.calibration.completion import COMPLETIONS, GaussianCompletion, complete_zeros
 
 __all__ = ["AdaptiveModel", "save_adaptive", "load_adaptive", "ADAPTIVE_DIR", "ADAPTIVE_CONFIG", "ADAPTIVE_PARAMS"]
@@ -70,7 +70,7 @@ ADAPTIVE_PARAMS = (
 )
 
 
-def _fitted(model: AdaptiveModel) -> None:
+def check_fitted(model: AdaptiveModel) -> None:
     if not hasattr(model, "target_nets_"):
         raise NotFittedError("this AdaptiveModel is not fitted yet; call fit(X, judge_ids, targets) first (or "
                              "load one with rubric_induce.calibration.load_adaptive)")
@@ -290,7 +290,7 @@ class AdaptiveModel:
             raise DataError(f"the main question {names[main]!r} has no applicable answer in the training data",
                             field="targets")
         keep = (codes >= 0).any(axis=1)
-        vocab = sorted(set(judges[r] for r in np.flatnonzero(keep)), key=_judge_key)
+        vocab = sorted(set(judges[r] for r in np.flatnonzero(keep)), key=judge_key)
         jindex = {j: i for i, j in enumerate(vocab)}
         groups_arr = np.asarray([str(g) for g in groups]) if groups is not None else np.arange(n).astype(str)
         if len(groups_arr) != n:
@@ -501,7 +501,7 @@ class AdaptiveModel:
     def judge_rows(self, judge: Any, n: int, judge_ids: Sequence[Any] | None = None) -> list[np.ndarray]:
         """One judge-index array per judge to average over (``-1``: the shared weights only):
         ``judge`` None / unseen name (shared), a name, or a list of names; or ``judge_ids`` per row."""
-        _fitted(self)
+        check_fitted(self)
         index = {j: i for i, j in enumerate(self.judges_)}
         if judge_ids is not None:
             if judge is not None:
@@ -522,7 +522,7 @@ class AdaptiveModel:
     def check_inputs(self, X: Any, observed: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """``(X, observed)`` checked against the fitted shape; ``observed`` default: every block
         with probability mass."""
-        _fitted(self)
+        check_fitted(self)
         Xa = check_features(X)
         if Xa.ndim != 3 or tuple(Xa.shape[1:]) != tuple(self.n_features_in_shape_):
             raise DataError(f"X has shape {Xa.shape}, the adaptive model was fitted on [rows, "
@@ -614,7 +614,7 @@ class AdaptiveModel:
         return np.divide(total, count, out=np.full(n, np.nan), where=count > 0)
 
     def question_index(self, question: int | str | None = None) -> int:
-        _fitted(self)
+        check_fitted(self)
         if question is None:
             return self.main_question_index_
         if isinstance(question, str):
@@ -647,9 +647,9 @@ def _reference_excess(history: Mapping[str, Any]) -> float | None:
 def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "auto") -> Path:
     """Write ``model`` to ``directory`` (``adaptive.json`` + ``adaptive.safetensors`` or ``.npz``)."""
     from rubric_induce.data.jsonl import jsonable
-    from rubric_induce.calibration.artifacts import _versions, non_finite_tensors, write_weights
+    from rubric_induce.calibration.artifacts import package_versions, non_finite_tensors, write_weights
 
-    _fitted(model)
+    check_fitted(model)
     directory = Path(directory)
     tensors = {f"{tag}.{i}.{name}": t.detach().cpu().contiguous().numpy()
                for tag, nets in (("target", model.target_nets_), ("answer", model.answer_nets_))
@@ -673,7 +673,7 @@ def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "au
         "main_question_index": int(model.main_question_index_), "judges": list(model.judges_),
         "judge_counts": dict(model.judge_counts_), "input_names": list(model.input_names_),
         "input_shape": list(model.n_features_in_shape_), "input_widths": list(model.input_widths_),
-        "class_freq": model.class_freq_.tolist(), "weights": weights, "versions": _versions(),
+        "class_freq": model.class_freq_.tolist(), "weights": weights, "versions": package_versions(),
         "history": jsonable({k: v for k, v in model.history_.items() if k != "val_loss"}),
     }
     (directory / ADAPTIVE_CONFIG).write_text(json.dumps(config, indent=2), encoding="utf-8")
@@ -683,7 +683,7 @@ def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "au
 def load_adaptive(directory: str | Path) -> AdaptiveModel:
     """Rebuild an :class:`AdaptiveModel` saved by :func:`save_adaptive` (shapes checked)."""
     require_torch()  # a clear MissingDependencyError before the network import
-    from rubric_induce.calibration.artifacts import _read_weights, load_network_state, non_finite_tensors, read_config
+    from rubric_induce.calibration.artifacts import read_weights, load_network_state, non_finite_tensors, read_config
     from rubric_induce.calibration.network import CalibrationNetwork
 
     directory = Path(directory)
@@ -715,7 +715,7 @@ def load_adaptive(directory: str | Path) -> AdaptiveModel:
                         "stage", path=path) from None
     if not wpath.exists():
         raise DataError("weights file is missing", path=wpath)
-    tensors = _read_weights(wpath)
+    tensors = read_weights(wpath)
     bad = non_finite_tensors(tensors)
     if bad:
         raise DataError(f"tensor {bad[0]!r} holds NaN or infinite values: the weights are damaged; rerun the "

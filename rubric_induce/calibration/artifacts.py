@@ -17,7 +17,7 @@ import numpy as np
 from rubric_induce.data.jsonl import jsonable
 from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.calibration._torch import require_torch
-from rubric_induce.calibration.calibrator import Calibrator, _fitted
+from rubric_induce.calibration.calibrator import Calibrator, check_fitted
 
 __all__ = ["save_calibrator", "load_calibrator", "non_finite_tensors", "write_weights", "read_config", "CONFIG_NAME", "FORMAT_VERSION"]
 
@@ -25,7 +25,7 @@ CONFIG_NAME = "calibrator.json"
 FORMAT_VERSION = 1
 
 
-def _versions() -> dict[str, str]:
+def package_versions() -> dict[str, str]:
     torch = require_torch()
     try:
         from rubric_induce import __version__ as ours
@@ -68,7 +68,7 @@ def save_calibrator(cal: Calibrator, directory: str | Path, *, extra: dict[str, 
     """Write ``cal`` to ``directory``; ``fmt``: ``"safetensors"``, ``"npz"`` or ``"auto"``.
 
     Non-finite weights (NaN, inf: a diverged fit) are refused: they would only score NaN."""
-    _fitted(cal)
+    check_fitted(cal)
     directory = Path(directory)
     tensors = {f"{m}.{name}": t.detach().cpu().contiguous().numpy()
                for m, net in enumerate(cal.networks_) for name, t in net.state_dict().items()
@@ -93,14 +93,14 @@ def save_calibrator(cal: Calibrator, directory: str | Path, *, extra: dict[str, 
         "input_shape": list(cal.n_features_in_shape_),
         "n_members": len(cal.networks_),
         "weights": weights,
-        "versions": _versions(),
+        "versions": package_versions(),
         "extra": jsonable(extra or {}),
     }
     (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2), encoding="utf-8")
     return directory
 
 
-def _read_weights(wpath: Path) -> dict[str, np.ndarray]:
+def read_weights(wpath: Path) -> dict[str, np.ndarray]:
     """The tensors of a weights file; a truncated or damaged one is a DataError naming it."""
     import zipfile
 
@@ -178,7 +178,7 @@ def load_calibrator(directory: str | Path) -> Calibrator:
     wpath = directory / str(config["weights"])
     if not wpath.exists():
         raise DataError("weights file is missing", path=wpath)
-    tensors = _read_weights(wpath)
+    tensors = read_weights(wpath)
     bad = non_finite_tensors(tensors)
     if bad:
         raise DataError(f"tensor {bad[0]!r} holds NaN or infinite values"

@@ -101,7 +101,7 @@ def encode_targets(
     return out
 
 
-def _fitted(est: Calibrator) -> None:
+def check_fitted(est: Calibrator) -> None:
     if not hasattr(est, "networks_"):
         raise NotFittedError("this Calibrator is not fitted yet; call fit(X, judge_ids, targets) first "
                              "(or load a saved one with rubric_induce.calibration.load_calibrator)")
@@ -304,7 +304,7 @@ class Calibrator:
             warnings.warn(f"questions never answered in the training data (their heads stay untrained): "
                           f"{unanswered}", stacklevel=2)
         keep = (codes >= 0).any(axis=1)
-        vocab = sorted(set(judges[r] for r in np.flatnonzero(keep)), key=_judge_key)
+        vocab = sorted(set(judges[r] for r in np.flatnonzero(keep)), key=judge_key)
         jindex = {j: k for k, j in enumerate(vocab)}
         groups_arr = np.asarray([str(g) for g in groups]) if groups is not None else np.arange(n).astype(str)
         if len(groups_arr) != n:
@@ -449,7 +449,7 @@ class Calibrator:
         return self._question(question)
 
     def _question(self, question: int | str | None) -> int:
-        _fitted(self)
+        check_fitted(self)
         if question is None:
             return self.main_question_index_
         if isinstance(question, str):
@@ -471,7 +471,7 @@ class Calibrator:
     def _per_judge_proba(self, X: Any, judge: Any, judge_ids: Sequence[Any] | None, q: int) -> np.ndarray:
         """``[judges, rows, answers]`` ensemble-averaged distributions for question ``q``."""
         torch = require_torch()
-        _fitted(self)
+        check_fitted(self)
         Xf = self._check_X(X)
         k = len(self.scales_[q])
         out = []
@@ -539,5 +539,5 @@ class Calibrator:
         return float(np.mean(np.log(np.clip(p[np.arange(ok.sum()), codes[ok]], 1e-12, None))))
 
 
-def _judge_key(judge: str) -> tuple[int, str]:
+def judge_key(judge: str) -> tuple[int, str]:
     return (int(judge), "") if judge.isdigit() else (1 << 30, judge)

@@ -101,9 +101,9 @@ class AskPolicy:
     def __init__(self, model: Any, *, budget: int | None = None, stop_at: float | None = None, criterion: str = "auto",
                  threshold: float | None = None, order: str | Sequence[int] = "adaptive",
                  question: int | str | None = None, seed: int = 0, outcomes: str = "both") -> None:
-        from rubric_induce.calibration.adaptive import _fitted
+        from rubric_induce.calibration.adaptive import check_fitted
 
-        _fitted(model)
+        check_fitted(model)
         self.model = model
         n_blocks = model.n_features_in_shape_[0]
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, np.integer))

@@ -61,7 +61,7 @@ __all__ = [
 PROBE_STYLES = ("score-only", "rate-explain", "analyze-rate")
 ESTIMATORS = ("logprobs", "sampling")
 RATING_MARKER = "Rating:"
-_TEMPLATE_FOR_STYLE = {
+TEMPLATE_FOR_STYLE = {
     "score-only": "probe_score_only",
     "rate-explain": "probe_rate_explain",
     "analyze-rate": "probe_analyze_rate",
@@ -115,7 +115,7 @@ def build_messages(
     """
     if style not in PROBE_STYLES:
         raise RubricInduceError(f"unknown probe style {style!r}; choose from {', '.join(PROBE_STYLES)}")
-    template = template or load_prompt(_TEMPLATE_FOR_STYLE[style])
+    template = template or load_prompt(TEMPLATE_FOR_STYLE[style])
     levels = ""
     if rubric.levels:
         levels = "\nLevels:\n" + "\n".join(f"{lab}: {d}" for lab, d in zip(rubric.scale.labels, rubric.levels))
@@ -206,7 +206,7 @@ def _read_after_marker(tokens, labels: Sequence[str]) -> tuple[list[float], floa
     return None
 
 
-def _probe_one(
+def probe_once(
     backend: Backend,
     example: Example,
     rubric: Rubric,
@@ -388,7 +388,7 @@ def probe(
     if not rubrics:
         raise RubricInduceError("nothing to probe: no rubrics")
     task = (task or TaskParams()).resolved()
-    template = load_prompt(_TEMPLATE_FOR_STYLE[style])
+    template = load_prompt(TEMPLATE_FOR_STYLE[style])
     options = dict(style=style, estimator=estimator, n_samples=n_samples, temperature=temperature,
                    seed=seed, max_analysis_tokens=max_analysis_tokens, fields=fields, task=task)
     # Each example is rendered (and, with max_example_tokens, counted and cut) once, not per rubric.
@@ -408,7 +408,7 @@ def probe(
         _, ex, rb = pairs[k]
         text, n_tokens = rendered[ex.id]
         with prompt_cache_scope(prompt_cache_key_for(text)):
-            return _probe_one(backend, ex, rb, text=text, example_tokens=n_tokens, **options)
+            return probe_once(backend, ex, rb, text=text, example_tokens=n_tokens, **options)
 
     cap = max(1, int(backend.max_concurrency))
     limit = _failure_streak_limit(cap)

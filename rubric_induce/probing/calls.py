@@ -4,7 +4,7 @@ Plans (:mod:`rubric_induce.probing.plan`), batch files (:mod:`rubric_induce.batc
 need the same list: for each (example, rubric), the method, messages and options of every LLM call
 the probe stage makes, and the cache key :class:`~rubric_induce.backends.cache.CachedBackend` files it
 under. The list is not re-derived from the prompt templates: each pair is run through the probe
-stage's own code (``probing._probe_one``) against a *recording* backend that answers nothing but
+stage's own code (``probing.probe_once``) against a *recording* backend that answers nothing but
 writes down what it was asked. So the list is exactly what :func:`rubric_induce.probing.api.probe`
 asks, call for call, including truncation (``max_example_tokens``), the sampling estimator's
 seeds and the task's wording.
@@ -130,7 +130,7 @@ def probe_calls(
     """Every call :func:`~rubric_induce.probing.api.probe` would make for these arguments, in its
     order (example-major), with cache keys under ``backend``'s identity. Makes no LLM call (the
     backend's tokenizer is used when ``max_example_tokens`` cuts examples)."""
-    from rubric_induce.probing.api import _probe_one, prompt_cache_key_for, render_example
+    from rubric_induce.probing.api import probe_once, prompt_cache_key_for, render_example
 
     params = probe_params(params, **options)
     examples, rubrics = list(examples), list(rubrics)
@@ -156,7 +156,7 @@ def probe_calls(
         route = prompt_cache_key_for(render_example(ex, fields) if text is None else text)
         for rb in rubrics:
             rec = _Recorder(backend)
-            _probe_one(rec, ex, rb, style=params.style, estimator=params.estimator, n_samples=params.samples,
+            probe_once(rec, ex, rb, style=params.style, estimator=params.estimator, n_samples=params.samples,
                        temperature=params.temperature, seed=seed, max_analysis_tokens=params.max_analysis_tokens,
                        fields=fields, task=task, text=text, example_tokens=n_tokens)
             for method, messages, opts, answers, prefix, dependent in rec.calls:
@@ -175,10 +175,10 @@ def probe_calls(
 
 def prompt_hashes(style: str) -> dict[str, str]:
     """``{template name: content hash}`` of the probe template a style uses (for batch manifests)."""
-    from rubric_induce.probing.api import _TEMPLATE_FOR_STYLE
+    from rubric_induce.probing.api import TEMPLATE_FOR_STYLE
     from rubric_induce.core.templates import load_prompt
 
-    tmpl = load_prompt(_TEMPLATE_FOR_STYLE[style])
+    tmpl = load_prompt(TEMPLATE_FOR_STYLE[style])
     return {tmpl.name: tmpl.hash}
 
 
