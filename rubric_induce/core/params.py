@@ -54,7 +54,7 @@ def read_at_file(value: str | None, resolve: Any = None, *, field: str, what: st
 
     if not (value and value.startswith("@")):
         return value
-    from rubric_induce.data.jsonl import read_text
+    from rubric_induce.core.textfiles import read_text
 
     path = Path((resolve or Path)(value[1:]))
     if not path.exists():

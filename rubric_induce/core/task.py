@@ -165,7 +165,7 @@ class TaskParams(Params):
 def load_task_file(path: str | Path) -> TaskParams:
     """A :class:`TaskParams` from a TOML or JSON file: a ``[task]`` table (e.g. a run config) or
     the task's keys at top level. ``@file`` descriptions resolve against the file's folder."""
-    from rubric_induce.data.jsonl import read_table_file
+    from rubric_induce.core.textfiles import read_table_file
 
     path = Path(path)
     raw = read_table_file(path, "task file")

@@ -26,15 +26,12 @@ from rubric_induce.core.stats import (
 )
 from rubric_induce.evaluation.meta_eval import correlation_table
 from rubric_induce.evaluation.heldout import EvaluateParams, EvaluationResult, evaluate
-from rubric_induce.reporting.report import ReportParams, render_run_report, report
 from rubric_induce.evaluation.score_table import ScoreRow, read_scores, write_scores
 
 __all__ = [
     "evaluate",
     "EvaluateParams",
     "EvaluationResult",
-    "report",
-    "ReportParams",
     "METHODS",
     "CorrelationResult",
     "bootstrap_ci",
@@ -51,6 +48,5 @@ __all__ = [
     "ScoreRow",
     "read_scores",
     "write_scores",
-    "render_run_report",
 ]
 
