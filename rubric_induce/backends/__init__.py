@@ -31,11 +31,12 @@ from rubric_induce.core.errors import BackendError
 from rubric_induce.backends.base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
 from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.redact import redact_spec, split_model_url
+from rubric_induce.backends.registry import BACKENDS
 
 __all__ = ["get_backend", "parse_backend_spec", "Backend", "CallOptions", "ChatResult", "AnswerLogprobs",
-           "TokenLogprob", "Usage", "Message", "BACKEND_KINDS"]
+           "TokenLogprob", "Usage", "Message", "BACKEND_KINDS", "BACKENDS"]
 
-BACKEND_KINDS = ("fake", "local", "openai", "openai-compatible")
+BACKEND_KINDS = BACKENDS.names()
 
 
 def parse_backend_spec(spec: str) -> tuple[str, str, str | None]:
@@ -62,14 +63,4 @@ def parse_backend_spec(spec: str) -> tuple[str, str, str | None]:
 def get_backend(spec: str, **options: Any) -> Backend:
     """Build a backend from its spec string; ``options`` go to the backend's constructor."""
     kind, model, base_url = parse_backend_spec(spec)
-    if kind == "fake":
-        from rubric_induce.backends.fake import FakeBackend
-
-        return FakeBackend(model=model or "fake", **options)
-    if kind == "local":
-        from rubric_induce.backends.local import LocalLlamaBackend
-
-        return LocalLlamaBackend(model_path=model or None, **options)
-    from rubric_induce.backends.openai_compat import OpenAICompatibleBackend
-
-    return OpenAICompatibleBackend(model=model, base_url=base_url, **options)
+    return BACKENDS.get(kind)(model, base_url, **options)

@@ -18,6 +18,7 @@ import numpy as np
 from rubric_induce.core.errors import BackendError, LogprobsUnavailableError
 from rubric_induce.backends.base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
 from rubric_induce.backends.options import CallOptions
+from rubric_induce.backends.registry import BACKENDS
 
 __all__ = ["FakeBackend", "example_from_schema"]
 
@@ -204,3 +205,9 @@ def _split_tokens(text: str) -> list[str]:
     if cur:
         out.append(cur)
     return out
+
+
+@BACKENDS.register("fake")
+def open_fake(model: str, base_url: str | None = None, **options: Any) -> FakeBackend:
+    """``fake[/name]``: the deterministic offline backend."""
+    return FakeBackend(model=model or "fake", **options)

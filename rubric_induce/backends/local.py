@@ -33,6 +33,7 @@ import numpy as np
 from rubric_induce.core.errors import BackendError, ContextOverflowError, MissingDependencyError
 from rubric_induce.backends.base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
 from rubric_induce.backends.options import CallOptions
+from rubric_induce.backends.registry import BACKENDS
 
 __all__ = ["LocalLlamaBackend", "default_model_path", "DEFAULT_MODEL_PACKAGE", "DEFAULT_MODEL_FILE"]
 
@@ -520,3 +521,9 @@ class LocalLlamaBackend(Backend):
             self.close()
         except Exception:
             pass
+
+
+@BACKENDS.register("local")
+def open_local(model: str, base_url: str | None = None, **options: Any) -> LocalLlamaBackend:
+    """``local[/path.gguf]``: the embedded llama.cpp model (the bundled SmolLM2 when no path is given)."""
+    return LocalLlamaBackend(model_path=model or None, **options)

@@ -50,6 +50,7 @@ from rubric_induce.backends.base import (AnswerLogprobs, Backend, ChatResult, Fa
 from rubric_induce.backends.pricing import cost as _price_cost
 from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.redact import endpoint_url, redact_text, redact_url, strip_redacted
+from rubric_induce.backends.registry import BACKENDS
 
 __all__ = ["OpenAICompatibleBackend", "answer_keys", "JSON_MODES", "parse_retry_after"]
 
@@ -794,3 +795,10 @@ def _retry_after(exc: Any) -> float | None:
         except ValueError:
             pass
     return parse_retry_after(headers.get("retry-after"))
+
+
+@BACKENDS.register("openai")
+@BACKENDS.register("openai-compatible")
+def open_openai(model: str, base_url: str | None = None, **options: Any) -> OpenAICompatibleBackend:
+    """``openai/<model>`` (api.openai.com) and ``openai-compatible/<model>@<base_url>``."""
+    return OpenAICompatibleBackend(model=model, base_url=base_url, **options)

@@ -16,11 +16,11 @@ from rubric_induce.calibration.metrics import smooth_ece
 from rubric_induce.cli import cli
 from rubric_induce.data.jsonl import atomic_write_text, write_json
 from rubric_induce.core.errors import DataError, MissingDependencyError
+from rubric_induce.reporting.report import render_run_report
 from rubric_induce.evaluation import (
     ScoreRow,
     quadratic_weighted_kappa,
     read_scores,
-    render_run_report,
     summary_level,
     williams_test_scores,
     write_scores,
