@@ -10,7 +10,7 @@ VENV="${RUBRIC_INDUCE_VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
 STAMP="$VENV/.setup-stamp"
 # ragas (hand-off tests) lives in its own environment: its dependency instructor caps jiter below what
-# openai >= 3.57 needs, so in .venv it would downgrade openai by a major version (README, "Use your rubrics in").
+# openai >= 3.57 needs, so in .venv it would downgrade openai by a major version (docs/guides/handoffs.md, "ragas / Prometheus").
 RAGAS_VENV="${RUBRIC_INDUCE_RAGAS_VENV:-.venv-ragas}"
 LLAMA_VERSION="0.3.36"
 TORCH_VERSION="2.13.0"
