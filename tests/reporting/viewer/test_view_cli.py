@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from rubric_induce.cli import EXIT_INPUT, cli
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_view_writes_the_page_and_prints_path_and_size(viewer_run, tmp_path):

@@ -221,7 +221,7 @@ def test_downstream_stages_run_with_error_records(tmp_path):
 
     from rubric_induce.pipeline import run_pipeline
 
-    sys.path.insert(0, str(Path(__file__).parent / "reliability"))
+    sys.path.insert(0, str(Path(__file__).parents[1] / "reliability"))
     from runconfigs import small_run_config  # the reliability suite's small fake-backend run
 
     cfg = tmp_path / "cfg.toml"

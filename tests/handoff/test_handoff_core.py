@@ -27,7 +27,7 @@ from rubric_induce.handoff import (
     rubric_set_to_dict,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MIXED_POOL = REPO / "rubric_pools" / "uss_sgd_mixed.jsonl"
 
 
