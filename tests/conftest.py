@@ -171,3 +171,31 @@ def ray_local():
         yield ray
     finally:
         ray.shutdown()
+
+
+# -- optional packages under CI --------------------------------------------------------------------
+#: What ``pytest.importorskip`` says when the package is absent (pytest's own wording).
+_IMPORT_SKIP = "could not import "
+
+
+def _missing_package_skip(report) -> bool:
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr or "")
+    return _IMPORT_SKIP in str(text)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collectreport(report):
+    """In CI a module-level ``pytest.importorskip`` of an absent package fails the module instead of
+    skipping it: CI installs every optional package, so a skip there hides a broken set-up."""
+    if in_ci() and report.skipped and _missing_package_skip(report):
+        report.outcome = "failed"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """The same for an ``importorskip`` inside a test or fixture."""
+    outcome = yield
+    report = outcome.get_result()
+    if in_ci() and report.skipped and _missing_package_skip(report):
+        report.outcome = "failed"

@@ -9,12 +9,8 @@ import pytest
 from scipy import stats as sps
 
 from rubric_induce.core import stats
-try:
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
-    HAVE_HYPOTHESIS = True
-except ImportError:  # the dev extra
-    HAVE_HYPOTHESIS = False
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 SCIPY = {
     "pearson": lambda a, b: sps.pearsonr(a, b)[0],
@@ -220,28 +216,24 @@ def test_old_public_names_are_the_stats_functions():
 
 # --------------------------------------------------------------------------- properties
 
-if HAVE_HYPOTHESIS:
-    _pairs = st.integers(2, 40).flatmap(lambda n: st.tuples(
-        st.lists(st.integers(-50, 50), min_size=n, max_size=n),
-        st.lists(st.integers(-50, 50), min_size=n, max_size=n)))
+_pairs = st.integers(2, 40).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(-50, 50), min_size=n, max_size=n),
+    st.lists(st.integers(-50, 50), min_size=n, max_size=n)))
 
-    @settings(max_examples=80, deadline=None)
-    @given(_pairs)
-    def test_correlations_lie_in_unit_interval_and_are_symmetric(pair):
-        x, y = (np.array(v, dtype=float) for v in pair)
-        for fn in stats.CORRELATIONS.values():
-            r = fn(x, y)
-            assert math.isnan(r) or -1.0 - 1e-12 <= r <= 1.0 + 1e-12
-            assert r == pytest.approx(fn(y, x), abs=1e-12, nan_ok=True)
+@settings(max_examples=80, deadline=None)
+@given(_pairs)
+def test_correlations_lie_in_unit_interval_and_are_symmetric(pair):
+    x, y = (np.array(v, dtype=float) for v in pair)
+    for fn in stats.CORRELATIONS.values():
+        r = fn(x, y)
+        assert math.isnan(r) or -1.0 - 1e-12 <= r <= 1.0 + 1e-12
+        assert r == pytest.approx(fn(y, x), abs=1e-12, nan_ok=True)
 
-    @settings(max_examples=80, deadline=None)
-    @given(_pairs)
-    def test_rank_correlations_ignore_monotone_transforms(pair):
-        x, y = (np.array(v, dtype=float) for v in pair)
-        for fn in (stats.spearman, stats.kendall):
-            r = fn(x, y)
-            assert fn(x ** 3 + x, 2.0 * y - 7.0) == pytest.approx(r, abs=1e-12, nan_ok=True)
-            assert fn(-x, y) == pytest.approx(-r, abs=1e-12, nan_ok=True)
-else:
-    def test_properties_need_hypothesis():
-        pytest.skip("hypothesis is not installed (pip install 'rubric-induce[dev]')")
+@settings(max_examples=80, deadline=None)
+@given(_pairs)
+def test_rank_correlations_ignore_monotone_transforms(pair):
+    x, y = (np.array(v, dtype=float) for v in pair)
+    for fn in (stats.spearman, stats.kendall):
+        r = fn(x, y)
+        assert fn(x ** 3 + x, 2.0 * y - 7.0) == pytest.approx(r, abs=1e-12, nan_ok=True)
+        assert fn(-x, y) == pytest.approx(-r, abs=1e-12, nan_ok=True)
