@@ -196,17 +196,20 @@ class RubricScorer:
                             f"{ARTIFACT_VERSION}; upgrade rubric-induce", path=doc_path, field="format_version")
         base = doc_path.parent
         adaptive = None
-        rubric_path = base / doc["rubrics"]
+        from .safepaths import inside_folder  # an artifact from someone else names files inside it only
+
+        rubric_path = inside_folder(base, doc.get("rubrics"), path=doc_path, field="rubrics")
         rubric_set = RubricSet.load(rubric_path)
         calibrator = None
         if doc.get("calibration"):
             from .calibration import load_calibrator
 
-            calibrator = load_calibrator(base / doc["calibration"])
+            cal_dir = inside_folder(base, doc["calibration"], path=doc_path, field="calibration")
+            calibrator = load_calibrator(cal_dir)
             from .calibration.adaptive import ADAPTIVE_CONFIG, ADAPTIVE_DIR, load_adaptive
 
-            if (base / doc["calibration"] / ADAPTIVE_DIR / ADAPTIVE_CONFIG).exists():
-                adaptive = load_adaptive(base / doc["calibration"] / ADAPTIVE_DIR)
+            if (cal_dir / ADAPTIVE_DIR / ADAPTIVE_CONFIG).exists():
+                adaptive = load_adaptive(cal_dir / ADAPTIVE_DIR)
         threshold = doc.get("threshold", rubric_set.threshold)
         task = None
         if doc.get("task"):
@@ -224,6 +227,8 @@ class RubricScorer:
 
                 BackendParams(spec=str(spec), **backend_options)  # given ones must apply to the spec
             options = {**(doc.get("backend_options") or {}), **dict(backend_options or {})}
+            if cache is None or cache is True:  # the run's cache: a link planted there must not lead outside
+                inside_folder(base, "llm_calls.sqlite", path=base / "llm_calls.sqlite", field=None)
             # A spec read from the artifact is not the user's word: no key from the environment.
             trusted = backend is not None
             scorer._backend_spec = (spec, cache, base, options, trusted)

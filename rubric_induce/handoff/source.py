@@ -121,7 +121,9 @@ def _from_artifact(path: Path) -> HandoffSource:
         raise DataError("not a rubric-induce scorer artifact", path=path, field="format")
     if not isinstance(doc.get("rubrics"), str):
         raise DataError("must name the rubric file", path=path, field="rubrics")
-    rubric_set = RubricSet.load(path.parent / doc["rubrics"])
+    from ..safepaths import inside_folder
+
+    rubric_set = RubricSet.load(inside_folder(path.parent, doc["rubrics"], path=path, field="rubrics"))
     threshold = doc.get("threshold", rubric_set.threshold)
     task = None
     if doc.get("task"):
