@@ -283,6 +283,7 @@ def test_an_artifact_naming_a_calibrator_outside_is_refused(run, victims):
     assert err.value.field == "calibration" and "outside" in str(err.value)
 
 
+@pytest.mark.slow  # imports torch
 def test_a_calibrator_naming_weights_outside_is_refused(tmp_path, victims):
     pytest.importorskip("torch")
     from rubric_induce.calibration.artifacts import CONFIG_NAME, load_calibrator
@@ -328,3 +329,48 @@ def test_a_batch_manifest_naming_files_outside_is_refused(tmp_path, victims, fie
     with pytest.raises(DataError) as err:
         read_manifest(folder)
     assert err.value.field == field and ("outside" in str(err.value) or "absolute" in str(err.value))
+
+
+def test_view_reads_no_marker_named_outside_by_the_manifest(run, victims):
+    _, out = run
+    (victims / "secret.json").write_text(json.dumps({"summary": {"password": "hunter2"}}), encoding="utf-8")
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    manifest["stages"]["../../victims/secret"] = {"status": "done"}
+    (out / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    before = (out / "view.html").read_bytes()
+    res = CliRunner().invoke(cli, ["view", str(out)])
+    _refused(res, str(out / "manifest.json"), "field 'stages'", "outside")
+    assert (out / "view.html").read_bytes() == before
+
+
+# -- the helper itself, fuzzed ---------------------------------------------------------------------------
+_PARTS = ["..", ".", "a", "b", "out", "in", "", "/", "~", "a/../..", "\\..", "%2e%2e"]
+
+
+def test_inside_folder_never_names_a_place_outside(tmp_path_factory):
+    """Any name made of these parts (with a link leading out and one staying in) resolves inside the
+    folder or is a DataError naming the file and field; never another exception."""
+    from hypothesis import given, settings, strategies as st
+
+    from rubric_induce.safepaths import inside_folder
+
+    base = tmp_path_factory.mktemp("fuzz")
+    root = base / "run"
+    (root / "a" / "b").mkdir(parents=True)
+    (base / "elsewhere").mkdir()
+    (root / "out").symlink_to(base / "elsewhere")
+    (root / "in").symlink_to(root / "a")
+    real_root = root.resolve()
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(st.sampled_from(_PARTS), min_size=1, max_size=6), st.booleans())
+    def check(parts, absolute):
+        name = ("/" if absolute else "") + "/".join(parts)
+        try:
+            got = inside_folder(root, name, path="m.json", field="outputs")
+        except DataError as exc:
+            assert exc.path == "m.json" and exc.field == "outputs"
+            return
+        assert got == real_root or got.is_relative_to(real_root), (name, got)
+
+    check()
