@@ -219,11 +219,16 @@ def test_a_dangling_link_is_refused(run, victims):
 
 
 def test_a_link_that_stays_inside_the_run_folder_is_fine(run):
+    """Not a defect today: the guard against refusing too much (links inside, a run folder reached
+    through a link of the user's own)."""
     cfg, out = run
     (out / "notes").mkdir()
     (out / "notes" / "latest.md").symlink_to(out / "report.md")
-    res = CliRunner().invoke(cli, ["run", str(cfg), "--out", str(out)])
+    alias = out.parent / "alias"
+    alias.symlink_to(out)
+    res = CliRunner().invoke(cli, ["run", str(cfg), "--out", str(alias), "--force", "report"])
     assert res.exit_code == 0, res.output
+    assert "[report] done" in res.output and (out / "notes" / "latest.md").is_symlink()
 
 
 def test_report_writes_no_figure_through_a_linked_folder(run, victims):
@@ -374,3 +379,21 @@ def test_inside_folder_never_names_a_place_outside(tmp_path_factory):
         assert got == real_root or got.is_relative_to(real_root), (name, got)
 
     check()
+
+
+def test_saving_a_calibrator_removes_nothing_through_a_linked_folder(tmp_path, victims):
+    """A calibrator folder (``calibrate --out``, a run's ``calibration/``) whose ``adaptive/`` is a link:
+    today the earlier save's files are removed from the folder it points to."""
+    from rubric_induce.calibration.adaptive import ADAPTIVE_CONFIG, ADAPTIVE_DIR
+    from rubric_induce.calibration.api import remove_saved
+
+    (victims / "models").mkdir()
+    (victims / "models" / ADAPTIVE_CONFIG).write_text("{}\n", encoding="utf-8")
+    (victims / "models" / "adaptive.npz").write_bytes(b"weights")
+    folder = tmp_path / "cal"
+    folder.mkdir()
+    (folder / ADAPTIVE_DIR).symlink_to(victims / "models")
+    outside = _state(victims)
+    with pytest.raises(DataError, match="symbolic link"):
+        remove_saved(folder)
+    assert _state(victims) == outside
