@@ -47,9 +47,9 @@ def inside_folder(folder: str | Path, rel: object, *, path: str | Path | None, f
 
 
 def check_links(folder: str | Path) -> None:
-    """Refuse a folder holding a symbolic link that leads outside it (or nowhere it can resolve):
-    writing a run's files through it would change files elsewhere. Links inside the folder that
-    stay inside are fine; linked folders are not entered."""
+    """Refuse a folder holding a symbolic link that leads outside it (a dangling one included: an
+    append would create its target): writing a run's files through it would change files elsewhere.
+    Links that stay inside the folder are fine; linked folders are not entered."""
     root = _real(folder)
     stack = [Path(folder)]
     while stack:
@@ -75,7 +75,7 @@ def open_no_follow(path: str | Path, flags: int, mode: int = 0o644) -> int:
     no_follow = getattr(os, "O_NOFOLLOW", 0)
     try:
         return os.open(path, flags | no_follow, mode)
-    except OSError as exc:
+    except OSError:
         if os.path.islink(path):
             raise DataError("is a symbolic link; rubric-induce does not write through links planted in a "
                             "folder: remove it (nothing was changed)", path=path) from None
