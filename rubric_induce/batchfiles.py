@@ -136,7 +136,9 @@ def _line(obj: Any) -> str:
 def _write_atomic_lines(path: Path, lines: Iterable[str]) -> int:
     tmp = path.with_name(path.name + ".tmp")
     n = 0
-    with open(tmp, "w", encoding="utf-8") as f:
+    tmp.unlink(missing_ok=True)  # a leftover, or a link planted in a received folder: never written through
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with open(fd, "w", encoding="utf-8") as f:
         for line in lines:
             f.write(line)
             n += 1

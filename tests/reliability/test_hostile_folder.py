@@ -397,3 +397,31 @@ def test_saving_a_calibrator_removes_nothing_through_a_linked_folder(tmp_path, v
     with pytest.raises(DataError, match="symbolic link"):
         remove_saved(folder)
     assert _state(victims) == outside
+
+
+def test_ingest_writes_no_retry_file_through_a_planted_link(tmp_path, victims, examples, rubrics):
+    """A received batch folder with ``retry-requests.jsonl.tmp`` linked to a file elsewhere: today the
+    retry lines overwrite that file; now the link is replaced."""
+    pytest.importorskip("openai")
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "batch"))
+    from _engine import Engine, backend, run_requests
+
+    from rubric_induce.batchfiles import export_batch, ingest_results
+    from rubric_induce.cache import CachedBackend, CallCache
+    from rubric_induce.probe_calls import probe_calls
+    from rubric_induce.probing import ProbeParams
+
+    cache = CallCache(tmp_path / "c.sqlite")
+    be = CachedBackend(backend(Engine()), cache)
+    calls = probe_calls(examples, rubrics, be, ProbeParams())
+    export = export_batch(calls, be, tmp_path / "b")
+    run_requests(export.files[0], tmp_path / "out.jsonl", fail={calls[0].key})
+    (tmp_path / "b" / "retry-requests.jsonl.tmp").symlink_to(victims / "notes.txt")
+    outside = _state(victims)
+    report = ingest_results([tmp_path / "out.jsonl"], tmp_path / "b", cache)
+    cache.close()
+    assert _state(victims) == outside
+    assert [json.loads(x)["custom_id"] for x in report.retry_file.read_text().splitlines()] == [calls[0].key]
+    assert not report.retry_file.is_symlink()
