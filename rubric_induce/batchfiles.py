@@ -240,8 +240,9 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
     for key in ("backend", "files", "index"):
         if key not in doc:
             raise DataError("the batch manifest lacks this field", path=path, field=key)
-    from .safepaths import inside_folder  # a received batch folder names files inside it only
+    from .safepaths import inside_folder
 
+    # a received batch folder names files inside it only
     inside_folder(directory, doc["index"], path=path, field="index")
     if not isinstance(doc["files"], list):
         raise DataError("expected a list of request files", path=path, field="files")

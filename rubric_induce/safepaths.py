@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .errors import DataError
 
-__all__ = ["inside_folder", "check_links", "open_no_follow"]
+__all__ = ["check_links", "inside_folder", "open_no_follow"]
 
 
 def _real(path: str | Path) -> Path:

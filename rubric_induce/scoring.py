@@ -196,8 +196,9 @@ class RubricScorer:
                             f"{ARTIFACT_VERSION}; upgrade rubric-induce", path=doc_path, field="format_version")
         base = doc_path.parent
         adaptive = None
-        from .safepaths import inside_folder  # an artifact from someone else names files inside it only
+        from .safepaths import inside_folder
 
+        # an artifact from someone else names files inside it only
         rubric_path = inside_folder(base, doc.get("rubrics"), path=doc_path, field="rubrics")
         rubric_set = RubricSet.load(rubric_path)
         calibrator = None

@@ -11,7 +11,6 @@ modification time.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -355,7 +354,8 @@ _PARTS = ["..", ".", "a", "b", "out", "in", "", "/", "~", "a/../..", "\\..", "%2
 def test_inside_folder_never_names_a_place_outside(tmp_path_factory):
     """Any name made of these parts (with a link leading out and one staying in) resolves inside the
     folder or is a DataError naming the file and field; never another exception."""
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     from rubric_induce.safepaths import inside_folder
 
