@@ -10,11 +10,12 @@ code 2, one line naming the file and field), raised before anything is touched.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import DataError
 
-__all__ = ["check_links", "inside_folder", "open_no_follow"]
+__all__ = ["check_links", "inside_folder", "inside_resolver", "open_no_follow"]
 
 
 def _real(path: str | Path) -> Path:
@@ -44,6 +45,12 @@ def inside_folder(folder: str | Path, rel: object, *, path: str | Path | None, f
         raise DataError(f"names {rel!r}, which {how} {target}, outside the folder {root}: only files inside it "
                         "are used (nothing was changed)", path=path, field=field)
     return target
+
+
+def inside_resolver(folder: str | Path, *, path: str | Path | None, field: str | None) -> Callable[[str], Path]:
+    """A ``resolve`` for ``@file`` values read from a received file (e.g. an artifact's task
+    description): names resolve inside ``folder`` only (see :func:`inside_folder`)."""
+    return lambda name: inside_folder(folder, name, path=path, field=field)
 
 
 def check_links(folder: str | Path) -> None:

@@ -196,7 +196,7 @@ class RubricScorer:
                             f"{ARTIFACT_VERSION}; upgrade rubric-induce", path=doc_path, field="format_version")
         base = doc_path.parent
         adaptive = None
-        from .safepaths import inside_folder
+        from .safepaths import inside_folder, inside_resolver
 
         # an artifact from someone else names files inside it only
         rubric_path = inside_folder(base, doc.get("rubrics"), path=doc_path, field="rubrics")
@@ -216,7 +216,9 @@ class RubricScorer:
         if doc.get("task"):
             from .task import TaskParams
 
-            task = TaskParams.from_mapping(doc["task"], source=str(doc_path))
+            # an "@file" description is read now, from inside the artifact's folder only
+            task = TaskParams.from_mapping(doc["task"], source=str(doc_path)).resolved(
+                inside_resolver(base, path=doc_path, field="task.description"), source=str(doc_path))
         scorer = cls(list(rubric_set), threshold=threshold, calibrator=calibrator, question=doc.get("question"),
                      judges=doc.get("judges") or [], score_mode=doc.get("score_mode", "expected"),
                      probe_options=doc.get("probe") or {}, fields=doc.get("fields"), label=doc.get("label"),

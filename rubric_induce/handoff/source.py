@@ -121,7 +121,7 @@ def _from_artifact(path: Path) -> HandoffSource:
         raise DataError("not a rubric-induce scorer artifact", path=path, field="format")
     if not isinstance(doc.get("rubrics"), str):
         raise DataError("must name the rubric file", path=path, field="rubrics")
-    from ..safepaths import inside_folder
+    from ..safepaths import inside_folder, inside_resolver
 
     rubric_set = RubricSet.load(inside_folder(path.parent, doc["rubrics"], path=path, field="rubrics"))
     threshold = doc.get("threshold", rubric_set.threshold)
@@ -129,7 +129,8 @@ def _from_artifact(path: Path) -> HandoffSource:
     if doc.get("task"):
         from ..task import TaskParams
 
-        task = TaskParams.from_mapping(doc["task"], source=str(path))
+        task = TaskParams.from_mapping(doc["task"], source=str(path)).resolved(
+            inside_resolver(path.parent, path=path, field="task.description"), source=str(path))
     fields = doc.get("fields")
     return HandoffSource(list(rubric_set), threshold=threshold, label=_str_or_none(doc.get("label")),
                          name=path.parent.name, fields=list(fields) if fields else None, artifact=path,

@@ -425,3 +425,23 @@ def test_ingest_writes_no_retry_file_through_a_planted_link(tmp_path, victims, e
     assert _state(victims) == outside
     assert [json.loads(x)["custom_id"] for x in report.retry_file.read_text().splitlines()] == [calls[0].key]
     assert not report.retry_file.is_symlink()
+
+
+def test_an_artifact_task_description_file_outside_is_refused(run, victims):
+    """An artifact's task description given as ``@FILE`` is read from inside its folder only; today a
+    file anywhere (e.g. a key) is read and sent in every probe prompt to the artifact's endpoint."""
+    _, out = run
+    doc = json.loads((out / "artifact.json").read_text(encoding="utf-8"))
+    task = dict(doc.get("task") or {})
+    _plant_artifact(out, task={**task, "description": "@../victims/notes.txt"})
+    for args in (["score", str(out), "--probes", str(out / "probes.jsonl")],
+                 ["export", str(out), "--format", "inspect", "--out", str(out.parent / "scorer.py")]):
+        res = CliRunner().invoke(cli, args)
+        _refused(res, str(out / "artifact.json"), "field 'task.description'", "outside")
+    assert not (out.parent / "scorer.py").exists()
+    # a file inside the artifact's folder is read (from there, whatever the working directory)
+    from rubric_induce.scoring import RubricScorer
+
+    (out / "task.md").write_text("Rate the assistant's replies in booking dialogues.\n", encoding="utf-8")
+    _plant_artifact(out, task={**task, "description": "@task.md"})
+    assert RubricScorer.load(out).task.description == "Rate the assistant's replies in booking dialogues."
