@@ -171,3 +171,11 @@ def test_the_checks_catch_planted_violations():
     leak = ("rubric_induce.data.a", "rubric_induce.data.b", "_hidden", 3)
     assert private([leak, ("rubric_induce.data.a", "rubric_induce.data.b", "__version__", 4)]) == [
         "rubric_induce.data.a:3 imports _hidden from rubric_induce.data.b"]
+
+
+def test_every_import_of_the_package_names_a_module_that_exists():
+    """Function-level imports run only when their branch does: a moved or misspelt module name there
+    passes every other test until a user reaches that branch."""
+    missing = [f"{src}:{line} imports {dst}" for src, dst, name, line in IMPORTS
+               if dst not in MODULES and not (name is None and dst.rpartition(".")[0] in MODULES)]
+    assert not missing, "\n".join(missing)

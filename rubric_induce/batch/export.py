@@ -136,7 +136,9 @@ def _line(obj: Any) -> str:
 def _write_atomic_lines(path: Path, lines: Iterable[str]) -> int:
     tmp = path.with_name(path.name + ".tmp")
     n = 0
-    with open(tmp, "w", encoding="utf-8") as f:
+    tmp.unlink(missing_ok=True)  # a leftover, or a link planted in a received folder: never written through
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with open(fd, "w", encoding="utf-8") as f:
         for line in lines:
             f.write(line)
             n += 1
@@ -238,6 +240,15 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
     for key in ("backend", "files", "index"):
         if key not in doc:
             raise DataError("the batch manifest lacks this field", path=path, field=key)
+    from rubric_induce.core.safepaths import inside_folder
+
+    # a received batch folder names files inside it only
+    inside_folder(directory, doc["index"], path=path, field="index")
+    if not isinstance(doc["files"], list):
+        raise DataError("expected a list of request files", path=path, field="files")
+    for entry in doc["files"]:
+        inside_folder(directory, entry.get("file") if isinstance(entry, dict) else entry, path=path,
+                      field="files.file")
     return doc
 
 

@@ -709,7 +709,9 @@ def load_adaptive(directory: str | Path) -> AdaptiveModel:
         model.class_freq_ = np.asarray(config["class_freq"], dtype=np.float64)
         model.history_ = dict(config.get("history") or {})
         model.answer_surprise_reference_ = _reference_excess(model.history_)
-        wpath = directory / str(config["weights"])
+        from rubric_induce.core.safepaths import inside_folder
+
+        wpath = inside_folder(directory, config["weights"], path=path, field="weights")
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"the adaptive-model config is damaged ({type(exc).__name__}: {exc}); rerun the calibrate "
                         "stage", path=path) from None

@@ -185,6 +185,9 @@ def remove_saved(directory: str | Path) -> None:
     target = Path(directory)
     if not target.is_dir():
         return
+    from rubric_induce.core.safepaths import check_links
+
+    check_links(target)  # a link planted in the folder (e.g. adaptive/) must not lead removals outside
     sub = target / ADAPTIVE_DIR
     if sub.is_dir():
         for name in (ADAPTIVE_CONFIG, "adaptive.safetensors", "adaptive.npz"):

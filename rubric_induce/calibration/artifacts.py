@@ -175,7 +175,9 @@ def load_calibrator(directory: str | Path) -> Calibrator:
     if missing:
         raise DataError(f"the calibrator config lacks {', '.join(missing)}: it is damaged; refit the calibrator",
                         path=path, field=missing[0])
-    wpath = directory / str(config["weights"])
+    from rubric_induce.core.safepaths import inside_folder
+
+    wpath = inside_folder(directory, config["weights"], path=path, field="weights")
     if not wpath.exists():
         raise DataError("weights file is missing", path=wpath)
     tensors = read_weights(wpath)

@@ -232,7 +232,7 @@ def generate(
         if isinstance(opts, AutoCalibrateParams) and opts.max_examples and len(shown) > opts.max_examples:
             import numpy as np
 
-            from rubric_induce.generation.structured import derive_seed
+            from rubric_induce.backends.structured import derive_seed
 
             rng = np.random.default_rng(derive_seed(seed, "max_examples", opts.max_examples))
             keep = sorted(rng.choice(len(shown), size=opts.max_examples, replace=False).tolist())

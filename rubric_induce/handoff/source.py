@@ -121,13 +121,16 @@ def _from_artifact(path: Path) -> HandoffSource:
         raise DataError("not a rubric-induce scorer artifact", path=path, field="format")
     if not isinstance(doc.get("rubrics"), str):
         raise DataError("must name the rubric file", path=path, field="rubrics")
-    rubric_set = RubricSet.load(path.parent / doc["rubrics"])
+    from rubric_induce.core.safepaths import inside_folder, inside_resolver
+
+    rubric_set = RubricSet.load(inside_folder(path.parent, doc["rubrics"], path=path, field="rubrics"))
     threshold = doc.get("threshold", rubric_set.threshold)
     task = None
     if doc.get("task"):
         from rubric_induce.core.task import TaskParams
 
-        task = TaskParams.from_mapping(doc["task"], source=str(path))
+        task = TaskParams.from_mapping(doc["task"], source=str(path)).resolved(
+            inside_resolver(path.parent, path=path, field="task.description"), source=str(path))
     fields = doc.get("fields")
     return HandoffSource(list(rubric_set), threshold=threshold, label=_str_or_none(doc.get("label")),
                          name=path.parent.name, fields=list(fields) if fields else None, artifact=path,

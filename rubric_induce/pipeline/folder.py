@@ -10,6 +10,9 @@ empty one), where its call cache lies, and the hashes of the files each stage wr
 * **Cache**: ``[backend] cache`` lies inside the run folder unless ``[run] external_cache = true``.
 * **Outputs**: a finished stage's marker records ``{path: sha256}`` of every file it wrote; a rerun
   trusts the stage only while every one of them is unchanged.
+* **Received folders**: a marker's output names must stay inside the folder, and a symbolic link in
+  it may not lead outside (:mod:`rubric_induce.core.safepaths`): a folder from someone else can make a run
+  neither delete nor write files elsewhere. The lock file is opened without following a link.
 """
 from __future__ import annotations
 
@@ -24,9 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.errors import DataError, RubricInduceError
+from rubric_induce.core.safepaths import check_links, inside_folder, open_no_follow
 
 __all__ = ["RunFolderBusyError", "RunLock", "LOCK_NAME", "MANIFEST_NAME", "check_run_folder", "cache_path_for",
-           "check_cache_location", "file_sha256", "snapshot", "changed_files", "hash_outputs", "damaged_outputs"]
+           "check_cache_location", "file_sha256", "snapshot", "changed_files", "hash_outputs", "damaged_outputs",
+           "check_markers"]
 
 LOCK_NAME = ".lock"
 MANIFEST_NAME = "manifest.json"
@@ -61,7 +66,7 @@ class RunLock:
         return self._fd is not None
 
     def acquire(self) -> RunLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_no_follow(self.path, os.O_RDWR | os.O_CREAT, 0o644)  # a planted link is not truncated
         try:
             _lock_fd(fd)
         except BlockingIOError:
@@ -143,14 +148,17 @@ def _is_run_manifest(path: Path) -> bool:
 def check_run_folder(folder: str | Path, *, field: str | None = None) -> None:
     """Refuse a path that is a file, or a non-empty folder without a run manifest (nothing is written).
 
-    An absent or empty folder (or one holding only the lock file) is fine; so is an earlier run's folder.
+    An absent or empty folder (or one holding only the lock file) is fine; so is an earlier run's folder,
+    unless a symbolic link in it leads outside or a stage marker names a file outside it.
     """
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise DataError("the run directory is a file, not a folder; choose another --out", path=folder, field=field)
     if not folder.is_dir():
         return
+    check_links(folder)
     if _is_run_manifest(folder / MANIFEST_NAME):
+        check_markers(folder)
         return
     others = sorted(p.name for p in folder.iterdir() if p.name != LOCK_NAME)
     if others:
@@ -164,7 +172,7 @@ def check_run_folder(folder: str | Path, *, field: str | None = None) -> None:
 def _fail_if_busy(folder: Path) -> None:
     """Raise :class:`RunFolderBusyError` when a run holds the folder's lock (the lock file stays as it is)."""
     try:
-        fd = os.open(folder / LOCK_NAME, os.O_RDONLY)
+        fd = os.open(folder / LOCK_NAME, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return
     try:
@@ -183,9 +191,15 @@ def _busy(folder: Path) -> RunFolderBusyError:
 
 
 def cache_path_for(cache: str, run_dir: Path) -> Path:
-    """The call cache file of a run: ``[backend] cache`` (``~`` expanded), relative to the run folder."""
+    """The call cache file of a run: ``[backend] cache`` (``~`` expanded), relative to the run folder.
+
+    A name inside the run folder must not lead outside it through a symbolic link planted there."""
     path = Path(cache).expanduser()
-    return path if path.is_absolute() else run_dir / path
+    path = path if path.is_absolute() else run_dir / path
+    if _inside(path, run_dir):
+        inside_folder(run_dir, os.path.relpath(os.path.abspath(path), os.path.abspath(run_dir)), path=path,
+                      field="backend.cache")
+    return path
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -261,11 +275,34 @@ def hash_outputs(run_dir: Path, names: list[str] | tuple[str, ...]) -> dict[str,
     return dict(sorted(out.items()))
 
 
-def damaged_outputs(run_dir: Path, recorded: dict[str, str]) -> list[str]:
-    """The recorded outputs that are missing now or whose content changed."""
+def check_markers(run_dir: Path) -> None:
+    """Refuse stage markers (``stages/*.json``) whose ``outputs`` name files outside the run folder: a
+    rerun hashes those files and removes the ones it no longer writes. Unreadable markers are left to
+    the runner (the stage reruns)."""
+    stages = run_dir / "stages"
+    if not stages.is_dir():
+        return
+    for marker in sorted(stages.glob("*.json")):
+        try:
+            doc = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(doc, dict) or doc.get("outputs") is None:
+            continue
+        outputs = doc["outputs"]
+        if not isinstance(outputs, dict):
+            raise DataError(f"expected an object of file name -> sha256, got {type(outputs).__name__}: the marker is "
+                            "damaged; delete it (the stage reruns)", path=marker, field="outputs")
+        for name in outputs:
+            inside_folder(run_dir, name, path=marker, field="outputs")
+
+
+def damaged_outputs(run_dir: Path, recorded: dict[str, str], *, source: Path | None = None) -> list[str]:
+    """The recorded outputs that are missing now or whose content changed (``source``: the marker
+    they were read from; a name outside the run folder is a DataError naming it)."""
     bad = []
     for name, digest in recorded.items():
-        path = run_dir / name
+        path = inside_folder(run_dir, name, path=source, field="outputs")
         try:
             if file_sha256(path) != digest:
                 bad.append(name)

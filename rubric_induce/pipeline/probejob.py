@@ -88,6 +88,9 @@ def run_probe_job(config: RunConfig | str | Path, *, out: str | Path | None = No
 
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     run_dir = run_dir_for(cfg, out)
+    from rubric_induce.core.safepaths import check_links
+
+    check_links(run_dir)  # shards and the cache are written into it: never through a planted link
     ctx = RunContext(cfg, run_dir)
     preflight(ctx)  # reads the data; no LLM call
     shard = parse_shard(shard)

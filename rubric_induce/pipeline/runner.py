@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import sys
 import time
@@ -38,6 +39,7 @@ from rubric_induce.backends.base import fault_summary
 from rubric_induce.backends.redact import redact_obj, redact_spec
 from rubric_induce.data.jsonl import jsonable, write_json as _write_json
 from rubric_induce.core.errors import RubricInduceError
+from rubric_induce.core.safepaths import inside_folder
 from rubric_induce.pipeline.config import RunConfig, load_config
 from rubric_induce.pipeline.context import RunContext
 from rubric_induce.pipeline.folder import (RunLock, changed_files, check_cache_location, check_run_folder, damaged_outputs, file_sha256,
@@ -173,9 +175,10 @@ def _marker(out: Path, name: str) -> Path:
 def _read_marker(out: Path, name: str) -> dict[str, Any] | None:
     path = _marker(out, name)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _diff_usage(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
@@ -251,7 +254,8 @@ def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any
             marker = _read_marker(run_dir, stage.name)
             done = (not forced and marker is not None and marker.get("fingerprint") == fp
                     and all((run_dir / o).exists() for o in stage.outputs))
-            damaged = damaged_outputs(run_dir, marker.get("outputs") or {}) if done else []
+            damaged = (damaged_outputs(run_dir, marker.get("outputs") or {}, source=_marker(run_dir, stage.name))
+                       if done else [])
             retry = int((marker or {}).get("summary", {}).get("call_errors") or 0) if done else 0
             if retry:  # calls that failed for good last time: probe them again, keep the rest
                 done = False
@@ -284,7 +288,7 @@ def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any
                 # the files this stage wrote, by content: a rerun trusts them only while unchanged
                 outputs = hash_outputs(run_dir, [*changed_files(files_before, snapshot(run_dir, skip)),
                                                  *stage.outputs])
-                _remove_stale(run_dir, old_outputs, outputs)
+                _remove_stale(run_dir, old_outputs, outputs, source=_marker(run_dir, stage.name))
                 usage = _stage_usage(stage, ctx, before)
                 current_stage = None
                 finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -345,12 +349,16 @@ def _cache_files(cache_path: Path, run_dir: Path) -> set[str]:
     return {rel + suffix for suffix in ("", "-wal", "-shm", "-journal")}
 
 
-def _remove_stale(run_dir: Path, old: dict[str, str], new: dict[str, str]) -> None:
+def _remove_stale(run_dir: Path, old: dict[str, str], new: dict[str, str], *, source: Path | None = None) -> None:
     """Remove the files a stage's previous run wrote and this run did not, when still as it wrote them
-    (a file someone else put or changed there stays); folders left empty go too."""
+    (a file someone else put or changed there stays); folders left empty go too. Only inside the run
+    folder: every name is checked before any file is removed (``source``: the marker they came from)."""
+    root = Path(os.path.realpath(run_dir))
+    paths = {name: inside_folder(run_dir, name, path=source, field="outputs") for name in old}
+    kept = {Path(os.path.realpath(run_dir / name)) for name in new}
     for name, digest in old.items():
-        path = run_dir / name
-        if name in new or not path.is_file():
+        path = paths[name]
+        if name in new or path in kept or not path.is_file():
             continue
         try:
             if file_sha256(path) != digest:
@@ -359,7 +367,7 @@ def _remove_stale(run_dir: Path, old: dict[str, str], new: dict[str, str]) -> No
         except OSError:
             continue
         parent = path.parent
-        while parent != run_dir and parent.is_relative_to(run_dir):
+        while parent != root and parent.is_relative_to(root):
             try:
                 parent.rmdir()  # only when empty
             except OSError:

@@ -596,6 +596,9 @@ def render_run_report(
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise DataError("not a directory: give the run directory to report on", path=run_dir)
+    from rubric_induce.core.safepaths import check_links
+
+    check_links(run_dir)  # figures are written into it: never through a link planted there
     out = Path(out) if out is not None else run_dir / REPORT_NAME
     fig_dir = (run_dir / FIGURES_DIR).resolve()
     score_files = sorted((p for p in run_dir.rglob("scores.jsonl")

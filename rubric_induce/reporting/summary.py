@@ -153,6 +153,10 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
              "| stage | seconds | LLM calls (cached) | prompt + completion tokens | result |",
              "|---|---|---|---|---|"]
     stage_names = [n for n in (manifest.get("stages") or {}) if n != "report"]
+    from rubric_induce.core.safepaths import inside_folder
+
+    for name in stage_names:  # each names a marker file: inside the run folder only
+        inside_folder(out / "stages", f"{name}.json", path=out / "manifest.json", field="stages")
     for name in stage_names:
         m = _load(out / "stages" / f"{name}.json")
         u, summ = m.get("usage") or {}, m.get("summary") or {}

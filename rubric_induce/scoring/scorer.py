@@ -196,23 +196,29 @@ class RubricScorer:
                             f"{ARTIFACT_VERSION}; upgrade rubric-induce", path=doc_path, field="format_version")
         base = doc_path.parent
         adaptive = None
-        rubric_path = base / doc["rubrics"]
+        from rubric_induce.core.safepaths import inside_folder, inside_resolver
+
+        # an artifact from someone else names files inside it only
+        rubric_path = inside_folder(base, doc.get("rubrics"), path=doc_path, field="rubrics")
         rubric_set = RubricSet.load(rubric_path)
         calibrator = None
         if doc.get("calibration"):
             from rubric_induce.calibration import load_calibrator
 
-            calibrator = load_calibrator(base / doc["calibration"])
+            cal_dir = inside_folder(base, doc["calibration"], path=doc_path, field="calibration")
+            calibrator = load_calibrator(cal_dir)
             from rubric_induce.calibration.adaptive import ADAPTIVE_CONFIG, ADAPTIVE_DIR, load_adaptive
 
-            if (base / doc["calibration"] / ADAPTIVE_DIR / ADAPTIVE_CONFIG).exists():
-                adaptive = load_adaptive(base / doc["calibration"] / ADAPTIVE_DIR)
+            if (cal_dir / ADAPTIVE_DIR / ADAPTIVE_CONFIG).exists():
+                adaptive = load_adaptive(cal_dir / ADAPTIVE_DIR)
         threshold = doc.get("threshold", rubric_set.threshold)
         task = None
         if doc.get("task"):
             from rubric_induce.core.task import TaskParams
 
-            task = TaskParams.from_mapping(doc["task"], source=str(doc_path))
+            # an "@file" description is read now, from inside the artifact's folder only
+            task = TaskParams.from_mapping(doc["task"], source=str(doc_path)).resolved(
+                inside_resolver(base, path=doc_path, field="task.description"), source=str(doc_path))
         scorer = cls(list(rubric_set), threshold=threshold, calibrator=calibrator, question=doc.get("question"),
                      judges=doc.get("judges") or [], score_mode=doc.get("score_mode", "expected"),
                      probe_options=doc.get("probe") or {}, fields=doc.get("fields"), label=doc.get("label"),
@@ -224,6 +230,8 @@ class RubricScorer:
 
                 BackendParams(spec=str(spec), **backend_options)  # given ones must apply to the spec
             options = {**(doc.get("backend_options") or {}), **dict(backend_options or {})}
+            if cache is None or cache is True:  # the run's cache: a link planted there must not lead outside
+                inside_folder(base, "llm_calls.sqlite", path=base / "llm_calls.sqlite", field=None)
             # A spec read from the artifact is not the user's word: no key from the environment.
             trusted = backend is not None
             scorer._backend_spec = (spec, cache, base, options, trusted)

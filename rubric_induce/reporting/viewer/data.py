@@ -61,6 +61,10 @@ def _summary(out: Path, manifest: dict[str, Any], config: dict[str, Any]) -> dic
     stages = []
     total = {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
     names = list(dict.fromkeys([*(manifest.get("stages") or {}), *sorted(p.stem for p in (out / "stages").glob("*.json"))]))
+    from rubric_induce.core.safepaths import inside_folder
+
+    for name in names:  # each names a marker file: inside the run folder only
+        inside_folder(out / "stages", f"{name}.json", path=out / "manifest.json", field="stages")
     for name in names:
         marker = _load(out / "stages" / f"{name}.json") or {}
         info = (manifest.get("stages") or {}).get(name) or {}
