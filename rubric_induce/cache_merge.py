@@ -66,7 +66,7 @@ def _check_input(path: Path) -> None:
     try:
         found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'calls'").fetchone()
     except sqlite3.DatabaseError as exc:
-        raise DataError(f"not a call cache: not an SQLite database ({exc})", path=path) from None
+        raise DataError(f"not a call cache: damaged, or not an SQLite database ({exc})", path=path) from None
     finally:
         conn.close()
     if found is None:
