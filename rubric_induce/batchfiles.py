@@ -40,7 +40,7 @@ from typing import Any
 
 from .backends.base import Backend
 from .backends.options import CallOptions
-from .backends.redact import redact_obj
+from .backends.redact import redact_obj, redact_text
 from .errors import BackendError, DataError, RubricInduceError
 from .probe_calls import ProbeCall, request_body, unwrap_backend
 
@@ -404,8 +404,9 @@ def _error_text(err: Any) -> tuple[str, str]:
     if isinstance(err, Mapping):
         inner = err.get("error") if isinstance(err.get("error"), Mapping) else err
         code = inner.get("code") or inner.get("type") or ""
-        return str(code), str(inner.get("message") or inner.get("detail") or json.dumps(inner)[:200])
-    return "", str(err)
+        message = inner.get("message") or inner.get("detail") or json.dumps(inner, default=str)[:200]
+        return str(code), redact_text(str(message))  # a server may have echoed the key
+    return "", redact_text(str(err))
 
 
 def ingest_results(files: Sequence[str | Path], batch_dir: str | Path, cache: Any, *,
@@ -468,7 +469,7 @@ def ingest_results(files: Sequence[str | Path], batch_dir: str | Path, cache: An
                     result = parser.parse_chat_response(body, CallOptions(top_logprobs=top), batch=True)
             except (RubricInduceError, TypeError, ValueError, AttributeError, KeyError, OverflowError,
                     RecursionError) as exc:
-                report.failed[cid] = f"unusable reply: {exc}"
+                report.failed[cid] = redact_text(f"unusable reply: {exc}")
                 continue
             parsed[cid] = (entry["method"], result)
     held = cache.contains(list(parsed))

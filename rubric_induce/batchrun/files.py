@@ -225,17 +225,20 @@ def resume_results(out: Path) -> set[str]:
 def result_line(custom_id: str, outcome: Outcome) -> dict[str, Any]:
     """The OpenAI Batch output line for one outcome (a body that is not JSON is kept as an error
     body ``{"error": {"message": <text>}}``)."""
+    from ..backends.redact import redact_text
+
     line_id = f"batch_req_{uuid.uuid4().hex}"
     if outcome.status_code is None:
         return {"id": line_id, "custom_id": custom_id, "response": None,
                 "error": {"code": outcome.error_code or "request_failed",
-                          "message": outcome.error_message or ""}}
+                          "message": redact_text(outcome.error_message or "")}}
+    text = outcome.body_text if outcome.ok else redact_text(outcome.body_text)  # an error may echo the key
     try:
-        body: Any = json.loads(outcome.body_text) if outcome.body_text else None
+        body: Any = json.loads(text) if text else None
     except json.JSONDecodeError:
         body = None
     if not isinstance(body, dict):
-        body = {"error": {"message": outcome.body_text[:2000], "code": str(outcome.status_code)}}
+        body = {"error": {"message": text[:2000], "code": str(outcome.status_code)}}
     return {"id": line_id, "custom_id": custom_id,
             "response": {"status_code": outcome.status_code,
                          "request_id": outcome.request_id or f"req_{uuid.uuid4().hex}",

@@ -116,9 +116,9 @@ def _call(state: _EndpointState, req: BatchRequest, policy: RetryPolicy, headers
                     return Outcome(200, text, rid), False
                 stats.add(bad_responses=1)
                 last = Outcome(error_code="bad_response",
-                               error_message=f"HTTP 200 whose body is not a JSON object: {redact_text(text[:200])!r}")
+                               error_message=f"HTTP 200 whose body is not a JSON object: {text[:200]!r}")
             else:
-                last = Outcome(status, redact_text(text), rid)  # an error body may echo the key
+                last = Outcome(status, text, rid)
                 if status == 429:
                     stats.add(http_429=1)
                 elif status >= 500:

@@ -167,3 +167,32 @@ def test_a_server_refusing_some_requests_is_named_in_the_error(tmp_path):
     error = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
     assert len(error) == 1, res.stderr
     assert "HTTP 400 from the server: the request was refused (injected)" in error[0], error[0]
+
+
+def test_ingest_does_not_print_a_key_echoed_in_result_lines(tmp_path, monkeypatch):
+    """Result lines written by another engine with the echoed key in their error: ``ingest`` lists
+    them (stdout, ``--report-json``) with the key redacted."""
+    pytest.importorskip("openai")
+    import shutil
+
+    from click.testing import CliRunner
+
+    from rubric_induce.cli import cli
+
+    golden = ROOT / "tests" / "batch" / "golden"
+    shutil.copytree(golden / "export", tmp_path / "export")
+    lines = [json.loads(x) for x in (golden / "openai_results.jsonl").read_text(encoding="utf-8").splitlines()]
+    for line in lines:
+        if line.get("error") is not None:
+            line["error"]["message"] = f"refused: Authorization: Bearer {PLAIN_KEY}"
+        elif line["response"]["status_code"] != 200:
+            line["response"]["body"] = {"error": {"message": f"you sent {PLAIN_KEY}", "code": "bad"}}
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    monkeypatch.setenv("RUBRIC_INDUCE_API_KEY", PLAIN_KEY)
+    res = CliRunner().invoke(cli, ["ingest", str(results), "--batch-dir", str(tmp_path / "export"), "--cache",
+                                   str(tmp_path / "c.sqlite"), "--report-json", str(tmp_path / "report.json")])
+    assert res.exit_code == 1 and "failed" in res.output, res.output
+    assert REDACTED in res.output and PLAIN_KEY not in res.output
+    assert PLAIN_KEY not in (tmp_path / "report.json").read_text(encoding="utf-8")
+    assert PLAIN_KEY not in (tmp_path / "export" / "retry-requests.jsonl").read_text(encoding="utf-8")
