@@ -102,6 +102,7 @@ def _assert_no_key(folder: Path, key: str, texts: list[str]) -> list[Path]:
 
 
 @pytest.mark.server
+@pytest.mark.slow
 @pytest.mark.parametrize("key", [KEY, PLAIN_KEY])
 @pytest.mark.parametrize("every", [1, 4], ids=["all-refused", "some-refused"])
 def test_a_run_against_an_echoing_server_stores_no_key(tmp_path, key, every):
@@ -153,6 +154,7 @@ def test_batch_run_result_lines_hold_no_echoed_key(tmp_path):
 
 
 @pytest.mark.server
+@pytest.mark.slow
 def test_a_server_refusing_some_requests_is_named_in_the_error(tmp_path):
     """HTTP 400 on every 4th call (no key involved): the run stops at selection, and its one error
     line quotes what the server said about the request, not only the select.missing advice."""
