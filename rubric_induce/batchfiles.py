@@ -426,7 +426,12 @@ def ingest_results(files: Sequence[str | Path], batch_dir: str | Path, cache: An
     batch_dir = Path(batch_dir)
     manifest = read_manifest(batch_dir)
     index = _read_index(batch_dir, manifest)
-    parser = unwrap_backend(backend) if backend is not None else backend_from_manifest(manifest)
+    try:
+        parser = unwrap_backend(backend) if backend is not None else backend_from_manifest(manifest)
+    except DataError as exc:
+        if exc.path is not None:
+            raise
+        raise DataError(exc.message, path=batch_dir / MANIFEST, field=exc.field) from None
     want, have = manifest["backend"], redact_obj(parser.identity())
     if canonical_json(have) != canonical_json(want):
         raise DataError(f"the backend {have} is not the one the batch was exported for ({want}): its cache keys "

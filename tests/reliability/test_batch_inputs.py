@@ -105,6 +105,17 @@ def test_batch_run_refuses_a_bad_url_before_any_call(tmp_path, url):
     one_error(res.stderr, str(req), "line 2", "field 'url'")
 
 
+@pytest.mark.parametrize("endpoint", ["http://[::1/v1", "http://127.0.0.1:99999/v1", "http://ho st:9/v1",
+                                      "http://127.0.0.1:9/v\x001"])
+def test_batch_run_refuses_a_bad_endpoint_up_front(tmp_path, endpoint):
+    pytest.importorskip("httpx")
+    req = write_lines(tmp_path / "requests-00000.jsonl", [request_line(0)])
+    code, out = invoke("batch-run", req, "--endpoint", endpoint, "-o", tmp_path / "out")
+    assert code == 2, out
+    one_error(out, "field 'endpoint'")
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_dead_worker_ends_the_run_with_an_error():
     """A worker that dies (here: an URL the HTTP client refuses, the line check bypassed) ends
     ``run_http`` with an error naming the line, instead of leaving the run waiting forever."""
@@ -234,6 +245,7 @@ def test_ingest_refuses_a_damaged_reply_and_stores_nothing(tmp_path, export, dot
     (lambda m: m["backend"].__setitem__("extra_body", 3), "backend.extra_body"),
     (lambda m: m.__setitem__("files", {"file": "requests-00000.jsonl"}), "files"),
     (lambda m: m.__setitem__("index", "../index.jsonl"), "index"),
+    (lambda m: m["backend"].__setitem__("kind", "local"), "backend.kind"),
 ])
 def test_ingest_refuses_a_damaged_manifest(tmp_path, export, change, field):
     export_dir, results = export
