@@ -29,6 +29,8 @@ AREAS = {
     "test_fuzz.py": "property-based fuzz (hypothesis) of the loaders and the config reader",
     "test_faults.py": "fault injection on a loopback OpenAI-shaped server: retries, waits, counts",
     "test_scoring_linear.py": "scoring and evaluation linear in the number of examples",
+    "test_export_injection.py": "exports: no code injection, exact round trips, escaped templates, extra_body",
+    "test_markdown_escape.py": "report / evaluation / feedback Markdown: HTML, links, | and newlines escaped",
 }
 
 

@@ -226,6 +226,8 @@ class RubricScorer:
             options = {**(doc.get("backend_options") or {}), **dict(backend_options or {})}
             # A spec read from the artifact is not the user's word: no key from the environment.
             trusted = backend is not None
+            if "extra_body" not in dict(backend_options or {}) and _sends_user_key(spec, trusted):
+                options.pop("extra_body", None)  # nor do the artifact's request fields ride along with the key
             scorer._backend_spec = (spec, cache, base, options, trusted)
             scorer.backend_source = "argument" if trusted else "artifact"
         return scorer
@@ -607,6 +609,19 @@ def _describe_backend(backend: Any) -> str:
     if callable(label):
         return redact_text(label())
     return f"{getattr(inner, 'kind', type(inner).__name__)}/{getattr(inner, 'model', '')}".rstrip("/")
+
+
+def _sends_user_key(spec: Any, trusted: bool) -> bool:
+    """Whether requests to ``spec`` carry the user's API key: a backend the user named, or the
+    OpenAI API (its fixed host gets the environment's key whoever named it)."""
+    if trusted or not isinstance(spec, str):
+        return True
+    from .backends import parse_backend_spec
+
+    try:
+        return parse_backend_spec(spec)[0] == "openai"
+    except Exception:  # an unparsable spec fails when opened; until then assume the key goes
+        return True
 
 
 def _open(backend: Any, cache: str | Path | bool | None, base: Path, options: Mapping[str, Any] | None = None,

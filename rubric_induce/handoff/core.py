@@ -435,13 +435,16 @@ def llm_rubric_questions(rubrics: RubricsLike, *, start: int = 1) -> list[dict[s
 
 def llm_rubric_markdown(questions: Sequence[Mapping[str, Any]], *, title: str = "Evaluation rubric") -> str:
     """A questionnaire for people (and a prompt-ready question list for LLMs)."""
-    lines = [f"# {title}", "",
+    from ..mdtext import md_text
+
+    # Every text is escaped (md_text): a rubric or title holding HTML shows as text when rendered.
+    lines = [f"# {md_text(title)}", "",
              "Read the text, then answer each question independently with the number of one choice.", ""]
     for q in questions:
-        tag = ", ".join(x for x in (q.get("polarity"), q.get("aspect"), q.get("rubric_id")) if x)
-        lines.append(f"**{q['id']}.** {q['question']}" + (f" _({tag})_" if tag else ""))
+        tag = ", ".join(md_text(x) for x in (q.get("polarity"), q.get("aspect"), q.get("rubric_id")) if x)
+        lines.append(f"**{md_text(q['id'])}.** {md_text(q['question'])}" + (f" _({tag})_" if tag else ""))
         lines.append("")
-        lines.extend(q["choices"])
+        lines.extend(md_text(c) for c in q["choices"])
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

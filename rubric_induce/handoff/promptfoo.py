@@ -35,8 +35,8 @@ from typing import Any
 from ..data import AnswerScale, Rubric, RubricSet
 from ..data.jsonl import atomic_write_text
 from ..errors import DataError
-from .common import (SHAPES_KEY, fill_fields, graded_prompt, mean_threshold, parse_rubric_line, rebuild_rubric,
-                     restore_shape, rubric_shapes)
+from .common import (SHAPES_KEY, fill_fields, from_one_line, graded_prompt, mean_threshold, nunjucks_escape,
+                     nunjucks_unescape, parse_rubric_line, rebuild_rubric, restore_shape, rubric_shapes)
 from .source import SourceLike, check_ladder, load_source
 
 __all__ = ["FORMAT", "PYTHON_METRIC", "promptfoo_config", "promptfoo_yaml", "export_promptfoo",
@@ -70,7 +70,7 @@ def promptfoo_config(source: SourceLike, *, assertion_threshold: float = 0.5, py
     rubric_weight = 1 if decide == "rubrics" else 0
     asserts: list[dict[str, Any]] = [
         {"type": "llm-rubric", "metric": r.id, "weight": rubric_weight, "threshold": assertion_threshold,
-         "value": graded_prompt(r, FORMAT)} for r in src.rubrics]
+         "value": nunjucks_escape(graded_prompt(r, FORMAT))} for r in src.rubrics]
     if python_assert is None:
         python_assert = src.run_dir is not None or decide == "scorer"
     if decide == "scorer" and not python_assert:
@@ -81,8 +81,8 @@ def promptfoo_config(source: SourceLike, *, assertion_threshold: float = 0.5, py
                             "artifact (or pass python_assert=False)")
         call = f"run={str(src.run_dir.resolve())!r}" + (f", backend={backend!r}" if backend else "")
         asserts.append({"type": "python", "metric": PYTHON_METRIC, "weight": 1 - rubric_weight,
-                        "value": "from rubric_induce.handoff.promptfoo import promptfoo_assert\n"
-                                 f"return promptfoo_assert(output, context, {call})\n"})
+                        "value": nunjucks_escape("from rubric_induce.handoff.promptfoo import promptfoo_assert\n"
+                                                 f"return promptfoo_assert(output, context, {call})\n")})
     default_test: dict[str, Any] = {}
     if provider:
         default_test["options"] = {"provider": provider}
@@ -164,7 +164,7 @@ def promptfoo_to_rubrics(doc: Any, *, path: str | Path | None = None) -> RubricS
         value = a.get("value")
         if not isinstance(value, str) or not value.strip():
             raise DataError("an llm-rubric value must be a non-empty string", path=path, field=f"{field}.value")
-        rubric = _rubric_from_value(value, a.get("metric"))
+        rubric = _rubric_from_value(nunjucks_unescape(value), a.get("metric"))
         if rubric.id in seen:
             raise DataError(f"rubric id {rubric.id!r} is already used by {seen[rubric.id]}", path=path,
                             field=f"{field}.metric")
@@ -185,7 +185,7 @@ def _rubric_from_value(value: str, metric: Any) -> Rubric:
         rubric = Rubric.create(" ".join(value.split()), None, provenance={"method": "manual", "source_format": FORMAT})
         return rubric if given is None else replace(rubric, id=given)
     rid, polarity, text = parsed
-    levels = [m.group(2) for m in (_SCORE_LINE.match(ln.strip()) for ln in lines[1:]) if m]
+    levels = [from_one_line(m.group(2)) for m in (_SCORE_LINE.match(ln.strip()) for ln in lines[1:]) if m]
     if polarity == "DSAT":
         levels = levels[::-1]  # written worst (fully true) first
     if len(levels) < 2:
