@@ -58,6 +58,10 @@ def _pyplot():
     return plt
 
 
+class _Md(str):
+    """Cell text that is Markdown already (ours, or a code span made with ``in_table=True``)."""
+
+
 def _fmt(x: float | None, digits: int = 3) -> str:
     if x is None or not np.isfinite(x):
         return "n/a"
@@ -69,15 +73,11 @@ def _ci(point: float, low: float, high: float) -> str:
         return "n/a"
     if not (np.isfinite(low) and np.isfinite(high)):
         return _fmt(point)
-    return f"{point:.3f} [{low:.3f}, {high:.3f}]"
+    return _Md(f"{point:.3f} [{low:.3f}, {high:.3f}]")
 
 
 def _p(p: float) -> str:
     return "n/a" if not np.isfinite(p) else f"{p:.3g}"
-
-
-class _Md(str):
-    """Cell text that is Markdown already (a code span made with ``in_table=True``)."""
 
 
 def _cell(text: Any) -> str:

@@ -131,6 +131,8 @@ def openai_graders_to_rubrics(graders: Any, *, path: str | Path | None = None) -
         if not isinstance(g, Mapping) or g.get("type") not in KINDS:
             raise DataError(f"must be a grader object of type {' or '.join(KINDS)}", path=path, field=f"{field}.type")
         messages = g.get("input")
+        if not isinstance(messages, list):
+            raise DataError("must be a list of messages", path=path, field=f"{field}.input")
         system = next((m.get("content") for m in messages or [] if isinstance(m, Mapping)
                        and m.get("role") in ("system", "developer") and isinstance(m.get("content"), str)), None)
         if system is None:

@@ -110,7 +110,9 @@ def promptfoo_yaml(config: Mapping[str, Any]) -> str:
         pass
 
     def _str(dumper, value: str):
-        style = "|" if "\n" in value else None
+        # YAML reads NEL / LS / PS (and CR) in a block or plain scalar as a line break: quote those
+        # (double-quoted scalars escape them), so every string reads back as written
+        style = '"' if any(c in value for c in "\r\x85\u2028\u2029") else "|" if "\n" in value else None
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     _Dumper.add_representer(str, _str)
@@ -123,7 +125,9 @@ def export_promptfoo(source: SourceLike, path: str | Path, **options: Any) -> Pa
 
 
 def _load_yaml_or_json(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
+    from ..data.jsonl import read_text
+
+    text = read_text(path)  # not UTF-8: an error naming the line, not a traceback
     try:
         import yaml
     except ImportError:
@@ -133,8 +137,14 @@ def _load_yaml_or_json(path: Path) -> Any:
             raise DataError("reading a YAML promptfoo config needs PyYAML (pip install pyyaml)", path=path) from None
     try:
         return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise DataError(f"invalid YAML: {exc}", path=path) from None
+    except yaml.YAMLError as exc:  # one line: the problem, at the line (and column) it names
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        col = f" (column {mark.column + 1})" if mark is not None else ""
+        raise DataError(f"invalid YAML: {' '.join(str(problem).split())}{col}", path=path,
+                        line=mark.line + 1 if mark is not None else None) from None
+    except RecursionError:
+        raise DataError("invalid YAML (nested too deeply)", path=path) from None
 
 
 def promptfoo_to_rubrics(doc: Any, *, path: str | Path | None = None) -> RubricSet:
@@ -196,8 +206,10 @@ def _rubric_from_value(value: str, metric: Any) -> Rubric:
 
 def import_promptfoo(path: str | Path) -> RubricSet:
     """Read the rubrics of a promptfoo config file (YAML or JSON)."""
+    from .core import check_text
+
     path = Path(path)
-    return promptfoo_to_rubrics(_load_yaml_or_json(path), path=path)
+    return promptfoo_to_rubrics(check_text(_load_yaml_or_json(path), path=path), path=path)
 
 
 # ----------------------------------------------------------------------------- python assertion

@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 from rubric_induce.cli import cli
 from rubric_induce.data import AnswerScale, Rubric, RubricSet
 from rubric_induce.errors import RubricInduceError
-from rubric_induce.handoff import (deepeval_spec, export_json, export_llm_rubric, import_rubrics, openai_graders,
-                                   promptfoo_config)
+from rubric_induce.handoff import (deepeval_spec, export_json, export_llm_rubric, import_rubrics,
+                                   llm_rubric_questions, openai_graders, prometheus_rubrics, promptfoo_config)
 
 ROOT = Path(__file__).resolve().parents[2]
 _N = int(os.environ.get("RUBRIC_INDUCE_FUZZ_EXAMPLES", "60"))
@@ -342,6 +342,8 @@ _SOURCES = {
     "deepeval": lambda rs: deepeval_spec(rs, dag=False),
     "openai-graders": lambda rs: openai_graders(rs),
     "promptfoo": lambda rs: promptfoo_config(rs),
+    "prometheus": lambda rs: prometheus_rubrics(rs),
+    "llm-rubric": lambda rs: llm_rubric_questions(rs),
 }
 
 
@@ -368,3 +370,29 @@ def test_fuzz_damaged_hand_off_files_exit_2_without_traceback(tmp_path_factory, 
         import_rubrics(path)
     except RubricInduceError:
         pass
+
+
+@given(st.data(), st.sampled_from(sorted(_SOURCES)))
+@FUZZ
+def test_fuzz_garbled_hand_off_bytes_exit_2_without_traceback(tmp_path_factory, data, fmt):
+    """Truncated files, stray bytes, invalid UTF-8 and YAML / JSON syntax errors: one error line."""
+    from rubric_induce.handoff.promptfoo import promptfoo_yaml
+
+    tmp = tmp_path_factory.mktemp("garbled")
+    doc = _SOURCES[fmt](_rubrics(texts=HOSTILE_TEXTS[:2], scale=AnswerScale.likert(1, 5)))
+    raw = (promptfoo_yaml(doc) if fmt == "promptfoo" else json.dumps(doc, ensure_ascii=False)).encode("utf-8")
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(raw)))
+        how = data.draw(st.sampled_from(["cut", "insert", "delete"]))
+        junk = data.draw(st.sampled_from([b"\xff", b"\xc3", b"\x00", b"{", b"]", b":", b"\n- ", b"\t", b"'", b'"',
+                                          b"&a", b"*a", b"!!python/object:os.system", b"\xef\xbb\xbf"]))
+        raw = raw[:at] if how == "cut" else raw[:at] + junk + raw[at:] if how == "insert" else raw[:at] + raw[at + 1:]
+    path = tmp / ("in.yaml" if fmt == "promptfoo" else "in.json")
+    path.write_bytes(raw)
+    res = CliRunner().invoke(cli, ["import", str(path), "--out", str(tmp / "pool.jsonl")])
+    assert res.exit_code in (0, 2), (res.output, res.exception)
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    if res.exit_code == 2:
+        lines = [ln for ln in res.output.splitlines() if ln.strip()]
+        assert len(lines) == 1 and str(path) in lines[0], res.output
+        assert not (tmp / "pool.jsonl").exists()
