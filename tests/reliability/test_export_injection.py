@@ -396,3 +396,35 @@ def test_fuzz_garbled_hand_off_bytes_exit_2_without_traceback(tmp_path_factory, 
         lines = [ln for ln in res.output.splitlines() if ln.strip()]
         assert len(lines) == 1 and str(path) in lines[0], res.output
         assert not (tmp / "pool.jsonl").exists()
+
+
+_BAD_FILES = [
+    ("not-utf8.yaml", b"defaultTest:\n  assert:\n  - type: llm-rubric\n    value: caf\xe9\n", "line 4"),
+    ("syntax.yaml", b"defaultTest:\n  assert: [\n", "invalid YAML"),
+    ("surrogate.json", b'{"rubrics": [{"text": "a \\ud800 b"}]}', "rubrics[0].text"),
+    ("surrogate.yaml", b'defaultTest:\n  assert:\n  - type: llm-rubric\n    value: "a \\ud800"\n', "value"),
+    ("deepeval.json", b'{"format": "rubric-induce.deepeval", "geval": [{"criteria": "Rubric r (SAT): x", '
+                      b'"rubric": true}]}', "geval[0].rubric"),
+    ("deepeval-empty.json", b'{"format": "rubric-induce.deepeval", "geval": [{"criteria": ""}]}', "criteria"),
+    ("graders.json", b'[{"type": "score_model", "input": 7}]', "[0].input"),
+]
+
+
+@pytest.mark.parametrize("name,raw,where", _BAD_FILES, ids=[b[0] for b in _BAD_FILES])
+def test_bad_hand_off_files_found_by_the_fuzz_exit_2_with_one_line(tmp_path, name, raw, where):
+    """Each was a traceback (UnicodeDecodeError, UnicodeEncodeError, TypeError, IndexError) or a
+    two-line YAML message."""
+    path = tmp_path / name
+    path.write_bytes(raw)
+    res = CliRunner().invoke(cli, ["import", str(path), "--out", str(tmp_path / "pool.jsonl")])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), (res.output, res.exception)
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and str(path) in lines[0] and where in lines[0], res.output
+    assert not (tmp_path / "pool.jsonl").exists()
+
+
+def test_a_punctuation_only_rubric_exports(tmp_path):
+    """A rubric text ':' crashed the question template (IndexError) in every format."""
+    rubric = Rubric.create(":", "SAT")
+    _, md = export_llm_rubric([rubric], tmp_path / "q.json")
+    _same(import_rubrics(tmp_path / "q.json"), [rubric])
