@@ -149,3 +149,36 @@ def test_llm_rubric_markdown_escapes_titles_and_questions(tmp_path):
     rubrics = RubricSet([Rubric.create(EVIL, "SAT", aspect="<b>a</b>")], {"name": EVIL})
     _, md_path = export_llm_rubric(rubrics, tmp_path / "q.json")
     _assert_inert(md_path.read_text(encoding="utf-8"))
+
+
+class _SameVector:
+    """An embedder that sees every text as the same: everything merges into one group."""
+
+    model = "same-vector"
+
+    def encode(self, texts):
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+
+def test_dedup_report_escapes_rubric_texts():
+    from rubric_induce.dedup import deduplicate
+
+    rubrics = [Rubric.create(EVIL, "SAT"), Rubric.create(EVIL + " again", "SAT"), Rubric.create("x | y", "SAT")]
+    md = deduplicate(rubrics, 0.9, embedder=_SameVector()).report_markdown
+    _assert_inert(md)
+    assert "&lt;img" in md
+    for ln in md.splitlines():
+        if ln.startswith("| ") and "`rb-" in ln:
+            assert len(_cells(ln)) == 4, ln
+
+
+def test_probe_report_escapes_rubric_texts():
+    from rubric_induce.backends.fake import FakeBackend
+    from rubric_induce.probing import probe
+    from rubric_induce.reports import probe_report
+
+    examples = [Example.create({"text": f"text {i}"}, {"sat": float(i % 2)}, id=f"e{i}") for i in range(4)]
+    rubrics = [Rubric.create(EVIL, "SAT")]
+    md = probe_report(probe(examples, rubrics, FakeBackend()), examples, rubrics, label="sat")
+    _assert_inert(md)
+    assert "&lt;img" in md
