@@ -143,6 +143,8 @@ def _from_artifact(path: Path) -> HandoffSource:
     if not isinstance(probe, dict):
         raise DataError("must be an object", path=path, field="probe")
     task = None
+    if doc.get("task") is not None and not isinstance(doc["task"], dict):
+        raise DataError("must be an object (the run's task)", path=path, field="task")
     if doc.get("task"):
         from ..task import TaskParams
 

@@ -428,3 +428,39 @@ def test_a_punctuation_only_rubric_exports(tmp_path):
     rubric = Rubric.create(":", "SAT")
     _, md = export_llm_rubric([rubric], tmp_path / "q.json")
     _same(import_rubrics(tmp_path / "q.json"), [rubric])
+
+
+@given(st.data(), st.sampled_from([f for f, _ in _FORMATS] + ["inspect"]), st.integers(1, 2))
+@FUZZ
+def test_fuzz_damaged_artifact_export_exits_2_without_traceback(tmp_path_factory, data, fmt, n_edits):
+    """A received run folder whose artifact.json holds random values anywhere: export writes its
+    file or exits 2 with one line naming the file; never a traceback, never a partial output."""
+    tmp = tmp_path_factory.mktemp("art")
+    folder = _run_folder(tmp, "run", _rubrics(texts=HOSTILE_TEXTS[:2], scale=AnswerScale.likert(1, 5)),
+                         fields=("source", "summary"))
+    doc = json.loads((folder / "artifact.json").read_text(encoding="utf-8"))
+    for _ in range(n_edits):
+        doc = _mutate(doc, data.draw)
+    (folder / "artifact.json").write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp / ("out.py" if fmt == "inspect" else "out.yaml" if fmt == "promptfoo" else "out.json")
+    res = CliRunner().invoke(cli, ["export", str(folder), "--format", fmt, "--out", str(out)])
+    assert res.exit_code in (0, 2), (res.output, res.exception)
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    if res.exit_code == 2:
+        lines = [ln for ln in res.output.splitlines() if ln.strip()]
+        assert len(lines) == 1, res.output
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("key,value,where", [("task", True, "'task'"), ("fields", 7, "'fields'"),
+                                             ("probe", [1], "'probe'"), ("rubrics", "sel\nected\x1e.jsonl", "\\n")])
+def test_damaged_artifacts_found_by_the_fuzz_exit_2_with_one_line(tmp_path, key, value, where):
+    """task: true was a TypeError traceback; a rubric file name with a newline printed a two-line error."""
+    folder = _run_folder(tmp_path, "run", _rubrics()[:1])
+    doc = json.loads((folder / "artifact.json").read_text(encoding="utf-8"))
+    doc[key] = value
+    (folder / "artifact.json").write_text(json.dumps(doc), encoding="utf-8")
+    res = CliRunner().invoke(cli, ["export", str(folder), "--format", "deepeval", "--out", str(tmp_path / "o.json")])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), (res.output, res.exception)
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and where in lines[0], res.output
