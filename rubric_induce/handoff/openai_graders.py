@@ -11,13 +11,15 @@
   good side of the scale's midpoint (above it for SAT and polarity-free rubrics, below it for DSAT).
 
 The text is ``{{sample.output_text}}`` (the sampled output); with several probed fields, the
-other fields come from ``{{item.<field>}}`` of the eval's data source.
+other fields come from ``{{item.<field>}}`` of the eval's data source. OpenAI substitutes every
+``{{ ... }}`` of a grader's input and has no escape, so a ``{{`` / ``{%`` / ``{#`` in a rubric or
+answer text gets a zero-width space after its ``{`` (removed again on import).
 
 What it loses: a grader returns one score or label (no answer distribution), OpenAI's grader
 prompt wraps ours, there is no calibration, and NetSAT / the selected threshold are not part of a
 grader (combine the graders yourself, or score with rubric-induce). The ``name`` is the rubric id
-and the system message starts with the rubric's id, polarity and text, so
-:func:`import_openai_graders` gives the rubrics back.
+and the system message starts with the rubric's id, polarity and text (JSON-quoted when it spans
+lines or has runs of spaces) and its aspect, so :func:`import_openai_graders` gives the rubrics back.
 """
 from __future__ import annotations
 

@@ -5,7 +5,9 @@
 ``llm-rubric`` assertion: ``value`` is the rubric as a grading instruction with one line per
 answer, scored 0.0 (worst) to 1.0 (best, i.e. the flaw absent for a DSAT rubric), ``metric`` is
 the rubric id (promptfoo reports it as a named score), ``weight`` 1 and ``threshold`` the
-per-assertion pass mark. ``defaultTest.threshold`` is the selected NetSAT threshold carried onto
+per-assertion pass mark. promptfoo renders every assertion value with Nunjucks: a ``{{``, ``{%``
+or ``{#`` in a rubric text is written as an expression that prints it (``{{ "{{" }}``), so the
+grader sees the text itself. ``defaultTest.threshold`` is the selected NetSAT threshold carried onto
 promptfoo's weighted mean (see :mod:`rubric_induce.handoff.common`), so a test passes when the
 graded rubrics would put NetSAT above it.
 

@@ -34,7 +34,7 @@ from rubric_induce.handoff import (deepeval_spec, export_json, export_llm_rubric
                                    llm_rubric_questions, openai_graders, prometheus_rubrics, promptfoo_config)
 
 ROOT = Path(__file__).resolve().parents[2]
-_N = int(os.environ.get("RUBRIC_INDUCE_FUZZ_EXAMPLES", "60"))
+_N = int(os.environ.get("RUBRIC_INDUCE_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(max_examples=_N, deadline=None, derandomize=_N <= 100,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
