@@ -182,7 +182,8 @@ class FeedbackSummary:
         # Group names, rubric texts, model names and LLM replies are escaped (md_text): HTML in any of
         # them shows as text when the Markdown is rendered, and cannot break the tables.
         lines = [f"# {md_text(title)}", "",
-                 f"{self.n_items} rubric judgements in {len(self.groups)} group(s); model {md_text(self.model or 'n/a')}; "
+                 f"{self.n_items} rubric judgements in {len(self.groups)} group(s); "
+                 f"model {md_text(self.model or 'n/a')}; "
                  f"context budget {self.context_budget} tokens; hierarchy depth {self.depth}.",
                  f"LLM requests: {s.requests} ({levels or 'none'}), {s.retries} retries, "
                  f"{s.n_failures} without a parseable reply.", ""]
@@ -190,8 +191,8 @@ class FeedbackSummary:
         if self.overall is None:
             lines += ["_No overall summary: every summarization of the groups failed (see Failures)._", ""]
         elif len(self.groups) == 1:
-            lines += [f"_One group only: the overall summary is the summary of {md_text(repr(next(iter(self.groups))))}._",
-                      ""]
+            only = md_text(repr(next(iter(self.groups))))
+            lines += [f"_One group only: the overall summary is the summary of {only}._", ""]
         if self.overall is not None:
             lines += _feedback_md(self.overall)
         for g in self.groups.values():
@@ -204,14 +205,15 @@ class FeedbackSummary:
             lines += _feedback_md(g.feedback) if g.feedback else ["_No summary: every request failed._", ""]
             lines += ["| rubric | polarity | items | mean held |", "|---|---|---|---|"]
             for r in g.rubric_stats:
-                lines.append(f"| {md_text(r['text'])} ({md_code(r['id'], in_table=True)}) | {md_text(r['polarity'] or '-')} | {r['n']} | "
-                             f"{r['mean']:.2f} |")
+                lines.append(f"| {md_text(r['text'])} ({md_code(r['id'], in_table=True)}) | "
+                             f"{md_text(r['polarity'] or '-')} | {r['n']} | {r['mean']:.2f} |")
             lines.append("")
         if s.failures:
             lines += ["## Failures", ""]
             for f in s.failures:
                 where = ", ".join(f"{k} {v}" for k, v in f.context.items())
-                lines.append(f"- {md_text(f.step)} ({md_text(where)}): {f.attempts} attempts, last error: {md_text(f.error)}")
+                lines.append(f"- {md_text(f.step)} ({md_text(where)}): {f.attempts} attempts, "
+                             f"last error: {md_text(f.error)}")
             lines.append("")
         notes = list(s.notes)
         if s.rejected:

@@ -4,8 +4,9 @@ Run folders travel between people, and Markdown renderers pass raw HTML through:
 ``<img src=x onerror=...>`` written as-is into ``report.md`` runs when the report is previewed.
 :func:`md_text` turns such text into Markdown that renders as the text itself: HTML special
 characters become entities, the punctuation of links, images, code spans and table cells is
-backslash-escaped (emphasis is left alone: it cannot run anything), whitespace runs (newlines included) become one space, and bidirectional control
-characters are shown as ``<U+202E>`` so they cannot reorder what is displayed around them.
+backslash-escaped (emphasis is left alone: it cannot run anything), whitespace runs (newlines
+included) become one space, and bidirectional control characters are shown as ``<U+202E>`` so
+they cannot reorder what is displayed around them.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import html
 import re
 from typing import Any
 
-__all__ = ["md_text", "md_code"]
+__all__ = ["md_code", "md_text"]
 
 _PUNCT = re.compile(r"([\\`\[\]|])")  # code spans, links and images, table cells
 _BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")

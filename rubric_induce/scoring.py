@@ -617,10 +617,11 @@ def _sends_user_key(spec: Any, trusted: bool) -> bool:
     if trusted or not isinstance(spec, str):
         return True
     from .backends import parse_backend_spec
+    from .errors import BackendError
 
     try:
         return parse_backend_spec(spec)[0] == "openai"
-    except Exception:  # an unparsable spec fails when opened; until then assume the key goes
+    except BackendError:  # an unparsable spec fails when opened; until then assume the key goes
         return True
 
 

@@ -547,7 +547,8 @@ def _scores_section(path: Path, run_dir: Path, figures: _Figures, plt, *, n_boot
     n_no_score = sum(not r.has_score for r in rows)
     lines += [f"[{md_text(rel)}]({_url(link)}): {len(rows)} rows, {len(aspects)} aspect(s) "
               f"({', '.join(map(md_text, aspects))}), "
-              f"{len(systems)} system(s) ({', '.join(map(md_text, systems))}); {n_no_human} row(s) without a human score, "
+              f"{len(systems)} system(s) ({', '.join(map(md_text, systems))}); "
+              f"{n_no_human} row(s) without a human score, "
               f"{n_no_score} without a system score (both left out of the statistics).", "",
               f"Intervals: {100 * (1 - alpha):g}% percentile bootstrap, {n_boot} resamples, seed {seed}.", ""]
     methods = list(CORRELATIONS)

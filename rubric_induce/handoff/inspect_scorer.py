@@ -301,7 +301,9 @@ def inspect_scorer(source: SourceLike, *, model: Any = None, role: str | None = 
 # Every value taken from the run (its path, the module's name) enters the module as a Python
 # literal (repr), never raw into the docstring or a comment: a folder named ``x"""`` + newline +
 # code must not become code.
-_MODULE = '''"""inspect_ai scorer for the induced rubrics at SOURCE (written by `rubric-induce export --format inspect`).
+_MODULE = '''"""inspect_ai scorer for the induced rubrics at SOURCE, below.
+
+Written by `rubric-induce export --format inspect`.
 
 Use it in a task (the grader: model=..., else the eval's "grader" model role, else the evaluated model):
 
@@ -347,6 +349,6 @@ def export_inspect(source: SourceLike, path: str | Path) -> Path:
         raise DataError("the inspect scorer is a Python module: name the output file *.py", path=path)
     module = path.stem if path.stem.isidentifier() and path.stem.isascii() else "<this module>"
     threshold = None if src.threshold is None else round(float(src.threshold), 6)
-    text = _MODULE.format(module=module, threshold=threshold, source=str(where), n=int(len(src.rubrics)),
+    text = _MODULE.format(module=module, threshold=threshold, source=str(where), n=len(src.rubrics),
                           calibrated=", calibrated" if src.calibrated else "")
     return atomic_write_text(path, text)

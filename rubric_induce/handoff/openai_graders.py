@@ -32,7 +32,8 @@ from typing import Any
 from ..data import AnswerScale, Rubric, RubricSet
 from ..data.jsonl import atomic_write_text, read_json
 from ..errors import DataError
-from .common import braces_escape, braces_unescape, from_one_line, one_line, parse_rubric_line, rebuild_rubric, rubric_line
+from .common import (braces_escape, braces_unescape, from_one_line, one_line, parse_rubric_line, rebuild_rubric,
+                     rubric_line)
 from .core import rubric_question
 from .source import SourceLike, check_ladder, level_texts, load_source, ordered_levels
 

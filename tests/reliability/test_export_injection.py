@@ -68,8 +68,8 @@ def _rubrics(texts=HOSTILE_TEXTS, aspects=HOSTILE_ASPECTS, scale=None) -> list[R
     out = []
     for i, text in enumerate(texts):
         kwargs = {"scale": scale} if scale is not None else {}
-        out.append(Rubric.create(text, ("SAT", "DSAT", None)[i % 3], aspect=aspects[i % len(aspects)] if i % 2 else None,
-                                 **kwargs))
+        aspect = aspects[i % len(aspects)] if i % 2 else None
+        out.append(Rubric.create(text, ("SAT", "DSAT", None)[i % 3], aspect=aspect, **kwargs))
     return out
 
 
@@ -123,7 +123,7 @@ def test_inspect_module_from_hostile_folders_runs_no_code_and_points_at_the_fold
             "print(json.dumps(got))\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", code, json.dumps(modules)], capture_output=True, text=True,
-                          env=env, timeout=120)
+                          env=env, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert not list(tmp_path.rglob("PWNED")), "the exported module ran injected code"
     assert json.loads(proc.stdout) == [[f, 0.5, True] for f in folders]
@@ -426,7 +426,7 @@ def test_bad_hand_off_files_found_by_the_fuzz_exit_2_with_one_line(tmp_path, nam
 def test_a_punctuation_only_rubric_exports(tmp_path):
     """A rubric text ':' crashed the question template (IndexError) in every format."""
     rubric = Rubric.create(":", "SAT")
-    _, md = export_llm_rubric([rubric], tmp_path / "q.json")
+    export_llm_rubric([rubric], tmp_path / "q.json")
     _same(import_rubrics(tmp_path / "q.json"), [rubric])
 
 

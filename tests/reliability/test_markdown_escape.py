@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from rubric_induce.data import Example, Rubric, RubricSet
 from rubric_induce.data.model import Judgment
