@@ -234,6 +234,8 @@ class RubricScorer:
                 inside_folder(base, "llm_calls.sqlite", path=base / "llm_calls.sqlite", field=None)
             # A spec read from the artifact is not the user's word: no key from the environment.
             trusted = backend is not None
+            if "extra_body" not in dict(backend_options or {}) and _sends_user_key(spec, trusted):
+                options.pop("extra_body", None)  # nor do the artifact's request fields ride along with the key
             scorer._backend_spec = (spec, cache, base, options, trusted)
             scorer.backend_source = "argument" if trusted else "artifact"
         return scorer
@@ -615,6 +617,20 @@ def _describe_backend(backend: Any) -> str:
     if callable(label):
         return redact_text(label())
     return f"{getattr(inner, 'kind', type(inner).__name__)}/{getattr(inner, 'model', '')}".rstrip("/")
+
+
+def _sends_user_key(spec: Any, trusted: bool) -> bool:
+    """Whether requests to ``spec`` carry the user's API key: a backend the user named, or the
+    OpenAI API (its fixed host gets the environment's key whoever named it)."""
+    if trusted or not isinstance(spec, str):
+        return True
+    from .backends import parse_backend_spec
+    from .errors import BackendError
+
+    try:
+        return parse_backend_spec(spec)[0] == "openai"
+    except BackendError:  # an unparsable spec fails when opened; until then assume the key goes
+        return True
 
 
 def _open(backend: Any, cache: str | Path | bool | None, base: Path, options: Mapping[str, Any] | None = None,

@@ -170,6 +170,7 @@ def evaluate(
     ``label_threshold``: the threshold that made a graded label binary; the binary rows then use
     the aspect ``label>=T`` (:func:`binary_aspect`), so ``question == label`` never collides.
     """
+    from ..mdtext import md_text
     from ..selection import evaluate_selection, metrics_markdown
     from ..stats import bootstrap_ci as _bootstrap_ci, dataset_level
     from .judges import judge_rows, judges_markdown
@@ -202,7 +203,7 @@ def evaluate(
         summary["selection"] = {k: v["value"] for k, v in sel.items()}
         summary["selection_ci"] = jsonable({k: [v.get("low"), v.get("high")] for k, v in sel.items()})
         columns: dict[str, Any] = {"held-out NetSAT": sel}
-        text = f"\n## NetSAT and the selected threshold ({aspect!r})\n\n"
+        text = f"\n## NetSAT and the selected threshold ({md_text(repr(aspect))})\n\n"
         if ty is not None and len(ty):
             maj = majority_baseline(ty, y[ok])
             summary["baselines"]["majority"] = maj
@@ -226,7 +227,7 @@ def evaluate(
         point, lo, hi = bootstrap_ci("pearson", netsat[ok], y[ok], n_boot=params.bootstrap, seed=seed)
         sp = dataset_level(netsat[ok], y[ok], "spearman").value
         summary["netsat_graded"] = jsonable({"pearson": point, "spearman": sp, "n": int(ok.sum())})
-        sections.append(f"\n## NetSAT against the graded label {label!r}\n\n"
+        sections.append(f"\n## NetSAT against the graded label {md_text(repr(label))}\n\n"
                         "| system | Pearson [95% CI] | Spearman | n |\n|---|---|---|---|\n"
                         f"| netsat | {_num(point)} [{_num(lo)}, {_num(hi)}] | {_num(sp)} | {int(ok.sum())} |\n"
                         "| constant (training mean) | undefined | undefined | |\n\n"
@@ -246,7 +247,7 @@ def evaluate(
                 continue
             rows.append(ScoreRow(example_id=ex.id, group=ex.group, aspect=question, system="netsat", score=r.netsat,
                                  human=None if np.isnan(h) else float(h)))
-        text = (f"\n## Calibrated prediction of {question!r} (mean over the training judges)\n\n"
+        text = (f"\n## Calibrated prediction of {md_text(repr(question))} (mean over the training judges)\n\n"
                 "| system | Pearson [95% CI] | Spearman | Kendall | RMSE | n |\n|---|---|---|---|---|---|\n")
         summary["calibrated"] = {}
         for name, s in (("calibrated", pred), ("netsat", netsat)):
@@ -315,5 +316,5 @@ def evaluate(
     summary["warnings"] = warnings
     head = f"# Held-out evaluation\n\n{len(examples)} held-out examples (split by group, seed {seed}).\n"
     if warnings:
-        head += "\n## Warnings\n\n" + "".join(f"- {w}\n" for w in warnings)
+        head += "\n## Warnings\n\n" + "".join(f"- {md_text(w)}\n" for w in warnings)
     return EvaluationResult(rows, jsonable(summary), head + "".join(sections), list(results))

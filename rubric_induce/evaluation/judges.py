@@ -145,8 +145,10 @@ def judges_markdown(info: Mapping[str, Any]) -> str:
     if has_ns:
         head += ["NetSAT Pearson", "Spearman"]
     head += ["constant RMSE (training mean)", "ceiling Pearson", "Spearman", "n"]
-    lines = [f"\n## Per judge: {q!r}\n\n",
-             f"{info['n_judges']} judge(s) rated {q!r} on the held-out texts; "
+    from ..mdtext import md_text
+
+    lines = [f"\n## Per judge: {md_text(repr(q))}\n\n",
+             f"{info['n_judges']} judge(s) rated {md_text(repr(q))} on the held-out texts; "
              f"{info['texts_with_2plus_judges']} text(s) have two or more ratings. "
              + ("Calibrated: the calibrated prediction for that judge (judges not seen in training get "
                 "the shared weights only, marked *). " if has_cal else "")
@@ -156,7 +158,8 @@ def judges_markdown(info: Mapping[str, Any]) -> str:
              "| " + " | ".join(head) + " |\n", "|" + "---|" * len(head) + "\n"]
     shown = [r for r in info["rows"] if r["shown"]]
     for r in [*shown, info["pooled"]]:
-        name = r["judge"] if "trained" not in r or r["trained"] or not has_cal else f"{r['judge']}*"
+        # judge names come from the data: HTML, Markdown, | and newlines escaped
+        name = md_text(r["judge"]) + ("" if "trained" not in r or r["trained"] or not has_cal else "*")
         cells = [name, str(r["n"])]
         if has_cal:
             c = r.get("calibrated") or {}
@@ -168,7 +171,6 @@ def judges_markdown(info: Mapping[str, Any]) -> str:
         note = "" if const.get("from", "judge") == "judge" else " (all judges' mean)"
         cells += [_f(const["rmse"]) + note, _f(r["ceiling"]["pearson"]), _f(r["ceiling"]["spearman"]),
                   str(r["ceiling"]["n"])]
-        cells = [c.replace("|", "\\|") for c in cells]
         lines.append("| " + " | ".join(cells) + " |\n")
     hidden = len(info["rows"]) - len(shown)
     if hidden:
