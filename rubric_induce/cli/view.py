@@ -34,11 +34,17 @@ def command(run_dir, out_path, allow_outside, open_it):
     Example:
       rubric-induce view runs/demo --open
     """
-    from ..viewer import check_run_dir, write_view
+    from ..data.jsonl import atomic_write_text
+    from ..viewer import VIEW_NAME, build_view_data, check_run_dir, render_view
 
     check_run_dir(run_dir)  # a damaged or foreign manifest: exit 2 naming it; other damage is noted in the page
-    path = write_view(run_dir, out_path, allow_outside=allow_outside)
+    data = build_view_data(run_dir, allow_outside=allow_outside)
+    path = out_path if out_path is not None else run_dir / VIEW_NAME
+    atomic_write_text(path, render_view(data))
     click.echo(f"{path} ({_size(path.stat().st_size)})")
+    for note in data["notes"]:  # what the page could not show because of damage or where a file lies
+        if "could not be read" in note or "outside the run folder" in note:
+            click.echo(f"note: {note}", err=True)
     if open_it:
         import webbrowser
 

@@ -300,6 +300,7 @@ def test_a_received_config_naming_a_file_outside_the_folder_is_not_read(run_fold
     assert marker not in page.read_text(encoding="utf-8")
     assert all(t["text"] == "" for t in data["texts"])
     assert any("outside the run folder" in n and "--allow-outside" in n for n in data["notes"]), data["notes"]
+    assert "note: Texts are not shown" in res.output and "--allow-outside" in res.output  # said on stderr too
     res, page = _view(run, "--allow-outside")  # the user asks: the texts are shown
     assert res.exit_code == 0 and all(t["text"] for t in _page_data(page)["texts"])
 
