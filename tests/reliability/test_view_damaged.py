@@ -203,7 +203,7 @@ def _usage_as_strings(manifest: dict) -> None:
 
 
 def _stage(run: Path) -> str:
-    return sorted(p.name for p in (run / "stages").glob("*.json"))[0]
+    return min(p.name for p in (run / "stages").glob("*.json"))
 
 
 CASES = {
@@ -254,7 +254,7 @@ def test_evaluation_parts_of_the_wrong_shape_are_left_out_of_the_headline(run_fo
     number there, or a null entry, would stop its script (the page was built, exit 0, but blank)."""
     run = _copy(run_folder, tmp_path)
     _edit(run, "evaluation.json", lambda e: e.update(warnings=5, calibrated={"calibrated": None}, selection="x"))
-    res, page = _view(run)
+    _, page = _view(run)
     head = _page_data(page)["headline"]
     assert "warnings" not in head and "calibrated" not in head and "selection" not in head
 
@@ -278,7 +278,7 @@ def test_a_damaged_manifest_exits_2_naming_it(run_folder, tmp_path, content, whe
 def test_a_damaged_file_is_named_in_the_page_notes(run_folder, tmp_path):
     run = _copy(run_folder, tmp_path)
     (run / "evaluation.json").write_text('{"selection": {"accuracy": 0.5},', encoding="utf-8")
-    res, page = _view(run)
+    _, page = _view(run)
     notes = _page_data(page)["notes"]
     assert any(n.startswith("evaluation.json could not be read (line 1: not valid JSON") for n in notes), notes
 
@@ -348,7 +348,7 @@ def test_a_symlinked_run_file_pointing_outside_is_not_embedded(run_folder, tmp_p
 
 
 def test_the_page_forbids_forms_and_base_urls(run_folder, tmp_path):
-    res, page = _view(_copy(run_folder, tmp_path))
+    _, page = _view(_copy(run_folder, tmp_path))
     csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page.read_text(encoding="utf-8"))
     assert csp and "form-action 'none'" in csp.group(1) and "base-uri 'none'" in csp.group(1)
     assert "default-src 'none'" in csp.group(1)
@@ -362,7 +362,7 @@ def test_a_string_source_example_ids_is_a_list_of_one_id(run_folder, tmp_path):
     other = next(i for i, line in enumerate(pool) if json.loads(line)["id"] != first and
                  json.loads(line)["id"] not in (run / "selected.jsonl").read_text(encoding="utf-8"))
     _edit_line(run, "pool.jsonl", lambda row: row.update(provenance={"source_example_ids": {"a": 1}}), line=other)
-    res, page = _view(run)
+    _, page = _view(run)
     data = _page_data(page)
     assert data["rubrics"][0]["provenance"]["source_example_ids"] == ["ex-1"]
     row = next(r for r in data["not_selected"] if r["id"] == json.loads(pool[other])["id"])
