@@ -35,6 +35,7 @@ AREAS = {
     "test_batch_fuzz.py": "property-based fuzz (hypothesis) of ingest, plan prices, batch-run and cache merge inputs",
     "test_export_injection.py": "exports: no code injection, exact round trips, escaped templates, extra_body",
     "test_markdown_escape.py": "report / evaluation / feedback Markdown: HTML, links, | and newlines escaped",
+    "test_view_damaged.py": "`view` on damaged or hostile run folders: notes or exit 2, nothing read from outside",
 }
 
 
