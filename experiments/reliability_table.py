@@ -29,6 +29,8 @@ AREAS = {
     "test_fuzz.py": "property-based fuzz (hypothesis) of the loaders and the config reader",
     "test_faults.py": "fault injection on a loopback OpenAI-shaped server: retries, waits, counts",
     "test_scoring_linear.py": "scoring and evaluation linear in the number of examples",
+    "test_damaged_artifacts.py": "damaged scorer artifacts and score inputs: file/field errors, fuzz, no traceback",
+    "test_config_types.py": "numbers and booleans quoted as strings in a config name their field",
 }
 
 
