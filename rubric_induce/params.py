@@ -377,6 +377,8 @@ def click_options(cls: type[Params], *, exclude: Sequence[str] = (), only: Seque
                 continue  # tables of options live in config files and the API
             if meta.get("choices") is not None:
                 kwargs["type"] = click.Choice([str(c) for c in meta["choices"]])
+                if base in (int, float):  # "4" on a command line is the number 4 (a config must say 4)
+                    kwargs["callback"] = lambda ctx, p, v, _t=base: v if v is None else _t(v)
             elif base is int:
                 kwargs["type"] = int
             elif base is float:
