@@ -207,6 +207,24 @@ def _inside(base: Path, name: str, doc_path: Path, field: str) -> Path:
     return base / name
 
 
+def _check_backend(spec: str, doc: Mapping[str, Any], doc_path: Path, *, from_artifact: bool) -> None:
+    """The backend spec and the artifact's ``backend_options`` for it, checked before any text is
+    read: a bad spec or option read from ``artifact.json`` names that file and the field."""
+    from .backends.params import BackendParams
+    from .errors import BackendError
+
+    options = doc.get("backend_options") or {}
+    try:
+        BackendParams.for_spec(spec, options)
+    except (DataError, BackendError) as exc:
+        name = (getattr(exc, "field", None) or "backend").removeprefix("backend.")
+        in_options = name.split(".")[0] in options
+        if not (from_artifact or in_options):
+            raise
+        field = f"backend_options.{name}" if in_options else "backend"
+        raise DataError(getattr(exc, "message", str(exc)), path=doc_path, field=field) from None
+
+
 def _same_rubrics(model: Any, rubric_ids: list[str], config: Path, *, exact: bool) -> None:
     """The rubrics a calibration model reads (its ``input_names_``, one input block each) are the
     selected set's (``exact``: the same, in the same order; else all in the set): a set edited
@@ -367,6 +385,8 @@ class RubricScorer:
                      source=str(doc_path), input=doc.get("input"), task=task, adaptive=adaptive)
         if backend is not None or doc.get("backend"):
             spec = backend if backend is not None else doc["backend"]
+            if isinstance(spec, str):
+                _check_backend(spec, doc, doc_path, from_artifact=backend is None)
             if backend_options and not hasattr(spec, "answer_logprobs"):
                 from .backends.params import BackendParams
 

@@ -123,6 +123,19 @@ def test_a_damaged_artifact_json_names_the_file_and_field(small, key, value, phr
     assert f"field '{field}" in out, out
 
 
+@pytest.mark.parametrize("backend, options, field", [
+    ("nonsense", {}, "field 'backend'"),
+    ("openai-compatible/m@http://127.0.0.1:9/v1", {"timeout": "x"}, "field 'backend_options.timeout'"),
+    ("openai-compatible/m@http://127.0.0.1:9/v1", {"extra_body": {"model": "x"}},
+     "field 'backend_options.extra_body.model'"),
+])
+def test_a_bad_backend_or_backend_option_in_the_artifact_names_it(small, backend, options, field):
+    folder, texts = small
+    edit_json(folder / "artifact.json", "backend", backend)
+    edit_json(folder / "artifact.json", "backend_options", options)
+    clean_error(*score_small(folder, texts), "artifact.json", field)
+
+
 def test_a_missing_rubrics_key_and_a_list_document_name_the_file(small):
     folder, texts = small
     edit_json(folder / "artifact.json", "rubrics", drop=True)
