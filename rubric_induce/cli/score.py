@@ -280,6 +280,11 @@ def _score_with_calibrator(folder: Path, probes_path: Path, who: Any, aggregate:
     out = calibrated_rows(cal, X, who, question=question, aggregate=aggregate)  # an unknown judge: exit 2
     if who == "shared" and "shared" not in cal.judges_:
         echo("note: judge 'shared': the shared weights only")
+    from ..evaluation.heldout import constant_warning
+
+    flat = constant_warning(list(out["prediction"]), "scored")
+    if flat:
+        echo(f"warning: {flat}")
     _write_rows(({"example_id": ex_id, "question": out["question"], "judge": who,
                   "prediction": float(out["prediction"][i]), "variance": float(out["variance"][i]),
                   "entropy": float(out["entropy"][i]),

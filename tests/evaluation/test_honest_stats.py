@@ -10,6 +10,8 @@
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from scipy import stats as sps
@@ -146,3 +148,28 @@ def test_the_run_summary_shows_the_spread_too(tmp_path):
     write_json(tmp_path / "evaluation.json", jsonable({"judges": info, "question": "q"}))
     text = run_summary_markdown(tmp_path)
     assert "2 of 6 negative" in text and "(min / median / max)" in text
+
+
+@pytest.mark.slow
+def test_score_warns_about_a_constant_calibrated_prediction(tmp_path, fake_run_config):
+    """A calibrator whose first layer is zero predicts one value for every text: ``score`` says so."""
+    from click.testing import CliRunner
+    from safetensors.numpy import load_file, save_file
+
+    from rubric_induce.cli import cli
+
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(fake_run_config, encoding="utf-8")
+    run = tmp_path / "run"
+    res = CliRunner().invoke(cli, ["run", str(cfg), "--out", str(run), "--stop-after", "artifact"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["score", str(run), "--probes", str(run / "probes.jsonl")])
+    assert res.exit_code == 0 and "is constant" not in res.output, res.output
+    weights = run / "calibration" / "weights.safetensors"
+    tensors = load_file(str(weights))
+    save_file({k: (v * 0 if k.split(".")[-1].startswith("W1") else v) for k, v in tensors.items()}, str(weights))
+    res = CliRunner().invoke(cli, ["score", str(run), "--probes", str(run / "probes.jsonl")])
+    assert res.exit_code == 0, res.output
+    preds = {json.loads(line)["prediction"] for line in res.output.splitlines() if line.startswith("{")}
+    assert len({round(p, 5) for p in preds}) == 1
+    assert "warning: The calibrated prediction is constant" in res.output
