@@ -153,8 +153,8 @@ def weights_path(directory: Path, config: Mapping[str, Any], path: Path) -> Path
     """The weights file a config names: a plain file name in ``directory`` (``.safetensors`` or
     ``.npz``), never a path that leads elsewhere."""
     name = config.get("weights")
-    if (not isinstance(name, str) or not name or name != Path(name).name or name in (".", "..")
-            or Path(name).suffix not in (".safetensors", ".npz")):
+    if (not isinstance(name, str) or not name or "\x00" in name or len(name) > 255 or name != Path(name).name
+            or name in (".", "..") or Path(name).suffix not in (".safetensors", ".npz")):
         raise DataError(f"must name a .safetensors or .npz file in this folder, got {name!r}", path=path,
                         field="weights")
     return directory / name

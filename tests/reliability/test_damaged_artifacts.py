@@ -111,6 +111,8 @@ def score_small(folder: Path, texts: Path) -> tuple[int, str]:
     ("rubrics", "../../outside.jsonl", "outside the artifact folder"),
     ("rubrics", "/etc/passwd", "outside the artifact folder"),
     ("rubrics", "missing.jsonl", "is missing"),
+    ("rubrics", "sel\x00ected.jsonl", "not a usable file name"),
+    ("rubrics", "x" * 300 + ".jsonl", "not a usable file name"),
     ("calibration", {"dir": "calibration"}, "calibration folder"),
     ("calibration", "../../elsewhere", "outside the artifact folder"),
 ])
@@ -202,6 +204,8 @@ ADA = "calibration/adaptive/adaptive.json"
     (CAL, "weights", "../../../etc/passwd", "field 'weights'"),   # a weights file outside the folder
     (CAL, "weights", 5, "field 'weights'"),
     (CAL, "weights", "weights.bin", "field 'weights'"),
+    (CAL, "weights", "w\x00.npz", "field 'weights'"),
+    (CAL, "weights", "w" * 300 + ".npz", "field 'weights'"),
     (CAL, "format_version", "x", "field 'format_version'"),
     (CAL, "input_shape", [10 ** 12], "field 'input_shape'"),
     (CAL, "input_shape", "3", "field 'input_shape'"),
@@ -249,7 +253,8 @@ def test_a_calibrator_naming_rubrics_the_set_lacks_is_a_clean_error(calibrated, 
 # --------------------------------------------------------------------------------------------
 # fuzz
 # --------------------------------------------------------------------------------------------
-names = st.sampled_from(["text", "sat", "id", "hidden", "weights", "", "x", "../x", "0"])
+names = st.sampled_from(["text", "sat", "id", "hidden", "weights", "", "x", "../x", "0", "a\x00b", "x" * 300,
+                         "/", "weights.npz", "@/etc/hostname"])
 scalars = (st.none() | st.booleans() | st.integers(-3, 10) | st.sampled_from([0.5, 1e308, -0.0, 10 ** 30])
            | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=6) | names)
 values = st.recursive(scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(names | st.text(max_size=4), c,
