@@ -27,7 +27,7 @@ from .data import Example, Rubric, RubricSet
 from .data.mapping import InputMapping
 from .errors import DataError, RubricInduceError
 
-__all__ = ["ARTIFACT_NAME", "ScoreResult", "RubricScorer", "write_artifact"]
+__all__ = ["ARTIFACT_NAME", "ScoreResult", "RubricScorer", "write_artifact", "read_artifact"]
 
 ARTIFACT_NAME = "artifact.json"
 ARTIFACT_FORMAT = "rubric-induce-scorer"
@@ -103,10 +103,6 @@ def _opt(check):
 
 def _text_list(v: Any) -> bool:
     return isinstance(v, list) and all(_is_text(x) for x in v)
-
-
-def _text_map(v: Any) -> bool:
-    return isinstance(v, Mapping) and all(_is_text(k) and _is_text(x) for k, x in v.items())
 
 
 #: What each key of ``artifact.json`` may hold: (check, what the error says it must be).

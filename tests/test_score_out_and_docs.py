@@ -135,8 +135,8 @@ def test_readme_documents_dotted_paths_and_its_example_loads(tmp_path):
     from rubric_induce.data.mapping import InputMapping
 
     part = README.split("**Nested JSON.**")[1].split("### Input checks")[0]
-    row = json.loads(re.search(r"```json\n(.*?)\n```", part, re.S).group(1))
-    toml = re.search(r"```toml\n(.*?)\n```", part, re.S).group(1)
+    row = json.loads(re.search(r"```json\n(.*?)\n```", part, re.DOTALL).group(1))
+    toml = re.search(r"```toml\n(.*?)\n```", part, re.DOTALL).group(1)
     import tomllib
 
     mapping = InputMapping.from_mapping(tomllib.loads(toml)["data"]["mapping"])

@@ -26,10 +26,10 @@ def set_key(text: str, section: str, key: str, value: str) -> str:
     if header not in text:
         text += f"\n{header}"
     start = text.index(header) + len(header)
-    nxt = re.search(r"^\[", text[start:], flags=re.M)
+    nxt = re.search(r"^\[", text[start:], flags=re.MULTILINE)
     end = start + nxt.start() if nxt else len(text)
     body = text[start:end]
-    line = re.compile(rf"^{re.escape(key)}\s*=.*$", flags=re.M)
+    line = re.compile(rf"^{re.escape(key)}\s*=.*$", flags=re.MULTILINE)
     body = line.sub(f"{key} = {value}", body) if line.search(body) else f"{key} = {value}\n{body}"
     return text[:start] + body + text[end:]
 
