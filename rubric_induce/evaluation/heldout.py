@@ -20,7 +20,8 @@ from .baselines import beats, constant_baseline, majority_baseline
 from .probe_checks import LOW_MASS, NEAR_CONSTANT_SD
 from .score_table import ScoreRow
 
-__all__ = ["EvaluateParams", "EvaluationResult", "evaluate", "score_heldout", "human_value", "binary_aspect"]
+__all__ = ["EvaluateParams", "EvaluationResult", "evaluate", "score_heldout", "human_value", "binary_aspect",
+           "constant_warning"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,21 @@ def score_heldout(scorer: Any, probes: ProbeTable, examples: Sequence[Example]
             row[i] = res
         judge_results[name] = row
     return results, judge_results
+
+
+def constant_warning(pred: Sequence[float | None], what: str) -> str | None:
+    """A warning when calibrated predictions are one value for every text (two or more): such a
+    prediction has no correlation with anything (n/a), whatever float noise says. None otherwise."""
+    from ..stats import is_constant
+
+    vals = np.array([np.nan if v is None else float(v) for v in pred], dtype=float)
+    vals = vals[np.isfinite(vals)]
+    if len(vals) < 2 or not is_constant(vals):
+        return None
+    return (f"The calibrated prediction is constant ({vals[0]:.3f} for every one of the {len(vals)} {what} texts): "
+            "it carries no information about them and has no correlation (n/a). The calibrator learned only "
+            "the mean: check that the probes vary across texts (probe checks), and that calibrate had enough "
+            "labelled texts and epochs")
 
 
 def binary_aspect(label: str, label_threshold: float | None) -> str:
@@ -250,6 +266,10 @@ def evaluate(
         text = (f"\n## Calibrated prediction of {md_text(repr(question))} (mean over the training judges)\n\n"
                 "| system | Pearson [95% CI] | Spearman | Kendall | RMSE | n |\n|---|---|---|---|---|---|\n")
         summary["calibrated"] = {}
+        flat = constant_warning(pred, "held-out")
+        if flat:
+            warnings.append(flat)
+            summary["calibrated_constant"] = True
         for name, s in (("calibrated", pred), ("netsat", netsat)):
             m = np.isfinite(s) & np.isfinite(human)
             if m.sum() < 3:

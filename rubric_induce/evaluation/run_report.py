@@ -197,14 +197,18 @@ def _correlation_tables(table: list[dict[str, Any]], methods: Sequence[str]) -> 
                     [[t["aspect"], t["system"], t["n"],
                       *(_ci(t[f"dataset_{m}"], t[f"dataset_{m}_low"], t[f"dataset_{m}_high"]) for m in methods)]
                      for t in table], "llr" + "r" * len(methods))
-    grouped = [t for t in table if t["n_groups"] > 0]
+    grouped = [t for t in table if t["n_groups"] > 0 or t.get("has_groups")]
     if grouped:
-        lines += ["Summary level (correlation within each group, averaged over the groups where it is "
-                  "defined; intervals resample whole groups):", ""]
+        lines += ["Summary level (correlation within each group of at least 3 texts, averaged over the "
+                  "groups where it is defined; n/a below 3 such groups; intervals resample whole groups):", ""]
         lines += _table(["aspect", "system", "groups used", *(_METHOD_LABEL[m] for m in methods)],
                         [[t["aspect"], t["system"], t["n_groups"],
                           *(_ci(t[f"summary_{m}"], t[f"summary_{m}_low"], t[f"summary_{m}_high"])
                             for m in methods)] for t in grouped], "llr" + "r" * len(methods))
+        lines += [f"- {t['aspect']} / {t['system']}: summary level n/a: {t['summary_reason']}"
+                  for t in grouped if t.get("summary_reason")]
+        if any(t.get("summary_reason") for t in grouped):
+            lines.append("")
     return lines
 
 

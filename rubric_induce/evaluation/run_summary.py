@@ -66,13 +66,16 @@ def _headline(ev: dict[str, Any], question: str | None) -> list[str]:
                      "no correlation (undefined)")
     pooled = judges.get("pooled") or {}
     if pooled:
+        from .judges import spread_text
+
         parts = []
         for key, name in (("calibrated", "calibrated per judge"), ("netsat", "NetSAT"),
                           ("ceiling", "human ceiling (each judge vs the mean of the others)")):
             m = pooled.get(key) or {}
             if m.get("n"):
+                spread = spread_text(m.get("spread"))
                 parts.append(f"{name} Pearson {_num(m.get('pearson'))}, Spearman {_num(m.get('spearman'))} "
-                             f"(n = {m.get('n')})")
+                             f"(n = {m.get('n')}{'; ' + spread if spread else ''})")
         if parts:
             lines.append(f"- per judge, pooled over {md_text(judges.get('n_judges'))} judge(s) of "
                          f"{md_code(judges.get('question'))}: "
