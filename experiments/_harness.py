@@ -70,13 +70,13 @@ class Experiment:
 
     def finish(self, results: dict[str, Any], report_md: str) -> Path:
         """Write results.json and report.md (plus the generic figures when a score table exists)."""
-        from rubric_induce.data.jsonl import atomic_write_text, write_json
+        from rubric_induce.data.jsonl import atomic_write_text, jsonable, write_json
 
         elapsed = self.elapsed()
         meta = {"experiment": self.name, "config": self.config, "runtime_s": round(elapsed, 1),
                 "usage": self.usage(), "python": platform.python_version(),
                 "command": self.command()}
-        write_json(self.out / "results.json", {**meta, "results": results})
+        write_json(self.out / "results.json", {**meta, "results": jsonable(results)})  # NaN (n/a) as null
         write_json(self.out / "manifest.json", meta)
         footer = (f"\n\nRuntime {elapsed:.0f} s; backend `{self.config['backend']}`; seed {self.config['seed']}; "
                   f"limit {self.config.get('limit')}. Reproduce: `{self.command()}`\n")

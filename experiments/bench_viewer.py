@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         out = run_pipeline(cfg, out=tmp / "run", echo=lambda m: None).out
         t_run = time.perf_counter() - t0
         t0 = time.perf_counter()
-        page = write_view(out, tmp / VIEW_NAME)
+        page = write_view(out, tmp / VIEW_NAME, allow_outside=True)  # the examples are beside the run
         t_write = time.perf_counter() - t0
         size = page.stat().st_size
         trivial = tmp / "trivial.html"

@@ -30,6 +30,14 @@ AREAS = {
     "test_faults.py": "fault injection on a loopback OpenAI-shaped server: retries, waits, counts",
     "test_scoring_linear.py": "scoring and evaluation linear in the number of examples",
     "test_hostile_folder.py": "received run folders: marker/artifact/batch paths stay inside, no write through links",
+    "test_key_echo.py": "a server echoing the API key: redacted from run folders, batch results and output",
+    "test_batch_inputs.py": "batch-run, ingest, plan prices, cache merge: bad input is exit 2, no hang, no partial store",
+    "test_batch_fuzz.py": "property-based fuzz (hypothesis) of ingest, plan prices, batch-run and cache merge inputs",
+    "test_export_injection.py": "exports: no code injection, exact round trips, escaped templates, extra_body",
+    "test_markdown_escape.py": "report / evaluation / feedback Markdown: HTML, links, | and newlines escaped",
+    "test_view_damaged.py": "`view` on damaged or hostile run folders: notes or exit 2, nothing read from outside",
+    "test_damaged_artifacts.py": "damaged scorer artifacts and score inputs: file/field errors, fuzz, no traceback",
+    "test_config_types.py": "numbers and booleans quoted as strings in a config name their field",
 }
 
 

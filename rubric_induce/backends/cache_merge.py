@@ -51,6 +51,28 @@ def _same(a: tuple, b: tuple) -> bool:
         return a[3] == b[3]
 
 
+def _check_input(path: Path) -> None:
+    """An input must be a call cache already: opened read-only, so an empty or foreign file is
+    named (a DataError) instead of being turned into a new, empty database."""
+    import sqlite3
+    from urllib.parse import quote
+
+    if path.stat().st_size == 0:
+        raise DataError("the file is empty, not a call cache (nothing to merge)", path=path)
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise DataError(f"cannot open it as a call cache ({exc})", path=path) from None
+    try:
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'calls'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise DataError(f"not a call cache: damaged, or not an SQLite database ({exc})", path=path) from None
+    finally:
+        conn.close()
+    if found is None:
+        raise DataError("not a call cache: an SQLite database without its 'calls' table", path=path)
+
+
 def merge_caches(inputs: Sequence[str | Path], output: str | Path, *, overwrite: bool = False,
                  batch: int = 2000) -> MergeReport:
     """Write the union of the ``inputs`` caches to ``output`` (see the module doc)."""
@@ -63,6 +85,7 @@ def merge_caches(inputs: Sequence[str | Path], output: str | Path, *, overwrite:
             raise DataError("no such cache file", path=p)
         if p.resolve() == output.resolve():
             raise DataError("the output is one of the inputs: write the merge to a new file", path=output)
+        _check_input(p)
     if output.exists() and not overwrite:
         raise DataError("exists already: pick a new file, or pass --overwrite to replace it", path=output)
     if output.exists() and output.is_dir():

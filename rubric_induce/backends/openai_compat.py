@@ -49,7 +49,7 @@ from rubric_induce.backends.base import (AnswerLogprobs, Backend, ChatResult, Fa
                    current_prompt_cache_key)
 from rubric_induce.backends.pricing import cost as _price_cost
 from rubric_induce.backends.options import CallOptions
-from rubric_induce.backends.redact import endpoint_url, redact_text, redact_url, strip_redacted
+from rubric_induce.backends.redact import endpoint_url, redact_text, redact_url, register_secret, strip_redacted
 from rubric_induce.backends.registry import BACKENDS
 
 __all__ = ["OpenAICompatibleBackend", "answer_keys", "JSON_MODES", "parse_retry_after"]
@@ -253,6 +253,8 @@ class OpenAICompatibleBackend(Backend):
                     f"backend openai/{model} needs an API key: set the environment variable "
                     "OPENAI_API_KEY (or RUBRIC_INDUCE_API_KEY), or pass api_key=...")
             key = _NO_KEY_PLACEHOLDER
+        else:
+            register_secret(key)  # a server echoing it in an error body: redacted from every message
         self.api_key_from_env = bool(api_key_from_env)
         client_kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": self.timeout}
         if connect_url is not None:
@@ -550,8 +552,8 @@ class OpenAICompatibleBackend(Backend):
         """Tokens and cost of a completion; ``batch``: priced at the model's batch-API rates."""
         body = _as_dict(response)
         usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
-        p = int(usage.get("prompt_tokens", 0) or 0)
-        c = int(usage.get("completion_tokens", 0) or 0)
+        p = self._tokens(usage, "prompt_tokens")
+        c = self._tokens(usage, "completion_tokens")
         # Tokens the provider served from its prompt cache (OpenAI, vLLM with prefix caching; a
         # server that reports nothing here gets 0): part of p, priced at the cached-input rate.
         details = usage.get("prompt_tokens_details")
@@ -568,6 +570,20 @@ class OpenAICompatibleBackend(Backend):
         else:
             cost = None
         return Usage(prompt_tokens=p, completion_tokens=c, cost_usd=cost, cached_tokens=k)
+
+    def _tokens(self, usage: Mapping[str, Any], key: str) -> int:
+        """A usage count as an int; negative, fractional, non-finite or absurd (over 1e12) ones are a
+        bad reply (they would poison the tally and the cache's token columns)."""
+        value = usage.get(key, 0) or 0
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise self._bad_reply(f"usage.{key} is not a number: {_snippet(value)}")
+        try:
+            number = float(value)
+        except (ValueError, OverflowError):
+            raise self._bad_reply(f"usage.{key} is not a number: {_snippet(value)}") from None
+        if not (math.isfinite(number) and number.is_integer() and 0 <= number <= 1e12):
+            raise self._bad_reply(f"usage.{key} is not a token count: {_snippet(value)}")
+        return int(number)
 
     def _first_choice(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
         choices = body.get("choices")

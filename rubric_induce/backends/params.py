@@ -40,7 +40,7 @@ class BackendParams(Params):
                                     "openai-compatible/<model>@<base_url>, fake.")
     cache: str = param("llm_calls.sqlite", help="SQLite call cache (in a run: relative to the run directory).")
     top_logprobs: int | None = param(None, ge=1, help="Served models: alternatives asked for at the answer "
-                                     "position (default 20, OpenAI's cap; a llama.cpp server takes 100). "
+                                     "position (default 20, OpenAI's cap; a llama.cpp server takes 1000). "
                                      "Answers outside them are recorded as bounded.")
     timeout: float | None = param(None, gt=0, help="Served models: seconds per request (default 60).")
     max_retries: int | None = param(None, ge=0, help="Served models: retries on 429/5xx/timeouts/non-JSON "

@@ -34,8 +34,10 @@ __all__ = [
     "register_prices",
     "registered_prices",
     "price_of",
+    "is_snapshot_of",
     "cost",
     "PRICES_ENV",
+    "MAX_PRICE",
 ]
 
 #: Environment variable naming a user price file read by every process (optional).
@@ -81,6 +83,10 @@ BUILTIN_PRICES: dict[str, ModelPrice] = {
     "gpt-3.5-turbo-16k": _p(3.00, 4.00, None),
 }
 
+#: Highest rate accepted, US$ per million tokens: far above any real price, and low enough that no
+#: plan or tally overflows to infinity (a larger value is a typo, e.g. a missing decimal point).
+MAX_PRICE = 1e6
+
 _lock = threading.Lock()
 _registered: dict[str, ModelPrice] = {}
 _env_loaded: str | None = None
@@ -108,8 +114,9 @@ def _coerce(name: str, raw: Any, where: str | None) -> ModelPrice:
         if val is None:
             values[key] = None
             continue
-        if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val) or val < 0:
-            raise DataError(f"must be a non-negative number (US$ per million tokens), got {val!r}",
+        if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val) or val < 0 \
+                or val > MAX_PRICE:
+            raise DataError(f"must be a number from 0 to {MAX_PRICE:g} (US$ per million tokens), got {val!r}",
                             path=where, field=f"prices.{name}.{key}")
         values[key] = float(val)
     if "batch_input" not in raw and "batch_output" not in raw:
@@ -125,14 +132,17 @@ def _read_file(path: str | Path) -> dict[str, Any]:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise DataError(f"cannot read price table: {exc.strerror or exc}", path=p) from exc
+    except UnicodeDecodeError as exc:
+        line = exc.object.count(b"\n", 0, exc.start) + 1
+        raise DataError(f"not UTF-8 text (byte {exc.object[exc.start]:#04x})", path=p, line=line) from None
     try:
         if p.suffix.lower() == ".json":
             data = json.loads(text)
         else:
             import tomllib
             data = tomllib.loads(text)
-    except (ValueError, json.JSONDecodeError) as exc:
-        raise DataError(f"not valid {'JSON' if p.suffix.lower() == '.json' else 'TOML'}: {exc}", path=p) from exc
+    except (ValueError, RecursionError) as exc:
+        raise DataError(f"not valid {'JSON' if p.suffix.lower() == '.json' else 'TOML'}: {exc}", path=p) from None
     if isinstance(data, Mapping) and isinstance(data.get("prices"), Mapping):
         data = data["prices"]  # a whole config file, or a file with a [prices] table
     if not isinstance(data, Mapping):
@@ -204,6 +214,12 @@ def _base_name(model: str) -> str:
 
 # What a dated snapshot appends to a model name: -2024-08-06, -0613, -1106-preview, -latest.
 _SNAPSHOT = re.compile(r"-(20\d\d-\d\d-\d\d|\d{4})(-preview)?|-latest|-preview")
+
+
+def is_snapshot_of(name: str, model: str) -> bool:
+    """True when ``name`` is a dated snapshot of ``model`` (``gpt-4o-2024-08-06`` of ``gpt-4o``)."""
+    base, want = _base_name(name), _base_name(model)
+    return base.startswith(want + "-") and _SNAPSHOT.fullmatch(base[len(want):]) is not None
 
 
 def price_of(model: str, table: Mapping[str, ModelPrice] | None = None) -> ModelPrice | None:

@@ -15,16 +15,25 @@ credentials: ``http://user:pass@host/v1`` (userinfo, sent by the HTTP client as 
   redacted ``***`` of an artifact) shares its cached calls.
 * :func:`strip_redacted` removes ``***`` placeholders before a URL is used, so an artifact's
   redacted URL connects without sending ``***`` as a password.
+
+API keys are redacted too, because a server may echo the request's ``Authorization`` header in
+an error body, which then reaches error messages, ``probes.jsonl`` and ``manifest.json``:
+:func:`redact_text` also replaces the value after ``Authorization:``, a ``Bearer <token>``, an
+``sk-...`` key, and the literal value of every configured key (``RUBRIC_INDUCE_API_KEY``,
+``OPENAI_API_KEY``, and any key handed to :func:`register_secret`, as the backends do with the
+key they send).
 """
 from __future__ import annotations
 
+import os
 import re
+import threading
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
 __all__ = ["REDACTED", "redact_url", "redact_text", "redact_spec", "redact_obj", "endpoint_url",
-           "strip_redacted", "has_credentials", "split_model_url"]
+           "strip_redacted", "has_credentials", "split_model_url", "register_secret", "KEY_ENV"]
 
 #: What a secret is replaced with.
 REDACTED = "***"
@@ -36,6 +45,18 @@ _AUTHORITY = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`)\]]+")
 # The '@' between a model name and its endpoint URL.
 _MODEL_URL = re.compile(r"@(?=https?://)", re.I)
+#: Environment variables whose values are API keys (redacted wherever they appear).
+KEY_ENV = ("RUBRIC_INDUCE_API_KEY", "OPENAI_API_KEY")
+# A key shorter than this is not searched for literally (it would garble ordinary words).
+_MIN_SECRET = 8
+# An echoed header: `Authorization: <value>` / `"authorization": "<value>"` up to a quote,
+# comma, brace or line end (so a JSON body stays JSON).
+_AUTH_HEADER = re.compile(r"""(\b(?:proxy-)?authorization\b["']?\s*[:=]\s*["']?)([^"'\r\n,}]+)""", re.I)
+# A bearer token, and an OpenAI-style secret key (sk-..., sk-proj-...).
+_BEARER = re.compile(r"\b(bearer\s+)[A-Za-z0-9._~+/=\-]+", re.I)
+_SK_KEY = re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{8,}")
+_secrets: set[str] = set()
+_secrets_lock = threading.Lock()
 
 
 def _split_params(part: str, *, drop: bool) -> tuple[str, bool]:
@@ -112,10 +133,46 @@ def strip_redacted(url: str) -> str:
     return head
 
 
+def register_secret(value: str | None) -> None:
+    """Remember a key this process sends, so that :func:`redact_text` removes it wherever it
+    shows up (a server echoing it in an error body). Short values are ignored (see ``_MIN_SECRET``)."""
+    if isinstance(value, str) and len(value.strip()) >= _MIN_SECRET:
+        with _secrets_lock:
+            _secrets.add(value.strip())
+
+
+def _known_secrets() -> list[str]:
+    """The registered keys and those of the environment, longest first (a key inside another)."""
+    found = {v.strip() for v in (os.environ.get(name) for name in KEY_ENV) if v and len(v.strip()) >= _MIN_SECRET}
+    with _secrets_lock:
+        found |= _secrets
+    return sorted(found, key=len, reverse=True)
+
+
+def _redact_keys(text: str) -> str:
+    """``text`` without API keys: configured values, echoed Authorization headers, bearer tokens, sk- keys."""
+    for secret in _known_secrets():
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    lowered = text.lower()
+    if "authorization" in lowered:
+        text = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED, text)
+    if "bearer" in lowered:
+        text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+    if "sk-" in text:
+        text = _SK_KEY.sub(REDACTED, text)
+    return text
+
+
 def redact_text(text: str) -> str:
-    """Every URL inside ``text`` (a spec, an error message, a report) redacted by :func:`redact_url`."""
-    if not isinstance(text, str) or "://" not in text:
+    """Every URL inside ``text`` (a spec, an error message, a report) redacted by :func:`redact_url`,
+    and every API key in it (see the module doc) replaced by ``***``."""
+    if not isinstance(text, str):
         return text
+    text = _redact_keys(text)
+    if "://" not in text:
+        return text
+
     def one(m: re.Match) -> str:
         url = m.group(0).rstrip(".,:;!?")  # sentence punctuation after a URL is not part of it
         return redact_url(url) + m.group(0)[len(url):]

@@ -50,8 +50,13 @@ def parse_endpoints(urls: Sequence[str]) -> list[Endpoint]:
     out: list[Endpoint] = []
     for raw in urls:
         url = strip_redacted(str(raw).strip())
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - a port out of range raises here, not mid-run in a worker
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname \
+                or any(c.isspace() or not c.isprintable() for c in url):
             raise DataError(f"--endpoint {redact_url(str(raw))!r}: expected an http(s) URL such as "
                             "http://127.0.0.1:8000/v1", field="endpoint")
         ep = Endpoint(url.rstrip("/"))

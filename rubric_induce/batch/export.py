@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -38,7 +40,7 @@ from typing import Any
 
 from rubric_induce.backends.base import Backend
 from rubric_induce.backends.options import CallOptions
-from rubric_induce.backends.redact import redact_obj
+from rubric_induce.backends.redact import redact_obj, redact_text
 from rubric_induce.core.errors import BackendError, DataError, RubricInduceError
 from rubric_induce.probing.calls import ProbeCall, request_body, unwrap_backend
 
@@ -240,16 +242,48 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
     for key in ("backend", "files", "index"):
         if key not in doc:
             raise DataError("the batch manifest lacks this field", path=path, field=key)
+    _check_manifest(doc, path)
     from rubric_induce.core.safepaths import inside_folder
 
-    # a received batch folder names files inside it only
+    # a received batch folder names files inside it only (links followed)
     inside_folder(directory, doc["index"], path=path, field="index")
-    if not isinstance(doc["files"], list):
-        raise DataError("expected a list of request files", path=path, field="files")
     for entry in doc["files"]:
         inside_folder(directory, entry.get("file") if isinstance(entry, dict) else entry, path=path,
                       field="files.file")
     return doc
+
+
+def _plain_name(value: Any) -> bool:
+    """A file name inside the export folder (no folder part, not . or ..)."""
+    return isinstance(value, str) and value not in ("", ".", "..") and "/" not in value and "\\" not in value \
+        and "\0" not in value
+
+
+def _check_manifest(doc: Mapping[str, Any], path: Path) -> None:
+    """The fields ingest reads, with their types: a damaged manifest is one DataError naming the field."""
+    backend = doc["backend"]
+    if not isinstance(backend, Mapping):
+        raise DataError(f"must be an object (the backend identity), got {type(backend).__name__}", path=path,
+                        field="backend")
+    if not isinstance(backend.get("model"), str) or not backend["model"].strip():
+        raise DataError("missing or not a model name", path=path, field="backend.model")
+    if not isinstance(backend.get("kind"), str):
+        raise DataError("missing or not a backend kind", path=path, field="backend.kind")
+    if backend.get("base_url") is not None and not isinstance(backend["base_url"], str):
+        raise DataError("must be a URL or null", path=path, field="backend.base_url")
+    top = backend.get("top_logprobs", 20)
+    if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= 1000:
+        raise DataError(f"must be an integer from 1 to 1000, got {top!r}", path=path, field="backend.top_logprobs")
+    if backend.get("extra_body") is not None and not isinstance(backend["extra_body"], Mapping):
+        raise DataError("must be an object or absent", path=path, field="backend.extra_body")
+    if not _plain_name(doc["index"]):
+        raise DataError(f"must be a file name in the export folder, got {doc['index']!r}", path=path, field="index")
+    files = doc["files"]
+    if not isinstance(files, list):
+        raise DataError("must be a list of {file, lines, sha256}", path=path, field="files")
+    for i, entry in enumerate(files):
+        if not isinstance(entry, Mapping) or not _plain_name(entry.get("file")):
+            raise DataError("each entry needs a file name in the export folder", path=path, field=f"files[{i}].file")
 
 
 def backend_from_manifest(manifest: Mapping[str, Any]) -> Backend:
@@ -264,64 +298,114 @@ def backend_from_manifest(manifest: Mapping[str, Any]) -> Backend:
         raise DataError(f"the batch was exported for backend kind {kind!r}; only OpenAI-compatible kinds have batch "
                         "files", field="backend.kind")
     base_url = ident.get("base_url")
-    return OpenAICompatibleBackend(ident["model"], strip_redacted(base_url) if base_url else None,
-                                   api_key="sk-ingest-no-calls", api_key_from_env=False,
-                                   top_logprobs=int(ident.get("top_logprobs", 20)),
-                                   extra_body=ident.get("extra_body"))
+    try:
+        return OpenAICompatibleBackend(ident["model"], strip_redacted(base_url) if base_url else None,
+                                       api_key="sk-ingest-no-calls", api_key_from_env=False,
+                                       top_logprobs=int(ident.get("top_logprobs", 20)),
+                                       extra_body=ident.get("extra_body"))
+    except BackendError as exc:
+        raise DataError(f"cannot rebuild the backend: {exc}", field="backend") from None
+
+
+def _text_lines(path: Path, missing: str) -> Iterable[tuple[int, str]]:
+    """``(line number, text)`` of a JSONL file; absent, a folder or not UTF-8: a DataError naming it."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise DataError(missing, path=path) from None
+    except IsADirectoryError:
+        raise DataError("expected a file (JSONL), found a folder", path=path) from None
+    with f:
+        for n, raw in enumerate(f, 1):
+            try:
+                yield n, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at column {exc.start + 1})",
+                                path=path, line=n) from None
+
+
+def _json_line(path: Path, n: int, raw: str, what: str) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise DataError(f"not {what}: {exc}", path=path, line=n) from None
 
 
 def _read_index(directory: Path, manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     path = directory / str(manifest["index"])
     index: dict[str, dict[str, Any]] = {}
-    try:
-        f = open(path, encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError("the batch index is missing", path=path) from None
-    with f:
-        for n, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            try:
-                entry = json.loads(raw)
-            except ValueError as exc:
-                raise DataError(f"not JSON: {exc}", path=path, line=n) from None
-            if not isinstance(entry, dict) or not isinstance(entry.get("custom_id"), str):
-                raise DataError("an index line needs a custom_id", path=path, line=n, field="custom_id")
-            if entry.get("method") not in ("answer_logprobs", "chat"):
-                raise DataError(f"unknown method {entry.get('method')!r}", path=path, line=n, field="method")
-            index[entry["custom_id"]] = entry
+    for n, raw in _text_lines(path, "the batch index is missing"):
+        if not raw.strip():
+            continue
+        entry = _json_line(path, n, raw, "JSON")
+        if not isinstance(entry, dict) or not isinstance(entry.get("custom_id"), str):
+            raise DataError("an index line needs a custom_id", path=path, line=n, field="custom_id")
+        if entry.get("method") not in ("answer_logprobs", "chat"):
+            raise DataError(f"unknown method {entry.get('method')!r}", path=path, line=n, field="method")
+        index[entry["custom_id"]] = entry
     return index
 
 
 def _result_lines(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
-    try:
-        f = open(path, encoding="utf-8")
-    except IsADirectoryError:
-        raise DataError("expected a result file (JSONL), found a folder", path=path) from None
-    with f:
-        for n, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except ValueError as exc:
-                raise DataError(f"not a JSON result line: {exc}", path=path, line=n) from None
-            if not isinstance(obj, dict):
-                raise DataError(f"a result line is a JSON object, got {type(obj).__name__}", path=path, line=n)
-            cid = obj.get("custom_id")
-            if not isinstance(cid, str) or not cid:
-                raise DataError("a result line needs its request's custom_id", path=path, line=n, field="custom_id")
-            resp = obj.get("response")
-            if resp is not None and not isinstance(resp, dict):
-                raise DataError("must be an object or null", path=path, line=n, field="response")
-            if resp is None and obj.get("error") is None:
-                raise DataError("a result line has a response or an error; this one has neither", path=path, line=n,
-                                field="response")
-            if isinstance(resp, dict) and obj.get("error") is None:
-                if not isinstance(resp.get("status_code"), int):
-                    raise DataError("must be the HTTP status (an integer)", path=path, line=n,
-                                    field="response.status_code")
-            yield n, obj
+    for n, raw in _text_lines(path, "no such result file"):
+        if not raw.strip():
+            continue
+        obj = _json_line(path, n, raw, "a JSON result line")
+        if not isinstance(obj, dict):
+            raise DataError(f"a result line is a JSON object, got {type(obj).__name__}", path=path, line=n)
+        cid = obj.get("custom_id")
+        if not isinstance(cid, str) or not cid:
+            raise DataError("a result line needs its request's custom_id", path=path, line=n, field="custom_id")
+        resp = obj.get("response")
+        if resp is not None and not isinstance(resp, dict):
+            raise DataError("must be an object or null", path=path, line=n, field="response")
+        if resp is None and obj.get("error") is None:
+            raise DataError("a result line has a response or an error; this one has neither", path=path, line=n,
+                            field="response")
+        if isinstance(resp, dict) and obj.get("error") is None:
+            if not isinstance(resp.get("status_code"), int):
+                raise DataError("must be the HTTP status (an integer)", path=path, line=n,
+                                field="response.status_code")
+        yield n, obj
+
+
+#: Most tokens one call may report (far above any context window; a larger count is a damaged line).
+MAX_CALL_TOKENS = 10**9
+_USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def _token_count(value: Any) -> bool:
+    """A usable token count: a whole number from 0 to :data:`MAX_CALL_TOKENS`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return False
+    return 0 <= value <= MAX_CALL_TOKENS
+
+
+def _check_reply(body: Mapping[str, Any], model: str, path: Path, n: int) -> None:
+    """A 200 body's usage (whole, non-negative token counts) and model (the export's, or a dated
+    snapshot of it, as the OpenAI API answers): anything else is a DataError naming the field, so
+    that a damaged or foreign results file stores nothing."""
+    from rubric_induce.backends.pricing import is_snapshot_of
+
+    usage = body.get("usage")
+    if usage is not None:
+        if not isinstance(usage, Mapping):
+            raise DataError(f"must be an object, got {type(usage).__name__}", path=path, line=n,
+                            field="response.body.usage")
+        details = usage.get("prompt_tokens_details")
+        counts = [(k, usage.get(k)) for k in _USAGE_FIELDS]
+        if isinstance(details, Mapping):
+            counts.append(("prompt_tokens_details.cached_tokens", details.get("cached_tokens")))
+        for key, value in counts:
+            if value is not None and not _token_count(value):
+                raise DataError(f"must be a whole number of tokens from 0 to {MAX_CALL_TOKENS}, got {value!r}",
+                                path=path, line=n, field=f"response.body.usage.{key}")
+    got = body.get("model")
+    if got is not None and not (isinstance(got, str) and (got == model or is_snapshot_of(got, model))):
+        raise DataError(f"the reply is from model {got!r}, but the batch was exported for {model!r}: these results "
+                        "belong to another export", path=path, line=n, field="response.body.model")
 
 
 def _error_text(err: Any) -> tuple[str, str]:
@@ -329,8 +413,9 @@ def _error_text(err: Any) -> tuple[str, str]:
     if isinstance(err, Mapping):
         inner = err.get("error") if isinstance(err.get("error"), Mapping) else err
         code = inner.get("code") or inner.get("type") or ""
-        return str(code), str(inner.get("message") or inner.get("detail") or json.dumps(inner)[:200])
-    return "", str(err)
+        message = inner.get("message") or inner.get("detail") or json.dumps(inner, default=str)[:200]
+        return str(code), redact_text(str(message))  # a server may have echoed the key
+    return "", redact_text(str(err))
 
 
 def ingest_results(files: Sequence[str | Path], batch_dir: str | Path, cache: Any, *,
@@ -350,7 +435,12 @@ def ingest_results(files: Sequence[str | Path], batch_dir: str | Path, cache: An
     batch_dir = Path(batch_dir)
     manifest = read_manifest(batch_dir)
     index = _read_index(batch_dir, manifest)
-    parser = unwrap_backend(backend) if backend is not None else backend_from_manifest(manifest)
+    try:
+        parser = unwrap_backend(backend) if backend is not None else backend_from_manifest(manifest)
+    except DataError as exc:
+        if exc.path is not None:
+            raise
+        raise DataError(exc.message, path=batch_dir / MANIFEST, field=exc.field) from None
     want, have = manifest["backend"], redact_obj(parser.identity())
     if canonical_json(have) != canonical_json(want):
         raise DataError(f"the backend {have} is not the one the batch was exported for ({want}): its cache keys "
@@ -384,22 +474,26 @@ def ingest_results(files: Sequence[str | Path], batch_dir: str | Path, cache: An
             if not isinstance(body, Mapping):
                 report.failed[cid] = "a 200 response without a completion body"
                 continue
+            _check_reply(body, parser.model, path, n)
             try:
                 if entry["method"] == "answer_logprobs":
                     result = parser.parse_logprobs_response(body, entry.get("answers") or [], batch=True)
                 else:
                     top = int((entry.get("options") or {}).get("top_logprobs") or 0)
                     result = parser.parse_chat_response(body, CallOptions(top_logprobs=top), batch=True)
-            except (RubricInduceError, TypeError, ValueError, AttributeError, KeyError) as exc:
-                report.failed[cid] = f"unusable reply: {exc}"
+            except (RubricInduceError, TypeError, ValueError, AttributeError, KeyError, OverflowError,
+                    RecursionError) as exc:
+                report.failed[cid] = redact_text(f"unusable reply: {exc}")
                 continue
             parsed[cid] = (entry["method"], result)
     held = cache.contains(list(parsed))
+    rows = []
     for cid, (method, result) in parsed.items():
         if cid in held:
             report.already_cached += 1
             continue
-        cache.put(cid, method, parser.model, result.to_dict(), result.usage)
+        rows.append((cid, method, parser.model, json.dumps(result.to_dict(), ensure_ascii=False),
+                     result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.cost_usd, time.time()))
         report.ingested += 1
         report.prompt_tokens += result.usage.prompt_tokens
         report.completion_tokens += result.usage.completion_tokens
@@ -407,6 +501,7 @@ def ingest_results(files: Sequence[str | Path], batch_dir: str | Path, cache: An
             report.cost_usd = None
         elif report.cost_usd is not None:
             report.cost_usd += result.usage.cost_usd
+    cache.put_rows(rows)  # one transaction: all of it or nothing
     report.missing = [cid for cid in index if cid not in seen]
     retry_ids = set(report.failed) | set(report.expired) | (set(report.missing) if retry_missing else set())
     if retry_ids:

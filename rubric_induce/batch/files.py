@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -71,8 +72,24 @@ class RequestFile:
     duplicates: int = 0     # lines whose custom_id (same body) appeared earlier: sent once
 
 
+# A request path: printable ASCII URL characters only (RFC 3986 path and query), so that no CR/LF,
+# space or control character reaches the HTTP client (which would refuse it mid-run).
+_URL_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/?\-]*")
+
+
 def _fail(path: Path, line: int, field: str | None, message: str) -> DataError:
     return DataError(message, path=path, line=line, field=field)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of a request file; a line that is not UTF-8 is a DataError naming it."""
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                yield lineno, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _fail(path, lineno, None, f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                                                f"column {exc.start + 1})") from None
 
 
 def _parse_line(path: Path, lineno: int, raw: str) -> tuple[str, str, dict[str, Any]] | None:
@@ -83,6 +100,8 @@ def _parse_line(path: Path, lineno: int, raw: str) -> tuple[str, str, dict[str, 
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _fail(path, lineno, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise _fail(path, lineno, None, "not usable JSON: nested too deeply") from None
     if not isinstance(obj, dict):
         raise _fail(path, lineno, None, f"a request line must be a JSON object, got {type(obj).__name__}")
     cid = obj.get("custom_id")
@@ -92,11 +111,17 @@ def _parse_line(path: Path, lineno: int, raw: str) -> tuple[str, str, dict[str, 
     if not isinstance(method, str) or method.upper() != "POST":
         raise _fail(path, lineno, "method", f"only POST requests can be batched, got {method!r}")
     url = obj.get("url")
-    if not isinstance(url, str) or not url.startswith("/"):
-        raise _fail(path, lineno, "url", f"expected a path such as '/v1/chat/completions', got {url!r}")
+    if not isinstance(url, str) or not _URL_PATH.fullmatch(url) or url.startswith("//"):
+        raise _fail(path, lineno, "url", f"expected a path such as '/v1/chat/completions' (URL characters "
+                                         f"only: no spaces, line breaks or control characters), got {url!r}")
     body = obj.get("body")
     if not isinstance(body, dict):
         raise _fail(path, lineno, "body", "missing or not a JSON object")
+    try:
+        encode_body(body)
+    except (ValueError, RecursionError):
+        raise _fail(path, lineno, "body", "holds NaN or Infinity (not JSON: no server accepts it) or is "
+                                          "nested too deeply") from None
     return cid, url, body
 
 
@@ -132,22 +157,21 @@ def scan_requests(paths: Sequence[Path], out_dir: Path) -> list[RequestFile]:
             raise DataError(f"the result file {out} would overwrite its own request file", path=path)
         outs[out] = path
         rf = RequestFile(path=path, out=out)
-        with open(path, encoding="utf-8") as fh:
-            for lineno, raw in enumerate(fh, 1):
-                parsed = _parse_line(path, lineno, raw)
-                if parsed is None:
-                    continue
-                cid, _url, body = parsed
-                digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-                where = f"{path}, line {lineno}"
-                if cid in seen:
-                    if seen[cid][0] != digest:
-                        raise _fail(path, lineno, "custom_id",
-                                    f"{cid!r} is also at {seen[cid][1]} with a different body")
-                    rf.duplicates += 1
-                else:
-                    seen[cid] = (digest, where)
-                rf.lines += 1
+        for lineno, raw in _lines(path):
+            parsed = _parse_line(path, lineno, raw)
+            if parsed is None:
+                continue
+            cid, _url, body = parsed
+            digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+            where = f"{path}, line {lineno}"
+            if cid in seen:
+                if seen[cid][0] != digest:
+                    raise _fail(path, lineno, "custom_id",
+                                f"{cid!r} is also at {seen[cid][1]} with a different body")
+                rf.duplicates += 1
+            else:
+                seen[cid] = (digest, where)
+            rf.lines += 1
         files.append(rf)
     return files
 
@@ -155,16 +179,15 @@ def scan_requests(paths: Sequence[Path], out_dir: Path) -> list[RequestFile]:
 def iter_requests(rf: RequestFile, skip: set[str]) -> Iterator[BatchRequest]:
     """The requests of a checked file whose custom_id is not in ``skip`` (which grows as they are
     yielded, so a repeated id is sent once)."""
-    with open(rf.path, encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            parsed = _parse_line(rf.path, lineno, raw)
-            if parsed is None:
-                continue
-            cid, url, body = parsed
-            if cid in skip:
-                continue
-            skip.add(cid)
-            yield BatchRequest(cid, url, encode_body(body), f"{rf.path}, line {lineno}")
+    for lineno, raw in _lines(rf.path):
+        parsed = _parse_line(rf.path, lineno, raw)
+        if parsed is None:
+            continue
+        cid, url, body = parsed
+        if cid in skip:
+            continue
+        skip.add(cid)
+        yield BatchRequest(cid, url, encode_body(body), f"{rf.path}, line {lineno}")
 
 
 def resume_results(out: Path) -> set[str]:
@@ -202,17 +225,20 @@ def resume_results(out: Path) -> set[str]:
 def result_line(custom_id: str, outcome: Outcome) -> dict[str, Any]:
     """The OpenAI Batch output line for one outcome (a body that is not JSON is kept as an error
     body ``{"error": {"message": <text>}}``)."""
+    from rubric_induce.backends.redact import redact_text
+
     line_id = f"batch_req_{uuid.uuid4().hex}"
     if outcome.status_code is None:
         return {"id": line_id, "custom_id": custom_id, "response": None,
                 "error": {"code": outcome.error_code or "request_failed",
-                          "message": outcome.error_message or ""}}
+                          "message": redact_text(outcome.error_message or "")}}
+    text = outcome.body_text if outcome.ok else redact_text(outcome.body_text)  # an error may echo the key
     try:
-        body: Any = json.loads(outcome.body_text) if outcome.body_text else None
+        body: Any = json.loads(text) if text else None
     except json.JSONDecodeError:
         body = None
     if not isinstance(body, dict):
-        body = {"error": {"message": outcome.body_text[:2000], "code": str(outcome.status_code)}}
+        body = {"error": {"message": text[:2000], "code": str(outcome.status_code)}}
     return {"id": line_id, "custom_id": custom_id,
             "response": {"status_code": outcome.status_code,
                          "request_id": outcome.request_id or f"req_{uuid.uuid4().hex}",

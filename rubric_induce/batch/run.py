@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rubric_induce.backends.redact import register_secret
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.batch.endpoints import Endpoint, RetryPolicy, api_key_from_env, parse_endpoints
@@ -116,6 +117,7 @@ def run_batch(
     if int(max_in_flight) < 1:
         raise DataError(f"max_in_flight must be at least 1, got {max_in_flight}", field="max_in_flight")
     eps = parse_endpoints([e.url if isinstance(e, Endpoint) else e for e in endpoints])
+    register_secret(api_key)  # an error body echoing it is redacted in the result lines (either engine)
     policy = policy or RetryPolicy()
     out = Path(out_dir)
     if out.exists() and not out.is_dir():

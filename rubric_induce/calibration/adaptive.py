@@ -683,13 +683,23 @@ def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "au
 def load_adaptive(directory: str | Path) -> AdaptiveModel:
     """Rebuild an :class:`AdaptiveModel` saved by :func:`save_adaptive` (shapes checked)."""
     require_torch()  # a clear MissingDependencyError before the network import
-    from rubric_induce.calibration.artifacts import read_weights, load_network_state, non_finite_tensors, read_config
+    from rubric_induce.calibration.artifacts import (REBUILD_ERRORS, read_weights, check_network_config, damaged, load_network_state,
+                            non_finite_tensors, read_config, weights_path)
     from rubric_induce.calibration.network import CalibrationNetwork
 
     directory = Path(directory)
     path = directory / ADAPTIVE_CONFIG
     config = read_config(path, "rubric-induce-adaptive", "adaptive-model", version=FORMAT_VERSION,
                          absent=f"no {ADAPTIVE_CONFIG} here: no adaptive model was saved")
+    wpath = weights_path(directory, config, path)
+    if not wpath.exists():
+        raise DataError("weights file is missing", path=wpath)
+    tensors = read_weights(wpath)
+    bad = non_finite_tensors(tensors)
+    if bad:
+        raise DataError(f"tensor {bad[0]!r} holds NaN or infinite values: the weights are damaged; rerun the "
+                        "calibrate stage", path=wpath)
+    check_network_config(config, path, tensors, n_inputs=None, hidden_keys=("hidden", "answer_hidden"))
     try:
         params = dict(config["params"])
         for key in ("hidden", "answer_hidden", "not_applicable"):
@@ -709,27 +719,23 @@ def load_adaptive(directory: str | Path) -> AdaptiveModel:
         model.class_freq_ = np.asarray(config["class_freq"], dtype=np.float64)
         model.history_ = dict(config.get("history") or {})
         model.answer_surprise_reference_ = _reference_excess(model.history_)
-        from rubric_induce.core.safepaths import inside_folder
-
-        wpath = inside_folder(directory, config["weights"], path=path, field="weights")
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"the adaptive-model config is damaged ({type(exc).__name__}: {exc}); rerun the calibrate "
-                        "stage", path=path) from None
-    if not wpath.exists():
-        raise DataError("weights file is missing", path=wpath)
-    tensors = read_weights(wpath)
-    bad = non_finite_tensors(tensors)
-    if bad:
-        raise DataError(f"tensor {bad[0]!r} holds NaN or infinite values: the weights are damaged; rerun the "
-                        "calibrate stage", path=wpath)
+        n_in, k = model.n_features_in_shape_
+        if len(model.input_widths_) != n_in or min(model.input_widths_, default=1) < 1 \
+                or max(model.input_widths_, default=1) * n_in * k > sum(t.size for t in tensors.values()):
+            raise ValueError(f"input_widths must be {n_in} positive widths that fit the weights")
+    except REBUILD_ERRORS as exc:
+        raise damaged(path, "adaptive-model", exc) from None
     n_in, k = model.n_features_in_shape_
     version = int(config.get("format_version", 1))
     nets: dict[str, list[Any]] = {"target": [], "answer": []}
     for member in range(int(model.n_members)):
-        pair = {"target": CalibrationNetwork(n_in * k + n_in, len(model.judges_), [len(s) for s in model.scales_],
-                                             model.hidden, personalized=model.personalized, head=model.head),
-                "answer": CalibrationNetwork(n_in * k + n_in, 0, [w + 1 for w in model.input_widths_],
-                                             model.answer_hidden, personalized=False, head="softmax")}
+        try:
+            pair = {"target": CalibrationNetwork(n_in * k + n_in, len(model.judges_), [len(s) for s in model.scales_],
+                                                 model.hidden, personalized=model.personalized, head=model.head),
+                    "answer": CalibrationNetwork(n_in * k + n_in, 0, [w + 1 for w in model.input_widths_],
+                                                 model.answer_hidden, personalized=False, head="softmax")}
+        except REBUILD_ERRORS as exc:
+            raise damaged(path, "adaptive-model", exc) from None
         for tag, net in pair.items():
             prefix = f"{tag}." if version < 2 else f"{tag}.{member}."
             nets[tag].append(load_network_state(net, tensors, prefix, wpath))

@@ -25,6 +25,26 @@ CALIBRATION_DIR = "calibration"
 FEW_RATINGS = 3
 
 
+def _no_quoted_values(cls: type, opts: dict[str, Any], where: str) -> None:
+    """A number, or true / false, written as a string (``finetune_epochs = "5"``) where the option's
+    default is a number or a boolean (or a list of numbers) is an error naming it, as in every
+    config section (the estimators' own checks would read ``int("5")``, and ``"false"`` as true)."""
+    import inspect
+
+    from rubric_induce.core.params import quoted_value_error
+
+    params = inspect.signature(cls.__init__).parameters
+    for key, value in opts.items():
+        default = params[key].default if key in params else None
+        items = value if isinstance(value, tuple) and isinstance(default, tuple) else (value,)
+        kinds = {type(v) for v in (default if isinstance(default, tuple) else (default,))}
+        for item in items:
+            if isinstance(item, str) and kinds & {int, float, bool}:
+                error = quoted_value_error(item, bool if kinds == {bool} else float if float in kinds else int)
+                if error:
+                    raise DataError(error, field=f"{where}.{key}")
+
+
 def _calibrator_options(options: dict[str, Any], where: str = "calibrate.options") -> dict[str, Any]:
     """Calibrator keyword arguments from a config table (lists become tuples), checked."""
     from rubric_induce.calibration.calibrator import PARAMS, Calibrator
@@ -39,6 +59,7 @@ def _calibrator_options(options: dict[str, Any], where: str = "calibrate.options
 
             raise DataError(f"unknown option{suggest(key, PARAMS)}; allowed: {', '.join(sorted(PARAMS))}",
                             field=f"{where}.{key}")
+    _no_quoted_values(Calibrator, opts, where)
     try:
         Calibrator(**opts)._check_params()
     except (ValueError, TypeError) as exc:
@@ -97,6 +118,7 @@ def _adaptive_options(options: dict[str, Any], where: str = "calibrate.adaptive_
 
             raise DataError(f"unknown option{suggest(key, ADAPTIVE_PARAMS)}; allowed: {', '.join(sorted(ADAPTIVE_PARAMS))}",
                             field=f"{where}.{key}")
+    _no_quoted_values(AdaptiveModel, opts, where)
     try:
         AdaptiveModel(**opts)._check_params()
     except (ValueError, TypeError) as exc:

@@ -8,7 +8,9 @@ scales, input names and shape, library versions) and the weights of every ensemb
 from __future__ import annotations
 
 import json
+import math
 import platform
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,8 @@ from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.calibration._torch import require_torch
 from rubric_induce.calibration.calibrator import Calibrator, check_fitted
 
-__all__ = ["save_calibrator", "load_calibrator", "non_finite_tensors", "write_weights", "read_config", "CONFIG_NAME", "FORMAT_VERSION"]
+__all__ = ["save_calibrator", "load_calibrator", "non_finite_tensors", "write_weights", "read_config", "CONFIG_NAME",
+           "FORMAT_VERSION", "check_network_config", "weights_path", "damaged", "REBUILD_ERRORS"]
 
 CONFIG_NAME = "calibrator.json"
 FORMAT_VERSION = 1
@@ -137,10 +140,94 @@ def read_config(path: Path, fmt: str, what: str, *, absent: str, version: int = 
         raise DataError(f"invalid JSON: {exc}", path=path) from None
     if not isinstance(config, dict) or config.get("format") != fmt:
         raise DataError(f"not a rubric-induce {what} config", path=path, field="format")
-    if int(config.get("format_version", 0)) > version:
+    fv = config.get("format_version", 0)
+    if isinstance(fv, bool) or not isinstance(fv, int):
+        raise DataError(f"must be an integer, got {fv!r}", path=path, field="format_version")
+    if fv > version:
         raise DataError(f"format version {config['format_version']} is newer than this library's "
                         f"{version}; upgrade rubric-induce", path=path, field="format_version")
     return config
+
+
+def weights_path(directory: Path, config: Mapping[str, Any], path: Path) -> Path:
+    """The weights file a config names: a plain file name in ``directory`` (``.safetensors`` or
+    ``.npz``), never a path that leads elsewhere."""
+    name = config.get("weights")
+    if (not isinstance(name, str) or not name or "\x00" in name or len(name) > 255 or name != Path(name).name
+            or name in (".", "..") or Path(name).suffix not in (".safetensors", ".npz")):
+        raise DataError(f"must name a .safetensors or .npz file in this folder, got {name!r}", path=path,
+                        field="weights")
+    from rubric_induce.core.safepaths import inside_folder
+
+    return inside_folder(directory, name, path=path, field="weights")  # a linked file leads nowhere else
+
+
+def _bad(path: Path, field: str, what: str, value: Any) -> DataError:
+    shown = repr(value)
+    return DataError(f"must be {what}, got {shown[:60]}{'...' if len(shown) > 60 else ''}", path=path, field=field)
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_network_config(config: Mapping[str, Any], path: Path, tensors: Mapping[str, np.ndarray], *,
+                         n_inputs: int | None, hidden_keys: Sequence[str] = ("hidden",)) -> None:
+    """Every field a saved network's config is rebuilt from, checked for its type and range before
+    anything is built: a damaged file (a string where a list goes, NaN in a scale, an index out of
+    range, a network far larger than its weights) is a DataError naming the file and the field.
+
+    ``n_inputs``: the first layer's width the config implies (None: from ``input_shape``)."""
+    q = config.get("question_names")
+    if not isinstance(q, list) or not q or not all(isinstance(x, str) for x in q):
+        raise _bad(path, "question_names", "a non-empty list of names", q)
+    scales = config.get("scales")
+    if (not isinstance(scales, list) or len(scales) != len(q)
+            or not all(isinstance(s, list) and len(s) >= 2 and all(_finite(v) for v in s) for s in scales)):
+        raise _bad(path, "scales", f"{len(q)} list(s) of at least 2 finite numbers (one per question)", scales)
+    mq = config.get("main_question_index")
+    if not _int(mq) or not 0 <= mq < len(q):
+        raise _bad(path, "main_question_index", f"an index into question_names (0 to {len(q) - 1})", mq)
+    judges = config.get("judges")
+    if not isinstance(judges, list) or not all(isinstance(j, str) for j in judges):
+        raise _bad(path, "judges", "a list of judge names", judges)
+    counts = config.get("judge_counts", {})
+    if not isinstance(counts, Mapping) or not all(_int(v) and v >= 0 for v in counts.values()):
+        raise _bad(path, "judge_counts", "an object of judge -> count", counts)
+    total = sum(int(np.asarray(t).size) for t in tensors.values())
+    shape = config.get("input_shape")
+    if (not isinstance(shape, list) or not 1 <= len(shape) <= 3 or not all(_int(v) and v >= 1 for v in shape)
+            or int(np.prod([float(v) for v in shape])) > total):
+        raise _bad(path, "input_shape", "a list of 1 to 3 positive integers that fit the weights file", shape)
+    if "n_members" in config and (not _int(config["n_members"]) or not 1 <= config["n_members"] <= 1000):
+        raise _bad(path, "n_members", "an integer from 1 to 1000", config["n_members"])
+    params = config.get("params")
+    if not isinstance(params, Mapping):
+        raise _bad(path, "params", "an object of the model's parameters", params)
+    # A network is never larger than the weights it was saved with: bound every layer by them, so a
+    # damaged width cannot make the loader allocate gigabytes before the shape check.
+    width = int(np.prod(shape)) if n_inputs is None else n_inputs
+    for key in hidden_keys:
+        h = params.get(key)
+        if (not isinstance(h, list) or len(h) != 2 or not all(_int(v) and v >= 1 for v in h)
+                or width * h[0] > total or h[0] * h[1] > total):
+            raise _bad(path, f"params.{key}", "two positive layer widths that fit the weights file", h)
+    if len(judges) > total:
+        raise _bad(path, "judges", "no more judges than the weights file holds values", f"{len(judges)} judges")
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def damaged(path: Path, what: str, exc: Exception) -> DataError:
+    """The error for a config that passed the field checks but still could not be rebuilt."""
+    return DataError(f"the {what} config is damaged ({type(exc).__name__}: {exc}); rerun the calibrate stage",
+                     path=path)
+
+
+#: What rebuilding a network from a damaged config can raise (each turned into a DataError).
+REBUILD_ERRORS = (KeyError, TypeError, ValueError, IndexError, OverflowError, RuntimeError, AttributeError)
 
 
 def load_network_state(net: Any, tensors: dict[str, np.ndarray], prefix: str, wpath: Path) -> Any:
@@ -175,9 +262,7 @@ def load_calibrator(directory: str | Path) -> Calibrator:
     if missing:
         raise DataError(f"the calibrator config lacks {', '.join(missing)}: it is damaged; refit the calibrator",
                         path=path, field=missing[0])
-    from rubric_induce.core.safepaths import inside_folder
-
-    wpath = inside_folder(directory, config["weights"], path=path, field="weights")
+    wpath = weights_path(directory, config, path)
     if not wpath.exists():
         raise DataError("weights file is missing", path=wpath)
     tensors = read_weights(wpath)
@@ -186,6 +271,10 @@ def load_calibrator(directory: str | Path) -> Calibrator:
         raise DataError(f"tensor {bad[0]!r} holds NaN or infinite values"
                         f"{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''}: the weights are damaged; "
                         "refit the calibrator", path=wpath)
+    check_network_config(config, path, tensors, n_inputs=None)
+    names = config.get("input_names")
+    if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
+        raise _bad(path, "input_names", "a list of rubric ids or null", names)
     try:
         params = dict(config["params"])
         params["hidden"] = tuple(params["hidden"])
@@ -199,9 +288,8 @@ def load_calibrator(directory: str | Path) -> Calibrator:
         cal.input_names_ = config.get("input_names")
         cal.n_features_in_shape_ = tuple(int(v) for v in config["input_shape"])
         n_members = int(config["n_members"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"the calibrator config is damaged ({type(exc).__name__}: {exc}); refit the calibrator",
-                        path=path) from None
+    except REBUILD_ERRORS as exc:
+        raise damaged(path, "calibrator", exc) from None
     cal.unanswered_questions_ = []
     cal.n_rows_ignored_ = 0
     cal.history_ = []
@@ -209,8 +297,11 @@ def load_calibrator(directory: str | Path) -> Calibrator:
     n_in = int(np.prod(cal.n_features_in_shape_))
     nets = []
     for m in range(n_members):
-        net = CalibrationNetwork(n_in, len(cal.judges_), [len(s) for s in cal.scales_], cal.hidden,
-                                 personalized=cal.personalized, head=cal.head)
+        try:
+            net = CalibrationNetwork(n_in, len(cal.judges_), [len(s) for s in cal.scales_], cal.hidden,
+                                     personalized=cal.personalized, head=cal.head)
+        except REBUILD_ERRORS as exc:
+            raise damaged(path, "calibrator", exc) from None
         nets.append(load_network_state(net, tensors, f"{m}.", wpath))
     cal.networks_ = nets
     return cal

@@ -43,7 +43,15 @@ class CommandError(click.ClickException):
         self.exit_code = exit_code
 
     def show(self, file=None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True, file=file)
+        click.echo(f"error: {one_line(self.format_message())}", err=True, file=file)
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line: line breaks and other control characters from the data it names
+    (a file name, a field) are shown escaped (``\\n``, ``\\x1e``), never acted on."""
+    import unicodedata
+
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in message)
 
 
 class _LazyGroup(click.Group):

@@ -1,4 +1,5 @@
-"""``rubric-induce score``: score texts (or existing probes) with a run's induced rubrics; JSONL out.
+"""``rubric-induce score``: score texts (or existing probes) with a run's induced rubrics; JSONL out
+(or CSV / TSV / a JSON array, by ``--out``'s suffix).
 
 One form: ``score ARTIFACT (--input FILE | --probes FILE) [--out FILE]``. ARTIFACT is a run
 directory or artifact folder (``artifact.json``), or a folder written by ``rubric-induce
@@ -57,7 +58,44 @@ def input_mapping(scorer, fmt: str | None, id_field: str | None, text_field: str
         raise DataError(exc.message, field=exc.field) from None
 
 
+#: ``--out`` suffixes and the format written (anything else: JSON Lines).
+OUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+def out_format(out_path: Path | None) -> str:
+    """The format ``--out`` asks for by its suffix: csv, tsv, json (an array) or jsonl (the default)."""
+    return OUT_FORMATS.get(out_path.suffix.lower(), "jsonl") if out_path else "jsonl"
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: numbers and text as they are, null empty, lists and objects as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False)
+    return value
+
+
 def _write_rows(rows, out_path: Path | None) -> None:
+    """Write the rows as ``--out``'s suffix says (.csv/.tsv: one line per text, nested values as JSON
+    text; .json: an array; else JSONL), or JSONL on stdout."""
+    fmt = out_format(out_path)
+    if fmt in ("csv", "tsv"):
+        import csv
+
+        rows = list(rows)
+        columns = list(dict.fromkeys(k for row in rows for k in row))
+        with out_path.open("w", encoding="utf-8", newline="") as sink:
+            writer = csv.writer(sink, delimiter="," if fmt == "csv" else "\t")
+            writer.writerow(columns)
+            for row in rows:
+                writer.writerow([_cell(row.get(c)) for c in columns])
+        return
+    if fmt == "json":
+        with out_path.open("w", encoding="utf-8") as sink:
+            json.dump(list(rows), sink, ensure_ascii=False, indent=1)
+            sink.write("\n")
+        return
     sink = out_path.open("w", encoding="utf-8") if out_path else sys.stdout
     try:
         for row in rows:
@@ -84,7 +122,9 @@ def _write_rows(rows, out_path: Path | None) -> None:
 @click.option("--format", "fmt", type=click.Choice([f for f in MAPPING_FORMATS]), default=None,
               help="Input format (default: auto, from the file name).")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="JSONL to write (default: stdout).")
+              help="File to write, by its suffix: .csv or .tsv (one row per text; nested values such as "
+                   "distributions and drivers as JSON text), .json (an array), else JSON Lines (default: JSON "
+                   "Lines on stdout).")
 @click.option("--backend", "backend_spec", default=None, envvar="RUBRIC_INDUCE_BACKEND",
               help="Backend for the new probes (default: the one the run used).")
 @backend_params_options
@@ -183,6 +223,11 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
     finally:
         scorer.close()
     _write_rows((r.to_dict() for r in results), out_path)
+    from rubric_induce.evaluation.heldout import constant_warning
+
+    flat = constant_warning([r.prediction for r in results], "scored")
+    if flat:
+        echo(f"warning: {flat}")
     shift = scorer.answer_shift(results)
     if shift is not None:
         echo(("warning: " if shift.shifted else "") + shift.message())
@@ -235,6 +280,11 @@ def _score_with_calibrator(folder: Path, probes_path: Path, who: Any, aggregate:
     out = calibrated_rows(cal, X, who, question=question, aggregate=aggregate)  # an unknown judge: exit 2
     if who == "shared" and "shared" not in cal.judges_:
         echo("note: judge 'shared': the shared weights only")
+    from rubric_induce.evaluation.heldout import constant_warning
+
+    flat = constant_warning(list(out["prediction"]), "scored")
+    if flat:
+        echo(f"warning: {flat}")
     _write_rows(({"example_id": ex_id, "question": out["question"], "judge": who,
                   "prediction": float(out["prediction"][i]), "variance": float(out["variance"][i]),
                   "entropy": float(out["entropy"][i]),

@@ -16,26 +16,35 @@ def _size(n: int) -> str:
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="HTML file to write (default: RUN_DIR/view.html).")
+@click.option("--allow-outside", is_flag=True,
+              help="Read the examples the run's config.json names even when they are outside RUN_DIR "
+                   "(symlinks resolved) or a shared dataset. Off by default: a received run folder's config "
+                   "could name any file on this machine, and the page would embed it.")
 @click.option("--open", "open_it", is_flag=True, help="Open the page in the default web browser.")
-def command(run_dir, out_path, open_it):
+def command(run_dir, out_path, allow_outside, open_it):
     """Write one self-contained HTML page for a `rubric-induce run` directory: the run summary and
     held-out headline, the selected rubrics (provenance, precision curves) and the ones not selected
     (why), a sortable, filterable table of every text with its rubric answers and judges, and the
     per-judge view with reliability diagrams. No network: scripts, styles and data are inline.
 
     \b
+    The texts come from the examples file the run's config.json names, read only when it is
+    inside RUN_DIR unless --allow-outside is given (the page built by `run` itself has them).
     Keys in the page: 1-4 sections, / filter, j/k rows, Enter open, Esc back.
     Example:
       rubric-induce view runs/demo --open
     """
-    from rubric_induce.core.errors import DataError
-    from rubric_induce.reporting.viewer import is_run_dir, write_view
+    from rubric_induce.data.jsonl import atomic_write_text
+    from rubric_induce.reporting.viewer import VIEW_NAME, build_view_data, check_run_dir, render_view
 
-    if not is_run_dir(run_dir):
-        raise DataError("not a rubric-induce run directory (no manifest.json of `rubric-induce run`); "
-                        "give the folder a `rubric-induce run CONFIG` wrote", path=str(run_dir))
-    path = write_view(run_dir, out_path)
+    check_run_dir(run_dir)  # a damaged or foreign manifest: exit 2 naming it; other damage is noted in the page
+    data = build_view_data(run_dir, allow_outside=allow_outside)
+    path = out_path if out_path is not None else run_dir / VIEW_NAME
+    atomic_write_text(path, render_view(data))
     click.echo(f"{path} ({_size(path.stat().st_size)})")
+    for note in data["notes"]:  # what the page could not show because of damage or where a file lies
+        if "could not be read" in note or "outside the run folder" in note:
+            click.echo(f"note: {note}", err=True)
     if open_it:
         import webbrowser
 

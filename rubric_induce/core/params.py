@@ -18,7 +18,8 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from rubric_induce.core.errors import DataError
 
-__all__ = ["Params", "param", "suggest", "click_options", "params_class", "options_from", "read_at_file"]
+__all__ = ["Params", "param", "suggest", "click_options", "params_class", "options_from", "read_at_file",
+           "quoted_value_error"]
 
 _META = "rubric_induce"
 
@@ -91,8 +92,11 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """``value`` as type ``tp``: lists become tuples, ints floats; anything else is an error."""
+def _coerce(value: Any, tp: Any, where: str, text_ok: bool = False) -> Any:
+    """``value`` as type ``tp``: lists become tuples, ints floats; anything else is an error.
+
+    A number written as a string (``n_sat = "2"``) is refused: a config says ``2``. Only the items
+    of a comma-separated string (``--hidden 4,4`` from a command line, ``text_ok``) are parsed."""
     optional, base = _is_optional(tp)
     if value is None:
         if optional or base is Any:
@@ -104,14 +108,14 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if origin is tuple:
         args = typing.get_args(base)
         if isinstance(value, str):  # "a,b" from a command line (or one name in a config)
-            value = [v.strip() for v in value.split(",") if v.strip()]
+            value, text_ok = [v.strip() for v in value.split(",") if v.strip()], True
         if not isinstance(value, (list, tuple)):
             raise DataError(f"expected a list, got {value!r}", field=where)
         if args and args[-1] is Ellipsis:
-            return tuple(_coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
+            return tuple(_coerce(v, args[0], f"{where}[{i}]", text_ok) for i, v in enumerate(value))
         if args and len(args) != len(value):
             raise DataError(f"expected {len(args)} values, got {list(value)!r}", field=where)
-        return tuple(_coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+        return tuple(_coerce(v, a, f"{where}[{i}]", text_ok) for i, (v, a) in enumerate(zip(value, args)))
     if origin in (dict, Mapping) or base is dict:
         if not isinstance(value, Mapping):
             raise DataError(f"expected a table of options, got {value!r}", field=where)
@@ -119,32 +123,36 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(base):
             try:
-                return _coerce(value, arg, where)
+                return _coerce(value, arg, where, text_ok)
             except DataError:
                 continue
         raise DataError(f"expected {_type_name(base)}, got {value!r}", field=where)
     if base is bool:
         if isinstance(value, bool):
             return value
-        raise DataError(f"expected true or false, got {value!r}", field=where)
+        raise DataError(f"expected true or false, got {_shown(value, _bool_text)}", field=where)
     if base is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        if isinstance(value, str):
+        if isinstance(value, str) and text_ok:
             try:
                 return int(value)
             except ValueError:
                 pass
-        raise DataError(f"expected an integer, got {value!r}", field=where)
+        raise DataError(f"expected an integer, got {_shown(value, int)}", field=where)
     if base is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
+            try:
+                return float(value)
+            except OverflowError:  # an integer beyond any float (10**400 in a JSON file)
+                raise DataError(f"must be a finite number, got an integer of {len(str(value))} digits",
+                                field=where) from None
+        if isinstance(value, str) and text_ok:
             try:
                 return float(value)
             except ValueError:
                 pass
-        raise DataError(f"expected a number, got {value!r}", field=where)
+        raise DataError(f"expected a number, got {_shown(value, float)}", field=where)
     if base is str:
         if isinstance(value, str):
             return value
@@ -152,6 +160,33 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if isinstance(base, type) and not isinstance(value, base):
         raise DataError(f"expected {_type_name(base)}, got {value!r}", field=where)
     return value
+
+
+def _shown(value: Any, parse: Any) -> str:
+    """``value`` for an error; a string that ``parse`` reads says to drop its quotes (write 2, not "2")."""
+    if isinstance(value, str):
+        try:
+            parsed = parse(value.strip())
+        except ValueError:
+            return repr(value)
+        text = str(parsed).lower() if isinstance(parsed, bool) else repr(parsed)
+        return f"the string {value!r} (write {text} without quotes)"
+    return repr(value)
+
+
+def quoted_value_error(value: str, tp: type) -> str | None:
+    """The error for a number or boolean of type ``tp`` written as the string ``value`` (None when
+    the string does not read as one: other checks say what is wrong with it)."""
+    shown = _shown(value, _bool_text if tp is bool else tp)
+    if not shown.startswith("the string"):
+        return None
+    return f"expected {'true or false' if tp is bool else 'a number' if tp is float else 'an integer'}, got {shown}"
+
+
+def _bool_text(text: str) -> bool:
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    raise ValueError(text)
 
 
 def _check_range(value: Any, meta: Mapping[str, Any], where: str) -> None:
@@ -342,6 +377,8 @@ def click_options(cls: type[Params], *, exclude: Sequence[str] = (), only: Seque
                 continue  # tables of options live in config files and the API
             if meta.get("choices") is not None:
                 kwargs["type"] = click.Choice([str(c) for c in meta["choices"]])
+                if base in (int, float):  # "4" on a command line is the number 4 (a config must say 4)
+                    kwargs["callback"] = lambda ctx, p, v, _t=base: v if v is None else _t(v)
             elif base is int:
                 kwargs["type"] = int
             elif base is float:

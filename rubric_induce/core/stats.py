@@ -51,6 +51,10 @@ __all__ = [
     "dataset_level",
     "group_correlations",
     "summary_level",
+    "summary_reason",
+    "is_constant",
+    "SUMMARY_MIN_GROUPS",
+    "SUMMARY_MIN_GROUP_SIZE",
     "williams_test",
     "williams_test_scores",
     "bootstrap_distribution",
@@ -64,6 +68,13 @@ __all__ = [
 
 # Named statistics that bootstrap_ci computes for every replicate at once.
 _SUMMARY_PREFIX = "summary-"
+#: The summary level needs this many groups, each with this many scored texts: within 2 texts every
+#: correlation is +1 or -1, and an average over 1-2 groups is that sign, not a statistic.
+SUMMARY_MIN_GROUPS = 3
+SUMMARY_MIN_GROUP_SIZE = 3
+#: A side whose range is below this share of its magnitude is constant (float noise on a constant
+#: prediction, 4.459 +- 1e-7, has no correlation with anything).
+CONSTANT_RTOL = 1e-6
 _KENDALL_BLOCK = 4_000_000  # elements of the sign matrix held at once by the batched Kendall
 
 
@@ -85,10 +96,20 @@ def rankdata(x: Any) -> np.ndarray:
     return np.asarray(_rankdata(np.asarray(x, dtype=float), method="average"), dtype=float)
 
 
-def pearson(x: Any, y: Any) -> float:
-    """Pearson r over the pairs where both are finite; NaN when either side is constant."""
-    x, y = finite_pairs(x, y)
+def is_constant(x: Any) -> bool:
+    """Whether the finite values of ``x`` are one value up to float noise (fewer than two: True)."""
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
     if len(x) < 2:
+        return True
+    return bool(np.ptp(x) <= CONSTANT_RTOL * max(1.0, float(np.max(np.abs(x)))))
+
+
+def pearson(x: Any, y: Any) -> float:
+    """Pearson r over the pairs where both are finite; NaN when either side is constant (up to
+    float noise: :func:`is_constant`)."""
+    x, y = finite_pairs(x, y)
+    if len(x) < 2 or is_constant(x) or is_constant(y):
         return float("nan")
     xc, yc = x - x.mean(), y - y.mean()
     denom = np.sqrt((xc * xc).sum() * (yc * yc).sum())
@@ -98,6 +119,8 @@ def pearson(x: Any, y: Any) -> float:
 def spearman(x: Any, y: Any) -> float:
     """Spearman rho: Pearson on the average ranks of the finite pairs."""
     x, y = finite_pairs(x, y)
+    if len(x) < 2 or is_constant(x) or is_constant(y):  # ranks would turn float noise into order
+        return float("nan")
     return pearson(rankdata(x), rankdata(y))
 
 
@@ -107,7 +130,7 @@ def kendall(x: Any, y: Any) -> float:
     from scipy.stats import kendalltau
 
     x, y = finite_pairs(x, y)
-    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+    if len(x) < 2 or is_constant(x) or is_constant(y):
         return float("nan")
     return float(kendalltau(x, y, variant="b").statistic)
 
@@ -155,7 +178,8 @@ class CorrelationResult:
     """A correlation with what it was computed on.
 
     ``n`` counts the finite (pred, human) pairs used; ``n_groups`` the groups whose within-group
-    correlation was defined and averaged (``None`` at the dataset level).
+    correlation was defined and averaged (``None`` at the dataset level); ``reason`` says why
+    ``value`` is NaN (None when it is defined).
     """
 
     value: float
@@ -163,6 +187,7 @@ class CorrelationResult:
     level: str
     n: int
     n_groups: int | None = None
+    reason: str | None = None
 
     def __float__(self) -> float:
         return float(self.value)
@@ -183,7 +208,9 @@ def dataset_level(pred: Any, human: Any, method: str = "pearson") -> Correlation
 
 def group_correlations(pred: Any, human: Any, groups: Any, method: str = "pearson"
                        ) -> tuple[list[Any], np.ndarray, np.ndarray]:
-    """``(group names, correlation per group, finite pairs per group)``; NaN where undefined."""
+    """``(group names, correlation per group, finite pairs per group)``; NaN where undefined: a
+    side constant, or fewer than :data:`SUMMARY_MIN_GROUP_SIZE` pairs (two points always
+    correlate +1 or -1)."""
     fn = correlation_function(method)
     p, h = _pair(pred, human)
     codes, names = _group_codes(groups, len(p))
@@ -196,18 +223,33 @@ def group_correlations(pred: Any, human: Any, groups: Any, method: str = "pearso
     sizes = np.diff(bounds)
     for g in range(len(names)):
         a, b = bounds[g], bounds[g + 1]
-        if b - a >= 2:
+        if b - a >= SUMMARY_MIN_GROUP_SIZE:
             values[g] = fn(p[a:b], h[a:b])
     return names, values, sizes
 
 
 def summary_level(pred: Any, human: Any, groups: Any, method: str = "pearson") -> CorrelationResult:
     """Correlate within each group (source document), then average over the groups where that is
-    defined (Chiang & Lee's Method 2; G-Eval's summary level). Items without a group are ignored."""
+    defined (Chiang & Lee's Method 2; G-Eval's summary level). Items without a group are ignored.
+
+    NaN, with the ``reason``, unless at least :data:`SUMMARY_MIN_GROUPS` groups of at least
+    :data:`SUMMARY_MIN_GROUP_SIZE` texts have a defined correlation."""
     _, values, sizes = group_correlations(pred, human, groups, method)
     ok = np.isfinite(values)
-    value = float(values[ok].mean()) if ok.any() else float("nan")
-    return CorrelationResult(value, method, "summary", int(sizes[ok].sum()), int(ok.sum()))
+    if ok.sum() < SUMMARY_MIN_GROUPS:
+        return CorrelationResult(float("nan"), method, "summary", int(sizes[ok].sum()), int(ok.sum()),
+                                 summary_reason(values, sizes))
+    return CorrelationResult(float(values[ok].mean()), method, "summary", int(sizes[ok].sum()), int(ok.sum()))
+
+
+def summary_reason(values: np.ndarray, sizes: np.ndarray) -> str:
+    """Why a summary level is n/a: how many groups had a defined correlation against the minimum."""
+    big = int((sizes >= SUMMARY_MIN_GROUP_SIZE).sum())
+    ok = int(np.isfinite(values).sum())
+    why = (f"{ok} group(s) with a defined correlation over {SUMMARY_MIN_GROUP_SIZE}+ texts"
+           + (f" ({big - ok} more constant)" if big > ok else "")
+           + f" of {len(sizes)}; the summary level needs at least {SUMMARY_MIN_GROUPS}")
+    return why
 
 
 # --------------------------------------------------------------------------- Williams' test
@@ -433,9 +475,9 @@ def _named_distribution(stat: str, arrays: Sequence[Any], groups: Any, n_boot: i
             raise ValueError(f"{stat!r} needs groups")
         _, values, _ = group_correlations(p, h, groups, method)
         ok = np.isfinite(values)
-        point = float(values[ok].mean()) if ok.any() else float("nan")
-        if len(values) == 0:
-            return point, np.full(n_boot, np.nan)
+        if ok.sum() < SUMMARY_MIN_GROUPS:  # no statistic, so no interval (see summary_level)
+            return float("nan"), np.full(n_boot, np.nan)
+        point = float(values[ok].mean())
         # The summary level of a group resample is the mean of the drawn groups' correlations.
         c = _counts(rng.integers(0, len(values), size=(n_boot, len(values))), len(values))
         num, den = c @ np.where(ok, values, 0.0), c @ ok.astype(float)
@@ -482,6 +524,8 @@ def bootstrap_ci(
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
     point, reps = bootstrap_distribution(stat_fn, *arrays, groups=groups, n_boot=n_boot, seed=seed,
                                          group_arg=group_arg)
+    if isinstance(stat_fn, str) and not np.isfinite(point):
+        return point, float("nan"), float("nan")  # an undefined correlation has no interval
     low, high = percentile_interval(reps, alpha)
     return point, low, high
 

@@ -313,7 +313,10 @@ def deduplicate(
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Rubric texts and judge reasons as Markdown text: HTML, links, ``|`` and newlines escaped."""
+    from rubric_induce.core.mdtext import md_text
+
+    return md_text(text)
 
 
 def _report(res: DedupResult) -> str:

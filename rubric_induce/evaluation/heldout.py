@@ -20,7 +20,8 @@ from rubric_induce.evaluation.baselines import beats, constant_baseline, majorit
 from rubric_induce.probing.checks import LOW_MASS, NEAR_CONSTANT_SD
 from rubric_induce.evaluation.score_table import ScoreRow
 
-__all__ = ["EvaluateParams", "EvaluationResult", "evaluate", "score_heldout", "human_value", "binary_aspect"]
+__all__ = ["EvaluateParams", "EvaluationResult", "evaluate", "score_heldout", "human_value", "binary_aspect",
+           "constant_warning"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,21 @@ def score_heldout(scorer: Any, probes: ProbeTable, examples: Sequence[Example]
     return results, judge_results
 
 
+def constant_warning(pred: Sequence[float | None], what: str) -> str | None:
+    """A warning when calibrated predictions are one value for every text (two or more): such a
+    prediction has no correlation with anything (n/a), whatever float noise says. None otherwise."""
+    from rubric_induce.core.stats import is_constant
+
+    vals = np.array([np.nan if v is None else float(v) for v in pred], dtype=float)
+    vals = vals[np.isfinite(vals)]
+    if len(vals) < 2 or not is_constant(vals):
+        return None
+    return (f"The calibrated prediction is constant ({vals[0]:.3f} for every one of the {len(vals)} {what} texts): "
+            "it carries no information about them and has no correlation (n/a). The calibrator learned only "
+            "the mean: check that the probes vary across texts (probe checks), and that calibrate had enough "
+            "labelled texts and epochs")
+
+
 def binary_aspect(label: str, label_threshold: float | None) -> str:
     """The score-table aspect of NetSAT against the selection label: the label itself, or
     ``"label>=T"`` when a graded label was made binary (so it never collides with the graded one)."""
@@ -170,6 +186,7 @@ def evaluate(
     ``label_threshold``: the threshold that made a graded label binary; the binary rows then use
     the aspect ``label>=T`` (:func:`binary_aspect`), so ``question == label`` never collides.
     """
+    from rubric_induce.core.mdtext import md_text
     from rubric_induce.selection import evaluate_selection, metrics_markdown
     from rubric_induce.core.stats import bootstrap_ci as _bootstrap_ci, dataset_level
     from rubric_induce.evaluation.judges import judge_rows, judges_markdown
@@ -202,7 +219,7 @@ def evaluate(
         summary["selection"] = {k: v["value"] for k, v in sel.items()}
         summary["selection_ci"] = jsonable({k: [v.get("low"), v.get("high")] for k, v in sel.items()})
         columns: dict[str, Any] = {"held-out NetSAT": sel}
-        text = f"\n## NetSAT and the selected threshold ({aspect!r})\n\n"
+        text = f"\n## NetSAT and the selected threshold ({md_text(repr(aspect))})\n\n"
         if ty is not None and len(ty):
             maj = majority_baseline(ty, y[ok])
             summary["baselines"]["majority"] = maj
@@ -226,7 +243,7 @@ def evaluate(
         point, lo, hi = bootstrap_ci("pearson", netsat[ok], y[ok], n_boot=params.bootstrap, seed=seed)
         sp = dataset_level(netsat[ok], y[ok], "spearman").value
         summary["netsat_graded"] = jsonable({"pearson": point, "spearman": sp, "n": int(ok.sum())})
-        sections.append(f"\n## NetSAT against the graded label {label!r}\n\n"
+        sections.append(f"\n## NetSAT against the graded label {md_text(repr(label))}\n\n"
                         "| system | Pearson [95% CI] | Spearman | n |\n|---|---|---|---|\n"
                         f"| netsat | {_num(point)} [{_num(lo)}, {_num(hi)}] | {_num(sp)} | {int(ok.sum())} |\n"
                         "| constant (training mean) | undefined | undefined | |\n\n"
@@ -246,9 +263,13 @@ def evaluate(
                 continue
             rows.append(ScoreRow(example_id=ex.id, group=ex.group, aspect=question, system="netsat", score=r.netsat,
                                  human=None if np.isnan(h) else float(h)))
-        text = (f"\n## Calibrated prediction of {question!r} (mean over the training judges)\n\n"
+        text = (f"\n## Calibrated prediction of {md_text(repr(question))} (mean over the training judges)\n\n"
                 "| system | Pearson [95% CI] | Spearman | Kendall | RMSE | n |\n|---|---|---|---|---|---|\n")
         summary["calibrated"] = {}
+        flat = constant_warning(pred, "held-out")
+        if flat:
+            warnings.append(flat)
+            summary["calibrated_constant"] = True
         for name, s in (("calibrated", pred), ("netsat", netsat)):
             m = np.isfinite(s) & np.isfinite(human)
             if m.sum() < 3:
@@ -315,5 +336,5 @@ def evaluate(
     summary["warnings"] = warnings
     head = f"# Held-out evaluation\n\n{len(examples)} held-out examples (split by group, seed {seed}).\n"
     if warnings:
-        head += "\n## Warnings\n\n" + "".join(f"- {w}\n" for w in warnings)
+        head += "\n## Warnings\n\n" + "".join(f"- {md_text(w)}\n" for w in warnings)
     return EvaluationResult(rows, jsonable(summary), head + "".join(sections), list(results))

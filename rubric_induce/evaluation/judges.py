@@ -19,7 +19,10 @@ import numpy as np
 from rubric_induce.data import Example
 from rubric_induce.core.stats import leave_one_out_agreement, pearson, spearman
 
-__all__ = ["judge_ratings", "judge_rows", "judges_markdown"]
+__all__ = ["judge_ratings", "judge_rows", "judges_markdown", "judge_spread", "spread_text", "SPREAD_MIN_N"]
+
+#: A judge's own Pearson enters the spread when it rests on at least this many ratings.
+SPREAD_MIN_N = 3
 
 
 def judge_ratings(examples: Sequence[Example], question: str,
@@ -125,13 +128,46 @@ def judge_rows(
         pool["calibrated"] = _agree(np.concatenate(pooled["calibrated"]), human_all, rmse=True)
     if ns is not None:
         pool["netsat"] = _agree(np.concatenate(pooled["netsat"]), human_all, rmse=False)
+    for key in ("calibrated", "netsat"):
+        if key in pool:
+            pool[key]["spread"] = judge_spread(rows, key)
     multi = int((np.isfinite(ratings).sum(axis=1) >= 2).sum())
     return {"question": question, "n_judges": len(judges), "min_n": min_n, "texts_with_2plus_judges": multi,
             "rows": rows, "pooled": pool}
 
 
+def judge_spread(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any] | None:
+    """The spread of the judges' own Pearson of ``key`` ("calibrated" or "netsat"): min, median,
+    max and how many are negative, over the judges with a defined value on at least
+    :data:`SPREAD_MIN_N` ratings (None when no judge has one). A pooled correlation can be
+    positive while some judges' go the other way; this shows them."""
+    vals = np.array([r[key]["pearson"] for r in rows if key in r and r[key]["n"] >= SPREAD_MIN_N
+                     and np.isfinite(r[key]["pearson"])], dtype=float)
+    if not len(vals):
+        return None
+    return {"n_judges": int(len(vals)), "min": float(vals.min()), "median": float(np.median(vals)),
+            "max": float(vals.max()), "n_negative": int((vals < 0).sum())}
+
+
+def spread_text(spread: Mapping[str, Any] | None) -> str:
+    """``per judge -0.410 / 0.220 / 0.610 (min / median / max), 3 of 12 negative`` ("" for none)."""
+    if not spread:
+        return ""
+    return (f"per judge {_f(spread['min'])} / {_f(spread['median'])} / {_f(spread['max'])} (min / median / max), "
+            f"{spread['n_negative']} of {spread['n_judges']} negative")
+
+
 def _f(x: Any) -> str:
     return "n/a" if x is None or not np.isfinite(x) else f"{x:.3f}"
+
+
+def _spread_cell(cell: Mapping[str, Any]) -> str:
+    """In the pooled row: the per-judge range and the count of negative judges next to the pooled value."""
+    spread = cell.get("spread")
+    if not spread:
+        return ""
+    return (f" (judges {_f(spread['min'])} to {_f(spread['max'])}, median {_f(spread['median'])}; "
+            f"{spread['n_negative']} of {spread['n_judges']} negative)")
 
 
 def judges_markdown(info: Mapping[str, Any]) -> str:
@@ -145,8 +181,10 @@ def judges_markdown(info: Mapping[str, Any]) -> str:
     if has_ns:
         head += ["NetSAT Pearson", "Spearman"]
     head += ["constant RMSE (training mean)", "ceiling Pearson", "Spearman", "n"]
-    lines = [f"\n## Per judge: {q!r}\n\n",
-             f"{info['n_judges']} judge(s) rated {q!r} on the held-out texts; "
+    from rubric_induce.core.mdtext import md_text
+
+    lines = [f"\n## Per judge: {md_text(repr(q))}\n\n",
+             f"{info['n_judges']} judge(s) rated {md_text(repr(q))} on the held-out texts; "
              f"{info['texts_with_2plus_judges']} text(s) have two or more ratings. "
              + ("Calibrated: the calibrated prediction for that judge (judges not seen in training get "
                 "the shared weights only, marked *). " if has_cal else "")
@@ -156,20 +194,26 @@ def judges_markdown(info: Mapping[str, Any]) -> str:
              "| " + " | ".join(head) + " |\n", "|" + "---|" * len(head) + "\n"]
     shown = [r for r in info["rows"] if r["shown"]]
     for r in [*shown, info["pooled"]]:
-        name = r["judge"] if "trained" not in r or r["trained"] or not has_cal else f"{r['judge']}*"
+        # judge names come from the data: HTML, Markdown, | and newlines escaped
+        name = md_text(r["judge"]) + ("" if "trained" not in r or r["trained"] or not has_cal else "*")
         cells = [name, str(r["n"])]
         if has_cal:
             c = r.get("calibrated") or {}
-            cells += [_f(c.get("pearson")), _f(c.get("spearman")), _f(c.get("rmse"))]
+            cells += [_f(c.get("pearson")) + _spread_cell(c), _f(c.get("spearman")), _f(c.get("rmse"))]
         if has_ns:
             c = r.get("netsat") or {}
-            cells += [_f(c.get("pearson")), _f(c.get("spearman"))]
+            cells += [_f(c.get("pearson")) + _spread_cell(c), _f(c.get("spearman"))]
         const = r["constant"]
         note = "" if const.get("from", "judge") == "judge" else " (all judges' mean)"
         cells += [_f(const["rmse"]) + note, _f(r["ceiling"]["pearson"]), _f(r["ceiling"]["spearman"]),
                   str(r["ceiling"]["n"])]
-        cells = [c.replace("|", "\\|") for c in cells]
         lines.append("| " + " | ".join(cells) + " |\n")
+    for key, name in (("calibrated", "Calibrated"), ("netsat", "NetSAT")):
+        spread = (info["pooled"].get(key) or {}).get("spread")
+        if spread:
+            lines.append(f"\n{name} Pearson {spread_text(spread)}, over the judges with {SPREAD_MIN_N}+ held-out "
+                         "ratings: the pooled row mixes them" + (" and hides those going the other way"
+                                                                 if spread["n_negative"] else "") + ".\n")
     hidden = len(info["rows"]) - len(shown)
     if hidden:
         lines.append(f"\n{hidden} judge(s) with fewer than {info['min_n']} held-out ratings are not listed; "

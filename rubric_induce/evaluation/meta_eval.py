@@ -37,8 +37,9 @@ def correlation_table(
     score are left out. Each result holds ``aspect``, ``system``, ``n`` (finite pairs),
     ``n_groups`` (groups used at the summary level, 0 when no row has a group), and for each method
     ``dataset_<m>``, ``dataset_<m>_low``, ``dataset_<m>_high`` and the same for ``summary_<m>``
-    (NaN without groups). Summary-level intervals resample whole groups. Every cell uses the same
-    seed, so cells are compared on the same resamples.
+    (NaN without groups, or with fewer than 3 groups of 3+ texts: ``summary_reason`` says which).
+    Summary-level intervals resample whole groups. Every cell uses the same seed, so cells are
+    compared on the same resamples.
     """
     for m in methods:
         correlation_function(m)
@@ -52,7 +53,8 @@ def correlation_table(
         groups = [_field(r, "group") for r in cell]
         has_groups = any(g is not None for g in groups)
         res: dict[str, Any] = {"aspect": aspect, "system": system,
-                               "n": int(np.sum(np.isfinite(score) & np.isfinite(human))), "n_groups": 0}
+                               "n": int(np.sum(np.isfinite(score) & np.isfinite(human))), "n_groups": 0,
+                               "has_groups": has_groups}
         for m in methods:
             point, low, high = bootstrap_ci(m, score, human, n_boot=n_boot, alpha=alpha, seed=seed)
             res.update({f"dataset_{m}": point, f"dataset_{m}_low": low, f"dataset_{m}_high": high})
@@ -62,6 +64,8 @@ def correlation_table(
                                             n_boot=n_boot, alpha=alpha, seed=seed)
                 res["n_groups"] = max(res["n_groups"], summ.n_groups or 0)
                 res.update({f"summary_{m}": summ.value, f"summary_{m}_low": low, f"summary_{m}_high": high})
+                if summ.reason and "summary_reason" not in res:
+                    res["summary_reason"] = summ.reason
             else:
                 res.update({f"summary_{m}": float("nan"), f"summary_{m}_low": float("nan"),
                             f"summary_{m}_high": float("nan")})

@@ -28,6 +28,7 @@ from rubric_induce.backends.base import Backend, Message
 from rubric_induce.data.model import Example, Rubric, RubricPool
 from rubric_induce.data.render import excerpt, render_example
 from rubric_induce.core.errors import DataError, ReplyParseError, RubricInduceError
+from rubric_induce.core.mdtext import md_code, md_text
 from rubric_induce.core.params import Params, param
 from rubric_induce.backends.structured import GenerationStats, ask_json, clean_item, derive_seed, is_sentence
 from rubric_induce.data.probes import ProbeTable
@@ -178,8 +179,11 @@ class FeedbackSummary:
     def to_markdown(self, title: str = "Feedback summary") -> str:
         s = self.stats
         levels = ", ".join(f"level {k}: {v}" for k, v in sorted(self.calls_by_level.items()))
-        lines = [f"# {title}", "",
-                 f"{self.n_items} rubric judgements in {len(self.groups)} group(s); model {self.model or 'n/a'}; "
+        # Group names, rubric texts, model names and LLM replies are escaped (md_text): HTML in any of
+        # them shows as text when the Markdown is rendered, and cannot break the tables.
+        lines = [f"# {md_text(title)}", "",
+                 f"{self.n_items} rubric judgements in {len(self.groups)} group(s); "
+                 f"model {md_text(self.model or 'n/a')}; "
                  f"context budget {self.context_budget} tokens; hierarchy depth {self.depth}.",
                  f"LLM requests: {s.requests} ({levels or 'none'}), {s.retries} retries, "
                  f"{s.n_failures} without a parseable reply.", ""]
@@ -187,12 +191,13 @@ class FeedbackSummary:
         if self.overall is None:
             lines += ["_No overall summary: every summarization of the groups failed (see Failures)._", ""]
         elif len(self.groups) == 1:
-            lines += [f"_One group only: the overall summary is the summary of {next(iter(self.groups))!r}._", ""]
+            only = md_text(repr(next(iter(self.groups))))
+            lines += [f"_One group only: the overall summary is the summary of {only}._", ""]
         if self.overall is not None:
             lines += _feedback_md(self.overall)
         for g in self.groups.values():
             mean = "n/a" if math.isnan(g.mean_score) else f"{g.mean_score:.2f}"
-            lines += [f"## Group: {g.name}", "",
+            lines += [f"## Group: {md_text(g.name)}", "",
                       f"{g.n_items} judgements ({g.n_rubrics} rubrics x {g.n_examples} outputs), mean "
                       f"held {mean}; {g.n_chunks} chunk(s), depth {g.depth}"
                       + (f"; {g.failed_calls} failed request(s), {g.items_lost} item(s) not reflected"
@@ -200,30 +205,32 @@ class FeedbackSummary:
             lines += _feedback_md(g.feedback) if g.feedback else ["_No summary: every request failed._", ""]
             lines += ["| rubric | polarity | items | mean held |", "|---|---|---|---|"]
             for r in g.rubric_stats:
-                text = r["text"].replace("|", "\\|")
-                lines.append(f"| {text} (`{r['id']}`) | {r['polarity'] or '-'} | {r['n']} | {r['mean']:.2f} |")
+                lines.append(f"| {md_text(r['text'])} ({md_code(r['id'], in_table=True)}) | "
+                             f"{md_text(r['polarity'] or '-')} | {r['n']} | {r['mean']:.2f} |")
             lines.append("")
         if s.failures:
             lines += ["## Failures", ""]
             for f in s.failures:
                 where = ", ".join(f"{k} {v}" for k, v in f.context.items())
-                lines.append(f"- {f.step} ({where}): {f.attempts} attempts, last error: {f.error}")
+                lines.append(f"- {md_text(f.step)} ({md_text(where)}): {f.attempts} attempts, "
+                             f"last error: {md_text(f.error)}")
             lines.append("")
         notes = list(s.notes)
         if s.rejected:
             notes.append("points dropped while parsing replies: "
                          + ", ".join(f"{k} {v}" for k, v in sorted(s.rejected.items())))
         if notes:
-            lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+            lines += ["## Notes", ""] + [f"- {md_text(n)}" for n in notes] + [""]
         return "\n".join(lines).rstrip() + "\n"
 
 
 def _feedback_md(fb: Feedback) -> list[str]:
-    out = [fb.summary, ""]
+    """An LLM's summary (its replies echo the judged texts, so they are escaped like any data)."""
+    out = [md_text(fb.summary, keep_lines=True), ""]
     for head, items in (("Strengths", fb.strengths), ("Weaknesses", fb.weaknesses)):
         out.append(f"**{head}**")
         out.append("")
-        out += [f"- {x}" for x in items] if items else ["- (none reported)"]
+        out += [f"- {md_text(x)}" for x in items] if items else ["- (none reported)"]
         out.append("")
     return out
 

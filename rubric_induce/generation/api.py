@@ -239,9 +239,13 @@ def generate(
             shown = [shown[i] for i in keep]
         if backend is None:
             raise RubricInduceError(f"generation with {params.method!r} needs an LLM backend")
+        from rubric_induce.core.progress import heartbeat
+
         try:
-            generated = gen.run(shown, backend, opts, label=label, label_threshold=label_threshold, domain=domain,
-                                seed=seed, fields=fields, progress=progress, task=task)
+            # no bars (stderr not a terminal): a line every 30 s, since minutes of silence look like a hang
+            with heartbeat(f"generate ({params.method})", _planned_calls(opts, len(shown)), enabled=not progress):
+                generated = gen.run(shown, backend, opts, label=label, label_threshold=label_threshold,
+                                    domain=domain, seed=seed, fields=fields, progress=progress, task=task)
             generated.extra["n_shown"] = len(shown)
         except GenerationError as exc:
             if not any(len(inc) for inc in include):
@@ -264,6 +268,14 @@ def generate(
     if failure:
         extra = {**extra, "generation_error": failure["generation_error"]}
     return GenerateResult(pool, params.method, len(examples), n_included=len(pool) - n_generated, extra=extra)
+
+
+def _planned_calls(opts: Params, n_shown: int) -> int | None:
+    """About how many calls generation makes (rubicon/spur: one per example, then the summarizing
+    batches of their patterns at most); None when unknown in advance (autocalibrate)."""
+    if isinstance(opts, RubiconParams):
+        return n_shown + -(-n_shown * opts.top_k // opts.batch_size) + 1
+    return None
 
 
 def read_domain(domain: str | None, resolve: Callable[[str], Path] = Path) -> str | None:

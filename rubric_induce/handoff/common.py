@@ -13,6 +13,8 @@ which is how the formats carry the selected threshold (:func:`mean_threshold`).
 """
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 
 from rubric_induce.data import Rubric
@@ -21,7 +23,8 @@ from rubric_induce.handoff.core import rubric_question
 from rubric_induce.handoff.source import level_texts, ordered_levels
 
 __all__ = ["ladder", "oriented", "mean_threshold", "graded_prompt", "rubric_line", "parse_rubric_line", "fill_fields",
-           "rebuild_rubric", "SHAPES_KEY", "rubric_shapes", "restore_shape"]
+           "rebuild_rubric", "SHAPES_KEY", "rubric_shapes", "restore_shape", "one_line", "from_one_line",
+           "nunjucks_escape", "nunjucks_unescape", "braces_escape", "braces_unescape"]
 
 #: Key under which a tool format that has room for it (the deepeval spec, promptfoo's
 #: ``defaultTest.metadata``) records what its prompt text cannot: each rubric's aspect, answer
@@ -29,6 +32,66 @@ __all__ = ["ladder", "oriented", "mean_threshold", "graded_prompt", "rubric_line
 SHAPES_KEY = "rubric-induce"
 
 _RUBRIC_LINE = "Rubric {id} ({polarity}): {text}"
+
+
+# Line breaks that json.dumps(ensure_ascii=False) leaves raw but str.splitlines() splits on.
+_JSON_RAW_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def one_line(text: str) -> str:
+    """``text`` as it goes on one line of a tool's prompt: as is when it is already one line of
+    single-spaced words, else JSON-quoted, so its newlines and spacing survive a round trip (a
+    text that starts with a double quote is quoted too, so reading back is unambiguous)."""
+    if text == " ".join(text.split()) and not text.startswith('"'):
+        return text
+    quoted = json.dumps(text, ensure_ascii=False)
+    for raw, escaped in _JSON_RAW_BREAKS.items():
+        quoted = quoted.replace(raw, escaped)
+    return quoted
+
+
+def from_one_line(text: str) -> str:
+    """The text :func:`one_line` wrote (a hand-written line that is not a JSON string is kept)."""
+    if text.startswith('"') and text.endswith('"') and len(text) >= 2:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            return text
+        if isinstance(value, str) and value.strip():
+            return value
+    return text
+
+
+_NUNJUCKS_OPEN = re.compile(r"\{[{%#]")
+_NUNJUCKS_ESCAPED = re.compile(r'\{\{ "(\{[{%#])" \}\}')
+
+
+def nunjucks_escape(text: str) -> str:
+    """``text`` that Nunjucks (promptfoo renders every assertion value with it) outputs unchanged:
+    each ``{{``, ``{%`` and ``{#`` becomes an expression printing it, e.g. ``{{ "{{" }}``."""
+    return _NUNJUCKS_OPEN.sub(lambda m: '{{ "' + m.group(0) + '" }}', text)
+
+
+def nunjucks_unescape(text: str) -> str:
+    """The inverse of :func:`nunjucks_escape` (exact: escaped text holds no other ``{{``)."""
+    return _NUNJUCKS_ESCAPED.sub(lambda m: m.group(1), text)
+
+
+_ZW = "\u200b"
+_BRACE_OPEN = re.compile("\\{(?=[{%#" + _ZW + "])")
+_BRACE_ESCAPED = re.compile("\\{" + _ZW + "(?=[{%#" + _ZW + "])")
+
+
+def braces_escape(text: str) -> str:
+    """``text`` without template openers (``{{`` ``{%`` ``{#``) for templates that have no escape
+    (OpenAI graders substitute every ``{{ ... }}``): a zero-width space goes after each ``{`` that
+    starts one (and after a ``{`` already followed by one, so :func:`braces_unescape` is exact)."""
+    return _BRACE_OPEN.sub("{" + _ZW, text)
+
+
+def braces_unescape(text: str) -> str:
+    """The inverse of :func:`braces_escape`."""
+    return _BRACE_ESCAPED.sub("{", text)
 
 
 def oriented(rubric: Rubric) -> bool:
@@ -54,7 +117,7 @@ def mean_threshold(rubrics: Sequence[Rubric], threshold: float | None) -> float 
 
 def rubric_line(rubric: Rubric) -> str:
     """``Rubric rb-... (SAT): <text>``: the id, polarity and text, verbatim, for a round trip."""
-    return _RUBRIC_LINE.format(id=rubric.id, polarity=rubric.polarity or "-", text=" ".join(rubric.text.split()))
+    return _RUBRIC_LINE.format(id=rubric.id, polarity=rubric.polarity or "-", text=one_line(rubric.text))
 
 
 def parse_rubric_line(line: str) -> tuple[str, str | None, str] | None:
@@ -65,7 +128,7 @@ def parse_rubric_line(line: str) -> tuple[str, str | None, str] | None:
     rid, _, polarity = head.rpartition(" (")
     if not rid or polarity not in ("SAT", "DSAT", "-") or not text.strip():
         return None
-    return rid, (None if polarity == "-" else polarity), text.strip()
+    return rid, (None if polarity == "-" else polarity), from_one_line(text.strip())
 
 
 def graded_prompt(rubric: Rubric, fmt: str, *, scores: Sequence[str] | None = None, header: bool = True) -> str:
@@ -81,7 +144,7 @@ def graded_prompt(rubric: Rubric, fmt: str, *, scores: Sequence[str] | None = No
     if rubric.polarity == "DSAT":
         lines.append("This describes a flaw: the more it holds, the lower the score.")
     lines.append("Score the output with the line that fits best:")
-    lines.extend(f"Score {scores[k]}: {texts[i]}" for k, i in enumerate(order))
+    lines.extend(f"Score {scores[k]}: {one_line(texts[i])}" for k, i in enumerate(order))
     return "\n".join(lines)
 
 
@@ -110,7 +173,7 @@ def fill_fields(fields: Sequence[str] | None, output: str, values: dict | None =
 
 
 def rebuild_rubric(rid: str, text: str, polarity: str | None, *, scale=None, levels: Sequence[str] | None = None,
-                   source_format: str) -> Rubric:
+                   source_format: str, aspect: str | None = None) -> Rubric:
     """A rubric read back from a tool format, keeping its id.
 
     ``levels`` that are exactly the descriptors rubric-induce would show for the rubric anyway
@@ -121,7 +184,7 @@ def rebuild_rubric(rid: str, text: str, polarity: str | None, *, scale=None, lev
 
     from rubric_induce.handoff.source import level_texts
 
-    kwargs: dict = {"provenance": {"method": "manual", "source_format": source_format}}
+    kwargs: dict = {"provenance": {"method": "manual", "source_format": source_format}, "aspect": aspect}
     if scale is not None:
         kwargs["scale"] = scale
     rubric = Rubric.create(text, polarity, **kwargs)

@@ -367,7 +367,7 @@ def _is_statement(text: str) -> bool:
 
 def _embed(statement: str) -> str:
     """``"The system asks."`` -> ``"the system asks"``: ready to follow "that"."""
-    body = " ".join(statement.split()).rstrip(" .!;:")
+    body = " ".join(statement.split()).rstrip(" .!;:") or " ".join(statement.split())  # "..." stays "..."
     first = body.split()[0]
     if first.lower() in _LOWERABLE and first[:1].isupper() and first[1:] == first[1:].lower():
         body = body[0].lower() + body[1:]
@@ -435,13 +435,16 @@ def llm_rubric_questions(rubrics: RubricsLike, *, start: int = 1) -> list[dict[s
 
 def llm_rubric_markdown(questions: Sequence[Mapping[str, Any]], *, title: str = "Evaluation rubric") -> str:
     """A questionnaire for people (and a prompt-ready question list for LLMs)."""
-    lines = [f"# {title}", "",
+    from rubric_induce.core.mdtext import md_text
+
+    # Every text is escaped (md_text): a rubric or title holding HTML shows as text when rendered.
+    lines = [f"# {md_text(title)}", "",
              "Read the text, then answer each question independently with the number of one choice.", ""]
     for q in questions:
-        tag = ", ".join(x for x in (q.get("polarity"), q.get("aspect"), q.get("rubric_id")) if x)
-        lines.append(f"**{q['id']}.** {q['question']}" + (f" _({tag})_" if tag else ""))
+        tag = ", ".join(md_text(x) for x in (q.get("polarity"), q.get("aspect"), q.get("rubric_id")) if x)
+        lines.append(f"**{md_text(q['id'])}.** {md_text(q['question'])}" + (f" _({tag})_" if tag else ""))
         lines.append("")
-        lines.extend(q["choices"])
+        lines.extend(md_text(c) for c in q["choices"])
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -546,7 +549,7 @@ def import_rubrics(path: str | Path, fmt: str = "auto") -> RubricSet:
         return import_promptfoo(path)
     if fmt == "auto" and path.suffix.lower() in (".py", ".md", ".markdown", ".txt"):
         _refuse_text_export(path)
-    doc = read_json(path)
+    doc = check_text(read_json(path), path=path)
     if fmt == "auto":
         fmt = _detect(doc)
     if fmt == "prometheus":
@@ -564,6 +567,23 @@ def import_rubrics(path: str | Path, fmt: str = "auto") -> RubricSet:
     if fmt == "llm-rubric":
         return rubrics_from_llm_rubric(doc, path=path)
     return rubric_set_from_dict(doc, path=path)
+
+
+def check_text(doc: Any, *, path: str | Path | None = None, field: str = "") -> Any:
+    """``doc`` (parsed JSON / YAML), refused when a string in it holds a lone surrogate (a ``\\ud800``
+    escape): such a string is not text, and would fail later, when hashed or written, as a traceback."""
+    if isinstance(doc, str):
+        if any("\ud800" <= c <= "\udfff" for c in doc):
+            raise DataError("not text: holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape)", path=path,
+                            field=field or None)
+    elif isinstance(doc, Mapping):
+        for k, v in doc.items():
+            check_text(k, path=path, field=f"{field}.{k}" if field else str(k))
+            check_text(v, path=path, field=f"{field}.{k}" if field else str(k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            check_text(v, path=path, field=f"{field}[{i}]")
+    return doc
 
 
 def _refuse_text_export(path: Path) -> None:

@@ -224,11 +224,15 @@ def deepeval_spec_to_rubrics(doc: Any, *, path: str | Path | None = None) -> Rub
         field = f"geval[{i}]"
         if not isinstance(g, Mapping) or not isinstance(g.get("criteria"), str):
             raise DataError("must be an object with a criteria string", path=path, field=field)
-        parsed = parse_rubric_line(g["criteria"].splitlines()[0])
+        parsed = parse_rubric_line((g["criteria"].splitlines() or [""])[0])
         if parsed is None:
             raise DataError("criteria does not start with 'Rubric <id> (<polarity>): <text>'", path=path,
                             field=f"{field}.criteria")
         rid, polarity, text = parsed
+        if not isinstance(g.get("rubric") or [], list):
+            raise DataError("must be a list of score ranges", path=path, field=f"{field}.rubric")
+        if g.get("name") is not None and not isinstance(g["name"], str):
+            raise DataError("must be a string (the rubric id)", path=path, field=f"{field}.name")
         outcomes = [str(x.get("expected_outcome", "")) for x in g.get("rubric") or [] if isinstance(x, Mapping)]
         if polarity == "DSAT":
             outcomes = outcomes[::-1]

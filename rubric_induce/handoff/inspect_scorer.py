@@ -298,7 +298,12 @@ def inspect_scorer(source: SourceLike, *, model: Any = None, role: str | None = 
     return _registered()(key, model=model, role=role, judge=judge_arg, cache=cache, top_logprobs=top_logprobs)
 
 
-_MODULE = '''"""inspect_ai scorer for the induced rubrics of {where} (written by `rubric-induce export --format inspect`).
+# Every value taken from the run (its path, the module's name) enters the module as a Python
+# literal (repr), never raw into the docstring or a comment: a folder named ``x"""`` + newline +
+# code must not become code.
+_MODULE = '''"""inspect_ai scorer for the induced rubrics at SOURCE, below.
+
+Written by `rubric-induce export --format inspect`.
 
 Use it in a task (the grader: model=..., else the eval's "grader" model role, else the evaluated model):
 
@@ -306,12 +311,13 @@ Use it in a task (the grader: model=..., else the eval's "grader" model role, el
     Task(dataset=..., solver=generate(), scorer=rubric_scorer(model="openai/gpt-4.1-mini"))
 
 Each sample gets one Score: the expected answer of every rubric (keyed by rubric id), netsat,
-label (NetSAT above the selected threshold {threshold}) and, for a calibrated run, prediction.
+label (NetSAT above the selected threshold THRESHOLD) and, for a calibrated run, prediction.
 Needs rubric-induce with the inspect extra: pip install 'rubric-induce[inspect]'.
 """
 from rubric_induce.handoff import inspect_scorer
 
 SOURCE = {source!r}
+THRESHOLD = {threshold!r}
 
 
 def rubric_scorer(model=None, judge=None, cache=False, role="grader"):
@@ -341,6 +347,8 @@ def export_inspect(source: SourceLike, path: str | Path) -> Path:
     path = Path(path)
     if path.suffix != ".py":
         raise DataError("the inspect scorer is a Python module: name the output file *.py", path=path)
-    text = _MODULE.format(where=where, module=path.stem, threshold="(none)" if src.threshold is None else f"{src.threshold:.3f}", source=str(where),
-                          n=len(src.rubrics), calibrated=", calibrated" if src.calibrated else "")
+    module = path.stem if path.stem.isidentifier() and path.stem.isascii() else "<this module>"
+    threshold = None if src.threshold is None else round(float(src.threshold), 6)
+    text = _MODULE.format(module=module, threshold=threshold, source=str(where), n=len(src.rubrics),
+                          calibrated=", calibrated" if src.calibrated else "")
     return atomic_write_text(path, text)

@@ -11,13 +11,15 @@
   good side of the scale's midpoint (above it for SAT and polarity-free rubrics, below it for DSAT).
 
 The text is ``{{sample.output_text}}`` (the sampled output); with several probed fields, the
-other fields come from ``{{item.<field>}}`` of the eval's data source.
+other fields come from ``{{item.<field>}}`` of the eval's data source. OpenAI substitutes every
+``{{ ... }}`` of a grader's input and has no escape, so a ``{{`` / ``{%`` / ``{#`` in a rubric or
+answer text gets a zero-width space after its ``{`` (removed again on import).
 
 What it loses: a grader returns one score or label (no answer distribution), OpenAI's grader
 prompt wraps ours, there is no calibration, and NetSAT / the selected threshold are not part of a
 grader (combine the graders yourself, or score with rubric-induce). The ``name`` is the rubric id
-and the system message starts with the rubric's id, polarity and text, so
-:func:`import_openai_graders` gives the rubrics back.
+and the system message starts with the rubric's id, polarity and text (JSON-quoted when it spans
+lines or has runs of spaces) and its aspect, so :func:`import_openai_graders` gives the rubrics back.
 """
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ from typing import Any
 from rubric_induce.data import AnswerScale, Rubric, RubricSet
 from rubric_induce.data.jsonl import atomic_write_text, read_json
 from rubric_induce.core.errors import DataError
-from rubric_induce.handoff.common import parse_rubric_line, rebuild_rubric, rubric_line
+from rubric_induce.handoff.common import (braces_escape, braces_unescape, from_one_line, one_line, parse_rubric_line, rebuild_rubric,
+                     rubric_line)
 from rubric_induce.handoff.core import rubric_question
 from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source, ordered_levels
 
@@ -44,9 +47,16 @@ _ANSWER_LINE = re.compile(r"^(\S.*?) = (-?[0-9.eE+-]+): (.*)$")
 _LABEL_LINE = re.compile(r"^(\S.*?): (.*)$")
 
 
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def _text_template(fields: list[str] | None) -> str:
     if not fields or len(fields) == 1:
         return "{{sample.output_text}}"
+    for f in fields[:-1]:  # each becomes a template variable: a name only, never template syntax
+        if not isinstance(f, str) or not _FIELD_NAME.match(f):
+            raise DataError(f"{FORMAT}: the probed field {f!r} cannot be named in a grader template "
+                            "({{item.<field>}} takes letters, digits and _)", field="fields")
     parts = [f"{f}:\n{{{{item.{f}}}}}" for f in fields[:-1]]
     parts.append(f"{fields[-1]}:\n{{{{sample.output_text}}}}")
     return "\n\n".join(parts)
@@ -56,14 +66,18 @@ def _system(rubric: Rubric, kind: str) -> str:
     scale = rubric.scale
     texts = level_texts(rubric)
     order = ordered_levels(rubric, FORMAT)
-    lines = [rubric_line(rubric), f"Question: {rubric_question(rubric)}"]
+    lines = [rubric_line(rubric)]
+    if rubric.aspect is not None:  # part of the rubric's id: kept, so the import gives the same rubric
+        lines.append(f"Aspect: {json.dumps(rubric.aspect, ensure_ascii=True)}")
+    lines.append(f"Question: {rubric_question(rubric)}")
     if kind == "score_model":
         lines.append(f"Answer with a score from {scale.low:g} to {scale.high:g}; the answers mean:")
-        lines.extend(f"{scale.labels[i]} = {scale.values[i]:g}: {texts[i]}" for i in order)
+        lines.extend(f"{scale.labels[i]} = {scale.values[i]:g}: {one_line(texts[i])}" for i in order)
     else:
         lines.append("Answer with exactly one of these labels:")
-        lines.extend(f"{scale.labels[i]}: {texts[i]}" for i in order)
-    return "\n".join(lines)
+        lines.extend(f"{scale.labels[i]}: {one_line(texts[i])}" for i in order)
+    # OpenAI substitutes every {{ ... }} of a grader's input and has no escape: break the openers
+    return braces_escape("\n".join(lines))
 
 
 def _passing(rubric: Rubric) -> list[str]:
@@ -120,36 +134,52 @@ def openai_graders_to_rubrics(graders: Any, *, path: str | Path | None = None) -
         if not isinstance(g, Mapping) or g.get("type") not in KINDS:
             raise DataError(f"must be a grader object of type {' or '.join(KINDS)}", path=path, field=f"{field}.type")
         messages = g.get("input")
+        if not isinstance(messages, list):
+            raise DataError("must be a list of messages", path=path, field=f"{field}.input")
         system = next((m.get("content") for m in messages or [] if isinstance(m, Mapping)
                        and m.get("role") in ("system", "developer") and isinstance(m.get("content"), str)), None)
         if system is None:
             raise DataError("no system message with the rubric", path=path, field=f"{field}.input")
-        lines = system.splitlines()
+        lines = braces_unescape(system).splitlines()
         parsed = parse_rubric_line(lines[0].strip()) if lines else None
         if parsed is None:
             raise DataError("the system message does not start with 'Rubric <id> (<polarity>): <text>' "
                             "(was it written by rubric-induce?)", path=path, field=f"{field}.input")
         rid, polarity, text = parsed
+        aspect, rest = _aspect(lines[1:], path=path, field=f"{field}.input")
         labels, values, levels = [], [], []
-        for ln in lines[2:]:
+        for ln in rest[1:]:
             m = _ANSWER_LINE.match(ln) if g["type"] == "score_model" else _LABEL_LINE.match(ln)
             if m:
                 labels.append(m.group(1))
                 values.append(float(m.group(2)) if g["type"] == "score_model" else float(len(values) + 1))
-                levels.append(m.group(3) if g["type"] == "score_model" else m.group(2))
+                levels.append(from_one_line(m.group(3) if g["type"] == "score_model" else m.group(2)))
         name = g.get("name")
         rid = name if isinstance(name, str) and name else rid
         if len(labels) >= 2 and len(set(labels)) == len(labels):
             rubric = rebuild_rubric(rid, text, polarity, scale=AnswerScale(tuple(labels), tuple(values)),
-                                    levels=levels, source_format="openai-graders")
+                                    levels=levels, source_format="openai-graders", aspect=aspect)
         else:
-            rubric = rebuild_rubric(rid, text, polarity, source_format="openai-graders")
+            rubric = rebuild_rubric(rid, text, polarity, source_format="openai-graders", aspect=aspect)
         if rubric.id in seen:
             raise DataError(f"rubric id {rubric.id!r} is already used by [{seen[rubric.id]}]", path=path,
                             field=f"{field}.name")
         seen[rubric.id] = i
         rubrics.append(rubric)
     return RubricSet(rubrics, {"source_format": "openai-graders"})
+
+
+def _aspect(lines: list[str], *, path: str | Path | None, field: str) -> tuple[str | None, list[str]]:
+    """The ``Aspect: "<json>"`` line :func:`_system` writes after the rubric line (if any), and the rest."""
+    if not lines or not lines[0].startswith("Aspect: "):
+        return None, lines
+    try:
+        aspect = json.loads(lines[0][len("Aspect: "):])
+    except json.JSONDecodeError:
+        aspect = None
+    if not isinstance(aspect, str):
+        raise DataError("the Aspect line must hold a JSON string", path=path, field=field)
+    return aspect, lines[1:]
 
 
 def import_openai_graders(path: str | Path) -> RubricSet:

@@ -41,7 +41,7 @@ def prometheus_rubrics(source: SourceLike) -> list[dict[str, Any]]:
         criteria = rubric_question(r)
         if r.polarity == "DSAT":
             criteria += " (This describes a flaw: score 5 means it is absent, score 1 that it fully holds.)"
-        entry: dict[str, Any] = {"id": r.id, "polarity": r.polarity, "criteria": criteria}
+        entry: dict[str, Any] = {"id": r.id, "polarity": r.polarity, "aspect": r.aspect, "criteria": criteria}
         entry.update({key: texts[i] for key, i in zip(_SCORE_KEYS, ladder(r, FORMAT))})
         entry["text"] = r.text
         out.append(entry)
@@ -105,6 +105,9 @@ def prometheus_to_rubrics(entries: Any, *, path: str | Path | None = None) -> Ru
         polarity = e.get("polarity")
         if polarity not in ("SAT", "DSAT", None):
             raise DataError(f'must be "SAT", "DSAT" or null, got {polarity!r}', path=path, field=f"{field}.polarity")
+        aspect = e.get("aspect")
+        if aspect is not None and not isinstance(aspect, str):
+            raise DataError("must be a string or null", path=path, field=f"{field}.aspect")
         levels = [e[k] for k in _SCORE_KEYS]
         if polarity == "DSAT":
             levels = levels[::-1]
@@ -113,9 +116,9 @@ def prometheus_to_rubrics(entries: Any, *, path: str | Path | None = None) -> Ru
         if rid is not None and (not isinstance(rid, str) or not rid.strip()):
             raise DataError("must be a non-empty string", path=path, field=f"{field}.id")
         if rid is None:
-            rid = Rubric.create(text.strip(), polarity, scale=AnswerScale.likert(1, 5), levels=levels).id
+            rid = Rubric.create(text.strip(), polarity, aspect=aspect, scale=AnswerScale.likert(1, 5), levels=levels).id
         rubric = rebuild_rubric(rid, text.strip(), polarity, scale=AnswerScale.likert(1, 5), levels=levels,
-                                source_format="prometheus")
+                                source_format="prometheus", aspect=aspect)
         if rubric.id in seen:
             raise DataError(f"rubric id {rubric.id!r} is already used by [{seen[rubric.id]}]", path=path,
                             field=f"{field}.id")

@@ -5,7 +5,9 @@
 ``llm-rubric`` assertion: ``value`` is the rubric as a grading instruction with one line per
 answer, scored 0.0 (worst) to 1.0 (best, i.e. the flaw absent for a DSAT rubric), ``metric`` is
 the rubric id (promptfoo reports it as a named score), ``weight`` 1 and ``threshold`` the
-per-assertion pass mark. ``defaultTest.threshold`` is the selected NetSAT threshold carried onto
+per-assertion pass mark. promptfoo renders every assertion value with Nunjucks: a ``{{``, ``{%``
+or ``{#`` in a rubric text is written as an expression that prints it (``{{ "{{" }}``), so the
+grader sees the text itself. ``defaultTest.threshold`` is the selected NetSAT threshold carried onto
 promptfoo's weighted mean (see :mod:`rubric_induce.handoff.common`), so a test passes when the
 graded rubrics would put NetSAT above it.
 
@@ -35,8 +37,8 @@ from typing import Any
 from rubric_induce.data import AnswerScale, Rubric, RubricSet
 from rubric_induce.data.jsonl import atomic_write_text
 from rubric_induce.core.errors import DataError
-from rubric_induce.handoff.common import (SHAPES_KEY, fill_fields, graded_prompt, mean_threshold, parse_rubric_line, rebuild_rubric,
-                     restore_shape, rubric_shapes)
+from rubric_induce.handoff.common import (SHAPES_KEY, fill_fields, from_one_line, graded_prompt, mean_threshold, nunjucks_escape,
+                     nunjucks_unescape, parse_rubric_line, rebuild_rubric, restore_shape, rubric_shapes)
 from rubric_induce.handoff.source import SourceLike, check_ladder, load_source
 
 __all__ = ["FORMAT", "PYTHON_METRIC", "promptfoo_config", "promptfoo_yaml", "export_promptfoo",
@@ -70,7 +72,7 @@ def promptfoo_config(source: SourceLike, *, assertion_threshold: float = 0.5, py
     rubric_weight = 1 if decide == "rubrics" else 0
     asserts: list[dict[str, Any]] = [
         {"type": "llm-rubric", "metric": r.id, "weight": rubric_weight, "threshold": assertion_threshold,
-         "value": graded_prompt(r, FORMAT)} for r in src.rubrics]
+         "value": nunjucks_escape(graded_prompt(r, FORMAT))} for r in src.rubrics]
     if python_assert is None:
         python_assert = src.run_dir is not None or decide == "scorer"
     if decide == "scorer" and not python_assert:
@@ -81,8 +83,8 @@ def promptfoo_config(source: SourceLike, *, assertion_threshold: float = 0.5, py
                             "artifact (or pass python_assert=False)")
         call = f"run={str(src.run_dir.resolve())!r}" + (f", backend={backend!r}" if backend else "")
         asserts.append({"type": "python", "metric": PYTHON_METRIC, "weight": 1 - rubric_weight,
-                        "value": "from rubric_induce.handoff.promptfoo import promptfoo_assert\n"
-                                 f"return promptfoo_assert(output, context, {call})\n"})
+                        "value": nunjucks_escape("from rubric_induce.handoff.promptfoo import promptfoo_assert\n"
+                                                 f"return promptfoo_assert(output, context, {call})\n")})
     default_test: dict[str, Any] = {}
     if provider:
         default_test["options"] = {"provider": provider}
@@ -110,7 +112,9 @@ def promptfoo_yaml(config: Mapping[str, Any]) -> str:
         pass
 
     def _str(dumper, value: str):
-        style = "|" if "\n" in value else None
+        # YAML reads NEL / LS / PS (and CR) in a block or plain scalar as a line break: quote those
+        # (double-quoted scalars escape them), so every string reads back as written
+        style = '"' if any(c in value for c in "\r\x85\u2028\u2029") else "|" if "\n" in value else None
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     _Dumper.add_representer(str, _str)
@@ -123,7 +127,9 @@ def export_promptfoo(source: SourceLike, path: str | Path, **options: Any) -> Pa
 
 
 def _load_yaml_or_json(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
+    from rubric_induce.data.jsonl import read_text
+
+    text = read_text(path)  # not UTF-8: an error naming the line, not a traceback
     try:
         import yaml
     except ImportError:
@@ -133,8 +139,14 @@ def _load_yaml_or_json(path: Path) -> Any:
             raise DataError("reading a YAML promptfoo config needs PyYAML (pip install pyyaml)", path=path) from None
     try:
         return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise DataError(f"invalid YAML: {exc}", path=path) from None
+    except yaml.YAMLError as exc:  # one line: the problem, at the line (and column) it names
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        col = f" (column {mark.column + 1})" if mark is not None else ""
+        raise DataError(f"invalid YAML: {' '.join(str(problem).split())}{col}", path=path,
+                        line=mark.line + 1 if mark is not None else None) from None
+    except RecursionError:
+        raise DataError("invalid YAML (nested too deeply)", path=path) from None
 
 
 def promptfoo_to_rubrics(doc: Any, *, path: str | Path | None = None) -> RubricSet:
@@ -164,7 +176,7 @@ def promptfoo_to_rubrics(doc: Any, *, path: str | Path | None = None) -> RubricS
         value = a.get("value")
         if not isinstance(value, str) or not value.strip():
             raise DataError("an llm-rubric value must be a non-empty string", path=path, field=f"{field}.value")
-        rubric = _rubric_from_value(value, a.get("metric"))
+        rubric = _rubric_from_value(nunjucks_unescape(value), a.get("metric"))
         if rubric.id in seen:
             raise DataError(f"rubric id {rubric.id!r} is already used by {seen[rubric.id]}", path=path,
                             field=f"{field}.metric")
@@ -185,7 +197,7 @@ def _rubric_from_value(value: str, metric: Any) -> Rubric:
         rubric = Rubric.create(" ".join(value.split()), None, provenance={"method": "manual", "source_format": FORMAT})
         return rubric if given is None else replace(rubric, id=given)
     rid, polarity, text = parsed
-    levels = [m.group(2) for m in (_SCORE_LINE.match(ln.strip()) for ln in lines[1:]) if m]
+    levels = [from_one_line(m.group(2)) for m in (_SCORE_LINE.match(ln.strip()) for ln in lines[1:]) if m]
     if polarity == "DSAT":
         levels = levels[::-1]  # written worst (fully true) first
     if len(levels) < 2:
@@ -196,8 +208,10 @@ def _rubric_from_value(value: str, metric: Any) -> Rubric:
 
 def import_promptfoo(path: str | Path) -> RubricSet:
     """Read the rubrics of a promptfoo config file (YAML or JSON)."""
+    from rubric_induce.handoff.core import check_text
+
     path = Path(path)
-    return promptfoo_to_rubrics(_load_yaml_or_json(path), path=path)
+    return promptfoo_to_rubrics(check_text(_load_yaml_or_json(path), path=path), path=path)
 
 
 # ----------------------------------------------------------------------------- python assertion

@@ -9,6 +9,7 @@ file are read here: the calibration network (torch) is loaded only by the format
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,16 @@ def _from_path(path: Path) -> HandoffSource:
                          label=_str_or_none(manifest.get("label")), rubric_set=rubric_set)
 
 
+def _finite(value: Any) -> bool:
+    """A JSON number that is a finite float (an integer too large for a float is not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def _from_artifact(path: Path) -> HandoffSource:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -125,17 +136,26 @@ def _from_artifact(path: Path) -> HandoffSource:
 
     rubric_set = RubricSet.load(inside_folder(path.parent, doc["rubrics"], path=path, field="rubrics"))
     threshold = doc.get("threshold", rubric_set.threshold)
+    if threshold is not None and not _finite(threshold):
+        raise DataError(f"must be a finite number or null, got {threshold!r:.40}", path=path, field="threshold")
+    fields = doc.get("fields")
+    if fields is not None and (not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)):
+        raise DataError("must be a list of field names (strings)", path=path, field="fields")
+    probe = doc.get("probe") or {}
+    if not isinstance(probe, dict):
+        raise DataError("must be an object", path=path, field="probe")
     task = None
+    if doc.get("task") is not None and not isinstance(doc["task"], dict):
+        raise DataError("must be an object (the run's task)", path=path, field="task")
     if doc.get("task"):
         from rubric_induce.core.task import TaskParams
 
         task = TaskParams.from_mapping(doc["task"], source=str(path)).resolved(
             inside_resolver(path.parent, path=path, field="task.description"), source=str(path))
-    fields = doc.get("fields")
     return HandoffSource(list(rubric_set), threshold=threshold, label=_str_or_none(doc.get("label")),
                          name=path.parent.name, fields=list(fields) if fields else None, artifact=path,
                          calibrated=bool(doc.get("calibration")), question=_str_or_none(doc.get("question")),
-                         probe=dict(doc.get("probe") or {}), task=task, rubric_set=rubric_set)
+                         probe=dict(probe), task=task, rubric_set=rubric_set)
 
 
 # ----------------------------------------------------------------------------- shared scale helpers

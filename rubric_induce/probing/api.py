@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.backends.base import Backend, prompt_cache_scope
+from rubric_induce.backends.redact import redact_text
 from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.concurrency import run_window
 from rubric_induce.data.model import AnswerScale, Example, Rubric
@@ -234,14 +235,14 @@ def probe_once(
     except ContextOverflowError as exc:
         # One over-long example must not abort the run: a failed probe that names the example.
         failed = _blank_record(example, rubric, style, estimator, template.hash, example_tokens)
-        failed.error = f"example {example.id!r} does not fit the model's context: {exc}"
+        failed.error = redact_text(f"example {example.id!r} does not fit the model's context: {exc}")
         failed.call_failed = True
         return failed, exc
     except BackendError as exc:
         # The backend gave up on this call after its retries (or got a reply no retry fixes): a
         # failed probe, not a stopped stage. Not cached, so probing again retries just this one.
         failed = _blank_record(example, rubric, style, estimator, template.hash, example_tokens)
-        failed.error = f"call failed: {exc}"
+        failed.error = redact_text(f"call failed: {exc}")  # a server may echo the key in its error
         failed.call_failed = True
         return failed, exc
 

@@ -14,8 +14,10 @@ __all__ = ["probe_report"]
 
 
 def _short(text: str, n: int = 70) -> str:
+    from rubric_induce.core.mdtext import md_text
+
     text = " ".join(text.split()).replace("|", "/")
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return md_text(text if len(text) <= n else text[: n - 1] + "…")  # HTML in a rubric shows as text
 
 
 def _label_key(examples: Sequence[Example], label: str | None) -> str | None:

@@ -32,6 +32,7 @@ from rubric_induce.data.jsonl import atomic_write_text, read_json
 from rubric_induce.core.params import Params, param
 from rubric_induce.data.labels import is_binary
 from rubric_induce.core.errors import DataError, MissingDependencyError
+from rubric_induce.core.mdtext import md_code, md_text
 from rubric_induce.core.stats import CORRELATIONS, quadratic_weighted_kappa, rankdata, williams_test_scores
 from rubric_induce.evaluation.meta_eval import correlation_table
 from rubric_induce.evaluation.score_table import ScoreRow, read_scores
@@ -57,6 +58,10 @@ def _pyplot():
     return plt
 
 
+class _Md(str):
+    """Cell text that is Markdown already (ours, or a code span made with ``in_table=True``)."""
+
+
 def _fmt(x: float | None, digits: int = 3) -> str:
     if x is None or not np.isfinite(x):
         return "n/a"
@@ -68,7 +73,7 @@ def _ci(point: float, low: float, high: float) -> str:
         return "n/a"
     if not (np.isfinite(low) and np.isfinite(high)):
         return _fmt(point)
-    return f"{point:.3f} [{low:.3f}, {high:.3f}]"
+    return _Md(f"{point:.3f} [{low:.3f}, {high:.3f}]")
 
 
 def _p(p: float) -> str:
@@ -76,7 +81,16 @@ def _p(p: float) -> str:
 
 
 def _cell(text: Any) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """A table cell: aspect, system and judge names, manifest values come from the run, so HTML,
+    link syntax, ``|`` and newlines in them are escaped (:func:`~rubric_induce.core.mdtext.md_text`)."""
+    return text if isinstance(text, _Md) else md_text(text)
+
+
+def _url(rel: str) -> str:
+    """A relative path as a link target: characters that could end or bend the link are %-encoded."""
+    from urllib.parse import quote
+
+    return quote(rel, safe="/._-~+,=@:")
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str | None = None) -> list[str]:
@@ -109,7 +123,7 @@ class _Figures:
 
     def link(self, path: Path, alt: str) -> str:
         rel = Path(os.path.relpath(path, self.report_dir)).as_posix()
-        return f"![{alt}]({rel})"
+        return f"![{md_text(alt)}]({_url(rel)})"
 
     def save(self, fig, path: Path) -> Path:
         plt = _pyplot()
@@ -161,13 +175,13 @@ def _flatten(obj: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, str]
         text = json.dumps(obj, ensure_ascii=False, default=str)
     if len(text) > 120:
         text = text[:119] + "…"
-    return [(prefix or "(value)", f"`{text}`" if text else "")]
+    return [(prefix or "(value)", _Md(md_code(text, in_table=True)) if text else "")]
 
 
 def _manifest_section(path: Path, report_dir: Path) -> list[str]:
     manifest = read_json(path)
     rel = Path(os.path.relpath(path, report_dir)).as_posix()
-    lines = ["## Run", "", f"From [{path.name}]({rel}).", ""]
+    lines = ["## Run", "", f"From [{md_text(path.name)}]({_url(rel)}).", ""]
     if not isinstance(manifest, dict):
         return lines + ["```json", json.dumps(manifest, indent=2, ensure_ascii=False)[:4000], "```", ""]
     if not manifest:
@@ -183,14 +197,18 @@ def _correlation_tables(table: list[dict[str, Any]], methods: Sequence[str]) -> 
                     [[t["aspect"], t["system"], t["n"],
                       *(_ci(t[f"dataset_{m}"], t[f"dataset_{m}_low"], t[f"dataset_{m}_high"]) for m in methods)]
                      for t in table], "llr" + "r" * len(methods))
-    grouped = [t for t in table if t["n_groups"] > 0]
+    grouped = [t for t in table if t["n_groups"] > 0 or t.get("has_groups")]
     if grouped:
-        lines += ["Summary level (correlation within each group, averaged over the groups where it is "
-                  "defined; intervals resample whole groups):", ""]
+        lines += ["Summary level (correlation within each group of at least 3 texts, averaged over the "
+                  "groups where it is defined; n/a below 3 such groups; intervals resample whole groups):", ""]
         lines += _table(["aspect", "system", "groups used", *(_METHOD_LABEL[m] for m in methods)],
                         [[t["aspect"], t["system"], t["n_groups"],
                           *(_ci(t[f"summary_{m}"], t[f"summary_{m}_low"], t[f"summary_{m}_high"])
                             for m in methods)] for t in grouped], "llr" + "r" * len(methods))
+        lines += [f"- {t['aspect']} / {t['system']}: summary level n/a: {t['summary_reason']}"
+                  for t in grouped if t.get("summary_reason")]
+        if any(t.get("summary_reason") for t in grouped):
+            lines.append("")
     return lines
 
 
@@ -469,7 +487,7 @@ def _reliability_section(cells, figures: _Figures, slug: str, plt) -> list[str]:
         lines += _table(["aspect", "system", "kind", "n", "mean probability", "observed rate", "smECE"], rows,
                         "lllrrrr")
     if skipped:
-        lines += [f"No reliability diagram for {', '.join(skipped)}: the human scores are not on the "
+        lines += [f"No reliability diagram for {', '.join(map(md_text, skipped))}: the human scores are not on the "
                   "answer scale (or the rows mix scales).", ""]
     if plt is not None:
         for aspect, aspect_panels in panels.items():
@@ -523,16 +541,18 @@ def _scores_section(path: Path, run_dir: Path, figures: _Figures, plt, *, n_boot
     rel = Path(os.path.relpath(path, run_dir)).as_posix()
     slug = "scores" if rel == "scores.jsonl" else _slug(Path(rel).parent.as_posix())
     link = Path(os.path.relpath(path, figures.report_dir)).as_posix()
-    lines = [f"## Scores: `{rel}`", ""]
+    lines = [f"## Scores: {md_code(rel)}", ""]
     if not rows:
-        return lines + [f"[{rel}]({link}) holds no rows.", ""]
+        return lines + [f"[{md_text(rel)}]({_url(link)}) holds no rows.", ""]
     cells = _cells(rows)
     aspects = list(dict.fromkeys(r.aspect for r in rows))
     systems = list(dict.fromkeys(r.system for r in rows))
     n_no_human = sum(r.human is None for r in rows)
     n_no_score = sum(not r.has_score for r in rows)
-    lines += [f"[{rel}]({link}): {len(rows)} rows, {len(aspects)} aspect(s) ({', '.join(aspects)}), "
-              f"{len(systems)} system(s) ({', '.join(systems)}); {n_no_human} row(s) without a human score, "
+    lines += [f"[{md_text(rel)}]({_url(link)}): {len(rows)} rows, {len(aspects)} aspect(s) "
+              f"({', '.join(map(md_text, aspects))}), "
+              f"{len(systems)} system(s) ({', '.join(map(md_text, systems))}); "
+              f"{n_no_human} row(s) without a human score, "
               f"{n_no_score} without a system score (both left out of the statistics).", "",
               f"Intervals: {100 * (1 - alpha):g}% percentile bootstrap, {n_boot} resamples, seed {seed}.", ""]
     methods = list(CORRELATIONS)
@@ -613,7 +633,7 @@ def render_run_report(
     plt = _pyplot() if figures and score_files else None
     report_dir = out.parent.resolve()
     figs = _Figures(fig_dir, report_dir)
-    lines = [f"# Run report: {run_dir.resolve().name}", ""]
+    lines = [f"# Run report: {md_text(run_dir.resolve().name)}", ""]
     if preface:
         lines += [preface.rstrip(), ""]
     for path in score_files:
@@ -626,7 +646,8 @@ def render_run_report(
         for p in fragments:
             rel = Path(os.path.relpath(p.resolve(), report_dir)).as_posix()
             title = _title_of(p)
-            lines.append(f"- [{p.relative_to(run_dir).as_posix()}]({rel})" + (f": {title}" if title else ""))
+            lines.append(f"- [{md_text(p.relative_to(run_dir).as_posix())}]({_url(rel)})"
+                         + (f": {md_text(title)}" if title else ""))
         lines.append("")
     from rubric_induce.backends.redact import redact_text
 

@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rubric_induce.core.mdtext import md_code, md_text
+
 __all__ = ["run_summary_markdown"]
 
 
@@ -38,7 +40,7 @@ def _headline(ev: dict[str, Any], question: str | None) -> list[str]:
         return []
     lines = ["", "## Held-out headline", ""]
     if warnings:
-        lines += [f"- **Warning:** {w}" for w in warnings] + [""]
+        lines += [f"- **Warning:** {md_text(w)}" for w in warnings] + [""]
     base = ev.get("baselines") or {}
     if sel:
         maj = base.get("majority") or {}
@@ -52,11 +54,11 @@ def _headline(ev: dict[str, Any], question: str | None) -> list[str]:
                      "[evaluation.md](evaluation.md))")
     graded = ev.get("netsat_graded") or {}
     if graded:
-        lines.append(f"- netsat vs graded `{ev.get('label')}`: Pearson {_num(graded.get('pearson'))}, Spearman "
+        lines.append(f"- netsat vs graded {md_code(ev.get('label'))}: Pearson {_num(graded.get('pearson'))}, Spearman "
                      f"{_num(graded.get('spearman'))} (n = {graded.get('n')})")
     for name, m in cal.items():
         rmse = f", RMSE {_num(m.get('rmse'))}" if name == "calibrated" and m.get("rmse") is not None else ""
-        lines.append(f"- {name} vs human `{question}`: Pearson {_num(m.get('pearson'))}, Spearman "
+        lines.append(f"- {md_text(name)} vs human {md_code(question)}: Pearson {_num(m.get('pearson'))}, Spearman "
                      f"{_num(m.get('spearman'))}, Kendall {_num(m.get('kendall'))}{rmse} (n = {m.get('n')})")
     const = base.get("constant") or {}
     if const.get("rmse") is not None:
@@ -64,15 +66,19 @@ def _headline(ev: dict[str, Any], question: str | None) -> list[str]:
                      "no correlation (undefined)")
     pooled = judges.get("pooled") or {}
     if pooled:
+        from rubric_induce.evaluation.judges import spread_text
+
         parts = []
         for key, name in (("calibrated", "calibrated per judge"), ("netsat", "NetSAT"),
                           ("ceiling", "human ceiling (each judge vs the mean of the others)")):
             m = pooled.get(key) or {}
             if m.get("n"):
+                spread = spread_text(m.get("spread"))
                 parts.append(f"{name} Pearson {_num(m.get('pearson'))}, Spearman {_num(m.get('spearman'))} "
-                             f"(n = {m.get('n')})")
+                             f"(n = {m.get('n')}{'; ' + spread if spread else ''})")
         if parts:
-            lines.append(f"- per judge, pooled over {judges.get('n_judges')} judge(s) of `{judges.get('question')}`: "
+            lines.append(f"- per judge, pooled over {md_text(judges.get('n_judges'))} judge(s) of "
+                         f"{md_code(judges.get('question'))}: "
                          + "; ".join(parts) + " (every judge in [evaluation.md](evaluation.md))")
     return lines
 
@@ -147,9 +153,10 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
     label = data.get("label") or (config.get("data") or {}).get("label")
     question = (config.get("calibrate") or {}).get("question") or label
     spec = (manifest.get("backend") or {}).get("spec") or (config.get("backend") or {}).get("spec")
-    lines = [f"Config `{manifest.get('config_file')}`; {data.get('n_examples', '?')} examples "
-             f"({data.get('n_train', '?')} train / {data.get('n_test', '?')} held out, split by group, seed "
-             f"{manifest.get('seed')}); label `{label}`; backend `{spec}`.", "", "## Pipeline", "",
+    lines = [f"Config {md_code(manifest.get('config_file'))}; {md_text(data.get('n_examples', '?'))} examples "
+             f"({md_text(data.get('n_train', '?'))} train / {md_text(data.get('n_test', '?'))} held out, split by "
+             f"group, seed {md_text(manifest.get('seed'))}); label {md_code(label)}; backend {md_code(spec)}.", "",
+             "## Pipeline", "",
              "| stage | seconds | LLM calls (cached) | prompt + completion tokens | result |",
              "|---|---|---|---|---|"]
     stage_names = [n for n in (manifest.get("stages") or {}) if n != "report"]
@@ -168,11 +175,11 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
                           and not (k in ("call_errors", "reused") and not v))[:120]
         if summ.get("skipped"):
             brief = "skipped: optional package missing (see below)"
-        lines.append(f"| {name} | {m.get('seconds', '')} | {calls} | {tokens} | {brief} |")
+        lines.append(f"| {md_text(name)} | {md_text(m.get('seconds', ''))} | {calls} | {tokens} | {md_text(brief)} |")
     skipped = [note for n in stage_names
                if (note := (_load(out / "stages" / f"{n}.json").get("summary") or {}).get("skipped"))]
     if skipped:
-        lines += ["", "## Skipped for want of an optional package", ""] + [f"- {s}" for s in skipped]
+        lines += ["", "## Skipped for want of an optional package", ""] + [f"- {md_text(s)}" for s in skipped]
     lines += _prompt_cache_section(manifest)
     lines += _faults_section(manifest, out)
     probe_summ = _load(out / "stages" / "probe.json").get("summary") or {}
@@ -191,7 +198,7 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
                   + f"{probe_summ.get('truncated', 0)} truncated to probe.max_example_tokens. Selection: "
                   f"{sel_summ.get('probes_filled', 0)} failed training probe(s) scored neutral, "
                   f"{sel_summ.get('dropped', 0)} rubric(s) dropped past select.max_failure_rate"
-                  + (": " + ", ".join(f"`{d}`" for d in sel_summ.get("dropped_ids") or [])
+                  + (": " + ", ".join(md_code(d) for d in sel_summ.get("dropped_ids") or [])
                      if sel_summ.get("dropped") else "")
                   + "."]
         health = {rid: {"bounded": h.get("bounded", 0), "failed": h.get("failed", 0), "absent": 0}
@@ -201,13 +208,14 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
         chosen = RubricSet.load(out / "selected.jsonl")
         thr = "n/a" if chosen.threshold is None else f"{chosen.threshold:.3f}"
         lines += ["", f"## Selected rubrics (NetSAT threshold {thr})", ""]
-        lines += [f"{i}. **{r.polarity or r.aspect or ''}** {r.text} <sub>`{r.id}`, "
-                  f"{r.provenance.get('method', '?')}</sub>" for i, r in enumerate(chosen, 1)]
+        lines += [f"{i}. **{md_text(r.polarity or r.aspect or '')}** {md_text(r.text)} <sub>{md_code(r.id)}, "
+                  f"{md_text(r.provenance.get('method', '?'))}</sub>" for i, r in enumerate(chosen, 1)]
     ev = _load(out / "evaluation.json") or _load(out / "stages" / "evaluate.json").get("summary") or {}
     question = ev.get("question") or question
     lines += _headline(ev, question)
     if (out / "feedback.md").exists():
         lines += ["", "LLM-written strengths and weaknesses: [feedback.md](feedback.md)."]
-    lines += ["", "Score new texts with this run: `rubric-induce score " + str(out) +
-              " --input texts.jsonl --out scores.jsonl`, or `RubricScorer.load(...)` in Python.", ""]
+    lines += ["", "Score new texts with this run: " + md_code(f"rubric-induce score {out} --input texts.jsonl "
+                                                            "--out scores.jsonl")
+              + ", or `RubricScorer.load(...)` in Python.", ""]
     return "\n".join(lines)

@@ -27,7 +27,7 @@ from rubric_induce.data import Example, Rubric, RubricSet
 from rubric_induce.data.mapping import InputMapping
 from rubric_induce.core.errors import DataError, RubricInduceError
 
-__all__ = ["ARTIFACT_NAME", "ScoreResult", "RubricScorer", "write_artifact"]
+__all__ = ["ARTIFACT_NAME", "ScoreResult", "RubricScorer", "write_artifact", "read_artifact"]
 
 ARTIFACT_NAME = "artifact.json"
 ARTIFACT_FORMAT = "rubric-induce-scorer"
@@ -87,6 +87,183 @@ def write_artifact(directory: str | Path, *, rubrics: str, threshold: float | No
            "question": question, "judges": list(judges),
            "task": task.to_record() if task is not None else None, **(dict(extra) if extra else {})}
     return write_json(Path(directory) / ARTIFACT_NAME, doc)
+
+
+def _is_text(v: Any) -> bool:
+    return isinstance(v, str) and bool(v.strip())
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < 1e300  # finite, no 10**400
+
+
+def _opt(check):
+    return lambda v: v is None or check(v)
+
+
+def _text_list(v: Any) -> bool:
+    return isinstance(v, list) and all(_is_text(x) for x in v)
+
+
+#: What each key of ``artifact.json`` may hold: (check, what the error says it must be).
+_ARTIFACT_KEYS: dict[str, tuple[Any, str]] = {
+    "format_version": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    "rubrics": (_is_text, "the name of the selected rubric file"),
+    "threshold": (_opt(_is_number), "a finite number or null"),
+    "label": (_opt(_is_text), "a label name or null"),
+    "label_threshold": (_opt(_is_number), "a finite number or null"),
+    "score_mode": (lambda v: v in ("expected", "argmax"), "'expected' or 'argmax'"),
+    "probe": (_opt(lambda v: isinstance(v, Mapping)), "an object of probe options"),
+    "fields": (_opt(_text_list), "a list of field names or null"),
+    "backend": (_opt(_is_text), "a backend spec or null"),
+    "calibration": (_opt(_is_text), "the name of the calibration folder or null"),
+    "question": (_opt(_is_text), "a label name or null"),
+    "judges": (_opt(_text_list), "a list of judge names"),
+    "task": (_opt(lambda v: isinstance(v, Mapping)), "an object (the run's [task]) or null"),
+    "input": (_opt(lambda v: isinstance(v, Mapping)), "an object ({text, id}) or null"),
+    "backend_options": (_opt(lambda v: isinstance(v, Mapping)), "an object of [backend] options or null"),
+}
+
+
+def read_artifact(doc_path: Path, given: Path | None = None) -> dict[str, Any]:
+    """``artifact.json`` read and checked key by key: a damaged one (a wrong type, a missing key, NaN,
+    an unknown probe option, a file named outside the folder) is a :class:`DataError` naming the
+    file and the field, never a traceback later on."""
+    if not doc_path.is_file():
+        raise DataError(f"no {ARTIFACT_NAME} here; point at a run directory written by "
+                        "`rubric-induce run` or at an artifact folder", path=given or doc_path)
+    from rubric_induce.data.jsonl import read_json
+
+    doc = read_json(doc_path)  # invalid JSON or UTF-8: a DataError naming the file and line
+    if not isinstance(doc, dict) or doc.get("format") != ARTIFACT_FORMAT:
+        shown = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise DataError(f"not a rubric-induce scorer artifact (format {shown!r})", path=doc_path, field="format")
+    if "rubrics" not in doc:
+        raise DataError("is missing (the selected rubric file)", path=doc_path, field="rubrics")
+    for key, (ok, what) in _ARTIFACT_KEYS.items():
+        if key in doc and not ok(doc[key]):
+            raise DataError(f"must be {what}, got {_brief(doc[key])}", path=doc_path, field=key)
+    if doc.get("format_version", 0) > ARTIFACT_VERSION:
+        raise DataError(f"format version {doc['format_version']} is newer than this library's "
+                        f"{ARTIFACT_VERSION}; upgrade rubric-induce", path=doc_path, field="format_version")
+    _check_probe_options(doc.get("probe") or {}, doc_path)
+    _check_input(doc.get("input"), doc_path)
+    task = doc.get("task") or {}
+    if isinstance(task.get("description"), str) and task["description"].startswith("@"):
+        raise DataError("names a file (@...); an artifact holds the task description itself, and never reads a "
+                        "file it names", path=doc_path, field="task.description")
+    return doc
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
+
+
+def _check_probe_options(probe: Mapping[str, Any], doc_path: Path) -> None:
+    """The artifact's probe options, as :func:`~rubric_induce.probing.api.probe` will take them."""
+    from rubric_induce.probing.api import ProbeParams
+
+    for key in probe:
+        if key not in _PROBE_KEYS:
+            from rubric_induce.core.params import suggest
+
+            raise DataError(f"unknown probe option{suggest(str(key), _PROBE_KEYS)}; allowed: {', '.join(_PROBE_KEYS)}",
+                            path=doc_path, field=f"probe.{key}")
+    opts = {("samples" if k == "n_samples" else k): v for k, v in probe.items() if v is not None}
+    try:
+        ProbeParams(**opts)
+    except DataError as exc:
+        name = (exc.field or "").split(".")[-1]
+        raise DataError(exc.message, path=doc_path,
+                        field=f"probe.{'n_samples' if name == 'samples' else name}" if name else "probe") from None
+
+
+def _check_input(value: Mapping[str, Any] | None, doc_path: Path) -> None:
+    """The run's input mapping (text columns, id column) that ``score`` reads new texts with."""
+    if not value:
+        return
+    unknown = sorted(set(value) - {"text", "id"})
+    if unknown:
+        raise DataError(f"unknown key {unknown[0]!r}; input holds text and id", path=doc_path,
+                        field=f"input.{unknown[0]}")
+    try:
+        InputMapping(text=value.get("text") or None, id=value.get("id"))
+    except DataError as exc:
+        raise DataError(exc.message, path=doc_path, field=f"input.{(exc.field or '').split('.')[-1]}") from None
+
+
+def _inside(base: Path, name: str, doc_path: Path, field: str) -> Path:
+    """``base / name``, refused when it leads outside the artifact folder (``..``, an absolute path,
+    a symlink out): an artifact from someone else names only its own files."""
+    if "\x00" in name or any(len(part) > 255 for part in Path(name).parts):
+        raise DataError(f"is not a usable file name: {name[:60]!r}", path=doc_path, field=field)
+    try:
+        target = (base / name).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise DataError(f"names {name!r}, which cannot be resolved ({exc})", path=doc_path, field=field) from None
+    if not target.is_relative_to(base.resolve()):
+        raise DataError(f"names {name!r}, outside the artifact folder {base}; an artifact names only its own "
+                        "files", path=doc_path, field=field)
+    return base / name
+
+
+def _check_backend(spec: str, doc: Mapping[str, Any], doc_path: Path, *, from_artifact: bool) -> None:
+    """The backend spec and the artifact's ``backend_options`` for it, checked before any text is
+    read: a bad spec or option read from ``artifact.json`` names that file and the field."""
+    from rubric_induce.backends.params import BackendParams
+    from rubric_induce.core.errors import BackendError
+
+    options = doc.get("backend_options") or {}
+    try:
+        BackendParams.for_spec(spec, options)
+    except (DataError, BackendError) as exc:
+        name = (getattr(exc, "field", None) or "backend").removeprefix("backend.")
+        in_options = name.split(".")[0] in options
+        if not (from_artifact or in_options):
+            raise
+        field = f"backend_options.{name}" if in_options else "backend"
+        raise DataError(getattr(exc, "message", str(exc)), path=doc_path, field=field) from None
+
+
+def _same_rubrics(model: Any, rubric_ids: list[str], config: Path, *, exact: bool) -> None:
+    """The rubrics a calibration model reads (its ``input_names_``, one input block each) are the
+    selected set's (``exact``: the same, in the same order; else all in the set): a set edited
+    after calibration, or a model from another run, would score with the wrong inputs."""
+    names = list(getattr(model, "input_names_", None) or [])
+    width = model.n_features_in_shape_[0]
+    if names and len(names) != width:
+        raise DataError(f"names {len(names)} rubric(s) for a model that reads {width}: rerun the calibrate stage",
+                        path=config, field="input_names")
+    if exact:
+        wrong = names != rubric_ids if names else width != len(rubric_ids)
+    else:
+        wrong = any(r not in rubric_ids for r in names)
+    if not wrong:
+        return
+    odd = [r for r in names if r not in rubric_ids] or [r for r in rubric_ids if r not in names]
+    shown = f"({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}) " if names else ""
+    raise DataError(f"the model was trained on {width} rubric(s) {shown}but the selected set holds "
+                    f"{len(rubric_ids)} ({', '.join(rubric_ids[:4])}{', ...' if len(rubric_ids) > 4 else ''})"
+                    + (f"; {odd[0]!r} is in one only" if odd and names else "; in another order" if names else "")
+                    + ": rerun the calibrate stage (or restore the selected set it was trained with)",
+                    path=config, field="input_names")
+
+
+def _load_rubrics(path: Path, doc_path: Path) -> RubricSet:
+    """The selected rubric set; a damaged file (a row that is not an object, a bad scale) names it."""
+    if not path.is_file():
+        raise DataError(f"the selected rubric file {path.name!r} is missing", path=doc_path, field="rubrics")
+    try:
+        rubric_set = RubricSet.load(path)
+    except DataError:
+        raise
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
+        raise DataError(f"the selected rubric file is damaged ({type(exc).__name__}: {exc})", path=path) from None
+    if rubric_set.threshold is not None and not _is_number(rubric_set.threshold):
+        raise DataError(f"must be a finite number or null, got {_brief(rubric_set.threshold)}",
+                        path=path.with_name(path.name.removesuffix('.jsonl') + ".manifest.json"), field="threshold")
+    return rubric_set
 
 
 class RubricScorer:
@@ -181,37 +358,25 @@ class RubricScorer:
         """
         path = Path(path)
         doc_path = path / ARTIFACT_NAME if path.is_dir() else path
-        if not doc_path.exists():
-            raise DataError(f"no {ARTIFACT_NAME} here; point at a run directory written by "
-                            "`rubric-induce run` or at an artifact folder", path=path)
-        try:
-            doc = json.loads(doc_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise DataError(f"invalid JSON: {exc}", path=doc_path) from None
-        if doc.get("format") != ARTIFACT_FORMAT:
-            raise DataError(f"not a rubric-induce scorer artifact (format {doc.get('format')!r})",
-                            path=doc_path, field="format")
-        if int(doc.get("format_version", 0)) > ARTIFACT_VERSION:
-            raise DataError(f"format version {doc['format_version']} is newer than this library's "
-                            f"{ARTIFACT_VERSION}; upgrade rubric-induce", path=doc_path, field="format_version")
+        doc = read_artifact(doc_path, path)
         base = doc_path.parent
         adaptive = None
-        from rubric_induce.core.safepaths import inside_folder, inside_resolver
-
-        # an artifact from someone else names files inside it only
-        rubric_path = inside_folder(base, doc.get("rubrics"), path=doc_path, field="rubrics")
-        rubric_set = RubricSet.load(rubric_path)
+        rubric_set = _load_rubrics(_inside(base, doc["rubrics"], doc_path, "rubrics"), doc_path)
         calibrator = None
         if doc.get("calibration"):
             from rubric_induce.calibration import load_calibrator
 
-            cal_dir = inside_folder(base, doc["calibration"], path=doc_path, field="calibration")
+            cal_dir = _inside(base, doc["calibration"], doc_path, "calibration")
             calibrator = load_calibrator(cal_dir)
+            _same_rubrics(calibrator, rubric_set.ids, cal_dir / "calibrator.json", exact=True)
             from rubric_induce.calibration.adaptive import ADAPTIVE_CONFIG, ADAPTIVE_DIR, load_adaptive
 
             if (cal_dir / ADAPTIVE_DIR / ADAPTIVE_CONFIG).exists():
                 adaptive = load_adaptive(cal_dir / ADAPTIVE_DIR)
-        threshold = doc.get("threshold", rubric_set.threshold)
+                _same_rubrics(adaptive, rubric_set.ids, cal_dir / ADAPTIVE_DIR / ADAPTIVE_CONFIG, exact=False)
+        threshold = doc["threshold"] if "threshold" in doc else rubric_set.threshold
+        from rubric_induce.core.safepaths import inside_folder, inside_resolver
+
         task = None
         if doc.get("task"):
             from rubric_induce.core.task import TaskParams
@@ -225,6 +390,8 @@ class RubricScorer:
                      source=str(doc_path), input=doc.get("input"), task=task, adaptive=adaptive)
         if backend is not None or doc.get("backend"):
             spec = backend if backend is not None else doc["backend"]
+            if isinstance(spec, str):
+                _check_backend(spec, doc, doc_path, from_artifact=backend is None)
             if backend_options and not hasattr(spec, "answer_logprobs"):
                 from rubric_induce.backends.params import BackendParams
 
@@ -234,6 +401,8 @@ class RubricScorer:
                 inside_folder(base, "llm_calls.sqlite", path=base / "llm_calls.sqlite", field=None)
             # A spec read from the artifact is not the user's word: no key from the environment.
             trusted = backend is not None
+            if "extra_body" not in dict(backend_options or {}) and _sends_user_key(spec, trusted):
+                options.pop("extra_body", None)  # nor do the artifact's request fields ride along with the key
             scorer._backend_spec = (spec, cache, base, options, trusted)
             scorer.backend_source = "argument" if trusted else "artifact"
         return scorer
@@ -615,6 +784,20 @@ def _describe_backend(backend: Any) -> str:
     if callable(label):
         return redact_text(label())
     return f"{getattr(inner, 'kind', type(inner).__name__)}/{getattr(inner, 'model', '')}".rstrip("/")
+
+
+def _sends_user_key(spec: Any, trusted: bool) -> bool:
+    """Whether requests to ``spec`` carry the user's API key: a backend the user named, or the
+    OpenAI API (its fixed host gets the environment's key whoever named it)."""
+    if trusted or not isinstance(spec, str):
+        return True
+    from rubric_induce.backends import parse_backend_spec
+    from rubric_induce.core.errors import BackendError
+
+    try:
+        return parse_backend_spec(spec)[0] == "openai"
+    except BackendError:  # an unparsable spec fails when opened; until then assume the key goes
+        return True
 
 
 def _open(backend: Any, cache: str | Path | bool | None, base: Path, options: Mapping[str, Any] | None = None,

@@ -127,11 +127,18 @@ NEUTRAL_FILL = 5.0
 
 
 def _retry_hint(table, rubric_ids: Sequence[str]) -> str:
-    """A note on the failed probes that are failed calls (a rerun of the probe stage retries them)."""
+    """A note on the failed probes that are failed calls (a rerun of the probe stage retries them),
+    quoting the first one's error: what the server said (e.g. an HTTP 400 about the request)."""
+    from rubric_induce.backends.redact import redact_text
+
     ids = set(rubric_ids)
-    n = sum(1 for r in table.records if r.rubric_id in ids and getattr(r, "call_failed", False))
-    return (f"; {n} of them are calls that failed after the backend's retries: rerun the same command to "
-            "retry just those") if n else ""
+    failed = [r for r in table.records if r.rubric_id in ids and getattr(r, "call_failed", False)]
+    if not failed:
+        return ""
+    first = next((str(r.error) for r in failed if r.error), "")
+    said = f" (the first: {redact_text(first[:400])})" if first else ""
+    return (f"; {len(failed)} of them are calls that failed after the backend's retries{said}: rerun the same "
+            "command to retry just those")
 
 
 def usable_rubrics(table, examples: Sequence[Example], rubrics: Sequence[Rubric], missing: str,

@@ -132,8 +132,11 @@ def test_reported_correlations_match_the_score_table(run, results):
         mine = [r for r in rows if r.aspect == cell["aspect"] and r.system == cell["system"]]
         pred, human = [r.score for r in mine], [r.human for r in mine]
         assert cell["dataset_spearman"] == pytest.approx(stats.dataset_level(pred, human, "spearman").value)
-        assert cell["summary_kendall"] == pytest.approx(
-            stats.summary_level(pred, human, [r.group for r in mine], "kendall").value)
+        expect = stats.summary_level(pred, human, [r.group for r in mine], "kendall").value
+        if np.isnan(expect):  # fewer than 3 groups of 3+ texts: n/a, written as null
+            assert cell["summary_kendall"] is None
+        else:
+            assert cell["summary_kendall"] == pytest.approx(expect)
     assert len(results["williams"]) == 4 * len(ASPECTS)
 
 

@@ -18,6 +18,8 @@ the i-th mode of ``script`` (then ``default``). Modes:
                             provider's prompt cache (``usage.prompt_tokens_details.cached_tokens``,
                             as the OpenAI API and vLLM report it)
 ``401`` / ``400``           HTTP 401 (credentials refused) / HTTP 400 (a request the server refuses)
+``echo-auth:STATUS``        HTTP STATUS whose error body echoes the request's ``Authorization``
+                            header (a careless proxy): its message, a ``headers`` object, and raw text
 
 Every request is recorded (``requests``: path, mode, ``Authorization`` header, JSON body), so tests
 can assert how many were sent and which key reached which endpoint. Imported as ``from faultserver
@@ -189,6 +191,11 @@ class FaultServer:
             self._send(h, 401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}})
         elif name == "400":
             self._send(h, 400, {"error": {"message": "the request was refused (injected)"}})
+        elif name == "echo-auth":
+            auth = h.headers.get("Authorization") or ""
+            self._send(h, int(arg or 400), {"error": {
+                "message": f"request refused; headers seen: Authorization: {auth}",
+                "headers": {"authorization": auth}, "key": auth.partition(" ")[2]}})
         elif name == "ok":
             self._send(h, 200, completion(messages, logprobs=wants_logprobs))
         else:  # pragma: no cover - a typo in a test's script

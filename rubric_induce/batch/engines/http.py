@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubric_induce.backends.redact import redact_text
-from rubric_induce.core.errors import MissingDependencyError
+from rubric_induce.backends.redact import redact_text, register_secret
+from rubric_induce.core.errors import BackendError, MissingDependencyError
 from rubric_induce.batch.endpoints import Endpoint, RetryPolicy, retry_after_seconds
 from rubric_induce.batch.files import BatchRequest, Outcome
 
@@ -167,6 +167,7 @@ def run_http(
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
+        register_secret(api_key)
     limits = httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight)
 
     def make_client() -> Any:
@@ -194,7 +195,18 @@ def run_http(
 
     fed = threading.Event()
 
+    crashed: list[tuple[BatchRequest | None, BaseException]] = []
+
     def worker(state: _EndpointState, rng: random.Random) -> None:
+        """:func:`serve`, and a crash ends the whole run (its item would otherwise never finish)."""
+        holding: list[_Item] = []
+        try:
+            serve(state, rng, holding)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread, not lost with the thread
+            crashed.append((holding[0].request if holding else None, exc))
+            stop.set()
+
+    def serve(state: _EndpointState, rng: random.Random, holding: list[_Item]) -> None:
         while not stop.is_set() and not state.stats.down:
             try:
                 item = work.get(timeout=0.1)
@@ -205,6 +217,7 @@ def run_http(
             if state.stats.down:       # taken out while waiting: hand the item back
                 work.put(item)
                 return
+            holding[:] = [item]
             item.tried.add(state.index)
             outcome, unreachable = _call(state, item.request, policy, headers, stop, sleep, rng)
             if unreachable:
@@ -221,6 +234,7 @@ def run_http(
                     state.streak = 0
             state.stats.add(ok=int(outcome.ok), failed=int(not outcome.ok))
             finish(item, outcome)
+            holding.clear()
 
     threads = [threading.Thread(target=worker, args=(s, random.Random(base_rng.random())), daemon=True,
                                 name=f"batch-http-{s.index}-{k}")
@@ -229,6 +243,8 @@ def run_http(
         for t in threads:
             t.start()
         for req in requests:
+            if crashed:
+                break
             with pending_lock:
                 pending += 1
             work.put(_Item(req))
@@ -237,6 +253,8 @@ def run_http(
             if pending == 0:
                 all_done.set()
         while not all_done.wait(0.2):
+            if crashed:
+                break
             if not any(t.is_alive() for t in threads):
                 # every endpoint is down: what is left becomes error lines (retried next run)
                 while True:
@@ -259,4 +277,10 @@ def run_http(
                 s.client.close()
             except Exception:  # pragma: no cover - closing must not hide the real error
                 pass
+    if crashed:
+        request, exc = crashed[0]
+        where = f" on {request.where} (custom_id {request.custom_id!r})" if request is not None else ""
+        raise BackendError(f"batch-run stopped: a worker failed{where}: {type(exc).__name__}: "
+                           f"{redact_text(str(exc))}; the lines answered so far are kept, run the same "
+                           "command again to send the rest") from exc
     return [s.stats for s in states]

@@ -5,7 +5,8 @@
 """
 from __future__ import annotations
 
-from rubric_induce.reporting.viewer.data import VIEW_FORMAT, build_view_data, is_run_dir
+from rubric_induce.reporting.viewer.data import VIEW_FORMAT, build_view_data, check_run_dir, is_run_dir, visible_bidi
 from rubric_induce.reporting.viewer.page import VIEW_NAME, render_view, write_view
 
-__all__ = ["build_view_data", "render_view", "write_view", "is_run_dir", "VIEW_NAME", "VIEW_FORMAT"]
+__all__ = ["build_view_data", "render_view", "write_view", "is_run_dir", "check_run_dir",
+           "visible_bidi", "VIEW_NAME", "VIEW_FORMAT"]

@@ -24,86 +24,267 @@ import numpy as np
 
 from rubric_induce.data import Example
 
-__all__ = ["build_view_data", "VIEW_FORMAT", "MAX_TEXT_CHARS", "is_run_dir"]
+__all__ = ["build_view_data", "VIEW_FORMAT", "MAX_TEXT_CHARS", "is_run_dir", "check_run_dir", "visible_bidi"]
 
 VIEW_FORMAT = "rubric-induce-view"
 MAX_TEXT_CHARS = 6000    # a text longer than this is cut in the page (the full text stays in the data file)
 _CURVE_POINTS = 80       # precision curves are thinned to at most this many thresholds
 _RELIABILITY_BINS = 10
+#: Unicode controls that reorder the text around them (embeddings, overrides, isolates, marks): a
+#: received rubric or text could use them to show something other than what it says.
+BIDI_CONTROLS = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
-def _load(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
+def visible_bidi(text: str) -> str:
+    """``text`` with each bidi control character shown as ``⟨U+202E⟩`` instead of applied."""
+    return BIDI_CONTROLS.sub(lambda m: f"\u27e8U+{ord(m.group()):04X}\u27e9", text)
 
 
 def _r(x: Any, digits: int = 4) -> float | None:
-    """A finite float rounded for the page, else None."""
+    """A finite float rounded for the page, else None (a bool, a string or a huge int too)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        return None
     try:
         v = float(x)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return round(v, digits) if math.isfinite(v) else None
 
 
+def _dict(x: Any) -> dict[str, Any]:
+    """``x`` when a received file holds an object there, else an empty one (a damaged part reads as absent)."""
+    return x if isinstance(x, dict) else {}
+
+
+def _str(x: Any) -> str | None:
+    return x if isinstance(x, str) else None
+
+
+def _strs(x: Any) -> list[str]:
+    """The strings of a list (a lone string counts as a list of one): ids from a received file."""
+    if isinstance(x, str):
+        return [x]
+    return [v for v in x if isinstance(v, str)] if isinstance(x, list) else []
+
+
+def _inside(root: Path, path: Path) -> bool:
+    """True when ``path``, symlinks resolved, lies in the folder ``root`` (already resolved)."""
+    try:
+        return path.resolve().is_relative_to(root)
+    except (OSError, RuntimeError):  # a symlink loop
+        return False
+
+
+class _Files:
+    """A run folder's files as the page reads them. A file that is missing, outside the folder
+    (through a symlink), not UTF-8, not JSON or not of the expected shape reads as None and adds a
+    note naming it: a damaged folder from someone else still gives a page, with that part marked
+    unreadable, never an exception."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.root = out.resolve()
+        self.notes: list[str] = []
+
+    def unreadable(self, name: str, why: str) -> None:
+        self.notes.append(f"{name} could not be read ({why}); that part is not shown.")
+
+    def path(self, name: str) -> Path | None:
+        """``RUN/name`` when it exists inside the run folder, else None (with a note when outside)."""
+        p = self.out / name
+        if not (p.exists() or p.is_symlink()):
+            return None
+        if not _inside(self.root, p):
+            self.unreadable(name, "it points outside the run folder")
+            return None
+        return p
+
+    def text(self, name: str) -> str | None:
+        p = self.path(name)
+        if p is None:
+            return None
+        try:
+            return p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            self.unreadable(name, f"not UTF-8 text at byte {exc.start}")
+        except OSError as exc:
+            self.unreadable(name, exc.strerror or str(exc))
+        return None
+
+    def json(self, name: str, kind: type = dict) -> Any:
+        """The JSON value of ``RUN/name`` when it is a ``kind`` (dict or list), else None."""
+        text = self.text(name)
+        if text is None:
+            return None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            self.unreadable(name, f"line {exc.lineno}: not valid JSON: {exc.msg}")
+            return None
+        except RecursionError:
+            self.unreadable(name, "nested too deeply")
+            return None
+        if not isinstance(value, kind):
+            self.unreadable(name, f"not a JSON {'object' if kind is dict else 'array'}")
+            return None
+        return value
+
+    def rubric_rows(self, name: str) -> list[dict[str, Any]]:
+        """The rubrics of a JSONL pool file; a line that is not a valid rubric is left out (noted)."""
+        text = self.text(name)
+        rows: list[dict[str, Any]] = []
+        bad: list[str] = []
+        for lineno, line in enumerate((text or "").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(_rubric_row(json.loads(line)))
+            except json.JSONDecodeError as exc:
+                bad.append(f"line {lineno}: not valid JSON: {exc.msg}")
+            except (ValueError, RecursionError) as exc:
+                bad.append(f"line {lineno}: {exc}")
+        if bad:
+            more = f" and {len(bad) - 1} more line(s)" if len(bad) > 1 else ""
+            self.notes.append(f"{name} {bad[0]}{more}; those rubrics are not shown.")
+        return rows
+
+
+def _rubric_row(raw: Any) -> dict[str, Any]:
+    """One rubric line of a pool file with the fields the page uses checked (ValueError naming the
+    field otherwise); ``provenance`` is always a dict and ``merged`` a list of ids."""
+    from rubric_induce.data import Rubric
+
+    if not isinstance(raw, dict):
+        raise ValueError("not a JSON object")
+    for key in ("id", "text"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise ValueError(f"field {key!r} is missing or not a string")
+    try:
+        rubric = Rubric.from_dict(raw)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise ValueError(f"not a rubric: {type(exc).__name__}: {exc}") from None
+    prov = _dict(raw.get("provenance"))
+    scale = _dict(raw.get("scale")).get("labels")
+    return {**raw, "polarity": rubric.polarity, "aspect": _str(raw.get("aspect")),
+            "scale_labels": [str(x) for x in scale] if isinstance(scale, list) else None,
+            "provenance": prov, "merged": _strs(prov.get("dedup_merged")), "rubric": rubric}
+
+
+def check_run_dir(path: str | Path) -> dict[str, Any]:
+    """The manifest of the ``rubric-induce run`` folder ``path``; a DataError naming the file, line
+    and field when ``path`` is not one (no manifest, damaged, another format)."""
+    from rubric_induce.core.errors import DataError
+
+    file = Path(path) / "manifest.json"
+    hint = "give the folder a `rubric-induce run CONFIG` wrote"
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        raise DataError(f"not a rubric-induce run directory (no manifest.json of `rubric-induce run`); {hint}",
+                        path=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"not UTF-8 text (byte {exc.start}); {hint}", path=file) from None
+    except OSError as exc:
+        raise DataError(f"cannot be read: {exc.strerror or exc}", path=file) from None
+    try:
+        manifest = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"not valid JSON: {exc.msg}; {hint}", path=file, line=exc.lineno) from None
+    except RecursionError:
+        raise DataError(f"nested too deeply; {hint}", path=file) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != "rubric-induce-run":
+        raise DataError(f"not a rubric-induce run directory (the manifest is not one of `rubric-induce run`); "
+                        f"{hint}", path=file, line=1, field="format")
+    return manifest
+
+
 def is_run_dir(path: str | Path) -> bool:
     """True when ``path`` holds a ``rubric-induce run`` manifest."""
-    m = _load(Path(path) / "manifest.json")
-    return isinstance(m, dict) and m.get("format") == "rubric-induce-run"
+    from rubric_induce.core.errors import DataError
+
+    try:
+        check_run_dir(path)
+    except DataError:
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------- summary
 
-def _summary(out: Path, manifest: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    data = manifest.get("data") or {}
+def _summary(files: _Files, manifest: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    out = files.out
+    data = _dict(manifest.get("data"))
+    infos = _dict(manifest.get("stages"))
+    finished = manifest.get("status") == "finished"
     stages = []
     total = {"calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
-    names = list(dict.fromkeys([*(manifest.get("stages") or {}), *sorted(p.stem for p in (out / "stages").glob("*.json"))]))
-    from rubric_induce.core.safepaths import inside_folder
-
-    for name in names:  # each names a marker file: inside the run folder only
-        inside_folder(out / "stages", f"{name}.json", path=out / "manifest.json", field="stages")
-    for name in names:
-        marker = _load(out / "stages" / f"{name}.json") or {}
-        info = (manifest.get("stages") or {}).get(name) or {}
-        usage = marker.get("usage") or info.get("usage") or {}
+    on_disk = sorted(p.stem for p in (out / "stages").glob("*.json")) if (out / "stages").is_dir() else []
+    for name in dict.fromkeys([*infos, *on_disk]):
+        marker = (files.json(f"stages/{name}.json") if name in on_disk else None) or {}
+        info = _dict(infos.get(name))
+        usage = _dict(marker.get("usage")) or _dict(info.get("usage"))
         for k in total:
-            total[k] += usage.get(k, 0) or 0
-        summ = marker.get("summary") or {}
-        brief = {k: (_r(v, 3) if isinstance(v, float) else v) for k, v in summ.items()
+            total[k] += _r(usage.get(k), 6) or 0
+        brief = {k: (_r(v, 3) if isinstance(v, float) else v) for k, v in _dict(marker.get("summary")).items()
                  if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
-        stages.append({"name": name, "status": info.get("status") or ("done" if marker else "missing"),
+        status = _str(info.get("status")) or ("done" if marker else "missing")
+        if status == "running" and finished:
+            # the runner marks the run finished when its last stage (the report) starts, and that
+            # stage writes this page: it is done once the page exists
+            status = "done"
+        stages.append({"name": name, "status": status,
                        "seconds": _r(marker.get("seconds", info.get("seconds")), 2),
-                       "calls": usage.get("calls"), "cache_hits": usage.get("cache_hits"),
-                       "prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens"),
+                       **{k: _count(usage.get(k)) for k in ("calls", "cache_hits", "prompt_tokens",
+                                                           "completion_tokens")},
                        "cost_usd": _r(usage.get("cost_usd"), 6), "result": brief})
-    backend = manifest.get("backend") or {}
-    return {"run": out.resolve().name, "config_file": manifest.get("config_file"), "status": manifest.get("status"),
-            "started": manifest.get("started"), "backend": backend.get("spec") or (config.get("backend") or {}).get("spec"),
-            "model": backend.get("model"), "seed": manifest.get("seed"), "versions": manifest.get("versions") or {},
-            "n_examples": data.get("n_examples"), "n_train": data.get("n_train"), "n_test": data.get("n_test"),
-            "label": data.get("label") or (config.get("data") or {}).get("label"),
-            "question": (config.get("calibrate") or {}).get("question"),
-            "totals": {k: (_r(v, 6) if k == "cost_usd" else int(v)) for k, v in total.items()}, "stages": stages}
+    backend = _dict(manifest.get("backend"))
+    return {"run": out.resolve().name, "config_file": _str(manifest.get("config_file")),
+            "status": _str(manifest.get("status")), "started": _str(manifest.get("started")),
+            "backend": _str(backend.get("spec")) or _str(_dict(config.get("backend")).get("spec")),
+            "model": _str(backend.get("model")), "seed": _count(manifest.get("seed")),
+            "versions": _dict(manifest.get("versions")),
+            **{k: _count(data.get(k)) for k in ("n_examples", "n_train", "n_test")},
+            "label": _str(data.get("label")) or _str(_dict(config.get("data")).get("label")),
+            "question": _str(_dict(config.get("calibrate")).get("question")),
+            "totals": {k: (_r(v, 6) if k == "cost_usd" else _count(v)) for k, v in total.items()}, "stages": stages}
+
+
+def _count(x: Any) -> int | None:
+    """A whole number for the page (a count, a seed), else None."""
+    v = _r(x, 0)
+    return int(v) if v is not None and abs(v) < 2 ** 53 else None
 
 
 def _headline(ev: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The evaluation's held-out figures, each part of the shape the page indexes into."""
     if not ev:
         return None
-    keep = ("n_test", "label", "question", "baselines", "selection", "selection_ci", "calibrated",
-            "netsat_graded", "warnings")
-    return {k: ev.get(k) for k in keep if ev.get(k) is not None}
+    out = {k: ev[k] for k in ("n_test", "label", "question")
+           if isinstance(ev.get(k), (int, float, str)) and not isinstance(ev[k], bool)}
+    for k in ("selection", "selection_ci", "netsat_graded"):
+        if isinstance(ev.get(k), dict):
+            out[k] = ev[k]
+    for k in ("baselines", "calibrated"):  # tables of tables: the page reads each entry's fields
+        entries = {name: v for name, v in _dict(ev.get(k)).items() if isinstance(v, dict)}
+        if entries:
+            out[k] = entries
+    if isinstance(ev.get("warnings"), list):
+        out["warnings"] = [str(w) for w in ev["warnings"]]
+    return out
 
 
 # --------------------------------------------------------------------------- rubrics
 
 def _provenance(p: dict[str, Any]) -> dict[str, Any]:
-    """The provenance fields a reader needs (how, by which model and prompt, from which examples)."""
+    """The provenance fields a reader needs (how, by which model and prompt, from which examples);
+    ``source_example_ids`` is always a list of ids (a received file may hold one string)."""
     keep = ("method", "step", "model", "prompt_hash", "seed", "author", "note", "source_example_ids",
             "source_patterns", "dedup_merged", "file", "batch", "round", "parent")
     out = {k: p[k] for k in keep if k in p and p[k] not in (None, "", [])}
+    if "source_example_ids" in out:
+        out["source_example_ids"] = _strs(out["source_example_ids"]) or None
+        if out["source_example_ids"] is None:
+            del out["source_example_ids"]
     for k in ("source_patterns",):  # keep the page small: a few examples of each list
         if isinstance(out.get(k), list) and len(out[k]) > 8:
             out[k] = out[k][:8] + [f"... {len(p[k]) - 8} more"]
@@ -113,31 +294,14 @@ def _provenance(p: dict[str, Any]) -> dict[str, Any]:
 _DEDUP_ROW = re.compile(r"^\|\s*(?P<text>.*?)\s*\|\s*`(?P<id>rb-[0-9a-f]+)`\s*\|\s*(?P<cos>[-0-9.]+|n/a)?\s*\|\s*(?P<why>.*?)\s*\|$")
 
 
-def _dedup_reasons(out: Path) -> dict[str, str]:
+def _dedup_reasons(files: _Files) -> dict[str, str]:
     """Merged rubric id -> why, from ``dedup_report.md`` (its table rows name the cosine and reason)."""
     reasons: dict[str, str] = {}
-    try:
-        text = (out / "dedup_report.md").read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return reasons
-    for line in text.splitlines():
+    for line in (files.text("dedup_report.md") or "").splitlines():
         m = _DEDUP_ROW.match(line.strip())
         if m:
             reasons[m.group("id")] = m.group("why")
     return reasons
-
-
-def _read_pool(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                line = line.strip()
-                if line:
-                    rows.append(json.loads(line))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return []
-    return rows
 
 
 def _thin(theta: np.ndarray, *curves: np.ndarray) -> list[list[float | None]]:
@@ -163,28 +327,44 @@ def _precision_curve(score: np.ndarray, y: np.ndarray) -> dict[str, Any] | None:
 
 # --------------------------------------------------------------------------- examples
 
-def _examples_from_config(out: Path) -> tuple[list[Example] | None, str | None]:
-    """The run's examples re-read through its recorded config, or ``(None, why not)``."""
+def _examples_from_config(files: _Files, config: dict[str, Any], allow_outside: bool
+                          ) -> tuple[list[Example] | None, str | None]:
+    """The run's examples re-read through its recorded config, or ``(None, why not)``. A received
+    config names any file it likes: one outside the run folder (symlinks resolved), or a shared
+    dataset, is read only when ``allow_outside``."""
     from rubric_induce.core.errors import RubricInduceError
     from rubric_induce.pipeline.config import config_from_dict
     from rubric_induce.pipeline.context import RunContext
 
-    raw = _load(out / "config.json")
-    if not isinstance(raw, dict):
+    if not config:
         return None, "config.json is missing"
-    source = raw.pop("source", None)
-    candidates = [None] if source is None else [source, str(out.resolve().parent.parent / source),
-                                                str(out.resolve().parent / source)]
+    raw = dict(config)
+    source = _str(raw.pop("source", None))
+    out = files.root
+    candidates = [None] if source is None else [source, str(out.parent.parent / source), str(out.parent / source)]
     last = "the examples could not be read"
     for src in candidates:
         if src is not None and not Path(src).exists():
             continue
         try:
             cfg = config_from_dict(raw, source=src)
-            return RunContext(cfg, out).examples, None
-        except (RubricInduceError, OSError, ValueError) as exc:
+            outside = _outside_data(cfg, out)
+            if outside and not allow_outside:
+                return None, (f"the run's config names {outside}, outside the run folder; "
+                              "`rubric-induce view --allow-outside` reads it")
+            return RunContext(cfg, files.out).examples, None
+        except (RubricInduceError, OSError, ValueError, TypeError) as exc:
             last = f"the examples could not be read from the run's config: {exc}"
     return None, last
+
+
+def _outside_data(cfg, root: Path) -> str | None:
+    """What the config's examples come from when that is outside ``root``, else None."""
+    d = cfg.data
+    if d.dataset:
+        return f"the shared dataset {d.dataset!r}"
+    path = cfg.resolve(d.examples)
+    return None if path is None or _inside(root, path) else f"the examples file {path}"
 
 
 def _human(ex: Example, key: str | None) -> float | None:
@@ -206,43 +386,46 @@ def _example_text(ex: Example, fields: Sequence[str] | None) -> str:
 # --------------------------------------------------------------------------- build
 
 def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None = None,
-                    test_ids: Sequence[str] | None = None, generated: str | None = None) -> dict[str, Any]:
+                    test_ids: Sequence[str] | None = None, generated: str | None = None,
+                    allow_outside: bool = False) -> dict[str, Any]:
     """Everything the viewer page shows, as JSON values, from the run directory ``run_dir``.
 
     ``examples``: the run's examples (the pipeline passes its own; otherwise they are re-read
-    through ``config.json``). ``test_ids``: the held-out ids (else those of ``test_scores.json``).
-    ``generated``: the timestamp to stamp (now, by default; tests pass a fixed one).
+    through ``config.json``, from inside the run folder unless ``allow_outside``: a received
+    folder's config must not make the page embed files from elsewhere). ``test_ids``: the
+    held-out ids (else those of ``test_scores.json``). ``generated``: the timestamp to stamp
+    (now, by default; tests pass a fixed one). A damaged file gives a note, not an error.
     """
-    from rubric_induce.data import Rubric
     from rubric_induce.probing.api import PROBES_FILE, ProbeTable
 
     out = Path(run_dir)
-    manifest = _load(out / "manifest.json") or {}
-    config = _load(out / "config.json") or {}
-    notes: list[str] = []
-    ev = _load(out / "evaluation.json")
-    if not isinstance(ev, dict):
-        ev = None
+    files = _Files(out)
+    notes = files.notes
+    manifest = files.json("manifest.json") or {}
+    config = files.json("config.json") or {}
+    ev = files.json("evaluation.json")
+    if ev is None:
         notes.append("No held-out evaluation in this run (evaluation.json is absent).")
-    data_cfg = config.get("data") or {}
-    label = (manifest.get("data") or {}).get("label") or data_cfg.get("label")
+    data_cfg = _dict(config.get("data"))
+    label = _str(_dict(manifest.get("data")).get("label")) or _str(data_cfg.get("label"))
     fields = data_cfg.get("fields")
 
     # rubrics: pool -> dedup pool -> selected
-    pool = _read_pool(out / "pool.jsonl")
-    dedup_pool = _read_pool(out / "pool.dedup.jsonl") or pool
-    selected_rows = _read_pool(out / "selected.jsonl")
-    sel_manifest = _load(out / "selected.manifest.json") or {}
-    threshold = sel_manifest.get("threshold")
+    pool = files.rubric_rows("pool.jsonl")
+    dedup_pool = files.rubric_rows("pool.dedup.jsonl") or pool
+    selected_rows = files.rubric_rows("selected.jsonl")
+    sel_manifest = files.json("selected.manifest.json") or {}
+    threshold = _r(sel_manifest.get("threshold"))
     selected_ids = [r["id"] for r in selected_rows]
     kept_ids = {r["id"] for r in dedup_pool}
-    merged_into = {m: r["id"] for r in dedup_pool for m in (r.get("provenance") or {}).get("dedup_merged") or []}
-    reasons = _dedup_reasons(out)
-    dropped = set(sel_manifest.get("dropped_missing_probes") or [])
-    health = sel_manifest.get("probe_health") or {}
+    merged_into = {m: r["id"] for r in dedup_pool for m in r["merged"]}
+    pool_text = {r["id"]: r["text"] for r in pool}
+    reasons = _dedup_reasons(files)
+    dropped = set(_strs(sel_manifest.get("dropped_missing_probes")))
+    health = {k: v for k, v in _dict(sel_manifest.get("probe_health")).items() if isinstance(v, dict)}
 
     table = None
-    if (out / PROBES_FILE).exists():
+    if files.path(PROBES_FILE) is not None:
         try:
             table = ProbeTable.load(out / PROBES_FILE)
         except Exception as exc:  # noqa: BLE001 - a damaged probe file is a note, not a broken page
@@ -250,12 +433,11 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
 
     # examples and split
     if examples is None:
-        examples, why = _examples_from_config(out)
+        examples, why = _examples_from_config(files, config, allow_outside)
         if examples is None:
             notes.append(f"Texts are not shown: {why}.")
-    test_scores = _load(out / "test_scores.json")
     if test_ids is None:
-        test_ids = [r["id"] for r in test_scores] if isinstance(test_scores, list) else []
+        test_ids = [i for r in files.json("test_scores.json", list) or [] for i in _strs(_dict(r).get("id"))]
     test_set = set(test_ids)
     if examples is None:  # ids only, from the probes
         ids = list(dict.fromkeys(rec.example_id for rec in table.records)) if table is not None else []
@@ -267,7 +449,7 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
     judge_names: list[str] = []
     judge_preds: dict[str, dict[str, float | None]] = {}
     question = None
-    if table is not None and (out / "artifact.json").exists():
+    if table is not None and files.path("artifact.json") is not None:
         from rubric_induce.scoring.scorer import RubricScorer
 
         try:
@@ -278,17 +460,17 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
             results = ({r.id: r for r in scorer.score_probes(table, scored, answer_check=False)}
                        if scored else {})
             if scorer.calibrator is not None:
-                question = scorer.question
+                question = _str(scorer.question)
                 judge_names, judge_preds = _judge_predictions(scorer, table, scored)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a damaged artifact is a note, not a broken page
             notes.append(f"The run's scorer could not score the texts: {exc}")
-            results = {}
+            scorer, results, judge_names, judge_preds = None, {}, [], {}
     if scorer is None or scorer.calibrator is None:
         notes.append("No calibration in this run: no calibrated predictions, per-judge view or reliability diagrams.")
 
     y_key = label
     selected_set = set(selected_ids)
-    sel_rubrics = [Rubric.from_dict(r) for r in selected_rows] if selected_rows else []
+    sel_rubrics = [r["rubric"] for r in selected_rows]
     train_ex = [ex for ex in examples if ex.id not in test_set]
 
     # per-rubric precision curves on the training texts (signed: DSAT rubrics predict the negative class)
@@ -297,15 +479,15 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
         from rubric_induce.selection.scores import unit_scores
 
         have = {rec.example_id for rec in table.records}
-        ex_train = [ex for ex in train_ex if ex.id in have and ex.labels.get(label) is not None]
+        ex_train = [ex for ex in train_ex if ex.id in have and _r(ex.labels.get(label)) is not None]
         if ex_train:
             y = np.array([float(ex.labels[label]) for ex in ex_train])
-            lt = data_cfg.get("label_threshold") if isinstance(data_cfg, dict) else None
+            lt = _r(data_cfg.get("label_threshold"), 12)
             if lt is not None:
-                y = (y >= float(lt)).astype(float)
+                y = (y >= lt).astype(float)
             try:
                 unit = unit_scores(table, sel_rubrics, example_ids=[e.id for e in ex_train],
-                                   score=sel_manifest.get("score_mode") or "expected")
+                                   score=_str(sel_manifest.get("score_mode")) or "expected")
             except Exception:  # noqa: BLE001
                 unit = None
             if unit is not None:
@@ -315,12 +497,11 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
 
     rubrics_out = []
     for order, r in enumerate(selected_rows):
-        p = r.get("provenance") or {}
-        rubrics_out.append({"id": r["id"], "text": r["text"], "polarity": r.get("polarity"), "aspect": r.get("aspect"),
-                            "scale": (r.get("scale") or {}).get("labels"), "order": order + 1,
-                            "provenance": _provenance(p),
-                            "merged": [{"id": m, "text": next((q["text"] for q in pool if q["id"] == m), ""),
-                                        "why": reasons.get(m, "")} for m in p.get("dedup_merged") or []],
+        rubrics_out.append({"id": r["id"], "text": r["text"], "polarity": r["polarity"], "aspect": r["aspect"],
+                            "scale": r["scale_labels"], "order": order + 1,
+                            "provenance": _provenance(r["provenance"]),
+                            "merged": [{"id": m, "text": pool_text.get(m, ""), "why": reasons.get(m, "")}
+                                       for m in r["merged"]],
                             "health": health.get(r["id"]), "curve": curves.get(r["id"])})
     not_selected = []
     for r in pool:
@@ -338,18 +519,20 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
             why, stage = "selector: not chosen (another rubric added more correctness and sharpness)", "select"
         else:
             why, stage = "no selection in this run", "select"
-        not_selected.append({"id": r["id"], "text": r["text"], "polarity": r.get("polarity"), "stage": stage,
-                             "why": why, "provenance": _provenance(r.get("provenance") or {})})
+        not_selected.append({"id": r["id"], "text": r["text"], "polarity": r["polarity"], "stage": stage,
+                             "why": why, "provenance": _provenance(r["provenance"])})
     for r in dedup_pool:  # rubrics the dedup stage kept that the pool file lacks (e.g. an imported pool)
-        if r["id"] not in selected_set and r["id"] not in {x["id"] for x in pool}:
-            not_selected.append({"id": r["id"], "text": r["text"], "polarity": r.get("polarity"), "stage": "select",
-                                 "why": "selector: not chosen", "provenance": _provenance(r.get("provenance") or {})})
-    gen_manifest = _load(out / "pool.manifest.json") or {}
-    for item in ((gen_manifest.get("stats") or {}).get("rejected_items") or []):  # the generation screen's
-        if isinstance(item, dict) and item.get("text"):
-            not_selected.append({"id": "", "text": item["text"], "polarity": item.get("polarity"), "stage": "generate",
-                                 "why": f"generation screen: {item.get('reason', 'rejected')}",
-                                 "provenance": {"method": gen_manifest.get("method")} if gen_manifest.get("method") else {}})
+        if r["id"] not in selected_set and r["id"] not in pool_text:
+            not_selected.append({"id": r["id"], "text": r["text"], "polarity": r["polarity"], "stage": "select",
+                                 "why": "selector: not chosen", "provenance": _provenance(r["provenance"])})
+    gen_manifest = files.json("pool.manifest.json") or {}
+    method = _str(gen_manifest.get("method"))
+    rejected = _dict(gen_manifest.get("stats")).get("rejected_items")
+    for item in rejected if isinstance(rejected, list) else []:  # the generation screen's
+        if isinstance(item, dict) and _str(item.get("text")):
+            not_selected.append({"id": "", "text": item["text"], "polarity": _str(item.get("polarity")),
+                                 "stage": "generate", "why": f"generation screen: {item.get('reason', 'rejected')}",
+                                 "provenance": {"method": method} if method else {}})
     if not selected_rows:
         notes.append("No selected rubric set in this run (selected.jsonl is absent).")
 
@@ -361,9 +544,9 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
                 probe_index[(rec.example_id, rec.rubric_id)] = rec
     from rubric_induce.evaluation.judges import judge_ratings
 
-    ratings_q = question or (config.get("calibrate") or {}).get("question")
+    ratings_q = question or _str(_dict(config.get("calibrate")).get("question"))
     raters, ratings = (judge_ratings(examples, ratings_q) if ratings_q else ([], np.zeros((len(examples), 0))))
-    cited = _feedback_citations(out, config, table, examples, test_set, sel_rubrics)
+    cited = _feedback_citations(files, config, table, examples, test_set, sel_rubrics)
     texts = []
     for i, ex in enumerate(examples):
         res = results.get(ex.id)
@@ -402,19 +585,23 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
             row["feedback"] = cited[ex.id]
         texts.append(row)
 
+    try:
+        reliability = _judge_reliability(judge_preds, judge_names, examples, ratings, raters, test_set, question)
+    except Exception as exc:  # noqa: BLE001 - the diagrams come from the artifact's calibrator
+        notes.append(f"The per-judge reliability diagrams could not be drawn: {exc}")
+        reliability = []
     return {
         "format": VIEW_FORMAT, "format_version": 1,
         "generated": generated or datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
-        "summary": _summary(out, manifest, config if isinstance(config, dict) else {}),
-        "config": config, "headline": _headline(ev), "threshold": _r(threshold),
-        "selection": {k: sel_manifest.get(k) for k in ("method", "alpha", "n_train", "n_pool", "score_mode", "label")
-                      if k in sel_manifest},
+        "summary": _summary(files, manifest, config),
+        "config": config, "headline": _headline(ev), "threshold": threshold,
+        "selection": {k: sel_manifest[k] for k in ("method", "alpha", "n_train", "n_pool", "score_mode", "label")
+                      if isinstance(sel_manifest.get(k), (str, int, float)) and not isinstance(sel_manifest[k], bool)},
         "rubrics": rubrics_out, "not_selected": not_selected,
         "judges": _judges_view(ev, texts, raters),
-        "reliability": _reliability(out) + _judge_reliability(judge_preds, judge_names, examples, ratings, raters,
-                                                              test_set, question),
-        "calibration": _load(out / "calibration" / "metrics.json"),
-        "feedback": _feedback_summary(out),
+        "reliability": _reliability(files) + reliability,
+        "calibration": files.json("calibration/metrics.json"),
+        "feedback": _feedback_summary(files),
         "texts": texts, "notes": notes,
         "columns": {"label": y_key, "question": ratings_q, "judges": list(raters)},
     }
@@ -491,7 +678,10 @@ def _judges_view(ev: dict[str, Any] | None, texts: list[dict[str, Any]], raters:
     held-out correlations of the evaluation."""
     if not raters:
         return None
-    ev_rows = {r.get("judge"): r for r in ((ev or {}).get("judges") or {}).get("rows") or []}
+    ev_judges = _dict(_dict(ev).get("judges"))
+    rows_in = ev_judges.get("rows")
+    ev_rows = {r["judge"]: r for r in (rows_in if isinstance(rows_in, list) else [])
+               if isinstance(r, dict) and isinstance(r.get("judge"), str)}
     rows = []
     for name in raters:
         diffs, resid, n = [], [], 0
@@ -512,48 +702,63 @@ def _judges_view(ev: dict[str, Any] | None, texts: list[dict[str, Any]], raters:
                      "mean": _r(np.mean([t["ratings"][name] for t in texts if name in (t.get("ratings") or {})])),
                      "heldout": {k: e.get(k) for k in ("n", "n_train", "trained", "calibrated", "netsat", "ceiling",
                                                         "constant") if k in e} or None})
-    pooled = ((ev or {}).get("judges") or {}).get("pooled")
+    pooled = ev_judges.get("pooled") if isinstance(ev_judges.get("pooled"), dict) else None
     return {"rows": rows, "pooled": pooled}
 
 
-def _reliability(out: Path) -> list[dict[str, Any]]:
+def _reliability(files: _Files) -> list[dict[str, Any]]:
     """Reliability diagrams (binned) for every scores table cell with answer distributions, with the
     report's definition of probability and outcome (:mod:`rubric_induce.reporting.report`)."""
     from rubric_induce.reporting.report import _cells, _reliability_inputs
     from rubric_induce.evaluation.score_table import read_scores
 
     panels = []
-    for path in sorted(out.rglob("scores.jsonl")):
-        try:
-            rows = read_scores(path)
-        except Exception:  # noqa: BLE001
+    for path in sorted(files.out.rglob("scores.jsonl")):
+        if not _inside(files.root, path):
             continue
-        for (aspect, system), cell in _cells(rows).items():
-            got = _reliability_inputs(cell)
-            if got is None:
-                continue
-            prob, outcome, kind = got
-            panels.append(_binned(np.asarray(prob, float), np.asarray(outcome, float), aspect=aspect,
-                                  system=system, kind=kind))
+        try:
+            for (aspect, system), cell in _cells(read_scores(path)).items():
+                got = _reliability_inputs(cell)
+                if got is None:
+                    continue
+                prob, outcome, kind = got
+                panels.append(_binned(np.asarray(prob, float), np.asarray(outcome, float), aspect=aspect,
+                                      system=system, kind=kind))
+        except Exception as exc:  # noqa: BLE001 - a damaged scores table is a note, not a broken page
+            files.unreadable(str(path.relative_to(files.out)), f"{type(exc).__name__}: {exc}")
     return panels
 
 
-def _feedback_summary(out: Path) -> dict[str, Any] | None:
-    fb = _load(out / "feedback.json")
-    if isinstance(fb, dict):
-        return {"overall": fb.get("overall"),
-                "groups": {k: {"feedback": g.get("feedback"), "n_items": g.get("n_items"),
-                               "mean_score": _r(g.get("mean_score"))} for k, g in (fb.get("groups") or {}).items()},
-                "model": fb.get("model")}
-    return {"markdown": (out / "feedback.md").read_text(encoding="utf-8")} if (out / "feedback.md").exists() else None
+def _feedback_block(f: Any) -> dict[str, Any] | None:
+    """One feedback entry with the shape the page draws (summary, strengths, weaknesses)."""
+    if not isinstance(f, dict):
+        return None
+    return {"summary": str(f.get("summary") or ""), "strengths": [str(x) for x in _list(f.get("strengths"))],
+            "weaknesses": [str(x) for x in _list(f.get("weaknesses"))]}
 
 
-def _feedback_citations(out: Path, config: dict[str, Any], table, examples: Sequence[Example], test_set: set[str],
-                        rubrics) -> dict[str, list[dict[str, Any]]]:
+def _list(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else []
+
+
+def _feedback_summary(files: _Files) -> dict[str, Any] | None:
+    fb = files.json("feedback.json")
+    if fb is not None:
+        return {"overall": _feedback_block(fb.get("overall")),
+                "groups": {k: {"feedback": _feedback_block(g.get("feedback")), "n_items": _count(g.get("n_items")),
+                               "mean_score": _r(g.get("mean_score"))}
+                           for k, g in _dict(fb.get("groups")).items() if isinstance(g, dict)},
+                "model": _str(fb.get("model"))}
+    markdown = files.text("feedback.md")
+    return {"markdown": markdown} if markdown is not None else None
+
+
+def _feedback_citations(files: _Files, config: dict[str, Any], table, examples: Sequence[Example],
+                        test_set: set[str], rubrics) -> dict[str, list[dict[str, Any]]]:
     """Example id -> the feedback evidence items that cite it: the same items the feedback stage
     built (:func:`rubric_induce.feedback.api.items_from_probes` with the run's settings)."""
-    fb_cfg = config.get("feedback") or {}
-    if table is None or not rubrics or not (out / "feedback.md").exists() or not fb_cfg.get("enabled", False):
+    fb_cfg = _dict(config.get("feedback"))
+    if table is None or not rubrics or not (files.out / "feedback.md").exists() or fb_cfg.get("enabled") is not True:
         return {}
     from rubric_induce.feedback.api import items_from_probes
 

@@ -31,20 +31,24 @@ def render_view(data: dict[str, Any]) -> str:
     page = _template()
     if _PLACEHOLDER not in page:
         raise RuntimeError("the viewer template has no data placeholder")
-    title = f"rubric-induce run {data.get('summary', {}).get('run', '')}".strip()
+    from rubric_induce.reporting.viewer.data import visible_bidi
+
+    title = visible_bidi(f"rubric-induce run {data.get('summary', {}).get('run', '')}".strip())
     page = page.replace("<title>rubric-induce run</title>",
                         "<title>" + title.replace("&", "&amp;").replace("<", "&lt;") + "</title>", 1)
     return page.replace(_PLACEHOLDER, embed_json(data), 1)
 
 
 def write_view(run_dir: str | Path, out: str | Path | None = None, *, examples=None, test_ids=None,
-               generated: str | None = None) -> Path:
-    """Build the data of ``run_dir`` and write the page (``RUN_DIR/view.html`` unless ``out``)."""
+               generated: str | None = None, allow_outside: bool = False) -> Path:
+    """Build the data of ``run_dir`` and write the page (``RUN_DIR/view.html`` unless ``out``);
+    ``allow_outside``: see :func:`~rubric_induce.reporting.viewer.build_view_data`."""
     from rubric_induce.reporting.viewer.data import build_view_data
 
     run_dir = Path(run_dir)
     path = Path(out) if out is not None else run_dir / VIEW_NAME
-    data = build_view_data(run_dir, examples=examples, test_ids=test_ids, generated=generated)
+    data = build_view_data(run_dir, examples=examples, test_ids=test_ids, generated=generated,
+                           allow_outside=allow_outside)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, render_view(data))
     return path

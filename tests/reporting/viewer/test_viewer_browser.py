@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter
+from urllib.parse import unquote
 
 import pytest
 
@@ -51,7 +52,7 @@ def page(viewer_run):
 
 @pytest.fixture(scope="module")
 def data(viewer_run):
-    return build_view_data(viewer_run)
+    return build_view_data(viewer_run, allow_outside=True)
 
 
 def test_rubric_texts_are_in_the_rendered_dom(chromium_path, page, data):
@@ -137,3 +138,54 @@ def test_a_page_with_missing_pieces_renders_every_section(chromium_path, tmp_pat
         dom = _main(_clean(dump_dom(chromium_path, page, fragment)))
         assert "Loading" not in dom
     assert "No held-out evaluation" in _main(_clean(dump_dom(chromium_path, page, "summary")))
+
+
+@pytest.fixture(scope="module")
+def hostile(viewer_run, tmp_path_factory):
+    """A page of the run with a half-point label, bidi controls in a text and a rubric, and
+    "from examples" ids as a list and (as a received page may hold) as one string."""
+    data = build_view_data(viewer_run, allow_outside=True)
+    first, second = data["texts"][0], data["texts"][1]
+    first.update(y=4.5, labels={"sat": 4.5}, text="safe \u202etxt.exe\u2066 end")
+    data["rubrics"][0]["text"] += " \u202e"
+    data["rubrics"][0]["provenance"]["source_example_ids"] = [first["id"], second["id"]]
+    data["rubrics"][1]["provenance"]["source_example_ids"] = second["id"]
+    page = tmp_path_factory.mktemp("hostile") / "hostile.html"
+    page.write_text(render_view(data), encoding="utf-8")
+    return page, first, second
+
+
+def test_from_examples_entries_are_links_not_file_url_text(chromium_path, hostile):
+    page, first, second = hostile
+    rub = _main(_clean(dump_dom(chromium_path, page, "rubrics")))
+    links = re.findall(r'<span class="from-examples">(.*?)</span>', rub, re.S)
+    assert len(links) >= 2 and "file:" not in rub
+
+    def hrefs(span: str) -> list[str]:
+        return [unquote(h) for h in re.findall(r'href="#text=([^"]*)"', span)]
+
+    assert hrefs(links[0]) == [first["id"], second["id"]]
+    assert hrefs(links[1]) == [second["id"]]  # a lone id string is one link
+
+
+def test_half_point_labels_show_as_written(chromium_path, hostile):
+    page, first, _ = hostile
+    table = _main(_clean(dump_dom(chromium_path, page, "texts")))
+    row = re.search(rf'<tr class="row"[^>]*data-id="{re.escape(first["id"])}".*?</tr>', table, re.S).group(0)
+    assert re.search(r">4\.5<", row) and not re.search(r">5<", row)
+    one = _main(_clean(dump_dom(chromium_path, page, f"text={first['id']}")))
+    assert "sat = 4.5" in one
+
+
+def test_bidi_controls_are_spelled_out_not_applied(chromium_path, hostile):
+    page, first, _ = hostile
+    one = _main(_clean(dump_dom(chromium_path, page, f"text={first['id']}")))
+    assert "\u202e" not in one and "\u2066" not in one
+    assert "\u27e8U+202E\u27e9txt.exe\u27e8U+2066\u27e9" in one
+
+
+def test_a_fragment_with_bad_percent_encoding_does_not_break_the_page(chromium_path, hostile):
+    page, _, _ = hostile
+    for fragment in ("filter=%E0%A4%A", "text=%"):
+        _clean(dump_dom(chromium_path, page, fragment))
+    assert "No text with id %ZZ" in _main(_clean(dump_dom(chromium_path, page, "text=%ZZ")))
