@@ -16,6 +16,8 @@ import rubric_induce
 from rubric_induce.cli import cli
 
 ROOT = Path(rubric_induce.__file__).resolve().parents[1]
+BACKENDS_GUIDE = (ROOT / "docs" / "guides" / "backends.md").read_text(encoding="utf-8")
+DATA_GUIDE = (ROOT / "docs" / "guides" / "data.md").read_text(encoding="utf-8")
 RES = ROOT / "rubric_induce" / "resources"
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -111,30 +113,31 @@ def test_no_progress_line_before_the_interval(capsys):
 # --------------------------------------------------------------------------------------------
 # docs
 # --------------------------------------------------------------------------------------------
-def test_help_and_readme_agree_on_top_logprobs_for_a_llama_cpp_server():
+def test_help_and_docs_agree_on_top_logprobs_for_a_llama_cpp_server():
     res = CliRunner().invoke(cli, ["probe", "--help"])
     helptext = " ".join(res.output.split())
     assert "a llama.cpp server takes 1000" in helptext
-    mentions = re.findall(r"top_logprobs[^\n]*", README)
-    assert not [m for m in mentions if re.search(r"\b100\b", m)], mentions
-    assert "a llama.cpp server accepts 1000" in README and "top_logprobs = 1000" in README
+    for text in (README, BACKENDS_GUIDE):
+        mentions = re.findall(r"top_logprobs[^\n]*", text)
+        # the old claim: a server "takes 100" / "top_logprobs = 100" (a percentage is no claim)
+        assert not [m for m in mentions if re.search(r"(?:accept\w*|take\w*|=|logprobs`?)\s+100\b(?!\s*%)", m)], mentions
+    assert "a llama.cpp server accepted 1000" in BACKENDS_GUIDE and "top_logprobs = 1000" in BACKENDS_GUIDE
 
 
-def test_readme_served_model_section_gives_a_command_that_prints_the_bundled_gguf(embedded_model_path):
-    section = README.split("Examples of OpenAI-compatible servers:")[1].split("**Which endpoint")[0]
-    command = re.search(r'`(python -c "from rubric_induce\.backends\.local import default_model_path; '
-                        r'print\(default_model_path\(\)\)")`', section)
-    assert command, section
+def test_served_model_guide_gives_a_command_that_prints_the_bundled_gguf(embedded_model_path):
+    command = re.search(r'(python -c "from rubric_induce\.backends\.local import default_model_path; '
+                        r'print\(default_model_path\(\)\)")', BACKENDS_GUIDE)
+    assert command, "docs/guides/backends.md lost the command that prints the bundled GGUF's path"
     code = re.search(r'-c "(.*)"', command.group(1)).group(1)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(ROOT)}).stdout.strip()
     assert out.endswith(".gguf") and Path(out).is_file() and Path(out) == Path(embedded_model_path)
 
 
-def test_readme_documents_dotted_paths_and_its_example_loads(tmp_path):
+def test_data_guide_documents_dotted_paths_and_its_example_loads(tmp_path):
     from rubric_induce.data.mapping import InputMapping
 
-    part = README.split("**Nested JSON.**")[1].split("### Input checks")[0]
+    part = DATA_GUIDE.split("## Nested JSON: dotted paths")[1].split("\n## ")[0]
     row = json.loads(re.search(r"```json\n(.*?)\n```", part, re.DOTALL).group(1))
     toml = re.search(r"```toml\n(.*?)\n```", part, re.DOTALL).group(1)
     import tomllib
@@ -143,4 +146,6 @@ def test_readme_documents_dotted_paths_and_its_example_loads(tmp_path):
     data = tmp_path / "rows.jsonl"
     data.write_text(json.dumps(row) + "\n", encoding="utf-8")
     (ex,) = mapping.load(data, binary_label=None)
-    assert ex.id == "t01" and ex.fields == {"reply": "Click Forgot password."} and ex.labels == {"quality": 4.0}
+    assert ex.id == "a1" and ex.group == "t1"
+    assert ex.fields == {"message": "How do I reset it?", "reply": "Click Forgot password."}
+    assert ex.labels == {"helpful": 1.0}
