@@ -28,6 +28,7 @@ from pathlib import Path
 from rubric_induce.pipeline import run_pipeline
 from rubric_induce.reporting.viewer import VIEW_NAME, write_view
 from rubric_induce.reporting.viewer.browser import dump_dom, find_chromium
+from rubric_induce.pipeline.recorded import examples_from_recorded_config
 
 RES = Path(__file__).resolve().parents[1] / "rubric_induce" / "resources"
 
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         out = run_pipeline(cfg, out=tmp / "run", echo=lambda m: None).out
         t_run = time.perf_counter() - t0
         t0 = time.perf_counter()
-        page = write_view(out, tmp / VIEW_NAME, allow_outside=True)  # the examples are beside the run
+        page = write_view(out, tmp / VIEW_NAME, allow_outside=True, load_examples=examples_from_recorded_config)  # the examples are beside the run
         t_write = time.perf_counter() - t0
         size = page.stat().st_size
         trivial = tmp / "trivial.html"

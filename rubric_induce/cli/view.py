@@ -35,10 +35,11 @@ def command(run_dir, out_path, allow_outside, open_it):
       rubric-induce view runs/demo --open
     """
     from rubric_induce.data.jsonl import atomic_write_text
+    from rubric_induce.pipeline.recorded import examples_from_recorded_config
     from rubric_induce.reporting.viewer import VIEW_NAME, build_view_data, check_run_dir, render_view
 
     check_run_dir(run_dir)  # a damaged or foreign manifest: exit 2 naming it; other damage is noted in the page
-    data = build_view_data(run_dir, allow_outside=allow_outside)
+    data = build_view_data(run_dir, allow_outside=allow_outside, load_examples=examples_from_recorded_config)
     path = out_path if out_path is not None else run_dir / VIEW_NAME
     atomic_write_text(path, render_view(data))
     click.echo(f"{path} ({_size(path.stat().st_size)})")

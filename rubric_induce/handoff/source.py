@@ -8,7 +8,6 @@ file are read here: the calibration network (torch) is loaded only by the format
 """
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -124,15 +123,10 @@ def _finite(value: Any) -> bool:
 
 
 def _from_artifact(path: Path) -> HandoffSource:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(f"invalid JSON: {exc}", path=path) from None
-    if not isinstance(doc, dict) or doc.get("format") != "rubric-induce-scorer":
-        raise DataError("not a rubric-induce scorer artifact", path=path, field="format")
-    if not isinstance(doc.get("rubrics"), str):
-        raise DataError("must name the rubric file", path=path, field="rubrics")
-    from rubric_induce.core.safepaths import inside_folder, inside_resolver
+    from rubric_induce.scoring.scorer import read_artifact
+
+    doc = read_artifact(path)  # the one check of a received artifact, shared with RubricScorer.load
+    from rubric_induce.core.safepaths import inside_folder
 
     rubric_set = RubricSet.load(inside_folder(path.parent, doc["rubrics"], path=path, field="rubrics"))
     threshold = doc.get("threshold", rubric_set.threshold)
@@ -150,8 +144,7 @@ def _from_artifact(path: Path) -> HandoffSource:
     if doc.get("task"):
         from rubric_induce.core.task import TaskParams
 
-        task = TaskParams.from_mapping(doc["task"], source=str(path)).resolved(
-            inside_resolver(path.parent, path=path, field="task.description"), source=str(path))
+        task = TaskParams.from_mapping(doc["task"], source=str(path))  # its description is text (read_artifact)
     return HandoffSource(list(rubric_set), threshold=threshold, label=_str_or_none(doc.get("label")),
                          name=path.parent.name, fields=list(fields) if fields else None, artifact=path,
                          calibrated=bool(doc.get("calibration")), question=_str_or_none(doc.get("question")),

@@ -195,16 +195,15 @@ def _check_input(value: Mapping[str, Any] | None, doc_path: Path) -> None:
 
 def _inside(base: Path, name: str, doc_path: Path, field: str) -> Path:
     """``base / name``, refused when it leads outside the artifact folder (``..``, an absolute path,
-    a symlink out): an artifact from someone else names only its own files."""
-    if "\x00" in name or any(len(part) > 255 for part in Path(name).parts):
+    a symlink out) or is no usable file name: an artifact from someone else names only its own files."""
+    from rubric_induce.core.safepaths import inside_folder
+
+    if isinstance(name, str) and any(len(part) > 255 for part in Path(name).parts):
         raise DataError(f"is not a usable file name: {name[:60]!r}", path=doc_path, field=field)
     try:
-        target = (base / name).resolve()
+        inside_folder(base, name, path=doc_path, field=field)
     except (OSError, RuntimeError) as exc:  # a symlink loop
         raise DataError(f"names {name!r}, which cannot be resolved ({exc})", path=doc_path, field=field) from None
-    if not target.is_relative_to(base.resolve()):
-        raise DataError(f"names {name!r}, outside the artifact folder {base}; an artifact names only its own "
-                        "files", path=doc_path, field=field)
     return base / name
 
 

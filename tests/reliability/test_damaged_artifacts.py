@@ -108,13 +108,13 @@ def score_small(folder: Path, texts: Path) -> tuple[int, str]:
     ("input", {"columns": "x"}, "input.columns"),
     ("backend", ["fake"], "a backend spec"),
     ("rubrics", 7, "the name of the selected rubric file"),
-    ("rubrics", "../../outside.jsonl", "outside the artifact folder"),
-    ("rubrics", "/etc/passwd", "outside the artifact folder"),
+    ("rubrics", "../../outside.jsonl", "outside the folder"),
+    ("rubrics", "/etc/passwd", "an absolute path"),
     ("rubrics", "missing.jsonl", "is missing"),
-    ("rubrics", "sel\x00ected.jsonl", "not a usable file name"),
+    ("rubrics", "sel\x00ected.jsonl", "expected a file name inside the folder"),
     ("rubrics", "x" * 300 + ".jsonl", "not a usable file name"),
     ("calibration", {"dir": "calibration"}, "calibration folder"),
-    ("calibration", "../../elsewhere", "outside the artifact folder"),
+    ("calibration", "../../elsewhere", "outside the folder"),
 ])
 def test_a_damaged_artifact_json_names_the_file_and_field(small, key, value, phrase):
     folder, texts = small

@@ -300,7 +300,7 @@ def test_a_calibrator_naming_weights_outside_is_refused(tmp_path, victims):
     (folder / CONFIG_NAME).write_text(json.dumps(config), encoding="utf-8")
     with pytest.raises(DataError) as err:
         load_calibrator(folder)
-    assert err.value.field == "weights" and "outside" in str(err.value)
+    assert err.value.field == "weights" and ("outside" in str(err.value) or "file in this folder" in str(err.value))
 
 
 def test_score_does_not_open_a_linked_call_cache(run, victims, tmp_path):
@@ -431,21 +431,18 @@ def test_ingest_writes_no_retry_file_through_a_planted_link(tmp_path, victims, e
     assert not report.retry_file.is_symlink()
 
 
-def test_an_artifact_task_description_file_outside_is_refused(run, victims):
-    """An artifact's task description given as ``@FILE`` is read from inside its folder only; today a
-    file anywhere (e.g. a key) is read and sent in every probe prompt to the artifact's endpoint."""
+def test_an_artifact_task_description_file_is_never_read(run, victims):
+    """An artifact holds its task description as text (``run`` writes it so); one given as ``@FILE``
+    is refused by ``score`` and ``export`` alike, inside the folder or not: before, a file anywhere
+    (e.g. a key) was read and sent in every probe prompt to the artifact's endpoint."""
     _, out = run
     doc = json.loads((out / "artifact.json").read_text(encoding="utf-8"))
     task = dict(doc.get("task") or {})
-    _plant_artifact(out, task={**task, "description": "@../victims/notes.txt"})
-    for args in (["score", str(out), "--probes", str(out / "probes.jsonl")],
-                 ["export", str(out), "--format", "inspect", "--out", str(out.parent / "scorer.py")]):
-        res = CliRunner().invoke(cli, args)
-        _refused(res, str(out / "artifact.json"), "field 'task.description'", "outside")
-    assert not (out.parent / "scorer.py").exists()
-    # a file inside the artifact's folder is read (from there, whatever the working directory)
-    from rubric_induce.scoring.scorer import RubricScorer
-
     (out / "task.md").write_text("Rate the assistant's replies in booking dialogues.\n", encoding="utf-8")
-    _plant_artifact(out, task={**task, "description": "@task.md"})
-    assert RubricScorer.load(out).task.description == "Rate the assistant's replies in booking dialogues."
+    for description in ("@../victims/notes.txt", "@task.md"):
+        _plant_artifact(out, task={**task, "description": description})
+        for args in (["score", str(out), "--probes", str(out / "probes.jsonl")],
+                     ["export", str(out), "--format", "inspect", "--out", str(out.parent / "scorer.py")]):
+            res = CliRunner().invoke(cli, args)
+            _refused(res, str(out / "artifact.json"), "field 'task.description'", "never reads")
+        assert not (out.parent / "scorer.py").exists()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,9 @@ import numpy as np
 from rubric_induce.data import Example
 
 __all__ = ["build_view_data", "VIEW_FORMAT", "MAX_TEXT_CHARS", "is_run_dir", "check_run_dir", "visible_bidi"]
+
+#: ``(config.json as a dict, run folder, allow_outside) -> (examples or None, why not)``
+ExampleLoader = Callable[[dict, Path, bool], "tuple[list[Example] | None, str | None]"]
 
 VIEW_FORMAT = "rubric-induce-view"
 MAX_TEXT_CHARS = 6000    # a text longer than this is cut in the page (the full text stays in the data file)
@@ -327,46 +330,6 @@ def _precision_curve(score: np.ndarray, y: np.ndarray) -> dict[str, Any] | None:
 
 # --------------------------------------------------------------------------- examples
 
-def _examples_from_config(files: _Files, config: dict[str, Any], allow_outside: bool
-                          ) -> tuple[list[Example] | None, str | None]:
-    """The run's examples re-read through its recorded config, or ``(None, why not)``. A received
-    config names any file it likes: one outside the run folder (symlinks resolved), or a shared
-    dataset, is read only when ``allow_outside``."""
-    from rubric_induce.core.errors import RubricInduceError
-    from rubric_induce.pipeline.config import config_from_dict
-    from rubric_induce.pipeline.context import RunContext
-
-    if not config:
-        return None, "config.json is missing"
-    raw = dict(config)
-    source = _str(raw.pop("source", None))
-    out = files.root
-    candidates = [None] if source is None else [source, str(out.parent.parent / source), str(out.parent / source)]
-    last = "the examples could not be read"
-    for src in candidates:
-        if src is not None and not Path(src).exists():
-            continue
-        try:
-            cfg = config_from_dict(raw, source=src)
-            outside = _outside_data(cfg, out)
-            if outside and not allow_outside:
-                return None, (f"the run's config names {outside}, outside the run folder; "
-                              "`rubric-induce view --allow-outside` reads it")
-            return RunContext(cfg, files.out).examples, None
-        except (RubricInduceError, OSError, ValueError, TypeError) as exc:
-            last = f"the examples could not be read from the run's config: {exc}"
-    return None, last
-
-
-def _outside_data(cfg, root: Path) -> str | None:
-    """What the config's examples come from when that is outside ``root``, else None."""
-    d = cfg.data
-    if d.dataset:
-        return f"the shared dataset {d.dataset!r}"
-    path = cfg.resolve(d.examples)
-    return None if path is None or _inside(root, path) else f"the examples file {path}"
-
-
 def _human(ex: Example, key: str | None) -> float | None:
     if key is None:
         return None
@@ -387,12 +350,15 @@ def _example_text(ex: Example, fields: Sequence[str] | None) -> str:
 
 def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None = None,
                     test_ids: Sequence[str] | None = None, generated: str | None = None,
-                    allow_outside: bool = False) -> dict[str, Any]:
+                    allow_outside: bool = False, load_examples: ExampleLoader | None = None) -> dict[str, Any]:
     """Everything the viewer page shows, as JSON values, from the run directory ``run_dir``.
 
-    ``examples``: the run's examples (the pipeline passes its own; otherwise they are re-read
-    through ``config.json``, from inside the run folder unless ``allow_outside``: a received
-    folder's config must not make the page embed files from elsewhere). ``test_ids``: the
+    ``examples``: the run's examples (the pipeline passes its own). Without them,
+    ``load_examples(config, run_dir, allow_outside)`` re-reads them through the run's
+    ``config.json`` (``rubric-induce view`` passes the pipeline's
+    :func:`~rubric_induce.pipeline.recorded.examples_from_recorded_config`, which reads a file
+    outside the run folder only with ``allow_outside``: a received folder's config must not make
+    the page embed files from elsewhere); with neither, the texts are left out. ``test_ids``: the
     held-out ids (else those of ``test_scores.json``). ``generated``: the timestamp to stamp
     (now, by default; tests pass a fixed one). A damaged file gives a note, not an error.
     """
@@ -433,7 +399,12 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
 
     # examples and split
     if examples is None:
-        examples, why = _examples_from_config(files, config, allow_outside)
+        if load_examples is None:
+            why = "no examples were given and none were read from the run's config"
+        elif not config:
+            why = "config.json is missing"
+        else:
+            examples, why = load_examples(config, out, allow_outside)
         if examples is None:
             notes.append(f"Texts are not shown: {why}.")
     if test_ids is None:

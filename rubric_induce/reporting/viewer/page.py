@@ -40,15 +40,15 @@ def render_view(data: dict[str, Any]) -> str:
 
 
 def write_view(run_dir: str | Path, out: str | Path | None = None, *, examples=None, test_ids=None,
-               generated: str | None = None, allow_outside: bool = False) -> Path:
+               generated: str | None = None, allow_outside: bool = False, load_examples=None) -> Path:
     """Build the data of ``run_dir`` and write the page (``RUN_DIR/view.html`` unless ``out``);
-    ``allow_outside``: see :func:`~rubric_induce.reporting.viewer.build_view_data`."""
+    ``allow_outside``, ``load_examples``: see :func:`~rubric_induce.reporting.viewer.build_view_data`."""
     from rubric_induce.reporting.viewer.data import build_view_data
 
     run_dir = Path(run_dir)
     path = Path(out) if out is not None else run_dir / VIEW_NAME
     data = build_view_data(run_dir, examples=examples, test_ids=test_ids, generated=generated,
-                           allow_outside=allow_outside)
+                           allow_outside=allow_outside, load_examples=load_examples)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, render_view(data))
     return path

@@ -14,6 +14,7 @@ import pytest
 
 from rubric_induce.reporting.viewer import VIEW_NAME, build_view_data, render_view
 from rubric_induce.reporting.viewer.browser import dump_dom, screenshot
+from rubric_induce.pipeline.recorded import examples_from_recorded_config
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -52,7 +53,7 @@ def page(viewer_run):
 
 @pytest.fixture(scope="module")
 def data(viewer_run):
-    return build_view_data(viewer_run, allow_outside=True)
+    return build_view_data(viewer_run, allow_outside=True, load_examples=examples_from_recorded_config)
 
 
 def test_rubric_texts_are_in_the_rendered_dom(chromium_path, page, data):
@@ -144,7 +145,7 @@ def test_a_page_with_missing_pieces_renders_every_section(chromium_path, tmp_pat
 def hostile(viewer_run, tmp_path_factory):
     """A page of the run with a half-point label, bidi controls in a text and a rubric, and
     "from examples" ids as a list and (as a received page may hold) as one string."""
-    data = build_view_data(viewer_run, allow_outside=True)
+    data = build_view_data(viewer_run, allow_outside=True, load_examples=examples_from_recorded_config)
     first, second = data["texts"][0], data["texts"][1]
     first.update(y=4.5, labels={"sat": 4.5}, text="safe \u202etxt.exe\u2066 end")
     data["rubrics"][0]["text"] += " \u202e"

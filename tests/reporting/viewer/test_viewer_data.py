@@ -10,13 +10,14 @@ import pytest
 from rubric_induce.data import RubricPool, RubricSet
 from rubric_induce.reporting.viewer import VIEW_NAME, build_view_data, render_view, write_view
 from rubric_induce.reporting.viewer.page import embed_json
+from rubric_induce.pipeline.recorded import examples_from_recorded_config
 
 FIXED = "2026-01-01T00:00:00+00:00"
 
 
 @pytest.fixture(scope="module")
 def data(viewer_run):
-    return build_view_data(viewer_run, generated=FIXED, allow_outside=True)
+    return build_view_data(viewer_run, generated=FIXED, allow_outside=True, load_examples=examples_from_recorded_config)
 
 
 def test_the_pipeline_writes_the_page_beside_the_report(viewer_run):
@@ -31,7 +32,7 @@ def test_the_pipeline_writes_the_page_beside_the_report(viewer_run):
 
 def test_is_plain_json_and_deterministic(viewer_run, data):
     assert json.loads(json.dumps(data, allow_nan=False)) == data
-    assert build_view_data(viewer_run, generated=FIXED, allow_outside=True) == data
+    assert build_view_data(viewer_run, generated=FIXED, allow_outside=True, load_examples=examples_from_recorded_config) == data
     assert data["format"] == "rubric-induce-view" and data["generated"] == FIXED
 
 
@@ -132,12 +133,12 @@ def test_missing_pieces_give_notes_not_errors(viewer_run, tmp_path):
 
 
 def test_examples_are_re_read_through_the_recorded_config(viewer_run, data):
-    d = build_view_data(viewer_run, examples=None, generated=FIXED, allow_outside=True)
+    d = build_view_data(viewer_run, examples=None, generated=FIXED, allow_outside=True, load_examples=examples_from_recorded_config)
     assert [t["text"] for t in d["texts"]] == [t["text"] for t in data["texts"]]
 
 
 def test_examples_outside_the_run_folder_are_read_only_when_asked(viewer_run):
-    d = build_view_data(viewer_run, generated=FIXED)  # the fake run's examples are in the package, outside
+    d = build_view_data(viewer_run, generated=FIXED, load_examples=examples_from_recorded_config)  # outside: the package
     assert all(t["text"] == "" for t in d["texts"]) and len(d["texts"]) == 24
     assert any("outside the run folder" in n for n in d["notes"])
 
@@ -174,7 +175,7 @@ def test_a_run_stopped_after_select_still_gives_a_page(tmp_path, fake_run_config
     cfg = tmp_path / "cfg.toml"
     cfg.write_text(fake_run_config, encoding="utf-8")
     out = run_pipeline(cfg, out=tmp_path / "out", echo=lambda m: None, stop_after="select").out
-    d = build_view_data(out, generated=FIXED, allow_outside=True)
+    d = build_view_data(out, generated=FIXED, allow_outside=True, load_examples=examples_from_recorded_config)
     assert d["rubrics"] and d["texts"] and d["headline"] is None and d["judges"] is not None
     assert all(t["pred"] is None and t["netsat"] is None for t in d["texts"])
     assert any("calibration" in n for n in d["notes"]) and any("evaluation" in n for n in d["notes"])
