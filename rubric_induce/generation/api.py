@@ -249,7 +249,7 @@ def generate(
             # the included rubrics still make a pool: go on with them, and say what generation did
             failure = {"generation_error": str(exc), "stats": getattr(exc, "stats", None)}
     pool = RubricPool([])
-    for r in (generated.pool if generated else []):
+    for r in (_without_copies(generated.pool, examples, fields) if generated else []):
         pool.add(r)
     n_generated = len(pool)
     for inc in include:
@@ -264,6 +264,38 @@ def generate(
     if failure:
         extra = {**extra, "generation_error": failure["generation_error"]}
     return GenerateResult(pool, params.method, len(examples), n_included=len(pool) - n_generated, extra=extra)
+
+
+def _without_copies(pool: RubricPool, examples: Sequence[Example], fields: Sequence[str] | None) -> list[Rubric]:
+    """The generated rubrics that share no span of ``example_span`` words with any training text
+    (the generators screen only the texts they showed the LLM); each rejection is counted in the
+    pool manifest's ``stats`` with the copied span quoted."""
+    from ..data.render import render_example
+    from ..structured import GenerationStats
+    from .screen import RubricScreen, screen_item
+
+    texts = []
+    for e in examples:
+        try:
+            texts.append(render_example(e, fields))
+        except DataError:  # a field this example lacks: its text was never shown, nor can be copied
+            continue
+    screen = RubricScreen(examples=texts, criteria=True)  # the copy check alone
+    stats = GenerationStats()
+    kept = [r for r in pool if screen_item(screen, r.text, stats)]
+    if stats.rejected:
+        from ..structured import MAX_REJECTED_ITEMS
+
+        old = dict(pool.manifest.get("stats") or {})
+        rejected = dict(old.get("rejected") or {})
+        for reason, n in stats.rejected.items():
+            rejected[reason] = rejected.get(reason, 0) + n
+        items = list(old.get("rejected_items") or [])
+        items += stats.rejected_items[:max(0, MAX_REJECTED_ITEMS - len(items))]
+        pool.manifest = {**pool.manifest, "stats": {**old, "rejected": rejected, "rejected_items": items}}
+        if "n_by_polarity" in pool.manifest:
+            pool.manifest["n_by_polarity"] = {p: sum(r.polarity == p for r in kept) for p in ("SAT", "DSAT")}
+    return kept
 
 
 def read_domain(domain: str | None, resolve: Callable[[str], Path] = Path) -> str | None:
