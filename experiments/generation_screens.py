@@ -168,6 +168,116 @@ def measure(run_dir: Path) -> dict[str, Any]:
     return out
 
 
+def llm_rubric_polarity(data_root: Path, seeds: int, planted: tuple[int, ...]) -> list[dict[str, Any]]:
+    """The polarity check on real LLM probes: LLM-RUBRIC's released gpt-3.5 answer distributions for
+    the 223 real dialogues, questions Q1-Q8 as rubrics (higher answer = better: SAT), label Q0 >= 3.
+    ``k`` of the 8 are tagged DSAT at random (a generator's polarity error); per seed a fresh 50:50
+    split; selection (rubicon, 4 + 4) with the check off / flip / drop, accuracy on the held-out half."""
+    import warnings
+
+    import numpy as np
+
+    from rubric_induce.data import AnswerScale, Rubric
+    from rubric_induce.data.datasets.llm_rubric import load_llm_rubric
+    from rubric_induce.probing import ProbeRecord, ProbeTable
+    from rubric_induce.selection import group_split
+    from rubric_induce.selection.api import SelectParams, select
+
+    d = load_llm_rubric(data_root, "real").with_llm_probs()
+    y = np.array([float(e.labels["Q0"] >= 3) for e in d.examples])
+    qs = [q for q in d.questions if q != "Q0"]
+    base = {q: Rubric.create(f"LLM-RUBRIC {q}: {d.questions[q]}", "SAT",
+                             scale=AnswerScale.likert(1, 3 if q == "Q8" else 4)) for q in qs}
+    out = []
+    for k in planted:
+        acc: dict[str, list[float]] = {"off": [], "flip": [], "drop": []}
+        caught, false_flags = 0, 0
+        for seed in range(seeds):
+            rng = np.random.default_rng(seed)
+            wrong = set(rng.choice(qs, size=k, replace=False).tolist()) if k else set()
+            rubrics = [Rubric(base[q].id, base[q].text, "DSAT" if q in wrong else "SAT", scale=base[q].scale)
+                       for q in qs]
+            recs = []
+            for i, e in enumerate(d.examples):
+                for qi, (q, r) in enumerate(zip(qs, rubrics)):
+                    p = d.llm_probs[i, qi + 1, :r.scale.size]
+                    p = p / p.sum() if p.sum() > 0 else np.full(r.scale.size, 1 / r.scale.size)
+                    recs.append(ProbeRecord(e.id, r.id, list(r.scale.labels), list(r.scale.values), p.tolist(),
+                                            "score-only", "logprobs", "h"))
+            table = ProbeTable(recs)
+            tr, te = group_split(d.examples, y, test_size=0.5, random_state=seed)
+            train, test = [d.examples[i] for i in tr], [d.examples[i] for i in te]
+            for action in acc:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    res = select(table, rubrics, train, y[tr], SelectParams(n_sat=4, n_dsat=4, polarity_check=action),
+                                 seed=seed)
+                    m = res.evaluate(table, {"test": (test, y[te])}, n_boot=10)["test"]
+                acc[action].append(_acc(m))
+                if action == "flip":
+                    flagged = {i["id"] for i in res.polarity["inverted"]}
+                    ids = {base[q].id for q in wrong}
+                    caught += len(flagged & ids)
+                    false_flags += len(flagged - ids)
+        out.append({"planted": k, "seeds": seeds, "caught": caught, "planted_total": k * seeds,
+                    "false_flags": false_flags,
+                    **{f"test_accuracy_{a}": float(np.mean(v)) for a, v in acc.items()},
+                    **{f"test_accuracy_{a}_sd": float(np.std(v)) for a, v in acc.items()}})
+    return out
+
+
+def synthetic_polarity(seeds: int, planted: tuple[int, ...], n_examples: int = 48) -> list[dict[str, Any]]:
+    """The same comparison on a synthetic pool the size of a small generated one (selection/synthetic.py:
+    4 + 4 informative rubrics of moderate effect, 12 noise ones, ``n_examples`` texts, 50:50 split), with
+    ``k`` informative rubrics given the wrong tag. Synthetic: it shows the mechanism, not a field result."""
+    import warnings
+
+    import numpy as np
+
+    from rubric_induce.data import AnswerScale, Example, Rubric
+    from rubric_induce.probing import ProbeRecord, ProbeTable
+    from rubric_induce.selection import group_split
+    from rubric_induce.selection.api import SelectParams, select
+    from rubric_induce.selection.synthetic import make_synthetic_pool
+
+    scale = AnswerScale.likert(0, 10)
+    out = []
+    for k in planted:
+        acc: dict[str, list[float]] = {"off": [], "flip": [], "drop": []}
+        caught, false_flags = 0, 0
+        for seed in range(seeds):
+            pool = make_synthetic_pool(n_examples, 4, 4, 6, 6, effect=(1.5, 3.5), random_state=seed)
+            rng = np.random.default_rng(seed)
+            wrong = set(rng.choice(pool.informative, size=k, replace=False).tolist()) if k else set()
+            flip = {"SAT": "DSAT", "DSAT": "SAT"}
+            rubrics = [Rubric.create(f"synthetic rubric {j}", flip[p] if j in wrong else p, scale=scale)
+                       for j, p in enumerate(pool.polarity)]
+            examples = [Example.create({"text": f"t{i}"}, {"y": int(v)}, id=f"t{i}") for i, v in enumerate(pool.y)]
+            recs = [ProbeRecord(e.id, r.id, list(scale.labels), list(scale.values),
+                                [1.0 if a == int(round(pool.scores[i, j])) else 0.0 for a in range(11)],
+                                "score-only", "logprobs", "h")
+                    for i, e in enumerate(examples) for j, r in enumerate(rubrics)]
+            table, y = ProbeTable(recs), pool.y.astype(float)
+            tr, te = group_split(examples, y, test_size=0.5, random_state=seed)
+            train, test = [examples[i] for i in tr], [examples[i] for i in te]
+            for action in acc:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    res = select(table, rubrics, train, y[tr], SelectParams(n_sat=4, n_dsat=4, polarity_check=action),
+                                 seed=seed)
+                    acc[action].append(_acc(res.evaluate(table, {"test": (test, y[te])}, n_boot=10)["test"]))
+                if action == "flip":
+                    flagged = {i["id"] for i in res.polarity["inverted"]}
+                    ids = {rubrics[j].id for j in wrong}
+                    caught += len(flagged & ids)
+                    false_flags += len(flagged - ids)
+        out.append({"planted": k, "seeds": seeds, "caught": caught, "planted_total": k * seeds,
+                    "false_flags": false_flags,
+                    **{f"test_accuracy_{a}": float(np.mean(v)) for a, v in acc.items()},
+                    **{f"test_accuracy_{a}_sd": float(np.std(v)) for a, v in acc.items()}})
+    return out
+
+
 def _get(m: dict, key: str) -> float | None:
     v = m.get(key)
     if isinstance(v, dict):
@@ -208,12 +318,30 @@ def main(argv: list[str] | None = None) -> int:
     mk.add_argument("--rows", type=int, default=48)
     mk.add_argument("--backend", default="local", help="backend spec for the config (local = embedded model)")
     mk.add_argument("--data-root", type=Path, default=DATA)
+    lr = sub.add_parser("llm-rubric", help="polarity check on LLM-RUBRIC's real gpt-3.5 probes with planted "
+                                           "wrong polarity tags: held-out accuracy off / flip / drop")
+    lr.add_argument("--seeds", type=int, default=20)
+    lr.add_argument("--planted", type=int, nargs="+", default=[0, 1, 2, 3])
+    lr.add_argument("--data-root", type=Path, default=DATA)
+    sy = sub.add_parser("synthetic", help="the same on a synthetic pool (selection/synthetic.py) of 20 rubrics "
+                                          "on 48 texts with planted wrong tags")
+    sy.add_argument("--seeds", type=int, default=20)
+    sy.add_argument("--planted", type=int, nargs="+", default=[0, 1, 2, 3])
     me = sub.add_parser("measure", help="rejections, polarity check and held-out accuracy of finished runs")
     me.add_argument("runs", type=Path, nargs="+")
     me.add_argument("--json", type=Path, help="also write the figures as JSON here")
     args = ap.parse_args(argv)
     if args.cmd == "make-csv":
         make_csv(args.out, args.rows, args.backend, args.data_root)
+        return 0
+    if args.cmd in ("llm-rubric", "synthetic"):
+        rows = (llm_rubric_polarity(args.data_root, args.seeds, tuple(args.planted)) if args.cmd == "llm-rubric"
+                else synthetic_polarity(args.seeds, tuple(args.planted)))
+        print(f"{'planted':>7s} {'caught':>9s} {'false':>5s} {'acc off':>13s} {'acc flip':>13s} {'acc drop':>13s}")
+        for r in rows:
+            cells = [f"{r[f'test_accuracy_{a}']:.3f}±{r[f'test_accuracy_{a}_sd']:.3f}" for a in ("off", "flip", "drop")]
+            print(f"{r['planted']:7d} {r['caught']:4d}/{r['planted_total']:<4d} {r['false_flags']:5d} "
+                  + " ".join(f"{c:>13s}" for c in cells))
         return 0
     results = [measure(r) for r in args.runs]
     for r in results:
