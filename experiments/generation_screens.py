@@ -1,7 +1,7 @@
 """Generation screens, measured: rejected counts by reason, and the polarity check's effect on
 held-out accuracy (issue 31, item 8).
 
-Two commands::
+Commands::
 
     # a held-out-style task from a CSV, with no hand-written rubrics: Topical-Chat (USR) responses,
     # natural = mean of the 3 raters' 1-3 "Natural" ratings >= 2.67 (0/1), split by conversation
@@ -15,6 +15,11 @@ Two commands::
 ``measure`` refits only the select stage (training split of the run, as the pipeline does) from
 the run's own probes: no LLM call, seconds. Held-out accuracy is the NetSAT classifier's on the
 run's test split at the threshold selection chose.
+
+    # the polarity check with planted wrong tags: on LLM-RUBRIC's released gpt-3.5 probes (real
+    # dialogues, no LLM call), and on a synthetic pool the size of a small generated one
+    python experiments/generation_screens.py llm-rubric [--seeds 10] [--planted 0 1 2 3]
+    python experiments/generation_screens.py synthetic [--seeds 20] [--planted 0 1 2 3]
 """
 from __future__ import annotations
 
