@@ -32,8 +32,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["RubricScreen", "Rejection", "rejection_reason", "copied_span", "screen_item", "record_rejection", "sentences", "REASONS", "LABEL",
-           "ANNOTATION", "PROMPT", "EXAMPLE", "GENERIC"]
+__all__ = ["RubricScreen", "Rejection", "rejection_reason", "copied_span", "screen_item", "record_rejection",
+           "sentences", "REASONS", "LABEL", "ANNOTATION", "PROMPT", "EXAMPLE", "GENERIC"]
 
 LABEL = "restates the label"
 ANNOTATION = "names the annotation"
