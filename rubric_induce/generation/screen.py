@@ -61,6 +61,10 @@ _GENERIC = re.compile(
     r"(?:(?:all|every|each|any)\s+(?:of\s+)?(?:the\s+)?(?:(?:stated|given|listed|necessary|required|relevant|"
     r"specified|above|quality|user's|task's|evaluation)\s+)?|the\s+)"
     r"(?:criteria|criterion|requirements?|standards?|expectations?|rubrics?|guidelines?)\b")
+#: Words that add nothing to a class word ("a natural response to the question", "a mix of natural
+#: and unnatural language"): next to class words alone they still make a restatement of the label.
+_FILLER = frozenset("""question questions language mix way manner sense reply replies message messages statement
+statements turn turns context topic thing things kind sort sounding sounds seems looks""".split())
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 _PARTIES = frozenset("""user users assistant assistants system bot agent conversation conversations dialogue
 dialog chat text texts output outputs response responses summary summaries answer answers""".split())
@@ -208,7 +212,8 @@ class RubricScreen:
             if _ANNOTATION.search(joined):
                 return Rejection(ANNOTATION, sentence)
             content = [w for w in words if w not in _STOP and w not in self.kind_words]
-            if content and self.class_words and all(_same_word(w, self.class_words) for w in content):
+            named = [w for w in content if w not in _FILLER]
+            if named and self.class_words and all(_same_word(w, self.class_words) for w in named):
                 return Rejection(LABEL, sentence)
             if _GENERIC.search(joined) or all(w in _GENERIC_WORDS or _same_word(w, self.class_words)
                                               for w in content):  # no content word at all is generic too

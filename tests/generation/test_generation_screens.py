@@ -143,3 +143,19 @@ def test_manifest_records_subjects_as_strings_not_letters(subjects, want):
     pool = generate_rubicon(_examples(4), FakeBackend(replies=_reply(items)), task=USS, domain="Bookings.", top_k=1,
                             batch_size=4, max_new=10, subjects=subjects)
     assert pool.manifest["settings"]["subjects"] == want
+
+
+@pytest.mark.parametrize("text", [
+    # kept by the 135M model on the Topical-Chat naturalness CSV task (experiments/generation_screens.py)
+    "The response is a natural response to the question.",
+    "The response is a mix of natural and unnatural language.",
+    "The response sounds natural.",
+])
+def test_class_words_with_filler_words_still_restate_the_label(text):
+    assert rubric_screen(NATURAL).reason(text) == LABEL
+
+
+@pytest.mark.parametrize("text", ["The response answers the question.", "The response asks a question back.",
+                                  "The response changes the topic without a reason."])
+def test_filler_words_without_a_class_word_are_kept(text):
+    assert rubric_screen(NATURAL).reason(text) is None
