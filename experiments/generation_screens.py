@@ -131,7 +131,9 @@ def _context(run_dir: Path):
     from rubric_induce.pipeline.config import load_config
     from rubric_induce.pipeline.context import RunContext
 
-    config = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("config_file")
+    config = Path(json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("config_file"))
+    if not config.is_file() and (run_dir.parent / config).is_file():  # relative to where the run was started
+        config = run_dir.parent / config
     return RunContext(load_config(config), run_dir, echo=lambda m: None)
 
 
