@@ -253,7 +253,7 @@ def generate(
             # the included rubrics still make a pool: go on with them, and say what generation did
             failure = {"generation_error": str(exc), "stats": getattr(exc, "stats", None)}
     pool = RubricPool([])
-    for r in (generated.pool if generated else []):
+    for r in (_without_copies(generated.pool, examples, fields) if generated else []):
         pool.add(r)
     n_generated = len(pool)
     for inc in include:
@@ -276,6 +276,38 @@ def _planned_calls(opts: Params, n_shown: int) -> int | None:
     if isinstance(opts, RubiconParams):
         return n_shown + -(-n_shown * opts.top_k // opts.batch_size) + 1
     return None
+
+
+def _without_copies(pool: RubricPool, examples: Sequence[Example], fields: Sequence[str] | None) -> list[Rubric]:
+    """The generated rubrics that share no span of ``example_span`` words with any training text
+    (the generators screen only the texts they showed the LLM); each rejection is counted in the
+    pool manifest's ``stats`` with the copied span quoted."""
+    from rubric_induce.data.render import render_example
+    from rubric_induce.backends.structured import GenerationStats
+    from rubric_induce.generation.screen import RubricScreen, screen_item
+
+    texts = []
+    for e in examples:
+        try:
+            texts.append(render_example(e, fields))
+        except DataError:  # a field this example lacks: its text was never shown, nor can be copied
+            continue
+    screen = RubricScreen(examples=texts, criteria=True)  # the copy check alone
+    stats = GenerationStats()
+    kept = [r for r in pool if screen_item(screen, r.text, stats)]
+    if stats.rejected:
+        from rubric_induce.backends.structured import MAX_REJECTED_ITEMS
+
+        old = dict(pool.manifest.get("stats") or {})
+        rejected = dict(old.get("rejected") or {})
+        for reason, n in stats.rejected.items():
+            rejected[reason] = rejected.get(reason, 0) + n
+        items = list(old.get("rejected_items") or [])
+        items += stats.rejected_items[:max(0, MAX_REJECTED_ITEMS - len(items))]
+        pool.manifest = {**pool.manifest, "stats": {**old, "rejected": rejected, "rejected_items": items}}
+        if "n_by_polarity" in pool.manifest:
+            pool.manifest["n_by_polarity"] = {p: sum(r.polarity == p for r in kept) for p in ("SAT", "DSAT")}
+    return kept
 
 
 def read_domain(domain: str | None, resolve: Callable[[str], Path] = Path) -> str | None:

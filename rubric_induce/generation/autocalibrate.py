@@ -38,7 +38,7 @@ from rubric_induce.core.stats import CORRELATIONS
 from rubric_induce.core.task import TaskParams, TaskWording
 from rubric_induce.core.templates import load_prompt
 from rubric_induce.backends.structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
-from rubric_induce.generation.screen import RubricScreen
+from rubric_induce.generation.screen import RubricScreen, screen_item
 
 __all__ = [
     "DraftSpec",
@@ -225,10 +225,7 @@ def criteria_screen(examples: Sequence[Example], task: str | TaskParams | None, 
 
 
 def _screen_criterion(crit: str, screen: RubricScreen | None, stats: GenerationStats) -> bool:
-    reason = screen.reason(crit) if screen is not None else None
-    if reason is not None:
-        stats.reject(reason, text=crit)
-    return reason is None
+    return screen_item(screen, crit, stats)
 
 
 def _example_block(ex: Example, label: str, fields, max_chars, extra: str = "") -> str:

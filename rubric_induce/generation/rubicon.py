@@ -41,7 +41,7 @@ from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.task import TaskParams, TaskWording
 from rubric_induce.core.templates import PromptTemplate, load_prompt
-from rubric_induce.generation.screen import RubricScreen
+from rubric_induce.generation.screen import RubricScreen, screen_item
 from rubric_induce.backends.structured import (
     GenerationError,
     GenerationStats,
@@ -86,6 +86,13 @@ def _wording(task: TaskParams | TaskWording | None) -> TaskWording:
 
 def _subjects(subjects, words: TaskWording) -> Sequence[str] | None:
     return words.subjects() if subjects == TASK_SUBJECTS else subjects
+
+
+def _subject_list(subjects: Sequence[str] | str | None) -> list[str] | None:
+    """Sentence starts as a JSON list (one string is one start, not a list of its letters)."""
+    if not subjects:
+        return None
+    return [subjects] if isinstance(subjects, str) else list(subjects)
 
 
 def rubric_screen(task: TaskParams | TaskWording | None = None, *, domain: str | None = None,
@@ -291,14 +298,7 @@ def _screened(items: list[str], screen: RubricScreen | None, stats: GenerationSt
     """Items the screen keeps; each rejection is counted by reason (and its text kept)."""
     if screen is None:
         return items
-    keep = []
-    for t in items:
-        reason = screen.reason(t)
-        if reason is None:
-            keep.append(t)
-        else:
-            stats.reject(reason, text=t)
-    return keep
+    return [t for t in items if screen_item(screen, t, stats)]
 
 
 def _batches(patterns: Sequence[Pattern], size: int) -> list[list[Pattern]]:
@@ -518,7 +518,7 @@ def generate_rubicon(
     settings = {"label": label, "threshold": threshold, "use_ds": use_ds, "use_cdp": use_cdp,
                 "top_k": top_k, "batch_size": batch_size, "temperature": temperature, "retries": retries,
                 "max_example_chars": max_example_chars, "fields": list(fields) if fields else None,
-                "subjects": list(subjects) if subjects else None}
+                "subjects": _subject_list(_subjects(subjects, words))}
     if mode == "rubicon":
         settings.update(max_new=max_new, max_shown=max_shown)
     else:

@@ -139,6 +139,23 @@ def _faults_section(manifest: dict[str, Any], out: Path) -> list[str]:
     return lines
 
 
+def _screens_section(gen: dict, sel: dict) -> list[str]:
+    """Generated rubrics rejected by the screens, and rubrics the polarity check flipped or dropped, by reason."""
+    rejected = gen.get("rejected") or {}
+    polarity = sel.get("polarity_reasons") or {}
+    if not rejected and not polarity:
+        return []
+    lines = ["", "## Generation screens", ""]
+    if rejected:
+        lines.append("Rejected at generation (pool.manifest.json has examples with the offending sentence or "
+                     "copied span): " + ", ".join(f"{k} {v}" for k, v in sorted(rejected.items())) + ".")
+    if polarity:
+        what = "flipped" if sel.get("polarity_flipped") else "dropped"
+        lines.append(f"Polarity check on the training split ({what}; selected.jsonl's manifest has each test): "
+                     + ", ".join(f"{k} {v}" for k, v in sorted(polarity.items())) + ".")
+    return lines
+
+
 def run_summary_markdown(run_dir: str | Path) -> str | None:
     """Markdown: what each stage did and cost, the selected rubrics, the held-out headline figures
     (None when ``run_dir`` is not a ``rubric-induce run`` directory)."""
@@ -204,6 +221,7 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
         health = {rid: {"bounded": h.get("bounded", 0), "failed": h.get("failed", 0), "absent": 0}
                   for rid, h in (probe_summ.get("per_rubric") or {}).items()}
         lines += probe_health_markdown(health).splitlines()
+    lines += _screens_section(_load(out / "stages" / "generate.json").get("summary") or {}, sel_summ)
     if (out / "selected.jsonl").exists():
         chosen = RubricSet.load(out / "selected.jsonl")
         thr = "n/a" if chosen.threshold is None else f"{chosen.threshold:.3f}"

@@ -101,6 +101,12 @@ class SelectParams(Params):
                                     help="Share of a rubric's probes that may fail (or be absent) before "
                                          "select.missing applies; failed probes below it score neutral "
                                          "(the middle of the scale, 5 of 10). 0: every probe must succeed.")
+    polarity_check: str = param("flip", choices=("flip", "drop", "off"),
+                                help="A SAT rubric whose training probes go with bad labels (or a DSAT one going "
+                                     "with good labels) by a one-sided test: flip its polarity, drop it, or "
+                                     "leave it (training split only).")
+    polarity_alpha: float = param(0.01, gt=0.0, lt=1.0,
+                                  help="Level of that one-sided test (Mann-Whitney U; Spearman for graded labels).")
     options: dict[str, Any] = param(factory=dict, help="The selector's own parameters (e.g. alpha, cv, score).")
 
     def check(self) -> None:
@@ -197,6 +203,8 @@ class SelectResult:
     seed: int = 0
     #: Per pool rubric (and dropped ones): probes ``n``, ``bounded``, ``failed``, ``absent`` on the training examples.
     health: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: The polarity pre-filter's outcome (:meth:`PolarityCheck.to_dict`): rubrics flipped or dropped, by reason.
+    polarity: dict[str, Any] = field(default_factory=dict)
 
     @property
     def chosen(self) -> list[Rubric]:
@@ -217,7 +225,7 @@ class SelectResult:
             "label_threshold": self.label_threshold, "seed": self.seed, "alpha": self.alpha,
             "n_train": self.n_train, "n_pool": len(self.pool), "score_mode": sel.score,
             "dropped_missing_probes": self.dropped, "max_failure_rate": self.params.max_failure_rate,
-            "probe_health": self.health, "history": getattr(sel, "history_", []),
+            "probe_health": self.health, "polarity_check": self.polarity, "history": getattr(sel, "history_", []),
             "cv_results": getattr(sel, "cv_results_", None), **extra})
 
     def decision_function(self, table, examples: Sequence[Example]) -> np.ndarray:
@@ -239,7 +247,11 @@ class SelectResult:
         per_rubric = {rid: {k: h[k] for k in ("bounded", "failed", "absent") if h[k]}
                       for rid, h in self.health.items() if h["bounded"] or h["failed"] or h["absent"]}
         return jsonable({"selected": len(self.chosen), "pool": len(self.pool), "dropped": len(self.dropped),
-                         "dropped_ids": list(self.dropped), "probes_bounded": counts["bounded"],
+                         "dropped_ids": list(self.dropped),
+                         "polarity_flipped": len(self.polarity.get("flipped") or []),
+                         "polarity_dropped": len(self.polarity.get("dropped") or []),
+                         "polarity_reasons": dict(self.polarity.get("counts") or {}),
+                         "probes_bounded": counts["bounded"],
                          "probes_filled": counts["failed"] + counts["absent"], "probe_health": per_rubric,
                          "threshold": self.threshold, "score_mode": self.selector.score,
                          "train_delta_netsat": getattr(self.selector, "train_delta_netsat_", None)})
@@ -284,7 +296,10 @@ def select(
     source: str | None = None,
 ) -> SelectResult:
     """Fit the selector of ``params`` on ``examples`` (labels ``y``, already thresholded) from their
-    probes in ``table``; rubrics without usable probes stop the run or are dropped (``params.missing``)."""
+    probes in ``table``; rubrics without usable probes stop the run or are dropped (``params.missing``).
+    SAT/DSAT rubrics whose probes on these (training) examples go against their polarity are then
+    flipped or dropped (``params.polarity_check``, see :mod:`.polarity`)."""
+    from rubric_induce.selection.polarity import check_polarity
     from rubric_induce.selection.scores import unit_scores
 
     y = np.asarray(y, dtype=float)
@@ -292,9 +307,16 @@ def select(
     pool, dropped = usable_rubrics(table, examples, rubrics, params.missing, source, params.max_failure_rate)
     selector = params.make_selector(seed)
     x = unit_scores(table, pool, example_ids=[e.id for e in examples], score=selector.score, fill=NEUTRAL_FILL)
+    checked = check_polarity(x, y, pool, action=params.polarity_check, alpha=params.polarity_alpha)
+    if not checked.rubrics:
+        raise DataError(f"every one of the {len(pool)} rubric(s) goes against its polarity on the training "
+                        "examples; set select.polarity_check = 'flip' to keep them flipped", path=source,
+                        field="select.polarity_check")
+    pool, x = checked.rubrics, x[:, checked.keep]
     selector.fit(x, y, rubrics=pool)
     health = table.health([r.id for r in rubrics], [e.id for e in examples])
-    return SelectResult(selector, pool, params, len(examples), dropped, label, label_threshold, seed, health)
+    return SelectResult(selector, pool, params, len(examples), dropped, label, label_threshold, seed, health,
+                        checked.to_dict())
 
 
 def write_selection_report(result: SelectResult, table, splits: Mapping[str, tuple[Sequence[Example], np.ndarray]],

@@ -58,7 +58,7 @@ def test_cdp_and_domain_text_count_as_prompt_text_only_when_shown():
 
 
 def test_long_span_of_an_example_is_a_copy_short_overlap_is_not():
-    screen = RubricScreen(examples=[ARTICLE], min_span=8)
+    screen = RubricScreen(examples=[ARTICLE], example_span=8)
     assert screen.reason("The summary says the council voted on Tuesday to close the old library.") == EXAMPLE
     assert screen.reason("The summary says the council voted to close a library.") is None
     crit = RubricScreen(examples=[ARTICLE], criteria=True)
@@ -73,11 +73,11 @@ _word = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=8)
 @settings(max_examples=60, deadline=None)
 @given(words=st.lists(_word, min_size=12, max_size=30), start=st.integers(0, 20), n=st.integers(2, 12))
 def test_span_rule_is_exactly_min_span_consecutive_words(words, start, n):
-    """A rubric that holds n consecutive words of an example is a copy iff n >= min_span (8)."""
+    """A rubric that holds n consecutive words of an example is a copy iff n >= example_span (8 here)."""
     start = min(start, len(words) - 2)
     n = min(n, len(words) - start)
     span = words[start:start + n]
-    screen = RubricScreen(examples=[" ".join(words)], min_span=8)
+    screen = RubricScreen(examples=[" ".join(words)], example_span=8)
     # wrap the span in words that are not in the example, so no longer run is shared
     text = "Zzfront " + " ".join(span) + " zzback."
     assert (screen.reason(text) == EXAMPLE) is (n >= 8)
