@@ -14,7 +14,6 @@ vectorised gradient. Saved as JSON (never pickle).
 """
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path

@@ -58,7 +58,7 @@ def test_synthetic_folder_picks_the_good_judge(tmp_path, capsys):
     record = json.loads((out / "results.json").read_text())
     assert set(record["summary"]) == {"S1", "S2", "pooled"}
     assert "Rater/Rating:scores" in record["rubrics"] and "GPT-4/Swap" in record["rubrics"]
-    for name, s in record["summary"].items():
+    for s in record["summary"].values():
         assert s["selected_jury_accuracy"] > 0.9  # the perfect rater is in every jury
         assert s["reference_accuracy"] is not None and s["jury_minus_reference"]["mean"] > 0
         lo, hi = s["selected_jury_ci"]
