@@ -201,16 +201,21 @@ def evaluate_setting(name: str, subsets: list[Subset], rubrics: list[str], args:
             row["metrics"] = pairwise_metrics(D[:, rubrics.index(method)], t)
         rows[method] = row
     jury = credit(decisions["selected jury (Bradley-Terry)"], t)
+    # the best single rubric is picked with hindsight (on these very pairs): an optimistic baseline
+    best = max(rubrics, key=lambda r: rows[r]["accuracy"])
     diffs = {}
-    for other in ("selected jury (mean vote)", "majority vote (all)", "all judges, logistic head", args.reference):
+    for label, other in (("selected jury (mean vote)",) * 2, ("majority vote (all)",) * 2,
+                         ("all judges, logistic head",) * 2, (args.reference,) * 2,
+                         ("best single (hindsight)", best)):
         if other in decisions:
             d = jury - credit(decisions[other], t)
-            diffs[other] = {"mean": float(d.mean()), "ci": bootstrap_ci(d, n_boot=args.n_boot, seed=args.seed + 999)}
+            diffs[label] = {"mean": float(d.mean()), "ci": bootstrap_ci(d, n_boot=args.n_boot, seed=args.seed + 999),
+                            "against": other}
     counts: dict[str, int] = {}
     for jury_names in cv["juries"]:
         for r in jury_names:
             counts[r] = counts.get(r, 0) + 1
-    return {"setting": name, "n": int(len(t)), "methods": rows, "jury_minus": diffs,
+    return {"setting": name, "n": int(len(t)), "methods": rows, "jury_minus": diffs, "best_single": best,
             "selected_counts": dict(sorted(counts.items(), key=lambda kv: -kv[1])), "juries": cv["juries"],
             "selected_jury": rows["selected jury (Bradley-Terry)"],
             "reference": rows.get(args.reference)}
@@ -244,6 +249,8 @@ def markdown(results: list[dict[str, Any]], reference: str) -> str:
         cells = [f"{100 * r['jury_minus'][o]['mean']:+.1f} [{100 * r['jury_minus'][o]['ci'][0]:+.1f}, "
                  f"{100 * r['jury_minus'][o]['ci'][1]:+.1f}]" if o in r["jury_minus"] else "–" for r in results]
         lines.append(f"| {o} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Best single (hindsight) = " + "; ".join(f"{r['setting']}: {r['best_single']}" for r in results))
     lines += ["", "Rubrics picked by the selector (folds that picked them):", ""]
     for r in results:
         picks = ", ".join(f"{k} ({v})" for k, v in r["selected_counts"].items())
