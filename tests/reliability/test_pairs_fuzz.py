@@ -44,3 +44,17 @@ def test_fuzz_raw_bytes(tmp_path, data, ext):
     path = tmp_path / ("f" + ext)
     path.write_bytes(data)
     _read(path, "auto")
+
+
+_map_keys = st.sampled_from(["format", "layout", "id", "prompt", "a", "b", "label", "label_values", "chosen",
+                             "rejected", "judges", "subset", "seed", "other"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(table=st.dictionaries(_map_keys, _values, max_size=4))
+def test_fuzz_pair_mapping_table(table):
+    """A [data.mapping] table for pairs: a PairMapping or a DataError naming the field, never a traceback."""
+    try:
+        PairMapping.from_mapping(table, source="cfg.toml")
+    except DataError as exc:
+        assert exc.field and exc.path == "cfg.toml"
