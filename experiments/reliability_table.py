@@ -27,6 +27,7 @@ AREAS = {
     "test_resume.py": "resume after damage: output hashes, truncation, kill -9, non-finite weights",
     "test_bad_input.py": "bad config and input files: checked before any LLM call, file/line/field",
     "test_fuzz.py": "property-based fuzz (hypothesis) of the loaders and the config reader",
+    "test_pairs_fuzz.py": "property-based fuzz (hypothesis) of the pair readers (LLMBar, chosen/rejected, HH)",
     "test_faults.py": "fault injection on a loopback OpenAI-shaped server: retries, waits, counts",
     "test_scoring_linear.py": "scoring and evaluation linear in the number of examples",
     "test_hostile_folder.py": "received run folders: marker/artifact/batch paths stay inside, no write through links",
