@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
+from rubric_induce.cli._shared import echo, progress_option, show_progress
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.mapping import MAPPING_FORMATS
-from rubric_induce.cli._shared import echo, progress_option, show_progress
 
 __all__ = ["command"]
 
@@ -59,8 +59,17 @@ def command(runs, labels_path, label_field, text_field, maps, id_field, fmt, pro
     from rubric_induce.scoring.guarantee import agreement, check_level
     from rubric_induce.scoring.scorer import RubricScorer
     from rubric_induce.scoring.selective import (
-        CASCADES_KEY, cascade_record, check_cascade, fit_from_results, human_labels, judge_answers,
-        require_calibrated, save_guarantee_records, score_with_arrays, seen_ids)
+        CASCADES_KEY,
+        cascade_record,
+        check_cascade,
+        fit_from_results,
+        human_labels,
+        judge_answers,
+        require_calibrated,
+        save_guarantee_records,
+        score_with_arrays,
+        seen_ids,
+    )
 
     targets = [check_level(t, "target") for t in (targets or (0.8, 0.85, 0.9))]
     delta = check_level(delta, "delta")

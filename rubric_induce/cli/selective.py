@@ -2,13 +2,14 @@
 score`` (selective scoring; fitted by ``rubric-induce calibrate-guarantee``)."""
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import click
 
-from rubric_induce.core.errors import DataError
 from rubric_induce.cli._shared import echo
+from rubric_induce.core.errors import DataError
 
 __all__ = ["guarantee_options", "selective_entry", "guarantee_summary"]
 

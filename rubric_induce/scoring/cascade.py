@@ -18,8 +18,9 @@ Two ways to fit the thresholds jointly (``method``):
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from rubric_induce.scoring.guarantee import (
     fit_guarantee,
     fixed_sequence,
     min_calibration_size,
+    start_count,
 )
 
 __all__ = ["CascadeGuarantee", "fit_cascade", "route", "cascade_report", "CASCADE_METHODS"]
@@ -88,12 +90,14 @@ def _outcome_at(C: np.ndarray, A: np.ndarray, thresholds: Sequence[float | None]
 
 
 def fit_cascade(confidences: Any, agreed: Any, *, target: float, delta: float = 0.1, method: str = "shared",
-                stages: Sequence[str] | None = None, steps: int = 20, source: str | None = None) -> CascadeGuarantee:
+                stages: Sequence[str] | None = None, steps: int = 20, min_coverage: float = 0.2,
+                source: str | None = None) -> CascadeGuarantee:
     """Fit the cascade's thresholds on calibration texts.
 
     ``confidences`` and ``agreed``: ``[stages, texts]``, stage 0 the cheapest; ``agreed[k, i]``:
     whether stage ``k``'s answer to text ``i`` agrees with the human's. See the module docstring
-    for ``method``. Too few texts for the target is a DataError naming how many are needed.
+    for ``method``; ``steps`` and ``min_coverage`` as in :func:`fit_guarantee`. Too few texts for
+    the target is a DataError naming how many are needed.
     """
     target, delta = check_level(target, "target"), check_level(delta, "delta")
     C = np.atleast_2d(np.asarray(confidences, dtype=float))
@@ -112,7 +116,7 @@ def fit_cascade(confidences: Any, agreed: Any, *, target: float, delta: float = 
             raise DataError(f"too few calibration texts for target {target:g} at delta {delta:g}: {n} given, at "
                             f"least {need} needed", path=source, field="labels")
         top = np.where(np.isfinite(C), C, -np.inf).max(axis=0)
-        cands = candidate_thresholds(top, need, steps)
+        cands = candidate_thresholds(top, start_count(n, need, min_coverage), steps)
 
         def outcome(t: float) -> tuple[int, int]:
             answered, correct = _outcome_at(C, A, [t] * K)
@@ -131,7 +135,8 @@ def fit_cascade(confidences: Any, agreed: Any, *, target: float, delta: float = 
             if left.sum() < need:
                 thresholds.append(None)
                 continue
-            g = fit_guarantee(C[k, left], A[k, left], target=target, delta=delta / K, steps=steps)
+            g = fit_guarantee(C[k, left], A[k, left], target=target, delta=delta / K, steps=steps,
+                              min_coverage=min_coverage)
             thresholds.append(g.threshold)
             if g.threshold is not None:
                 left &= ~(np.isfinite(C[k]) & (C[k] >= g.threshold))
