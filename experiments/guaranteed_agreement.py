@@ -7,8 +7,8 @@ Settings:
   each released cheap judge (ChatGPT, LLaMA2, PaLM2, Falcon) to GPT-4. A judge's verdict is the
   majority of its released verdicts (both presentation orders of the Swap, Metrics and Rating
   strategies it has); its confidence the share of them that agree (simulated annotators across
-  orders and prompts), plus, for judges with 1-10 ratings, a tenth of the rating margin when the
-  ratings side with the verdict.
+  orders and prompts), less up to 0.05 for judges with 1-10 ratings as the rating margin for the
+  verdict shrinks.
 * **LLM-RUBRIC** (``DATA/llm_rubric``): the calibration network trained once on the synthetic
   dialogues, its Q0 predictions of each real dialogue's judge (never trained on); agreement exact
   (tolerance 0) or within one point (tolerance 1); confidence from the calibrated probability,
@@ -109,13 +109,15 @@ def load_llmbar_judge(folder: Path, judge: str) -> dict[str, np.ndarray]:
 
 
 def judge_view(j: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Verdict (majority over orders and strategies) and confidence on [0, 1]."""
+    """Verdict (majority over orders and strategies) and confidence on [0, 1]: the share of verdicts
+    that agree; for judges with 1-10 ratings, less up to 0.05 as the rating margin for the verdict
+    shrinks (a tie-break inside one share, keeping every judge's scale at the same top)."""
     pred, share = order_agreement(j["verdicts"])
     m = j["margin"]
-    sides = np.where(np.isfinite(m) & (m != 0), np.where(m > 0, 1.0, 2.0), np.nan)
-    bonus = np.where(sides == pred, np.abs(np.nan_to_num(m)) / 9.0, 0.0)
-    conf = np.where(np.isfinite(pred), 0.9 * share + 0.1 * bonus, np.nan)
-    return pred, conf
+    rated = np.isfinite(m)
+    support = np.where(rated & (np.where(m > 0, 1.0, 2.0) == pred) & (m != 0), np.abs(np.nan_to_num(m)) / 9.0, 0.0)
+    conf = np.where(rated, share - 0.05 * (1.0 - support), share)
+    return pred, np.where(np.isfinite(pred), conf, np.nan)
 
 
 def load_llmbar(root: Path, subsets: list[str]) -> dict[str, dict[str, Any]]:
@@ -229,7 +231,7 @@ def llm_rubric_predictions(root: Path | None, seed: int) -> dict[str, np.ndarray
     from rubric_induce.calibration import Calibrator, from_llm_rubric
     from rubric_induce.data.datasets.llm_rubric import load_llm_rubric
 
-    lr_root = (root / "llm_rubric") if root is not None and (root / "llm_rubric").is_dir() else root
+    lr_root = root if root is not None and (root / "llm_rubric").is_dir() else None  # None: the default folder
     syn = from_llm_rubric(load_llm_rubric(lr_root, split="synthetic"))
     real = from_llm_rubric(load_llm_rubric(lr_root, split="real"))
     cal = Calibrator(main_question="Q0", random_state=seed, n_threads=1)

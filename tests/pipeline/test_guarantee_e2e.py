@@ -138,3 +138,17 @@ def test_incompatible_cascades_exit_2(g_runs):
     assert res.exit_code == 2 and "field 'cascade'" in res.output, res.output
     res = runner.invoke(cli, ["score", "--cascade", str(g_runs / "run"), str(g_runs / "run2"), "--input", new])
     assert res.exit_code == 2 and "field 'guarantee'" in res.output, res.output
+
+
+def test_report_and_viewer_show_the_guarantee(g_runs, tmp_path):
+    from rubric_induce.reporting.report import render_run_report
+    from rubric_induce.reporting.viewer import build_view_data
+
+    report = render_run_report(g_runs / "run", tmp_path / "report.md", figures=False).read_text()
+    assert "## Guaranteed agreement" in report and "| 0.9 | 0.1 | proba |" in report
+    assert "run → run2" in report
+    data = build_view_data(g_runs / "run")
+    assert data["guarantee"]["target"] == 0.9 and "agreement with humans >= 0.9" in data["guarantee"]["line"]
+    marked = [t for t in data["texts"] if "guarantee" in t]
+    assert marked and all(t["guarantee"] in ("answered", "abstained") for t in marked)
+    assert data["guarantee"]["answered"] == sum(t["guarantee"] == "answered" for t in marked)

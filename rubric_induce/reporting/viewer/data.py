@@ -279,6 +279,9 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
         except Exception as exc:  # noqa: BLE001
             notes.append(f"The run's scorer could not score the texts: {exc}")
             results = {}
+    from rubric_induce.reporting.guarantee import viewer_guarantee
+
+    guarantee = viewer_guarantee(scorer, table, examples, results, notes) if table is not None else None
     if scorer is None or scorer.calibrator is None:
         notes.append("No calibration in this run: no calibrated predictions, per-judge view or reliability diagrams.")
 
@@ -390,6 +393,9 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
                "y": y_val, "human": human, "netsat": netsat, "pred": pred,
                "sd": _r(res.uncertainty) if res is not None and res.uncertainty is not None else None,
                "err": err, "text": text[:MAX_TEXT_CHARS], "cut": len(text) > MAX_TEXT_CHARS, "probes": probes}
+        if guarantee is not None and res is not None and res.answered is not None:
+            row["guarantee"] = "answered" if res.answered else "abstained"
+            row["conf"] = _r(res.confidence, 3) if res.confidence is not None else None
         if raters:
             row["ratings"] = {name: _r(ratings[i, k], 3) for k, name in enumerate(raters) if np.isfinite(ratings[i, k])}
         if judge_preds:
@@ -411,7 +417,7 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
                                                               test_set, question),
         "calibration": _load(out / "calibration" / "metrics.json"),
         "feedback": _feedback_summary(out),
-        "texts": texts, "notes": notes,
+        "texts": texts, "notes": notes, "guarantee": guarantee,
         "columns": {"label": y_key, "question": ratings_q, "judges": list(raters)},
     }
 
