@@ -21,7 +21,9 @@ texts to fit): the violation rate (share of splits whose agreement on the answer
 below the target; splits that answer nothing count as no violation), coverage, and the share of
 texts sent to the strong judge. Baselines: the strong judge alone (with and without a guarantee)
 and the naive consistency cascade (the cheap judge answers when its two Swap orders agree, else
-GPT-4; rows ``"naive": true``). LLMBar/LLM-RUBRIC violations are measured on finite test halves,
+GPT-4; rows ``"naive": true``). Method ``cascade`` fits per-stage thresholds at delta/2 each
+(Bonferroni, the library's default), ``cascade-shared`` one threshold on the shared confidence
+scale (see :mod:`rubric_induce.scoring.cascade`). LLMBar/LLM-RUBRIC violations are measured on finite test halves,
 so they include the test set's own sampling noise.
 
 Usage::
@@ -181,11 +183,11 @@ def llmbar_setting(name: str, data: dict[str, Any], cheap: str, targets: list[fl
     for target in targets:
         rng = np.random.default_rng(seed)
         acc = {k: {"viol": [], "cov": [], "strong": [], "agree": []} for k in
-               ("cascade", "cascade-bonferroni", "strong-guaranteed", "strong-alone", "naive")}
+               ("cascade", "cascade-shared", "strong-guaranteed", "strong-alone", "naive")}
         failures = 0
         for cal, test in _splits(n, cal_frac, splits, rng):
-            for method in ("shared", "bonferroni"):
-                key = "cascade" if method == "shared" else "cascade-bonferroni"
+            for method in ("bonferroni", "shared"):
+                key = "cascade" if method == "bonferroni" else "cascade-shared"
                 try:
                     cg = fit_cascade(C[:, cal], A[:, cal], target=target, delta=delta, method=method)
                 except DataError:
@@ -218,7 +220,7 @@ def llmbar_setting(name: str, data: dict[str, Any], cheap: str, targets: list[fl
         for key, v in acc.items():
             row = _summary(setting, key, target, delta, v["viol"], v["cov"], v["strong"], v["agree"], m, n - m)
             row["naive"] = key == "naive"
-            row["guaranteed"] = key in ("cascade", "cascade-bonferroni", "strong-guaranteed")
+            row["guaranteed"] = key in ("cascade", "cascade-shared", "strong-guaranteed")
             if key.startswith("cascade"):
                 row["fit_failures"] = failures // 2
             rows.append(row)
@@ -301,7 +303,7 @@ def planted_settings(targets: list[float], delta: float, splits: int, n_cal: int
             agree.append(np.nan if truth is None else truth)
         rows.append(_summary("planted/one judge", "selective", target, delta, v, cov, None, agree, n_cal, 0,
                              guaranteed=True, truth="closed form"))
-        for method in ("shared", "bonferroni"):
+        for method in ("bonferroni", "shared"):
             rng = np.random.default_rng(seed)
             v, cov, strong, agree = [], [], [], []
             for _ in range(splits):
@@ -313,7 +315,7 @@ def planted_settings(targets: list[float], delta: float, splits: int, n_cal: int
                 cov.append(_true_cascade_coverage(cg.thresholds))
                 strong.append(1.0 if t0 is None else min(max(t0, 0.0), 1.0))  # P(c0 < t0): sent on
                 agree.append(np.nan if truth is None else truth)
-            rows.append(_summary("planted/cascade", "cascade" if method == "shared" else "cascade-bonferroni",
+            rows.append(_summary("planted/cascade", "cascade" if method == "bonferroni" else "cascade-shared",
                                  target, delta, v, cov, strong, agree, n_cal, 0, guaranteed=True,
                                  truth="closed form"))
     return rows

@@ -29,6 +29,7 @@ AREAS = {
     "test_fuzz.py": "property-based fuzz (hypothesis) of the loaders and the config reader",
     "test_faults.py": "fault injection on a loopback OpenAI-shaped server: retries, waits, counts",
     "test_scoring_linear.py": "scoring and evaluation linear in the number of examples",
+    "test_guarantee_input.py": "guarantees of human agreement read back from damaged artifacts; odd calibration data",
 }
 
 

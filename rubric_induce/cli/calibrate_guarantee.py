@@ -36,8 +36,9 @@ __all__ = ["command"]
 @click.option("--tolerance", type=float, default=None,
               help="Graded labels: agreement = within this many scale units (default: one scale point; "
                    "0 on a two-answer scale).")
-@click.option("--method", type=click.Choice(["shared", "bonferroni"]), default="shared", show_default=True,
-              help="Cascades: one threshold on a shared confidence scale, or per-stage thresholds at delta/K.")
+@click.option("--method", type=click.Choice(["bonferroni", "shared"]), default="bonferroni", show_default=True,
+              help="Cascades: per-stage thresholds at delta/K each, or one threshold on a shared confidence scale "
+                   "(needs the runs' confidences to mean the same).")
 @click.option("--backend", "backend_spec", default=None, envvar="RUBRIC_INDUCE_BACKEND",
               help="Backend for probing the labelled texts (default: each run's).")
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), default=None,

@@ -84,7 +84,7 @@ def _score_cascade(artifacts, target, delta, input_path, out_path, backend_spec,
             s.close()
     write_rows((r.to_dict() for r in results), out_path)
     echo(f"cascade: agreement >= {record['target']:g} guaranteed with probability >= {1 - record['delta']:g} "
-         f"({record.get('method', 'shared')}); answered {report['answered']} of {report['n']} texts "
+         f"({record.get('method', 'bonferroni')}); answered {report['answered']} of {report['n']} texts "
          f"({report['coverage']:.1%}), abstained {report['abstained']}; {report['calls']} probe calls"
          + (f", ${report['cost']:.4f}" if report["cost"] is not None else ""))
     for row in report["stages"]:

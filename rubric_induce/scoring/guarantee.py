@@ -84,14 +84,41 @@ class Guarantee:
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any], *, source: str | None = None) -> Guarantee:
         """A guarantee read back from JSON; a missing or bad field is a DataError naming it."""
-        known = {f for f in cls.__dataclass_fields__}
+        if not isinstance(doc, Mapping):
+            raise DataError(f"a saved guarantee must be an object, got {type(doc).__name__}", path=source,
+                            field="guarantee")
         for key in ("target", "delta", "n", "threshold", "coverage"):
             if key not in doc:
                 raise DataError(f"a saved guarantee lacks {key!r}", path=source, field=f"guarantee.{key}")
-        g = cls(**{k: v for k, v in doc.items() if k in known})
-        check_level(g.target, "target")
-        check_level(g.delta, "delta")
-        return g
+        known = set(cls.__dataclass_fields__)
+        vals = {k: v for k, v in doc.items() if k in known}
+
+        def number(key: str, lo: float, hi: float, *, none: bool = False) -> Any:
+            v = vals.get(key)
+            if v is None and none:
+                return None
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
+            if not ok:
+                raise DataError(f"a saved guarantee has {key} = {v!r}; expected a number in [{lo:g}, {hi:g}]",
+                                path=source, field=f"guarantee.{key}")
+            return float(v)
+
+        for key in ("target", "delta"):
+            vals[key] = check_level(number(key, 0.0, 1.0), f"guarantee.{key}")
+        vals["n"] = int(number("n", 0, float("inf")))
+        vals["threshold"] = number("threshold", -float("inf"), float("inf"), none=True)
+        vals["coverage"] = number("coverage", 0.0, 1.0)
+        vals["tolerance"] = number("tolerance", 0.0, float("inf")) if "tolerance" in vals else 0.0
+        for key in ("agreement", "upper_error"):
+            vals[key] = number(key, 0.0, 1.0, none=True)
+        for key in ("answered", "tested"):
+            vals[key] = int(number(key, 0, float("inf"))) if key in vals else 0
+        if vals.get("measure", "proba") not in MEASURES:
+            raise DataError(f"a saved guarantee has measure {vals.get('measure')!r}; expected one of "
+                            f"{', '.join(MEASURES)}", path=source, field="guarantee.measure")
+        if not isinstance(vals.get("extra", {}), dict) or not isinstance(vals.get("method", ""), str):
+            raise DataError("a saved guarantee has a bad 'extra' or 'method'", path=source, field="guarantee")
+        return cls(**vals)
 
     def line(self) -> str:
         """One line for reports: what is guaranteed, on how many texts, at what coverage."""

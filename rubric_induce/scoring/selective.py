@@ -176,9 +176,9 @@ def resolve_guarantee(spec: Any, source: str | Path | None, *, delta: float | No
     if source is None:
         raise DataError("a guarantee given by its target is looked up in the run's artifact; this scorer has none",
                         field="guarantee")
-    records = load_guarantee_records(source)
-    hits = [r for r in records if abs(float(r.get("target", -1)) - target) < 1e-9
-            and (delta is None or abs(float(r.get("delta", -1)) - delta) < 1e-9)
+    records = [r for r in load_guarantee_records(source) if isinstance(r, Mapping)]
+    hits = [r for r in records if _close(r.get("target"), target)
+            and (delta is None or _close(r.get("delta"), delta))
             and (measure is None or r.get("measure") == measure)]
     if not hits:
         have = "; ".join(f"target {r.get('target')}, delta {r.get('delta')}, measure {r.get('measure')}"
@@ -189,6 +189,11 @@ def resolve_guarantee(spec: Any, source: str | Path | None, *, delta: float | No
                         "`rubric-induce calibrate-guarantee RUN --labels FILE --target ...`",
                         path=_artifact_path(source), field="guarantee")
     return Guarantee.from_dict(hits[-1], source=str(source))
+
+
+def _close(value: Any, want: float) -> bool:
+    """A saved number equals ``want`` (anything not a number never does)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(float(value) - want) < 1e-9
 
 
 def mark_results(scorer: Any, results: Sequence[Any], arr: Any, guarantee: Any, *, delta: float | None = None,
@@ -250,9 +255,9 @@ def resolve_cascade(first: str | Path, names: Sequence[str], target: float, delt
     """The cascade record fitted into the first run's artifact for exactly these runs and target."""
     target = check_level(target, "target")
     records = load_guarantee_records(first, CASCADES_KEY)
-    hits = [r for r in records if list(r.get("runs") or []) == list(names)
-            and abs(float(r.get("target", -1)) - target) < 1e-9
-            and (delta is None or abs(float(r.get("delta", -1)) - float(delta)) < 1e-9)]
+    records = [r for r in records if isinstance(r, Mapping)]
+    hits = [r for r in records if r.get("runs") == list(names) and _close(r.get("target"), target)
+            and (delta is None or _close(r.get("delta"), float(delta)))]
     if not hits:
         have = "; ".join(f"{' -> '.join(r.get('runs') or [])} at target {r.get('target')}, delta {r.get('delta')}"
                          for r in records) or "none"
@@ -273,7 +278,17 @@ def score_cascade(scorers: Sequence[Any], names: Sequence[str], examples: Sequen
     from rubric_induce.scoring.cascade import cascade_report
 
     check_cascade(scorers, names)
-    thresholds = list(record["thresholds"])
+    thresholds = record.get("thresholds")
+    if not isinstance(thresholds, list) or not all(
+            t is None or (isinstance(t, (int, float)) and not isinstance(t, bool) and np.isfinite(t))
+            for t in thresholds):
+        raise DataError(f"the saved cascade's thresholds must be a list of numbers or nulls, got {thresholds!r}",
+                        path=_artifact_path(names[0]), field="cascade.thresholds")
+    _check_measure(str(record.get("measure", "proba")))
+    tol = record.get("tolerance")
+    if tol is not None and not _close(tol, float(tol) if isinstance(tol, (int, float)) else -1.0):
+        raise DataError(f"the saved cascade's tolerance must be a number, got {tol!r}",
+                        path=_artifact_path(names[0]), field="cascade.tolerance")
     if len(thresholds) != len(scorers):
         raise DataError(f"the fitted cascade has {len(thresholds)} stages, {len(scorers)} runs given",
                         field="cascade")
