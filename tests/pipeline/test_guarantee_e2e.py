@@ -140,6 +140,7 @@ def test_incompatible_cascades_exit_2(g_runs):
     assert res.exit_code == 2 and "field 'guarantee'" in res.output, res.output
 
 
+@pytest.mark.slow  # builds the whole viewer page data (a few seconds)
 def test_report_and_viewer_show_the_guarantee(g_runs, tmp_path):
     from rubric_induce.reporting.report import render_run_report
     from rubric_induce.reporting.viewer import build_view_data

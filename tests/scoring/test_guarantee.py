@@ -163,7 +163,7 @@ def test_confidence_measures():
     assert default_tolerance([0, 1]) == 0.0 and default_tolerance(scale) == 1.0
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 1), st.booleans()), min_size=22, max_size=80),
        st.sampled_from([0.8, 0.85, 0.9]))
 def test_fitted_threshold_always_passes_its_own_test(rows, target):
