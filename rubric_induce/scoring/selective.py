@@ -31,7 +31,7 @@ from rubric_induce.scoring.guarantee import (
     variance_confidence,
 )
 
-__all__ = ["GUARANTEES_KEY", "CASCADES_KEY", "require_calibrated", "judge_answers", "fit_from_results",
+__all__ = ["GUARANTEES_KEY", "CASCADES_KEY", "ARTIFACT_FILE", "require_calibrated", "judge_answers", "fit_from_results",
            "save_guarantee_records", "load_guarantee_records", "resolve_guarantee", "mark_results",
            "human_labels", "scale_of", "score_with_arrays", "seen_ids", "check_cascade", "cascade_record",
            "resolve_cascade", "score_cascade", "cost_per_call"]
@@ -126,11 +126,13 @@ def fit_from_results(scorer: Any, results: Sequence[Any], arr: Any, labels: Any,
             for t in targets]
 
 
-def _artifact_path(path: str | Path) -> Path:
-    from rubric_induce.scoring.scorer import ARTIFACT_NAME
+#: The scorer artifact's file name (``scorer.ARTIFACT_NAME``; not imported: the scorer imports this module).
+ARTIFACT_FILE = "artifact.json"
 
+
+def _artifact_path(path: str | Path) -> Path:
     p = Path(path)
-    return p / ARTIFACT_NAME if p.is_dir() else p
+    return p / ARTIFACT_FILE if p.is_dir() else p
 
 
 def save_guarantee_records(path: str | Path, records: Sequence[Mapping[str, Any]], *, key: str = GUARANTEES_KEY,

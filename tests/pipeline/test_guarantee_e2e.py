@@ -51,6 +51,13 @@ def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def test_artifact_file_name_is_the_scorers():
+    from rubric_induce.scoring.scorer import ARTIFACT_NAME
+    from rubric_induce.scoring.selective import ARTIFACT_FILE
+
+    assert ARTIFACT_FILE == ARTIFACT_NAME
+
+
 def test_calibrate_guarantee_writes_records_the_scorer_reads(g_runs):
     doc = json.loads((g_runs / "run" / "artifact.json").read_text())
     records = [Guarantee.from_dict(r) for r in doc["guarantees"]]
