@@ -21,6 +21,7 @@ import click
 from rubric_induce.data.mapping import MAPPING_FORMATS
 from rubric_induce.core.errors import DataError
 from rubric_induce.cli._shared import backend_options_given, backend_params_options, echo, progress_option, show_progress, split_list
+from rubric_induce.cli.selective import guarantee_options, guarantee_summary, selective_entry
 
 __all__ = ["command", "input_mapping"]
 
@@ -106,7 +107,7 @@ def _write_rows(rows, out_path: Path | None) -> None:
 
 
 @click.command("score")
-@click.argument("artifact", type=click.Path(exists=True, path_type=Path))
+@click.argument("artifact", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--input", "input_path", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Texts to score: JSONL/JSON (flat columns or rubric-induce examples), CSV or TSV, read with the "
                    "run's mapping (its text columns and id column).")
@@ -157,10 +158,11 @@ def _write_rows(rows, out_path: Path | None) -> None:
               help="Runs with an adaptive model: give each row its answer_surprise and print whether the texts look "
                    "unlike the training texts (no labels needed). Off saves one pass of the answer networks per "
                    "rubric.")
+@guarantee_options
 @progress_option
 def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, out_path, backend_spec, cache_path,
             judge, trusted, aggregate, question, adaptive, budget, stop_at, outcomes, answer_check, progress,
-            **backend_opts) -> None:
+            guarantee, delta, measure, cascade, **backend_opts) -> None:
     """Score texts with a run directory's selected (and calibrated) rubrics.
 
     Each output line holds the per-rubric answer distributions, NetSAT, the binary label at the
@@ -175,8 +177,19 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
       rubric-induce score runs/demo --probes runs/demo/probes.jsonl          (no LLM call)
       rubric-induce score runs/cal --probes probes.jsonl                      (a calibrator alone)
       rubric-induce score runs/demo --input new.jsonl --adaptive --budget 3   (only the rubrics that matter)
+      rubric-induce score runs/demo --input new.jsonl --guarantee 0.9 --delta 0.1  (answer or abstain)
+      rubric-induce score --cascade runs/cheap runs/strong --input new.jsonl --guarantee 0.9
     """
     from rubric_induce.scoring.scorer import ARTIFACT_NAME
+
+    artifact = selective_entry(artifact, cascade=cascade, guarantee=guarantee, delta=delta, measure=measure,
+                               input_path=input_path, probes_path=probes_path, out_path=out_path,
+                               backend_spec=backend_spec, cache_path=cache_path, adaptive=adaptive,
+                               mapping=lambda s: input_mapping(s, fmt, id_field, text_field, maps),
+                               progress=show_progress(progress), write_rows=_write_rows)
+    if artifact is None:
+        return
+    wanted = {"target": guarantee, "delta": delta, "measure": measure} if guarantee is not None else None
 
     if (input_path is None) == (probes_path is None):
         raise click.UsageError("give exactly one of --input FILE (texts) or --probes FILE (existing probes)")
@@ -207,7 +220,7 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
             ids = sorted({r.example_id for r in table.records})
             results = scorer.score_probes(table, ids, judge=who, aggregate=aggregate, adaptive=adaptive,
                                           budget=budget, stop_at=stop_at, outcomes=outcomes or "both",
-                                          answer_check=answer_check)
+                                          answer_check=answer_check, guarantee=wanted)
         else:
             if adaptive:
                 scorer._require_adaptive(aggregate)  # before reading texts or opening the backend
@@ -217,7 +230,8 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
             try:
                 results = scorer.score(examples, judge=who, aggregate=aggregate, progress=show_progress(progress),
                                        adaptive=adaptive, budget=budget, stop_at=stop_at,
-                                       outcomes=outcomes or "both", answer_check=answer_check)
+                                       outcomes=outcomes or "both", answer_check=answer_check,
+                                       guarantee=wanted)
             finally:
                 _say_faults(scorer)
     finally:
@@ -241,6 +255,8 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
         share = f" ({saved / total:.0%})" if total else ""
         echo(f"adaptive: asked {asked} of {total} (text, rubric) calls, saved {saved}{share}; "
              f"{asked / max(len(results), 1):.2f} rubrics per text")
+    if wanted is not None:
+        echo(guarantee_summary(scorer, results, wanted))
     if out_path:
         labelled = [r.label for r in results if r.label is not None]
         extra = f"; {sum(labelled)} of {len(labelled)} labelled positive" if labelled else ""

@@ -639,6 +639,9 @@ def render_run_report(
     for path in score_files:
         lines += _scores_section(path.resolve(), run_dir.resolve(), figs, plt, n_boot=n_boot, alpha=alpha,
                                  seed=seed)
+    from rubric_induce.reporting.guarantee import guarantee_section
+
+    lines += guarantee_section(run_dir)
     if manifest.is_file():  # provenance last: results first for the reader
         lines += _manifest_section(manifest.resolve(), report_dir)
     if fragments:

@@ -63,6 +63,11 @@ class ScoreResult:
     # with an adaptive model in the run: how much more surprising the LLM's answers to the rubrics
     # read were than the model expected (nats per answer; see RubricScorer.answer_shift)
     answer_surprise: float | None = None
+    # selective scoring (score(..., guarantee=...); None otherwise): the confidence under the
+    # guarantee's measure, whether the text is answered (False: abstained); in a cascade, the run that answered
+    confidence: float | None = None
+    answered: bool | None = None
+    stage: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -460,7 +465,8 @@ class RubricScorer:
               aggregate: str = "mean", progress: bool = False,
               mapping: InputMapping | None = None, unseen_judge: str = "error", budget: int | None = None,
               stop_at: float | None = None, adaptive: bool | None = None,
-              criterion: str = "auto", outcomes: str = "both", answer_check: bool = True) -> list[ScoreResult]:
+              criterion: str = "auto", outcomes: str = "both", answer_check: bool = True,
+              guarantee: Any = None) -> list[ScoreResult]:
         """Score texts: probes, NetSAT and label, calibrated prediction with its uncertainty, drivers.
 
         ``judge``: a judge seen in training, ``"shared"`` (the shared weights only: a judge the
@@ -485,9 +491,15 @@ class RubricScorer:
         (see :meth:`answer_shift`); reading every rubric's answer in order costs one pass of the
         answer networks per rubric, about as much again as the rest of :meth:`score_probes`, so
         ``False`` skips it where only the scores matter.
+
+        ``guarantee`` (calibrated runs): a :class:`~rubric_induce.scoring.guarantee.Guarantee`, or a
+        target fitted into the artifact by ``rubric-induce calibrate-guarantee`` (a float, or a dict
+        with ``target`` / ``delta`` / ``measure``): each result gets its ``confidence`` and
+        ``answered`` (False = abstained; see :mod:`rubric_induce.scoring.selective`).
         """
         if adaptive is None:
             adaptive = budget is not None or stop_at is not None
+        _guarantee_first(self, guarantee, adaptive)
         if adaptive:
             self._require_adaptive(aggregate)
         if self.calibrator is not None:
@@ -500,12 +512,13 @@ class RubricScorer:
                                              outcomes, answer_check)
         table = self.probe(examples, progress=progress)
         return self.score_probes(table, examples, judge=judge, aggregate=aggregate, unseen_judge=unseen_judge,
-                                 answer_check=answer_check)
+                                 answer_check=answer_check, guarantee=guarantee)
 
     def score_probes(self, table, examples: Sequence[Example | str], *, judge: str | Sequence[str] | None = None,
                      aggregate: str = "mean", unseen_judge: str = "error", budget: int | None = None,
                      stop_at: float | None = None, adaptive: bool | None = None,
-                     criterion: str = "auto", outcomes: str = "both", answer_check: bool = True) -> list[ScoreResult]:
+                     criterion: str = "auto", outcomes: str = "both", answer_check: bool = True,
+                     guarantee: Any = None) -> list[ScoreResult]:
         """Score from an existing :class:`~rubric_induce.probing.api.ProbeTable` (no LLM call);
         ``judge``, ``unseen_judge`` and ``answer_check`` as in :meth:`score`.
 
@@ -528,6 +541,7 @@ class RubricScorer:
             arr = table.arrays(example_ids=ids, rubric_ids=rubric_ids)
         if adaptive is None:
             adaptive = budget is not None or stop_at is not None
+        _guarantee_first(self, guarantee, adaptive)
         if adaptive:
             self._require_adaptive(aggregate)
             return self._score_adaptive_replay(arr, ids, judge, unseen_judge, budget, stop_at, criterion, outcomes,
@@ -544,6 +558,10 @@ class RubricScorer:
         for res in results:  # strongest drivers first
             key = "prediction_effect" if self.calibrator is not None else "netsat_contribution"
             res.drivers.sort(key=lambda d: -abs(d.get(key) or 0.0))
+        if guarantee is not None:
+            from rubric_induce.scoring.selective import mark_results
+
+            mark_results(self, results, arr, guarantee)
         return results
 
     def answer_shift(self, results: Sequence[ScoreResult]):
@@ -709,6 +727,19 @@ class RubricScorer:
     def close(self) -> None:
         if self._backend is not None:
             self._backend.close()
+
+
+def _guarantee_first(scorer: RubricScorer, guarantee: Any, adaptive: bool) -> None:
+    """Check a ``guarantee`` before any LLM call: calibrated run, not adaptive, a fitted one found."""
+    if guarantee is None:
+        return
+    from rubric_induce.scoring.selective import require_calibrated, resolve_guarantee
+
+    if adaptive:
+        raise DataError("a guarantee was fitted on texts scored with every rubric; it does not hold for "
+                        "adaptive scoring", field="guarantee")
+    require_calibrated(scorer)
+    resolve_guarantee(guarantee, scorer.source)
 
 
 def _require_finite(results: list[ScoreResult], pred, sd, proba, source: str | None) -> None:

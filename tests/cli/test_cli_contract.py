@@ -61,6 +61,7 @@ def _input_errors(f) -> dict[str, tuple[list[str], str]]:
         "ingest": ([ex, "--batch-dir", f["empty"], "--cache", str(tmp / "c.sqlite")], "manifest.json"),
         "cache": (["merge", ex, "-o", ex], "one of the inputs"),
         "batch-run": ([ex, "--endpoint", "ftp://127.0.0.1/v1", "-o", str(tmp / "b")], "--endpoint"),
+        "calibrate-guarantee": ([f["empty"], "--labels", ex, "--target", "1.5"], "target"),
     }
 
 

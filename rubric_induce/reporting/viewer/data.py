@@ -436,6 +436,9 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
         except Exception as exc:  # noqa: BLE001 - a damaged artifact is a note, not a broken page
             notes.append(f"The run's scorer could not score the texts: {exc}")
             scorer, results, judge_names, judge_preds = None, {}, [], {}
+    from rubric_induce.reporting.guarantee import viewer_guarantee
+
+    guarantee = viewer_guarantee(scorer, table, examples, results, notes) if table is not None else None
     if scorer is None or scorer.calibrator is None:
         notes.append("No calibration in this run: no calibrated predictions, per-judge view or reliability diagrams.")
 
@@ -548,6 +551,9 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
                "y": y_val, "human": human, "netsat": netsat, "pred": pred,
                "sd": _r(res.uncertainty) if res is not None and res.uncertainty is not None else None,
                "err": err, "text": text[:MAX_TEXT_CHARS], "cut": len(text) > MAX_TEXT_CHARS, "probes": probes}
+        if guarantee is not None and res is not None and res.answered is not None:
+            row["guarantee"] = "answered" if res.answered else "abstained"
+            row["conf"] = _r(res.confidence, 3) if res.confidence is not None else None
         if raters:
             row["ratings"] = {name: _r(ratings[i, k], 3) for k, name in enumerate(raters) if np.isfinite(ratings[i, k])}
         if judge_preds:
@@ -573,7 +579,7 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
         "reliability": _reliability(files) + reliability,
         "calibration": files.json("calibration/metrics.json"),
         "feedback": _feedback_summary(files),
-        "texts": texts, "notes": notes,
+        "texts": texts, "notes": notes, "guarantee": guarantee,
         "columns": {"label": y_key, "question": ratings_q, "judges": list(raters)},
     }
 

@@ -1,0 +1,321 @@
+"""Guaranteed agreement: score only the texts the judge is confident about, with a finite-sample
+guarantee of human agreement on them (selective evaluation, "Trust or Escalate", Jung, Brahman &
+Choi, ICLR 2025).
+
+From labelled calibration texts the calibrator did not train on, :func:`fit_guarantee` picks a
+confidence threshold ``λ`` so that, with probability at least ``1 - delta`` over the calibration
+draw, ``P(judge agrees with the human | confidence >= λ) >= target``. It does so by fixed-sequence
+testing: candidate thresholds are tested from the most to the least confident; at each one the
+null "agreement on the answered texts is below the target" is rejected when the exact binomial
+(Clopper-Pearson) p-value ``P(Bin(n, 1 - target) <= errors)`` is at most ``delta``; testing stops
+at the first threshold that is not rejected, and the last rejected one is kept. No multiplicity
+correction is needed because the order is fixed before any label is looked at (the candidates
+depend on the confidences only, never on the labels).
+
+Candidates: thresholds at which the answered count grows in ``steps`` even steps from a start
+up to every text. The start is the larger of the smallest count that could pass at all
+(:func:`min_calibration_size`) and ``min_coverage`` (default 0.2) of the calibration texts. Both
+choices guard against the weakness of fixed-sequence testing, which stops at the first failure:
+with one candidate per text, or a first candidate of a couple of dozen texts that must all agree,
+one or two confident errors at the very top end the sequence at once (on LLMBar, GPT-4's most
+confident verdicts include such errors: starting at the minimum count, its coverage at target 0.8
+was 0.38; starting at 20 %, 0.96, violations 0 in both). The start depends on the number of
+texts only, so the guarantee is unchanged; ``min_coverage=0`` lets a judge be certified on a tiny
+top slice.
+
+Confidence measures (each mapped onto [0, 1], higher = more confident): :func:`proba_confidence`
+(calibrated probability of the predicted label, or of the answers within the tolerance),
+:func:`head_agreement` (share of per-judge heads, i.e. simulated annotators, that agree with the
+aggregate), :func:`variance_confidence` (``1 / (1 + variance)``: lower predictive variance = more
+confident) and :func:`order_agreement` (pairwise data: share of verdicts, across both presentation
+orders and any repeated judgments, that agree with the majority).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rubric_induce.core.errors import DataError
+
+__all__ = ["Guarantee", "MEASURES", "fit_guarantee", "min_calibration_size", "binomial_pvalue",
+           "clopper_pearson_upper", "agreement", "decode", "proba_confidence", "head_agreement",
+           "variance_confidence", "order_agreement", "check_level", "apply_threshold", "default_tolerance",
+           "candidate_thresholds", "fixed_sequence", "start_count"]
+
+#: The confidence measures a run offers, by name (``--measure``).
+MEASURES = ("proba", "heads", "variance", "orders")
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """A fitted selective-scoring guarantee: answer a text when its confidence is >= ``threshold``.
+
+    ``threshold`` None means no candidate passed: every text is abstained. ``coverage`` is the
+    share of calibration texts answered (an estimate of the coverage on new texts);
+    ``agreement`` the agreement observed on them; ``upper_error`` the Clopper-Pearson upper bound
+    on the error rate there at level ``1 - delta``.
+    """
+
+    target: float
+    delta: float
+    n: int
+    threshold: float | None
+    coverage: float
+    measure: str = "proba"
+    tolerance: float = 0.0
+    agreement: float | None = None
+    upper_error: float | None = None
+    answered: int = 0
+    tested: int = 0
+    method: str = "fixed-sequence, exact binomial (Clopper-Pearson)"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def answers(self, confidence: Any) -> np.ndarray:
+        """Which texts are answered (confidence at or above the threshold)."""
+        return apply_threshold(confidence, self.threshold)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any], *, source: str | None = None) -> Guarantee:
+        """A guarantee read back from JSON; a missing or bad field is a DataError naming it."""
+        if not isinstance(doc, Mapping):
+            raise DataError(f"a saved guarantee must be an object, got {type(doc).__name__}", path=source,
+                            field="guarantee")
+        for key in ("target", "delta", "n", "threshold", "coverage"):
+            if key not in doc:
+                raise DataError(f"a saved guarantee lacks {key!r}", path=source, field=f"guarantee.{key}")
+        known = set(cls.__dataclass_fields__)
+        vals = {k: v for k, v in doc.items() if k in known}
+
+        def number(key: str, lo: float, hi: float, *, none: bool = False) -> Any:
+            v = vals.get(key)
+            if v is None and none:
+                return None
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
+            if not ok:
+                raise DataError(f"a saved guarantee has {key} = {v!r}; expected a number in [{lo:g}, {hi:g}]",
+                                path=source, field=f"guarantee.{key}")
+            return float(v)
+
+        for key in ("target", "delta"):
+            vals[key] = check_level(number(key, 0.0, 1.0), f"guarantee.{key}")
+        vals["n"] = int(number("n", 0, float("inf")))
+        vals["threshold"] = number("threshold", -float("inf"), float("inf"), none=True)
+        vals["coverage"] = number("coverage", 0.0, 1.0)
+        vals["tolerance"] = number("tolerance", 0.0, float("inf")) if "tolerance" in vals else 0.0
+        for key in ("agreement", "upper_error"):
+            vals[key] = number(key, 0.0, 1.0, none=True)
+        for key in ("answered", "tested"):
+            vals[key] = int(number(key, 0, float("inf"))) if key in vals else 0
+        if vals.get("measure", "proba") not in MEASURES:
+            raise DataError(f"a saved guarantee has measure {vals.get('measure')!r}; expected one of "
+                            f"{', '.join(MEASURES)}", path=source, field="guarantee.measure")
+        if not isinstance(vals.get("extra", {}), dict) or not isinstance(vals.get("method", ""), str):
+            raise DataError("a saved guarantee has a bad 'extra' or 'method'", path=source, field="guarantee")
+        return cls(**vals)
+
+    def line(self) -> str:
+        """One line for reports: what is guaranteed, on how many texts, at what coverage."""
+        if self.threshold is None:
+            return (f"guarantee: no threshold reaches agreement >= {self.target:g} with probability "
+                    f">= {1 - self.delta:g} on {self.n} calibration texts; every text is abstained")
+        return (f"guarantee: agreement with humans >= {self.target:g} on answered texts with probability "
+                f">= {1 - self.delta:g} (fixed-sequence test on {self.n} calibration texts; measure "
+                f"{self.measure}, threshold {self.threshold:.4g}, expected coverage {self.coverage:.1%})")
+
+
+def check_level(value: Any, name: str) -> float:
+    """``value`` as a float strictly inside (0, 1), else a DataError naming ``name``."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise DataError(f"{name} must be a number in (0, 1), got {value!r}", field=name) from None
+    if not 0.0 < v < 1.0 or math.isnan(v):
+        raise DataError(f"{name} must be strictly between 0 and 1, got {value!r}", field=name)
+    return v
+
+
+def min_calibration_size(target: float, delta: float) -> int:
+    """The fewest answered texts for which even perfect agreement passes: ``target**n <= delta``."""
+    target, delta = check_level(target, "target"), check_level(delta, "delta")
+    return int(math.ceil(math.log(delta) / math.log(target) - 1e-12))
+
+
+def binomial_pvalue(errors: int, n: int, target: float) -> float:
+    """Exact p-value of "agreement < target" given ``errors`` among ``n``: ``P(Bin(n, 1-target) <= errors)``."""
+    from scipy.stats import binom
+
+    if n <= 0:
+        return 1.0
+    return float(binom.cdf(errors, n, 1.0 - target))
+
+
+def clopper_pearson_upper(errors: int, n: int, delta: float) -> float:
+    """One-sided Clopper-Pearson upper bound on the error rate at level ``1 - delta``."""
+    from scipy.stats import beta
+
+    if n <= 0 or errors >= n:
+        return 1.0
+    return float(beta.ppf(1.0 - delta, errors + 1, n - errors))
+
+
+def apply_threshold(confidence: Any, threshold: float | None) -> np.ndarray:
+    c = np.asarray(confidence, dtype=float)
+    if threshold is None:
+        return np.zeros(c.shape, dtype=bool)
+    return np.isfinite(c) & (c >= threshold)
+
+
+def start_count(n: int, need: int, min_coverage: float) -> int:
+    """The answered count of the first candidate: at least ``need`` and ``min_coverage`` of ``n``."""
+    if not 0.0 <= float(min_coverage) <= 1.0:
+        raise DataError(f"min_coverage must lie in [0, 1], got {min_coverage!r}", field="min_coverage")
+    return max(need, int(math.ceil(float(min_coverage) * n - 1e-9)))
+
+
+def candidate_thresholds(conf: np.ndarray, start: int, steps: int) -> list[float]:
+    """Thresholds, most confident first, at answered counts ``start .. n`` in ``steps`` even steps."""
+    order = np.sort(conf[np.isfinite(conf)])[::-1]
+    n = len(order)
+    if n == 0 or start > n:
+        return []
+    counts = np.unique(np.round(np.linspace(start, n, max(int(steps), 1))).astype(int))
+    out: list[float] = []
+    for m in counts:
+        t = float(order[m - 1])
+        if not out or t < out[-1]:
+            out.append(t)
+    return out
+
+
+def fit_guarantee(confidence: Any, agreed: Any, *, target: float, delta: float = 0.1, measure: str = "proba",
+                  tolerance: float = 0.0, steps: int = 20, min_coverage: float = 0.2,
+                  thresholds: Sequence[float] | None = None, source: str | None = None) -> Guarantee:
+    """Fit the threshold by fixed-sequence testing (see the module docstring).
+
+    ``confidence``: one value per calibration text (higher = more confident; NaN = never answered);
+    ``agreed``: whether the judge's answer agreed with the human's. ``thresholds``: candidates to
+    test in the given order instead of the default grid (fixed before looking at labels).
+    Fewer texts than :func:`min_calibration_size` is a DataError naming how many are needed.
+    """
+    target, delta = check_level(target, "target"), check_level(delta, "delta")
+    conf = np.asarray(confidence, dtype=float).ravel()
+    ok = np.asarray(agreed, dtype=bool).ravel()
+    if conf.shape != ok.shape:
+        raise DataError(f"{len(conf)} confidences for {len(ok)} agreement flags", field="confidence")
+    n = int(len(conf))
+    need = min_calibration_size(target, delta)
+    if n < need:
+        raise DataError(f"too few calibration texts for target {target:g} at delta {delta:g}: {n} given, at least "
+                        f"{need} needed (with fewer even perfect agreement cannot pass); label more texts or "
+                        "lower the target / raise delta", path=source, field="labels")
+    cands = (list(thresholds) if thresholds is not None
+             else candidate_thresholds(conf, start_count(n, need, min_coverage), steps))
+
+    def outcome(t: float) -> tuple[int, int]:
+        answered = apply_threshold(conf, t)
+        return int(answered.sum()), int(answered.sum() - ok[answered].sum())
+
+    best, tested = fixed_sequence(cands, outcome, target=target, delta=delta)
+    if best is None:
+        return Guarantee(target=target, delta=delta, n=n, threshold=None, coverage=0.0, measure=measure,
+                         tolerance=float(tolerance), tested=tested)
+    t, m, errors = best
+    return Guarantee(target=target, delta=delta, n=n, threshold=t, coverage=m / n, measure=measure,
+                     tolerance=float(tolerance), agreement=1.0 - errors / m,
+                     upper_error=clopper_pearson_upper(errors, m, delta), answered=m, tested=tested)
+
+
+def fixed_sequence(candidates: Sequence[float], outcome: Callable[[float], tuple[int, int]], *, target: float,
+                   delta: float) -> tuple[tuple[float, int, int] | None, int]:
+    """Test ``candidates`` in order; ``outcome(t)`` gives (answered, errors) at ``t``. Returns the last
+    rejected candidate with its counts (None when the first fails) and how many were tested."""
+    need = min_calibration_size(target, delta)
+    best: tuple[float, int, int] | None = None
+    tested = 0
+    for t in candidates:
+        m, errors = outcome(t)
+        tested += 1
+        if m < need or binomial_pvalue(errors, m, target) > delta:
+            break
+        best = (float(t), m, errors)
+    return best, tested
+
+
+# -- agreement ---------------------------------------------------------------------------------
+def decode(prediction: Any, scale: Sequence[float] | None = None) -> np.ndarray:
+    """The answer a prediction stands for: the scale value nearest the expected value (or the value itself)."""
+    p = np.asarray(prediction, dtype=float)
+    if scale is None or len(scale) == 0:
+        return p
+    s = np.asarray(scale, dtype=float)
+    return s[np.abs(p[..., None] - s).argmin(axis=-1)]
+
+
+def agreement(predicted: Any, human: Any, *, tolerance: float = 0.0,
+              rule: Callable[[Any, Any], bool] | None = None) -> np.ndarray:
+    """Per text: does the judge agree with the human? Label match (``tolerance`` 0), within
+    ``tolerance`` scale units for graded labels, or ``rule(pred, human)`` when given."""
+    if rule is not None:
+        return np.asarray([bool(rule(p, h)) for p, h in zip(predicted, human)], dtype=bool)
+    p, h = np.asarray(predicted, dtype=float), np.asarray(human, dtype=float)
+    if p.shape != h.shape:
+        raise DataError(f"{p.size} predictions for {h.size} human labels", field="labels")
+    return np.abs(p - h) <= float(tolerance) + 1e-9
+
+
+def default_tolerance(scale: Sequence[float] | None) -> float:
+    """0 for a two-answer (or unknown) scale; one scale point (the smallest step) for graded ones."""
+    if scale is None or len(scale) <= 2:
+        return 0.0
+    return float(np.min(np.diff(np.sort(np.asarray(scale, dtype=float)))))
+
+
+# -- confidence measures -------------------------------------------------------------------------
+def proba_confidence(proba: Any, scale: Sequence[float], predicted: Any, tolerance: float = 0.0) -> np.ndarray:
+    """Calibrated probability that the human agrees: the mass of the answers within ``tolerance`` of
+    the predicted one (``tolerance`` 0: the probability of the predicted label)."""
+    P = np.asarray(proba, dtype=float)
+    s = np.asarray(scale, dtype=float)
+    near = np.abs(s[None, :] - np.asarray(predicted, dtype=float)[:, None]) <= tolerance + 1e-9
+    return np.clip((P * near).sum(axis=1), 0.0, 1.0)
+
+
+def head_agreement(head_predictions: Any, predicted: Any, *, scale: Sequence[float] | None = None,
+                   tolerance: float = 0.0) -> np.ndarray:
+    """Share of per-judge heads (``[heads, texts]`` expected values) whose decoded answer agrees
+    with the aggregate's: the heads act as simulated annotators."""
+    H = decode(np.atleast_2d(np.asarray(head_predictions, dtype=float)), scale)
+    return (np.abs(H - np.asarray(predicted, dtype=float)[None, :]) <= tolerance + 1e-9).mean(axis=0)
+
+
+def variance_confidence(variance: Any) -> np.ndarray:
+    """``1 / (1 + variance)``: lower predictive variance = more confident, on (0, 1]."""
+    v = np.clip(np.asarray(variance, dtype=float), 0.0, None)
+    return 1.0 / (1.0 + v)
+
+
+def order_agreement(verdicts: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Pairwise data: ``verdicts`` ``[texts, k]`` (both presentation orders, mapped back to the
+    original order, plus any repeated judgments; NaN = no verdict). Returns the majority verdict
+    (ties: the first verdict given) and the share of given verdicts that agree with it."""
+    V = np.asarray(verdicts, dtype=float)
+    if V.ndim != 2:
+        raise DataError("verdicts must be [texts, judgments]", field="verdicts")
+    pred = np.full(len(V), np.nan)
+    conf = np.zeros(len(V))
+    for i, row in enumerate(V):
+        given = row[np.isfinite(row)]
+        if not len(given):
+            continue
+        values, counts = np.unique(given, return_counts=True)
+        top = values[counts == counts.max()]
+        pred[i] = given[0] if given[0] in top else top[0]
+        conf[i] = float((given == pred[i]).mean())
+    return pred, conf
