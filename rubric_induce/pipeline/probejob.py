@@ -51,13 +51,13 @@ class ProbeJob:
 def _pool_current(ctx) -> bool:
     """True when the run folder's generate and dedup stages are done for this config and data (the
     runner's own fingerprints), i.e. ``run`` would probe exactly this pool."""
-    from rubric_induce.pipeline.runner import _fingerprint, _read_marker
+    from rubric_induce.pipeline.runner import stage_fingerprint, read_marker
     from rubric_induce.pipeline.stages import STAGES
 
     previous = ""
     for stage in STAGES:
-        fp = _fingerprint(stage, ctx.config, ctx.data_hash, previous)
-        marker = _read_marker(ctx.out, stage.name)
+        fp = stage_fingerprint(stage, ctx.config, ctx.data_hash, previous)
+        marker = read_marker(ctx.out, stage.name)
         if marker is None or marker.get("fingerprint") != fp:
             return False
         if stage.name == "dedup":

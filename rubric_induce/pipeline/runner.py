@@ -160,7 +160,7 @@ def _prompt_hashes(names: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _fingerprint(stage: Stage, cfg: RunConfig, data_hash: str, previous: str) -> str:
+def stage_fingerprint(stage: Stage, cfg: RunConfig, data_hash: str, previous: str) -> str:
     d = _redacted_config(cfg)
     d["run"].pop("external_cache", None)  # where the cache may lie changes no result
     d["task"] = cfg.task_resolved.to_dict()  # a description file's content, not only its name
@@ -172,7 +172,7 @@ def _marker(out: Path, name: str) -> Path:
     return out / "stages" / f"{name}.json"
 
 
-def _read_marker(out: Path, name: str) -> dict[str, Any] | None:
+def read_marker(out: Path, name: str) -> dict[str, Any] | None:
     path = _marker(out, name)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -248,10 +248,10 @@ def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any
                             "n_train": len(ctx.split[0]), "n_test": len(ctx.split[1])}
         for stage in STAGES:
             current = stage.name
-            fp = _fingerprint(stage, cfg, ctx.data_hash, previous)
+            fp = stage_fingerprint(stage, cfg, ctx.data_hash, previous)
             previous = fp
             forced = forced or stage.name in force
-            marker = _read_marker(run_dir, stage.name)
+            marker = read_marker(run_dir, stage.name)
             done = (not forced and marker is not None and marker.get("fingerprint") == fp
                     and all((run_dir / o).exists() for o in stage.outputs))
             damaged = (damaged_outputs(run_dir, marker.get("outputs") or {}, source=_marker(run_dir, stage.name))

@@ -134,7 +134,7 @@ class _Figures:
         return path
 
 
-def _cells(rows: Sequence[ScoreRow]) -> dict[tuple[str, str], list[ScoreRow]]:
+def score_cells(rows: Sequence[ScoreRow]) -> dict[tuple[str, str], list[ScoreRow]]:
     """Rows per (aspect, system), ordered by aspect then system, each in order of first appearance."""
     cells: dict[tuple[str, str], list[ScoreRow]] = {}
     for r in rows:
@@ -408,7 +408,7 @@ def _distribution_section(cells, figures: _Figures, slug: str, plt, seed: int) -
     return lines if len(lines) > 2 else []
 
 
-def _reliability_inputs(cell: Sequence[ScoreRow]) -> tuple[np.ndarray, np.ndarray, str] | None:
+def reliability_inputs(cell: Sequence[ScoreRow]) -> tuple[np.ndarray, np.ndarray, str] | None:
     """``(probability, outcome, kind)`` for a reliability diagram, or None when it has no meaning.
 
     Binary human labels with a two-value answer scale: the probability of the higher answer
@@ -469,7 +469,7 @@ def _reliability_section(cells, figures: _Figures, slug: str, plt) -> list[str]:
     rows, skipped = [], []
     panels: dict[str, list[tuple[str, np.ndarray, np.ndarray, str, float]]] = {}
     for (aspect, system), cell in candidates.items():
-        inputs = _reliability_inputs(cell)
+        inputs = reliability_inputs(cell)
         if inputs is None:
             skipped.append(f"{aspect} / {system}")
             continue
@@ -544,7 +544,7 @@ def _scores_section(path: Path, run_dir: Path, figures: _Figures, plt, *, n_boot
     lines = [f"## Scores: {md_code(rel)}", ""]
     if not rows:
         return lines + [f"[{md_text(rel)}]({_url(link)}) holds no rows.", ""]
-    cells = _cells(rows)
+    cells = score_cells(rows)
     aspects = list(dict.fromkeys(r.aspect for r in rows))
     systems = list(dict.fromkeys(r.system for r in rows))
     n_no_human = sum(r.human is None for r in rows)

@@ -686,7 +686,7 @@ def _judges_view(ev: dict[str, Any] | None, texts: list[dict[str, Any]], raters:
 def _reliability(files: _Files) -> list[dict[str, Any]]:
     """Reliability diagrams (binned) for every scores table cell with answer distributions, with the
     report's definition of probability and outcome (:mod:`rubric_induce.reporting.report`)."""
-    from rubric_induce.reporting.report import _cells, _reliability_inputs
+    from rubric_induce.reporting.report import score_cells, reliability_inputs
     from rubric_induce.evaluation.score_table import read_scores
 
     panels = []
@@ -694,8 +694,8 @@ def _reliability(files: _Files) -> list[dict[str, Any]]:
         if not _inside(files.root, path):
             continue
         try:
-            for (aspect, system), cell in _cells(read_scores(path)).items():
-                got = _reliability_inputs(cell)
+            for (aspect, system), cell in score_cells(read_scores(path)).items():
+                got = reliability_inputs(cell)
                 if got is None:
                     continue
                 prob, outcome, kind = got
