@@ -83,7 +83,7 @@ def _fake_grader(rubrics, seen):
         ModelUsage, TopLogprob
 
     from rubric_induce.backends.fake import FakeBackend
-    from tests.handoff.handoff_helpers import rubric_in
+    from handoff_helpers import rubric_in
 
     def output(input, tools, tool_choice, config):
         seen.append(config)
