@@ -58,6 +58,7 @@ __all__ = [
     "render_example",
     "parse_answer",
     "probe_call_plan",
+    "backend_top_logprobs",
     "blank_record",
     "read_probe",
     "SAMPLE_TOKENS",
@@ -265,8 +266,9 @@ def probe_call_plan(style: str, estimator: str, *, n_samples: int = 10, temperat
     * logprobs, score-only / rate-explain: one answer-logprobs call (one token at temperature 0;
       ``top_logprobs`` alternatives: the backend's own ``[backend] top_logprobs`` when None);
     * logprobs, analyze-rate: the analysis (temperature 0, ``max_analysis_tokens``), with
-      :data:`ANALYSIS_TOP_LOGPROBS` alternatives per token where the backend cannot continue an
-      assistant prefix (``assistant_prefix=False``), else followed by an answer-logprobs call after it.
+      ``top_logprobs`` (None: :data:`ANALYSIS_TOP_LOGPROBS`) alternatives per token where the backend
+      cannot continue an assistant prefix (``assistant_prefix=False``: the answer is read from them),
+      else followed by an answer-logprobs call after it.
     """
     if estimator == "sampling":
         max_tokens = SAMPLE_TOKENS.get(style, max_analysis_tokens)
@@ -277,7 +279,17 @@ def probe_call_plan(style: str, estimator: str, *, n_samples: int = 10, temperat
     if assistant_prefix:
         return [CallOptions(temperature=0.0, max_tokens=max_analysis_tokens, seed=seed), answer]
     return [CallOptions(temperature=0.0, max_tokens=max_analysis_tokens, seed=seed,
-                        top_logprobs=ANALYSIS_TOP_LOGPROBS)]
+                        top_logprobs=top_logprobs or ANALYSIS_TOP_LOGPROBS)]
+
+
+def backend_top_logprobs(backend: Any) -> int | None:
+    """The ``[backend] top_logprobs`` a backend was opened with (through a cache wrapper), or None."""
+    while backend is not None:
+        value = getattr(backend, "top_logprobs", None)
+        if value is not None:
+            return int(value)
+        backend = getattr(backend, "inner", None)
+    return None
 
 
 def blank_record(example: Example, rubric: Rubric, style: str, estimator: str, prompt_hash: str,
@@ -296,7 +308,8 @@ def read_probe(backend: Backend, rec: ProbeRecord, messages, scale: AnswerScale,
     the answer distribution from the replies."""
     plan = probe_call_plan(style, estimator, n_samples=n_samples, temperature=temperature, seed=seed,
                            max_analysis_tokens=max_analysis_tokens,
-                           assistant_prefix=bool(backend.supports_assistant_prefix))
+                           assistant_prefix=bool(backend.supports_assistant_prefix),
+                           top_logprobs=backend_top_logprobs(backend))
     if estimator == "sampling":
         counts = dict.fromkeys(scale.labels, 0)
         for call in plan:
