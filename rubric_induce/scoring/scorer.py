@@ -643,7 +643,9 @@ class RubricScorer:
             raise RubricInduceError("this scorer has no backend; pass backend= to RubricScorer.load "
                                     "(e.g. 'local') or use score_probes on existing probes")
         cols = block_rubrics(self.adaptive, [r.id for r in self.rubrics], self.source)
-        opts = {k: v for k, v in self.probe_options.items() if v is not None}
+        from rubric_induce.scoring.options import resolve_scoring_options
+
+        opts = resolve_scoring_options(self).probe_kwargs()
         records: list = []
 
         def fetch(rows: np.ndarray, block: int):
