@@ -9,20 +9,21 @@ from pathlib import Path
 
 import click
 
-__all__ = ["command", "FORMATS"]
+from rubric_induce.handoff.registry import FORMATS
+
+__all__ = ["command"]
 
 _PATH = click.Path(dir_okay=False, path_type=Path)
-FORMATS = ("json", "llm-rubric", "inspect", "deepeval", "promptfoo", "prometheus", "openai-graders")
 
 
 @click.command("export")
 @click.argument("run", required=False, type=click.Path(path_type=Path))
 @click.option("--rubrics", "rubrics_path", type=_PATH,
               help="Rubric pool or selected set (JSONL; a set's threshold comes from its manifest), instead of RUN.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(FORMATS.names()), default="json", show_default=True,
               help="json: the documented rubric-set format; llm-rubric: numbered questions with answer choices "
-                   "(JSON) plus a Markdown rendering beside it (.md); inspect: a Python module with an inspect_ai "
-                   "scorer; deepeval: GEval + DAG metric spec (JSON); promptfoo: llm-rubric + python assertions "
+                   "(JSON) plus a Markdown rendering beside it (.md); jsonl: a rubric pool (JSONL); inspect: a Python "
+                   "module with an inspect_ai scorer; deepeval: GEval + DAG metric spec (JSON); promptfoo: llm-rubric + python assertions "
                    "(YAML); prometheus: criteria + score1..5 descriptions (JSON, 5-level scales only; ragas reads "
                    "them too); openai-graders: score_model / label_model graders (JSON).")
 @click.option("--out", "out_path", required=True, type=_PATH, help="Output file.")
@@ -54,52 +55,8 @@ def command(run, rubrics_path, fmt, out_path, name, label, description, grader, 
         raise DataError("give a run folder (RUN) or --rubrics FILE, not both" if run else
                         "give a run folder (RUN) or --rubrics FILE")
     source = load_source(run if run is not None else rubrics_path)
-    if name and fmt not in ("json", "llm-rubric"):
+    if name and fmt not in ("json", "llm-rubric", "jsonl"):
         source.name = name
-    n = len(source.rubrics)
-    if fmt in ("json", "llm-rubric"):
-        from rubric_induce.data import RubricSet
-        from rubric_induce.handoff import export_json, export_llm_rubric
-
-        if rubrics_path is not None:
-            rubric_set = RubricSet.load(rubrics_path)
-        else:  # the run's selected set with its manifest; the threshold is the artifact's
-            full = source.rubric_set
-            rubric_set = RubricSet(source.rubrics, dict(full.manifest) if full is not None else {},
-                                   threshold=source.threshold)
-        if fmt == "json":
-            export_json(rubric_set, out_path, name=name, label=label or source.label, description=description)
-            click.echo(f"wrote {n} rubrics to {out_path}", err=True)
-        else:
-            json_path, md_path = export_llm_rubric(rubric_set, out_path, title=name)
-            click.echo(f"wrote {n} questions to {json_path} and {md_path}", err=True)
-        return
-    if fmt == "inspect":
-        from rubric_induce.handoff.inspect_scorer import export_inspect
-
-        export_inspect(source, out_path)
-        what = "an inspect_ai scorer module"
-    elif fmt == "deepeval":
-        from rubric_induce.handoff import export_deepeval
-
-        export_deepeval(source, out_path)
-        what = "deepeval GEval metrics (and a DAG where the set allows one)"
-    elif fmt == "promptfoo":
-        from rubric_induce.handoff import export_promptfoo
-
-        export_promptfoo(source, out_path, provider=grader_model, decide=decide)
-        what = "promptfoo llm-rubric assertions" + (" and a python assertion" if source.run_dir else "")
-    elif fmt == "prometheus":
-        from rubric_induce.handoff import export_prometheus
-
-        export_prometheus(source, out_path)
-        what = "Prometheus / ragas rubrics"
-    else:
-        from rubric_induce.handoff import export_openai_graders
-
-        options = {"kind": grader}
-        if grader_model:
-            options["model"] = grader_model
-        export_openai_graders(source, out_path, **options)
-        what = f"OpenAI {grader} graders"
-    click.echo(f"wrote {n} rubrics as {what} to {out_path}", err=True)
+    message = FORMATS.get(fmt).export(source, out_path, name=name, label=label, description=description,
+                                      grader=grader, model=grader_model, decide=decide, rubrics_path=rubrics_path)
+    click.echo(message, err=True)

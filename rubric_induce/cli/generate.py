@@ -24,7 +24,7 @@ _AC = "ac_"  # AutoCalibrate options share names with RUBICON's (top_k): keep th
 @click.command("generate")
 @data_options
 @click.option("--method", type=click.Choice(list(GENERATORS)), default=GenerateParams().method, show_default=True,
-              help="; ".join(f"{g.name}: {g.description}" for g in GENERATORS.values()) + ".")
+              help="; ".join(f"{g}: {GENERATORS.get(g).description}" for g in GENERATORS) + ".")
 @click.option("--label", default=None,
               help="Label to learn from: 0/1 for rubicon/spur (default: sat), the Likert aspect for "
                    "autocalibrate (default: --aspect).")

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import click
 
+from rubric_induce.handoff.registry import FORMATS
+
 __all__ = ["command"]
 
 _PATH = click.Path(dir_okay=False, path_type=Path)
@@ -12,8 +14,7 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
 
 @click.command("import")
 @click.argument("source", type=_PATH)
-@click.option("--format", "fmt", type=click.Choice(["auto", "json", "llm-rubric", "jsonl", "promptfoo", "prometheus",
-                                                   "openai-graders", "deepeval"]), default="auto",
+@click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS.names()]), default="auto",
               show_default=True, help="Layout of SOURCE; auto: .jsonl a pool, .yaml/.yml a promptfoo config; a JSON "
                                       "list of Prometheus rubrics, OpenAI graders or else LLM-RUBRIC questions; an "
                                       "object a deepeval spec (by its format) or else the rubric-set format.")

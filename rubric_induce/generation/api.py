@@ -1,14 +1,15 @@
 """The generate stage's one entry point: :func:`generate` with :class:`GenerateParams`.
 
-Generators are registered by name in :data:`GENERATORS`; each owns a parameter class (its
+Generators are registered by name in :data:`~rubric_induce.generation.registry.GENERATORS` (by the
+:func:`~rubric_induce.generation.registry.generator` decorator in their modules); each owns a parameter class (its
 ``options``) and returns a :class:`GenerateResult`, so the ``run`` pipeline, the ``generate``
 command and the experiments call the same code with the same defaults and checks.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from rubric_induce.backends.base import Backend
 from rubric_induce.data import Example, Rubric, RubricPool
@@ -17,155 +18,12 @@ from rubric_induce.core.params import Params, options_from, param, read_at_file
 from rubric_induce.backends.structured import GenerationError
 from rubric_induce.core.task import TaskParams
 
+from rubric_induce.generation.autocalibrate import AutoCalibrateParams
+from rubric_induce.generation.registry import GENERATORS, POOL_FILE, GenerateResult, Generator
+from rubric_induce.generation.rubicon import RubiconParams, balanced_sample
+
 __all__ = ["GenerateParams", "RubiconParams", "AutoCalibrateParams", "Generator", "GENERATORS",
            "GenerateResult", "generate", "POOL_FILE"]
-
-POOL_FILE = "pool.jsonl"
-
-
-@dataclass(frozen=True)
-class RubiconParams(Params):
-    """Options of RUBICON (growing SAT/DSAT pool) and SPUR (fixed-size set)."""
-
-    section = "generate.options"
-    top_k: int = param(3, ge=1, help="Patterns extracted per example.")
-    batch_size: int = param(8, ge=1, help="Patterns per summarization call.")
-    max_new: int = param(5, ge=1, help="New rubrics asked for per batch (rubicon).")
-    max_shown: int | None = param(60, ge=1, help="Existing rubrics shown per summarization call (rubicon).",
-                                  hidden=True)
-    spur_size: int = param(10, ge=1, help="Rubrics per polarity in the SPUR set.")
-    use_ds: bool | None = param(None, cli="--ds/--no-ds",
-                                help="Domain sensitization block (default: on for rubicon, off for spur; "
-                                     "needs generate.domain or a task description).")
-    use_cdp: bool | None = param(None, cli="--cdp/--no-cdp",
-                                 help="Conversation design principles block (default: on for rubicon on "
-                                      "conversations, off otherwise and for spur).")
-    temperature: float = param(0.0, ge=0.0, help="Generation temperature.")
-    max_example_chars: int | None = param(6000, ge=100, help="Truncate each shown example to N characters.")
-    retries: int = param(2, ge=0, help="Retries of an unparseable reply.", hidden=True)
-
-
-@dataclass(frozen=True)
-class AutoCalibrateParams(Params):
-    """Options of AutoCalibrate (draft, revisit and refine criteria for one Likert aspect)."""
-
-    section = "generate.options"
-    aspect: str | None = param(None, help="The aspect to write criteria for (default: the label).")
-    task: str | None = param(None, help="Legacy one-sentence task statement for the prompts (default: from "
-                                        "the run's task description, [task] / --task-description).")
-    scale: tuple[int, int] = param((1, 5), help="The human score range LOW,HIGH.")
-    sample_sizes: tuple[int, ...] = param((4, 6, 8, 10, 12), ge=1, help="In-context sample sizes for drafting.")
-    trials: int = param(4, ge=1, help="Monte-Carlo trials per sample size.")
-    samples: int = param(3, ge=1, cli="--draft-samples", help="Temperature samples per drafting prompt.")
-    top_k: int = param(5, ge=1, cli="--keep", help="Criteria kept after each revisit (top-K).")
-    metric: str = param("spearman", choices=("spearman", "pearson", "kendall"),
-                        help="Correlation used to rank criteria.")
-    refine_sizes: tuple[int, ...] = param((1, 2, 4), ge=1, help="Misaligned-example sample sizes for refinement.")
-    refine_trials: int = param(4, ge=1, help="Refinement trials per sample size.")
-    refine_samples: int = param(2, ge=1, help="Temperature samples per refinement prompt.")
-    rounds: int = param(1, ge=0, help="Refine-and-filter rounds.")
-    draft_temperature: float = param(1.0, ge=0.0, help="Drafting temperature.")
-    refine_temperature: float = param(1.0, ge=0.0, help="Refinement temperature.")
-    levels: int = param(0, choices=(0, 4, 5), help="Expand the final criteria into 4 or 5 level descriptors (0 = no).")
-    max_examples: int | None = param(None, ge=3, help="Budget: a seeded sample of N labelled examples.")
-    max_example_chars: int | None = param(1500, ge=100, help="Truncate each shown example to N characters.")
-    retries: int = param(2, ge=0, help="Retries of an unparseable reply.", hidden=True)
-
-    def check(self) -> None:
-        if self.scale[1] <= self.scale[0]:
-            raise DataError(f"need LOW < HIGH, got {list(self.scale)}", field=self.where("scale"))
-
-
-@dataclass
-class GenerateResult:
-    """A generated pool, what it cost in replies, and the generator's own extras."""
-
-    pool: RubricPool
-    method: str
-    n_examples: int
-    n_included: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def stats(self) -> dict[str, Any]:
-        return self.pool.manifest.get("stats") or {}
-
-    def summary(self) -> dict[str, Any]:
-        return {"method": self.method, "n_train": self.n_examples,
-                "generated": len(self.pool) - self.n_included, "generation_stats": self.stats or None,
-                "rejected": dict(self.stats.get("rejected") or {}),
-                "included": self.n_included, "pool": len(self.pool),
-                **({"generation_error": self.extra["generation_error"]} if "generation_error" in self.extra else {})}
-
-    def save(self, out: str | Path) -> Path:
-        """Write the pool as ``pool.jsonl`` in a run directory (or to ``out`` when it ends in .jsonl)."""
-        out = Path(out)
-        path = out if out.suffix == ".jsonl" else out / POOL_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.pool.save(path)
-        return path
-
-
-@dataclass(frozen=True)
-class Generator:
-    """A registered generation method: its options class and the function that runs it."""
-
-    name: str
-    params: type[Params]
-    run: Callable[..., GenerateResult]
-    binary: bool  # learns from 0/1 labels (else a graded aspect)
-    description: str = ""
-
-
-def _run_rubicon(mode: str):
-    def run(examples: list[Example], backend: Backend, opts: RubiconParams, *, label: str,
-            label_threshold: float | None, domain: str | None, seed: int, fields, progress: bool,
-            task: TaskParams) -> GenerateResult:
-        from rubric_induce.generation.rubicon import generate_rubicon
-
-        default_on = mode == "rubicon"
-        use_ds = default_on if opts.use_ds is None else opts.use_ds
-        use_cdp = (default_on and task.wording().is_conversation) if opts.use_cdp is None else opts.use_cdp
-        if use_ds and not (domain and domain.strip()) and not task.description:
-            raise DataError("domain sensitization needs a domain description (generate.domain / --domain) or a "
-                            "task description (task.description / --task-description); or switch it off "
-                            "(generate.options.use_ds = false / --no-ds)", field="generate.domain")
-        pool = generate_rubicon(examples, backend, label=label, task=task, domain=domain, use_ds=use_ds,
-                                use_cdp=use_cdp,
-                                top_k=opts.top_k, batch_size=opts.batch_size, max_new=opts.max_new,
-                                max_shown=opts.max_shown, mode=mode, spur_size=opts.spur_size, seed=seed,
-                                temperature=opts.temperature, threshold=label_threshold, fields=fields,
-                                max_example_chars=opts.max_example_chars, retries=opts.retries, progress=progress)
-        return GenerateResult(pool, mode, len(examples))
-    return run
-
-
-def _run_autocalibrate(examples: list[Example], backend: Backend, opts: AutoCalibrateParams, *, label: str,
-                       label_threshold: float | None, domain: str | None, seed: int, fields,
-                       progress: bool, task: TaskParams) -> GenerateResult:
-    from rubric_induce.generation.autocalibrate import generate_autocalibrate
-
-    result = generate_autocalibrate(
-        examples, backend, aspect=opts.aspect or label, label=label, task=opts.task or task, scale=opts.scale,
-        sample_sizes=opts.sample_sizes, trials=opts.trials, samples=opts.samples, top_k=opts.top_k,
-        metric=opts.metric, refine_sizes=opts.refine_sizes, refine_trials=opts.refine_trials,
-        refine_samples=opts.refine_samples, rounds=opts.rounds, draft_temperature=opts.draft_temperature,
-        refine_temperature=opts.refine_temperature, levels=opts.levels or None, seed=seed, fields=fields,
-        max_example_chars=opts.max_example_chars, retries=opts.retries, progress=progress)
-    best = result.best
-    return GenerateResult(result.pool, "autocalibrate", len(examples),
-                          extra={"best": best.text, "best_correlation": best.provenance.get("correlation"),
-                                 "metric": opts.metric, "n_candidates": len(result.candidates)})
-
-
-GENERATORS: dict[str, Generator] = {
-    "rubicon": Generator("rubicon", RubiconParams, _run_rubicon("rubicon"), True,
-                         "growing SAT/DSAT pool from extracted patterns"),
-    "spur": Generator("spur", RubiconParams, _run_rubicon("spur"), True, "fixed-size SAT/DSAT set (baseline)"),
-    "autocalibrate": Generator("autocalibrate", AutoCalibrateParams, _run_autocalibrate, False,
-                               "draft/revisit/refine criteria for one Likert aspect"),
-}
-
 
 @dataclass(frozen=True)
 class GenerateParams(Params):
@@ -191,7 +49,7 @@ class GenerateParams(Params):
         """The generator's options, validated (None for method 'none')."""
         if self.method == "none":
             return None
-        return options_from(GENERATORS[self.method].params, self.options, where="generate.options")
+        return options_from(GENERATORS.get(self.method).params, self.options, where="generate.options")
 
 
 def generate(
@@ -223,11 +81,9 @@ def generate(
     generated: GenerateResult | None = None
     failure: dict[str, Any] = {}
     if opts is not None:
-        gen = GENERATORS[params.method]
+        gen = GENERATORS.get(params.method)
         shown = examples
         if gen.binary and params.per_class:
-            from rubric_induce.generation.rubicon import balanced_sample
-
             shown = balanced_sample(shown, label, params.per_class, threshold=label_threshold, seed=seed)
         if isinstance(opts, AutoCalibrateParams) and opts.max_examples and len(shown) > opts.max_examples:
             import numpy as np

@@ -36,11 +36,14 @@ from rubric_induce.probing.api import probe
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.stats import CORRELATIONS
 from rubric_induce.core.task import TaskParams, TaskWording
+from rubric_induce.core.params import Params, param
+from rubric_induce.generation.registry import GenerateResult, generator
 from rubric_induce.core.templates import load_prompt
 from rubric_induce.backends.structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
 from rubric_induce.generation.screen import RubricScreen, screen_item
 
 __all__ = [
+    "AutoCalibrateParams",
     "DraftSpec",
     "ScoredCriterion",
     "AutoCalibrateResult",
@@ -580,3 +583,53 @@ def generate_autocalibrate(
     log.info("autocalibrate: %d candidates, best %s = %.3f; %s", len(candidates), metric,
              kept[0].correlation, stats.summary())
     return AutoCalibrateResult(pool, pool.rubrics[0], scores, candidates, stats)
+
+
+# ----------------------------------------------------------------------------- the registered generator
+@dataclass(frozen=True)
+class AutoCalibrateParams(Params):
+    """Options of AutoCalibrate (draft, revisit and refine criteria for one Likert aspect)."""
+
+    section = "generate.options"
+    aspect: str | None = param(None, help="The aspect to write criteria for (default: the label).")
+    task: str | None = param(None, help="Legacy one-sentence task statement for the prompts (default: from "
+                                        "the run's task description, [task] / --task-description).")
+    scale: tuple[int, int] = param((1, 5), help="The human score range LOW,HIGH.")
+    sample_sizes: tuple[int, ...] = param((4, 6, 8, 10, 12), ge=1, help="In-context sample sizes for drafting.")
+    trials: int = param(4, ge=1, help="Monte-Carlo trials per sample size.")
+    samples: int = param(3, ge=1, cli="--draft-samples", help="Temperature samples per drafting prompt.")
+    top_k: int = param(5, ge=1, cli="--keep", help="Criteria kept after each revisit (top-K).")
+    metric: str = param("spearman", choices=("spearman", "pearson", "kendall"),
+                        help="Correlation used to rank criteria.")
+    refine_sizes: tuple[int, ...] = param((1, 2, 4), ge=1, help="Misaligned-example sample sizes for refinement.")
+    refine_trials: int = param(4, ge=1, help="Refinement trials per sample size.")
+    refine_samples: int = param(2, ge=1, help="Temperature samples per refinement prompt.")
+    rounds: int = param(1, ge=0, help="Refine-and-filter rounds.")
+    draft_temperature: float = param(1.0, ge=0.0, help="Drafting temperature.")
+    refine_temperature: float = param(1.0, ge=0.0, help="Refinement temperature.")
+    levels: int = param(0, choices=(0, 4, 5), help="Expand the final criteria into 4 or 5 level descriptors (0 = no).")
+    max_examples: int | None = param(None, ge=3, help="Budget: a seeded sample of N labelled examples.")
+    max_example_chars: int | None = param(1500, ge=100, help="Truncate each shown example to N characters.")
+    retries: int = param(2, ge=0, help="Retries of an unparseable reply.", hidden=True)
+
+    def check(self) -> None:
+        if self.scale[1] <= self.scale[0]:
+            raise DataError(f"need LOW < HIGH, got {list(self.scale)}", field=self.where("scale"))
+
+
+@generator("autocalibrate", AutoCalibrateParams, binary=False,
+           description="draft/revisit/refine criteria for one Likert aspect")
+def _run_autocalibrate(examples: list[Example], backend: Backend, opts: AutoCalibrateParams, *, label: str,
+                       label_threshold: float | None, domain: str | None, seed: int, fields,
+                       progress: bool, task: TaskParams) -> GenerateResult:
+    result = generate_autocalibrate(
+        examples, backend, aspect=opts.aspect or label, label=label, task=opts.task or task, scale=opts.scale,
+        sample_sizes=opts.sample_sizes, trials=opts.trials, samples=opts.samples, top_k=opts.top_k,
+        metric=opts.metric, refine_sizes=opts.refine_sizes, refine_trials=opts.refine_trials,
+        refine_samples=opts.refine_samples, rounds=opts.rounds, draft_temperature=opts.draft_temperature,
+        refine_temperature=opts.refine_temperature, levels=opts.levels or None, seed=seed, fields=fields,
+        max_example_chars=opts.max_example_chars, retries=opts.retries, progress=progress)
+    best = result.best
+    return GenerateResult(result.pool, "autocalibrate", len(examples),
+                          extra={"best": best.text, "best_correlation": best.provenance.get("correlation"),
+                                 "metric": opts.metric, "n_candidates": len(result.candidates)})

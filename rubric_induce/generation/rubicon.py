@@ -40,6 +40,8 @@ from rubric_induce.data.render import render_example
 from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.task import TaskParams, TaskWording
+from rubric_induce.core.params import Params, param
+from rubric_induce.generation.registry import GenerateResult, generator
 from rubric_induce.core.templates import PromptTemplate, load_prompt
 from rubric_induce.generation.screen import RubricScreen, screen_item
 from rubric_induce.backends.structured import (
@@ -53,6 +55,7 @@ from rubric_induce.backends.structured import (
 )
 
 __all__ = [
+    "RubiconParams",
     "Pattern",
     "split_binary",
     "balanced_sample",
@@ -604,3 +607,52 @@ def balanced_sample(
         idx = sorted(rng.choice(len(group), size=k, replace=False).tolist())
         out.extend(group[i] for i in idx)
     return out
+
+
+# ----------------------------------------------------------------------------- the registered generator
+@dataclass(frozen=True)
+class RubiconParams(Params):
+    """Options of RUBICON (growing SAT/DSAT pool) and SPUR (fixed-size set)."""
+
+    section = "generate.options"
+    top_k: int = param(3, ge=1, help="Patterns extracted per example.")
+    batch_size: int = param(8, ge=1, help="Patterns per summarization call.")
+    max_new: int = param(5, ge=1, help="New rubrics asked for per batch (rubicon).")
+    max_shown: int | None = param(60, ge=1, help="Existing rubrics shown per summarization call (rubicon).",
+                                  hidden=True)
+    spur_size: int = param(10, ge=1, help="Rubrics per polarity in the SPUR set.")
+    use_ds: bool | None = param(None, cli="--ds/--no-ds",
+                                help="Domain sensitization block (default: on for rubicon, off for spur; "
+                                     "needs generate.domain or a task description).")
+    use_cdp: bool | None = param(None, cli="--cdp/--no-cdp",
+                                 help="Conversation design principles block (default: on for rubicon on "
+                                      "conversations, off otherwise and for spur).")
+    temperature: float = param(0.0, ge=0.0, help="Generation temperature.")
+    max_example_chars: int | None = param(6000, ge=100, help="Truncate each shown example to N characters.")
+    retries: int = param(2, ge=0, help="Retries of an unparseable reply.", hidden=True)
+
+
+def _run_rubicon(mode: str):
+    def run(examples: list[Example], backend: Backend, opts: RubiconParams, *, label: str,
+            label_threshold: float | None, domain: str | None, seed: int, fields, progress: bool,
+            task: TaskParams) -> GenerateResult:
+        default_on = mode == "rubicon"
+        use_ds = default_on if opts.use_ds is None else opts.use_ds
+        use_cdp = (default_on and task.wording().is_conversation) if opts.use_cdp is None else opts.use_cdp
+        if use_ds and not (domain and domain.strip()) and not task.description:
+            raise DataError("domain sensitization needs a domain description (generate.domain / --domain) or a "
+                            "task description (task.description / --task-description); or switch it off "
+                            "(generate.options.use_ds = false / --no-ds)", field="generate.domain")
+        pool = generate_rubicon(examples, backend, label=label, task=task, domain=domain, use_ds=use_ds,
+                                use_cdp=use_cdp,
+                                top_k=opts.top_k, batch_size=opts.batch_size, max_new=opts.max_new,
+                                max_shown=opts.max_shown, mode=mode, spur_size=opts.spur_size, seed=seed,
+                                temperature=opts.temperature, threshold=label_threshold, fields=fields,
+                                max_example_chars=opts.max_example_chars, retries=opts.retries, progress=progress)
+        return GenerateResult(pool, mode, len(examples))
+    return run
+
+
+generator("rubicon", RubiconParams, binary=True,
+          description="growing SAT/DSAT pool from extracted patterns")(_run_rubicon("rubicon"))
+generator("spur", RubiconParams, binary=True, description="fixed-size SAT/DSAT set (baseline)")(_run_rubicon("spur"))

@@ -207,12 +207,12 @@ def restore_shape(rubric: Rubric, shapes: object, *, path=None, field: str) -> R
     from collections.abc import Mapping
     from dataclasses import replace
 
-    from rubric_induce.handoff.core import _Checker
+    from rubric_induce.handoff.core import Checker
 
     if not isinstance(shapes, Mapping) or not isinstance(shapes.get(rubric.id), Mapping):
         return rubric
     shape = shapes[rubric.id]
     data = {"text": rubric.text, "polarity": rubric.polarity, "provenance": dict(rubric.provenance),
             **{k: shape[k] for k in ("aspect", "scale", "levels") if k in shape}}
-    restored = _Checker(path).rubric(data, f"{field}.{rubric.id}", default_provenance=rubric.provenance)
+    restored = Checker(path).rubric(data, f"{field}.{rubric.id}", default_provenance=rubric.provenance)
     return replace(restored, id=rubric.id)

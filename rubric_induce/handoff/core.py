@@ -32,6 +32,7 @@ from typing import Any
 from rubric_induce.data.jsonl import atomic_write_text, jsonable, read_json
 from rubric_induce.data.model import LIKERT_5, AnswerScale, Rubric, RubricPool, RubricSet
 from rubric_induce.core.errors import DataError
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat
 
 __all__ = [
     "FORMAT_NAME",
@@ -50,7 +51,8 @@ __all__ = [
     "export_llm_rubric",
     "import_llm_rubric",
     "import_rubrics",
-    "IMPORT_FORMATS",
+    "Checker",
+    "check_text",
 ]
 
 FORMAT_NAME = "rubric-induce.rubric-set"
@@ -114,8 +116,9 @@ def export_json(rubrics: RubricsLike, path: str | Path, **fields: Any) -> Path:
     return atomic_write_text(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
-class _Checker:
-    """Hand-written validation that reports ``path`` and a JSON-path-like field name."""
+class Checker:
+    """Hand-written validation that reports ``path`` and a JSON-path-like field name (the tool
+    modules check their files with it too)."""
 
     def __init__(self, path: str | Path | None) -> None:
         self.path = path
@@ -241,7 +244,7 @@ def _kind(value: Any) -> str:
     return {"dict": "an object", "list": "a list"}.get(type(value).__name__, type(value).__name__)
 
 
-def _check_unique(rubrics: Sequence[Rubric], fields: Sequence[str], check: _Checker) -> None:
+def _check_unique(rubrics: Sequence[Rubric], fields: Sequence[str], check: Checker) -> None:
     seen: dict[str, int] = {}
     for i, r in enumerate(rubrics):
         if r.id in seen:
@@ -252,7 +255,7 @@ def _check_unique(rubrics: Sequence[Rubric], fields: Sequence[str], check: _Chec
 
 def rubric_set_from_dict(doc: Any, *, path: str | Path | None = None) -> RubricSet:
     """Validate a rubric-set document (see the schema) and build the :class:`RubricSet`."""
-    check = _Checker(path)
+    check = Checker(path)
     if isinstance(doc, list):
         check.fail(None, "expected a JSON object with a 'rubrics' list; a bare list looks like the "
                          "LLM-RUBRIC layout (use import_llm_rubric, or --format llm-rubric)")
@@ -466,7 +469,7 @@ def rubrics_from_llm_rubric(entries: Any, *, path: str | Path | None = None) -> 
     numbers are the scale labels (and values, when numeric), and the choice texts become the
     per-level descriptors; provenance is ``{"method": "manual", "question_id": "Q1"}``.
     """
-    check = _Checker(path)
+    check = Checker(path)
     if isinstance(entries, Mapping) and "questions" in entries:
         entries = entries["questions"]
     if not isinstance(entries, list) or not entries:
@@ -525,48 +528,41 @@ def import_llm_rubric(path: str | Path) -> RubricSet:
     return rubrics_from_llm_rubric(read_json(path), path=path)
 
 
-IMPORT_FORMATS = ("auto", "json", "llm-rubric", "jsonl", "promptfoo", "prometheus", "openai-graders", "deepeval")
-
-
 def import_rubrics(path: str | Path, fmt: str = "auto") -> RubricSet:
-    """Read rubrics from any hand-off file: ``json``, ``llm-rubric``, a JSONL pool, the tool formats
-    (``promptfoo``, ``prometheus``, ``openai-graders``, ``deepeval``), or ``auto``.
+    """Read rubrics from any hand-off file: a format of :data:`~rubric_induce.handoff.registry.FORMATS`
+    (``json``, ``llm-rubric``, a ``jsonl`` pool, ``promptfoo``, ``prometheus``, ``openai-graders``,
+    ``deepeval``), or ``auto``.
 
     ``auto`` picks by content: a JSONL pool by its ``.jsonl`` suffix, a promptfoo config by its
-    ``.yaml`` / ``.yml`` suffix; in JSON, a list of Prometheus rubrics (``criteria`` +
-    ``score1_description``), of OpenAI graders (``type`` score_model / label_model) or else the
-    LLM-RUBRIC layout; an object is a deepeval spec when its ``format`` says so, else the
-    rubric-set format.
+    ``.yaml`` / ``.yml`` suffix; in JSON, the first format whose ``detect`` claims the document
+    (Prometheus rubrics: ``criteria`` + ``score1_description``; OpenAI graders: ``type`` score_model /
+    label_model; a deepeval spec: its ``format``), else the LLM-RUBRIC layout for a list and the
+    rubric-set format for an object.
     """
     path = Path(path)
-    if fmt not in IMPORT_FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; use {', '.join(IMPORT_FORMATS)}")
-    if fmt == "jsonl" or (fmt == "auto" and path.suffix == ".jsonl"):
-        return RubricSet.load(path)
-    if fmt == "promptfoo" or (fmt == "auto" and path.suffix in (".yaml", ".yml")):
-        from rubric_induce.handoff.promptfoo import import_promptfoo
-
-        return import_promptfoo(path)
+    if fmt != "auto" and fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; use {', '.join(('auto', *FORMATS.names()))}")
+    if fmt == "auto":
+        for name in FORMATS.names():
+            entry = FORMATS.get(name)
+            if path.suffix.lower() in entry.suffixes:
+                fmt = name
+                break
+    if fmt != "auto":
+        entry = FORMATS.get(fmt)
+        if entry.read is not None:
+            return entry.read(path)
+        if entry.from_doc is None:
+            _refuse_text_export(path)
+            raise DataError(f"the {fmt} format holds no rubrics to import", path=path)
     if fmt == "auto" and path.suffix.lower() in (".py", ".md", ".markdown", ".txt"):
         _refuse_text_export(path)
     doc = check_text(read_json(path), path=path)
     if fmt == "auto":
-        fmt = _detect(doc)
-    if fmt == "prometheus":
-        from rubric_induce.handoff.prometheus import prometheus_to_rubrics
-
-        return prometheus_to_rubrics(doc, path=path)
-    if fmt == "openai-graders":
-        from rubric_induce.handoff.openai_graders import openai_graders_to_rubrics
-
-        return openai_graders_to_rubrics(doc, path=path)
-    if fmt == "deepeval":
-        from rubric_induce.handoff.deepeval_metrics import deepeval_spec_to_rubrics
-
-        return deepeval_spec_to_rubrics(doc, path=path)
-    if fmt == "llm-rubric":
-        return rubrics_from_llm_rubric(doc, path=path)
-    return rubric_set_from_dict(doc, path=path)
+        fmt = next((name for name in FORMATS.names()
+                    if (det := FORMATS.get(name).detect) is not None and det(doc)),
+                   "llm-rubric" if isinstance(doc, list) else "json")
+    return FORMATS.get(fmt).from_doc(doc, path=path)
 
 
 def check_text(doc: Any, *, path: str | Path | None = None, field: str = "") -> Any:
@@ -611,14 +607,34 @@ def _refuse_text_export(path: Path) -> None:
                     path=path)
 
 
-def _detect(doc: Any) -> str:
-    if isinstance(doc, list):
-        first = doc[0] if doc and isinstance(doc[0], Mapping) else {}
-        if "criteria" in first and "score1_description" in first:
-            return "prometheus"
-        if first.get("type") in ("score_model", "label_model"):
-            return "openai-graders"
-        return "llm-rubric"
-    if isinstance(doc, Mapping) and doc.get("format") == "rubric-induce.deepeval":
-        return "deepeval"
-    return "json"
+# ----------------------------------------------------------------------------- our formats in the registry
+def _rubric_set_of(source: Any, rubrics_path: str | Path | None) -> RubricSet:
+    """The rubric set to write: a rubric file as read (its manifest and threshold), or a run's selected
+    set with its manifest and the artifact's threshold."""
+    if rubrics_path is not None:
+        return RubricSet.load(rubrics_path)
+    full = source.rubric_set
+    return RubricSet(source.rubrics, dict(full.manifest) if full is not None else {}, threshold=source.threshold)
+
+
+def _export_json(source: Any, out: Path, *, name: str | None = None, label: str | None = None,
+                 description: str | None = None, rubrics_path: str | Path | None = None, **_: Any) -> str:
+    export_json(_rubric_set_of(source, rubrics_path), out, name=name, label=label or source.label,
+                description=description)
+    return f"wrote {len(source.rubrics)} rubrics to {out}"
+
+
+def _export_llm_rubric(source: Any, out: Path, *, name: str | None = None,
+                       rubrics_path: str | Path | None = None, **_: Any) -> str:
+    json_path, md_path = export_llm_rubric(_rubric_set_of(source, rubrics_path), out, title=name)
+    return f"wrote {len(source.rubrics)} questions to {json_path} and {md_path}"
+
+
+def _export_jsonl(source: Any, out: Path, *, rubrics_path: str | Path | None = None, **_: Any) -> str:
+    _rubric_set_of(source, rubrics_path).save(out)
+    return f"wrote {len(source.rubrics)} rubrics to {out} (a rubric pool, with its .manifest.json)"
+
+
+FORMATS.register("json", HandoffFormat("json", _export_json, from_doc=rubric_set_from_dict))
+FORMATS.register("llm-rubric", HandoffFormat("llm-rubric", _export_llm_rubric, from_doc=rubrics_from_llm_rubric))
+FORMATS.register("jsonl", HandoffFormat("jsonl", _export_jsonl, read=RubricSet.load, suffixes=(".jsonl",)))

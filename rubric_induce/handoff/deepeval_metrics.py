@@ -40,6 +40,7 @@ from rubric_induce.data.jsonl import atomic_write_text, read_json
 from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.handoff.common import SHAPES_KEY, ladder, parse_rubric_line, rebuild_rubric, restore_shape, rubric_line, rubric_shapes
 from rubric_induce.handoff.core import rubric_question
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat
 from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source
 
 __all__ = ["FORMAT", "SPEC_FORMAT", "MAX_DAG_RUBRICS", "score_ranges", "deepeval_spec", "export_deepeval",
@@ -301,3 +302,16 @@ def deepeval_model(backend: Any, **options: Any) -> Any:
 
         backend = get_backend(backend)
     return _model_class()(backend, **options)
+
+
+def _export(source: Any, out: Path, **_: Any) -> str:
+    export_deepeval(source, out)
+    return (f"wrote {len(source.rubrics)} rubrics as deepeval GEval metrics (and a DAG where the set allows one) "
+            f"to {out}")
+
+
+def _detect(doc: Any) -> bool:
+    return isinstance(doc, Mapping) and doc.get("format") == SPEC_FORMAT
+
+
+FORMATS.register("deepeval", HandoffFormat("deepeval", _export, from_doc=deepeval_spec_to_rubrics, detect=_detect))

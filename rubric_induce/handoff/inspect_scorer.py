@@ -39,11 +39,14 @@ from typing import Any
 from rubric_induce.backends.base import AnswerLogprobs, ChatResult, TokenLogprob
 from rubric_induce.core.errors import MissingDependencyError, RubricInduceError
 from rubric_induce.handoff.common import fill_fields
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat
 from rubric_induce.handoff.source import HandoffSource, SourceLike, load_source
 
 __all__ = ["inspect_scorer", "export_inspect", "require_inspect", "InspectProbe"]
 
 _SCORER_NAME = "rubric_induce"
+#: Alternatives asked for at the answer position when the run set no ``[backend] top_logprobs``.
+DEFAULT_TOP_LOGPROBS = 20
 _SOURCES: dict[str, HandoffSource] = {}
 
 
@@ -59,7 +62,7 @@ def require_inspect():
 class _Replay:
     """A rubric-induce backend that answers from inspect outputs already generated.
 
-    :func:`rubric_induce.probing.api._read_probe` reads a probe from a backend; replaying inspect's
+    :func:`rubric_induce.probing.api.read_probe` reads a probe from a backend; replaying inspect's
     outputs through it keeps one reading of logprobs, analyses and samples for every backend.
     """
 
@@ -128,21 +131,37 @@ class InspectProbe:
     """Probe one text with every rubric through an inspect ``Model`` and score it (async).
 
     Used by the scorer; public so it can score texts outside an inspect task too
-    (``await InspectProbe(run, model).score(text)``).
+    (``await InspectProbe(run, model).score(text)``). The probe options (style, estimator, samples,
+    ``max_example_tokens``, the ``[backend] top_logprobs`` the run probed with, task, fields) are the
+    run's, through :func:`~rubric_induce.scoring.options.resolve_scoring_options`; ``top_logprobs``
+    overrides the run's value (a run without one asks for 20). The calls are those of
+    :func:`~rubric_induce.probing.api.probe_call_plan`, as ``score`` makes them.
     """
 
     def __init__(self, source: SourceLike, model: Any = None, *, role: str | None = "grader",
-                 judge: str | Sequence[str] | None = None, cache: Any = False, top_logprobs: int = 20) -> None:
+                 judge: str | Sequence[str] | None = None, cache: Any = False,
+                 top_logprobs: int | None = None) -> None:
+        from rubric_induce.scoring.options import resolve_scoring_options
+
         self.source = load_source(source)
         self.scorer = self.source.load_scorer()
-        self.model_spec, self.role, self.judge = model, role, judge
-        self.cache, self.top_logprobs = cache, int(top_logprobs)
-        opts = {k: v for k, v in self.scorer.probe_options.items() if v is not None}
-        self.style = opts.get("style", "score-only")
-        self.estimator = opts.get("estimator", "logprobs")
-        self.n_samples = int(opts.get("n_samples", 10))
-        self.temperature = float(opts.get("temperature", 1.0))
-        self.max_analysis_tokens = int(opts.get("max_analysis_tokens", 200))
+        self.model_spec, self.role = model, role
+        self.cache = cache
+        self.options = resolve_scoring_options(self.scorer, top_logprobs=top_logprobs, judge=judge)
+        self.judge = self.options.judge
+
+    @property
+    def style(self) -> str:
+        return self.options.style
+
+    @property
+    def estimator(self) -> str:
+        return self.options.estimator
+
+    @property
+    def top_logprobs(self) -> int:
+        """Alternatives asked for at the answer position: the run's ``[backend] top_logprobs``, else 20."""
+        return self.options.top_logprobs or DEFAULT_TOP_LOGPROBS
 
     def _model(self):
         from inspect_ai.model import get_model
@@ -152,37 +171,51 @@ class InspectProbe:
         return get_model(role=self.role)  # the role's model when the eval binds one, else the evaluated model
 
     def _configs(self) -> list[Any]:
-        """The GenerateConfig of each call one probe makes (mirrors probing._read_probe)."""
+        """The GenerateConfig of each call one probe makes (probing's own plan of calls)."""
         from inspect_ai.model import GenerateConfig
 
-        from rubric_induce.probing.api import _SAMPLE_TOKENS
+        # score-only / rate-explain with logprobs: one answer call, asking top_logprobs alternatives
+        answer_call = self.options.estimator == "logprobs" and self.options.style != "analyze-rate"
+        configs = []
+        for call in self.options.calls(assistant_prefix=False):
+            k = self.top_logprobs if answer_call else call.top_logprobs
+            extra: dict[str, Any] = {"logprobs": True, "top_logprobs": k} if k else {}
+            configs.append(GenerateConfig(temperature=call.temperature, max_tokens=call.max_tokens, seed=call.seed,
+                                          **extra))
+        return configs
 
-        if self.estimator == "sampling":
-            max_tokens = _SAMPLE_TOKENS.get(self.style, self.max_analysis_tokens)
-            return [GenerateConfig(temperature=self.temperature, max_tokens=max_tokens, seed=i)
-                    for i in range(self.n_samples)]
-        if self.style == "analyze-rate":
-            return [GenerateConfig(temperature=0.0, max_tokens=self.max_analysis_tokens, seed=0, logprobs=True,
-                                   top_logprobs=20)]
-        return [GenerateConfig(temperature=0.0, max_tokens=1, logprobs=True, top_logprobs=self.top_logprobs)]
+    def _render(self, example: Any) -> tuple[str | None, int | None]:
+        """The example's text as the probe prompts show it: cut to the run's ``max_example_tokens`` by the
+        run's backend tokenizer (as ``score`` cuts it), else whole (None: build_messages renders it)."""
+        limit = self.options.max_example_tokens
+        if limit is None:
+            return None, None
+        from rubric_induce.data.render import render_example_tokens
+
+        backend = self.scorer.backend
+        if backend is None:
+            raise RubricInduceError(f"the run cuts each text to max_example_tokens = {limit} tokens of its backend, "
+                                    "and this scorer has no backend to count them with")
+        return render_example_tokens(example, self.scorer.fields, limit, backend.count_tokens,
+                                     backend.truncate_tokens)
 
     async def probe(self, text: str | Mapping[str, str], example_id: str = "text"):
         """The :class:`~rubric_induce.probing.api.ProbeTable` of one text (every rubric)."""
+        from dataclasses import replace
+
         from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
         from inspect_ai.util import collect
 
         from rubric_induce.data.probes import ProbeTable
-        from rubric_induce.probing.api import _blank_record, _read_probe, build_messages
+        from rubric_induce.probing.api import blank_record, build_messages, read_probe
 
-        scorer = self.scorer
-        example = scorer.to_examples([text])[0]
-        from dataclasses import replace
-
-        example = replace(example, id=example_id)
+        scorer, opts = self.scorer, self.options
+        example = replace(scorer.to_examples([text])[0], id=example_id)
         task = (scorer.task.resolved() if scorer.task is not None else None)
         model = self._model()
         kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
         configs = self._configs()
+        shown, n_tokens = self._render(example)
 
         async def one(rubric):
             try:
@@ -191,22 +224,23 @@ class InspectProbe:
                 return exc
 
         async def probe_one(rubric):
-            messages, template = build_messages(example, rubric, self.style, fields=scorer.fields, task=task)
+            messages, template = build_messages(example, rubric, opts.style, fields=scorer.fields, task=task,
+                                                text=shown)
             chat = [kinds[m["role"]](content=m["content"]) for m in messages]
             outputs = []
             for config in configs:
                 outputs.append(await model.generate(chat, config=config, cache=self.cache))
             replay = _Replay(str(model), outputs)
-            rec = _blank_record(example, rubric, self.style, self.estimator, template.hash, None)
-            return _read_probe(replay, rec, messages, rubric.scale, style=self.style, estimator=self.estimator,
-                               n_samples=self.n_samples, temperature=self.temperature, seed=0,
-                               max_analysis_tokens=self.max_analysis_tokens)
+            rec = blank_record(example, rubric, opts.style, opts.estimator, template.hash, n_tokens)
+            return read_probe(replay, rec, messages, rubric.scale, style=opts.style, estimator=opts.estimator,
+                              n_samples=opts.n_samples, temperature=opts.temperature, seed=0,
+                              max_analysis_tokens=opts.max_analysis_tokens)
 
         records = await collect(*(one(r) for r in scorer.rubrics))
         for rec in records:
             if isinstance(rec, Exception):
                 raise rec
-        meta = {"style": self.style, "estimator": self.estimator, "backend": {"kind": "inspect", "model": str(model)}}
+        meta = {"style": opts.style, "estimator": opts.estimator, "backend": {"kind": "inspect", "model": str(model)}}
         return ProbeTable(list(records), meta), example
 
     async def score(self, text: str | Mapping[str, str], example_id: str = "text"):
@@ -227,7 +261,7 @@ def _registered() -> Callable[..., Any]:
 
     @scorer(metrics={"*": [mean(), stderr()]}, name=_SCORER_NAME)
     def rubric_induce(source: str, model: str | None = None, role: str | None = "grader",
-                      judge: str | list[str] | None = None, cache: bool = False, top_logprobs: int = 20):
+                      judge: str | list[str] | None = None, cache: bool = False, top_logprobs: int | None = None):
         """Score with induced rubrics (rubric-induce): per-rubric expected answers, NetSAT, label, prediction."""
         src = _SOURCES.get(source) or load_source(source)
         render = _RENDERS.get(source)
@@ -267,14 +301,15 @@ _MODELS: dict[str, Any] = {}
 
 
 def inspect_scorer(source: SourceLike, *, model: Any = None, role: str | None = "grader",
-                   judge: str | Sequence[str] | None = None, cache: bool = False, top_logprobs: int = 20,
+                   judge: str | Sequence[str] | None = None, cache: bool = False, top_logprobs: int | None = None,
                    render: Callable[[Any], str | Mapping[str, str]] | None = None):
     """An inspect_ai ``Scorer`` for a run folder, artifact, rubric file, scorer or rubric set.
 
     ``model``: the grader (a model name such as ``"openai/gpt-4.1-mini"`` or an inspect ``Model``);
     default: the ``role`` model (``grader``) when the eval binds one, else the model under
     evaluation. ``judge``: the calibrated judge(s) to predict (default: the mean over the run's
-    judges). ``cache``: inspect's generate cache for the probes. ``render``:
+    judges). ``cache``: inspect's generate cache for the probes. ``top_logprobs``: alternatives asked for
+    at the answer position; default: the run's ``[backend] top_logprobs`` (else 20), as ``score`` asks. ``render``:
     ``state -> text or {field: text}``, the text to judge (default: see the module docstring).
     """
     require_inspect()
@@ -352,3 +387,11 @@ def export_inspect(source: SourceLike, path: str | Path) -> Path:
     text = _MODULE.format(module=module, threshold=threshold, source=str(where), n=len(src.rubrics),
                           calibrated=", calibrated" if src.calibrated else "")
     return atomic_write_text(path, text)
+
+
+def _export(source: Any, out: Path, **_: Any) -> str:
+    export_inspect(source, out)
+    return f"wrote {len(source.rubrics)} rubrics as an inspect_ai scorer module to {out}"
+
+
+FORMATS.register("inspect", HandoffFormat("inspect", _export))

@@ -35,6 +35,7 @@ from rubric_induce.core.errors import DataError
 from rubric_induce.handoff.common import (braces_escape, braces_unescape, from_one_line, one_line, parse_rubric_line, rebuild_rubric,
                      rubric_line)
 from rubric_induce.handoff.core import rubric_question
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat
 from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source, ordered_levels
 
 __all__ = ["FORMAT", "KINDS", "DEFAULT_MODEL", "openai_graders", "export_openai_graders",
@@ -185,3 +186,20 @@ def _aspect(lines: list[str], *, path: str | Path | None, field: str) -> tuple[s
 def import_openai_graders(path: str | Path) -> RubricSet:
     """Read a JSON list of graders written by :func:`export_openai_graders`."""
     return openai_graders_to_rubrics(read_json(path), path=path)
+
+
+def _export(source: Any, out: Path, *, grader: str = "score_model", model: str | None = None, **_: Any) -> str:
+    options: dict[str, Any] = {"kind": grader}
+    if model:
+        options["model"] = model
+    export_openai_graders(source, out, **options)
+    return f"wrote {len(source.rubrics)} rubrics as OpenAI {grader} graders to {out}"
+
+
+def _detect(doc: Any) -> bool:
+    first = doc[0] if isinstance(doc, list) and doc and isinstance(doc[0], Mapping) else {}
+    return first.get("type") in KINDS
+
+
+FORMATS.register("openai-graders", HandoffFormat("openai-graders", _export, from_doc=openai_graders_to_rubrics,
+                                                 detect=_detect))

@@ -22,6 +22,7 @@ from rubric_induce.data.jsonl import atomic_write_text, read_json
 from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.handoff.common import ladder, rebuild_rubric
 from rubric_induce.handoff.core import rubric_question
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat
 from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source
 
 __all__ = ["FORMAT", "prometheus_rubrics", "export_prometheus", "prometheus_to_rubrics", "import_prometheus",
@@ -131,3 +132,15 @@ def import_prometheus(path: str | Path) -> RubricSet:
     """Read a JSON file of Prometheus rubrics (as :func:`export_prometheus` writes)."""
     return prometheus_to_rubrics(read_json(path), path=path)
 
+
+def _export(source: Any, out: Path, **_: Any) -> str:
+    export_prometheus(source, out)
+    return f"wrote {len(source.rubrics)} rubrics as Prometheus / ragas rubrics to {out}"
+
+
+def _detect(doc: Any) -> bool:
+    first = doc[0] if isinstance(doc, list) and doc and isinstance(doc[0], Mapping) else {}
+    return "criteria" in first and "score1_description" in first
+
+
+FORMATS.register("prometheus", HandoffFormat("prometheus", _export, from_doc=prometheus_to_rubrics, detect=_detect))

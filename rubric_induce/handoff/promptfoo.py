@@ -39,6 +39,7 @@ from rubric_induce.data.jsonl import atomic_write_text
 from rubric_induce.core.errors import DataError
 from rubric_induce.handoff.common import (SHAPES_KEY, fill_fields, from_one_line, graded_prompt, mean_threshold, nunjucks_escape,
                      nunjucks_unescape, parse_rubric_line, rebuild_rubric, restore_shape, rubric_shapes)
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat
 from rubric_induce.handoff.source import SourceLike, check_ladder, load_source
 
 __all__ = ["FORMAT", "PYTHON_METRIC", "promptfoo_config", "promptfoo_yaml", "export_promptfoo",
@@ -273,3 +274,12 @@ def grading_result(res: Any, rubrics: Any, threshold: float | None) -> dict[str,
         reason += "; strongest: " + "; ".join(f"{d['polarity'] or ''} {d['text'][:60]!r}" for d in top)
     return {"pass": passed, "score": float(min(1.0, max(0.0, score))), "reason": reason,
             "namedScores": {k: float(v) for k, v in named.items()}}
+
+
+def _export(source: Any, out: Path, *, model: str | None = None, decide: str = "rubrics", **_: Any) -> str:
+    export_promptfoo(source, out, provider=model, decide=decide)
+    what = "promptfoo llm-rubric assertions" + (" and a python assertion" if source.run_dir else "")
+    return f"wrote {len(source.rubrics)} rubrics as {what} to {out}"
+
+
+FORMATS.register("promptfoo", HandoffFormat("promptfoo", _export, read=import_promptfoo, suffixes=(".yaml", ".yml")))

@@ -57,6 +57,12 @@ __all__ = [
     "prompt_cache_key_for",
     "render_example",
     "parse_answer",
+    "probe_call_plan",
+    "backend_top_logprobs",
+    "blank_record",
+    "read_probe",
+    "SAMPLE_TOKENS",
+    "ANALYSIS_TOP_LOGPROBS",
 ]
 
 PROBE_STYLES = ("score-only", "rate-explain", "analyze-rate")
@@ -67,8 +73,11 @@ TEMPLATE_FOR_STYLE = {
     "rate-explain": "probe_rate_explain",
     "analyze-rate": "probe_analyze_rate",
 }
-# Reply lengths for the sampling estimator: enough to reach the answer, no more.
-_SAMPLE_TOKENS = {"score-only": 4, "rate-explain": 8}
+#: Reply lengths for the sampling estimator: enough to reach the answer, no more.
+SAMPLE_TOKENS = {"score-only": 4, "rate-explain": 8}
+#: Alternatives asked for per generated token of an analyze-rate analysis (backends that cannot
+#: continue an assistant prefix read the answer from these).
+ANALYSIS_TOP_LOGPROBS = 20
 PROBES_FILE = "probes.jsonl"
 
 
@@ -225,45 +234,86 @@ def probe_once(
 ) -> tuple[ProbeRecord, BaseException | None]:
     """One probe, and the exception of a call that failed (then the record says so)."""
     messages, template = build_messages(example, rubric, style, fields=fields, task=task, text=text)
-    rec = _blank_record(example, rubric, style, estimator, template.hash, example_tokens)
+    rec = blank_record(example, rubric, style, estimator, template.hash, example_tokens)
     try:
-        return _read_probe(backend, rec, messages, rubric.scale, style=style, estimator=estimator,
+        return read_probe(backend, rec, messages, rubric.scale, style=style, estimator=estimator,
                            n_samples=n_samples, temperature=temperature, seed=seed,
                            max_analysis_tokens=max_analysis_tokens), None
     except (BackendUnavailableError, LogprobsUnavailableError, UntrustworthyLogprobsError):
         raise  # the backend as a whole cannot answer: no other call would do better
     except ContextOverflowError as exc:
         # One over-long example must not abort the run: a failed probe that names the example.
-        failed = _blank_record(example, rubric, style, estimator, template.hash, example_tokens)
+        failed = blank_record(example, rubric, style, estimator, template.hash, example_tokens)
         failed.error = redact_text(f"example {example.id!r} does not fit the model's context: {exc}")
         failed.call_failed = True
         return failed, exc
     except BackendError as exc:
         # The backend gave up on this call after its retries (or got a reply no retry fixes): a
         # failed probe, not a stopped stage. Not cached, so probing again retries just this one.
-        failed = _blank_record(example, rubric, style, estimator, template.hash, example_tokens)
+        failed = blank_record(example, rubric, style, estimator, template.hash, example_tokens)
         failed.error = redact_text(f"call failed: {exc}")  # a server may echo the key in its error
         failed.call_failed = True
         return failed, exc
 
 
-def _blank_record(example: Example, rubric: Rubric, style: str, estimator: str, prompt_hash: str,
+def probe_call_plan(style: str, estimator: str, *, n_samples: int = 10, temperature: float = 1.0, seed: int = 0,
+                    max_analysis_tokens: int = 200, assistant_prefix: bool = False,
+                    top_logprobs: int | None = None) -> list[CallOptions]:
+    """The calls one probe makes, in order, as :class:`CallOptions`: what :func:`read_probe` asks a
+    backend, and what a hand-off that probes through another tool's model (inspect) must ask.
+
+    * sampling: ``n_samples`` chats (``temperature``, a short reply, seeds ``seed``, ``seed + 1``, ...);
+    * logprobs, score-only / rate-explain: one answer-logprobs call (one token at temperature 0;
+      ``top_logprobs`` alternatives: the backend's own ``[backend] top_logprobs`` when None);
+    * logprobs, analyze-rate: the analysis (temperature 0, ``max_analysis_tokens``), with
+      ``top_logprobs`` (None: :data:`ANALYSIS_TOP_LOGPROBS`) alternatives per token where the backend
+      cannot continue an assistant prefix (``assistant_prefix=False``: the answer is read from them),
+      else followed by an answer-logprobs call after it.
+    """
+    if estimator == "sampling":
+        max_tokens = SAMPLE_TOKENS.get(style, max_analysis_tokens)
+        return [CallOptions(temperature=temperature, max_tokens=max_tokens, seed=seed + i) for i in range(n_samples)]
+    answer = CallOptions(temperature=0.0, max_tokens=1, top_logprobs=top_logprobs or 0)
+    if style != "analyze-rate":
+        return [answer]
+    if assistant_prefix:
+        return [CallOptions(temperature=0.0, max_tokens=max_analysis_tokens, seed=seed), answer]
+    return [CallOptions(temperature=0.0, max_tokens=max_analysis_tokens, seed=seed,
+                        top_logprobs=top_logprobs or ANALYSIS_TOP_LOGPROBS)]
+
+
+def backend_top_logprobs(backend: Any) -> int | None:
+    """The ``[backend] top_logprobs`` a backend was opened with (through a cache wrapper), or None."""
+    while backend is not None:
+        value = getattr(backend, "top_logprobs", None)
+        if value is not None:
+            return int(value)
+        backend = getattr(backend, "inner", None)
+    return None
+
+
+def blank_record(example: Example, rubric: Rubric, style: str, estimator: str, prompt_hash: str,
                   example_tokens: int | None) -> ProbeRecord:
+    """An empty probe record of ``example`` x ``rubric`` (no probability yet), for :func:`read_probe` to fill."""
     scale = rubric.scale
     return ProbeRecord(example.id, rubric.id, list(scale.labels), list(scale.values), [0.0] * scale.size,
                        style, estimator, prompt_hash, truncated=example_tokens is not None,
                        example_tokens=example_tokens)
 
 
-def _read_probe(backend: Backend, rec: ProbeRecord, messages, scale: AnswerScale, *, style: str,
+def read_probe(backend: Backend, rec: ProbeRecord, messages, scale: AnswerScale, *, style: str,
                 estimator: str, n_samples: int, temperature: float, seed: int,
                 max_analysis_tokens: int) -> ProbeRecord:
+    """Fill ``rec`` by asking ``backend`` the calls of :func:`probe_call_plan` (one probe) and reading
+    the answer distribution from the replies."""
+    plan = probe_call_plan(style, estimator, n_samples=n_samples, temperature=temperature, seed=seed,
+                           max_analysis_tokens=max_analysis_tokens,
+                           assistant_prefix=bool(backend.supports_assistant_prefix),
+                           top_logprobs=backend_top_logprobs(backend))
     if estimator == "sampling":
         counts = dict.fromkeys(scale.labels, 0)
-        max_tokens = _SAMPLE_TOKENS.get(style, max_analysis_tokens)
-        for i in range(n_samples):
-            reply = backend.chat(messages, CallOptions(temperature=temperature, max_tokens=max_tokens,
-                                                        seed=seed + i))
+        for call in plan:
+            reply = backend.chat(messages, call)
             label = parse_answer(reply.text, scale.labels, style)
             if label is not None:
                 counts[label] += 1
@@ -279,7 +329,7 @@ def _read_probe(backend: Backend, rec: ProbeRecord, messages, scale: AnswerScale
         return rec
     # analyze-rate: generate the analysis, then read the distribution at the answer position.
     if backend.supports_assistant_prefix:
-        reply = backend.chat(messages, CallOptions(temperature=0.0, max_tokens=max_analysis_tokens, seed=seed))
+        reply = backend.chat(messages, plan[0])
         idx = reply.text.find(RATING_MARKER)
         if idx >= 0:
             prefix = reply.text[: idx + len(RATING_MARKER)]
@@ -289,8 +339,7 @@ def _read_probe(backend: Backend, rec: ProbeRecord, messages, scale: AnswerScale
         rec.analysis = prefix[: -len(RATING_MARKER)].rstrip()
         rec.raw, rec.bounded, rec.bound = _from_logprobs(backend, messages, scale, prefix)
     else:
-        reply = backend.chat(messages, CallOptions(temperature=0.0, max_tokens=max_analysis_tokens, seed=seed,
-                                                   top_logprobs=20))
+        reply = backend.chat(messages, plan[0])
         if reply.tokens is None:
             raise LogprobsUnavailableError(
                 f"backend {backend.kind}/{backend.model} returned no token logprobs for the analysis; "

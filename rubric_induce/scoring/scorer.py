@@ -295,6 +295,8 @@ class RubricScorer:
         self.judges = list(judges)
         self.score_mode = score_mode
         self.probe_options = dict(probe_options or {})
+        #: The run's ``[backend]`` call options (artifact ``backend_options``, with load's overrides).
+        self.backend_options: dict[str, Any] = {}
         self.fields = list(fields) if fields else None
         self._backend = backend
         self._backend_spec: tuple[Any, ...] | None = None  # opened on first probe
@@ -392,6 +394,7 @@ class RubricScorer:
                      judges=doc.get("judges") or [], score_mode=doc.get("score_mode", "expected"),
                      probe_options=doc.get("probe") or {}, fields=doc.get("fields"), label=doc.get("label"),
                      source=str(doc_path), input=doc.get("input"), task=task, adaptive=adaptive)
+        scorer.backend_options = {**(doc.get("backend_options") or {}), **dict(backend_options or {})}
         if backend is not None or doc.get("backend"):
             spec = backend if backend is not None else doc["backend"]
             if isinstance(spec, str):
@@ -457,7 +460,9 @@ class RubricScorer:
         if self.backend is None:
             raise RubricInduceError("this scorer has no backend; pass backend= to RubricScorer.load "
                                     "(e.g. 'local') or use score_probes on existing probes")
-        opts = {k: v for k, v in self.probe_options.items() if v is not None}
+        from rubric_induce.scoring.options import resolve_scoring_options
+
+        opts = resolve_scoring_options(self).probe_kwargs()
         return probe(self.to_examples(texts, mapping=mapping), self.rubrics, self.backend, fields=self.fields,
                      task=self.task, progress=progress, **opts)
 
@@ -638,7 +643,9 @@ class RubricScorer:
             raise RubricInduceError("this scorer has no backend; pass backend= to RubricScorer.load "
                                     "(e.g. 'local') or use score_probes on existing probes")
         cols = block_rubrics(self.adaptive, [r.id for r in self.rubrics], self.source)
-        opts = {k: v for k, v in self.probe_options.items() if v is not None}
+        from rubric_induce.scoring.options import resolve_scoring_options
+
+        opts = resolve_scoring_options(self).probe_kwargs()
         records: list = []
 
         def fetch(rows: np.ndarray, block: int):

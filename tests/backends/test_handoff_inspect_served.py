@@ -40,3 +40,56 @@ def test_inspect_scorer_reads_the_same_distributions_as_our_backend(llama_server
             assert rec.bounded == want.bounded
         res = asyncio.run(prober.score(text, example_id=f"t{i}"))
         assert res.netsat is not None and set(res.distributions) == {r.id for r in rubrics}
+
+
+def test_inspect_scorer_equals_score_at_top_logprobs_1000_analyze_rate(llama_server, require_module, tmp_path):
+    """Issue 32: a run probed through the server with ``[backend] top_logprobs = 1000`` and the
+    analyze-rate style; the inspect scorer of its artifact asks what ``score`` asks and gives the same
+    results to 1e-9 (it used to ask for 20 alternatives whatever the run had used)."""
+    import json
+
+    from click.testing import CliRunner
+
+    require_module("inspect_ai")
+    from inspect_ai.model import get_model
+
+    from rubric_induce.cli import cli
+    from rubric_induce.data import RubricSet
+    from rubric_induce.handoff.inspect_scorer import InspectProbe
+    from rubric_induce.scoring.scorer import write_artifact
+
+    rubrics = [Rubric.create("The system does what the user asked.", "SAT"),
+               Rubric.create("The user has to repeat a request.", "DSAT")]
+    RubricSet(rubrics, {}).save(tmp_path / "selected.jsonl")
+    write_artifact(tmp_path, rubrics="selected.jsonl", threshold=0.0, label="sat", label_threshold=None,
+                   score_mode="expected", probe={"style": "analyze-rate", "max_analysis_tokens": 96}, fields=None,
+                   backend=f"openai-compatible/smollm2@{llama_server}", calibration=None, question=None,
+                   extra={"backend_options": {"top_logprobs": 1000}})
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text("".join(json.dumps({"id": f"t{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)),
+                     encoding="utf-8")
+    out = tmp_path / "scores.jsonl"
+    res = CliRunner().invoke(cli, ["score", str(tmp_path), "--input", str(texts), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    want = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    model = get_model("openai-api/llama/smollm2", base_url=llama_server, api_key="none", memoize=False)
+    prober = InspectProbe(tmp_path, model=model)
+    assert prober.top_logprobs == 1000 and [c.top_logprobs for c in prober._configs()] == [1000]
+    from rubric_induce.scoring.scorer import RubricScorer
+
+    scorer = RubricScorer.load(tmp_path, cache=False)
+    ours = {(r.example_id, r.rubric_id): r for r in scorer.probe(scorer.read(texts)).records}  # score's probes
+    compared = 0
+    for i, text in enumerate(TEXTS):
+        table, _ = asyncio.run(prober.probe(text, example_id=f"t{i}"))
+        for rec in table.records:
+            mine = ours[(f"t{i}", rec.rubric_id)]
+            assert (rec.error, rec.bounded) == (mine.error, mine.bounded)  # a small model may write no 'Rating:'
+            assert rec.raw == pytest.approx(mine.raw, abs=1e-9, rel=0)
+            compared += rec.error is None
+        if not any(rec.error for rec in table.records):
+            got = asyncio.run(prober.score(text, example_id=f"t{i}"))
+            assert abs(float(got.netsat) - want[i]["netsat"]) <= 1e-9
+            for rid, value in want[i]["expected"].items():
+                assert abs(got.expected[rid] - value) <= 1e-9
+    assert compared >= 2  # answers read after 'Rating:', not only failures
