@@ -48,7 +48,10 @@ def test_reward_prefers_the_good_completion_without_trl(scorer):
     assert reward.target == "prediction" and reward.__name__ == "rubric_reward"
     values = reward(prompts=PROMPTS * 2, completions=GOOD + BAD, completion_ids=[[1]] * 4, trainer_state=None)
     assert len(values) == 4 and all(0.0 <= v <= 1.0 for v in values)
-    assert min(values[:2]) > max(values[2:])
+    # the fake run's calibrator was fitted on random probes, so only NetSAT (the rubrics' own answers,
+    # controlled above) has a direction to check
+    scores = trl_reward(scorer, target="score")(prompts=PROMPTS * 2, completions=GOOD + BAD)
+    assert all(0.0 <= v <= 1.0 for v in scores) and min(scores[:2]) > max(scores[2:])
     netsat = trl_reward(scorer, target="score", normalise=False)(PROMPTS, GOOD)
     assert all(v > 0 for v in netsat)
 
@@ -79,7 +82,7 @@ def test_reward_through_grpo_trainers_own_call(trl, scorer):
     import torch
     from trl import GRPOTrainer
 
-    reward = trl_reward(scorer)
+    reward = trl_reward(scorer, target="score")  # NetSAT: the direction the fake answers control
     logged = {}
     fake = SimpleNamespace(
         accelerator=SimpleNamespace(device="cpu", is_main_process=True), args=SimpleNamespace(report_to=[]),
@@ -101,7 +104,7 @@ def test_pairwise_judge_is_trls_and_picks_the_good_completion(trl, scorer):
         from trl.experimental.judges import BasePairwiseJudge
     except ImportError:
         from trl import BasePairwiseJudge
-    judge = trl_pairwise_judge(scorer, seed=1)
+    judge = trl_pairwise_judge(scorer, target="score", seed=1)  # NetSAT: controlled by the fake answers
     assert isinstance(judge, BasePairwiseJudge)
     # online DPO: judge(prompts, list(zip(first half, second half))); rank 0 = the first is better
     first, second = GOOD[:1] + BAD[1:], BAD[:1] + GOOD[1:]
