@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from rubric_induce.core.mdtext import md_text
 from rubric_induce.cli import cli
 from rubric_induce.evaluation.score_table import read_scores
 from rubric_induce.pipeline import run_pipeline
@@ -144,7 +145,8 @@ def test_evaluation_md_agrees_with_evaluation_json(uss_run):
     assert judges["texts_with_2plus_judges"] > 0 and judges["pooled"]["ceiling"]["n"] > 0
     if variant == "threshold":
         maj = ev["baselines"]["majority"]
-        metrics = {r[0]: r for r in _table_rows(md, "## NetSAT and the selected threshold ('satisfaction>=3')")}
+        heading = f"## NetSAT and the selected threshold ({md_text(repr('satisfaction>=3'))})"  # as evaluation.md escapes it
+        metrics = {r[0]: r for r in _table_rows(md, heading)}
         assert _num(metrics["Accuracy"][1]) == pytest.approx(100 * ev["selection"]["accuracy"], abs=0.05)
         assert _num(metrics["Accuracy"][2]) == pytest.approx(100 * maj["accuracy"], abs=0.05)
         assert _num(metrics["F1"][2]) == pytest.approx(100 * maj["f1"], abs=0.05)
