@@ -97,6 +97,7 @@ def test_rerun_skips_everything(finished_run):
     assert json.loads((result.out / "manifest.json").read_text())["status"] == "finished"
 
 
+@pytest.mark.slow
 def test_changed_stage_config_reruns_from_that_stage(write_config, tmp_path, fake_run_config):
     CONFIG = fake_run_config
     first = run_pipeline(write_config(FAST), out=tmp_path / "out", echo=_quiet, stop_after="select")
@@ -108,6 +109,7 @@ def test_changed_stage_config_reruns_from_that_stage(write_config, tmp_path, fak
     assert json.loads((tmp_path / "out" / "selected.manifest.json").read_text())["n_rubrics"] == 3
 
 
+@pytest.mark.slow
 def test_crash_between_stages_resumes_after_the_last_finished_one(write_config, tmp_path, monkeypatch):
     cfg = write_config(FAST)
     real = stage_mod.STAGES
@@ -175,6 +177,7 @@ def test_keyboard_interrupt_marks_the_manifest(write_config, tmp_path, monkeypat
     assert (tmp_path / "out" / "stages" / "generate.json").exists()
 
 
+@pytest.mark.slow
 def test_cli_run_force_and_check(write_config, tmp_path):
     cfg = write_config(FAST)
     runner = CliRunner()
@@ -197,6 +200,7 @@ def test_cli_run_reports_config_errors_cleanly(tmp_path):
     assert "data.examples" in res.output and "not found" in res.output and "Traceback" not in res.output
 
 
+@pytest.mark.slow
 def test_non_binary_label_needs_threshold_or_topk(write_config, tmp_path, fake_run_config):
     CONFIG = fake_run_config
     from rubric_induce.core.errors import DataError
