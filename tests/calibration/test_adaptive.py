@@ -314,6 +314,7 @@ def test_a_version_1_artifact_still_loads(planted, tmp_path):
     assert np.allclose(back.predict_proba(test.X, obs), m.predict_proba(test.X, obs))
 
 
+@pytest.mark.slow
 def test_many_rubrics_train_on_a_pool_of_mask_patterns():
     """With 12 rubrics (4096 subsets) each epoch's masks come from a fixed pool per member, so the
     Gaussian fill solves a bounded number of patterns however long training runs."""
