@@ -159,6 +159,41 @@ def fake_run_config() -> str:
 
 
 @pytest.fixture(scope="session")
+def fake_run(tmp_path_factory, fake_run_config) -> Path:
+    """The run folder of one calibrated fake run of ``fake_run_config``, stopped after its scorer
+    artifact (``artifact.json``, ``selected.jsonl``, ``probes.jsonl``, the calibrator and the
+    adaptive model); its config is ``fake_run.parent / "cfg.toml"``.
+
+    Built once per session and shared by the scoring, hand-off, DSPy and guarantee tests, which
+    only read it: a test that changes a run copies this one first (``shutil.copytree``)."""
+    from rubric_induce.pipeline import run_pipeline
+
+    tmp = tmp_path_factory.mktemp("fake-run")
+    cfg = tmp / "cfg.toml"
+    cfg.write_text(fake_run_config, encoding="utf-8")
+    run_pipeline(cfg, out=tmp / "run", echo=lambda m: None, stop_after="artifact")
+    return tmp / "run"
+
+
+@pytest.fixture(scope="session")
+def fake_full_run(tmp_path_factory, fake_run_config):
+    """The :class:`RunResult` of one complete fake run (every stage, feedback on, report figures off,
+    held-out half) of ``fake_run_config``, in ``result.out``, with its config at
+    ``result.out.parent / "cfg.toml"``.
+
+    Built once per session and shared by the pipeline and viewer tests, which only read it: a test
+    that changes a run (or reruns one) copies this one first (``shutil.copytree``)."""
+    from rubric_induce.pipeline import run_pipeline
+
+    tmp = tmp_path_factory.mktemp("fake-full-run")
+    cfg = tmp / "cfg.toml"
+    cfg.write_text(fake_run_config.replace("limit = 24", "limit = 24\ntest_size = 0.5")
+                   + "\n[evaluate]\nbootstrap = 50\n[feedback]\nenabled = true\nbudget = 400\n"
+                   + "[report]\nfigures = false\n", encoding="utf-8")
+    return run_pipeline(cfg, out=tmp / "out", echo=lambda m: None)
+
+
+@pytest.fixture(scope="session")
 def ray_local():
     """A local Ray runtime on 2 CPUs bound to 127.0.0.1 (no dashboard), shut down at session end.
     Skips locally (fails in CI) when ``ray.data.llm`` cannot be imported."""

@@ -111,6 +111,7 @@ def test_resume_after_sigkill(tmp_path):
     assert f"NEW_CALLS {40 - done}" in out.stdout
 
 
+@pytest.mark.slow
 def test_concurrent_writers_are_safe(tmp_path):
     cache = CallCache(tmp_path / "c.sqlite")
     other = CallCache(tmp_path / "c.sqlite")  # a second connection, as another process would have

@@ -208,6 +208,7 @@ def test_select_params_check_the_rate():
     assert err.value.field == "select.max_failure_rate"
 
 
+@pytest.mark.slow
 def test_run_counts_bounded_probes_in_summary_and_report(tmp_path, fake_run_config, monkeypatch):
     """A fake run whose backend lists only the top 2 tokens: nothing dropped, bounded counted."""
     import tomllib

@@ -144,6 +144,7 @@ def test_cli_input_errors_exit_2(tmp_path, fault_server):
     assert res.exit_code == 2 and "requests-*.jsonl" in res.output
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_loses_nothing_and_repeats_nothing(tmp_path, fault_server, batch_helpers):
     fault_server.hold = 0.1          # 60 lines, 2 at a time: 3 s, so the kill lands mid-run
     rl = batch_helpers["request_line"]

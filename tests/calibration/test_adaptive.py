@@ -27,6 +27,7 @@ def planted():
     return train, test, model
 
 
+@pytest.mark.slow
 def test_fit_is_sklearn_shaped_and_seeded(planted):
     train, test, model = planted
     assert model.get_params()["epochs"] == 200 and repr(model).startswith("AdaptiveModel(")
@@ -40,6 +41,7 @@ def test_fit_is_sklearn_shaped_and_seeded(planted):
         AdaptiveModel().predict(test.X)
 
 
+@pytest.mark.slow
 def test_numpy_forward_matches_torch(planted):
     _, test, model = planted
     xin = model._inputs(test.X.astype(np.float32), random_masks(len(test.X), 5, np.random.default_rng(0)))
@@ -71,6 +73,7 @@ def test_ordinal_numpy_forward_matches_torch():
     assert np.abs(np_forward(_np_state(net), x, j) - ref).max() < 1e-5
 
 
+@pytest.mark.slow
 def test_masking_model_learns_the_follow_up_structure(planted):
     _, test, model = planted
     types, z = test.meta["types"], test.meta["latent"]
@@ -85,6 +88,7 @@ def test_masking_model_learns_the_follow_up_structure(planted):
     assert pa.shape == (len(test.X), 5, 5) and np.allclose(pa.sum(axis=2), 1.0)
 
 
+@pytest.mark.slow
 def test_policy_asks_each_text_its_own_follow_up(planted):
     _, test, model = planted
     trace = AskPolicy(model, budget=2, stop_at=-np.inf).simulate(test.X)
@@ -104,6 +108,7 @@ def test_policy_asks_each_text_its_own_follow_up(planted):
     assert r("adaptive", 2) > r("random", 2) + 0.05
 
 
+@pytest.mark.slow
 def test_budget_all_equals_the_full_model_and_is_close_to_the_calibrator(planted):
     train, test, model = planted
     trace = AskPolicy(model, budget=None, stop_at=-np.inf).simulate(test.row_X, judge_ids=test.row_judge)
@@ -118,6 +123,7 @@ def test_budget_all_equals_the_full_model_and_is_close_to_the_calibrator(planted
     assert pearson(a, c) > 0.9 and np.mean(np.abs(a - c)) < 0.25
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [0, 1, 3])
 def test_stop_rule_respects_budget_and_stop_at(planted, budget):
     _, test, model = planted
@@ -135,6 +141,7 @@ def test_stop_rule_respects_budget_and_stop_at(planted, budget):
     assert all(0 not in o for o in AskPolicy(model, stop_at=-np.inf).simulate(test.X[:50], available=avail).order)
 
 
+@pytest.mark.slow
 def test_static_orders(planted):
     _, test, model = planted
     given = AskPolicy(model, budget=3, order="given").simulate(test.X[:10])
@@ -151,6 +158,7 @@ def test_static_orders(planted):
         AskPolicy(model, criterion="kl")
 
 
+@pytest.mark.slow
 def test_decision_criterion_for_a_binary_label():
     data = planted_adaptive(300, seed=2)
     y = (data.targets[:, 0] >= 3).astype(float)[:, None]
@@ -163,6 +171,7 @@ def test_decision_criterion_for_a_binary_label():
     assert all(len(o) == 1 for o in trace.order) and all(0 <= g[0] <= 1 for g in trace.gains)
 
 
+@pytest.mark.slow
 def test_save_load_round_trip_without_pickle(planted, tmp_path):
     _, test, model = planted
     save_adaptive(model, tmp_path / "a")
@@ -180,6 +189,7 @@ def test_save_load_round_trip_without_pickle(planted, tmp_path):
         load_adaptive(tmp_path / "missing")
 
 
+@pytest.mark.slow
 def test_bad_input_is_a_clear_error(planted):
     _, test, model = planted
     with pytest.raises(DataError, match="fitted on"):
@@ -223,6 +233,7 @@ def test_gaussian_completion_is_the_conditional_mean():
     assert np.allclose(comp.complete(V[:5], np.zeros((5, 3), dtype=bool))[:, 2], mu[8:].clip(0, 1))
 
 
+@pytest.mark.slow
 def test_one_redundant_question_carries_the_whole_set():
     """Questions that read one quality (as on the LLM-RUBRIC release): one asked question keeps at
     least 90 % of the all-questions Pearson gain over the judge baseline, with either fill (on this
@@ -241,6 +252,7 @@ def test_one_redundant_question_carries_the_whole_set():
     assert shares["gaussian"] >= 0.9 and shares["zeros"] >= 0.9
 
 
+@pytest.mark.slow
 def test_gains_are_the_spread_over_outcomes_and_zero_for_a_dead_question(planted):
     """The mixture form: gains are never negative, and a question whose answer is the same for
     every text (it cannot move the prediction) gets no gain and is never asked before a live one."""
@@ -263,6 +275,7 @@ def test_gains_are_the_spread_over_outcomes_and_zero_for_a_dead_question(planted
     assert all(4 not in o for o in trace.order)
 
 
+@pytest.mark.slow
 def test_members_average_and_seeds(planted):
     train, test, _ = planted
     X, J, Y, kw = train.subset_texts(np.arange(120)).fit_args()
@@ -279,6 +292,7 @@ def test_members_average_and_seeds(planted):
         AdaptiveModel(n_members=0).fit(X, J, Y, **kw)
 
 
+@pytest.mark.slow
 def test_a_version_1_artifact_still_loads(planted, tmp_path):
     """Models saved before the Gaussian fill (one network pair, unasked blocks zeroed) load as such."""
     from safetensors.numpy import load_file, save_file
@@ -300,6 +314,7 @@ def test_a_version_1_artifact_still_loads(planted, tmp_path):
     assert np.allclose(back.predict_proba(test.X, obs), m.predict_proba(test.X, obs))
 
 
+@pytest.mark.slow
 def test_many_rubrics_train_on_a_pool_of_mask_patterns():
     """With 12 rubrics (4096 subsets) each epoch's masks come from a fixed pool per member, so the
     Gaussian fill solves a bounded number of patterns however long training runs."""
@@ -343,6 +358,7 @@ def test_spread_points_carry_the_conditional_covariance():
     assert np.abs(pinned).max() < 0.2 * np.abs(free).max()
 
 
+@pytest.mark.slow
 def test_outcomes_option(planted):
     train, test, model = planted
     X, J, Y, kw = train.subset_texts(np.arange(100)).fit_args()
@@ -369,6 +385,7 @@ def redundant_model():
     return model
 
 
+@pytest.mark.slow
 def test_answer_surprise_is_cross_entropy_minus_entropy(redundant_model):
     model = redundant_model
     X = planted_redundant(20, seed=5).X
@@ -401,6 +418,7 @@ def test_answer_surprise_is_cross_entropy_minus_entropy(redundant_model):
         model.answer_surprise(X[:1], [[1, 1]])
 
 
+@pytest.mark.slow
 def test_answer_check_flags_answers_that_stop_agreeing(redundant_model, tmp_path):
     """Training texts: every rubric reads one quality, so the answers agree. New texts of the same
     kind pass the check; texts whose answers no longer agree (each rubric's answers shuffled across
@@ -448,6 +466,7 @@ def test_check_answer_shift_depends_only_on_the_distance_to_the_reference(vals, 
     assert a.low <= a.mean <= a.high
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 12), st.integers(0, 2 ** 31 - 1), st.floats(0.0, 1.0))
 def test_answer_surprise_is_finite_for_any_answers_and_orders(redundant_model, n, seed, zero_share):

@@ -10,6 +10,9 @@ from rubric_induce.calibration import AdaptiveModel, AskPolicy, from_llm_rubric,
 from rubric_induce.core.stats import check_answer_shift  # noqa: E402
 from rubric_induce.core.stats import pearson  # noqa: E402
 
+# every test reads a model fitted on the LLM-RUBRIC answers (several seconds on 2 cores)
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def fitted(shared_data_root):

@@ -131,6 +131,7 @@ def test_seeded_fits_repeat(planted):
     np.testing.assert_array_equal(a.predict_proba(X[:20]), b.predict_proba(X[:20]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("head", ["ordinal", "softmax"])
 def test_heads_early_stopping_and_ensemble(planted, head):
     X, J, Y, G, _ = planted

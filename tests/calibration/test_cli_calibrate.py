@@ -34,6 +34,7 @@ def _write_inputs(tmp_path, planted, n_texts=60):
     return probes, ex_path
 
 
+@pytest.mark.slow
 def test_calibrate_then_score(tmp_path, planted):
     probes, ex_path = _write_inputs(tmp_path, planted)
     out = tmp_path / "run"

@@ -64,6 +64,7 @@ def test_declared_range_fills_the_answer_classes():
     assert d.scales == [tuple(float(v) for v in range(11))]
 
 
+@pytest.mark.slow
 def test_reliability_figures_of_a_label_with_a_slash_stay_in_the_folder(tmp_path):
     """A label named `score/10` wrote its reliability plots to `calibration/reliability_score/10_*.png`,
     a folder that removing the calibration's files did not clear."""

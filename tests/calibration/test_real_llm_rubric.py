@@ -29,6 +29,7 @@ def test_data_lines_up(splits):
     assert (real.targets[na_rows][:, 2:6] == 0).mean() > 0.95
 
 
+@pytest.mark.slow
 def test_fast_fit_beats_constant_on_real_q0(splits):
     syn, real = splits
     X, J, Y, kw = syn.fit_args()

@@ -85,6 +85,7 @@ def test_a_failure_while_running_exits_1(files):
     assert res.exit_code == EXIT_FAILURE and res.output.startswith("error: ") and "not found" in res.output
 
 
+@pytest.mark.slow
 def test_the_installed_entry_point_keeps_the_convention(files):
     """The real ``main`` (what the console script runs): no traceback, the same exit codes."""
     bad = subprocess.run([sys.executable, "-m", "rubric_induce.cli", "dedup", "--pool", files["rb"],

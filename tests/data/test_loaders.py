@@ -81,6 +81,7 @@ def test_bad_option_values_are_refused(root):
 # ---------------------------------------------------------------- every dataset
 
 
+@pytest.mark.slow
 def test_every_registered_dataset_loads_fast_and_validates(root):
     start = time.perf_counter()
     sizes = {}

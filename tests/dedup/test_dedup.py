@@ -10,7 +10,6 @@ from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import Rubric, RubricPool
 from rubric_induce.dedup.api import deduplicate, group_by_similarity
 
-pytest.importorskip("sentence_transformers")
 
 PLANTED = [
     ("The assistant confirms the booking details.", "SAT"),              # 0  rep of group A
@@ -27,6 +26,9 @@ PLANTED = [
 
 @pytest.fixture(scope="module")
 def embedder():
+    # imported here, not at module level: sentence-transformers (with transformers) costs about 6 s
+    # of CPU to import, which collection would pay even when these slow tests are deselected
+    pytest.importorskip("sentence_transformers")
     from rubric_induce.core.embeddings import SentenceEmbedder
 
     return SentenceEmbedder()
@@ -38,6 +40,7 @@ def pool() -> RubricPool:
                       {"method": "test"})
 
 
+@pytest.mark.slow
 def test_planted_paraphrases_are_merged_and_distinct_rubrics_kept(pool, embedder):
     res = deduplicate(pool, 0.85, embedder=embedder)
     kept = [r.text for r in res.pool]
@@ -60,6 +63,7 @@ def test_planted_paraphrases_are_merged_and_distinct_rubrics_kept(pool, embedder
     assert res.pool.manifest["method"] == "test"
 
 
+@pytest.mark.slow
 def test_report_lists_every_merged_group_with_similarities(pool, embedder):
     res = deduplicate(pool, 0.85, embedder=embedder)
     md = res.report_markdown
@@ -71,6 +75,7 @@ def test_report_lists_every_merged_group_with_similarities(pool, embedder):
             assert m.rubric.text in md and f"{m.similarity:.3f}" in md
 
 
+@pytest.mark.slow
 def test_deterministic_and_threshold_monotone(pool, embedder):
     a = deduplicate(pool, 0.85, embedder=embedder)
     b = deduplicate(pool, 0.85, embedder=embedder)
@@ -80,6 +85,7 @@ def test_deterministic_and_threshold_monotone(pool, embedder):
     assert len(loose.pool) <= len(a.pool) <= len(strict.pool)
 
 
+@pytest.mark.slow
 def test_llm_judge_merges_borderline_pairs_only(pool, embedder):
     judge = FakeBackend(replies=lambda m, **k: '{"same": true, "reason": "both about the same thing"}')
     res = deduplicate(pool, 0.85, embedder=embedder, llm_judge_backend=judge, borderline=(0.3, None))
@@ -106,6 +112,7 @@ def test_greedy_leader_does_not_chain():
     assert reps == [0, 2] and leader.tolist() == [0, 0, 2]
 
 
+@pytest.mark.slow
 def test_empty_pool_and_bad_threshold_are_errors(embedder):
     from rubric_induce.core.errors import RubricInduceError
 
@@ -115,7 +122,9 @@ def test_empty_pool_and_bad_threshold_are_errors(embedder):
         deduplicate([Rubric.create("The user waits.")], 1.5, embedder=embedder)
 
 
+@pytest.mark.slow
 def test_dedup_cli(pool, tmp_path):
+    pytest.importorskip("sentence_transformers")
     from rubric_induce.cli import cli
 
     path = pool.save(tmp_path / "pool.jsonl")

@@ -33,6 +33,7 @@ def run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_writes_every_output(run):
     """Every output parses; each aspect's pool holds its final criterion, and each dataset's probes
     cover its held-out examples times the distinct rubrics of its aspects."""
@@ -69,6 +70,7 @@ def test_writes_every_output(run):
         "## Criteria", "## Reading"]
 
 
+@pytest.mark.slow
 def test_held_out_only_and_split_by_document(run):
     res = json.loads((run / "results.json").read_text())["results"]
     rows = read_scores(run / "scores.jsonl")
@@ -82,6 +84,7 @@ def test_held_out_only_and_split_by_document(run):
     assert res["splits"]["qags-xsum"]["held_out"] == 4 and res["splits"]["qags-xsum"]["induction"] == 6
 
 
+@pytest.mark.slow
 def test_three_systems_per_aspect_and_correct_correlations(run):
     rows = read_scores(run / "scores.jsonl")
     assert {r.system for r in rows} == set(ac.SYSTEMS)
@@ -102,6 +105,7 @@ def test_three_systems_per_aspect_and_correct_correlations(run):
     assert calib["n_drafts"] >= 1 and calib["final_step"] in ("draft", "refine")
 
 
+@pytest.mark.slow
 def test_markdown_tables(run):
     md = (run / "results.md").read_text()
     for title in ("Table 2 layout", "Table 4 layout", "Table 5 layout", "Williams"):

@@ -37,6 +37,7 @@ def run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_writes_every_output(run):
     """Every output parses, and the rubric files, probe files and results agree on their counts."""
     res = check_run_record(run, "closer_look", limit=1, n_boot=50, progress=False)
@@ -63,6 +64,7 @@ def test_writes_every_output(run):
             assert len({r.example_id for r in table.records}) == n_examples
 
 
+@pytest.mark.slow
 def test_score_table_covers_the_grid(run):
     rows = read_scores(run / "scores.jsonl")
     systems = {cl.system_name(s, c) for s in ("score-only", "rate-explain", "analyze-rate") for c in (False, True)}
@@ -81,6 +83,7 @@ def test_score_table_covers_the_grid(run):
     assert all(abs(r.score - float(np.dot(r.probs, r.scale))) < 1e-6 for r in ok)
 
 
+@pytest.mark.slow
 def test_reported_correlations_match_the_score_table(run):
     res = json.loads((run / "results.json").read_text())["results"]
     rows = read_scores(run / "scores.jsonl")
@@ -99,6 +102,7 @@ def test_reported_correlations_match_the_score_table(run):
             assert cell["summary_kendall"] == pytest.approx(expect)
 
 
+@pytest.mark.slow
 def test_markdown_has_paper_and_ours_side_by_side(run):
     md = (run / "results.md").read_text()
     assert "## SummEval (paper Table 1)" in md and "## Topical-Chat" in md

@@ -47,6 +47,7 @@ def results(run):
     return json.loads((run / "results.json").read_text())["results"]
 
 
+@pytest.mark.slow
 def test_writes_every_output(run):
     """Every output parses; candidates, the selected set, the probes and the results agree."""
     res = check_run_record(run, "end_to_end_summeval", limit=4, n_boot=50, progress=False, aspects=ASPECTS,
@@ -85,6 +86,7 @@ def test_writes_every_output(run):
         "## Williams tests (dataset-level Pearson; * = p < 0.05)", "## Induced and selected criteria", "## Reading"]
 
 
+@pytest.mark.slow
 def test_split_is_by_article(run, results):
     assert set(results["train_articles"]).isdisjoint(results["test_articles"])
     assert len(results["train_articles"]) == len(results["test_articles"]) == 2
@@ -93,6 +95,7 @@ def test_split_is_by_article(run, results):
     assert results["n_test"] == 24 and results["n_train"] == 24  # 12 judged summaries per article
 
 
+@pytest.mark.slow
 def test_score_table_covers_systems_aspects_and_test_summaries(run, results):
     rows = read_scores(run / "scores.jsonl")
     assert {(r.aspect, r.system) for r in rows} == {(a, s) for a in ASPECTS for s in e2e.SYSTEMS}
@@ -105,6 +108,7 @@ def test_score_table_covers_systems_aspects_and_test_summaries(run, results):
         assert 1.0 <= r.human <= 5.0
 
 
+@pytest.mark.slow
 def test_direct_and_criteria_scores_come_from_the_probes(run, results):
     table = ProbeTable.load(run / "probes.jsonl")
     rows = {(r.example_id, r.aspect, r.system): r.score for r in read_scores(run / "scores.jsonl")}
@@ -119,6 +123,7 @@ def test_direct_and_criteria_scores_come_from_the_probes(run, results):
         assert np.allclose([rows[(i, a, "criteria")] for i in test_ids], arr.expected[:, 1:].mean(axis=1))
 
 
+@pytest.mark.slow
 def test_selected_criteria_are_the_best_on_training_data(results):
     for a in ASPECTS:
         corr = results["selection"][a]["train_correlations"]
@@ -126,6 +131,7 @@ def test_selected_criteria_are_the_best_on_training_data(results):
         assert min(corr[i] for i in chosen) >= max(v for i, v in corr.items() if i not in chosen)
 
 
+@pytest.mark.slow
 def test_reported_correlations_match_the_score_table(run, results):
     rows = read_scores(run / "scores.jsonl")
     for cell in results["correlations"]:
@@ -140,6 +146,7 @@ def test_reported_correlations_match_the_score_table(run, results):
     assert len(results["williams"]) == 4 * len(ASPECTS)
 
 
+@pytest.mark.slow
 def test_markdown_shows_paper_figures_beside_ours(run):
     md = (run / "results.md").read_text()
     assert "| GPT-4 (no criteria) | GPT-4-32K (paper) | 1600 | 0.535 | 0.464 | 0.532 | 0.465 |" in md

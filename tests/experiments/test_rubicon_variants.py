@@ -56,6 +56,7 @@ def _by_polarity(rubrics) -> dict[str, int]:
     return {p: sum(r.polarity == p for r in rubrics) for p in ("SAT", "DSAT")}
 
 
+@pytest.mark.slow
 def test_writes_every_output(run):
     """Every output parses; pools, de-duplication reports, probes and results agree on their counts."""
     res = check_run_record(run, "rubicon_variants", limit=12, n_boot=50, progress=False, embedder="hashing",
@@ -92,6 +93,7 @@ def test_writes_every_output(run):
         "## Table 3: selection policies on the union pool", "## Selected rubrics", "## Reading"]
 
 
+@pytest.mark.slow
 def test_split_is_balanced_disjoint_and_generation_uses_training_dialogues_only(results):
     test_ids = set(results["test_ids"])
     assert results["n_dialogues"] == 12 and results["n_test"] == 6 and results["n_train"] == 6
@@ -102,6 +104,7 @@ def test_split_is_balanced_disjoint_and_generation_uses_training_dialogues_only(
     assert sum(labels[i] for i in gen) == 3
 
 
+@pytest.mark.slow
 def test_score_table_has_one_netsat_per_held_out_dialogue_and_system(run, results):
     rows = read_scores(run / "scores.jsonl")
     assert {r.system for r in rows} == SYSTEMS
@@ -113,6 +116,7 @@ def test_score_table_has_one_netsat_per_held_out_dialogue_and_system(run, result
         assert all(r.group is None and r.threshold is not None and np.isfinite(r.score) for r in mine)
 
 
+@pytest.mark.slow
 def test_netsat_is_the_signed_sum_of_the_selected_rubrics_probes(run, results):
     table = ProbeTable.load(run / "probes.jsonl")
     pool = {r.id: r for r in RubricPool.load(run / "pools/rubicon.dedup.jsonl")}
@@ -124,6 +128,7 @@ def test_netsat_is_the_signed_sum_of_the_selected_rubrics_probes(run, results):
     assert np.allclose([by_id[i] for i in results["test_ids"]], expected)
 
 
+@pytest.mark.slow
 def test_reported_accuracy_matches_the_score_table(run, results):
     rows = read_scores(run / "scores.jsonl")
     for system, key in (("RUBICON", "systems"), ("SPUR", "systems")):
@@ -135,6 +140,7 @@ def test_reported_accuracy_matches_the_score_table(run, results):
     assert results["baselines"]["UCB"]["metrics"]["accuracy"]["value"] == pytest.approx(acc)
 
 
+@pytest.mark.slow
 def test_table3_selects_half_of_the_union_of_the_pools(run, results):
     pools = {}
     for key in ("rubicon", "spur", "no_ds"):
@@ -153,6 +159,7 @@ def test_table3_selects_half_of_the_union_of_the_pools(run, results):
         rv.table3_budgets(4, 4, 0.0, 10, 10)
 
 
+@pytest.mark.slow
 def test_markdown_puts_paper_and_our_rows_side_by_side_and_reports_the_failed_generator(run):
     md = (run / "results.md").read_text()
     for heading in ("## Table 1", "## Table 2", "## Table 3: selection policies on the union pool", "## Pools"):

@@ -16,15 +16,10 @@ os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
 
 @pytest.fixture(scope="session")
-def handoff_run(tmp_path_factory, fake_run_config) -> Path:
-    """A calibrated fake run stopped after its scorer artifact (4 rubrics, SAT and DSAT)."""
-    from rubric_induce.pipeline import run_pipeline
-
-    tmp = tmp_path_factory.mktemp("handoff")
-    cfg = tmp / "cfg.toml"
-    cfg.write_text(fake_run_config, encoding="utf-8")
-    run_pipeline(cfg, out=tmp / "run", echo=lambda m: None, stop_after="artifact")
-    return tmp / "run"
+def handoff_run(fake_run) -> Path:
+    """A calibrated fake run stopped after its scorer artifact (4 rubrics, SAT and DSAT): the
+    session's shared ``fake_run`` (tests/conftest.py), which the hand-off tests only read."""
+    return fake_run
 
 
 @pytest.fixture(scope="session")

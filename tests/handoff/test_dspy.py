@@ -13,7 +13,6 @@ from rubric_induce.handoff import dspy as dspy_judge
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.handoff.dspy import default_render, rubric_metric
 from rubric_induce.core.errors import MissingDependencyError, RubricInduceError
-from rubric_induce.pipeline import run_pipeline
 from rubric_induce.scoring.scorer import RubricScorer
 
 
@@ -35,12 +34,9 @@ def one_torch_thread():
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory, fake_run_config) -> Path:
-    tmp = tmp_path_factory.mktemp("dspy")
-    cfg = tmp / "cfg.toml"
-    cfg.write_text(fake_run_config, encoding="utf-8")
-    run_pipeline(cfg, out=tmp / "run", echo=lambda m: None, stop_after="artifact")
-    return tmp / "run"
+def run_dir(fake_run) -> Path:
+    """The session's calibrated fake run (tests/conftest.py), read only."""
+    return fake_run
 
 
 def controlled(rubrics):

@@ -41,6 +41,7 @@ def test_skip_notes_name_the_missing_package_and_the_extra(write_config, monkeyp
     assert "packages 'torch' and 'safetensors' are" in note
 
 
+@pytest.mark.slow
 def test_run_without_optional_packages_reaches_the_report(write_config, tmp_path, monkeypatch):
     base = write_config().read_text(encoding="utf-8").replace("[dedup]\nenabled = false", "[dedup]\nthreshold = 0.85")
     cfg = write_config(base=base)

@@ -70,6 +70,7 @@ def graded_run(tmp_path_factory):
     return tmp, tmp / "run"
 
 
+@pytest.mark.slow
 def test_declared_scale_gives_the_calibrator_every_grade(graded_run):
     """The grades 3, 4, 7 and 10 occur in no row, yet `[data] scales = { grade = [0, 10] }` says
     they exist: the calibrator (and the adaptive model) predict over all eleven (they used only
@@ -82,6 +83,7 @@ def test_declared_scale_gives_the_calibrator_every_grade(graded_run):
     assert adaptive["scales"] == cal["scales"]
 
 
+@pytest.mark.slow
 def test_score_and_adaptive_score_on_the_wide_scale(graded_run, tmp_path):
     tmp, run = graded_run
     new = tmp_path / "new.csv"
@@ -97,6 +99,7 @@ def test_score_and_adaptive_score_on_the_wide_scale(graded_run, tmp_path):
             assert row["scale"] == [float(v) for v in range(11)] and len(row["asked"]) <= 2
 
 
+@pytest.mark.slow
 def test_selection_warnings_are_stage_lines_not_python_warnings(graded_run, tmp_path, monkeypatch):
     """`run` printed selection's warnings as Python warnings (`/.../selection/api.py:288:
     SelectionWarning: ...` plus a source line); they are now the stage's own `warning:` lines and
@@ -126,6 +129,7 @@ def test_selection_warnings_are_stage_lines_not_python_warnings(graded_run, tmp_
     assert result.summaries["select"]["warnings"] == ["the selected set does not separate the classes"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threshold,cls", [("11", "negative"), ("0", "positive")])
 def test_a_threshold_outside_the_labels_names_the_threshold(graded_run, tmp_path, threshold, cls):
     """label_threshold = 11 on a 0-10 scale said "the training split holds one class only; use more
@@ -142,6 +146,7 @@ def test_a_threshold_outside_the_labels_names_the_threshold(graded_run, tmp_path
     assert "field 'data.label_threshold'" in res.output and "runs from 0 to 9" in res.output
 
 
+@pytest.mark.slow
 def test_stage_commands_read_a_csv_through_the_run_configs_mapping(graded_run, tmp_path):
     """`probe`, `select`, `calibrate` ... took --examples CSV only with a `text` column (and calibrate
     took rubric-induce JSONL only, with an error saying to give a .csv file a .csv name);

@@ -10,7 +10,6 @@ import pytest
 from click.testing import CliRunner
 
 from rubric_induce.cli import cli
-from rubric_induce.pipeline import run_pipeline
 from rubric_induce.scoring.guarantee import Guarantee
 from rubric_induce.scoring.scorer import RubricScorer
 
@@ -18,12 +17,11 @@ DEMO = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources" / "de
 
 
 @pytest.fixture(scope="session")
-def g_runs(tmp_path_factory, fake_run_config):
-    """A calibrated fake run, an identical copy (a second cascade stage) and an uncalibrated copy."""
+def g_runs(tmp_path_factory, fake_run):
+    """A calibrated fake run (a copy of the session's, which calibrate-guarantee changes), an
+    identical copy (a second cascade stage) and an uncalibrated copy."""
     tmp = tmp_path_factory.mktemp("guarantee")
-    cfg = tmp / "cfg.toml"
-    cfg.write_text(fake_run_config, encoding="utf-8")
-    run_pipeline(cfg, out=tmp / "run", echo=lambda m: None, stop_after="artifact")
+    shutil.copytree(fake_run, tmp / "run")
     shutil.copytree(tmp / "run", tmp / "run2")
     shutil.copytree(tmp / "run", tmp / "bare")
     doc = json.loads((tmp / "bare" / "artifact.json").read_text())

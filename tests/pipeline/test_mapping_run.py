@@ -60,6 +60,7 @@ def csv_run(tmp_path_factory, fake_run_config):
     return tmp, tmp / "run", result
 
 
+@pytest.mark.slow
 def test_run_reads_a_csv_through_the_mapping(csv_run):
     tmp, run, _ = csv_run
     art = json.loads((run / "artifact.json").read_text(encoding="utf-8"))
@@ -78,6 +79,7 @@ def _ids_and_netsat(results):
     return [round(r.netsat, 9) for r in results]
 
 
+@pytest.mark.slow
 def test_a_two_field_set_scores_every_input_shape_alike(csv_run):
     tmp, run, _ = csv_run
     scorer = RubricScorer.load(run)
@@ -122,6 +124,7 @@ def test_a_two_field_set_scores_every_input_shape_alike(csv_run):
     assert res.exit_code == 2 and "new.csv, line 1, field 'opening'" in res.output and "columns: row, prompt" in res.output
 
 
+@pytest.mark.slow
 def test_bad_input_exits_2_before_any_llm_call(csv_run, fake_run_config, tmp_path):
     tmp, run, _ = csv_run
     as_jsonl = tmp_path / "dialogues.jsonl"
@@ -141,6 +144,7 @@ def test_bad_input_exits_2_before_any_llm_call(csv_run, fake_run_config, tmp_pat
     assert res.exit_code == 2 and "line 1" in res.output and "looks like a CSV file" in res.output
 
 
+@pytest.mark.slow
 def test_new_texts_without_the_runs_id_column_get_ids(csv_run, tmp_path):
     """The run mapped `id = "dialogue_id"`; scoring new texts that have no such column stopped with
     "missing column 'dialogue_id' ... (did you mean ...?)". A file without the column now gets ids

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -28,14 +29,10 @@ def _quiet(msg: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory, fake_run_config):
-    """One complete fake run shared by the read-only tests."""
-    CONFIG = fake_run_config
-    tmp = tmp_path_factory.mktemp("run")
-    cfg_path = tmp / "cfg.toml"
-    cfg_path.write_text(CONFIG + FAST + "\n[feedback]\nenabled = true\nbudget = 400\n", encoding="utf-8")
-    result = run_pipeline(cfg_path, out=tmp / "out", echo=_quiet)
-    return tmp, result
+def finished_run(fake_full_run):
+    """One complete fake run shared by the read-only tests: the session's ``fake_full_run``
+    (tests/conftest.py; feedback on, report figures off)."""
+    return fake_full_run.out.parent, fake_full_run
 
 
 def test_every_stage_runs_and_writes_its_outputs(finished_run):
@@ -90,13 +87,16 @@ def test_evaluate_scores_match_the_scorer(finished_run):
     assert {r.system for r in rows if r.aspect == "satisfaction"} == {"calibrated", "netsat"}
 
 
-def test_rerun_skips_everything(finished_run):
+def test_rerun_skips_everything(finished_run, tmp_path):
     tmp, result = finished_run
-    again = run_pipeline(tmp / "cfg.toml", out=result.out, echo=_quiet)
+    out = tmp_path / "out"
+    shutil.copytree(result.out, out)   # the shared run stays as it was
+    again = run_pipeline(tmp / "cfg.toml", out=out, echo=_quiet)
     assert again.ran == [] and again.skipped == list(STAGE_NAMES)
-    assert json.loads((result.out / "manifest.json").read_text())["status"] == "finished"
+    assert json.loads((out / "manifest.json").read_text())["status"] == "finished"
 
 
+@pytest.mark.slow
 def test_changed_stage_config_reruns_from_that_stage(write_config, tmp_path, fake_run_config):
     CONFIG = fake_run_config
     first = run_pipeline(write_config(FAST), out=tmp_path / "out", echo=_quiet, stop_after="select")
@@ -108,6 +108,7 @@ def test_changed_stage_config_reruns_from_that_stage(write_config, tmp_path, fak
     assert json.loads((tmp_path / "out" / "selected.manifest.json").read_text())["n_rubrics"] == 3
 
 
+@pytest.mark.slow
 def test_crash_between_stages_resumes_after_the_last_finished_one(write_config, tmp_path, monkeypatch):
     cfg = write_config(FAST)
     real = stage_mod.STAGES
@@ -175,6 +176,7 @@ def test_keyboard_interrupt_marks_the_manifest(write_config, tmp_path, monkeypat
     assert (tmp_path / "out" / "stages" / "generate.json").exists()
 
 
+@pytest.mark.slow
 def test_cli_run_force_and_check(write_config, tmp_path):
     cfg = write_config(FAST)
     runner = CliRunner()
@@ -197,6 +199,7 @@ def test_cli_run_reports_config_errors_cleanly(tmp_path):
     assert "data.examples" in res.output and "not found" in res.output and "Traceback" not in res.output
 
 
+@pytest.mark.slow
 def test_non_binary_label_needs_threshold_or_topk(write_config, tmp_path, fake_run_config):
     CONFIG = fake_run_config
     from rubric_induce.core.errors import DataError

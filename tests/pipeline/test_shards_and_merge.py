@@ -52,6 +52,7 @@ def _probe_usage(run_dir):
     return json.loads((run_dir / "manifest.json").read_text())["stages"]["probe"]["usage"]
 
 
+@pytest.mark.slow
 def test_sharded_run_then_merge_gives_a_full_run_all_hits(tmp_path, fake_run_config, capsys):
     cfg = tmp_path / "run.toml"
     cfg.write_text(fake_run_config)

@@ -76,6 +76,7 @@ def _prompts(backend: FakeBackend, kind: str) -> list[list[dict]]:
     return [c[1]["messages"] for c in backend.calls if c[0] == kind]
 
 
+@pytest.mark.slow
 def test_qags_runs_every_stage_from_the_task_section(qags_run):
     result, _ = qags_run
     assert result.ran == list(STAGE_NAMES)
@@ -86,6 +87,7 @@ def test_qags_runs_every_stage_from_the_task_section(qags_run):
     assert "rejected" in result.summaries["generate"]
 
 
+@pytest.mark.slow
 def test_generation_prompts_carry_the_task_and_no_satisfaction_wording(qags_run):
     _, backend = qags_run
     gen = [p for p in _prompts(backend, "chat") if '"patterns"' in p[-1]["content"] or '"rubrics"' in p[-1]["content"]]
@@ -102,6 +104,7 @@ def test_generation_prompts_carry_the_task_and_no_satisfaction_wording(qags_run)
     assert all("Source is the source the summary was written from" in p[0]["content"] for p in extract)
 
 
+@pytest.mark.slow
 def test_probe_and_feedback_prompts_carry_the_task(qags_run):
     result, backend = qags_run
     probes = _prompts(backend, "answer_logprobs")
@@ -115,6 +118,7 @@ def test_probe_and_feedback_prompts_carry_the_task(qags_run):
     assert feedback and all(DESCRIPTION in p[0]["content"] for p in feedback)
 
 
+@pytest.mark.slow
 def test_scorer_probes_new_texts_with_the_runs_task(qags_run):
     result, _ = qags_run
     doc = json.loads((result.out / "artifact.json").read_text())

@@ -215,6 +215,7 @@ def test_keyboard_interrupt_stops_probing():
     assert len(backend.started) < 50
 
 
+@pytest.mark.slow
 def test_downstream_stages_run_with_error_records(tmp_path):
     """A run whose probes include failed calls finishes, and its summary and report count them."""
     import json

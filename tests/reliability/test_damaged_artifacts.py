@@ -313,6 +313,7 @@ def test_fuzz_damaged_run_artifacts_never_trace_back(calibrated, tmp_path_factor
         assert out.count("error:") == 1, out
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_fuzz_damaged_artifact_json_and_texts_never_trace_back(tmp_path_factory, data):

@@ -347,6 +347,7 @@ _SOURCES = {
 }
 
 
+@pytest.mark.slow
 @given(st.data(), st.sampled_from(sorted(_SOURCES)), st.integers(1, 3))
 @FUZZ
 def test_fuzz_damaged_hand_off_files_exit_2_without_traceback(tmp_path_factory, data, fmt, n_edits):

@@ -143,6 +143,7 @@ def _write(data: bytes, suffix: str) -> Path:
 # --------------------------------------------------------------------------------------------
 # library loaders
 # --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @FUZZ
 @given(jsonl_files())
 def test_example_jsonl_gives_examples_or_one_clean_error(data):
@@ -159,6 +160,7 @@ def test_example_jsonl_gives_examples_or_one_clean_error(data):
     _load_or_clean_error(InputMapping().load, path, default_labels=("sat",))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(jsonl_files(flat_rows))
 def test_flat_jsonl_gives_examples_or_one_clean_error(data):
@@ -169,6 +171,7 @@ def test_flat_jsonl_gives_examples_or_one_clean_error(data):
     _load_or_clean_error(InputMapping(labels=("sat",), judge="judge").load, path)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(flat_rows | example_rows() | values, max_size=5), st.sampled_from([b"", b"\xef\xbb\xbf"]))
 def test_json_arrays_give_examples_or_one_clean_error(rows, bom):
@@ -188,6 +191,7 @@ def test_csv_gives_examples_or_one_clean_error(data):
     _load_or_clean_error(InputMapping(labels={"sat": "sat"}, judge="judge").load, path)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(jsonl_files(st.fixed_dictionaries({"text": values}, optional={"id": values, "polarity": values,
                                                                       "scale": values, "levels": values})))
@@ -288,6 +292,7 @@ def demo_files(draw) -> bytes:
     return draw(st.sampled_from([b"", b"\xef\xbb\xbf"])) + b"\n".join(_garble(draw, ln, rate=40) for ln in lines)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(configs())
 def test_a_fuzzed_config_loads_or_gives_one_clean_error(case):
@@ -299,6 +304,7 @@ def test_a_fuzzed_config_loads_or_gives_one_clean_error(case):
     _load_or_clean_error(load_config, cfg)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(configs())
 def test_run_check_exits_0_or_2_without_a_traceback(case):

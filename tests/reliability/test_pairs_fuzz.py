@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,7 @@ def _read(path, layout):
         assert p.preferred in ("A", "B", "tie") and p.response_a.strip() != p.response_b.strip()
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=_rows, layout=st.sampled_from(PAIR_LAYOUTS))
 def test_fuzz_json_rows(tmp_path, rows, layout):

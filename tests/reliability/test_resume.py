@@ -72,6 +72,7 @@ def _kill_when(proc: subprocess.Popen, ready, limit: float, who: str, not_starte
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
 
+@pytest.mark.slow
 def test_markers_record_the_sha256_of_every_output(finished):
     _, run = finished
     for name in STAGE_NAMES:
@@ -87,6 +88,7 @@ def test_markers_record_the_sha256_of_every_output(finished):
     assert not {"manifest.json", "config.json", "llm_calls.sqlite", ".lock"} & set(every)
 
 
+@pytest.mark.slow
 def test_an_untouched_run_is_resumed_without_rerunning(run_copy):
     cfg, run = run_copy  # a copied run folder (markers hold relative paths) resumes as well
     result, said = _rerun(cfg, run)
@@ -94,6 +96,7 @@ def test_an_untouched_run_is_resumed_without_rerunning(run_copy):
     assert not any("changed or damaged" in line for line in said)
 
 
+@pytest.mark.slow
 def test_a_truncated_artifact_reruns_its_stage_and_the_later_ones(run_copy):
     cfg, run = run_copy
     good = (run / "artifact.json").read_bytes()
@@ -106,6 +109,7 @@ def test_a_truncated_artifact_reruns_its_stage_and_the_later_ones(run_copy):
     assert _rerun(cfg, run)[0].ran == []  # and now it is trusted again
 
 
+@pytest.mark.slow
 def test_a_truncated_probe_table_is_reprobed_from_the_cache(run_copy):
     cfg, run = run_copy
     good = (run / "probes.jsonl").read_bytes()
@@ -119,6 +123,7 @@ def test_a_truncated_probe_table_is_reprobed_from_the_cache(run_copy):
     assert (run / "probes.jsonl").read_bytes() == good
 
 
+@pytest.mark.slow
 def test_an_edited_or_missing_output_is_noticed(run_copy):
     cfg, run = run_copy
     text = (run / "selected.jsonl").read_text()
@@ -131,6 +136,7 @@ def test_an_edited_or_missing_output_is_noticed(run_copy):
     assert (run / "calibration" / "weights.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_markers_without_hashes_still_resume(run_copy):
     """Run folders written before output hashes existed resume as before (outputs checked by existence)."""
     cfg, run = run_copy
@@ -169,6 +175,7 @@ def _poison(weights: Path, value: float = float("nan")) -> str:
     return key
 
 
+@pytest.mark.slow
 def test_nan_weights_fail_to_load_naming_file_and_tensor(run_copy):
     from rubric_induce.calibration import load_calibrator
 
@@ -183,6 +190,7 @@ def test_nan_weights_fail_to_load_naming_file_and_tensor(run_copy):
     assert "NaN" in res.output and key in res.output and "prediction" not in res.output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["drop judges", "hidden is text", "not JSON text", "a list"])
 def test_a_damaged_calibrator_config_is_one_clean_error(run_copy, damage):
     _, run = run_copy
@@ -201,6 +209,7 @@ def test_a_damaged_calibrator_config_is_one_clean_error(run_copy, damage):
         assert "judges" in res.output
 
 
+@pytest.mark.slow
 def test_nan_weights_in_a_run_are_refit_on_resume(run_copy):
     cfg, run = run_copy
     _poison(run / "calibration" / "weights.safetensors", float("inf"))
@@ -212,6 +221,7 @@ def test_nan_weights_in_a_run_are_refit_on_resume(run_copy):
     assert scorer.calibrator is not None
 
 
+@pytest.mark.slow
 def test_saving_non_finite_weights_is_refused(finished, tmp_path):
     from rubric_induce.calibration import load_calibrator, save_calibrator
 
@@ -224,6 +234,7 @@ def test_saving_non_finite_weights_is_refused(finished, tmp_path):
     assert not (tmp_path / "cal").exists()
 
 
+@pytest.mark.slow
 def test_a_non_finite_prediction_is_an_error_not_a_score(finished):
     import torch
 
@@ -348,6 +359,7 @@ def _run_fake(cfg: Path, out: Path, delay: float) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_kill_9_mid_probe_streams_and_resumes_without_loss_or_repeat(tmp_path):
     """Probes reach probes.jsonl as they finish; after SIGKILL (and a torn last line) the same run
     keeps every whole record, takes calls that finished after it from the cache, repeats none."""
@@ -376,6 +388,7 @@ def test_kill_9_mid_probe_streams_and_resumes_without_loss_or_repeat(tmp_path):
     assert not (out / "stages" / "probe.partial.json").exists()
 
 
+@pytest.mark.slow
 def test_a_streamed_file_of_another_config_is_not_reused(tmp_path):
     cfg = tmp_path / "cfg.toml"
     cfg.write_text(CONFIG, encoding="utf-8")
@@ -410,6 +423,7 @@ def _probe_args(tmp_path: Path, out: Path) -> list[str]:
             "--backend", "fake", "--cache", str(tmp_path / "calls.sqlite"), "--out", str(out), "--no-progress"]
 
 
+@pytest.mark.slow
 def test_kill_9_mid_probe_command_keeps_the_streamed_records_and_resumes(tmp_path):
     """`rubric-induce probe` wrote --out only at the end, so a killed probe lost every record; now
     records reach the file as they finish, and the same command again keeps them (no call repeated)."""

@@ -217,6 +217,7 @@ def test_an_external_cache_is_used_when_asked_for(tmp_path):
 
 
 # -- the lock ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_second_run_fails_at_once_naming_the_holder(tmp_path):
     cfg = _config(tmp_path)
     out = tmp_path / "out"

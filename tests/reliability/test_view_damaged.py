@@ -239,6 +239,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_damaged_file_gives_a_page_with_a_note_not_a_traceback(run_folder, tmp_path, case):
     run = _copy(run_folder, tmp_path)
@@ -249,6 +250,7 @@ def test_a_damaged_file_gives_a_page_with_a_note_not_a_traceback(run_folder, tmp
     json.dumps(data, allow_nan=False)
 
 
+@pytest.mark.slow
 def test_evaluation_parts_of_the_wrong_shape_are_left_out_of_the_headline(run_folder, tmp_path):
     """The page loops over the headline's warnings and reads each calibrated entry's fields: a
     number there, or a null entry, would stop its script (the page was built, exit 0, but blank)."""
@@ -259,6 +261,7 @@ def test_evaluation_parts_of_the_wrong_shape_are_left_out_of_the_headline(run_fo
     assert "warnings" not in head and "calibrated" not in head and "selection" not in head
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content, where", [
     (b'{"format": "rubric-induce-run", "stages": {', "line 1"),
     (b'{"format":\n "rubric-induce-run",\n \xff}', "not UTF-8"),
@@ -275,6 +278,7 @@ def test_a_damaged_manifest_exits_2_naming_it(run_folder, tmp_path, content, whe
     assert not page.exists()
 
 
+@pytest.mark.slow
 def test_a_damaged_file_is_named_in_the_page_notes(run_folder, tmp_path):
     run = _copy(run_folder, tmp_path)
     (run / "evaluation.json").write_text('{"selection": {"accuracy": 0.5},', encoding="utf-8")
@@ -287,6 +291,7 @@ def test_a_damaged_file_is_named_in_the_page_notes(run_folder, tmp_path):
 # item 7: files outside the run folder are not read unless asked
 # --------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_received_config_naming_a_file_outside_the_folder_is_not_read(run_folder, tmp_path):
     run = _copy(run_folder, tmp_path)
     secret = tmp_path / "secret.jsonl"
@@ -305,6 +310,7 @@ def test_a_received_config_naming_a_file_outside_the_folder_is_not_read(run_fold
     assert res.exit_code == 0 and all(t["text"] for t in _page_data(page)["texts"])
 
 
+@pytest.mark.slow
 def test_a_relative_path_climbing_out_of_the_folder_is_not_read(run_folder, tmp_path):
     run = _copy(run_folder, tmp_path)
     shutil.copy(run / "examples.jsonl", tmp_path / "outside.jsonl")
@@ -323,6 +329,7 @@ def test_a_relative_path_climbing_out_of_the_folder_is_not_read(run_folder, tmp_
     assert any("outside.jsonl, outside the run folder" in n for n in data["notes"]), data["notes"]
 
 
+@pytest.mark.slow
 def test_a_symlinked_examples_file_pointing_outside_is_not_read(run_folder, tmp_path):
     run = _copy(run_folder, tmp_path)
     secret = tmp_path / "secret.jsonl"
@@ -333,6 +340,7 @@ def test_a_symlinked_examples_file_pointing_outside_is_not_read(run_folder, tmp_
     assert all(t["text"] == "" for t in _page_data(page)["texts"])
 
 
+@pytest.mark.slow
 def test_a_symlinked_run_file_pointing_outside_is_not_embedded(run_folder, tmp_path):
     run = _copy(run_folder, tmp_path)
     secret = tmp_path / "notes.md"
@@ -347,6 +355,7 @@ def test_a_symlinked_run_file_pointing_outside_is_not_embedded(run_folder, tmp_p
                for n in _page_data(page)["notes"])
 
 
+@pytest.mark.slow
 def test_the_page_forbids_forms_and_base_urls(run_folder, tmp_path):
     _, page = _view(_copy(run_folder, tmp_path))
     csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page.read_text(encoding="utf-8"))
@@ -354,6 +363,7 @@ def test_the_page_forbids_forms_and_base_urls(run_folder, tmp_path):
     assert "default-src 'none'" in csp.group(1)
 
 
+@pytest.mark.slow
 def test_a_string_source_example_ids_is_a_list_of_one_id(run_folder, tmp_path):
     run = _copy(run_folder, tmp_path)
     _edit_line(run, "selected.jsonl", lambda row: row["provenance"].update(source_example_ids="ex-1"))
@@ -369,6 +379,7 @@ def test_a_string_source_example_ids_is_a_list_of_one_id(run_folder, tmp_path):
     assert "source_example_ids" not in row["provenance"]
 
 
+@pytest.mark.slow
 def test_bidi_controls_in_the_run_name_are_shown_not_applied(run_folder, tmp_path):
     from rubric_induce.reporting.viewer import render_view, visible_bidi
 
@@ -382,6 +393,7 @@ def test_bidi_controls_in_the_run_name_are_shown_not_applied(run_folder, tmp_pat
 # item 10: the stage table of a finished run
 # --------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_page_the_run_wrote_shows_the_report_stage_done(run_folder):
     data = _page_data(run_folder / "view.html")
     status = {st["name"]: st["status"] for st in data["summary"]["stages"]}

@@ -162,6 +162,7 @@ def _section(md: str, heading: str) -> str:
     return md[start: nxt if nxt >= 0 else len(md)]
 
 
+@pytest.mark.slow
 def test_report_sections_numbers_and_figures(rendered):
     run_dir, md = rendered
     for heading in ("# Run report: run", "## Run", "## Scores: `scores.jsonl`", "## Scores: `ablation/scores.jsonl`",
@@ -227,6 +228,7 @@ def test_report_sections_numbers_and_figures(rendered):
     assert len(names) == len(links)  # one file per figure, nothing overwritten
 
 
+@pytest.mark.slow
 def test_report_is_deterministic_and_rerunnable(rendered, tmp_path):
     run_dir, md = rendered
     out = tmp_path / "again.md"

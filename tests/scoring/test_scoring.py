@@ -10,7 +10,6 @@ from click.testing import CliRunner
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.cli import cli
 from rubric_induce.core.errors import DataError, RubricInduceError
-from rubric_induce.pipeline import run_pipeline
 from rubric_induce.scoring.scorer import RubricScorer
 
 TEXTS = ["USER: I need a table for two tonight.\nSYSTEM: Booked at 7 pm, confirmation sent.",
@@ -19,13 +18,9 @@ TEXTS = ["USER: I need a table for two tonight.\nSYSTEM: Booked at 7 pm, confirm
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory, fake_run_config):
-    CONFIG = fake_run_config
-    tmp = tmp_path_factory.mktemp("scoring")
-    cfg = tmp / "cfg.toml"
-    cfg.write_text(CONFIG + "\n[evaluate]\nbootstrap = 20\n", encoding="utf-8")
-    run_pipeline(cfg, out=tmp / "run", echo=lambda m: None, stop_after="artifact")
-    return tmp / "run"
+def run_dir(fake_run):
+    """The session's calibrated fake run (tests/conftest.py), read only."""
+    return fake_run
 
 
 def test_score_texts_gives_every_part(run_dir):

@@ -22,12 +22,9 @@ TEXTS = ["USER: I need a table for two tonight.\nSYSTEM: Booked at 7 pm, confirm
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory, fake_run_config):
-    tmp = tmp_path_factory.mktemp("adaptive")
-    cfg = tmp / "cfg.toml"
-    cfg.write_text(fake_run_config + "\n[evaluate]\nbootstrap = 20\n", encoding="utf-8")
-    run_pipeline(cfg, out=tmp / "run", echo=lambda m: None, stop_after="artifact")
-    return tmp / "run"
+def run_dir(fake_run):
+    """The session's calibrated fake run (tests/conftest.py), read only."""
+    return fake_run
 
 
 def test_run_saves_the_adaptive_model_and_load_gets_it(run_dir):
@@ -224,7 +221,10 @@ def test_evaluate_reports_the_answer_check(run_dir, tmp_path):
 
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
-    run_pipeline(run_dir.parent / "cfg.toml", out=copy, echo=lambda m: None, stop_after="evaluate")
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text((run_dir.parent / "cfg.toml").read_text(encoding="utf-8") + "\n[evaluate]\nbootstrap = 20\n",
+                   encoding="utf-8")
+    run_pipeline(cfg, out=copy, echo=lambda m: None, stop_after="evaluate")
     summary = json.loads((copy / "evaluation.json").read_text(encoding="utf-8"))
     check = summary["answer_check"]
     assert check["n_texts"] >= 2 and check["reference"] == (RubricScorer.load(copy).adaptive.answer_surprise_reference_ or 0.0)

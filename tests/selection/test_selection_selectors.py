@@ -38,6 +38,7 @@ def test_planted_rubrics_are_recovered(seed):
     assert sel.selected_ids_ == [str(j) for j in sel.selected_]
 
 
+@pytest.mark.slow
 def test_full_selector_beats_label_free_and_random_baselines_on_held_out():
     wins = {name: 0 for name in ("ucb", "brute-force", "random")}
     for seed in range(3):

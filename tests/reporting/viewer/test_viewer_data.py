@@ -169,6 +169,7 @@ def test_rubrics_the_generation_screen_rejected_are_listed_with_the_reason(viewe
     assert [(r["text"], r["why"]) for r in row] == [("The user is dissatisfied.", "generation screen: restates the label")]
 
 
+@pytest.mark.slow
 def test_a_run_stopped_after_select_still_gives_a_page(tmp_path, fake_run_config):
     from rubric_induce.pipeline import run_pipeline
 
