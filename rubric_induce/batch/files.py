@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import threading
 import uuid
@@ -213,12 +212,9 @@ def resume_results(out: Path) -> set[str]:
             else:
                 dropped += 1
     if dropped:
-        tmp = out.with_name(out.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.writelines(keep)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, out)
+        from rubric_induce.core.safepaths import replace_with_text
+
+        replace_with_text(out, "".join(keep))  # never through a planted link
     return done
 
 

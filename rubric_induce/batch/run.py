@@ -208,6 +208,6 @@ def _accumulate(acc: dict[str, dict[str, Any]], stats: dict[str, dict[str, Any]]
 
 
 def _write_summary(path: Path, summary: BatchRunSummary) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    from rubric_induce.core.safepaths import replace_with_text
+
+    replace_with_text(path, json.dumps(summary.to_dict(), indent=2) + "\n")  # never through a planted link

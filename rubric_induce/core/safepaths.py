@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rubric_induce.core.errors import DataError
 
-__all__ = ["check_links", "inside_folder", "inside_resolver", "open_no_follow"]
+__all__ = ["replace_with_text", "check_links", "inside_folder", "inside_resolver", "open_no_follow"]
 
 
 def _real(path: str | Path) -> Path:
@@ -87,3 +87,17 @@ def open_no_follow(path: str | Path, flags: int, mode: int = 0o644) -> int:
             raise DataError("is a symbolic link; rubric-induce does not write through links planted in a "
                             "folder: remove it (nothing was changed)", path=path) from None
         raise
+
+
+def replace_with_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically through a fresh temporary beside it: a ``.tmp`` left or
+    planted there (a symbolic link included) is removed, never written through (O_EXCL | O_NOFOLLOW)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)  # unlinks a planted link itself, not its target
+    fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

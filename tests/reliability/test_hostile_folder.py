@@ -446,3 +446,25 @@ def test_an_artifact_task_description_file_is_never_read(run, victims):
             res = CliRunner().invoke(cli, args)
             _refused(res, str(out / "artifact.json"), "field 'task.description'", "never reads")
         assert not (out.parent / "scorer.py").exists()
+
+
+# -- temporaries beside batch-run's files ------------------------------------------------------------
+def test_a_planted_temporary_link_is_replaced_not_written_through(tmp_path, victims):
+    """batch-run's summary and its result-file compaction write a fixed-name ``.tmp`` beside the file;
+    a link planted under that name in a received output folder is removed, its target left alone."""
+    from rubric_induce.batch.files import resume_results
+    from rubric_induce.core.safepaths import replace_with_text
+
+    outside = _state(victims)
+    summary = tmp_path / "out" / "batch-run-summary.json"
+    summary.parent.mkdir()
+    summary.with_name(summary.name + ".tmp").symlink_to(victims / "notes.txt")
+    replace_with_text(summary, "{}\n")
+    assert summary.read_text(encoding="utf-8") == "{}\n" and not summary.with_name(summary.name + ".tmp").exists()
+    results = tmp_path / "out" / "requests-000.results.jsonl"
+    good = {"custom_id": "a", "response": {"status_code": 200, "body": {}}}
+    results.write_text(json.dumps(good) + "\n" + json.dumps(good) + "\nnot json\n", encoding="utf-8")
+    results.with_name(results.name + ".tmp").symlink_to(victims / "notes.txt")
+    resume_results(results)  # drops the repeated and the damaged line: compacts through the temporary
+    assert _state(victims) == outside
+    assert results.read_text(encoding="utf-8").count("\n") == 1
