@@ -47,23 +47,19 @@ from _harness import Experiment, start, pyplot, save_figure  # noqa: E402
 
 from rubric_induce.data.datasets import load_uss  # noqa: E402
 from rubric_induce.data.model import Example, Rubric, RubricPool  # noqa: E402
-from rubric_induce.dedup.api import deduplicate  # noqa: E402
+from rubric_induce.dedup import dedup  # noqa: E402
 from rubric_induce.core.errors import RubricInduceError  # noqa: E402
 from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
-from rubric_induce.generation import GenerationError, balanced_sample, generate_rubicon  # noqa: E402
+from rubric_induce.backends.structured import GenerationError  # noqa: E402
+from rubric_induce.generation.rubicon import balanced_sample, generate_rubicon  # noqa: E402
 from rubric_induce.core.task import TaskParams  # noqa: E402
-from rubric_induce.probing.api import ProbeTable, probe  # noqa: E402
-from rubric_induce.selection import (  # noqa: E402
-    METRIC_NAMES,
-    BruteForceSelector,
-    CorrectnessOnlySelector,
-    RubiconSelector,
-    SelectionWarning,
-    UCBSelector,
-    evaluate_selection,
-    group_split,
-    unit_scores,
-)
+from rubric_induce.data.probes import ProbeTable  # noqa: E402
+from rubric_induce.probing.api import probe  # noqa: E402
+from rubric_induce.selection.metrics import METRIC_NAMES, evaluate_selection
+from rubric_induce.selection.baselines import BruteForceSelector, CorrectnessOnlySelector, UCBSelector
+from rubric_induce.selection.selector import RubiconSelector, SelectionWarning
+from rubric_induce.selection.split import group_split
+from rubric_induce.selection.scores import unit_scores
 
 __all__ = ["Variant", "VARIANTS", "PAPER", "HashingEmbedder", "DOMAIN", "main", "select_dialogues",
            "build_selector", "model_name", "table3_budgets"]
@@ -223,7 +219,8 @@ def _generate(exp: Experiment, variant: Variant, gen_examples: list[Example], cf
 def _dedup(exp: Experiment, key: str, pool: RubricPool, embedder, cfg: dict[str, Any]
            ) -> tuple[RubricPool, dict[str, Any]]:
     t0 = time.perf_counter()
-    res = deduplicate(pool, float(cfg["dedup_threshold"]), embedder=embedder, seed=cfg["seed"])
+    res = dedup(pool, threshold=float(cfg["dedup_threshold"]),
+                borderline=min(float(cfg["dedup_threshold"]), 0.75), embedder=embedder, seed=cfg["seed"])
     res.pool.save(exp.out / "pools" / f"{key}.dedup.jsonl")
     (exp.out / "pools" / f"{key}.dedup.report.md").write_text(res.report_markdown, encoding="utf-8")
     kept = {p: len(res.pool.by_polarity(p)) for p in ("SAT", "DSAT")}

@@ -43,17 +43,16 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 from _harness import pyplot, save_figure, start  # noqa: E402
 
-from rubric_induce.selection import (  # noqa: E402
+from rubric_induce.selection.baselines import (
     BruteForceSelector,
     CorrectnessOnlySelector,
     RandomSelector,
-    RubiconSelector,
-    SelectionWarning,
     TopKCorrelationSelector,
     UCBSelector,
-    make_sharpness_pool,
-    selection_metrics,
 )
+from rubric_induce.selection.selector import RubiconSelector, SelectionWarning
+from rubric_induce.selection.synthetic import make_sharpness_pool
+from rubric_induce.selection.metrics import selection_metrics
 from rubric_induce.selection.precision import precision_curves  # noqa: E402
 from rubric_induce.selection.selector import DEFAULT_ALPHAS  # noqa: E402
 from rubric_induce.core.stats import percentile_interval  # noqa: E402

@@ -22,17 +22,16 @@ import warnings
 
 import numpy as np
 
-from rubric_induce.selection import (
+from rubric_induce.selection.baselines import (
     BruteForceSelector,
     CorrectnessOnlySelector,
     RandomSelector,
-    RubiconSelector,
-    SelectionWarning,
     TopKCorrelationSelector,
     UCBSelector,
-    make_synthetic_pool,
-    selection_metrics,
 )
+from rubric_induce.selection.selector import RubiconSelector, SelectionWarning
+from rubric_induce.selection.synthetic import make_synthetic_pool
+from rubric_induce.selection.metrics import selection_metrics
 
 POLICIES = {
     "RUBICON (CV alpha)": lambda s: RubiconSelector(random_state=s),

@@ -15,7 +15,7 @@ import numpy as np
 from rubric_induce.data import Example, Rubric
 from rubric_induce.data.probes import ProbeTable
 from rubric_induce.data.jsonl import jsonable
-from rubric_induce.core.params import Params, param
+from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.evaluation.baselines import beats, constant_baseline, majority_baseline
 from rubric_induce.probing.checks import LOW_MASS, NEAR_CONSTANT_SD
 from rubric_induce.evaluation.score_table import ScoreRow
@@ -148,7 +148,7 @@ def evaluate(
     results: Sequence[Any],
     examples: Sequence[Example],
     y: np.ndarray,
-    params: EvaluateParams = EvaluateParams(),
+    params: EvaluateParams | None = None,
     *,
     label: str,
     threshold: float | None,
@@ -164,6 +164,7 @@ def evaluate(
     rubrics: Sequence[Rubric] = (),
     selected: Sequence[str] = (),
     answer_reference: float | None = None,
+    **overrides: Any,
 ) -> EvaluationResult:
     """Metrics of scored held-out ``examples``, each next to a baseline, with warnings.
 
@@ -186,8 +187,9 @@ def evaluate(
     ``label_threshold``: the threshold that made a graded label binary; the binary rows then use
     the aspect ``label>=T`` (:func:`binary_aspect`), so ``question == label`` never collides.
     """
+    params = resolve_params(EvaluateParams, params, overrides)
     from rubric_induce.core.mdtext import md_text
-    from rubric_induce.selection import evaluate_selection, metrics_markdown
+    from rubric_induce.selection.metrics import evaluate_selection, metrics_markdown
     from rubric_induce.core.stats import bootstrap_ci as _bootstrap_ci, dataset_level
     from rubric_induce.evaluation.judges import judge_rows, judges_markdown
 

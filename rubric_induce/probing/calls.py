@@ -130,7 +130,8 @@ def probe_calls(
     """Every call :func:`~rubric_induce.probing.api.probe` would make for these arguments, in its
     order (example-major), with cache keys under ``backend``'s identity. Makes no LLM call (the
     backend's tokenizer is used when ``max_example_tokens`` cuts examples)."""
-    from rubric_induce.probing.api import probe_once, prompt_cache_key_for, render_example
+    from rubric_induce.probing.api import probe_once, prompt_cache_key_for
+    from rubric_induce.data.render import render_example
 
     params = probe_params(params, **options)
     examples, rubrics = list(examples), list(rubrics)

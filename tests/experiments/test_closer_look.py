@@ -13,7 +13,7 @@ from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.core import stats
 from rubric_induce.data import Example, RubricPool
 from rubric_induce.evaluation.score_table import read_scores
-from rubric_induce.probing.api import ProbeTable
+from rubric_induce.data.probes import ProbeTable
 from rubric_induce.backends.structured import GenerationError, GenerationStats
 
 

@@ -13,7 +13,7 @@ from rubric_induce.data import RubricPool
 from rubric_induce.data.datasets import load_summeval
 from rubric_induce.core.errors import RubricInduceError
 from rubric_induce.evaluation.score_table import read_scores
-from rubric_induce.probing.api import ProbeTable
+from rubric_induce.data.probes import ProbeTable
 
 ASPECTS = ["coherence", "relevance"]
 

@@ -12,9 +12,9 @@ from rubric_induce.data import RubricPool
 from rubric_induce.data.datasets import load_uss
 from rubric_induce.core.errors import RubricInduceError
 from rubric_induce.evaluation.score_table import read_scores
-from rubric_induce.generation import GenerationError
-from rubric_induce.probing.api import ProbeTable
-from rubric_induce.selection import unit_scores
+from rubric_induce.backends.structured import GenerationError
+from rubric_induce.data.probes import ProbeTable
+from rubric_induce.selection.scores import unit_scores
 
 
 

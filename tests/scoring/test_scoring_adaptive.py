@@ -127,7 +127,7 @@ def test_cli_score_adaptive(run_dir, tmp_path):
 def test_outcomes_reach_the_policy(run_dir):
     """``outcomes`` goes from the scorer (and ``score --outcomes``) to the policy: each choice's
     expected gains are the policy's own for that choice; an unknown one is a clear error."""
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
 
     scorer = RubricScorer.load(run_dir)
     table = ProbeTable.load(run_dir / "probes.jsonl")
@@ -220,7 +220,7 @@ def test_evaluate_reports_the_answer_check(run_dir, tmp_path):
     figure new texts are compared with), and warns when the held-out texts are flagged."""
     from rubric_induce.data import Example
     from rubric_induce.evaluation.heldout import evaluate
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
 
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
