@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -27,6 +27,11 @@ from rubric_induce.data import Example, Rubric, RubricSet
 from rubric_induce.data.mapping import InputMapping
 from rubric_induce.data.results import ScoreResult
 from rubric_induce.core.errors import DataError, RubricInduceError
+
+if TYPE_CHECKING:  # calibration imports torch on use; the scorer imports it only when a run has a network
+    from rubric_induce.calibration.adaptive import AdaptiveModel
+    from rubric_induce.calibration.calibrator import Calibrator
+    from rubric_induce.core.task import TaskParams
 
 __all__ = ["ARTIFACT_NAME", "RubricScorer", "write_artifact", "read_artifact"]
 
@@ -240,11 +245,13 @@ class RubricScorer:
     probes already computed (the evaluate stage uses it on the run's held-out probes).
     """
 
-    def __init__(self, rubrics: Sequence[Rubric], *, threshold: float | None = None, calibrator: Any = None,
+    def __init__(self, rubrics: Sequence[Rubric], *, threshold: float | None = None,
+                 calibrator: Calibrator | None = None,
                  question: str | None = None, judges: Sequence[str] = (), score_mode: str = "expected",
                  probe_options: Mapping[str, Any] | None = None, fields: Sequence[str] | None = None,
                  backend: Any = None, label: str | None = None, source: str | None = None,
-                 input: Mapping[str, Any] | None = None, task: Any = None, adaptive: Any = None) -> None:
+                 columns: Mapping[str, Any] | None = None, task: TaskParams | None = None,
+                 adaptive: AdaptiveModel | None = None) -> None:
         from rubric_induce.core.task import TaskParams
 
         self.rubrics = list(rubrics)
@@ -265,7 +272,8 @@ class RubricScorer:
         self.backend_source: str | None = "argument" if backend is not None else None
         self.label = label
         self.source = source
-        self.input = dict(input) if input else None  # the run's text columns and id column (artifact "input")
+        #: The run's text columns and id column (``{"text": [...], "id": ...}``; artifact.json's "input").
+        self.columns = dict(columns) if columns else None
         self.task = task if task is not None else TaskParams()  # words the probe prompts
 
     @property
@@ -354,7 +362,7 @@ class RubricScorer:
         scorer = cls(list(rubric_set), threshold=threshold, calibrator=calibrator, question=doc.get("question"),
                      judges=doc.get("judges") or [], score_mode=doc.get("score_mode", "expected"),
                      probe_options=doc.get("probe") or {}, fields=doc.get("fields"), label=doc.get("label"),
-                     source=str(doc_path), input=doc.get("input"), task=task, adaptive=adaptive)
+                     source=str(doc_path), columns=doc.get("input"), task=task, adaptive=adaptive)
         if backend is not None or doc.get("backend"):
             spec = backend if backend is not None else doc["backend"]
             if isinstance(spec, str):
@@ -378,8 +386,8 @@ class RubricScorer:
     def input_mapping(self) -> InputMapping:
         """How :meth:`read` maps a file's columns by default: the run's text columns and id column
         (as the run read its examples), else one column per probed field, named like it."""
-        if self.input:
-            return InputMapping(text=self.input.get("text") or None, id=self.input.get("id"))
+        if self.columns:
+            return InputMapping(text=self.columns.get("text") or None, id=self.columns.get("id"))
         return InputMapping(text=tuple(self.fields) if self.fields else None)
 
     def read(self, path: str | Path, mapping: InputMapping | None = None, *,
@@ -395,7 +403,7 @@ class RubricScorer:
         if optional_run_id is None:
             optional_run_id = mapping is None
         mapping = mapping or self.input_mapping()
-        run_id = (self.input or {}).get("id")
+        run_id = (self.columns or {}).get("id")
         if optional_run_id and run_id and mapping.id == run_id and not _has_column(mapping, path, run_id):
             mapping = mapping.replace(id=None)
         return mapping.load(path, unique=False)
@@ -427,7 +435,7 @@ class RubricScorer:
     def score(self, texts: Iterable[str | Mapping[str, Any] | Example], *, judge: str | Sequence[str] | None = None,
               aggregate: str = "mean", progress: bool = False,
               mapping: InputMapping | None = None, unseen_judge: str = "error", budget: int | None = None,
-              stop_at: float | None = None, adaptive: bool | None = None,
+              stop_at: float | None = None, adaptive: bool = False,
               criterion: str = "auto", outcomes: str = "both", answer_check: bool = True,
               guarantee: Any = None) -> list[ScoreResult]:
         """Score texts: probes, NetSAT and label, calibrated prediction with its uncertainty, drivers.
@@ -440,7 +448,8 @@ class RubricScorer:
         :meth:`to_examples` (one plain string, or a list); ``mapping`` maps dict keys (your
         columns) onto the set's fields.
 
-        Adaptive scoring (``budget`` or ``stop_at`` given, or ``adaptive=True``): each text is asked
+        Adaptive scoring (``adaptive=True``, the one switch, as ``score --adaptive``; ``budget`` and
+        ``stop_at`` without it are an error): each text is asked
         only the rubrics expected to move its calibrated prediction, greedily, until the expected
         gain (``criterion``: variance of the prediction, or entropy of a two-answer label's
         decision) is at or below ``stop_at`` (default: 0.001 of the largest uncertainty the scale
@@ -460,8 +469,7 @@ class RubricScorer:
         with ``target`` / ``delta`` / ``measure``): each result gets its ``confidence`` and
         ``answered`` (False = abstained; see :mod:`rubric_induce.scoring.selective`).
         """
-        if adaptive is None:
-            adaptive = budget is not None or stop_at is not None
+        _adaptive_switch(adaptive, budget, stop_at)
         _guarantee_first(self, guarantee, adaptive)
         if adaptive:
             self._require_adaptive(aggregate)
@@ -479,7 +487,7 @@ class RubricScorer:
 
     def score_probes(self, table, examples: Sequence[Example | str], *, judge: str | Sequence[str] | None = None,
                      aggregate: str = "mean", unseen_judge: str = "error", budget: int | None = None,
-                     stop_at: float | None = None, adaptive: bool | None = None,
+                     stop_at: float | None = None, adaptive: bool = False,
                      criterion: str = "auto", outcomes: str = "both", answer_check: bool = True,
                      guarantee: Any = None) -> list[ScoreResult]:
         """Score from an existing :class:`~rubric_induce.probing.api.ProbeTable` (no LLM call);
@@ -490,7 +498,7 @@ class RubricScorer:
         evaluate stage scores each judge's texts so). Either way the probes are read once, not
         once per example, so the time grows linearly with the number of examples.
 
-        With ``budget`` / ``stop_at`` / ``adaptive=True`` (see :meth:`score`) the adaptive policy
+        With ``adaptive=True`` (and its ``budget`` / ``stop_at``, see :meth:`score`) the adaptive policy
         is replayed on the table: a rubric is "asked" by reading its probe from the table, so the
         result shows which rubrics adaptive scoring would have paid for.
         """
@@ -502,8 +510,7 @@ class RubricScorer:
             arr = table.take(ids, rubric_ids)
         else:
             arr = table.arrays(example_ids=ids, rubric_ids=rubric_ids)
-        if adaptive is None:
-            adaptive = budget is not None or stop_at is not None
+        _adaptive_switch(adaptive, budget, stop_at)
         _guarantee_first(self, guarantee, adaptive)
         if adaptive:
             self._require_adaptive(aggregate)
@@ -703,6 +710,16 @@ def _guarantee_first(scorer: RubricScorer, guarantee: Any, adaptive: bool) -> No
                         "adaptive scoring", field="guarantee")
     require_calibrated(scorer)
     resolve_guarantee(guarantee, scorer.source)
+
+
+def _adaptive_switch(adaptive: bool, budget: int | None, stop_at: float | None) -> None:
+    """``budget`` and ``stop_at`` belong to adaptive scoring: without ``adaptive=True`` they are an
+    error (as ``rubric-induce score`` refuses ``--budget`` / ``--stop-at`` without ``--adaptive``)."""
+    if not isinstance(adaptive, bool):
+        raise TypeError(f"adaptive must be True or False, got {adaptive!r}")
+    given = [name for name, v in (("budget", budget), ("stop_at", stop_at)) if v is not None]
+    if given and not adaptive:
+        raise RubricInduceError(f"{' and '.join(given)} go with adaptive=True (adaptive scoring is off)")
 
 
 def _require_finite(results: list[ScoreResult], pred, sd, proba, source: str | None) -> None:
