@@ -3,7 +3,7 @@
 USS-SGD dialogues (label ``sat`` = mean annotator satisfaction >= 3, see
 :func:`rubric_induce.data.datasets.load_uss`) stand in for the paper's 100 C# debugging
 conversations. ``--limit`` dialogues are drawn balanced (half SAT, half DSAT, seeded) and split
-50:50, stratified and seeded (:func:`rubric_induce.selection.group_split`), as in the paper.
+50:50, stratified and seeded (:func:`rubric_induce.selection.split.group_split`), as in the paper.
 
 1. **Generate** a rubric pool with each variant, from ``gen_per_class`` SAT + ``gen_per_class``
    DSAT dialogues of the *training* half: full RUBICON (DS + CDP), SPUR-style (one fixed-size set
@@ -12,13 +12,13 @@ conversations. ``--limit`` dialogues are drawn balanced (half SAT, half DSAT, se
 2. **De-duplicate** every pool (all-MiniLM-L6-v2 cosine >= ``dedup_threshold``).
 3. **Probe** the union of the pools on every dialogue of both halves, once (score-only, answer
    distribution from logprobs; prefix reuse per dialogue).
-4. **Select** per pool with :class:`~rubric_induce.selection.RubiconSelector` (alpha by 5-fold CV
+4. **Select** per pool with :class:`~rubric_induce.selection.selector.RubiconSelector` (alpha by 5-fold CV
    on the training half; budgets ``n_sat``/``n_dsat`` = the paper's N=10, capped at the pool size),
    and, for Table 3, all four policies (UCB, BruteForce, CorrectnessLoss, RUBICON) on one pool:
    by default the union of every variant's pool with budgets of half of each polarity, because a
    135M model's single pools are smaller than the paper's N = 10 and leave a selector no choice.
 5. **Evaluate** on the held-out half: ΔNetSAT, YieldRate@90, accuracy, precision, recall, F1 with
-   95% class-stratified bootstrap intervals (:func:`~rubric_induce.selection.evaluate_selection`).
+   95% class-stratified bootstrap intervals (:func:`~rubric_induce.selection.metrics.evaluate_selection`).
 
 Writes ``scores.jsonl`` (NetSAT per held-out dialogue and system, with the selector's threshold),
 the pools (``pools/``), the probes, ``results.json``/``results.md`` and ``rubicon_variants.png``.

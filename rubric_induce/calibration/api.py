@@ -240,7 +240,7 @@ def _metrics_md(title: str, metrics: dict[str, float]) -> str:
 
 def calibrate(train, params: CalibrateParams | None = None, *, test=None, seed: int = 0,
               echo=None, **overrides: Any) -> CalibrateResult:
-    """Fit the calibration network on ``train`` (:class:`~rubric_induce.calibration.CalibrationData`).
+    """Fit the calibration network on ``train`` (:class:`~rubric_induce.calibration.data.CalibrationData`).
 
     With ``params.search`` an optuna search picks the network's hyperparameters; with
     ``params.cv_folds >= 2`` a cross-validation by text (nested when searching) reports RMSE and

@@ -1,6 +1,6 @@
 """The evaluate stage's one entry point: held-out metrics of a scored split (:func:`evaluate`).
 
-Takes what the scorer produced for the held-out texts (:class:`~rubric_induce.scoring.scorer.ScoreResult`)
+Takes what the scorer produced for the held-out texts (:class:`~rubric_induce.data.results.ScoreResult`)
 and their human labels; returns an :class:`EvaluationResult` that writes ``scores.jsonl`` (the
 meta-evaluation score table), ``evaluation.md``, ``evaluation.json`` and ``test_scores.json``.
 """
@@ -14,6 +14,7 @@ import numpy as np
 
 from rubric_induce.data import Example, Rubric
 from rubric_induce.data.probes import ProbeTable
+from rubric_induce.data.results import ScoreResult
 from rubric_induce.data.jsonl import jsonable
 from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.evaluation.baselines import beats, constant_baseline, majority_baseline
@@ -57,7 +58,7 @@ class EvaluationResult:
     rows: list[ScoreRow]
     summary: dict[str, Any]
     markdown: str
-    results: list[Any] = field(default_factory=list)
+    results: list[ScoreResult] = field(default_factory=list)
 
     def brief(self) -> dict[str, Any]:
         """The summary without the long lists (every judge's row, every near-constant rubric), for
@@ -84,7 +85,7 @@ class EvaluationResult:
 
 
 def score_heldout(scorer: Any, probes: ProbeTable, examples: Sequence[Example]
-                  ) -> tuple[list[Any], dict[str, list[Any]] | None]:
+                  ) -> tuple[list[ScoreResult], dict[str, list[ScoreResult | None]] | None]:
     """What :func:`evaluate` takes from a scorer: ``(results, judge_results)``.
 
     ``results``: ``scorer.score_probes`` of every example (mean over the trained judges);
@@ -102,10 +103,10 @@ def score_heldout(scorer: Any, probes: ProbeTable, examples: Sequence[Example]
     if scorer.calibrator is None:
         return results, None
     judges, ratings = judge_ratings(examples, scorer.question)
-    judge_results: dict[str, list[Any]] = {}
+    judge_results: dict[str, list[ScoreResult | None]] = {}
     for k, name in enumerate(judges):  # only the texts this judge rated (many raters, few texts each)
         rated = np.flatnonzero(np.isfinite(ratings[:, k])).tolist()
-        row: list[Any] = [None] * len(examples)
+        row: list[ScoreResult | None] = [None] * len(examples)
         # a held-out judge the calibrator has not seen is predicted with the shared weights
         scored = scorer.score_probes(arrays, [examples[i] for i in rated], judge=name, unseen_judge="shared",
                                      answer_check=False)  # the check is on the texts, already in results
@@ -145,7 +146,7 @@ def _num(v: float | None) -> str:
 
 
 def evaluate(
-    results: Sequence[Any],
+    results: Sequence[ScoreResult],
     examples: Sequence[Example],
     y: np.ndarray,
     params: EvaluateParams | None = None,
@@ -158,7 +159,7 @@ def evaluate(
     label_threshold: float | None = None,
     train: Sequence[Example] = (),
     train_y: np.ndarray | None = None,
-    judge_results: Mapping[str, Sequence[Any]] | None = None,
+    judge_results: Mapping[str, Sequence[ScoreResult | None]] | None = None,
     trained_judges: Sequence[str] = (),
     probes: ProbeTable | None = None,
     rubrics: Sequence[Rubric] = (),

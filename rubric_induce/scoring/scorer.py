@@ -259,7 +259,7 @@ class RubricScorer:
             raise RubricInduceError("a scorer needs at least one rubric")
         self.threshold = threshold
         self.calibrator = calibrator
-        #: The adaptive-scoring model (:class:`~rubric_induce.calibration.AdaptiveModel`), when the run trained one.
+        #: The adaptive-scoring model (:class:`~rubric_induce.calibration.adaptive.AdaptiveModel`), when the run trained one.
         self.adaptive = adaptive
         self.question = question
         self.judges = list(judges)
@@ -490,7 +490,7 @@ class RubricScorer:
                      stop_at: float | None = None, adaptive: bool = False,
                      criterion: str = "auto", outcomes: str = "both", answer_check: bool = True,
                      guarantee: Any = None) -> list[ScoreResult]:
-        """Score from an existing :class:`~rubric_induce.probing.api.ProbeTable` (no LLM call);
+        """Score from an existing :class:`~rubric_induce.data.probes.ProbeTable` (no LLM call);
         ``judge``, ``unseen_judge`` and ``answer_check`` as in :meth:`score`.
 
         ``table`` may also be the :class:`~rubric_induce.data.probes.ProbeArrays` of one
