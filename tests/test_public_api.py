@@ -125,3 +125,15 @@ def test_every_selector_and_calibrator_clones_with_sklearn():
         twin = clone(est)
         assert type(twin) is type(est) and twin is not est
         assert twin.get_params(deep=False) == est.get_params(deep=False), type(est).__name__
+
+
+def test_scorer_passes_the_artifacts_sample_count_to_probe():
+    """artifact.json names the sample count n_samples; probe's field is samples."""
+    from rubric_induce.backends.fake import FakeBackend
+    from rubric_induce.data import Rubric
+    from rubric_induce.scoring.scorer import RubricScorer
+
+    scorer = RubricScorer([Rubric.create("The reply is polite.")], backend=FakeBackend(),
+                          probe_options={"estimator": "sampling", "n_samples": 3, "style": "score-only"})
+    table = scorer.probe(["Hello there."])
+    assert table.records[0].estimator == "sampling" and table.records[0].n_samples == 3

@@ -143,13 +143,19 @@ def _check_probe_options(probe: Mapping[str, Any], doc_path: Path) -> None:
 
             raise DataError(f"unknown probe option{suggest(str(key), _PROBE_KEYS)}; allowed: {', '.join(_PROBE_KEYS)}",
                             path=doc_path, field=f"probe.{key}")
-    opts = {("samples" if k == "n_samples" else k): v for k, v in probe.items() if v is not None}
+    opts = _probe_overrides(probe)
     try:
         ProbeParams(**opts)
     except DataError as exc:
         name = (exc.field or "").split(".")[-1]
         raise DataError(exc.message, path=doc_path,
                         field=f"probe.{'n_samples' if name == 'samples' else name}" if name else "probe") from None
+
+
+def _probe_overrides(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The artifact's probe options as :class:`~rubric_induce.probing.api.ProbeParams` overrides
+    (artifact.json says ``n_samples``, the params field is ``samples``); unset ones left out."""
+    return {("samples" if k == "n_samples" else k): v for k, v in options.items() if v is not None}
 
 
 def _check_input(value: Mapping[str, Any] | None, doc_path: Path) -> None:
@@ -428,7 +434,7 @@ class RubricScorer:
         if self.backend is None:
             raise RubricInduceError("this scorer has no backend; pass backend= to RubricScorer.load "
                                     "(e.g. 'local') or use score_probes on existing probes")
-        opts = {k: v for k, v in self.probe_options.items() if v is not None}
+        opts = _probe_overrides(self.probe_options)
         return probe(self.to_examples(texts, mapping=mapping), self.rubrics, self.backend, fields=self.fields,
                      task=self.task, progress=progress, **opts)
 
@@ -608,7 +614,7 @@ class RubricScorer:
             raise RubricInduceError("this scorer has no backend; pass backend= to RubricScorer.load "
                                     "(e.g. 'local') or use score_probes on existing probes")
         cols = block_rubrics(self.adaptive, [r.id for r in self.rubrics], self.source)
-        opts = {k: v for k, v in self.probe_options.items() if v is not None}
+        opts = _probe_overrides(self.probe_options)
         records: list = []
 
         def fetch(rows: np.ndarray, block: int):
