@@ -105,14 +105,13 @@ def unwrap_backend(backend: Backend) -> Backend:
 
 
 def probe_params(params: Any = None, **options: Any):
-    """A :class:`~rubric_induce.probing.api.ProbeParams` from ``params`` and/or its fields as keywords."""
+    """The :class:`~rubric_induce.probing.api.ProbeParams` that :func:`~rubric_induce.probing.api.probe`
+    would run with: ``params`` with its fields given as keyword overrides (the same rule,
+    :func:`rubric_induce.core.params.resolve_params`)."""
+    from rubric_induce.core.params import resolve_params
     from rubric_induce.probing.api import ProbeParams
 
-    if "n_samples" in options:
-        options["samples"] = options.pop("n_samples")
-    if params is None:
-        return ProbeParams(**options)
-    return params.replace(**options) if options else params
+    return resolve_params(ProbeParams, params, options)
 
 
 def probe_calls(
