@@ -49,7 +49,10 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 from _harness import pyplot, save_figure, start  # noqa: E402
 
-from rubric_induce.calibration import AdaptiveModel, AskPolicy, JudgeMeanBaseline, from_llm_rubric  # noqa: E402
+from rubric_induce.calibration.adaptive import AdaptiveModel  # noqa: E402
+from rubric_induce.calibration.policy import AskPolicy  # noqa: E402
+from rubric_induce.calibration.baselines import JudgeMeanBaseline  # noqa: E402
+from rubric_induce.calibration.data import from_llm_rubric  # noqa: E402
 from rubric_induce.calibration.planted import planted_adaptive  # noqa: E402
 from rubric_induce.calibration.search import group_kfold  # noqa: E402
 from rubric_induce.core.stats import percentile_interval  # noqa: E402
@@ -136,7 +139,7 @@ def cached_demo_run(run: Path, out: Path, log) -> Path:
 def demo_data(exp, log):
     from rubric_induce.calibration.data import from_probes
     from rubric_induce.data import RubricPool, RubricSet, read_examples
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
 
     run = Path(exp.config["demo_run"])
     run = run if run.is_absolute() else ROOT / run

@@ -3,7 +3,7 @@
 For the SummEval aspects (Likert 1-5) and QAGS CNN/DM and XSum (factual consistency, 0-1), the
 labelled data are split by source document into a small **induction** part, on which criteria are
 drafted from Monte-Carlo few-shot samples, revisited (kept by correlation with the human labels)
-and refined on misaligned examples (:func:`rubric_induce.generation.generate_autocalibrate`), and
+and refined on misaligned examples (:func:`rubric_induce.generation.autocalibrate.generate_autocalibrate`), and
 a **held-out** part on which three systems are probed and scored:
 
 * ``no-criteria``: the aspect name with a one-line instruction (``Rate the <aspect> of the text.``),

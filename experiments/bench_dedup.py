@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from rubric_induce.data import Rubric, RubricPool
-from rubric_induce.dedup.api import deduplicate
+from rubric_induce.dedup import dedup
 from rubric_induce.core.embeddings import SentenceEmbedder
 
 SUBJECTS = ["The assistant", "The system", "The agent", "The bot"]
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     t_load = time.perf_counter() - t0
     timed = TimedEmbedder(embedder)
     t1, c1 = time.perf_counter(), time.process_time()
-    result = deduplicate(pool, args.threshold, embedder=timed)
+    result = dedup(pool, threshold=args.threshold, borderline=min(args.threshold, 0.75), embedder=timed)
     total, cpu_total = time.perf_counter() - t1, time.process_time() - c1
     t_group = total - timed.seconds
     print(f"de-duplication of {len(pool)} rubric strings (seed {args.seed}), all-MiniLM-L6-v2 on CPU, "

@@ -102,7 +102,7 @@ def make_setup(n: int, rubrics: list[Rubric], base: ProbeTable, *, n_judges: int
 
 
 def fit_calibrator(rubrics: list[Rubric], base: ProbeTable, n_judges: int, seed: int):
-    from rubric_induce.calibration import Calibrator
+    from rubric_induce.calibration.calibrator import Calibrator
     from rubric_induce.calibration.data import from_probes
 
     examples, _, table = make_setup(len({r.example_id for r in base.records}), rubrics, base,

@@ -23,7 +23,8 @@ import time
 
 import numpy as np
 
-from rubric_induce.selection import greedy_select, make_synthetic_pool
+from rubric_induce.selection.selector import greedy_select
+from rubric_induce.selection.synthetic import make_synthetic_pool
 
 
 def main() -> int:

@@ -45,7 +45,8 @@ from rubric_induce.backends.structured import (  # noqa: E402
     string_list,
     string_list_schema,
 )
-from rubric_induce.probing.api import PROBE_STYLES, ProbeTable, probe  # noqa: E402
+from rubric_induce.probing.api import PROBE_STYLES, probe  # noqa: E402
+from rubric_induce.data.probes import ProbeTable  # noqa: E402
 from rubric_induce.core.stats import williams_test_scores  # noqa: E402
 from rubric_induce.core.templates import load_prompt  # noqa: E402
 

@@ -5,17 +5,17 @@ coherence, consistency, fluency and relevance) are split **by article**: ``--lim
 drawn (seeded) and half of them, with all their summaries, are held out.
 
 1. **Induce** criteria per aspect on the training articles: AutoCalibrate drafting
-   (:func:`rubric_induce.generation.draft_criteria`, ``n_drafts`` Monte-Carlo samples of
+   (:func:`rubric_induce.generation.autocalibrate.draft_criteria`, ``n_drafts`` Monte-Carlo samples of
    ``n_shots`` expert-scored summaries, temperature 1). The few-shot blocks show the article cut to
    ``draft_source_chars`` characters so that the summary itself always fits the prompt.
 2. **Select** per aspect: every draft is probed on the training summaries and the top
    ``top_k`` by Spearman correlation with the expert mean are kept
-   (:class:`~rubric_induce.selection.TopKCorrelationSelector`, AutoCalibrate's revisit step).
+   (:class:`~rubric_induce.selection.baselines.TopKCorrelationSelector`, AutoCalibrate's revisit step).
 3. **Probe** the selected criteria plus one direct question per aspect ("Rate the <aspect> of
    the text.", the AutoCalibrate paper's criteria-free GPT-4 baseline) on every summary of both
    halves (score-only, distribution from logprobs, full article shown).
 4. **Calibrate**: LLM-RUBRIC's personalized network
-   (:class:`~rubric_induce.calibration.Calibrator`, small fixed configuration, the three experts as
+   (:class:`~rubric_induce.calibration.calibrator.Calibrator`, small fixed configuration, the three experts as
    judges, multi-task pre-training on all four aspects, fine-tuning on one) is trained on the
    training articles' (summary, expert) rows, one network per aspect, seeds averaged.
 5. **Compare** on the held-out articles against the expert mean: calibrated prediction (mean of
@@ -42,15 +42,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _harness import Experiment, start, pyplot, save_figure  # noqa: E402
 
-from rubric_induce.calibration import Calibrator, CalibrationData, from_probes  # noqa: E402
+from rubric_induce.calibration.calibrator import Calibrator  # noqa: E402
+from rubric_induce.calibration.data import CalibrationData, from_probes  # noqa: E402
 from rubric_induce.data.datasets import SUMMEVAL_ASPECTS, load_summeval  # noqa: E402
 from rubric_induce.data.model import AnswerScale, Example, Rubric, RubricPool  # noqa: E402
 from rubric_induce.core.errors import RubricInduceError  # noqa: E402
 from rubric_induce.evaluation.meta_eval import correlation_table  # noqa: E402
 from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
-from rubric_induce.generation import GenerationStats, draft_criteria, draft_plan  # noqa: E402
-from rubric_induce.probing.api import ProbeTable, probe  # noqa: E402
-from rubric_induce.selection import TopKCorrelationSelector, group_split, unit_scores  # noqa: E402
+from rubric_induce.backends.structured import GenerationStats  # noqa: E402
+from rubric_induce.generation.autocalibrate import draft_criteria, draft_plan  # noqa: E402
+from rubric_induce.data.probes import ProbeTable  # noqa: E402
+from rubric_induce.probing.api import probe  # noqa: E402
+from rubric_induce.selection.baselines import TopKCorrelationSelector  # noqa: E402
+from rubric_induce.selection.split import group_split  # noqa: E402
+from rubric_induce.selection.scores import unit_scores  # noqa: E402
 from rubric_induce.core.stats import spearman, williams_test_scores  # noqa: E402
 
 __all__ = ["PAPER_AUTOCAL", "PAPER_CLOSER_LOOK", "TASKS", "SYSTEMS", "main", "select_articles",

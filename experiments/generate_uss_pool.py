@@ -19,9 +19,9 @@ from rubric_induce.backends.local import LocalLlamaBackend
 from rubric_induce.backends.cache import CachedBackend, CallCache
 from rubric_induce.data.datasets import load_uss
 from rubric_induce.data.jsonl import atomic_write_text
-from rubric_induce.dedup.api import deduplicate
+from rubric_induce.dedup import dedup
 from rubric_induce.core.embeddings import default_embedder
-from rubric_induce.generation import balanced_sample, generate_rubicon
+from rubric_induce.generation.rubicon import balanced_sample, generate_rubicon
 from rubric_induce.core.task import TaskParams
 
 # The task/domain description for domain sensitization: the one the README demo uses.
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     pool.save(args.out)
 
     t1 = time.perf_counter()
-    result = deduplicate(pool, args.threshold, embedder=default_embedder())
+    result = dedup(pool, threshold=args.threshold, borderline=min(args.threshold, 0.75), embedder=default_embedder())
     t_dedup = time.perf_counter() - t1
     dedup_path = args.out.with_name(args.out.name.removesuffix(".jsonl") + ".dedup.jsonl")
     result.pool.save(dedup_path)

@@ -143,7 +143,8 @@ def measure(run_dir: Path) -> dict[str, Any]:
 
     from rubric_induce.data import RubricPool
     from rubric_induce.dedup.api import DEDUP_POOL_FILE
-    from rubric_induce.probing.api import PROBES_FILE, ProbeTable
+    from rubric_induce.probing.api import PROBES_FILE
+    from rubric_induce.data.probes import ProbeTable
     from rubric_induce.selection.api import select
 
     manifest = json.loads((run_dir / "pool.manifest.json").read_text(encoding="utf-8"))
@@ -186,8 +187,8 @@ def llm_rubric_polarity(data_root: Path, seeds: int, planted: tuple[int, ...]) -
 
     from rubric_induce.data import AnswerScale, Rubric
     from rubric_induce.data.datasets.llm_rubric import load_llm_rubric
-    from rubric_induce.probing.api import ProbeRecord, ProbeTable
-    from rubric_induce.selection import group_split
+    from rubric_induce.data.probes import ProbeRecord, ProbeTable
+    from rubric_induce.selection.split import group_split
     from rubric_induce.selection.api import SelectParams, select
 
     d = load_llm_rubric(data_root, "real").with_llm_probs()
@@ -242,8 +243,8 @@ def synthetic_polarity(seeds: int, planted: tuple[int, ...], n_examples: int = 4
     import numpy as np
 
     from rubric_induce.data import AnswerScale, Example, Rubric
-    from rubric_induce.probing.api import ProbeRecord, ProbeTable
-    from rubric_induce.selection import group_split
+    from rubric_induce.data.probes import ProbeRecord, ProbeTable
+    from rubric_induce.selection.split import group_split
     from rubric_induce.selection.api import SelectParams, select
     from rubric_induce.selection.synthetic import make_synthetic_pool
 

@@ -230,7 +230,8 @@ def llmbar_setting(name: str, data: dict[str, Any], cheap: str, targets: list[fl
 # -- LLM-RUBRIC --------------------------------------------------------------------------------
 def llm_rubric_predictions(root: Path | None, seed: int) -> dict[str, np.ndarray]:
     """Train the calibration network once on the synthetic dialogues; predict the real ones."""
-    from rubric_induce.calibration import Calibrator, from_llm_rubric
+    from rubric_induce.calibration.calibrator import Calibrator
+    from rubric_induce.calibration.data import from_llm_rubric
     from rubric_induce.data.datasets.llm_rubric import load_llm_rubric
 
     lr_root = root if root is not None and (root / "llm_rubric").is_dir() else None  # None: the default folder

@@ -28,22 +28,21 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rubric_induce.calibration import (  # noqa: E402
+from rubric_induce.calibration.baselines import (
     ArgmaxLLM,
-    Calibrator,
     ConstantBaseline,
     ExpectedLLM,
     JudgeMeanBaseline,
     PersonalizedIsotonic,
     RandomBaseline,
-    TextEmbeddingFeatures,
-    cross_val_predict,
-    cv_log_likelihood,
-    from_llm_rubric,
+)
+from rubric_induce.calibration.calibrator import Calibrator
+from rubric_induce.calibration.data import TextEmbeddingFeatures, from_llm_rubric
+from rubric_induce.calibration.search import cross_val_predict, cv_log_likelihood, search_hyperparameters
+from rubric_induce.calibration.metrics import (
     paired_permutation_test,
     regression_metrics,
     reliability_diagram,
-    search_hyperparameters,
     smooth_ece,
 )
 from rubric_induce.data.datasets.llm_rubric import load_llm_rubric  # noqa: E402

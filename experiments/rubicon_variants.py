@@ -3,7 +3,7 @@
 USS-SGD dialogues (label ``sat`` = mean annotator satisfaction >= 3, see
 :func:`rubric_induce.data.datasets.load_uss`) stand in for the paper's 100 C# debugging
 conversations. ``--limit`` dialogues are drawn balanced (half SAT, half DSAT, seeded) and split
-50:50, stratified and seeded (:func:`rubric_induce.selection.group_split`), as in the paper.
+50:50, stratified and seeded (:func:`rubric_induce.selection.split.group_split`), as in the paper.
 
 1. **Generate** a rubric pool with each variant, from ``gen_per_class`` SAT + ``gen_per_class``
    DSAT dialogues of the *training* half: full RUBICON (DS + CDP), SPUR-style (one fixed-size set
@@ -12,13 +12,13 @@ conversations. ``--limit`` dialogues are drawn balanced (half SAT, half DSAT, se
 2. **De-duplicate** every pool (all-MiniLM-L6-v2 cosine >= ``dedup_threshold``).
 3. **Probe** the union of the pools on every dialogue of both halves, once (score-only, answer
    distribution from logprobs; prefix reuse per dialogue).
-4. **Select** per pool with :class:`~rubric_induce.selection.RubiconSelector` (alpha by 5-fold CV
+4. **Select** per pool with :class:`~rubric_induce.selection.selector.RubiconSelector` (alpha by 5-fold CV
    on the training half; budgets ``n_sat``/``n_dsat`` = the paper's N=10, capped at the pool size),
    and, for Table 3, all four policies (UCB, BruteForce, CorrectnessLoss, RUBICON) on one pool:
    by default the union of every variant's pool with budgets of half of each polarity, because a
    135M model's single pools are smaller than the paper's N = 10 and leave a selector no choice.
 5. **Evaluate** on the held-out half: ΔNetSAT, YieldRate@90, accuracy, precision, recall, F1 with
-   95% class-stratified bootstrap intervals (:func:`~rubric_induce.selection.evaluate_selection`).
+   95% class-stratified bootstrap intervals (:func:`~rubric_induce.selection.metrics.evaluate_selection`).
 
 Writes ``scores.jsonl`` (NetSAT per held-out dialogue and system, with the selector's threshold),
 the pools (``pools/``), the probes, ``results.json``/``results.md`` and ``rubicon_variants.png``.
@@ -47,23 +47,19 @@ from _harness import Experiment, start, pyplot, save_figure  # noqa: E402
 
 from rubric_induce.data.datasets import load_uss  # noqa: E402
 from rubric_induce.data.model import Example, Rubric, RubricPool  # noqa: E402
-from rubric_induce.dedup.api import deduplicate  # noqa: E402
+from rubric_induce.dedup import dedup  # noqa: E402
 from rubric_induce.core.errors import RubricInduceError  # noqa: E402
 from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
-from rubric_induce.generation import GenerationError, balanced_sample, generate_rubicon  # noqa: E402
+from rubric_induce.backends.structured import GenerationError  # noqa: E402
+from rubric_induce.generation.rubicon import balanced_sample, generate_rubicon  # noqa: E402
 from rubric_induce.core.task import TaskParams  # noqa: E402
-from rubric_induce.probing.api import ProbeTable, probe  # noqa: E402
-from rubric_induce.selection import (  # noqa: E402
-    METRIC_NAMES,
-    BruteForceSelector,
-    CorrectnessOnlySelector,
-    RubiconSelector,
-    SelectionWarning,
-    UCBSelector,
-    evaluate_selection,
-    group_split,
-    unit_scores,
-)
+from rubric_induce.data.probes import ProbeTable  # noqa: E402
+from rubric_induce.probing.api import probe  # noqa: E402
+from rubric_induce.selection.metrics import METRIC_NAMES, evaluate_selection
+from rubric_induce.selection.baselines import BruteForceSelector, CorrectnessOnlySelector, UCBSelector
+from rubric_induce.selection.selector import RubiconSelector, SelectionWarning
+from rubric_induce.selection.split import group_split
+from rubric_induce.selection.scores import unit_scores
 
 __all__ = ["Variant", "VARIANTS", "PAPER", "HashingEmbedder", "DOMAIN", "main", "select_dialogues",
            "build_selector", "model_name", "table3_budgets"]
@@ -223,7 +219,8 @@ def _generate(exp: Experiment, variant: Variant, gen_examples: list[Example], cf
 def _dedup(exp: Experiment, key: str, pool: RubricPool, embedder, cfg: dict[str, Any]
            ) -> tuple[RubricPool, dict[str, Any]]:
     t0 = time.perf_counter()
-    res = deduplicate(pool, float(cfg["dedup_threshold"]), embedder=embedder, seed=cfg["seed"])
+    res = dedup(pool, threshold=float(cfg["dedup_threshold"]),
+                borderline=min(float(cfg["dedup_threshold"]), 0.75), embedder=embedder, seed=cfg["seed"])
     res.pool.save(exp.out / "pools" / f"{key}.dedup.jsonl")
     (exp.out / "pools" / f"{key}.dedup.report.md").write_text(res.report_markdown, encoding="utf-8")
     kept = {p: len(res.pool.by_polarity(p)) for p in ("SAT", "DSAT")}

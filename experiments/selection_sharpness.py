@@ -5,7 +5,7 @@ training data) plus alpha times a sharpness loss (how far the positive/negative 
 fall short of tanh steps at the class midpoint). ``alpha = 0`` is the CorrectnessLoss ablation;
 ranking rubrics by their correlation with the label is AutoCalibrate's one-line alternative.
 
-1. **Planted** (:func:`rubric_induce.selection.make_sharpness_pool`): per polarity, broad-but-weak
+1. **Planted** (:func:`rubric_induce.selection.synthetic.make_sharpness_pool`): per polarity, broad-but-weak
    rubrics (shift every text of their class a little, but share one "halo" factor, so stacking
    them adds separation and little confidence) next to rare-but-precise ones (fire strongly on
    30% of their class and 3% of the other), among label-free noise rubrics. ``mix`` = share of
@@ -43,17 +43,16 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 from _harness import pyplot, save_figure, start  # noqa: E402
 
-from rubric_induce.selection import (  # noqa: E402
+from rubric_induce.selection.baselines import (
     BruteForceSelector,
     CorrectnessOnlySelector,
     RandomSelector,
-    RubiconSelector,
-    SelectionWarning,
     TopKCorrelationSelector,
     UCBSelector,
-    make_sharpness_pool,
-    selection_metrics,
 )
+from rubric_induce.selection.selector import RubiconSelector, SelectionWarning
+from rubric_induce.selection.synthetic import make_sharpness_pool
+from rubric_induce.selection.metrics import selection_metrics
 from rubric_induce.selection.precision import precision_curves  # noqa: E402
 from rubric_induce.selection.selector import DEFAULT_ALPHAS  # noqa: E402
 from rubric_induce.core.stats import percentile_interval  # noqa: E402

@@ -1,6 +1,6 @@
 """Synthetic check of rubric selection: planted-rubric recovery and a held-out comparison table.
 
-Pools come from :func:`rubric_induce.selection.make_synthetic_pool`: 10 informative SAT and 10
+Pools come from :func:`rubric_induce.selection.synthetic.make_synthetic_pool`: 10 informative SAT and 10
 informative DSAT rubrics (their score shifts with the label) hidden among 90 + 90 noise rubrics
 whose score ignores the label (some of which hold on almost every text). For each seed the
 examples are split 50:50 (seeded), every policy selects 10 + 10 rubrics on the training half, and
@@ -22,17 +22,16 @@ import warnings
 
 import numpy as np
 
-from rubric_induce.selection import (
+from rubric_induce.selection.baselines import (
     BruteForceSelector,
     CorrectnessOnlySelector,
     RandomSelector,
-    RubiconSelector,
-    SelectionWarning,
     TopKCorrelationSelector,
     UCBSelector,
-    make_synthetic_pool,
-    selection_metrics,
 )
+from rubric_induce.selection.selector import RubiconSelector, SelectionWarning
+from rubric_induce.selection.synthetic import make_synthetic_pool
+from rubric_induce.selection.metrics import selection_metrics
 
 POLICIES = {
     "RUBICON (CV alpha)": lambda s: RubiconSelector(random_state=s),

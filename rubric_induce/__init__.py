@@ -1,46 +1,35 @@
 """rubric-induce: learn how to judge text the way your human raters do.
 
-The stages (generation, de-duplication, probing, selection, calibration) share the data model in
-:mod:`rubric_induce.data` and the backend interface in :mod:`rubric_induce.backends`.
+The public API is small: the scorer (:class:`RubricScorer`, :class:`ScoreResult`), the run entry
+point (:func:`run_pipeline` with :func:`load_config`, returning a :class:`RunResult`), the data
+model, the backends (:func:`get_backend`, :class:`Backend`) and the errors. Everything else is
+imported from its stage package (``rubric_induce.generation``, ``.dedup``, ``.probing``,
+``.selection``, ``.calibration``, ``.evaluation``, ``.feedback``, ``.reporting``), each of which
+exports its entry point, its Params and its result, or from :mod:`rubric_induce.handoff`.
 
-The scoring API (:class:`RubricScorer`), the run entry point (:func:`run_pipeline`, with
-:func:`load_config`) and the hand-off functions (:mod:`rubric_induce.handoff`) are top-level names
-too; they are imported on first use (module ``__getattr__``), so ``import rubric_induce`` stays
-light.
+The scorer and the pipeline are imported on first use (module ``__getattr__``), so
+``import rubric_induce`` stays light.
 """
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from rubric_induce.backends import Backend, CallOptions, get_backend
-from rubric_induce.backends.cache import CachedBackend, CallCache, UsageTally
+from rubric_induce.backends import Backend, get_backend
+from rubric_induce.core.errors import BackendError, DataError, RubricInduceError
 from rubric_induce.data import AnswerScale, Example, Judgment, LabelScale, Rubric, RubricPool, RubricSet
-from rubric_induce.core.errors import BackendError, DataError, LogprobsUnavailableError, RubricInduceError
-from rubric_induce.probing.api import ProbeRecord, ProbeTable, probe
+from rubric_induce.data.results import ScoreResult
 
 __all__ = [
-    "__version__", "Backend", "CallOptions", "get_backend", "CachedBackend", "CallCache", "UsageTally",
-    "AnswerScale", "Example", "Judgment", "LabelScale", "Rubric", "RubricPool", "RubricSet",
-    "BackendError", "DataError", "LogprobsUnavailableError", "RubricInduceError",
-    "ProbeRecord", "ProbeTable", "probe",
-    # imported on first use (see _LAZY)
+    "__version__",
     "RubricScorer", "ScoreResult", "run_pipeline", "load_config", "RunResult",
-    "export_json", "import_json", "import_rubrics", "export_llm_rubric", "import_llm_rubric", "load_source",
-    "inspect_scorer", "deepeval_geval", "deepeval_dag", "deepeval_model", "export_deepeval",
-    "promptfoo_config", "export_promptfoo", "prometheus_rubrics", "export_prometheus", "ragas_metrics",
-    "openai_graders", "export_openai_graders",
+    "Example", "Rubric", "RubricPool", "RubricSet", "AnswerScale", "LabelScale", "Judgment",
+    "get_backend", "Backend",
+    "RubricInduceError", "DataError", "BackendError",
 ]
 
 # name -> module holding it: scoring pulls calibration (torch on use), the pipeline every stage.
-_LAZY = {
-    "RubricScorer": "scoring.scorer", "ScoreResult": "scoring.scorer",
-    "run_pipeline": "pipeline", "load_config": "pipeline", "RunResult": "pipeline",
-    **dict.fromkeys(
-        ("export_json", "import_json", "import_rubrics", "export_llm_rubric", "import_llm_rubric", "load_source",
-         "inspect_scorer", "deepeval_geval", "deepeval_dag", "deepeval_model", "export_deepeval",
-         "promptfoo_config", "export_promptfoo", "prometheus_rubrics", "export_prometheus", "ragas_metrics",
-         "openai_graders", "export_openai_graders"), "handoff"),
-}
+_LAZY = {"RubricScorer": "scoring.scorer", "run_pipeline": "pipeline", "load_config": "pipeline",
+         "RunResult": "pipeline"}
 
 
 def __getattr__(name: str):

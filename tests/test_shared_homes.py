@@ -140,50 +140,26 @@ def test_render_truncation_keeps_each_stage_marker():
     assert excerpt("a b", 8) == "a b"
 
 
-def test_probing_and_data_share_render_and_probe_types():
+def test_probe_table_has_one_home():
+    """ProbeTable, ProbeRecord and ProbeArrays live in rubric_induce.data.probes and are exported
+    from nowhere else; render_example from rubric_induce.data.render."""
+    import rubric_induce
     from rubric_induce import data
+    from rubric_induce.data import probes
     from rubric_induce.probing import api as probing
-    assert probing.render_example is data.render_example is render_example
-    assert probing.ProbeTable is data.ProbeTable and probing.ProbeRecord is data.ProbeRecord
-    assert probing.ProbeArrays is data.ProbeArrays
 
-
-# ----------------------------------------------------------------------------- progress
-
-def test_progress_bar_disabled_is_a_null_bar():
-    bar = progress_bar(3, desc="x", enabled=False)
-    assert isinstance(bar, NullBar)
-    bar.update()
-    bar.set_postfix(a=1)
-    bar.close()
-    with progress_bar(None, desc="x", enabled=False) as b:
-        b.update(2)
-    assert list(progress_iter(range(3), desc="x", enabled=False)) == [0, 1, 2]
-
-
-def test_progress_without_tqdm_degrades_to_no_bar(monkeypatch):
-    monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # import now raises ImportError
-    assert isinstance(progress_bar(3, desc="x"), NullBar)
-    assert list(progress_iter("ab", desc="x")) == ["a", "b"]
-
-
-def test_progress_bar_enabled_uses_tqdm():
-    pytest.importorskip("tqdm")
-    bar = progress_bar(2, desc="x", enabled=True)
-    try:
-        assert not isinstance(bar, NullBar) and bar.total == 2
-        bar.update()
-        assert bar.n == 1
-    finally:
-        bar.close()
-    assert list(progress_iter([1, 2], desc="x")) == [1, 2]
+    for name in ("ProbeTable", "ProbeRecord", "ProbeArrays"):
+        assert getattr(probes, name).__module__ == "rubric_induce.data.probes"
+        assert name in probes.__all__
+        assert name not in probing.__all__ and name not in data.__all__ and name not in rubric_induce.__all__
+    assert "render_example" not in probing.__all__ and probing.render_example is render_example
 
 
 # ----------------------------------------------------------------------------- errors, structured
 
 def test_one_not_fitted_error():
-    from rubric_induce.calibration import NotFittedError as FromCalibration
-    from rubric_induce.selection import NotFittedError as FromSelection
+    from rubric_induce.calibration.calibrator import NotFittedError as FromCalibration
+    from rubric_induce.selection.selector import NotFittedError as FromSelection
 
     assert FromCalibration is FromSelection is NotFittedError
     assert issubclass(NotFittedError, RubricInduceError)
@@ -195,7 +171,7 @@ def test_structured_replies_live_outside_generation():
     from rubric_induce.backends import structured
     for name in ("ask_json", "parse_json_reply", "derive_seed", "GenerationStats", "GenerationFailure",
                  "GenerationError"):
-        assert getattr(generation, name) is getattr(structured, name)
+        assert name in structured.__all__ and name not in generation.__all__
 
 
 # ----------------------------------------------------------------------------- layering

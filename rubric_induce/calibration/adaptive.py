@@ -73,7 +73,7 @@ ADAPTIVE_PARAMS = (
 def check_fitted(model: AdaptiveModel) -> None:
     if not hasattr(model, "target_nets_"):
         raise NotFittedError("this AdaptiveModel is not fitted yet; call fit(X, judge_ids, targets) first (or "
-                             "load one with rubric_induce.calibration.load_adaptive)")
+                             "load one with rubric_induce.calibration.adaptive.load_adaptive)")
 
 
 def random_masks(n: int, n_blocks: int, rng: np.random.Generator, available: np.ndarray | None = None) -> np.ndarray:

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rubric_induce.core.errors import DataError
-from rubric_induce.core.params import Params, param
+from rubric_induce.core.params import Params, param, resolve_params
 
 __all__ = ["CalibrateParams", "CalibrateResult", "calibrate", "calibrator_features", "calibrated_rows", "fit_width",
            "resolve_judge", "SHARED_JUDGE", "UNSEEN_JUDGE", "CALIBRATION_DIR", "remove_saved"]
@@ -238,9 +238,9 @@ def _metrics_md(title: str, metrics: dict[str, float]) -> str:
             f"| {f(metrics['spearman'])} | {f(metrics['kendall'])} |\n")
 
 
-def calibrate(train, params: CalibrateParams = CalibrateParams(), *, test=None, seed: int = 0,
-              echo=None) -> CalibrateResult:
-    """Fit the calibration network on ``train`` (:class:`~rubric_induce.calibration.CalibrationData`).
+def calibrate(train, params: CalibrateParams | None = None, *, test=None, seed: int = 0,
+              echo=None, **overrides: Any) -> CalibrateResult:
+    """Fit the calibration network on ``train`` (:class:`~rubric_induce.calibration.data.CalibrationData`).
 
     With ``params.search`` an optuna search picks the network's hyperparameters; with
     ``params.cv_folds >= 2`` a cross-validation by text (nested when searching) reports RMSE and
@@ -248,6 +248,7 @@ def calibrate(train, params: CalibrateParams = CalibrateParams(), *, test=None, 
     Defaults not set in ``params.options``: ``random_state = seed``, early stopping from 20
     training texts up, one torch thread (small networks train faster on one).
     """
+    params = resolve_params(CalibrateParams, params, overrides)
     from rubric_induce.calibration.calibrator import Calibrator
     from rubric_induce.calibration.metrics import regression_metrics, smooth_ece
     from rubric_induce.calibration.search import cross_val_predict, search_hyperparameters

@@ -1,7 +1,7 @@
 """Baselines of LLM-RUBRIC Table 1, scored on the same rows as the calibration network.
 
 Each baseline has ``fit(X, judge_ids, targets, **kw) -> self`` and ``predict(X, judge_ids=...)``
-like :class:`~rubric_induce.calibration.Calibrator` (``X`` rows are ``[questions, answers]``):
+like :class:`~rubric_induce.calibration.calibrator.Calibrator` (``X`` rows are ``[questions, answers]``):
 
 * :class:`RandomBaseline`: a uniformly random answer from the main question's scale (seeded).
 * :class:`ConstantBaseline`: the training mean of the main question.

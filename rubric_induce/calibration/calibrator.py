@@ -104,7 +104,7 @@ def encode_targets(
 def check_fitted(est: Calibrator) -> None:
     if not hasattr(est, "networks_"):
         raise NotFittedError("this Calibrator is not fitted yet; call fit(X, judge_ids, targets) first "
-                             "(or load a saved one with rubric_induce.calibration.load_calibrator)")
+                             "(or load a saved one with rubric_induce.calibration.artifacts.load_calibrator)")
 
 
 class Calibrator:

@@ -346,7 +346,7 @@ def from_probes(
     default_judge: str = "default",
     ranges: Mapping[str, Sequence[float]] | None = None,
 ) -> CalibrationData:
-    """Calibration data from a :class:`~rubric_induce.probing.api.ProbeTable` and labelled examples.
+    """Calibration data from a :class:`~rubric_induce.data.probes.ProbeTable` and labelled examples.
 
     ``scales`` (default: the answers seen) are the answer values of each question; ``ranges``
     (``{question: (low, high)}``, a run's ``[data] scales``) widen the seen answers to the declared

@@ -65,7 +65,14 @@ class BradleyTerryHead:
         self.fit_intercept = fit_intercept
         self.max_iter = max_iter
 
-    def get_params(self) -> dict[str, Any]:
+    def set_params(self, **params: Any) -> "BradleyTerryHead":
+        for k, v in params.items():
+            if k not in self.get_params():
+                raise ValueError(f"unknown parameter {k!r} for BradleyTerryHead")
+            setattr(self, k, v)
+        return self
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {"l2": self.l2, "l2_judge": self.l2_judge, "fit_intercept": self.fit_intercept,
                 "max_iter": self.max_iter}
 

@@ -45,7 +45,7 @@ def command(dataset, probes_path, examples_path, mapping_file, question, questio
       rubric-induce calibrate --dataset llm_rubric --out runs/cal
       rubric-induce calibrate --probes probes.jsonl --examples examples.jsonl --question satisfaction --out runs/cal
     """
-    from rubric_induce.calibration import from_llm_rubric, from_probes
+    from rubric_induce.calibration.data import from_llm_rubric, from_probes
     from rubric_induce.calibration.api import calibrate
 
     if (dataset is None) == (probes_path is None):
@@ -67,7 +67,7 @@ def command(dataset, probes_path, examples_path, mapping_file, question, questio
             raise click.UsageError("--probes needs --examples (the texts with their judgments)")
         if question is None:
             raise click.UsageError("--probes needs --question naming the label to calibrate")
-        from rubric_induce.probing.api import ProbeTable
+        from rubric_induce.data.probes import ProbeTable
 
         scales = {}
         if mapping_file is not None:

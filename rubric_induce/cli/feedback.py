@@ -49,7 +49,7 @@ def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit,
     from rubric_induce.data.jsonl import read_json
     from rubric_induce.core.errors import DataError
     from rubric_induce.feedback.api import feedback
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
 
     task = task_from_options(options)
     params = FeedbackParams.from_kwargs(options)

@@ -209,7 +209,7 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
         return
     if question is not None:
         raise click.UsageError("--question is for a calibrator folder; a run predicts its own question")
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
     from rubric_induce.scoring.scorer import RubricScorer
 
     given = backend_options_given(backend_opts) or None  # checked against the backend's kind in load
@@ -286,9 +286,9 @@ def _say_faults(scorer) -> None:
 def _score_with_calibrator(folder: Path, probes_path: Path, who: Any, aggregate: str, question: str | None,
                            out_path: Path | None) -> None:
     """Calibrated predictions of probed texts from a calibrator folder alone (no rubrics, no LLM)."""
-    from rubric_induce.calibration import load_calibrator
+    from rubric_induce.calibration.artifacts import load_calibrator
     from rubric_induce.calibration.api import calibrated_rows, calibrator_features
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
 
     path = folder / "artifact" if (folder / "artifact").is_dir() else folder
     cal = load_calibrator(path)

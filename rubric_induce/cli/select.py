@@ -50,8 +50,9 @@ def command(examples_path, dataset, data_root, limit, mapping_file, probes_path,
           --probes runs/demo/probes.jsonl --label sat --out runs/demo/select
     """
     from rubric_induce.data import RubricPool
-    from rubric_induce.probing.api import ProbeTable
-    from rubric_induce.selection import SelectionWarning, group_split
+    from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.selection.selector import SelectionWarning
+    from rubric_induce.selection.split import group_split
     from rubric_induce.selection.api import check_selection_labels, select, usable_rubrics, write_selection_report
     from rubric_induce.selection.scores import labels_from_examples
 

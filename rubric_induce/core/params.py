@@ -14,14 +14,15 @@ import math
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence, TypeVar
 
 from rubric_induce.core.errors import DataError
 
 __all__ = ["Params", "param", "suggest", "click_options", "params_class", "options_from", "read_at_file",
-           "quoted_value_error"]
+           "quoted_value_error", "resolve_params"]
 
 _META = "rubric_induce"
+P = TypeVar("P", bound="Params")
 
 
 def param(default: Any = MISSING, *, help: str, choices: Sequence[Any] | None = None,
@@ -269,6 +270,18 @@ class Params:
     def replace(self, **changes: Any) -> Params:
         return dataclasses.replace(self, **changes)
 
+    def with_overrides(self, **overrides: Any) -> Params:
+        """A copy with ``overrides`` applied and checked; an unknown name is a :class:`TypeError`
+        naming the closest field (the keyword overrides every stage entry point takes)."""
+        if not overrides:
+            return self
+        known = self.field_names()
+        for key in overrides:
+            if key not in known:
+                raise TypeError(f"{type(self).__name__} has no field {key!r}{suggest(key, known)}; "
+                                f"it takes {', '.join(known)}")
+        return dataclasses.replace(self, **overrides)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able values (tuples as lists), e.g. for fingerprints and manifests."""
         def plain(v: Any) -> Any:
@@ -281,6 +294,17 @@ class Params:
             return v
 
         return {f.name: plain(getattr(self, f.name)) for f in fields(self)}
+
+
+def resolve_params(cls: type[P], params: P | None, overrides: Mapping[str, Any]) -> P:
+    """The params a stage entry point runs with: ``params`` (default: ``cls()``) with the keyword
+    ``overrides`` applied through :meth:`Params.with_overrides` (checked like a config; an unknown
+    name is a :class:`TypeError`)."""
+    if params is None:
+        params = cls()
+    elif not isinstance(params, cls):
+        raise TypeError(f"params must be a {cls.__name__}, got {type(params).__name__}")
+    return params.with_overrides(**overrides)  # type: ignore[return-value]
 
 
 def options_from(cls: type[Params], options: Mapping[str, Any], *, where: str, source: str | None = None,

@@ -14,12 +14,10 @@ from rubric_induce.data.model import (
     RubricSet,
     content_id,
 )
-from rubric_induce.data.probes import ProbeArrays, ProbeRecord, ProbeTable
 from rubric_induce.data.render import excerpt, render_example, truncate
 
 __all__ = [
     "AnswerScale", "LIKERT_5", "YES_NO", "LabelScale", "Judgment", "Example", "Rubric",
     "RubricPool", "RubricSet", "content_id", "read_examples", "write_examples", "check_labels",
     "require_two_classes", "render_example", "truncate", "excerpt", "labels_from_examples", "is_binary", "check_binary",
-    "ProbeRecord", "ProbeTable", "ProbeArrays",
 ]

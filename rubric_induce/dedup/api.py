@@ -30,9 +30,9 @@ import numpy as np
 from rubric_induce.backends.base import Backend
 from rubric_induce.data.model import Rubric, RubricPool
 from rubric_induce.core.errors import ReplyParseError, RubricInduceError
-from rubric_induce.core.params import Params, param
+from rubric_induce.core.params import Params, param, resolve_params
 
-__all__ = ["DedupMember", "DedupGroup", "DedupResult", "DedupParams", "dedup", "deduplicate",
+__all__ = ["DedupMember", "DedupGroup", "DedupResult", "DedupParams", "dedup",
            "group_by_similarity", "Embedder", "DEDUP_POOL_FILE", "DEDUP_REPORT_FILE"]
 
 DEDUP_POOL_FILE = "pool.dedup.jsonl"
@@ -134,12 +134,14 @@ class DedupParams(Params):
                             field="dedup.borderline")
 
 
-def dedup(pool: RubricPool | Sequence[Rubric], params: DedupParams = DedupParams(), *,
-          embedder: Embedder | None = None, judge_backend: Backend | None = None, seed: int = 0) -> DedupResult:
+def dedup(pool: RubricPool | Sequence[Rubric], params: DedupParams | None = None, *,
+          embedder: Embedder | None = None, judge_backend: Backend | None = None, seed: int = 0,
+          **overrides: Any) -> DedupResult:
     """The dedup stage's entry point: merge near-duplicates as ``params`` say (or pass through).
 
     ``judge_backend`` is the opened backend for ``params.judge`` (callers own the cache it uses).
     """
+    params = resolve_params(DedupParams, params, overrides)
     src = pool if isinstance(pool, RubricPool) else RubricPool(list(pool))
     if not params.enabled or len(src) < 2:
         return DedupResult(RubricPool(list(src), dict(src.manifest)), [], "",
@@ -148,7 +150,7 @@ def dedup(pool: RubricPool | Sequence[Rubric], params: DedupParams = DedupParams
         from rubric_induce.core.embeddings import SentenceEmbedder
 
         embedder = SentenceEmbedder(params.model)
-    res = deduplicate(src, params.threshold, embedder=embedder, llm_judge_backend=judge_backend,
+    res = _deduplicate(src, params.threshold, embedder=embedder, llm_judge_backend=judge_backend,
                       borderline=(params.borderline, None), max_judge_pairs=params.max_judge_pairs, seed=seed)
     res.info.setdefault("enabled", True)
     return res
@@ -196,7 +198,7 @@ def _judge(backend: Backend, a: Rubric, b: Rubric, *, seed: int, stats) -> tuple
                     temperature=0.0, max_tokens=120, context={"a": a.id, "b": b.id})
 
 
-def deduplicate(
+def _deduplicate(
     pool: RubricPool | Sequence[Rubric],
     threshold: float = 0.85,
     embedder: Embedder | None = None,

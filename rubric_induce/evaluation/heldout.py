@@ -1,6 +1,6 @@
 """The evaluate stage's one entry point: held-out metrics of a scored split (:func:`evaluate`).
 
-Takes what the scorer produced for the held-out texts (:class:`~rubric_induce.scoring.scorer.ScoreResult`)
+Takes what the scorer produced for the held-out texts (:class:`~rubric_induce.data.results.ScoreResult`)
 and their human labels; returns an :class:`EvaluationResult` that writes ``scores.jsonl`` (the
 meta-evaluation score table), ``evaluation.md``, ``evaluation.json`` and ``test_scores.json``.
 """
@@ -14,8 +14,9 @@ import numpy as np
 
 from rubric_induce.data import Example, Rubric
 from rubric_induce.data.probes import ProbeTable
+from rubric_induce.data.results import ScoreResult
 from rubric_induce.data.jsonl import jsonable
-from rubric_induce.core.params import Params, param
+from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.evaluation.baselines import beats, constant_baseline, majority_baseline
 from rubric_induce.probing.checks import LOW_MASS, NEAR_CONSTANT_SD
 from rubric_induce.evaluation.score_table import ScoreRow
@@ -57,7 +58,7 @@ class EvaluationResult:
     rows: list[ScoreRow]
     summary: dict[str, Any]
     markdown: str
-    results: list[Any] = field(default_factory=list)
+    results: list[ScoreResult] = field(default_factory=list)
 
     def brief(self) -> dict[str, Any]:
         """The summary without the long lists (every judge's row, every near-constant rubric), for
@@ -84,7 +85,7 @@ class EvaluationResult:
 
 
 def score_heldout(scorer: Any, probes: ProbeTable, examples: Sequence[Example]
-                  ) -> tuple[list[Any], dict[str, list[Any]] | None]:
+                  ) -> tuple[list[ScoreResult], dict[str, list[ScoreResult | None]] | None]:
     """What :func:`evaluate` takes from a scorer: ``(results, judge_results)``.
 
     ``results``: ``scorer.score_probes`` of every example (mean over the trained judges);
@@ -102,10 +103,10 @@ def score_heldout(scorer: Any, probes: ProbeTable, examples: Sequence[Example]
     if scorer.calibrator is None:
         return results, None
     judges, ratings = judge_ratings(examples, scorer.question)
-    judge_results: dict[str, list[Any]] = {}
+    judge_results: dict[str, list[ScoreResult | None]] = {}
     for k, name in enumerate(judges):  # only the texts this judge rated (many raters, few texts each)
         rated = np.flatnonzero(np.isfinite(ratings[:, k])).tolist()
-        row: list[Any] = [None] * len(examples)
+        row: list[ScoreResult | None] = [None] * len(examples)
         # a held-out judge the calibrator has not seen is predicted with the shared weights
         scored = scorer.score_probes(arrays, [examples[i] for i in rated], judge=name, unseen_judge="shared",
                                      answer_check=False)  # the check is on the texts, already in results
@@ -145,10 +146,10 @@ def _num(v: float | None) -> str:
 
 
 def evaluate(
-    results: Sequence[Any],
+    results: Sequence[ScoreResult],
     examples: Sequence[Example],
     y: np.ndarray,
-    params: EvaluateParams = EvaluateParams(),
+    params: EvaluateParams | None = None,
     *,
     label: str,
     threshold: float | None,
@@ -158,12 +159,13 @@ def evaluate(
     label_threshold: float | None = None,
     train: Sequence[Example] = (),
     train_y: np.ndarray | None = None,
-    judge_results: Mapping[str, Sequence[Any]] | None = None,
+    judge_results: Mapping[str, Sequence[ScoreResult | None]] | None = None,
     trained_judges: Sequence[str] = (),
     probes: ProbeTable | None = None,
     rubrics: Sequence[Rubric] = (),
     selected: Sequence[str] = (),
     answer_reference: float | None = None,
+    **overrides: Any,
 ) -> EvaluationResult:
     """Metrics of scored held-out ``examples``, each next to a baseline, with warnings.
 
@@ -186,8 +188,9 @@ def evaluate(
     ``label_threshold``: the threshold that made a graded label binary; the binary rows then use
     the aspect ``label>=T`` (:func:`binary_aspect`), so ``question == label`` never collides.
     """
+    params = resolve_params(EvaluateParams, params, overrides)
     from rubric_induce.core.mdtext import md_text
-    from rubric_induce.selection import evaluate_selection, metrics_markdown
+    from rubric_induce.selection.metrics import evaluate_selection, metrics_markdown
     from rubric_induce.core.stats import bootstrap_ci as _bootstrap_ci, dataset_level
     from rubric_induce.evaluation.judges import judge_rows, judges_markdown
 

@@ -1,1 +1,7 @@
-"""feedback."""
+"""Feedback: LLM-written strengths and weaknesses from the probes, summarized hierarchically.
+
+The stage's one entry point is :func:`feedback` (:class:`FeedbackParams`, keyword overrides allowed).
+"""
+from rubric_induce.feedback.api import FeedbackParams, FeedbackSummary, feedback
+
+__all__ = ["FeedbackParams", "FeedbackSummary", "feedback"]

@@ -29,7 +29,7 @@ from rubric_induce.data.model import Example, Rubric, RubricPool
 from rubric_induce.data.render import excerpt, render_example
 from rubric_induce.core.errors import DataError, ReplyParseError, RubricInduceError
 from rubric_induce.core.mdtext import md_code, md_text
-from rubric_induce.core.params import Params, param
+from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.backends.structured import GenerationStats, ask_json, clean_item, derive_seed, is_sentence
 from rubric_induce.data.probes import ProbeTable
 from rubric_induce.core.progress import progress_bar
@@ -51,7 +51,6 @@ __all__ = [
     "group_of",
     "items_from_probes",
     "render_item",
-    "summarize_feedback",
 ]
 
 GROUP_BY = ("polarity", "aspect")
@@ -542,6 +541,8 @@ def summarize_feedback(
 ) -> FeedbackSummary:
     """Summarize feedback per group (in order of first appearance) and overall, hierarchically.
 
+    The implementation under :func:`feedback` (the stage's entry point), for items already built.
+
     ``context_budget`` caps the prompt of every call in tokens (``backend.count_tokens`` plus a
     few tokens per message for the chat template); keep ``context_budget + max_tokens`` within the
     model's context window. A group whose items exceed it is chunked and summarized as a summary
@@ -636,14 +637,15 @@ class FeedbackParams(Params):
 
 
 def feedback(table: ProbeTable, examples: Sequence[Example], rubrics: RubricPool | Sequence[Rubric],
-             backend: Backend, params: FeedbackParams = FeedbackParams(), *,
+             backend: Backend, params: FeedbackParams | None = None, *,
              groups: Mapping[str, str] | None = None, fields: Sequence[str] | None = None, seed: int = 0,
-             task: TaskParams | None = None, progress: bool = False) -> FeedbackSummary:
+             task: TaskParams | None = None, progress: bool = False, **overrides: Any) -> FeedbackSummary:
     """The feedback stage's entry point: evidence items from the probes, then hierarchical summaries.
 
     ``groups`` maps rubric id to a group name and overrides ``params.group_by``. ``task`` (the
     run's :class:`~rubric_induce.core.task.TaskParams`) puts its description into the prompts.
     """
+    params = resolve_params(FeedbackParams, params, overrides)
     items = items_from_probes(table, examples, rubrics, fields=fields, top=None if params.all_items else params.top,
                               group_by=dict(groups) if groups is not None else params.group_by)
     return summarize_feedback(items, backend, context_budget=params.budget, max_tokens=params.max_tokens,

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 from rubric_induce.backends.base import Backend
 from rubric_induce.data import Example, Rubric, RubricPool
 from rubric_induce.core.errors import DataError, RubricInduceError
-from rubric_induce.core.params import Params, options_from, param, read_at_file
+from rubric_induce.core.params import Params, options_from, param, read_at_file, resolve_params
 from rubric_induce.backends.structured import GenerationError
 from rubric_induce.core.task import TaskParams
 
@@ -55,7 +55,7 @@ class GenerateParams(Params):
 def generate(
     examples: Sequence[Example],
     backend: Backend | None,
-    params: GenerateParams = GenerateParams(),
+    params: GenerateParams | None = None,
     *,
     label: str = "sat",
     label_threshold: float | None = None,
@@ -65,6 +65,7 @@ def generate(
     fields: Sequence[str] | None = None,
     task: TaskParams | None = None,
     progress: bool = False,
+    **overrides: Any,
 ) -> GenerateResult:
     """Draft rubrics from labelled examples with ``params.method`` and mix in ``include``d pools.
 
@@ -75,6 +76,7 @@ def generate(
     holds pools the caller has read. Sampling budgets (``per_class`` for rubicon/spur,
     ``max_examples`` for autocalibrate) are applied here, seeded by ``seed``.
     """
+    params = resolve_params(GenerateParams, params, overrides)
     examples = list(examples)
     task = (task or TaskParams()).resolved()
     opts = params.method_options()

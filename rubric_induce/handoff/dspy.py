@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.core.errors import MissingDependencyError, RubricInduceError
-from rubric_induce.scoring.scorer import RubricScorer, ScoreResult
+from rubric_induce.scoring.scorer import RubricScorer
+from rubric_induce.data.results import ScoreResult
 
 __all__ = ["TARGETS", "RubricMetric", "RubricJudge", "default_render", "require_dspy", "rubric_metric"]
 

@@ -75,7 +75,7 @@ class RunContext:
 
     @cached_property
     def split(self) -> tuple[np.ndarray, np.ndarray]:
-        from rubric_induce.selection import group_split
+        from rubric_induce.selection.split import group_split
 
         train, test = group_split(self.examples, self.y if self.binary else None,
                                   test_size=self.config.run.test_size, random_state=self.config.run.seed)

@@ -113,12 +113,12 @@ def probe(ctx: RunContext) -> dict[str, Any]:
 
 
 def select(ctx: RunContext) -> dict[str, Any]:
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
     from rubric_induce.selection.api import select as run_select
 
     import warnings
 
-    from rubric_induce.selection import SelectionWarning
+    from rubric_induce.selection.selector import SelectionWarning
 
     cfg = ctx.config
     with warnings.catch_warnings(record=True) as caught:  # said as the stage's own lines, not as Python warnings
@@ -166,7 +166,7 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
         return {"enabled": False}
     from rubric_induce.calibration.api import calibrate as run_calibrate
     from rubric_induce.calibration.data import from_probes
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
 
     params = cfg.calibrate
     question = params.question or cfg.data.label
@@ -191,7 +191,7 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
 
 def artifact(ctx: RunContext) -> dict[str, Any]:
     """Write ``artifact.json`` so :class:`RubricScorer` can load this run directory."""
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
     from rubric_induce.scoring.scorer import write_artifact
 
     cfg = ctx.config
@@ -229,7 +229,7 @@ def _scoring_input(cfg, fields) -> dict[str, Any] | None:
 
 def evaluate(ctx: RunContext) -> dict[str, Any]:
     from rubric_induce.evaluation.heldout import evaluate as run_evaluate, score_heldout
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
     from rubric_induce.scoring.scorer import RubricScorer
 
     cfg = ctx.config
@@ -263,7 +263,7 @@ def feedback(ctx: RunContext) -> dict[str, Any]:
         (ctx.out / "feedback.json").unlink(missing_ok=True)
         return {"enabled": False}
     from rubric_induce.feedback.api import feedback as run_feedback
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
 
     chosen = list(RubricSet.load(ctx.out / SELECTED_FILE))
     summary = run_feedback(ProbeTable.load(ctx.out / PROBES_FILE), ctx.test or ctx.train, chosen, ctx.backend,

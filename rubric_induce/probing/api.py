@@ -31,12 +31,12 @@ from rubric_induce.backends.redact import redact_text
 from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.concurrency import run_window
 from rubric_induce.data.model import AnswerScale, Example, Rubric
-from rubric_induce.data.probes import ProbeArrays, ProbeRecord, ProbeTable  # re-exported: they lived here
-from rubric_induce.data.render import render_example, render_example_tokens  # render_example: re-exported
+from rubric_induce.data.probes import ProbeRecord, ProbeTable
+from rubric_induce.data.render import render_example, render_example_tokens
 from rubric_induce.core.errors import (BackendError, BackendUnavailableError, ContextOverflowError, LogprobsUnavailableError,
                      UntrustworthyLogprobsError,
                      RubricInduceError)
-from rubric_induce.core.params import Params, param
+from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.task import TaskParams
 from rubric_induce.core.templates import PromptTemplate, load_prompt
@@ -45,9 +45,6 @@ __all__ = [
     "PROBE_STYLES",
     "ESTIMATORS",
     "RATING_MARKER",
-    "ProbeRecord",
-    "ProbeTable",
-    "ProbeArrays",
     "ProbeParams",
     "probe",
     "probe_to_file",
@@ -55,7 +52,6 @@ __all__ = [
     "PROBES_FILE",
     "build_messages",
     "prompt_cache_key_for",
-    "render_example",
     "parse_answer",
     "probe_call_plan",
     "backend_top_logprobs",
@@ -383,12 +379,13 @@ def probe(
     on_record: Callable[[ProbeRecord], None] | None = None,
     done: Iterable[ProbeRecord] | None = None,
     warmup: bool = True,
-    **options: Any,
+    **overrides: Any,
 ) -> ProbeTable:
     """The probe stage's entry point: every rubric on every example; returns a :class:`ProbeTable`.
 
-    ``params`` (or, instead, its fields as keywords: ``style``, ``estimator``, ``n_samples`` /
-    ``samples``, ``temperature``, ``max_analysis_tokens``) are validated by :class:`ProbeParams`.
+    ``params`` (:class:`ProbeParams`, default: its defaults) with keyword ``overrides`` of its fields
+    (``style``, ``estimator``, ``samples``, ``temperature``, ``max_analysis_tokens``,
+    ``max_example_tokens``), checked like a config; an unknown name is a :class:`TypeError`.
     Wrap ``backend`` in :class:`~rubric_induce.backends.cache.CachedBackend` to make the run resumable.
     ``estimator="sampling"`` draws ``samples`` replies at ``temperature`` for backends without
     logprobs; with ``"logprobs"`` such a backend raises :class:`LogprobsUnavailableError` up front.
@@ -417,15 +414,7 @@ def probe(
     crash); a usable record of this probe job (same pair, style, estimator, prompt and scale) is
     kept as it is and its pair not probed again. Failed records are probed again.
     """
-    if "n_samples" in options:
-        options["samples"] = options.pop("n_samples")
-    if params is None:
-        unknown = sorted(set(options) - set(ProbeParams.field_names()))
-        if unknown:
-            raise TypeError(f"probe() got unexpected keyword argument(s) {unknown}")
-        params = ProbeParams(**options)
-    elif options:
-        params = params.replace(**options)
+    params = resolve_params(ProbeParams, params, overrides)
     style, estimator, n_samples = params.style, params.estimator, params.samples
     temperature, max_analysis_tokens = params.temperature, params.max_analysis_tokens
     if estimator == "logprobs" and not backend.supports_logprobs:

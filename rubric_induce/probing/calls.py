@@ -105,14 +105,13 @@ def unwrap_backend(backend: Backend) -> Backend:
 
 
 def probe_params(params: Any = None, **options: Any):
-    """A :class:`~rubric_induce.probing.api.ProbeParams` from ``params`` and/or its fields as keywords."""
+    """The :class:`~rubric_induce.probing.api.ProbeParams` that :func:`~rubric_induce.probing.api.probe`
+    would run with: ``params`` with its fields given as keyword overrides (the same rule,
+    :func:`rubric_induce.core.params.resolve_params`)."""
+    from rubric_induce.core.params import resolve_params
     from rubric_induce.probing.api import ProbeParams
 
-    if "n_samples" in options:
-        options["samples"] = options.pop("n_samples")
-    if params is None:
-        return ProbeParams(**options)
-    return params.replace(**options) if options else params
+    return resolve_params(ProbeParams, params, options)
 
 
 def probe_calls(
@@ -130,7 +129,8 @@ def probe_calls(
     """Every call :func:`~rubric_induce.probing.api.probe` would make for these arguments, in its
     order (example-major), with cache keys under ``backend``'s identity. Makes no LLM call (the
     backend's tokenizer is used when ``max_example_tokens`` cuts examples)."""
-    from rubric_induce.probing.api import probe_once, prompt_cache_key_for, render_example
+    from rubric_induce.probing.api import probe_once, prompt_cache_key_for
+    from rubric_induce.data.render import render_example
 
     params = probe_params(params, **options)
     examples, rubrics = list(examples), list(rubrics)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.data.jsonl import atomic_write_text, read_json
-from rubric_induce.core.params import Params, param
+from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.data.labels import is_binary
 from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.core.mdtext import md_code, md_text
@@ -673,13 +673,14 @@ class ReportParams(Params):
                                      "without it the report says so and keeps its tables).")
 
 
-def report(run_dir: str | Path, params: ReportParams = ReportParams(), *, out: str | Path | None = None,
-           seed: int = 0) -> Path:
+def report(run_dir: str | Path, params: ReportParams | None = None, *, out: str | Path | None = None,
+           seed: int = 0, **overrides: Any) -> Path:
     """The report stage's entry point: ``report.md`` of a run directory, opening with the run
     summary when the folder is a ``rubric-induce run`` directory; returns the report's path.
 
     Without matplotlib the figures are left out and the report says how to get them.
     """
+    params = resolve_params(ReportParams, params, overrides)
     from rubric_induce.reporting.summary import run_summary_markdown
 
     preface = run_summary_markdown(run_dir)

@@ -42,7 +42,7 @@ class ScoringOptions:
 
     def probe_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`rubric_induce.probing.api.probe` for these options."""
-        out: dict[str, Any] = {"style": self.style, "estimator": self.estimator, "n_samples": self.n_samples,
+        out: dict[str, Any] = {"style": self.style, "estimator": self.estimator, "samples": self.n_samples,
                                "temperature": self.temperature, "max_analysis_tokens": self.max_analysis_tokens}
         if self.max_example_tokens is not None:
             out["max_example_tokens"] = self.max_example_tokens

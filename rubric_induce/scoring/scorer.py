@@ -17,60 +17,28 @@ whatever the file says, so it keeps the environment's key. :attr:`RubricScorer.e
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from rubric_induce.data import Example, Rubric, RubricSet
 from rubric_induce.data.mapping import InputMapping
+from rubric_induce.data.results import ScoreResult
 from rubric_induce.core.errors import DataError, RubricInduceError
 
-__all__ = ["ARTIFACT_NAME", "ScoreResult", "RubricScorer", "write_artifact", "read_artifact"]
+if TYPE_CHECKING:  # calibration imports torch on use; the scorer imports it only when a run has a network
+    from rubric_induce.calibration.adaptive import AdaptiveModel
+    from rubric_induce.calibration.calibrator import Calibrator
+    from rubric_induce.core.task import TaskParams
+
+__all__ = ["ARTIFACT_NAME", "RubricScorer", "write_artifact", "read_artifact"]
 
 ARTIFACT_NAME = "artifact.json"
 ARTIFACT_FORMAT = "rubric-induce-scorer"
 ARTIFACT_VERSION = 1
 _PROBE_KEYS = ("style", "estimator", "n_samples", "temperature", "max_analysis_tokens", "max_example_tokens")
-
-
-@dataclass
-class ScoreResult:
-    """Everything the scorer knows about one text (``to_dict`` gives the JSONL row)."""
-
-    id: str
-    distributions: dict[str, list[float]]  # rubric id -> distribution over its answer scale
-    expected: dict[str, float]             # rubric id -> expected answer value
-    netsat: float | None = None            # sum of signed [0, 10] rubric scores (RUBICON)
-    label: int | None = None               # 1 when netsat > threshold (binary tasks)
-    threshold: float | None = None
-    prediction: float | None = None        # calibrated expected answer of the judge(s)
-    uncertainty: float | None = None       # sd of the calibrated answer distribution
-    proba: list[float] | None = None       # calibrated answer distribution
-    scale: list[float] | None = None       # its answer values
-    judge: str | list[str] | None = None   # None = unseen judge (shared weights only)
-    question: str | None = None
-    drivers: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    # adaptive scoring only (None otherwise): the rubric ids asked, in order; the calls not made
-    # (rubrics in the set minus rubrics asked); why asking stopped ("stop_at", "budget", "all asked");
-    # the expected gain of each question when it was chosen (NaN for a static order)
-    asked: list[str] | None = None
-    calls_saved: int | None = None
-    stop_reason: str | None = None
-    expected_gains: list[float] | None = None
-    # with an adaptive model in the run: how much more surprising the LLM's answers to the rubrics
-    # read were than the model expected (nats per answer; see RubricScorer.answer_shift)
-    answer_surprise: float | None = None
-    # selective scoring (score(..., guarantee=...); None otherwise): the confidence under the
-    # guarantee's measure, whether the text is answered (False: abstained); in a cascade, the run that answered
-    confidence: float | None = None
-    answered: bool | None = None
-    stage: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def write_artifact(directory: str | Path, *, rubrics: str, threshold: float | None, label: str | None,
@@ -175,13 +143,19 @@ def _check_probe_options(probe: Mapping[str, Any], doc_path: Path) -> None:
 
             raise DataError(f"unknown probe option{suggest(str(key), _PROBE_KEYS)}; allowed: {', '.join(_PROBE_KEYS)}",
                             path=doc_path, field=f"probe.{key}")
-    opts = {("samples" if k == "n_samples" else k): v for k, v in probe.items() if v is not None}
+    opts = _probe_overrides(probe)
     try:
         ProbeParams(**opts)
     except DataError as exc:
         name = (exc.field or "").split(".")[-1]
         raise DataError(exc.message, path=doc_path,
                         field=f"probe.{'n_samples' if name == 'samples' else name}" if name else "probe") from None
+
+
+def _probe_overrides(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The artifact's probe options as :class:`~rubric_induce.probing.api.ProbeParams` overrides
+    (artifact.json says ``n_samples``, the params field is ``samples``); unset ones left out."""
+    return {("samples" if k == "n_samples" else k): v for k, v in options.items() if v is not None}
 
 
 def _check_input(value: Mapping[str, Any] | None, doc_path: Path) -> None:
@@ -277,11 +251,13 @@ class RubricScorer:
     probes already computed (the evaluate stage uses it on the run's held-out probes).
     """
 
-    def __init__(self, rubrics: Sequence[Rubric], *, threshold: float | None = None, calibrator: Any = None,
+    def __init__(self, rubrics: Sequence[Rubric], *, threshold: float | None = None,
+                 calibrator: Calibrator | None = None,
                  question: str | None = None, judges: Sequence[str] = (), score_mode: str = "expected",
                  probe_options: Mapping[str, Any] | None = None, fields: Sequence[str] | None = None,
                  backend: Any = None, label: str | None = None, source: str | None = None,
-                 input: Mapping[str, Any] | None = None, task: Any = None, adaptive: Any = None) -> None:
+                 columns: Mapping[str, Any] | None = None, task: TaskParams | None = None,
+                 adaptive: AdaptiveModel | None = None) -> None:
         from rubric_induce.core.task import TaskParams
 
         self.rubrics = list(rubrics)
@@ -289,7 +265,7 @@ class RubricScorer:
             raise RubricInduceError("a scorer needs at least one rubric")
         self.threshold = threshold
         self.calibrator = calibrator
-        #: The adaptive-scoring model (:class:`~rubric_induce.calibration.AdaptiveModel`), when the run trained one.
+        #: The adaptive-scoring model (:class:`~rubric_induce.calibration.adaptive.AdaptiveModel`), when the run trained one.
         self.adaptive = adaptive
         self.question = question
         self.judges = list(judges)
@@ -304,7 +280,8 @@ class RubricScorer:
         self.backend_source: str | None = "argument" if backend is not None else None
         self.label = label
         self.source = source
-        self.input = dict(input) if input else None  # the run's text columns and id column (artifact "input")
+        #: The run's text columns and id column (``{"text": [...], "id": ...}``; artifact.json's "input").
+        self.columns = dict(columns) if columns else None
         self.task = task if task is not None else TaskParams()  # words the probe prompts
 
     @property
@@ -370,7 +347,7 @@ class RubricScorer:
         rubric_set = _load_rubrics(_inside(base, doc["rubrics"], doc_path, "rubrics"), doc_path)
         calibrator = None
         if doc.get("calibration"):
-            from rubric_induce.calibration import load_calibrator
+            from rubric_induce.calibration.artifacts import load_calibrator
 
             cal_dir = _inside(base, doc["calibration"], doc_path, "calibration")
             calibrator = load_calibrator(cal_dir)
@@ -393,7 +370,7 @@ class RubricScorer:
         scorer = cls(list(rubric_set), threshold=threshold, calibrator=calibrator, question=doc.get("question"),
                      judges=doc.get("judges") or [], score_mode=doc.get("score_mode", "expected"),
                      probe_options=doc.get("probe") or {}, fields=doc.get("fields"), label=doc.get("label"),
-                     source=str(doc_path), input=doc.get("input"), task=task, adaptive=adaptive)
+                     source=str(doc_path), columns=doc.get("input"), task=task, adaptive=adaptive)
         scorer.backend_options = {**(doc.get("backend_options") or {}), **dict(backend_options or {})}
         if backend is not None or doc.get("backend"):
             spec = backend if backend is not None else doc["backend"]
@@ -418,8 +395,8 @@ class RubricScorer:
     def input_mapping(self) -> InputMapping:
         """How :meth:`read` maps a file's columns by default: the run's text columns and id column
         (as the run read its examples), else one column per probed field, named like it."""
-        if self.input:
-            return InputMapping(text=self.input.get("text") or None, id=self.input.get("id"))
+        if self.columns:
+            return InputMapping(text=self.columns.get("text") or None, id=self.columns.get("id"))
         return InputMapping(text=tuple(self.fields) if self.fields else None)
 
     def read(self, path: str | Path, mapping: InputMapping | None = None, *,
@@ -435,7 +412,7 @@ class RubricScorer:
         if optional_run_id is None:
             optional_run_id = mapping is None
         mapping = mapping or self.input_mapping()
-        run_id = (self.input or {}).get("id")
+        run_id = (self.columns or {}).get("id")
         if optional_run_id and run_id and mapping.id == run_id and not _has_column(mapping, path, run_id):
             mapping = mapping.replace(id=None)
         return mapping.load(path, unique=False)
@@ -469,7 +446,7 @@ class RubricScorer:
     def score(self, texts: Iterable[str | Mapping[str, Any] | Example], *, judge: str | Sequence[str] | None = None,
               aggregate: str = "mean", progress: bool = False,
               mapping: InputMapping | None = None, unseen_judge: str = "error", budget: int | None = None,
-              stop_at: float | None = None, adaptive: bool | None = None,
+              stop_at: float | None = None, adaptive: bool = False,
               criterion: str = "auto", outcomes: str = "both", answer_check: bool = True,
               guarantee: Any = None) -> list[ScoreResult]:
         """Score texts: probes, NetSAT and label, calibrated prediction with its uncertainty, drivers.
@@ -482,7 +459,8 @@ class RubricScorer:
         :meth:`to_examples` (one plain string, or a list); ``mapping`` maps dict keys (your
         columns) onto the set's fields.
 
-        Adaptive scoring (``budget`` or ``stop_at`` given, or ``adaptive=True``): each text is asked
+        Adaptive scoring (``adaptive=True``, the one switch, as ``score --adaptive``; ``budget`` and
+        ``stop_at`` without it are an error): each text is asked
         only the rubrics expected to move its calibrated prediction, greedily, until the expected
         gain (``criterion``: variance of the prediction, or entropy of a two-answer label's
         decision) is at or below ``stop_at`` (default: 0.001 of the largest uncertainty the scale
@@ -502,8 +480,7 @@ class RubricScorer:
         with ``target`` / ``delta`` / ``measure``): each result gets its ``confidence`` and
         ``answered`` (False = abstained; see :mod:`rubric_induce.scoring.selective`).
         """
-        if adaptive is None:
-            adaptive = budget is not None or stop_at is not None
+        _adaptive_switch(adaptive, budget, stop_at)
         _guarantee_first(self, guarantee, adaptive)
         if adaptive:
             self._require_adaptive(aggregate)
@@ -521,10 +498,10 @@ class RubricScorer:
 
     def score_probes(self, table, examples: Sequence[Example | str], *, judge: str | Sequence[str] | None = None,
                      aggregate: str = "mean", unseen_judge: str = "error", budget: int | None = None,
-                     stop_at: float | None = None, adaptive: bool | None = None,
+                     stop_at: float | None = None, adaptive: bool = False,
                      criterion: str = "auto", outcomes: str = "both", answer_check: bool = True,
                      guarantee: Any = None) -> list[ScoreResult]:
-        """Score from an existing :class:`~rubric_induce.probing.api.ProbeTable` (no LLM call);
+        """Score from an existing :class:`~rubric_induce.data.probes.ProbeTable` (no LLM call);
         ``judge``, ``unseen_judge`` and ``answer_check`` as in :meth:`score`.
 
         ``table`` may also be the :class:`~rubric_induce.data.probes.ProbeArrays` of one
@@ -532,7 +509,7 @@ class RubricScorer:
         evaluate stage scores each judge's texts so). Either way the probes are read once, not
         once per example, so the time grows linearly with the number of examples.
 
-        With ``budget`` / ``stop_at`` / ``adaptive=True`` (see :meth:`score`) the adaptive policy
+        With ``adaptive=True`` (and its ``budget`` / ``stop_at``, see :meth:`score`) the adaptive policy
         is replayed on the table: a rubric is "asked" by reading its probe from the table, so the
         result shows which rubrics adaptive scoring would have paid for.
         """
@@ -544,8 +521,7 @@ class RubricScorer:
             arr = table.take(ids, rubric_ids)
         else:
             arr = table.arrays(example_ids=ids, rubric_ids=rubric_ids)
-        if adaptive is None:
-            adaptive = budget is not None or stop_at is not None
+        _adaptive_switch(adaptive, budget, stop_at)
         _guarantee_first(self, guarantee, adaptive)
         if adaptive:
             self._require_adaptive(aggregate)
@@ -747,6 +723,16 @@ def _guarantee_first(scorer: RubricScorer, guarantee: Any, adaptive: bool) -> No
                         "adaptive scoring", field="guarantee")
     require_calibrated(scorer)
     resolve_guarantee(guarantee, scorer.source)
+
+
+def _adaptive_switch(adaptive: bool, budget: int | None, stop_at: float | None) -> None:
+    """``budget`` and ``stop_at`` belong to adaptive scoring: without ``adaptive=True`` they are an
+    error (as ``rubric-induce score`` refuses ``--budget`` / ``--stop-at`` without ``--adaptive``)."""
+    if not isinstance(adaptive, bool):
+        raise TypeError(f"adaptive must be True or False, got {adaptive!r}")
+    given = [name for name, v in (("budget", budget), ("stop_at", stop_at)) if v is not None]
+    if given and not adaptive:
+        raise RubricInduceError(f"{' and '.join(given)} go with adaptive=True (adaptive scoring is off)")
 
 
 def _require_finite(results: list[ScoreResult], pred, sd, proba, source: str | None) -> None:

@@ -17,7 +17,7 @@ from rubric_induce.data import Example, Rubric, RubricSet
 from rubric_induce.data.jsonl import jsonable
 from rubric_induce.data.probes import probe_health_markdown  # re-exported
 from rubric_induce.core.errors import DataError
-from rubric_induce.core.params import Params, param, suggest
+from rubric_induce.core.params import Params, param, resolve_params, suggest
 
 __all__ = ["SelectParams", "SelectResult", "select", "write_selection_report", "check_selection_labels",
            "SELECTED_FILE", "selector_class", "usable_rubrics", "NEUTRAL_FILL", "probe_health_markdown"]
@@ -27,13 +27,13 @@ _RESERVED = ("n_sat", "n_dsat")
 
 
 def selector_class(method: str):
-    from rubric_induce.selection import SELECTORS
+    from rubric_induce.selection.baselines import SELECTORS
 
     return SELECTORS[method]
 
 
 def _selector_names() -> tuple[str, ...]:
-    from rubric_induce.selection import SELECTORS
+    from rubric_induce.selection.baselines import SELECTORS
 
     return tuple(SELECTORS)
 
@@ -288,17 +288,19 @@ def select(
     rubrics: Sequence[Rubric],
     examples: Sequence[Example],
     y: np.ndarray,
-    params: SelectParams = SelectParams(),
+    params: SelectParams | None = None,
     *,
     label: str = "sat",
     label_threshold: float | None = None,
     seed: int = 0,
     source: str | None = None,
+    **overrides: Any,
 ) -> SelectResult:
     """Fit the selector of ``params`` on ``examples`` (labels ``y``, already thresholded) from their
     probes in ``table``; rubrics without usable probes stop the run or are dropped (``params.missing``).
     SAT/DSAT rubrics whose probes on these (training) examples go against their polarity are then
     flipped or dropped (``params.polarity_check``, see :mod:`.polarity`)."""
+    params = resolve_params(SelectParams, params, overrides)
     from rubric_induce.selection.polarity import check_polarity
     from rubric_induce.selection.scores import unit_scores
 

@@ -21,9 +21,10 @@ import numpy as np
 from rubric_induce.core.errors import RubricInduceError
 from rubric_induce.core.stats import pearson, spearman
 from rubric_induce.selection.scores import SelectionInput
-from rubric_induce.selection.selector import BaseSelector, greedy_select
+from rubric_induce.selection.selector import BaseSelector, RubiconSelector, greedy_select
 
 __all__ = [
+    "SELECTORS",
     "REWARDS",
     "CorrectnessOnlySelector",
     "BruteForceSelector",
@@ -165,3 +166,14 @@ class TopKCorrelationSelector(BaseSelector):
             return _top_per_polarity(value, inp.signs, self.n_sat, self.n_dsat), {}
         idx = np.arange(len(value))
         return [int(j) for j in np.lexsort((idx, -value))[: self.k]], {}
+
+
+#: Selector classes by ``select.method`` name.
+SELECTORS: dict[str, type[BaseSelector]] = {
+    "rubicon": RubiconSelector,
+    "correctness": CorrectnessOnlySelector,
+    "brute-force": BruteForceSelector,
+    "ucb": UCBSelector,
+    "random": RandomSelector,
+    "topk": TopKCorrelationSelector,
+}

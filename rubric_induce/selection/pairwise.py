@@ -97,8 +97,15 @@ class PairwiseSelector:
         self.margin = margin
         self.tol = tol
 
-    def get_params(self) -> dict[str, Any]:
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {"n_rubrics": self.n_rubrics, "alpha": self.alpha, "margin": self.margin, "tol": self.tol}
+
+    def set_params(self, **params: Any) -> "PairwiseSelector":
+        for k, v in params.items():
+            if k not in self.get_params():
+                raise ValueError(f"unknown parameter {k!r} for PairwiseSelector")
+            setattr(self, k, v)
+        return self
 
     def __repr__(self) -> str:
         return f"PairwiseSelector({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"

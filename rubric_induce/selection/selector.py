@@ -199,7 +199,9 @@ class BaseSelector:
         self.random_state = random_state
 
     # -- scikit-learn style plumbing -------------------------------------------------------
-    def get_params(self) -> dict[str, Any]:
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's arguments (scikit-learn's estimator API, so ``sklearn.base.clone`` works;
+        no parameter is itself an estimator, so ``deep`` changes nothing)."""
         import inspect
 
         names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]

@@ -102,7 +102,7 @@ def test_round_trip_through_the_cli(tmp_path, llama_server, examples_module, rub
 
     from rubric_induce.cli import cli
     from rubric_induce.data import RubricPool, write_examples
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
 
     if engine == "ray":
         request.getfixturevalue("ray_local")      # batch-run uses this process's Ray runtime

@@ -16,7 +16,8 @@ from rubric_induce.cli import cli
 from rubric_induce.data import Example, Rubric
 from rubric_induce.core.errors import ContextOverflowError, DataError
 from rubric_induce.pipeline import config_from_dict
-from rubric_induce.probing.api import ProbeParams, ProbeRecord, ProbeTable, probe
+from rubric_induce.probing.api import ProbeParams, probe
+from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.selection.api import NEUTRAL_FILL, SelectParams, select, usable_rubrics
 from rubric_induce.selection.scores import unit_scores
 

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from rubric_induce.pipeline import config_from_dict, run_pipeline
-from rubric_induce.probing.api import PROBES_FILE, ProbeTable
+from rubric_induce.probing.api import PROBES_FILE
+from rubric_induce.data.probes import ProbeTable
 
 pytestmark = [pytest.mark.server, pytest.mark.local_model]
 
@@ -176,7 +177,7 @@ def test_adaptive_scoring_through_the_server_asks_only_the_budget(adaptive_run):
     # the same texts again from the API: every call comes from that cache, same rubrics, same predictions
     scorer = RubricScorer.load(run, cache=cache)
     try:
-        again = scorer.score([json.loads(line) for line in texts.read_text().splitlines()], budget=2, stop_at=-1.0)
+        again = scorer.score([json.loads(line) for line in texts.read_text().splitlines()], adaptive=True, budget=2, stop_at=-1.0)
     finally:
         scorer.close()
     assert len(CallCache(cache)) == 6

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from rubric_induce.calibration import AdaptiveModel, AskPolicy, Calibrator, load_adaptive, save_adaptive  # noqa: E402
+from rubric_induce.calibration.adaptive import AdaptiveModel, load_adaptive, save_adaptive  # noqa: E402
+from rubric_induce.calibration.policy import AskPolicy  # noqa: E402
+from rubric_induce.calibration.calibrator import Calibrator  # noqa: E402
 from rubric_induce.calibration.adaptive import np_forward, random_masks  # noqa: E402
 from rubric_induce.calibration.completion import GaussianCompletion  # noqa: E402
 from rubric_induce.calibration.planted import planted_adaptive, planted_redundant  # noqa: E402

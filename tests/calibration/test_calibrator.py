@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rubric_induce.calibration import Calibrator, NotFittedError, check_features  # noqa: E402
+from rubric_induce.calibration.calibrator import Calibrator, NotFittedError, check_features  # noqa: E402
 from rubric_induce.calibration.network import CalibrationNetwork, masked_nll  # noqa: E402
 from rubric_induce.core.errors import DataError  # noqa: E402
 

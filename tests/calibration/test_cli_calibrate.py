@@ -13,7 +13,7 @@ from rubric_induce.cli import cli  # noqa: E402
 from rubric_induce.data import Example  # noqa: E402
 from rubric_induce.data.examples_io import write_examples  # noqa: E402
 from rubric_induce.data.model import Judgment  # noqa: E402
-from rubric_induce.probing.api import ProbeRecord, ProbeTable  # noqa: E402
+from rubric_induce.data.probes import ProbeRecord, ProbeTable  # noqa: E402
 
 
 def _write_inputs(tmp_path, planted, n_texts=60):

@@ -4,12 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rubric_induce.calibration import (
-    CalibrationData,
-    JudgeMeanBaseline,
-    TextEmbeddingFeatures,
-    regression_metrics,
-)
+from rubric_induce.calibration.data import CalibrationData, TextEmbeddingFeatures
+from rubric_induce.calibration.baselines import JudgeMeanBaseline
+from rubric_induce.calibration.metrics import regression_metrics
 from rubric_induce.core.errors import DataError
 
 
@@ -129,7 +126,7 @@ def test_judge_mean_baseline():
 def test_oracle_inputs_raise_q0_accuracy_on_planted_data(data_factory, scales):
     """Q1 is the latent quality plus noise; giving the judge's own Q1 answer must help predict Q0."""
     pytest.importorskip("torch")
-    from rubric_induce.calibration import Calibrator
+    from rubric_induce.calibration.calibrator import Calibrator
 
     X, J, Y, G, _ = data_factory(n_texts=160, seed=4)
     Xt, Jt, Yt, Gt, _ = data_factory(n_texts=80, seed=5)

@@ -6,7 +6,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rubric_induce.calibration import Calibrator, ConstantBaseline, from_llm_rubric, regression_metrics  # noqa: E402
+from rubric_induce.calibration.calibrator import Calibrator  # noqa: E402
+from rubric_induce.calibration.baselines import ConstantBaseline  # noqa: E402
+from rubric_induce.calibration.data import from_llm_rubric  # noqa: E402
+from rubric_induce.calibration.metrics import regression_metrics  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from rubric_induce.cli import cli, main
 from rubric_induce.data import RubricPool, write_examples
-from rubric_induce.probing.api import ProbeTable
+from rubric_induce.data.probes import ProbeTable
 
 
 @pytest.fixture

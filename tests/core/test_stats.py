@@ -201,19 +201,6 @@ def test_kappa_by_hand():
     assert math.isnan(stats.cohen_kappa([2, 2], [2, 2]))
 
 
-# --------------------------------------------------------------------------- old names
-
-def test_old_public_names_are_the_stats_functions():
-    from rubric_induce import calibration, evaluation, generation, selection
-
-    assert evaluation.METHODS is stats.CORRELATIONS and generation.METRICS is stats.CORRELATIONS
-    assert generation.kendall_tau is stats.kendall and calibration.kendall is stats.kendall
-    assert evaluation.bootstrap_ci is stats.bootstrap_ci and evaluation.williams_test is stats.williams_test
-    with pytest.warns(DeprecationWarning, match="selection_metrics_ci"):
-        assert selection.bootstrap_ci is selection.selection_metrics_ci
-    assert "bootstrap_ci" not in selection.__all__
-
-
 # --------------------------------------------------------------------------- properties
 
 _pairs = st.integers(2, 40).flatmap(lambda n: st.tuples(

@@ -11,7 +11,7 @@ from rubric_induce.cli import cli
 from rubric_induce.data import Example, Rubric
 from rubric_induce.core.errors import DataError
 from rubric_induce.feedback.api import FeedbackItem, summarize_feedback
-from rubric_induce.generation import Pattern, extract_patterns, spur_update, summarize_rubrics
+from rubric_induce.generation.rubicon import Pattern, extract_patterns, spur_update, summarize_rubrics
 from rubric_induce.generation.autocalibrate import draft_criteria, draft_plan
 from rubric_induce.pipeline import config_from_dict, load_config
 from rubric_induce.probing.api import PROBE_STYLES, build_messages

@@ -8,7 +8,8 @@ from click.testing import CliRunner
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import Rubric, RubricPool
-from rubric_induce.dedup.api import deduplicate, group_by_similarity
+from rubric_induce.dedup import dedup
+from rubric_induce.dedup.api import group_by_similarity
 
 
 PLANTED = [
@@ -42,7 +43,7 @@ def pool() -> RubricPool:
 
 @pytest.mark.slow
 def test_planted_paraphrases_are_merged_and_distinct_rubrics_kept(pool, embedder):
-    res = deduplicate(pool, 0.85, embedder=embedder)
+    res = dedup(pool, threshold=0.85, embedder=embedder)
     kept = [r.text for r in res.pool]
     assert len(res.pool) == 6
     merged = {g.representative.text: sorted(m.rubric.text for m in g.members) for g in res.merged_groups}
@@ -65,7 +66,7 @@ def test_planted_paraphrases_are_merged_and_distinct_rubrics_kept(pool, embedder
 
 @pytest.mark.slow
 def test_report_lists_every_merged_group_with_similarities(pool, embedder):
-    res = deduplicate(pool, 0.85, embedder=embedder)
+    res = dedup(pool, threshold=0.85, embedder=embedder)
     md = res.report_markdown
     assert "rubrics before: 9, after: 6" in md
     assert md.count("## Group") == 2
@@ -77,18 +78,18 @@ def test_report_lists_every_merged_group_with_similarities(pool, embedder):
 
 @pytest.mark.slow
 def test_deterministic_and_threshold_monotone(pool, embedder):
-    a = deduplicate(pool, 0.85, embedder=embedder)
-    b = deduplicate(pool, 0.85, embedder=embedder)
+    a = dedup(pool, threshold=0.85, embedder=embedder)
+    b = dedup(pool, threshold=0.85, embedder=embedder)
     assert [r.id for r in a.pool] == [r.id for r in b.pool] and a.report_markdown == b.report_markdown
-    strict = deduplicate(pool, 0.99, embedder=embedder)
-    loose = deduplicate(pool, 0.5, embedder=embedder)
+    strict = dedup(pool, threshold=0.99, embedder=embedder)
+    loose = dedup(pool, threshold=0.5, borderline=0.5, embedder=embedder)
     assert len(loose.pool) <= len(a.pool) <= len(strict.pool)
 
 
 @pytest.mark.slow
 def test_llm_judge_merges_borderline_pairs_only(pool, embedder):
     judge = FakeBackend(replies=lambda m, **k: '{"same": true, "reason": "both about the same thing"}')
-    res = deduplicate(pool, 0.85, embedder=embedder, llm_judge_backend=judge, borderline=(0.3, None))
+    res = dedup(pool, threshold=0.85, embedder=embedder, judge_backend=judge, borderline=0.3)
     info = res.pool.manifest["dedup"]["llm_judge"]
     assert info["judged"] >= 1 and info["merged"] == info["judged"]
     assert len(res.pool) < 6
@@ -99,7 +100,7 @@ def test_llm_judge_merges_borderline_pairs_only(pool, embedder):
     for _, call in judge.calls:
         assert "Rubric A:" in call["messages"][-1]["content"]
     no = FakeBackend(replies=lambda m, **k: '{"same": false, "reason": "different"}')
-    res_no = deduplicate(pool, 0.85, embedder=embedder, llm_judge_backend=no, borderline=(0.3, None))
+    res_no = dedup(pool, threshold=0.85, embedder=embedder, judge_backend=no, borderline=0.3)
     assert len(res_no.pool) == 6
 
 
@@ -113,13 +114,22 @@ def test_greedy_leader_does_not_chain():
 
 
 @pytest.mark.slow
-def test_empty_pool_and_bad_threshold_are_errors(embedder):
-    from rubric_induce.core.errors import RubricInduceError
+def test_bad_threshold_and_unknown_override_are_errors(embedder):
+    from rubric_induce.core.errors import DataError
 
-    with pytest.raises(RubricInduceError, match="empty"):
-        deduplicate([], 0.85, embedder=embedder)
-    with pytest.raises(RubricInduceError, match="threshold"):
-        deduplicate([Rubric.create("The user waits.")], 1.5, embedder=embedder)
+    with pytest.raises(DataError, match="dedup.threshold"):
+        dedup([Rubric.create("The user waits."), Rubric.create("The user leaves.")], threshold=1.5, embedder=embedder)
+    with pytest.raises(TypeError, match="no field 'treshold'.*did you mean 'threshold'"):
+        dedup([Rubric.create("The user waits.")], treshold=0.9, embedder=embedder)
+
+
+@pytest.mark.slow
+def test_overrides_apply_over_params(pool, embedder):
+    from rubric_induce.dedup import DedupParams
+
+    loose = dedup(pool, DedupParams(threshold=0.99), threshold=0.5, borderline=0.5, embedder=embedder)
+    assert loose.summary() == dedup(pool, threshold=0.5, borderline=0.5, embedder=embedder).summary()
+    assert len(loose.pool) < len(dedup(pool, threshold=0.99, embedder=embedder).pool)
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from rubric_induce.evaluation.heldout import EvaluateParams, binary_aspect, eval
 from rubric_induce.evaluation.judges import judge_ratings, judge_rows
 from rubric_induce.probing.checks import probe_checks
 from rubric_induce.evaluation.score_table import read_scores
-from rubric_induce.scoring.scorer import ScoreResult
+from rubric_induce.data.results import ScoreResult
 from rubric_induce.core.stats import leave_one_out_agreement
 
 FAST = EvaluateParams(bootstrap=20)

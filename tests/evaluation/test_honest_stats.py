@@ -24,7 +24,7 @@ from rubric_induce.evaluation.meta_eval import correlation_table
 from rubric_induce.reporting.report import ReportParams, report
 from rubric_induce.reporting.summary import run_summary_markdown
 from rubric_induce.evaluation.score_table import write_scores
-from rubric_induce.scoring.scorer import ScoreResult
+from rubric_induce.data.results import ScoreResult
 
 FAST = EvaluateParams(bootstrap=50)
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rubric_induce import evaluation as me  # the statistics of rubric_induce.core.stats, re-exported
+from rubric_induce.core import stats as me
+from rubric_induce.evaluation.meta_eval import correlation_table
 
 SCIPY = {
     "pearson": lambda a, b: stats.pearsonr(a, b)[0],
@@ -274,7 +275,7 @@ def test_correlation_table_matches_direct_computation():
             for system, noise in (("a", 0.5), ("b", 2.0)):
                 rows.append({"example_id": f"{doc}-{j}", "group": f"d{doc}", "aspect": "coh", "system": system,
                              "score": h + float(rng.normal(0, noise)), "human": None if j == 0 and doc == 0 else h})
-    table = me.correlation_table(rows, n_boot=100, seed=0)
+    table = correlation_table(rows, n_boot=100, seed=0)
     assert [(t["aspect"], t["system"]) for t in table] == [("coh", "a"), ("coh", "b")]
     for t in table:
         cell = [r for r in rows if r["system"] == t["system"] and r["human"] is not None]
@@ -290,7 +291,7 @@ def test_correlation_table_matches_direct_computation():
             assert t[f"summary_{m}_low"] < t[f"summary_{m}_high"]
         assert t["n_groups"] == 12
     assert table[0]["dataset_pearson"] > table[1]["dataset_pearson"]
-    no_groups = me.correlation_table([{**r, "group": None} for r in rows], n_boot=20,
+    no_groups = correlation_table([{**r, "group": None} for r in rows], n_boot=20,
                                      methods=("pearson",))
     assert no_groups[0]["n_groups"] == 0 and math.isnan(no_groups[0]["summary_pearson"])
     assert "dataset_kendall" not in no_groups[0]

@@ -1,6 +1,7 @@
 """experiments/closer_look.py end to end on the fake backend: files, table layout, consistent numbers."""
 from __future__ import annotations
 
+import importlib
 import json
 from collections import Counter
 
@@ -13,7 +14,7 @@ from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.core import stats
 from rubric_induce.data import Example, RubricPool
 from rubric_induce.evaluation.score_table import read_scores
-from rubric_induce.probing.api import ProbeTable
+from rubric_induce.data.probes import ProbeTable
 from rubric_induce.backends.structured import GenerationError, GenerationStats
 
 
@@ -25,7 +26,7 @@ cl = load_experiment("closer_look")
 def run(tmp_path_factory):
     # The generic run report (many figures) belongs to rubric_induce.evaluation and has its own
     # tests; skipping it here keeps this file fast.
-    from rubric_induce.reporting import report as run_report
+    run_report = importlib.import_module("rubric_induce.reporting.report")  # the module (the package exports the function)
     out = tmp_path_factory.mktemp("closer_look")
     saved = run_report.render_run_report
     run_report.render_run_report = lambda *a, **k: None

@@ -2,6 +2,7 @@
 that agree with the probes they were computed from."""
 from __future__ import annotations
 
+import importlib
 import json
 
 import numpy as np
@@ -12,9 +13,9 @@ from rubric_induce.data import RubricPool
 from rubric_induce.data.datasets import load_uss
 from rubric_induce.core.errors import RubricInduceError
 from rubric_induce.evaluation.score_table import read_scores
-from rubric_induce.generation import GenerationError
-from rubric_induce.probing.api import ProbeTable
-from rubric_induce.selection import unit_scores
+from rubric_induce.backends.structured import GenerationError
+from rubric_induce.data.probes import ProbeTable
+from rubric_induce.selection.scores import unit_scores
 
 
 
@@ -26,7 +27,7 @@ SYSTEMS = {"RUBICON", "SPUR", "RUBICON -DS", "UCB (union pool)", "BruteForce (un
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """One fake run; the -CDP generator is made to fail, to check that a failed variant is reported."""
-    from rubric_induce.reporting import report as run_report
+    run_report = importlib.import_module("rubric_induce.reporting.report")  # the module (the package exports the function)
     out = tmp_path_factory.mktemp("rubicon_variants")
     real_generate = rv.generate_rubicon
 

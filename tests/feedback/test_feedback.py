@@ -18,7 +18,8 @@ from rubric_induce.feedback.api import (
     render_item,
     summarize_feedback,
 )
-from rubric_induce.probing.api import ProbeRecord, ProbeTable, probe
+from rubric_induce.data.probes import ProbeRecord, ProbeTable
+from rubric_induce.probing.api import probe
 
 
 _SUMMARY_HEAD = re.compile(r"^Summary \d+", re.M)

@@ -11,19 +11,18 @@ from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.backends.cache import CachedBackend, CallCache
 from rubric_induce.data import Example
 from rubric_induce.core.errors import DataError
-from rubric_induce.generation import (
+from rubric_induce.generation.autocalibrate import (
     LEVEL_NAMES,
-    GenerationError,
-    GenerationStats,
     ScoredCriterion,
     draft_criteria,
     draft_plan,
     expand_levels,
     generate_autocalibrate,
-    kendall_tau,
     refine_criteria,
     revisit,
 )
+from rubric_induce.backends.structured import GenerationError, GenerationStats
+from rubric_induce.core.stats import kendall as kendall_tau
 from rubric_induce.core.templates import load_prompt
 
 SMALL = dict(sample_sizes=(2, 3), trials=2, samples=2, refine_sizes=(1, 2), refine_trials=1, refine_samples=1)

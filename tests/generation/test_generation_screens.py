@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import Example
-from rubric_induce.generation import generate_rubicon
+from rubric_induce.generation.rubicon import generate_rubicon
 from rubric_induce.generation.api import GenerateParams, generate
 from rubric_induce.generation.rubicon import DEFAULT_SUBJECTS, rubric_screen
 from rubric_induce.generation.screen import EXAMPLE, GENERIC, LABEL, RubricScreen, copied_span, sentences

@@ -14,7 +14,7 @@ def test_embedded_model_generates_a_pool_with_provenance(tmp_path, embedded_mode
     from rubric_induce.backends.local import LocalLlamaBackend
     from rubric_induce.backends.cache import CachedBackend, CallCache
     from rubric_induce.data import RubricPool
-    from rubric_induce.generation import generate_rubicon
+    from rubric_induce.generation.rubicon import generate_rubicon
     from rubric_induce.core.task import TaskParams
 
     inner = LocalLlamaBackend(n_threads=2, n_ctx=1024)

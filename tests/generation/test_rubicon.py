@@ -9,9 +9,8 @@ from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.backends.cache import CachedBackend, CallCache
 from rubric_induce.data import Example, RubricPool
 from rubric_induce.core.errors import DataError, RubricInduceError
-from rubric_induce.generation import (
-    GenerationError,
-    GenerationStats,
+from rubric_induce.backends.structured import GenerationError, GenerationStats
+from rubric_induce.generation.rubicon import (
     Pattern,
     balanced_sample,
     extract_patterns,
@@ -164,7 +163,7 @@ def test_spur_mode_keeps_a_fixed_size_set(dialogues, fake, scripted):
 def test_spur_truncates_oversized_updates():
     backend = FakeBackend(replies=lambda m, **k: '{"rubrics": ["Rubric one is here.", "Rubric two is here.", '
                                                  '"Rubric three is here."]}')
-    from rubric_induce.generation import spur_update
+    from rubric_induce.generation.rubicon import spur_update
 
     stats = GenerationStats()
     out = spur_update([Pattern("The pattern text.", "DSAT", "e")], backend, polarity="DSAT", n_rubrics=2,

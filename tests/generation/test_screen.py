@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import Example
-from rubric_induce.generation import Pattern, generate_autocalibrate, generate_rubicon, spur_update
+from rubric_induce.generation.rubicon import Pattern, generate_rubicon, spur_update
+from rubric_induce.generation.autocalibrate import generate_autocalibrate
 from rubric_induce.generation.rubicon import rubric_screen
 from rubric_induce.generation.screen import ANNOTATION, EXAMPLE, LABEL, PROMPT, RubricScreen, rejection_reason
 from rubric_induce.core.task import TaskParams

@@ -52,7 +52,7 @@ def test_geval_metrics_score_two_cases_with_a_custom_model(deepeval, handoff_run
     from deepeval.metrics import GEval
     from deepeval.test_case import LLMTestCase
 
-    from rubric_induce import deepeval_geval, deepeval_model
+    from rubric_induce.handoff import deepeval_geval, deepeval_model
 
     prompts: list = []
     model = deepeval_model(FakeBackend(replies=judge(handoff_rubrics, prompts)))
@@ -83,7 +83,7 @@ def test_dag_metric_walks_binary_judgements_to_netsat(deepeval, handoff_run, han
     from deepeval.metrics import DAGMetric
     from deepeval.test_case import LLMTestCase
 
-    from rubric_induce import deepeval_dag, deepeval_model
+    from rubric_induce.handoff import deepeval_dag, deepeval_model
 
     prompts: list = []
     model = deepeval_model(FakeBackend(replies=judge(handoff_rubrics, prompts)))
@@ -142,7 +142,7 @@ def test_spec_round_trip_keeps_ids(handoff_run, handoff_rubrics, tmp_path):
 
 
 def test_built_from_the_exported_spec(deepeval, handoff_run, handoff_rubrics, tmp_path):
-    from rubric_induce import deepeval_geval, deepeval_model
+    from rubric_induce.handoff import deepeval_geval, deepeval_model
 
     path = export_deepeval(handoff_run, tmp_path / "deepeval.json")
     model = deepeval_model(FakeBackend(replies=judge(handoff_rubrics, [])))
@@ -172,7 +172,7 @@ def test_geval_with_the_embedded_model(deepeval, handoff_run, embedded_model_pat
     schema (constrained decoding), so a metric scores offline with a real model."""
     from deepeval.test_case import LLMTestCase
 
-    from rubric_induce import deepeval_geval, deepeval_model
+    from rubric_induce.handoff import deepeval_geval, deepeval_model
 
     model = deepeval_model("local", max_tokens=96)
     metric = deepeval_geval(handoff_run, model=model, async_mode=False)[-1]

@@ -89,7 +89,7 @@ def test_scorer_probes_through_inspect_logprobs_and_matches_rubric_scorer(inspec
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
-    from rubric_induce import inspect_scorer
+    from rubric_induce.handoff import inspect_scorer
 
     seen: list = []
     grader = get_model("mockllm/model", custom_outputs=_grader(handoff_rubrics, seen), memoize=False)
@@ -149,7 +149,7 @@ def test_model_without_logprobs_is_a_clear_sample_error(inspect_ai, handoff_run,
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
-    from rubric_induce import inspect_scorer
+    from rubric_induce.handoff import inspect_scorer
 
     grader = get_model("mockllm/model", custom_outputs=_grader(handoff_rubrics, [], with_logprobs=False),
                        memoize=False)

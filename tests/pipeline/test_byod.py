@@ -108,7 +108,7 @@ def test_selection_warnings_are_stage_lines_not_python_warnings(graded_run, tmp_
     import warnings
 
     import rubric_induce.selection.api as selection_api
-    from rubric_induce.selection import SelectionWarning
+    from rubric_induce.selection.selector import SelectionWarning
 
     original = selection_api.select
 

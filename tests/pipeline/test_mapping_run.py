@@ -68,7 +68,7 @@ def test_run_reads_a_csv_through_the_mapping(csv_run):
     assert art["input"] == {"text": {"context": "opening", "response": "rest"}, "id": "dialogue_id"}
     scorer = RubricScorer.load(run)
     assert scorer.calibrator is not None and set(scorer.judges) >= {"annotator1", "annotator2"}
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
 
     ids = {r.example_id for r in ProbeTable.load(run / "probes.jsonl").records}
     rows = list(csv.DictReader((tmp / "dialogues.csv").read_text(encoding="utf-8").splitlines()))

@@ -16,8 +16,8 @@ from rubric_induce.data.mapping import read_examples
 from rubric_induce.core.errors import BackendError
 from rubric_induce.pipeline import STAGE_NAMES, load_config, run_pipeline
 from rubric_induce.pipeline import stages as stage_mod
-from rubric_induce.probing.api import ProbeTable
-from rubric_induce.selection import group_split
+from rubric_induce.data.probes import ProbeTable
+from rubric_induce.selection.split import group_split
 from rubric_induce.selection.scores import labels_from_examples, unit_scores
 
 FAST = "\n[evaluate]\nbootstrap = 50\n"

@@ -11,13 +11,8 @@ from rubric_induce.backends.base import TokenLogprob
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import AnswerScale, Example, Rubric
 from rubric_induce.core.errors import LogprobsUnavailableError, RubricInduceError
-from rubric_induce.probing.api import (
-    ProbeTable,
-    _read_after_marker,
-    build_messages,
-    parse_answer,
-    probe,
-)
+from rubric_induce.data.probes import ProbeTable
+from rubric_induce.probing.api import _read_after_marker, build_messages, parse_answer, probe
 
 
 def test_prompt_puts_example_first_and_rubric_last(examples, rubrics):
@@ -120,7 +115,7 @@ def test_logprobs_estimator_refuses_backend_without_logprobs(examples, rubrics):
 def test_sampling_estimator_counts_answers_at_answer_position(examples, rubrics):
     replies = ["4", "4 because", "Rating 5", "**3**", "I think 2", "4", "x", "4", "3", "4"]
     backend = FakeBackend(logprobs=False, replies=list(replies))
-    rec = probe(examples[:1], rubrics[:1], backend, estimator="sampling", n_samples=10).records[0]
+    rec = probe(examples[:1], rubrics[:1], backend, estimator="sampling", samples=10).records[0]
     # "Rating 5", "I think 2" and "x" do not start with an answer: they lower the mass.
     assert rec.raw == pytest.approx([0, 0, 0.2, 0.5, 0])
     assert rec.mass == pytest.approx(0.7) and rec.n_samples == 10
@@ -130,7 +125,7 @@ def test_sampling_estimator_counts_answers_at_answer_position(examples, rubrics)
 
 def test_sampling_with_no_valid_answer_is_an_error_record(examples, rubrics):
     backend = FakeBackend(logprobs=False, replies=lambda m, **k: "hmm")
-    rec = probe(examples[:1], rubrics[:1], backend, estimator="sampling", n_samples=3).records[0]
+    rec = probe(examples[:1], rubrics[:1], backend, estimator="sampling", samples=3).records[0]
     assert not rec.ok and "no valid answer" in rec.error and math.isnan(rec.expected)
 
 

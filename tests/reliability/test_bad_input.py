@@ -416,7 +416,7 @@ def test_score_refuses_an_unknown_judge_unless_shared_weights_are_asked_for(fini
 
 @pytest.mark.slow
 def test_the_scorer_api_has_the_same_rule(finished_run):
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
     from rubric_induce.scoring.scorer import RubricScorer
 
     out_dir, _ = finished_run
@@ -505,7 +505,7 @@ def test_run_with_a_damaged_cache_exits_2_without_traceback(make_run, tmp_path):
 def test_a_damaged_weights_file_is_a_clean_error_naming_it(finished_run, tmp_path, damage):
     import shutil
 
-    from rubric_induce.calibration import load_calibrator
+    from rubric_induce.calibration.artifacts import load_calibrator
 
     src, _ = finished_run
     folder = tmp_path / "cal"

@@ -197,7 +197,7 @@ def test_csv_gives_examples_or_one_clean_error(data):
                                                                       "scale": values, "levels": values})))
 def test_rubric_and_probe_files_give_a_result_or_one_clean_error(data):
     from rubric_induce.data import RubricPool
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
 
     path = _write(data, ".jsonl")
     _load_or_clean_error(RubricPool.load, path)

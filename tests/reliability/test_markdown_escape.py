@@ -129,7 +129,7 @@ def test_run_report_escapes_rubric_texts_and_names(tmp_path):
 
 def test_heldout_evaluation_markdown_escapes_labels_and_warnings():
     from rubric_induce.evaluation.heldout import evaluate
-    from rubric_induce.scoring.scorer import ScoreResult
+    from rubric_induce.data.results import ScoreResult
 
     examples = [Example.create({"text": f"t{i}"}, {EVIL: float(i % 2)}, id=f"e{i}",
                                judgments=[Judgment(EVIL, {EVIL: float(i % 2)})]) for i in range(6)]
@@ -160,10 +160,10 @@ class _SameVector:
 
 
 def test_dedup_report_escapes_rubric_texts():
-    from rubric_induce.dedup.api import deduplicate
+    from rubric_induce.dedup import dedup
 
     rubrics = [Rubric.create(EVIL, "SAT"), Rubric.create(EVIL + " again", "SAT"), Rubric.create("x | y", "SAT")]
-    md = deduplicate(rubrics, 0.9, embedder=_SameVector()).report_markdown
+    md = dedup(rubrics, threshold=0.9, embedder=_SameVector()).report_markdown
     _assert_inert(md)
     assert "&lt;img" in md
     for ln in md.splitlines():

@@ -177,7 +177,7 @@ def _poison(weights: Path, value: float = float("nan")) -> str:
 
 @pytest.mark.slow
 def test_nan_weights_fail_to_load_naming_file_and_tensor(run_copy):
-    from rubric_induce.calibration import load_calibrator
+    from rubric_induce.calibration.artifacts import load_calibrator
 
     _, run = run_copy
     weights = run / "calibration" / "weights.safetensors"
@@ -223,7 +223,7 @@ def test_nan_weights_in_a_run_are_refit_on_resume(run_copy):
 
 @pytest.mark.slow
 def test_saving_non_finite_weights_is_refused(finished, tmp_path):
-    from rubric_induce.calibration import load_calibrator, save_calibrator
+    from rubric_induce.calibration.artifacts import load_calibrator, save_calibrator
 
     _, run = finished
     cal = load_calibrator(run / "calibration")
@@ -238,7 +238,7 @@ def test_saving_non_finite_weights_is_refused(finished, tmp_path):
 def test_a_non_finite_prediction_is_an_error_not_a_score(finished):
     import torch
 
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
     from rubric_induce.scoring.scorer import RubricScorer
 
     _, run = finished

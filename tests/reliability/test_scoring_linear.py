@@ -223,7 +223,7 @@ def test_netsat_equals_the_per_example_path(score_mode):
 
 
 def _calibrator(rubrics):
-    from rubric_induce.calibration import Calibrator
+    from rubric_induce.calibration.calibrator import Calibrator
     from rubric_induce.calibration.data import from_probes
 
     examples = make_examples(60, seed=11)
@@ -298,7 +298,7 @@ def test_calibrated_scores_when_the_calibrator_is_wider_than_the_selected_rubric
     pytest.importorskip("torch")
     import numpy as np
 
-    from rubric_induce.calibration import Calibrator
+    from rubric_induce.calibration.calibrator import Calibrator
     from rubric_induce.calibration.data import from_probes
 
     rubrics = make_rubrics()

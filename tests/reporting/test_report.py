@@ -17,14 +17,8 @@ from rubric_induce.cli import cli
 from rubric_induce.data.jsonl import atomic_write_text, write_json
 from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.reporting.report import render_run_report
-from rubric_induce.evaluation import (
-    ScoreRow,
-    quadratic_weighted_kappa,
-    read_scores,
-    summary_level,
-    williams_test_scores,
-    write_scores,
-)
+from rubric_induce.evaluation.score_table import ScoreRow, read_scores, write_scores
+from rubric_induce.core.stats import quadratic_weighted_kappa, summary_level, williams_test_scores
 
 N_BOOT = 100
 

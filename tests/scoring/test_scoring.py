@@ -59,7 +59,7 @@ def test_judges_unseen_named_and_trusted(run_dir):
 
 
 def test_scoring_probes_needs_no_backend_and_matches(run_dir):
-    from rubric_induce.probing.api import ProbeTable
+    from rubric_induce.data.probes import ProbeTable
 
     offline = RubricScorer.load(run_dir)
     table = ProbeTable.load(run_dir / "probes.jsonl")

@@ -6,22 +6,18 @@ import pytest
 
 from rubric_induce.data import AnswerScale, Example, Rubric
 from rubric_induce.core.errors import DataError
-from rubric_induce.probing.api import ProbeRecord, ProbeTable
-from rubric_induce.selection import (
+from rubric_induce.data.probes import ProbeRecord, ProbeTable
+from rubric_induce.selection.metrics import (
     classification_metrics,
-    confident_mask,
     delta_netsat,
     evaluate_selection,
     metrics_markdown,
-    netsat,
-    precision_curves,
-    prepare_inputs,
     selection_metrics,
     selection_metrics_ci,
-    sharpness_error,
-    unit_scores,
     yield_rate,
 )
+from rubric_induce.selection.precision import confident_mask, precision_curves, sharpness_error
+from rubric_induce.selection.scores import netsat, prepare_inputs, unit_scores
 
 
 def _table(dists: dict[tuple[str, str], list[float]], rubrics: list[Rubric]) -> ProbeTable:

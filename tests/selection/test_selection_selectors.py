@@ -7,20 +7,17 @@ import numpy as np
 import pytest
 
 from rubric_induce.core.errors import DataError, RubricInduceError
-from rubric_induce.selection import (
+from rubric_induce.selection.baselines import (
     SELECTORS,
     BruteForceSelector,
     CorrectnessOnlySelector,
-    NotFittedError,
     RandomSelector,
-    RubiconSelector,
-    SelectionWarning,
     TopKCorrelationSelector,
     UCBSelector,
-    greedy_select,
-    make_synthetic_pool,
-    selection_metrics,
 )
+from rubric_induce.selection.selector import NotFittedError, RubiconSelector, SelectionWarning, greedy_select
+from rubric_induce.selection.synthetic import make_synthetic_pool
+from rubric_induce.selection.metrics import selection_metrics
 
 
 def _split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -12,13 +12,10 @@ import warnings
 import numpy as np
 import pytest
 
-from rubric_induce.selection import (
-    CorrectnessOnlySelector,
-    RubiconSelector,
-    SelectionWarning,
-    make_sharpness_pool,
-    yield_rate,
-)
+from rubric_induce.selection.baselines import CorrectnessOnlySelector
+from rubric_induce.selection.selector import RubiconSelector, SelectionWarning
+from rubric_induce.selection.synthetic import make_sharpness_pool
+from rubric_induce.selection.metrics import yield_rate
 from rubric_induce.selection.selector import DEFAULT_ALPHAS
 
 

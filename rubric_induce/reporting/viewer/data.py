@@ -362,7 +362,8 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
     held-out ids (else those of ``test_scores.json``). ``generated``: the timestamp to stamp
     (now, by default; tests pass a fixed one). A damaged file gives a note, not an error.
     """
-    from rubric_induce.probing.api import PROBES_FILE, ProbeTable
+    from rubric_induce.probing.api import PROBES_FILE
+    from rubric_induce.data.probes import ProbeTable
 
     out = Path(run_dir)
     files = _Files(out)

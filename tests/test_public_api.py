@@ -1,0 +1,139 @@
+"""The public API: a small top level, one entry point per stage, one way to pass its params."""
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+import rubric_induce
+from rubric_induce.core.params import resolve_params
+
+STAGES = {
+    "generation": {"generate", "GenerateParams", "GenerateResult", "RubiconParams", "AutoCalibrateParams"},
+    "dedup": {"dedup", "DedupParams", "DedupResult"},
+    "probing": {"probe", "ProbeParams"},
+    "selection": {"select", "SelectParams", "SelectResult"},
+    "calibration": {"calibrate", "CalibrateParams", "CalibrateResult"},
+    "evaluation": {"evaluate", "EvaluateParams", "EvaluationResult"},
+    "feedback": {"feedback", "FeedbackParams", "FeedbackSummary"},
+    "reporting": {"report", "ReportParams"},
+}
+
+
+def test_top_level_holds_the_names_a_user_needs():
+    assert set(rubric_induce.__all__) == {
+        "__version__", "RubricScorer", "ScoreResult", "run_pipeline", "load_config", "RunResult",
+        "Example", "Rubric", "RubricPool", "RubricSet", "AnswerScale", "LabelScale", "Judgment",
+        "get_backend", "Backend", "RubricInduceError", "DataError", "BackendError"}
+    for gone in ("CallCache", "UsageTally", "CachedBackend", "ProbeTable", "probe", "inspect_scorer"):
+        with pytest.raises(AttributeError):
+            getattr(rubric_induce, gone)
+
+
+def test_import_stays_light():
+    code = ("import sys, rubric_induce as ri\n"
+            "heavy = [m for m in ('rubric_induce.scoring.scorer', 'rubric_induce.pipeline', 'rubric_induce.handoff',"
+            " 'rubric_induce.calibration', 'torch', 'sklearn') if m in sys.modules]\n"
+            "assert not heavy, heavy\n"
+            "assert ri.ScoreResult.__module__ == 'rubric_induce.data.results'\n"
+            "assert ri.RubricScorer.__module__ == 'rubric_induce.scoring.scorer'\n"
+            "missing = [n for n in ri.__all__ if not hasattr(ri, n)]\n"
+            "assert not missing, missing\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_each_stage_exports_its_entry_point_params_and_result_only(stage):
+    module = importlib.import_module(f"rubric_induce.{stage}")
+    assert set(module.__all__) == STAGES[stage]
+    public = {n for n in vars(module) if not n.startswith("_")} - {"annotations"}
+    assert public - set(module.__all__) <= {"api", "heldout", "report", "rubicon", "autocalibrate", "screen",
+                                            "selector", "baselines", "scores", "metrics", "calls", "checks",
+                                            "plan", "shards", "calibrator", "adaptive", "artifacts", "data",
+                                            "meta_eval", "score_table", "summary", "guarantee", "viewer",
+                                            "precision", "split", "synthetic", "polarity", "pairwise",
+                                            "policy", "search", "network", "completion", "planted", "plots",
+                                            "judges", "baselines"}, public - set(module.__all__)
+
+
+def test_removed_duplicates_are_gone():
+    from rubric_induce.dedup import api as dedup_api
+    from rubric_induce.feedback import api as feedback_api
+
+    assert not hasattr(dedup_api, "deduplicate")
+    assert "summarize_feedback" not in feedback_api.__all__
+    from rubric_induce import generation
+    for name in ("generate_rubicon", "generate_spur", "generate_autocalibrate"):
+        assert name not in generation.__all__ and not hasattr(generation, name)
+
+
+def test_entry_points_take_params_then_keyword_overrides():
+    """Every stage entry point: (..., params=None, ..., **overrides), overrides checked by its Params."""
+    import inspect
+
+    for stage, names in STAGES.items():
+        module = importlib.import_module(f"rubric_induce.{stage}")
+        entry = next(getattr(module, n) for n in names if n[0].islower())
+        sig = inspect.signature(entry)
+        assert sig.parameters["params"].default is None, stage
+        assert any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()), stage
+
+
+def test_resolve_params_applies_and_checks_overrides():
+    from rubric_induce.core.errors import DataError
+    from rubric_induce.probing import ProbeParams
+
+    assert resolve_params(ProbeParams, None, {}) == ProbeParams()
+    base = ProbeParams(style="rate-explain")
+    got = resolve_params(ProbeParams, base, {"samples": 3})
+    assert (got.style, got.samples) == ("rate-explain", 3) and base.samples == 10
+    with pytest.raises(TypeError, match="no field 'sample'.*did you mean 'samples'"):
+        resolve_params(ProbeParams, None, {"sample": 3})
+    with pytest.raises(DataError, match="probe.samples"):
+        resolve_params(ProbeParams, None, {"samples": 0})
+    with pytest.raises(TypeError, match="must be a ProbeParams"):
+        resolve_params(ProbeParams, {"style": "score-only"}, {})
+
+
+def test_probe_takes_params_or_overrides_the_same_way():
+    from rubric_induce.backends.fake import FakeBackend
+    from rubric_induce.data import Example, Rubric
+    from rubric_induce.probing import ProbeParams, probe
+
+    ex, rb = [Example(id="a", fields={"text": "Hello there."})], [Rubric.create("The reply is polite.")]
+    a = probe(ex, rb, FakeBackend(), ProbeParams(estimator="sampling", samples=3))
+    b = probe(ex, rb, FakeBackend(), estimator="sampling", samples=3)
+    assert a.records[0].to_dict() == b.records[0].to_dict() and a.records[0].estimator == "sampling"
+    with pytest.raises(TypeError, match="n_samples"):
+        probe(ex, rb, FakeBackend(), estimator="sampling", n_samples=3)
+
+
+def test_every_selector_and_calibrator_clones_with_sklearn():
+    clone = pytest.importorskip("sklearn.base").clone
+    from rubric_induce.calibration.adaptive import AdaptiveModel
+    from rubric_induce.calibration.calibrator import Calibrator
+    from rubric_induce.calibration.pairwise import BradleyTerryHead
+    from rubric_induce.selection.baselines import SELECTORS
+    from rubric_induce.selection.pairwise import PairwiseSelector
+
+    estimators = [cls() for cls in SELECTORS.values()] + [PairwiseSelector(), Calibrator(), BradleyTerryHead(),
+                                                          AdaptiveModel()]
+    for est in estimators:
+        est.set_params(**est.get_params(deep=True))
+        twin = clone(est)
+        assert type(twin) is type(est) and twin is not est
+        assert twin.get_params(deep=False) == est.get_params(deep=False), type(est).__name__
+
+
+def test_scorer_passes_the_artifacts_sample_count_to_probe():
+    """artifact.json names the sample count n_samples; probe's field is samples."""
+    from rubric_induce.backends.fake import FakeBackend
+    from rubric_induce.data import Rubric
+    from rubric_induce.scoring.scorer import RubricScorer
+
+    scorer = RubricScorer([Rubric.create("The reply is polite.")], backend=FakeBackend(),
+                          probe_options={"estimator": "sampling", "n_samples": 3, "style": "score-only"})
+    table = scorer.probe(["Hello there."])
+    assert table.records[0].estimator == "sampling" and table.records[0].n_samples == 3
