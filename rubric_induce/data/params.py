@@ -171,7 +171,7 @@ def load_examples(params: DataParams, resolve: Callable[[str], Path] = Path, *, 
 def load_pairs(params: DataParams, resolve: Callable[[str], Path] = Path, *, limit: int | None = None,
                source: str | None = None) -> list[Pair]:
     """The pairs of a pairwise run's examples file (``limit``: the first N pairs); a bad row is a
-    DataError naming the file, line (or record) and field, and so is a repeated pair id."""
+    DataError naming the file, line (or record) and field."""
     from rubric_induce.data.pairs import read_pairs
 
     path = params.examples_path(resolve)
@@ -179,13 +179,7 @@ def load_pairs(params: DataParams, resolve: Callable[[str], Path] = Path, *, lim
         raise DataError("a pairwise run reads data.examples (a file of pairs)", path=source, field="data.examples")
     if not path.exists():
         raise DataError(f"examples file not found: {path}", path=source, field="data.examples")
-    pairs = read_pairs(path, params.pair_mapping())
-    seen: dict[str, int] = {}
-    for i, p in enumerate(pairs):
-        if p.id in seen:
-            raise DataError(f"pair id {p.id!r} appears twice (records {seen[p.id]} and {i}); ids must be unique",
-                            path=path, field="id")
-        seen[p.id] = i
+    pairs = read_pairs(path, params.pair_mapping())  # a repeated pair id is an error naming its line
     if limit:
         pairs = pairs[:limit]
     if len(pairs) < 2:
