@@ -173,6 +173,7 @@ def evaluate_pairs(ctx: RunContext) -> dict[str, Any]:
     methods.update(pair_baselines(test, ctx.train_pairs))
     result = pairwise_evaluation(methods, test, n_boot=cfg.evaluate.bootstrap, seed=cfg.run.seed,
                                  reference=reference)
+    result["test_pair_ids"] = [p.id for p in test]  # the viewer marks these pairs held out
     write_json(ctx.out / PAIRWISE_EVAL_FILE, result)
     atomic_write_text(ctx.out / PAIRWISE_EVAL_MD, pairwise_markdown(result))
     r = result["all"]["methods"][reference]

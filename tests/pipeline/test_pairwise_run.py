@@ -93,6 +93,21 @@ def test_every_stage_runs_on_pairs(pairwise_run):
     assert "pairwise_evaluation.md" in (run / "report.md").read_text()
 
 
+def test_viewer_shows_the_pairs_side_by_side(pairwise_run):
+    from rubric_induce.pipeline.recorded import examples_from_recorded_config
+    from rubric_induce.reporting.viewer.data import build_view_data
+
+    _, run, _, _ = pairwise_run
+    html = (run / "view.html").read_text(encoding="utf-8")
+    assert '"pairs": [{' in html or '"pairs":[{' in html
+    data = build_view_data(run, load_examples=examples_from_recorded_config, allow_outside=True)
+    pairs = data["pairs"]
+    assert len(pairs) == 16 and {p["split"] for p in pairs} == {"train", "test"}
+    first = llmbar_rows()[0]
+    assert (pairs[0]["prompt"], pairs[0]["a"], pairs[0]["b"]) == (first["input"], first["output_1"], first["output_2"])
+    assert pairs[0]["preferred"] == "A" and 0.0 <= pairs[0]["p_a"] <= 1.0
+
+
 def test_evaluation_has_baselines_and_intervals(pairwise_run):
     _, run, _, _ = pairwise_run
     ev = json.loads((run / "pairwise_evaluation.json").read_text())
