@@ -90,7 +90,8 @@ def test_every_stage_runs_on_pairs(pairwise_run):
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["data"]["kind"] == "pairwise" and manifest["data"]["n_pairs"] == 16
     assert manifest["data"]["n_train_pairs"] + manifest["data"]["n_test_pairs"] == 16
-    assert "pairwise_evaluation.md" in (run / "report.md").read_text()
+    report = (run / "report.md").read_text()
+    assert "## Pairwise evaluation (held-out pairs)" in report and "| longer wins |" in report
 
 
 def test_viewer_shows_the_pairs_side_by_side(pairwise_run):
