@@ -5,7 +5,10 @@ Generation, dedup and probing are the pointwise stages run on each pair's two re
 
 - **select**: :class:`~rubric_induce.selection.pairwise.PairwiseSelector` on the training pairs'
   per-rubric score differences (budget ``select.n_sat + select.n_dsat``; ``select.options.alpha``,
-  default 0.5), after the pointwise stage's missing-probe rule (``select.missing``);
+  default 0.5), after the pointwise stage's missing-probe rule (``select.missing``) and, with
+  ``select.pair_consistency`` set, the consistency filter (rubrics whose difference points against
+  the preference on more than that share of the training pairs they decide are dropped, counted in
+  ``selected.manifest.json``);
 - **calibrate**: a :class:`~rubric_induce.calibration.pairwise.BradleyTerryHead` (ties by
   Davidson) over the selected rubrics' differences, with per-judge weights where pairs carry
   judges' preferences; written to ``calibration/bradley_terry.json``;
@@ -67,20 +70,38 @@ def select_pairs(ctx: RunContext) -> dict[str, Any]:
     train = ctx.train_pairs
     D = pair_differences(table, pool, [p.id for p in train])
     y = [p.preferred for p in train]
+    inconsistent: list[dict[str, Any]] = []
+    n_usable = len(pool)
+    limit = cfg.select.pair_consistency
+    if limit is not None:  # the consistency filter: rubrics that point against the preference too often
+        from rubric_induce.selection.pair_features import inconsistency_rates
+
+        rates, decided = inconsistency_rates(D, [p.target for p in train])
+        keep = rates <= limit
+        inconsistent = [{"id": pool[j].id, "against": float(rates[j]), "decided": int(decided[j])}
+                        for j in np.flatnonzero(~keep)]
+        if not keep.any():
+            raise DataError(f"every one of the {len(pool)} rubric(s) points against the preference on more than "
+                            f"{limit:.0%} of the training pairs it decides; raise select.pair_consistency or unset "
+                            "it", path=cfg.source, field="select.pair_consistency")
+        pool, D = [r for r, k in zip(pool, keep) if k], D[:, keep]
+        ctx.echo(f"  consistency filter: dropped {len(inconsistent)} rubric(s) pointing against the preference on "
+                 f"more than {limit:.0%} of the training pairs they decide")
     selector = PairwiseSelector(n_rubrics=cfg.select.n_sat + cfg.select.n_dsat, alpha=_alpha(cfg)).fit(D, y)
     chosen = [pool[j] for j in selector.selected_]
     m = selector.train_metrics_
     manifest = {"method": "pairwise", "kind": "pairwise", "params": selector.get_params(), "seed": cfg.run.seed,
-                "n_train_pairs": len(train), "n_pool": len(pool), "dropped_missing_probes": dropped,
+                "n_train_pairs": len(train), "n_pool": len(pool), "n_usable": n_usable,
+                "dropped_missing_probes": dropped,
                 "history": [{**h, "rubric": pool[h["rubric"]].id} for h in selector.history_],
-                "train_metrics": m}
+                "train_metrics": m, "pair_consistency": limit, "dropped_inconsistent": inconsistent}
     RubricSet(chosen, manifest, threshold=None).save(ctx.out / SELECTED_FILE)
     ctx.echo(f"  selected {len(chosen)} of {len(pool)} usable rubrics on {len(train)} training pairs; "
              f"training pairwise accuracy {m['accuracy']:.3f}")
     if dropped:
         ctx.echo(f"  select: dropped {len(dropped)} rubric(s) with too many failed probes")
     return {"kind": "pairwise", "selected": len(chosen), "pool": len(pool), "dropped": len(dropped),
-            "dropped_ids": dropped, "n_train_pairs": len(train), "train_accuracy": m["accuracy"],
+            "dropped_ids": dropped, "dropped_inconsistent": len(inconsistent), "n_train_pairs": len(train), "train_accuracy": m["accuracy"],
             "train_sharpness": m["sharpness"], "train_coverage": m["coverage"], "threshold": None,
             "score_mode": "expected"}
 

@@ -17,7 +17,7 @@ from rubric_induce.data.model import Rubric
 from rubric_induce.data.pair_examples import side_id
 from rubric_induce.selection.scores import signs_from_polarity, unit_scores
 
-__all__ = ["pair_differences", "signed_units", "NEUTRAL_UNIT"]
+__all__ = ["pair_differences", "signed_units", "inconsistency_rates", "NEUTRAL_UNIT"]
 
 #: The unit score a failed or absent probe is read as (the scale's middle), as in pointwise selection.
 NEUTRAL_UNIT = 5.0
@@ -36,3 +36,17 @@ def pair_differences(table: Any, rubrics: Sequence[Rubric], pair_ids: Sequence[s
     ids = [side_id(p, s) for p in pair_ids for s in ("A", "B")]
     x = signed_units(table, rubrics, ids, score=score, fill=fill)
     return x[0::2] - x[1::2]
+
+
+def inconsistency_rates(D: np.ndarray, targets: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per rubric (column of ``D``): the share of the non-tie pairs it decides (difference != 0) on
+    which its difference points against the preference, and how many pairs it decides (a rubric
+    that decides none has rate 0)."""
+    D = np.asarray(D, dtype=float)
+    t = np.asarray(targets, dtype=float)
+    keep = t != 0
+    D, t = D[keep], t[keep]
+    decided = D != 0
+    against = decided & (np.sign(D) == -t[:, None])
+    n = decided.sum(axis=0)
+    return np.where(n > 0, against.sum(axis=0) / np.maximum(n, 1), 0.0), n

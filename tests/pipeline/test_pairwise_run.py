@@ -172,3 +172,33 @@ def test_pairwise_data_params_refuse_pointwise_keys(tmp_path):
     with pytest.raises(DataError, match="pointwise") as exc:
         load_config(cfg)
     assert exc.value.field == "data.text_field" and exc.value.line is not None
+
+
+def test_inconsistency_rates_count_decided_non_tie_pairs():
+    from rubric_induce.selection.pair_features import inconsistency_rates
+
+    D = np.array([[0.5, -0.2, 0.0], [0.1, 0.3, 0.0], [-0.4, 0.0, 0.0], [0.9, 0.9, 0.9]])
+    rates, decided = inconsistency_rates(D, [1, -1, 1, 0])  # the last pair is a tie: left out
+    assert rates.tolist() == pytest.approx([2 / 3, 1.0, 0.0]) and decided.tolist() == [3, 2, 0]
+
+
+def _select_with(tmp_path, limit: str):
+    cfg = fake_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace("pair_consistency = 0.5", f"pair_consistency = {limit}"))
+    return CliRunner().invoke(cli, ["run", str(cfg), "--stop-after", "select"])
+
+
+def test_consistency_filter_drops_and_counts(tmp_path):
+    """On the fake backend's hash-random rubrics (12 usable, each against the preference on 3 to 7 of
+    the 8 training pairs), a 30 % limit keeps one and counts the 11 dropped with their rates."""
+    res = _select_with(tmp_path, "0.3")
+    assert res.exit_code == 0, res.output
+    man = json.loads((tmp_path / "run" / "selected.manifest.json").read_text())
+    assert man["pair_consistency"] == 0.3 and man["n_usable"] == 12 and man["n_pool"] == 1
+    assert len(man["dropped_inconsistent"]) == 11 and all(d["against"] > 0.3 for d in man["dropped_inconsistent"])
+    assert "consistency filter: dropped 11 rubric(s)" in res.output
+
+
+def test_consistency_filter_dropping_every_rubric_exits_2(tmp_path):
+    res = _select_with(tmp_path, "0.0")
+    assert res.exit_code == 2 and "select.pair_consistency" in res.output.splitlines()[-1]
