@@ -202,3 +202,21 @@ def test_consistency_filter_drops_and_counts(tmp_path):
 def test_consistency_filter_dropping_every_rubric_exits_2(tmp_path):
     res = _select_with(tmp_path, "0.0")
     assert res.exit_code == 2 and "select.pair_consistency" in res.output.splitlines()[-1]
+
+
+def test_judges_preferences_get_per_judge_weights(tmp_path):
+    """Pairs with two judges' votes (ab layout, [data.mapping] judges): the head is fitted on the gold rows
+    plus one row per judge vote, with a weight vector per judge."""
+    rows = llmbar_rows()
+    for i, r in enumerate(rows):
+        r["vote_x"] = r["label"]                        # agrees with gold
+        r["vote_y"] = 2 if r["label"] == 1 else 1       # always the other side
+    cfg = fake_config(tmp_path, rows)
+    text = cfg.read_text().replace('layout = "ab"', 'layout = "ab"\njudges = { x = "vote_x", y = "vote_y" }')
+    cfg.write_text(text)
+    res = CliRunner().invoke(cli, ["run", str(cfg), "--stop-after", "calibrate"])
+    assert res.exit_code == 0, res.output
+    marker = json.loads((tmp_path / "run" / "stages" / "calibrate.json").read_text())["summary"]
+    assert marker["judges"] == ["x", "y"] and marker["n_rows"] == 3 * marker["n_pairs"]
+    head = json.loads((tmp_path / "run" / "calibration" / "bradley_terry.json").read_text())
+    assert len(head["judges"]) == 2
