@@ -1,4 +1,4 @@
-"""Pairwise runs end to end on the fake backend (issue 33, round two): the shipped
+"""Pairwise runs end to end on the fake backend (issue 33, round two; `slow`: about 4 s per run): the shipped
 llmbar_pairwise.toml with `[backend] spec = "fake"` and `examples` pointed at a file of the LLMBar
 layout, every stage through `rubric-induce run`, resume, the artifact's `compare`, and the
 pairwise evaluation with its baselines."""
@@ -77,6 +77,7 @@ def pairwise_run(tmp_path_factory):
     return tmp, tmp / "run", res.output, seconds
 
 
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
 def test_every_stage_runs_on_pairs(pairwise_run):
     tmp, run, output, seconds = pairwise_run
     assert seconds < 60
@@ -94,6 +95,7 @@ def test_every_stage_runs_on_pairs(pairwise_run):
     assert "## Pairwise evaluation (held-out pairs)" in report and "| longer wins |" in report
 
 
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
 def test_viewer_shows_the_pairs_side_by_side(pairwise_run):
     from rubric_induce.pipeline.recorded import examples_from_recorded_config
     from rubric_induce.reporting.viewer.data import build_view_data
@@ -109,6 +111,7 @@ def test_viewer_shows_the_pairs_side_by_side(pairwise_run):
     assert pairs[0]["preferred"] == "A" and 0.0 <= pairs[0]["p_a"] <= 1.0
 
 
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
 def test_evaluation_has_baselines_and_intervals(pairwise_run):
     _, run, _, _ = pairwise_run
     ev = json.loads((run / "pairwise_evaluation.json").read_text())
@@ -125,6 +128,7 @@ def test_evaluation_has_baselines_and_intervals(pairwise_run):
     assert rows["longer wins"]["accuracy"] == 1.0
 
 
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
 def test_resume_skips_every_stage(pairwise_run):
     tmp, run, _, _ = pairwise_run
     res = CliRunner().invoke(cli, ["run", str(tmp / "cfg.toml")])
@@ -132,6 +136,7 @@ def test_resume_skips_every_stage(pairwise_run):
     assert "ran 0 stage(s)" in res.output
 
 
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
 def test_compare_is_a_probability_and_swaps(pairwise_run):
     """P(A > B) + P(B > A) = 1 (no ties learned, no position term), and equal texts give 1/2."""
     from rubric_induce.scoring.scorer import RubricScorer
@@ -149,6 +154,7 @@ def test_compare_is_a_probability_and_swaps(pairwise_run):
         scorer.compare(3, b)  # type: ignore[arg-type]
 
 
+@pytest.mark.tools  # imports TRL (slow), like tests/handoff/test_handoff_trl.py
 def test_trl_judge_uses_compare(pairwise_run):
     pytest.importorskip("trl")
     from rubric_induce.handoff.trl import trl_pairwise_judge
@@ -188,6 +194,7 @@ def _select_with(tmp_path, limit: str):
     return CliRunner().invoke(cli, ["run", str(cfg), "--stop-after", "select"])
 
 
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
 def test_consistency_filter_drops_and_counts(tmp_path):
     """On the fake backend's hash-random rubrics (12 usable, each against the preference on 3 to 7 of
     the 8 training pairs), a 30 % limit keeps one and counts the 11 dropped with their rates."""
@@ -199,11 +206,13 @@ def test_consistency_filter_drops_and_counts(tmp_path):
     assert "consistency filter: dropped 11 rubric(s)" in res.output
 
 
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
 def test_consistency_filter_dropping_every_rubric_exits_2(tmp_path):
     res = _select_with(tmp_path, "0.0")
     assert res.exit_code == 2 and "select.pair_consistency" in res.output.splitlines()[-1]
 
 
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
 def test_judges_preferences_get_per_judge_weights(tmp_path):
     """Pairs with two judges' votes (ab layout, [data.mapping] judges): the head is fitted on the gold rows
     plus one row per judge vote, with a weight vector per judge."""
