@@ -12,8 +12,14 @@ from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import Params, param
 from rubric_induce.data.mapping import InputMapping
 from rubric_induce.data.model import Example, LabelScale
+from rubric_induce.data.pairs import Pair, PairMapping
 
-__all__ = ["DataParams", "load_examples"]
+__all__ = ["DataParams", "load_examples", "load_pairs", "DATA_KINDS", "SHARED_PREFIX"]
+
+DATA_KINDS = ("pointwise", "pairwise")
+#: ``examples = "shared:llmbar/Natural/dataset.json"``: a file under the shared data folder (see
+#: :func:`~rubric_induce.data.datasets.paths.data_root`; ``data.data_root`` names it explicitly).
+SHARED_PREFIX = "shared:"
 
 
 @dataclass(frozen=True)
@@ -21,12 +27,18 @@ class DataParams(Params):
     """The examples (a file or a shared dataset), the label selection learns, the fields shown."""
 
     section = "data"
+    kind: str = param("pointwise", choices=DATA_KINDS,
+                      help="pointwise (a label per text) or pairwise (two responses to one prompt and which is "
+                           "preferred; [data.mapping] is then a pair mapping, see PairMapping).")
     examples: str | None = param(None, help="Examples file: JSONL (flat or rubric-induce), JSON, CSV or TSV, "
                                             "read through data.mapping.")
     dataset: str | None = param(None, help="Or a shared dataset name (see `rubric-induce datasets`).")
     data_root: str | None = param(None, help="Folder of the shared benchmark data.")
-    mapping: InputMapping | None = param(None, help="[data.mapping]: which columns of data.examples hold the id, "
-                                                    "group, text fields, labels and judges (see InputMapping).",
+    mapping: InputMapping | PairMapping | None = param(
+                                         None, help="[data.mapping]: which columns of data.examples hold the id, "
+                                                    "group, text fields, labels and judges (see InputMapping); "
+                                                    "with kind = 'pairwise' the prompt, the two responses and the "
+                                                    "preference (see PairMapping).",
                                          hidden=True)
     text_field: str | None = param(None, help="Shortcut for data.mapping.text = [COLUMN] (one text column).")
     label_fields: tuple[str, ...] = param((), help="Shortcut for data.mapping.labels = [COLUMNS].")
@@ -40,10 +52,16 @@ class DataParams(Params):
 
     def __post_init__(self) -> None:
         if isinstance(self.mapping, Mapping):  # a [data.mapping] table
-            object.__setattr__(self, "mapping", InputMapping.from_mapping(self.mapping))
+            cls = PairMapping if self.kind == "pairwise" else InputMapping
+            object.__setattr__(self, "mapping", cls.from_mapping(self.mapping))
         super().__post_init__()
 
     def check(self) -> None:
+        if self.kind == "pairwise":
+            self._check_pairwise()
+            return
+        if isinstance(self.mapping, PairMapping):
+            raise DataError("a pair mapping needs data.kind = 'pairwise'", field="data.kind")
         if self.examples and self.dataset:
             raise DataError("give exactly one of data.examples (a file) or data.dataset (a shared dataset)",
                             field="data")
@@ -56,6 +74,35 @@ class DataParams(Params):
         if self.label_fields and m is not None and m.labels is not None:
             raise DataError("give data.label_fields or data.mapping.labels, not both", field="data.label_fields")
         self.label_scales()
+
+    def _check_pairwise(self) -> None:
+        if self.dataset:
+            raise DataError("pairwise data is read from a file (data.examples); a shared dataset is pointwise",
+                            field="data.dataset")
+        for name in ("text_field", "label_fields", "fields", "label_threshold"):
+            if getattr(self, name):
+                raise DataError(f"data.{name} applies to pointwise data; a pairwise run reads the prompt and "
+                                "the two responses through [data.mapping] (a pair mapping)", field=f"data.{name}")
+        if self.scales:
+            raise DataError("data.scales applies to pointwise labels", field="data.scales")
+        if self.mapping is not None and not isinstance(self.mapping, PairMapping):
+            raise DataError("data.kind = 'pairwise' reads a pair mapping", field="data.mapping")
+
+    def pair_mapping(self) -> PairMapping:
+        """The pair mapping of a pairwise run (defaults: the layout detected from the file)."""
+        return self.mapping if isinstance(self.mapping, PairMapping) else PairMapping()
+
+    def examples_path(self, resolve: Callable[[str], Path] = Path) -> Path | None:
+        """``examples`` as a path: ``shared:REL`` is REL under the shared data folder, anything else
+        goes through ``resolve`` (relative to the config file's folder)."""
+        if self.examples is None:
+            return None
+        if self.examples.startswith(SHARED_PREFIX):
+            from rubric_induce.data.datasets.paths import data_root
+
+            root = data_root(resolve(self.data_root) if self.data_root else None)
+            return root / self.examples[len(SHARED_PREFIX):].lstrip("/")
+        return resolve(self.examples)
 
     def label_scales(self) -> dict[str, LabelScale]:
         """:attr:`scales` as :class:`LabelScale` objects (checked: two finite numbers, low < high)."""
@@ -74,7 +121,9 @@ class DataParams(Params):
         return out
 
     def input_mapping(self) -> InputMapping | None:
-        """:attr:`mapping` with the ``text_field`` / ``label_fields`` shortcuts folded in."""
+        """:attr:`mapping` with the ``text_field`` / ``label_fields`` shortcuts folded in (None for pairwise data)."""
+        if self.kind == "pairwise":
+            return None
         changes = {}
         if self.text_field:
             changes["text"] = (self.text_field,)
@@ -92,13 +141,17 @@ def load_examples(params: DataParams, resolve: Callable[[str], Path] = Path, *, 
     if bool(params.examples) == bool(params.dataset):
         raise DataError("give exactly one of data.examples (a file) or data.dataset (a shared dataset)",
                         path=source, field="data")
+    if params.kind == "pairwise":
+        from rubric_induce.data.pair_examples import pair_examples
+
+        return pair_examples(load_pairs(params, resolve, limit=limit, source=source), params.label)
     if params.dataset:
         from rubric_induce.data.datasets import load_dataset
 
         root = resolve(params.data_root) if params.data_root else None
         examples = load_dataset(params.dataset, root=root)
     else:
-        path = resolve(params.examples)
+        path = params.examples_path(resolve)
         if not path.exists():
             raise DataError(f"examples file not found: {path}", path=source, field="data.examples")
         mapping = params.input_mapping() or InputMapping()
@@ -113,6 +166,25 @@ def load_examples(params: DataParams, resolve: Callable[[str], Path] = Path, *, 
             for j, jd in enumerate(ex.judgments):
                 check_labels(jd.labels, scales, path=params.dataset, field_prefix=f"{ex.id}: judgments[{j}].labels.")
     return examples[:limit] if limit else examples
+
+
+def load_pairs(params: DataParams, resolve: Callable[[str], Path] = Path, *, limit: int | None = None,
+               source: str | None = None) -> list[Pair]:
+    """The pairs of a pairwise run's examples file (``limit``: the first N pairs); a bad row is a
+    DataError naming the file, line (or record) and field."""
+    from rubric_induce.data.pairs import read_pairs
+
+    path = params.examples_path(resolve)
+    if path is None:
+        raise DataError("a pairwise run reads data.examples (a file of pairs)", path=source, field="data.examples")
+    if not path.exists():
+        raise DataError(f"examples file not found: {path}", path=source, field="data.examples")
+    pairs = read_pairs(path, params.pair_mapping())  # a repeated pair id is an error naming its line
+    if limit:
+        pairs = pairs[:limit]
+    if len(pairs) < 2:
+        raise DataError(f"a pairwise run needs at least 2 pairs, found {len(pairs)}", path=path)
+    return pairs
 
 
 def _check_scale_names(params: DataParams, examples: list[Example], source: str | None) -> None:

@@ -141,7 +141,9 @@ def require_pairwise_judge_base() -> type:
 def trl_pairwise_judge(scorer: ScorerSource | TrlReward, render: Render | None = None, *, target: str = "auto",
                        judge: str | Sequence[str] | None = None, seed: int = 0, backend: Any = None,
                        cache: str | Path | bool | None = None) -> Any:
-    """A TRL ``BasePairwiseJudge`` that prefers the completion with the higher pointwise value."""
+    """A TRL ``BasePairwiseJudge``: with a pairwise run's scorer (a Bradley-Terry head), the completion
+    that :meth:`RubricScorer.compare_pairs <rubric_induce.scoring.scorer.RubricScorer.compare_pairs>`
+    prefers (P(first ≻ second) >= 0.5 picks the first); otherwise the one with the higher pointwise value."""
     base = require_pairwise_judge_base()
     reward = scorer if isinstance(scorer, TrlReward) else TrlReward(
         scorer, render, target=target, judge=judge, backend=backend, cache=cache)
@@ -164,6 +166,11 @@ def trl_pairwise_judge(scorer: ScorerSource | TrlReward, render: Render | None =
                     raise RubricInduceError(f"completion pair {i}: expected 2 completions, got {len(pair)}")
             flip = self._rng.random(len(prompts)) < 0.5 if shuffle_order else np.zeros(len(prompts), bool)
             shown = [(p[1], p[0]) if f else (p[0], p[1]) for p, f in zip(completions, flip)]
+            sc = reward.scorer
+            if getattr(sc, "pairwise_head", None) is not None:  # a pairwise run: P(first > second), Bradley-Terry
+                probs = sc.compare_pairs([_messages_text(p) for p in prompts], [_messages_text(s[0]) for s in shown],
+                                         [_messages_text(s[1]) for s in shown])
+                return [(1 - int(q < 0.5)) if f else int(q < 0.5) for q, f in zip(probs, flip)]
             firsts = reward.values(prompts, [s[0] for s in shown])
             seconds = reward.values(prompts, [s[1] for s in shown])
             out = []

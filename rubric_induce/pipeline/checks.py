@@ -50,7 +50,7 @@ def check_field_names(names: Sequence[str], examples: Sequence, *, source: str |
                         field=f"{field}.{name}")
 
 
-def check_run_inputs(ctx: RunContext) -> None:
+def check_run_inputs(ctx: RunContext, *, calibrate: bool = True) -> None:
     """The domain file and included rubric files (read), and fields, the calibrate question and its
     answers (checked against the examples)."""
     from rubric_induce.generation.api import read_domain
@@ -65,7 +65,7 @@ def check_run_inputs(ctx: RunContext) -> None:
     if cfg.data.fields is not None:
         check_field_names(cfg.data.fields, examples, source=src, field="data.fields")
     check_field_names(list(cfg.task.fields), examples, source=src, field="task.fields")
-    if cfg.calibrate.enabled:
+    if calibrate and cfg.calibrate.enabled:
         _check_calibrate(ctx)
 
 

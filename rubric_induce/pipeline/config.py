@@ -135,8 +135,13 @@ def _check_files(cfg: RunConfig) -> None:
     if bool(d.examples) == bool(d.dataset):
         raise DataError("give exactly one of data.examples (a file) or data.dataset (a shared dataset)",
                         path=src, field="data")
-    if d.examples and not cfg.resolve(d.examples).exists():
-        raise DataError(f"examples file not found: {cfg.resolve(d.examples)}", path=src, field="data.examples")
+    if d.examples:
+        try:
+            path = d.examples_path(cfg.resolve)  # shared:REL lies under the shared data folder
+        except DataError as exc:
+            raise DataError(exc.message, path=src, field="data.examples") from None
+        if not path.exists():
+            raise DataError(f"examples file not found: {path}", path=src, field="data.examples")
     cfg.task.check_files(cfg.resolve, source=src)
     g = cfg.generate
     for i, inc in enumerate(g.include):

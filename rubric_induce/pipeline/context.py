@@ -40,6 +40,10 @@ class RunContext:
         from rubric_induce.data.params import load_examples
 
         d = self.config.data
+        if self.pairwise:  # each pair's two responses, <pair>/A and <pair>/B (see data.pair_examples)
+            from rubric_induce.data.pair_examples import pair_examples
+
+            return pair_examples(self.pairs, d.label)
         examples = load_examples(d, self.config.resolve, limit=self.config.run.limit, source=self.config.source)
         missing = [e.id for e in examples if d.label not in e.labels]
         if missing:
@@ -54,9 +58,38 @@ class RunContext:
                             f"{have}{mapped}", path=where, field=f"labels.{d.label}")
         return examples
 
+    @property
+    def pairwise(self) -> bool:
+        """Whether the run reads pairs (``[data] kind = "pairwise"``)."""
+        return self.config.data.kind == "pairwise"
+
+    @cached_property
+    def pairs(self) -> list:
+        """The pairs of a pairwise run (``run.limit``: the first N pairs); [] for a pointwise run."""
+        if not self.pairwise:
+            return []
+        from rubric_induce.data.params import load_pairs
+
+        return load_pairs(self.config.data, self.config.resolve, limit=self.config.run.limit,
+                          source=self.config.source)
+
+    @property
+    def train_pairs(self) -> list:
+        from rubric_induce.data.pair_examples import pairs_in
+
+        return pairs_in(self.pairs, self.train)
+
+    @property
+    def test_pairs(self) -> list:
+        from rubric_induce.data.pair_examples import pairs_in
+
+        return pairs_in(self.pairs, self.test)
+
     @cached_property
     def data_hash(self) -> str:
         h = hashlib.sha256()
+        for pair in self.pairs:  # a pairwise run: the preferences (ties, judges) as read
+            h.update(json.dumps(pair.to_dict(), sort_keys=True, ensure_ascii=False).encode("utf-8"))
         for ex in self.examples:
             h.update(json.dumps(ex.to_dict(), sort_keys=True, ensure_ascii=False).encode("utf-8"))
             h.update(b"\n")

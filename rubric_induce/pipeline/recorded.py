@@ -59,5 +59,5 @@ def _outside_data(cfg, root: Path) -> str | None:
     d = cfg.data
     if d.dataset:
         return f"the shared dataset {d.dataset!r}"
-    path = cfg.resolve(d.examples)
+    path = d.examples_path(cfg.resolve)  # shared:REL lies in the shared data folder
     return None if path is None or _inside(root, path) else f"the examples file {path}"

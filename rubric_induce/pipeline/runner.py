@@ -119,6 +119,12 @@ def _preflight(ctx: RunContext) -> None:
     # a reasoning model (gpt-5, o1/o3/o4) returns no logprobs: refuse before generate pays for calls
     check_logprobs_support(cfg.backend.spec.split("/", 1)[-1], cfg.probe.estimator, source=cfg.source)
     cfg.task_resolved  # reads a description file now: a missing one fails before any LLM call
+    if ctx.pairwise:  # pairs: read (a bad row stops here), split, and enough training preferences
+        from rubric_induce.pipeline.pairwise_stages import preflight_pairs
+
+        check_run_inputs(ctx, calibrate=False)
+        preflight_pairs(ctx)
+        return
     check_run_inputs(ctx)  # fields, calibrate question and answers, against the examples
     needs_binary = cfg.generate.method in ("rubicon", "spur") or cfg.select.method != "topk"
     if needs_binary and not ctx.binary:
@@ -246,6 +252,9 @@ def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any
         manifest["data"] = {"source": cfg.data.examples or cfg.data.dataset, "n_examples": len(ctx.examples),
                             "sha256": ctx.data_hash, "label": cfg.data.label,
                             "n_train": len(ctx.split[0]), "n_test": len(ctx.split[1])}
+        if ctx.pairwise:
+            manifest["data"].update(kind="pairwise", n_pairs=len(ctx.pairs), n_train_pairs=len(ctx.train_pairs),
+                                    n_test_pairs=len(ctx.test_pairs))
         for stage in STAGES:
             current = stage.name
             fp = stage_fingerprint(stage, cfg, ctx.data_hash, previous)

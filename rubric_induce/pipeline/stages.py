@@ -113,6 +113,10 @@ def probe(ctx: RunContext) -> dict[str, Any]:
 
 
 def select(ctx: RunContext) -> dict[str, Any]:
+    if ctx.pairwise:  # [data] kind = "pairwise": see pipeline.pairwise_stages
+        from rubric_induce.pipeline.pairwise_stages import select_pairs
+
+        return select_pairs(ctx)
     from rubric_induce.data.probes import ProbeTable
     from rubric_induce.selection.api import select as run_select
 
@@ -151,6 +155,10 @@ def select(ctx: RunContext) -> dict[str, Any]:
 
 
 def calibrate(ctx: RunContext) -> dict[str, Any]:
+    if ctx.pairwise:  # [data] kind = "pairwise": see pipeline.pairwise_stages
+        from rubric_induce.pipeline.pairwise_stages import calibrate_pairs
+
+        return calibrate_pairs(ctx)
     from rubric_induce.calibration.api import remove_saved
 
     from rubric_induce.pipeline.optional import skip_note
@@ -191,6 +199,10 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
 
 def artifact(ctx: RunContext) -> dict[str, Any]:
     """Write ``artifact.json`` so :class:`RubricScorer` can load this run directory."""
+    if ctx.pairwise:
+        from rubric_induce.pipeline.pairwise_stages import artifact_pairs
+
+        return artifact_pairs(ctx)
     from rubric_induce.data.probes import ProbeTable
     from rubric_induce.scoring.scorer import write_artifact
 
@@ -228,6 +240,10 @@ def _scoring_input(cfg, fields) -> dict[str, Any] | None:
 
 
 def evaluate(ctx: RunContext) -> dict[str, Any]:
+    if ctx.pairwise:  # [data] kind = "pairwise": see pipeline.pairwise_stages
+        from rubric_induce.pipeline.pairwise_stages import evaluate_pairs
+
+        return evaluate_pairs(ctx)
     from rubric_induce.evaluation.heldout import evaluate as run_evaluate, score_heldout
     from rubric_induce.data.probes import ProbeTable
     from rubric_induce.scoring.scorer import RubricScorer

@@ -642,6 +642,9 @@ def render_run_report(
     from rubric_induce.reporting.guarantee import guarantee_section
 
     lines += guarantee_section(run_dir)
+    from rubric_induce.reporting.pairwise import pairwise_section
+
+    lines += pairwise_section(run_dir)  # a pairwise run's held-out evaluation
     if manifest.is_file():  # provenance last: results first for the reader
         lines += _manifest_section(manifest.resolve(), report_dir)
     if fragments:

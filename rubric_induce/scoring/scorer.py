@@ -95,6 +95,8 @@ _ARTIFACT_KEYS: dict[str, tuple[Any, str]] = {
     "task": (_opt(lambda v: isinstance(v, Mapping)), "an object (the run's [task]) or null"),
     "input": (_opt(lambda v: isinstance(v, Mapping)), "an object ({text, id}) or null"),
     "backend_options": (_opt(lambda v: isinstance(v, Mapping)), "an object of [backend] options or null"),
+    "kind": (lambda v: v in ("pointwise", "pairwise"), "'pointwise' or 'pairwise'"),
+    "pairwise_head": (_opt(_is_text), "the name of the Bradley-Terry head file or null"),
 }
 
 
@@ -283,6 +285,10 @@ class RubricScorer:
         #: The run's text columns and id column (``{"text": [...], "id": ...}``; artifact.json's "input").
         self.columns = dict(columns) if columns else None
         self.task = task if task is not None else TaskParams()  # words the probe prompts
+        #: "pairwise" for a pairwise run's artifact (its texts are a prompt and a response), else "pointwise".
+        self.kind = "pointwise"
+        #: A pairwise run's :class:`~rubric_induce.calibration.pairwise.BradleyTerryHead` (used by :meth:`compare`).
+        self.pairwise_head = None
 
     @property
     def backend(self):
@@ -367,11 +373,22 @@ class RubricScorer:
             # an "@file" description is read now, from inside the artifact's folder only
             task = TaskParams.from_mapping(doc["task"], source=str(doc_path)).resolved(
                 inside_resolver(base, path=doc_path, field="task.description"), source=str(doc_path))
+        pairwise_head = None
+        if doc.get("pairwise_head"):  # a pairwise run's Bradley-Terry head (compare)
+            from rubric_induce.calibration.pairwise import BradleyTerryHead
+
+            head_path = _inside(base, doc["pairwise_head"], doc_path, "pairwise_head")
+            pairwise_head = BradleyTerryHead.load(head_path)
+            if pairwise_head.n_features_in_ != len(rubric_set):
+                raise DataError(f"the head weighs {pairwise_head.n_features_in_} rubrics, the set has "
+                                f"{len(rubric_set)}", path=head_path, field="n_features_in")
         scorer = cls(list(rubric_set), threshold=threshold, calibrator=calibrator, question=doc.get("question"),
                      judges=doc.get("judges") or [], score_mode=doc.get("score_mode", "expected"),
                      probe_options=doc.get("probe") or {}, fields=doc.get("fields"), label=doc.get("label"),
                      source=str(doc_path), columns=doc.get("input"), task=task, adaptive=adaptive)
         scorer.backend_options = {**(doc.get("backend_options") or {}), **dict(backend_options or {})}
+        scorer.kind = doc.get("kind", "pointwise")
+        scorer.pairwise_head = pairwise_head
         if backend is not None or doc.get("backend"):
             spec = backend if backend is not None else doc["backend"]
             if isinstance(spec, str):
@@ -442,6 +459,54 @@ class RubricScorer:
         opts = resolve_scoring_options(self).probe_kwargs()
         return probe(self.to_examples(texts, mapping=mapping), self.rubrics, self.backend, fields=self.fields,
                      task=self.task, progress=progress, **opts)
+
+    def compare(self, a: str | Mapping[str, Any], b: str | Mapping[str, Any], *, prompt: str | None = None,
+                progress: bool = False) -> float:
+        """P(A ≻ B): the probability that response ``a`` is preferred to ``b`` (same prompt).
+
+        ``a``/``b``: response texts (with ``prompt``), or ``{"prompt", "response"}`` dicts. Each is
+        probed on every selected rubric (pointwise, as the run probed them) and the Bradley-Terry
+        head of a pairwise run turns the rubric score differences into the probability (a tie's
+        probability, where the head learned one, is left out: P(A ≻ B) + P(tie) + P(B ≻ A) = 1).
+        Without a head (an uncalibrated or pointwise run) it is 1, 0.5 or 0 by the sign of the
+        mean signed score difference."""
+        return float(self.compare_pairs([prompt], [a], [b], progress=progress)[0])
+
+    def compare_pairs(self, prompts: Sequence[str | None], a: Sequence[str | Mapping[str, Any]],
+                      b: Sequence[str | Mapping[str, Any]], *, progress: bool = False) -> np.ndarray:
+        """:meth:`compare` for many pairs at once (one probe call batch): P(A ≻ B) per pair."""
+        from rubric_induce.selection.pair_features import signed_units
+
+        if not len(prompts) == len(a) == len(b):
+            raise DataError(f"expected as many prompts as responses, got {len(prompts)}, {len(a)}, {len(b)}",
+                            field="compare")
+        examples: list[Example] = []
+        for i, (p, ra, rb) in enumerate(zip(prompts, a, b)):
+            for side, r in (("A", ra), ("B", rb)):
+                examples.append(Example(id=f"compare-{i}/{side}", fields=self._pair_fields(p, r, f"{side.lower()}[{i}]")))
+        table = self.probe(examples, progress=progress)
+        x = signed_units(table, self.rubrics, [e.id for e in examples], score=self.score_mode, fill=None)
+        diff = x[0::2] - x[1::2]
+        if self.pairwise_head is not None:
+            return self.pairwise_head.predict_proba(diff)[:, 0]
+        return 0.5 + 0.5 * np.sign(diff.mean(axis=1))
+
+    def _pair_fields(self, prompt: str | None, response: str | Mapping[str, Any], where: str) -> dict[str, str]:
+        if isinstance(response, Mapping):
+            fields = {k: response[k] for k in ("prompt", "response") if k in response}
+            if "response" not in fields:
+                raise DataError("expected a response text or a {prompt, response} object", field=where)
+            if "prompt" not in fields:
+                fields["prompt"] = prompt or ""
+        elif isinstance(response, str):
+            fields = {"prompt": prompt or "", "response": response}
+        else:
+            raise DataError(f"expected a response text or a {{prompt, response}} object, got "
+                            f"{type(response).__name__}", field=where)
+        if self.fields and list(self.fields) != ["prompt", "response"]:
+            raise RubricInduceError("compare needs a pairwise run's scorer (texts: prompt and response); this one "
+                                    f"reads {self.fields}")
+        return {k: str(v) for k, v in fields.items()}
 
     def score(self, texts: Iterable[str | Mapping[str, Any] | Example], *, judge: str | Sequence[str] | None = None,
               aggregate: str = "mean", progress: bool = False,

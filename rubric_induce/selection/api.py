@@ -107,6 +107,11 @@ class SelectParams(Params):
                                      "leave it (training split only).")
     polarity_alpha: float = param(0.01, gt=0.0, lt=1.0,
                                   help="Level of that one-sided test (Mann-Whitney U; Spearman for graded labels).")
+    pair_consistency: float | None = param(None, ge=0.0, le=1.0,
+                                           help="Pairwise runs: drop a rubric whose score difference points "
+                                                "against the preference on more than this share of the training "
+                                                "pairs it decides (the consistency filter; e.g. 0.5: worse than "
+                                                "chance). Unset: no filter.")
     options: dict[str, Any] = param(factory=dict, help="The selector's own parameters (e.g. alpha, cv, score).")
 
     def check(self) -> None:

@@ -410,6 +410,9 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
             notes.append(f"Texts are not shown: {why}.")
     if test_ids is None:
         test_ids = [i for r in files.json("test_scores.json", list) or [] for i in _strs(_dict(r).get("id"))]
+        if not test_ids:  # a pairwise run: its held-out pairs' two responses
+            pair_ids = _strs(_dict(files.json("pairwise_evaluation.json")).get("test_pair_ids"))
+            test_ids = [f"{p}/{side}" for p in pair_ids for side in ("A", "B")]
     test_set = set(test_ids)
     if examples is None:  # ids only, from the probes
         ids = list(dict.fromkeys(rec.example_id for rec in table.records)) if table is not None else []
@@ -581,8 +584,48 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
         "calibration": files.json("calibration/metrics.json"),
         "feedback": _feedback_summary(files),
         "texts": texts, "notes": notes, "guarantee": guarantee,
+        "pairs": _pairs_view(examples, test_set, scorer, table, notes),
         "columns": {"label": y_key, "question": ratings_q, "judges": list(raters)},
     }
+
+
+#: The most pairs the viewer shows side by side (the first ones, in file order).
+MAX_PAIRS = 300
+
+
+def _pairs_view(examples: Sequence[Example], test_set: set, scorer: Any, table: Any, notes: list[str]) -> list:
+    """A pairwise run's pairs (examples ``<pair>/A``, ``<pair>/B``): prompt, both responses, the gold
+    preference and P(A ≻ B) from the run's Bradley-Terry head where it has one; [] otherwise."""
+    sides: dict[str, dict[str, Example]] = {}
+    for ex in examples:
+        meta = ex.meta or {}
+        if isinstance(meta.get("pair"), str) and meta.get("side") in ("A", "B"):
+            sides.setdefault(meta["pair"], {})[meta["side"]] = ex
+    pairs = [(pid, s) for pid, s in sides.items() if len(s) == 2][:MAX_PAIRS]
+    if not pairs:
+        return []
+    probs: dict[str, float] = {}
+    head = getattr(scorer, "pairwise_head", None)
+    if head is not None and table is not None:
+        try:
+            from rubric_induce.selection.pair_features import pair_differences
+
+            p = head.predict_proba(pair_differences(table, scorer.rubrics, [pid for pid, _ in pairs], fill=None))
+            probs = {pid: float(v) for (pid, _), v in zip(pairs, p[:, 0])}
+        except Exception as exc:  # noqa: BLE001 - a missing probe is a note, not a broken page
+            notes.append(f"P(A ≻ B) is not shown: {exc}")
+    out = []
+    for pid, s in pairs:
+        a, b = s["A"], s["B"]
+        la, lb = (a.labels or {}), (b.labels or {})
+        ya, yb = next(iter(la.values()), None), next(iter(lb.values()), None)
+        preferred = "A" if (ya or 0) > (yb or 0) else "B" if (yb or 0) > (ya or 0) else "tie"
+        out.append({"id": pid, "split": "test" if a.id in test_set else "train",
+                    "prompt": str(a.fields.get("prompt", ""))[:MAX_TEXT_CHARS],
+                    "a": str(a.fields.get("response", ""))[:MAX_TEXT_CHARS],
+                    "b": str(b.fields.get("response", ""))[:MAX_TEXT_CHARS],
+                    "preferred": preferred, "p_a": _r(probs.get(pid), 3)})
+    return out
 
 
 def _judge_predictions(scorer, table, examples: Sequence[Example]) -> tuple[list[str], dict[str, dict[str, Any]]]:

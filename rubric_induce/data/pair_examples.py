@@ -1,0 +1,50 @@
+"""Pairs as the pointwise examples the probe stage reads, and back.
+
+A pairwise run (``[data] kind = "pairwise"``) probes each response on its own: the pair ``p``
+becomes two :class:`~rubric_induce.data.model.Example` objects, ``p/A`` and ``p/B``, whose fields
+are ``prompt`` then ``response`` (the prompt first, so a backend that reuses a cached prefix reuses
+it per response), grouped by the pair (a split never cuts a pair). Their label (``data.label``) is
+1 for the preferred response and 0 for the other; both responses of a tie get 0. That pointwise
+label is what the pointwise stages (generation) see; selection, calibration and evaluation use the
+pair's preference itself.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rubric_induce.data.model import Example
+from rubric_induce.data.pairs import Pair
+
+__all__ = ["SIDES", "PAIR_FIELDS", "pair_examples", "side_id", "pairs_in"]
+
+SIDES = ("A", "B")
+PAIR_FIELDS = ("prompt", "response")
+
+
+def side_id(pair_id: str, side: str) -> str:
+    """The example id of one side of a pair: ``<pair>/A`` or ``<pair>/B``."""
+    return f"{pair_id}/{side}"
+
+
+def pair_examples(pairs: Sequence[Pair], label: str = "sat") -> list[Example]:
+    """Two examples per pair (A then B), labelled 1 (preferred) / 0 (the other; both sides of a tie)."""
+    out: list[Example] = []
+    for p in pairs:
+        for side, text in zip(SIDES, (p.response_a, p.response_b)):
+            meta: dict[str, Any] = {"pair": p.id, "side": side}
+            if p.subset is not None:
+                meta["subset"] = p.subset
+            out.append(Example(id=side_id(p.id, side), fields={"prompt": p.prompt, "response": text},
+                               labels={label: 1.0 if p.preferred == side else 0.0}, group=p.id, meta=meta))
+    return out
+
+
+def pairs_in(pairs: Iterable[Pair], examples: Iterable[Example]) -> list[Pair]:
+    """The pairs (in their order) whose sides are among ``examples`` (e.g. a split's)."""
+    have = {(e.meta or {}).get("pair", e.group) for e in examples}
+    return [p for p in pairs if p.id in have]
+
+
+def pairs_by_id(pairs: Iterable[Pair]) -> Mapping[str, Pair]:
+    return {p.id: p for p in pairs}

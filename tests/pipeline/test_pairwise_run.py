@@ -1,0 +1,231 @@
+"""Pairwise runs end to end on the fake backend (issue 33, round two; `slow`: about 4 s per run): the shipped
+llmbar_pairwise.toml with `[backend] spec = "fake"` and `examples` pointed at a file of the LLMBar
+layout, every stage through `rubric-induce run`, resume, the artifact's `compare`, and the
+pairwise evaluation with its baselines."""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import rubric_induce
+from rubric_induce.cli import cli
+from rubric_induce.core.errors import DataError
+from rubric_induce.pipeline.config import load_config
+
+RES = Path(rubric_induce.__file__).resolve().parent / "resources"
+RESOURCE = RES / "llmbar_pairwise.toml"
+
+
+def llmbar_rows(n: int = 16) -> list[dict]:
+    """n pairs in LLMBar's layout: the preferred output answers the instruction, the other does not."""
+    rows = []
+    for i in range(n):
+        good = f"Here are {i + 3} short tips on topic {i}: plan ahead, rest well, drink water."
+        bad = f"I like turtles. Topic {i} is not something I will discuss today."
+        first = i % 2 == 0
+        rows.append({"input": f"Give {i + 3} tips on topic {i}.", "output_1": good if first else bad,
+                     "output_2": bad if first else good, "label": 1 if first else 2})
+    return rows
+
+
+def fake_config(tmp_path: Path, rows: list[dict] | None = None, *, data_name: str = "pairs.json",
+                raw: str | None = None) -> Path:
+    """The shipped resource with the fake backend, a small budget and `examples` at a local file."""
+    data = tmp_path / data_name
+    if raw is not None:
+        data.write_text(raw, encoding="utf-8")
+    else:
+        data.write_text(json.dumps(rows if rows is not None else llmbar_rows()), encoding="utf-8")
+    text = RESOURCE.read_text(encoding="utf-8")
+    text = text.replace('spec = "local"', 'spec = "fake"')
+    text = re.sub(r'^examples = .*$', f'examples = "{data.as_posix()}"', text, flags=re.M)
+    text = re.sub(r'^out = .*$', f'out = "{(tmp_path / "run").as_posix()}"', text, flags=re.M)
+    text = text.replace("bootstrap = 1000", "bootstrap = 200")
+    text = text.replace("[dedup]\nthreshold = 0.85", "[dedup]\nenabled = false")
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(text, encoding="utf-8")
+    return cfg
+
+
+def test_resource_reads_the_shipped_llmbar_file():
+    """The resource names LLMBar's Natural file under the shared data folder, read as shipped."""
+    cfg = load_config(RESOURCE)
+    assert cfg.data.kind == "pairwise"
+    path = cfg.data.examples_path(cfg.resolve)
+    assert path.parts[-3:] == ("llmbar", "Natural", "dataset.json")
+    if path.exists():
+        from rubric_induce.data.params import load_pairs
+
+        pairs = load_pairs(cfg.data, cfg.resolve)
+        assert len(pairs) == 100 and {p.preferred for p in pairs} == {"A", "B"}
+
+
+@pytest.fixture(scope="module")
+def pairwise_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pairwise")
+    cfg = fake_config(tmp)
+    t0 = time.perf_counter()
+    res = CliRunner().invoke(cli, ["run", str(cfg)])
+    seconds = time.perf_counter() - t0
+    assert res.exit_code == 0, res.output
+    return tmp, tmp / "run", res.output, seconds
+
+
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
+def test_every_stage_runs_on_pairs(pairwise_run):
+    tmp, run, output, seconds = pairwise_run
+    assert seconds < 60
+    for f in ("pool.jsonl", "probes.jsonl", "selected.jsonl", "calibration/bradley_terry.json", "artifact.json",
+              "pairwise_evaluation.json", "pairwise_evaluation.md", "report.md", "view.html"):
+        assert (run / f).is_file(), f
+    ids = {json.loads(line)["example_id"] for line in (run / "probes.jsonl").read_text().splitlines() if line}
+    assert ids == {f"{p}/{s}" for p in {i.rsplit("/", 1)[0] for i in ids} for s in "AB"}  # both sides probed
+    art = json.loads((run / "artifact.json").read_text())
+    assert art["kind"] == "pairwise" and art["pairwise_head"] == "calibration/bradley_terry.json"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["data"]["kind"] == "pairwise" and manifest["data"]["n_pairs"] == 16
+    assert manifest["data"]["n_train_pairs"] + manifest["data"]["n_test_pairs"] == 16
+    report = (run / "report.md").read_text()
+    assert "## Pairwise evaluation (held-out pairs)" in report and "| longer wins |" in report
+
+
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
+def test_viewer_shows_the_pairs_side_by_side(pairwise_run):
+    from rubric_induce.pipeline.recorded import examples_from_recorded_config
+    from rubric_induce.reporting.viewer.data import build_view_data
+
+    _, run, _, _ = pairwise_run
+    html = (run / "view.html").read_text(encoding="utf-8")
+    assert '"pairs": [{' in html or '"pairs":[{' in html
+    data = build_view_data(run, load_examples=examples_from_recorded_config, allow_outside=True)
+    pairs = data["pairs"]
+    assert len(pairs) == 16 and {p["split"] for p in pairs} == {"train", "test"}
+    first = llmbar_rows()[0]
+    assert (pairs[0]["prompt"], pairs[0]["a"], pairs[0]["b"]) == (first["input"], first["output_1"], first["output_2"])
+    assert pairs[0]["preferred"] == "A" and 0.0 <= pairs[0]["p_a"] <= 1.0
+
+
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
+def test_evaluation_has_baselines_and_intervals(pairwise_run):
+    _, run, _, _ = pairwise_run
+    ev = json.loads((run / "pairwise_evaluation.json").read_text())
+    rows = ev["all"]["methods"]
+    assert ev["reference"] == "selected rubrics (Bradley-Terry)"
+    assert {"always first", "longer wins"} <= set(rows) and any(k.startswith("majority side") for k in rows)
+    # the held-out half: 8 pairs alternating A/B preferred, so always-first is right on exactly its A pairs
+    test_ids = json.loads((run / "manifest.json").read_text())["data"]["n_test_pairs"]
+    assert ev["all"]["n"] == test_ids
+    for r in rows.values():
+        lo, hi = r["accuracy_ci"]
+        assert 0 <= lo <= r["accuracy"] <= hi <= 1
+    # the good responses are longer: longer-wins is right on every held-out pair
+    assert rows["longer wins"]["accuracy"] == 1.0
+
+
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
+def test_resume_skips_every_stage(pairwise_run):
+    tmp, run, _, _ = pairwise_run
+    res = CliRunner().invoke(cli, ["run", str(tmp / "cfg.toml")])
+    assert res.exit_code == 0, res.output
+    assert "ran 0 stage(s)" in res.output
+
+
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
+def test_compare_is_a_probability_and_swaps(pairwise_run):
+    """P(A > B) + P(B > A) = 1 (no ties learned, no position term), and equal texts give 1/2."""
+    from rubric_induce.scoring.scorer import RubricScorer
+
+    _, run, _, _ = pairwise_run
+    scorer = RubricScorer.load(run)
+    assert scorer.kind == "pairwise" and scorer.pairwise_head is not None
+    a = "Here are 3 short tips: plan ahead, rest well, drink water."
+    b = "I like turtles."
+    p = scorer.compare(a, b, prompt="Give 3 tips.")
+    q = scorer.compare(b, a, prompt="Give 3 tips.")
+    assert 0.0 <= p <= 1.0 and p + q == pytest.approx(1.0, abs=1e-9)
+    assert scorer.compare({"prompt": "x", "response": a}, {"prompt": "x", "response": a}) == pytest.approx(0.5)
+    with pytest.raises(DataError):
+        scorer.compare(3, b)  # type: ignore[arg-type]
+
+
+@pytest.mark.tools  # imports TRL (slow), like tests/handoff/test_handoff_trl.py
+def test_trl_judge_uses_compare(pairwise_run):
+    pytest.importorskip("trl")
+    from rubric_induce.handoff.trl import trl_pairwise_judge
+    from rubric_induce.scoring.scorer import RubricScorer
+
+    _, run, _, _ = pairwise_run
+    scorer = RubricScorer.load(run)
+    prompts = ["Give 3 tips.", "Give 4 tips."]
+    pairs = [["Here are 3 short tips: plan, rest, water.", "No."], ["Nope.", "Here are 4 tips: a, b, c, d."]]
+    judge = trl_pairwise_judge(scorer)
+    got = judge.judge(prompts, pairs, shuffle_order=False)
+    probs = scorer.compare_pairs(prompts, [p[0] for p in pairs], [p[1] for p in pairs])
+    assert got == [0 if q >= 0.5 else 1 for q in probs]
+    assert judge.judge(prompts, pairs, shuffle_order=True) == got  # the order shown does not change the pick
+
+
+def test_pairwise_data_params_refuse_pointwise_keys(tmp_path):
+    cfg = fake_config(tmp_path)
+    text = cfg.read_text().replace('kind = "pairwise"', 'kind = "pairwise"\ntext_field = "input"')
+    cfg.write_text(text)
+    with pytest.raises(DataError, match="pointwise") as exc:
+        load_config(cfg)
+    assert exc.value.field == "data.text_field" and exc.value.line is not None
+
+
+def test_inconsistency_rates_count_decided_non_tie_pairs():
+    from rubric_induce.selection.pair_features import inconsistency_rates
+
+    D = np.array([[0.5, -0.2, 0.0], [0.1, 0.3, 0.0], [-0.4, 0.0, 0.0], [0.9, 0.9, 0.9]])
+    rates, decided = inconsistency_rates(D, [1, -1, 1, 0])  # the last pair is a tie: left out
+    assert rates.tolist() == pytest.approx([2 / 3, 1.0, 0.0]) and decided.tolist() == [3, 2, 0]
+
+
+def _select_with(tmp_path, limit: str):
+    cfg = fake_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace("pair_consistency = 0.5", f"pair_consistency = {limit}"))
+    return CliRunner().invoke(cli, ["run", str(cfg), "--stop-after", "select"])
+
+
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
+def test_consistency_filter_drops_and_counts(tmp_path):
+    """On the fake backend's hash-random rubrics (12 usable, each against the preference on 3 to 7 of
+    the 8 training pairs), a 30 % limit keeps one and counts the 11 dropped with their rates."""
+    res = _select_with(tmp_path, "0.3")
+    assert res.exit_code == 0, res.output
+    man = json.loads((tmp_path / "run" / "selected.manifest.json").read_text())
+    assert man["pair_consistency"] == 0.3 and man["n_usable"] == 12 and man["n_pool"] == 1
+    assert len(man["dropped_inconsistent"]) == 11 and all(d["against"] > 0.3 for d in man["dropped_inconsistent"])
+    assert "consistency filter: dropped 11 rubric(s)" in res.output
+
+
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
+def test_consistency_filter_dropping_every_rubric_exits_2(tmp_path):
+    res = _select_with(tmp_path, "0.0")
+    assert res.exit_code == 2 and "select.pair_consistency" in res.output.splitlines()[-1]
+
+
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
+def test_judges_preferences_get_per_judge_weights(tmp_path):
+    """Pairs with two judges' votes (ab layout, [data.mapping] judges): the head is fitted on the gold rows
+    plus one row per judge vote, with a weight vector per judge."""
+    rows = llmbar_rows()
+    for i, r in enumerate(rows):
+        r["vote_x"] = r["label"]                        # agrees with gold
+        r["vote_y"] = 2 if r["label"] == 1 else 1       # always the other side
+    cfg = fake_config(tmp_path, rows)
+    text = cfg.read_text().replace('layout = "ab"', 'layout = "ab"\njudges = { x = "vote_x", y = "vote_y" }')
+    cfg.write_text(text)
+    res = CliRunner().invoke(cli, ["run", str(cfg), "--stop-after", "calibrate"])
+    assert res.exit_code == 0, res.output
+    marker = json.loads((tmp_path / "run" / "stages" / "calibrate.json").read_text())["summary"]
+    assert marker["judges"] == ["x", "y"] and marker["n_rows"] == 3 * marker["n_pairs"]
+    head = json.loads((tmp_path / "run" / "calibration" / "bradley_terry.json").read_text())
+    assert len(head["judges"]) == 2
