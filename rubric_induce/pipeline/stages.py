@@ -289,7 +289,7 @@ STAGES: tuple[Stage, ...] = (
                    "rubicon_cdp_summarize", "spur_update", "autocal_draft", "autocal_refine", "rubric_levels")),
     Stage("dedup", dedup, ("dedup",), (DEDUP_POOL_FILE,)),
     Stage("probe", probe, ("task", "probe"), (PROBES_FILE,), uses_llm=True,
-          prompts=("probe_score_only", "probe_rate_explain", "probe_analyze_rate")),
+          prompts=("probe_score_only", "probe_rate_explain", "probe_analyze_rate", "probe_packed")),
     Stage("select", select, ("select",), (SELECTED_FILE,)),
     Stage("calibrate", calibrate, ("calibrate",), ()),
     Stage("artifact", artifact, (), ("artifact.json",)),
