@@ -209,7 +209,9 @@ def artifact(ctx: RunContext) -> dict[str, Any]:
                    label_threshold=cfg.data.label_threshold, score_mode=sel.get("score_mode", "expected"),
                    probe={"style": cfg.probe.style, "estimator": cfg.probe.estimator,
                           "n_samples": cfg.probe.samples, "temperature": cfg.probe.temperature,
-                          "max_example_tokens": cfg.probe.max_example_tokens},
+                          "max_example_tokens": cfg.probe.max_example_tokens,
+                          **({"packing": "packed", "pack_size": cfg.probe.pack_size}
+                             if cfg.probe.packing == "packed" else {})},
                    fields=fields, backend=cfg.backend.spec,
                    calibration=CALIBRATION if cal_info else None, question=cal_info.get("question"),
                    judges=cal_info.get("judges", []), task=cfg.task_resolved,

@@ -32,7 +32,8 @@ __all__ = ["ARTIFACT_NAME", "ScoreResult", "RubricScorer", "write_artifact", "re
 ARTIFACT_NAME = "artifact.json"
 ARTIFACT_FORMAT = "rubric-induce-scorer"
 ARTIFACT_VERSION = 1
-_PROBE_KEYS = ("style", "estimator", "n_samples", "temperature", "max_analysis_tokens", "max_example_tokens")
+_PROBE_KEYS = ("style", "estimator", "n_samples", "temperature", "max_analysis_tokens", "max_example_tokens",
+               "packing", "pack_size")
 
 
 @dataclass

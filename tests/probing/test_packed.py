@@ -190,3 +190,42 @@ def test_batch_round_trip_with_packed_calls(tmp_path, examples, rubrics):
     table = probe(examples, rubrics, refusing, params)  # every record comes from the ingested replies
     assert refusing.tally.calls == 0 and len(table.records) == len(examples) * len(rubrics)
     assert all(r.ok and r.probs[2] == pytest.approx(2 / 3) and r.is_bounded for r in table.records)
+
+
+def test_run_score_and_probe_cli_with_packed_probing(tmp_path, fake_run_config, examples, rubrics):
+    """``run`` with probe.packing = "packed" on the fake backend, then ``score`` of new texts through the
+    artifact (which carries the packing), then the ``probe`` command's --packing option."""
+    from click.testing import CliRunner
+
+    from rubric_induce.cli import cli
+    from rubric_induce.data.model import RubricPool
+    from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.pipeline import run_pipeline
+    from rubric_induce.scoring.scorer import RubricScorer
+
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(fake_run_config + '\n[probe]\npacking = "packed"\npack_size = 4\n\n[evaluate]\nbootstrap = 10\n',
+                   encoding="utf-8")
+    run_pipeline(cfg, out=tmp_path / "run", echo=lambda m: None, stop_after="artifact")
+    table = ProbeTable.load(tmp_path / "run" / "probes.jsonl")
+    assert table.meta["packing"] == {"mode": "packed", "pack_size": 4, "seed": 0}
+    assert all(r.pack_size is not None and r.pack_size <= 4 for r in table.records)
+    assert sum(r.ok for r in table.records) == len(table.records)
+    doc = json.loads((tmp_path / "run" / "artifact.json").read_text())
+    assert doc["probe"]["packing"] == "packed" and doc["probe"]["pack_size"] == 4
+    fake = FakeBackend()
+    scorer = RubricScorer.load(tmp_path / "run", backend=fake)
+    results = scorer.score(["USER: a table for two\nSYSTEM: booked.", "USER: hi\nSYSTEM: what?"], adaptive=False)
+    assert len(results) == 2 and all(len(r.distributions) == len(scorer.rubrics) for r in results)
+    assert all(c[0] == "chat" and c[1]["top_logprobs"] == 20 for c in fake.calls)  # packed calls
+    assert len(fake.calls) == 2 * math.ceil(len(scorer.rubrics) / 4)
+    # the probe command
+    ex_file = tmp_path / "ex.jsonl"
+    ex_file.write_text("".join(json.dumps({"id": e.id, "text": e.fields["text"]}) + "\n" for e in examples))
+    RubricPool(rubrics).save(tmp_path / "pool.jsonl")
+    res = CliRunner().invoke(cli, ["probe", "--examples", str(ex_file), "--rubrics", str(tmp_path / "pool.jsonl"),
+                                   "--backend", "fake", "--packing", "packed", "--no-cache",
+                                   "--out", str(tmp_path / "p.jsonl")])
+    assert res.exit_code == 0, res.output
+    out = ProbeTable.load(tmp_path / "p.jsonl")
+    assert len(out.records) == len(examples) * len(rubrics) and all(r.pack_size == 3 for r in out.records)
