@@ -9,8 +9,10 @@ in an order shuffled per text (seeded, recorded in every record), and asks for e
 answer position: the first visible token after its own ``R<n>:`` label at the start of a line,
 located by the label and colon in the concatenated token text (so a label split over several
 tokens, or fused with the answer, is found), never at the first digit of the reply. Lines out of
-order are matched by label; a label without a line, or a line without an allowed answer, is a
-failed probe of that rubric (``error`` set, counted in reports); extra text is ignored.
+order are matched by label; a label without a line, or a line with nothing after the colon, is a
+failed probe of that rubric (``error`` set, counted in reports); extra text is ignored. Allowed
+answers missing from the top alternatives at the answer position are bounded, as for independent
+probes (:class:`~rubric_induce.data.probes.ProbeRecord`): none listed reads as uniform below the bound.
 
 The price is fidelity: later answers are conditioned on the earlier ones in the same reply, and
 the model sees all the questions at once. ``experiments/packed_vs_independent.py`` measures it.
