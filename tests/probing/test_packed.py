@@ -229,3 +229,11 @@ def test_run_score_and_probe_cli_with_packed_probing(tmp_path, fake_run_config, 
     assert res.exit_code == 0, res.output
     out = ProbeTable.load(tmp_path / "p.jsonl")
     assert len(out.records) == len(examples) * len(rubrics) and all(r.pack_size == 3 for r in out.records)
+
+
+def test_a_line_starting_with_a_word_is_bounded_not_read_further(examples, rubrics):
+    # "R1: The answer is 4": the answer position holds "The"; the 4 later on the line never counts
+    be = FakeBackend(replies=lambda messages, **kw: "R1: The answer is 4\nR2: 3\nR3: 5")
+    by_pos = {r.pack_position: r for r in probe(examples[:1], rubrics, be, ProbeParams(packing="packed")).records}
+    assert by_pos[0].is_bounded and by_pos[0].probs == pytest.approx([0.2] * 5)
+    assert by_pos[1].probs[2] == pytest.approx(1.0) and by_pos[1].bounded == ["1", "2", "4", "5"]
