@@ -47,7 +47,7 @@ def _tv(a, b) -> float:
 def _demo(n: int) -> tuple[list[Example], list[Rubric], str]:
     from rubric_induce.data.jsonl import read_jsonl
 
-    rows = list(read_jsonl(RES / "demo_uss_dialogues.jsonl"))
+    rows = [row for _, row in read_jsonl(RES / "demo_uss_dialogues.jsonl")]
     rng = np.random.default_rng(0)
     pick = sorted(rng.choice(len(rows), size=min(n, len(rows)), replace=False))
     exs = [Example.create(rows[i]["fields"], rows[i].get("labels") or {}, id=rows[i]["id"]) for i in pick]
@@ -105,7 +105,9 @@ def fidelity(args) -> dict:
     backend = get_backend(args.backend, **({"n_threads": 2, "n_ctx": 2048} if args.backend == "local" else {}))
     out = {}
     try:
-        for name, load in (("demo_uss", _demo), ("topical_chat", _topical_chat)):
+        loaders = {"demo_uss": _demo, "topical_chat": _topical_chat}
+        for name in args.datasets.split(","):
+            load = loaders[name.strip()]
             examples, rubrics, label = load(args.texts)
             row = {"texts": len(examples), "rubrics": len(rubrics)}
             t0 = time.perf_counter()
@@ -124,7 +126,8 @@ def fidelity(args) -> dict:
                     row["selected_error"] = str(exc)
             row["packed_errors"] = sorted({r.error for r in pkd.records if r.error})[:5]
             out[name] = row
-            print(name, json.dumps({k: v for k, v in row.items() if not isinstance(v, dict)}), flush=True)
+            (args.out / "fidelity.json").write_text(json.dumps(out, indent=1))  # each data set as it is done
+            print(name, json.dumps(row), flush=True)
     finally:
         backend.close()
     return out
@@ -187,6 +190,7 @@ def main(argv=None) -> int:
     ap.add_argument("what", choices=("fidelity", "cost", "both"))
     ap.add_argument("--backend", default="local")
     ap.add_argument("--texts", type=int, default=12)
+    ap.add_argument("--datasets", default="demo_uss,topical_chat", help="comma-separated: demo_uss, topical_chat")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("/tmp/packed_vs_independent"))
     args = ap.parse_args(argv)
