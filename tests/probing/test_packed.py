@@ -15,7 +15,7 @@ from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.core.errors import DataError
 from rubric_induce.probing.api import ProbeParams, probe
 from rubric_induce.probing.calls import probe_calls
-from rubric_induce.probing.packed import pack_groups, pack_order, parse_packed_tokens, parse_packed_text
+from rubric_induce.probing.packed import pack_groups, pack_order, parse_packed_text, parse_packed_tokens
 from rubric_induce.probing.plan import plan_probes
 
 LIK = [str(i) for i in range(1, 6)]
