@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -120,6 +121,14 @@ class FakeBackend(Backend):
         if self.delay:
             time.sleep(self.delay)
         text = self._scripted_reply(messages, params)
+        packed = None
+        if text is None and opts.json_schema is None:
+            packed = self._packed_reply(messages, opts)
+        if packed is not None:
+            text, tokens = packed
+            return ChatResult(text=text, usage=self._usage(messages, text),
+                              tokens=tokens if opts.top_logprobs and self.supports_logprobs else None,
+                              finish_reason="stop")
         if text is None:
             rng = np.random.default_rng(_digest(self.seed, [dict(m) for m in messages], opts.seed,
                                                 opts.temperature))
@@ -135,6 +144,36 @@ class FakeBackend(Backend):
         if opts.top_logprobs and self.supports_logprobs:
             tokens = [TokenLogprob(tok, math.log(0.9), {tok: math.log(0.9)}) for tok in _split_tokens(text)]
         return ChatResult(text=text, usage=self._usage(messages, text), tokens=tokens, finish_reason="stop")
+
+    def _packed_reply(self, messages: Sequence[Message], opts: CallOptions) -> tuple[str, list[TokenLogprob]] | None:
+        """A packed probe's reply (``R<n>: <answer>`` per question listed in the prompt), or None when the
+        prompt lists no packed questions. Each answer's top alternatives are a seeded distribution over
+        the question's answers (mass ``self.mass``, the rest on a non-answer token), the answer written
+        is the most probable; tokens are ``"R"``, ``"<n>"``, ``":"``, ``" <answer>"``, ``"\\n"``."""
+        last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+        questions = _packed_questions(last_user)
+        if not questions:
+            return None
+        k = opts.top_logprobs or 1
+        if self.top_logprobs is not None:
+            k = min(k, self.top_logprobs)
+        text, tokens = "", []
+        for j, (n, labels) in enumerate(questions):
+            rng = np.random.default_rng(_digest(self.seed, [dict(m) for m in messages], n))
+            p = rng.dirichlet(np.full(len(labels), 0.7)) * self.mass
+            top = {" " + lab: float(np.log(v)) for lab, v in zip(labels, p) if v > 0}
+            if self.mass < 1:
+                top[" The"] = float(np.log(1 - self.mass))
+            top = dict(sorted(top.items(), key=lambda kv: -kv[1])[:k])
+            answer = " " + labels[int(np.argmax(p))]
+            for tok in ("R", str(n), ":"):
+                tokens.append(TokenLogprob(tok, math.log(0.99), {tok: math.log(0.99)}))
+            tokens.append(TokenLogprob(answer, top.get(answer, math.log(float(p.max()))), top))
+            text += f"R{n}:{answer}"
+            if j < len(questions) - 1:
+                tokens.append(TokenLogprob("\n", math.log(0.99), {"\n": math.log(0.99)}))
+                text += "\n"
+        return text, tokens
 
     def _scripted_reply(self, messages: Sequence[Message], params: dict[str, Any]) -> str | None:
         if self.replies is None:
@@ -187,6 +226,30 @@ class FakeBackend(Backend):
             logp = np.log(p)
         return AnswerLogprobs({a: float(lp) for a, lp in zip(answers, logp)},
                               self._usage(messages, assistant_prefix + answers[0]), bound=bound)
+
+
+_PACKED_QUESTION = re.compile(r"^R(\d+)\. ", re.MULTILINE)
+_ANSWER_WITH = re.compile(r"^\s+Answer with only (.*)\.$", re.MULTILINE)
+_INT_RANGE = re.compile(r"a single integer from (-?\d+) \(lowest\) to (-?\d+) \(highest\)")
+
+
+def _packed_questions(prompt: str) -> list[tuple[int, list[str]]]:
+    """The (number, allowed answers) of each question a packed probe prompt lists, in its order."""
+    out: list[tuple[int, list[str]]] = []
+    starts = list(_PACKED_QUESTION.finditer(prompt))
+    for i, m in enumerate(starts):
+        block = prompt[m.end(): starts[i + 1].start() if i + 1 < len(starts) else len(prompt)]
+        phrase = _ANSWER_WITH.search(block)
+        if phrase is None:
+            continue
+        rng = _INT_RANGE.fullmatch(phrase.group(1))
+        if rng:
+            labels = [str(v) for v in range(int(rng.group(1)), int(rng.group(2)) + 1)]
+        else:
+            labels = re.findall(r'"([^"]*)"', phrase.group(1))
+        if labels:
+            out.append((int(m.group(1)), labels))
+    return out
 
 
 def _split_tokens(text: str) -> list[str]:

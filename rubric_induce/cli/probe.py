@@ -84,7 +84,7 @@ def command(examples_path, dataset, data_root, limit, mapping_file, rubrics_path
             calls = probe_calls(examples, rubrics, backend, params, seed=seed, fields=split_list(fields), task=task,
                                 progress=show_progress(progress))
             meta = {"probe": params.to_dict(), "seed": seed, "n_examples": len(examples), "n_rubrics": len(rubrics),
-                    "prompts": prompt_hashes(params.style)}
+                    "prompts": prompt_hashes(params.style, params.packing)}
             if shard is not None:
                 meta["shard"] = str(shard)
             result = export_batch(calls, backend, export_dir, cache=cache, max_lines=max_lines, meta=meta,

@@ -25,7 +25,7 @@ def prompts_dir() -> Path:
     """Where the templates live: ``prompts/`` of the checkout this module was imported from, else
     the installed package data. (The checkout comes first: an editable install maps the package
     data to the checkout it was installed from, which need not be this one, e.g. a git worktree.)"""
-    checkout = Path(__file__).resolve().parents[1] / "prompts"
+    checkout = Path(__file__).resolve().parents[2] / "prompts"
     if (checkout / "probe_score_only.txt").exists():
         return checkout
     try:
@@ -34,7 +34,7 @@ def prompts_dir() -> Path:
             return path
     except (ModuleNotFoundError, TypeError):
         pass
-    return Path(__file__).resolve().parents[1] / "prompts"
+    return Path(__file__).resolve().parents[2] / "prompts"
 
 
 @dataclass(frozen=True)

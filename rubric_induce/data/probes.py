@@ -42,6 +42,10 @@ class ProbeRecord:
     ``truncated``: the example's text was cut to ``probe.max_example_tokens`` (and marked in
     the prompt); ``example_tokens`` is its original length in tokens then.
 
+    ``pack_position`` / ``pack_size`` / ``pack_seed``: set by packed probing (``probe.packing =
+    "packed"``): the rubric's 0-based place in its packed call (label ``R<pack_position + 1>``), the
+    number of rubrics in that call, and the seed that shuffled the text's rubrics; None otherwise.
+
     ``call_failed``: ``error`` comes from a call that raised (the backend gave up after its
     retries, a bad reply, a prompt over the context window) rather than from a reply without a
     usable answer. Such a call is not in the call cache, so probing again retries exactly these.
@@ -64,6 +68,9 @@ class ProbeRecord:
     truncated: bool = False
     example_tokens: int | None = None
     call_failed: bool = False
+    pack_position: int | None = None
+    pack_size: int | None = None
+    pack_seed: int | None = None
 
     @property
     def mass(self) -> float:
@@ -110,6 +117,9 @@ class ProbeRecord:
             out["truncated"] = True
         if self.call_failed:
             out["call_failed"] = True
+        for key in ("pack_position", "pack_size", "pack_seed"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
     @classmethod
@@ -125,6 +135,7 @@ class ProbeRecord:
             truncated=bool(d.get("truncated", False)),
             example_tokens=None if d.get("example_tokens") is None else int(d["example_tokens"]),
             call_failed=bool(d.get("call_failed", False)),
+            **{k: int(d[k]) for k in ("pack_position", "pack_size", "pack_seed") if d.get(k) is not None},
         )
 
 

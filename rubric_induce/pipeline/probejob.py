@@ -249,7 +249,7 @@ def export_run_batch(config: RunConfig | str | Path, directory: str | Path, *, o
         check_logprobs_support(inner, cfg.probe.estimator, source=cfg.source)
         calls = probe_calls(job.examples, job.rubrics, inner, **job.probe_kwargs())
         meta = {"probe": cfg.probe.to_dict(), "seed": cfg.run.seed, "config": cfg.source,
-                "prompts": prompt_hashes(cfg.probe.style),
+                "prompts": prompt_hashes(cfg.probe.style, cfg.probe.packing),
                 "n_examples": len(job.examples), "n_rubrics": len(job.rubrics)}
         if job.shard is not None:
             meta["shard"] = str(job.shard)

@@ -40,6 +40,8 @@ from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.task import TaskParams
 from rubric_induce.core.templates import PromptTemplate, load_prompt
+from rubric_induce.probing.packed import (PACKED_TEMPLATE, PACKED_TOP_LOGPROBS, PACKINGS, build_packed_messages,
+                                          label_for, pack_groups, packed_max_tokens, parse_packed_tokens)
 
 __all__ = [
     "PROBE_STYLES",
@@ -47,6 +49,7 @@ __all__ = [
     "RATING_MARKER",
     "ProbeParams",
     "probe",
+    "probe_packed_once",
     "probe_to_file",
     "streamed_records",
     "PROBES_FILE",
@@ -92,6 +95,22 @@ class ProbeParams(Params):
     max_example_tokens: int | None = param(None, gt=0, help="Cut each example's text to this many tokens "
                                            "(backend tokenizer), marked '[... truncated]' in the prompt "
                                            "and in the probe record. Default: no limit.")
+    packing: str = param("independent", choices=PACKINGS,
+                         help="independent: one call per (text, rubric); packed: one call per text (or per "
+                              "pack_size rubrics) answering every rubric on its own 'R<n>: <answer>' line, "
+                              "each read from the token logprobs at its answer position.")
+    pack_size: int | None = param(None, ge=1, help="Rubrics per packed call (packing = \"packed\"); "
+                                  "default: all of a text's rubrics in one call.")
+
+    def check(self) -> None:
+        from rubric_induce.core.errors import DataError
+
+        if self.packing == "packed" and self.estimator != "logprobs":
+            raise DataError("packed probing reads each answer from the reply's token logprobs; use "
+                            "packing = \"independent\" with the sampling estimator", field=self.where("packing"))
+        if self.packing == "packed" and self.style != "score-only":
+            raise DataError(f"packed probing has its own prompt (one answer line per rubric); style "
+                            f"{self.style!r} needs packing = \"independent\"", field=self.where("packing"))
 
 
 def _scale_phrase(scale: AnswerScale) -> str:
@@ -288,6 +307,60 @@ def backend_top_logprobs(backend: Any) -> int | None:
     return None
 
 
+def probe_packed_once(
+    backend: Backend,
+    example: Example,
+    rubrics: Sequence[Rubric],
+    *,
+    style: str = "score-only",
+    seed: int,
+    fields: Sequence[str] | None,
+    task: TaskParams | None = None,
+    text: str | None = None,
+    example_tokens: int | None = None,
+    **_: Any,
+) -> tuple[list[ProbeRecord], BaseException | None]:
+    """One packed call (:mod:`rubric_induce.probing.packed`): ``rubrics`` in the order asked, one record
+    each (same order), and the exception of a call that failed (then every record says so)."""
+    template = load_prompt(PACKED_TEMPLATE)
+    messages, _ = build_packed_messages(example, rubrics, [_scale_phrase(rb.scale) for rb in rubrics],
+                                        fields=fields, task=task, text=text, template=template)
+
+    def blanks() -> list[ProbeRecord]:
+        out = []
+        for i, rb in enumerate(rubrics):
+            rec = blank_record(example, rb, style, "logprobs", template.hash, example_tokens)
+            rec.pack_position, rec.pack_size, rec.pack_seed = i, len(rubrics), seed
+            out.append(rec)
+        return out
+
+    recs = blanks()
+    try:
+        reply = backend.chat(messages, CallOptions(temperature=0.0, max_tokens=packed_max_tokens(rubrics, backend),
+                                                   seed=seed, top_logprobs=PACKED_TOP_LOGPROBS))
+    except (BackendUnavailableError, LogprobsUnavailableError, UntrustworthyLogprobsError):
+        raise
+    except (ContextOverflowError, BackendError) as exc:
+        recs = blanks()
+        what = (f"example {example.id!r} does not fit the model's context: {exc}"
+                if isinstance(exc, ContextOverflowError) else f"call failed: {exc}")
+        for rec in recs:
+            rec.error, rec.call_failed = redact_text(what), True
+        return recs, exc
+    if reply.tokens is None:
+        raise LogprobsUnavailableError(
+            f"backend {backend.kind}/{backend.model} returned no token logprobs for a packed reply; use "
+            "probe.packing = \"independent\"")
+    for rec, rb, ans in zip(recs, rubrics, parse_packed_tokens(reply.tokens, [rb.scale.labels for rb in rubrics])):
+        if ans.raw is None:
+            rec.error = ans.error
+            continue
+        rec.raw, rec.bounded, rec.bound = _bounded(ans.raw, rb.scale.labels, ans.bound)
+        if rec.mass == 0:
+            rec.error = f"no allowed answer after '{label_for(rec.pack_position or 0)}:' in the packed reply"
+    return recs, None
+
+
 def blank_record(example: Example, rubric: Rubric, style: str, estimator: str, prompt_hash: str,
                   example_tokens: int | None) -> ProbeRecord:
     """An empty probe record of ``example`` x ``rubric`` (no probability yet), for :func:`read_probe` to fill."""
@@ -427,7 +500,7 @@ def probe(
     if not rubrics:
         raise RubricInduceError("nothing to probe: no rubrics")
     task = (task or TaskParams()).resolved()
-    template = load_prompt(TEMPLATE_FOR_STYLE[style])
+    template = load_prompt(PACKED_TEMPLATE if params.packing == "packed" else TEMPLATE_FOR_STYLE[style])
     options = dict(style=style, estimator=estimator, n_samples=n_samples, temperature=temperature,
                    seed=seed, max_analysis_tokens=max_analysis_tokens, fields=fields, task=task)
     # Each example is rendered (and, with max_example_tokens, counted and cut) once, not per rubric.
@@ -438,6 +511,11 @@ def probe(
                                                      backend.truncate_tokens)
                                if params.max_example_tokens is not None else (render_example(ex, fields), None))
     kept = _reusable(done, template.hash, style, estimator)
+    if params.packing == "packed":
+        records, first_failure, n_reused = _probe_packed(examples, rubrics, backend, params, rendered, kept, options,
+                                                         progress=progress, on_record=on_record, warmup=warmup)
+        return _finish(records, first_failure, backend, params, template, task, examples, rubrics, seed,
+                       reused=n_reused)
     pairs = [(i, ex, rb) for i, ex in enumerate(examples) for rb in rubrics]  # example-major: prefix reuse
     slots: list[ProbeRecord | None] = [kept.get((ex.id, rb.id), None) if _same_scale(kept.get((ex.id, rb.id)), rb)
                                        else None for _, ex, rb in pairs]
@@ -477,21 +555,98 @@ def probe(
         window.close()  # on any exception: submit nothing more, wait for the calls running now
         bar.close()
     records = [rec for rec in slots if rec is not None]
+    return _finish(records, first_failure, backend, params, template, task, examples, rubrics, seed,
+                   reused=len(pairs) - len(todo))
+
+
+def _finish(records: list[ProbeRecord], first_failure: BaseException | None, backend: Backend, params: ProbeParams,
+            template: PromptTemplate, task: TaskParams, examples: list[Example], rubrics: list[Rubric], seed: int,
+            *, reused: int) -> ProbeTable:
+    """The table of a probe job: refuses a job whose every call failed; its meta says how it was made."""
+    style, estimator = params.style, params.estimator
+    n_samples, temperature = params.samples, params.temperature
     if first_failure is not None and not any(rec.ok for rec in records):
         raise BackendError(f"every probe failed ({sum(r.call_failed for r in records)} failed calls); the first "
                            f"error: {first_failure}") from first_failure
     meta = {"style": style, "estimator": estimator, "backend": backend.identity(),
             "prompt": {"name": template.name, "hash": template.hash},
             "n_examples": len(examples), "n_rubrics": len(rubrics), "seed": seed}
+    if params.packing == "packed":
+        meta["packing"] = {"mode": "packed", "pack_size": params.pack_size, "seed": seed}
     if not task.is_default:
         meta["task"] = task.to_dict()
     if params.max_example_tokens is not None:
         meta["max_example_tokens"] = params.max_example_tokens
     if estimator == "sampling":
         meta.update(n_samples=n_samples, temperature=temperature)
-    if len(pairs) > len(todo):
-        meta["reused"] = len(pairs) - len(todo)
+    if reused:
+        meta["reused"] = reused
     return ProbeTable(records, meta)
+
+
+def _probe_packed(examples: list[Example], rubrics: list[Rubric], backend: Backend, params: ProbeParams,
+                  rendered: Mapping[str, tuple[str, int | None]], kept: Mapping[tuple[str, str], ProbeRecord],
+                  options: Mapping[str, Any], *, progress: bool, on_record: Callable[[ProbeRecord], None] | None,
+                  warmup: bool) -> tuple[list[ProbeRecord], BaseException | None, int]:
+    """:func:`probe` with ``packing = "packed"``: one call per text and group of rubrics (shuffled per
+    text by the seed, cut into groups of ``pack_size``), records in input order. A group whose every
+    pair is kept (``done``) is not asked again; a group with any pair to do is asked whole (the call
+    cache answers a repeat) and only its missing pairs are taken. Failures stop as :func:`probe`'s do."""
+    seed = int(options["seed"])
+    slots: dict[tuple[int, int], ProbeRecord] = {}
+    units: list[tuple[int, list[int]]] = []  # (example index, rubric indices in the order asked)
+    for i, ex in enumerate(examples):
+        for group in pack_groups(ex.id, len(rubrics), seed, params.pack_size):
+            have = {r: kept.get((ex.id, rubrics[r].id)) for r in group}
+            have = {r: rec for r, rec in have.items() if _same_scale(rec, rubrics[r])}
+            for r, rec in have.items():
+                slots[(i, r)] = rec
+            if len(have) < len(group):
+                units.append((i, group))
+    n_reused = len(slots)
+
+    def run(k: int) -> tuple[list[ProbeRecord], BaseException | None]:
+        i, group = units[k]
+        ex = examples[i]
+        text, n_tokens = rendered[ex.id]
+        with prompt_cache_scope(prompt_cache_key_for(text)):
+            return probe_packed_once(backend, ex, [rubrics[r] for r in group], style=params.style, seed=seed,
+                                     fields=options["fields"], task=options["task"], text=text,
+                                     example_tokens=n_tokens)
+
+    cap = max(1, int(backend.max_concurrency))
+    limit = _failure_streak_limit(cap)
+    streak: list[str] = []
+    first_failure: BaseException | None = None
+    total = len(examples) * len(rubrics)
+    bar = progress_bar(total, desc="probing (packed)", unit="probe", enabled=progress)
+    bar.update(n_reused)
+    window = run_window(run, list(range(len(units))), cap, groups=[u[0] for u in units] if warmup else None)
+    try:
+        for k, (recs, exc) in window:
+            i, group = units[k]
+            for r, rec in sorted(zip(group, recs)):
+                if (i, r) in slots:
+                    continue
+                slots[(i, r)] = rec
+                if on_record:
+                    on_record(rec)
+                bar.update()
+            if exc is None:
+                streak.clear()
+            elif not isinstance(exc, ContextOverflowError):
+                first_failure = first_failure or exc
+                streak.append(examples[i].id)
+                if len(streak) >= limit and len(set(streak)) >= min(3, len(examples)):
+                    raise BackendError(
+                        f"{len(streak)} packed probe calls in a row failed, on {len(set(streak))} texts; the "
+                        f"backend seems down or overloaded. Last error: {exc}. The probes finished so far are "
+                        "kept: fix the backend (or lower backend.concurrency) and rerun to resume") from exc
+    finally:
+        window.close()
+        bar.close()
+    records = [slots[(i, r)] for i in range(len(examples)) for r in range(len(rubrics)) if (i, r) in slots]
+    return records, first_failure, n_reused
 
 
 def _reusable(done: Iterable[ProbeRecord] | None, prompt_hash: str, style: str,

@@ -33,7 +33,10 @@ __all__ = ["ProbeCall", "probe_calls", "request_body", "unwrap_backend", "probe_
 
 @dataclass
 class ProbeCall:
-    """One LLM call of a probe job (``method`` is ``"answer_logprobs"`` or ``"chat"``)."""
+    """One LLM call of a probe job (``method`` is ``"answer_logprobs"`` or ``"chat"``).
+
+    A packed call (``probe.packing = "packed"``) asks several rubrics: ``rubric_id`` joins their ids
+    with ``+`` and ``extra["rubric_ids"]`` lists them in the order asked."""
 
     example_id: str
     rubric_id: str
@@ -154,6 +157,21 @@ def probe_calls(
         text, n_tokens = rendered[ex.id]
         # the routing key the live call sends with prompt_cache_key on (one per text): batch bodies carry it too
         route = prompt_cache_key_for(render_example(ex, fields) if text is None else text)
+        if params.packing == "packed":
+            from rubric_induce.probing.api import probe_packed_once
+            from rubric_induce.probing.packed import pack_groups
+
+            for group in pack_groups(ex.id, len(rubrics), seed, params.pack_size):
+                rec = _Recorder(backend)
+                asked = [rubrics[r] for r in group]
+                probe_packed_once(rec, ex, asked, style=params.style, seed=seed, fields=fields, task=task, text=text,
+                                  example_tokens=n_tokens)
+                for method, messages, opts, _answers, _prefix, _dep in rec.calls:
+                    out.append(ProbeCall(ex.id, "+".join(rb.id for rb in asked), method, messages, opts,
+                                         cache_key(identity, method, chat_payload(messages, opts)),
+                                         max_completion_tokens=opts.max_tokens,
+                                         extra={"prompt_cache_key": route, "rubric_ids": [rb.id for rb in asked]}))
+            continue
         for rb in rubrics:
             rec = _Recorder(backend)
             probe_once(rec, ex, rb, style=params.style, estimator=params.estimator, n_samples=params.samples,
@@ -173,12 +191,14 @@ def probe_calls(
     return out
 
 
-def prompt_hashes(style: str) -> dict[str, str]:
-    """``{template name: content hash}`` of the probe template a style uses (for batch manifests)."""
+def prompt_hashes(style: str, packing: str = "independent") -> dict[str, str]:
+    """``{template name: content hash}`` of the probe template a style (or packed probing) uses (for
+    batch manifests)."""
     from rubric_induce.probing.api import TEMPLATE_FOR_STYLE
+    from rubric_induce.probing.packed import PACKED_TEMPLATE
     from rubric_induce.core.templates import load_prompt
 
-    tmpl = load_prompt(TEMPLATE_FOR_STYLE[style])
+    tmpl = load_prompt(PACKED_TEMPLATE if packing == "packed" else TEMPLATE_FOR_STYLE[style])
     return {tmpl.name: tmpl.hash}
 
 

@@ -17,7 +17,9 @@ that rule for kind ``openai``) and through a batch API.
 
 Completion tokens: 1 per answer-logprobs call on a served API (``max_tokens=1``), 0 on the
 embedded model (it reads the answer row); generated replies (the sampling estimator, the
-analyze-rate style) count their ``max_tokens``, an upper bound. The plan refuses, before any
+analyze-rate style, packed calls) count their ``max_tokens``, an upper bound. A plan of a score-only
+logprobs job also prices the job the other way (``probe.packing`` independent or packed) side by
+side (``ProbePlan.alternative``). The plan refuses, before any
 call, a logprobs estimator on a model known to return none (:func:`check_logprobs_support`).
 """
 from __future__ import annotations
@@ -108,6 +110,9 @@ class ProbePlan:
     params: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     excluded: list[str] = field(default_factory=list)
+    #: The same job probed the other way (``probe.packing`` independent <-> packed), priced alike:
+    #: ``packing``, ``calls``, ``prompt_tokens``, ``completion_tokens``, ``cost_usd``; None when not computed.
+    alternative: dict[str, Any] | None = None
 
     @property
     def to_make(self) -> int:
@@ -143,6 +148,12 @@ class ProbePlan:
             f"  cost, with caching: {usd(self.cost_usd.get('prompt_caching'))}",
             f"  cost, batch API:    {usd(self.cost_usd.get('batch'))}",
         ]
+        if self.alternative:
+            alt = self.alternative
+            c = alt.get("cost_usd") or {}
+            lines.append(f"  {alt['packing']} instead: {alt['calls']:,} calls, {alt['prompt_tokens']:,} prompt + "
+                         f"{alt['completion_tokens']:,} completion tokens; plain {usd(c.get('plain'))}, "
+                         f"with caching {usd(c.get('prompt_caching'))}, batch {usd(c.get('batch'))}")
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  not in this plan: {e}" for e in self.excluded]
         return "\n".join(lines)
@@ -277,6 +288,7 @@ def plan_probes(
     task: TaskParams | None = None,
     cache: Any = None,
     prices: Mapping[str, Any] | str | Path | None = None,
+    compare: bool = True,
     **options: Any,
 ) -> ProbePlan:
     """The plan of ``probe(examples, rubrics, backend, params, ...)``, made without any LLM call.
@@ -285,6 +297,8 @@ def plan_probes(
     :class:`~rubric_induce.backends.cache.CachedBackend`) whose rows count as done. ``prices``: user rates
     over the built-in table (mapping or file). Refuses (DataError) a logprobs estimator on a model
     known to return none. ``plan.save(path)`` writes it as JSON; ``plan.format()`` as text.
+    ``compare`` (score-only logprobs jobs): also price the job the other way (``probe.packing``
+    independent <-> packed), from scratch, in ``plan.alternative``.
     """
     p = probe_params(params, **options)
     check_logprobs_support(backend, p.estimator)
@@ -297,6 +311,18 @@ def plan_probes(
         shown.update(samples=p.samples, temperature=p.temperature)
     if p.max_example_tokens is not None:
         shown["max_example_tokens"] = p.max_example_tokens
-    return plan_from_calls(calls, backend, cache=cache, prices=prices, params=shown,
+    if p.packing == "packed":
+        shown["packing"] = "packed"
+        if p.pack_size is not None:
+            shown["pack_size"] = p.pack_size
+    plan = plan_from_calls(calls, backend, cache=cache, prices=prices, params=shown,
                            n_examples=len({e.id for e in examples}), n_rubrics=len({r.id for r in rubrics}),
                            max_analysis_tokens=p.max_analysis_tokens)
+    if compare and p.estimator == "logprobs" and p.style == "score-only":
+        # the same job the other way, priced alike (no cache: what it would cost from scratch)
+        other = p.replace(packing="independent" if p.packing == "packed" else "packed")
+        alt = plan_from_calls(probe_calls(examples, rubrics, backend, other, seed=seed, fields=fields, task=task),
+                              backend, prices=prices, max_analysis_tokens=p.max_analysis_tokens)
+        plan.alternative = {"packing": other.packing, "calls": alt.calls, "prompt_tokens": alt.prompt_tokens,
+                            "completion_tokens": alt.completion_tokens, "cost_usd": alt.cost_usd}
+    return plan

@@ -38,7 +38,8 @@ __all__ = ["ARTIFACT_NAME", "RubricScorer", "write_artifact", "read_artifact"]
 ARTIFACT_NAME = "artifact.json"
 ARTIFACT_FORMAT = "rubric-induce-scorer"
 ARTIFACT_VERSION = 1
-_PROBE_KEYS = ("style", "estimator", "n_samples", "temperature", "max_analysis_tokens", "max_example_tokens")
+_PROBE_KEYS = ("style", "estimator", "n_samples", "temperature", "max_analysis_tokens", "max_example_tokens",
+               "packing", "pack_size")
 
 
 def write_artifact(directory: str | Path, *, rubrics: str, threshold: float | None, label: str | None,

@@ -14,7 +14,7 @@ from rubric_induce.batch.run import run_batch
 
 pytestmark = pytest.mark.server
 
-GOLDEN = Path(__file__).parents[1] / "batchrun" / "data" / "requests-golden.jsonl"
+GOLDEN = Path(__file__).parents[1] / "batch" / "data" / "requests-golden.jsonl"
 ANSWERS = ["1", "2", "3", "4", "5"]
 
 

@@ -1,0 +1,212 @@
+"""Packed against independent probing (issue 35): fidelity on a model, and cost per text at API prices.
+
+``fidelity``: the same texts and rubrics probed both ways (``probe.packing`` independent / packed) on a
+backend (default: the embedded model, ``local``); per (text, rubric) the total-variation distance of the
+two answer distributions (median, 90th percentile, per rubric), how often a packed line was missing or
+unreadable, the distance and the mean expected-score shift by position in the packed list, and the
+overlap of the rubric sets that RUBICON selection picks from each table (demo dialogues: label ``sat``).
+Two data sets: the demo dialogues with the demo rubrics (Likert 1-5), and a Topical-Chat subset with
+Closer Look's four aspect criteria (scales 1-3 and 0-1).
+
+``cost``: no model. For synthetic texts of about 200, 600 and 2,000 tokens and k = 5, 10, 20 rubrics,
+the plan (:func:`rubric_induce.probing.plan.plan_probes`, exactly the calls probe() makes) of both ways
+on ``openai/gpt-4o-mini`` and ``openai/gpt-4.1-nano``: prompt and completion tokens per text, cost per
+1,000 texts (plain, with prompt caching, batch), and the ratio of prompt + completion tokens to the
+floor (the text once, each rubric's question once, one answer token each). Packed completion tokens
+are counted two ways: the plan's bound (max_tokens) and the expected reply (about 5 tokens a line).
+
+    nice -n 10 .venv/bin/python experiments/packed_vs_independent.py fidelity --texts 12 --out /tmp/pvi
+    .venv/bin/python experiments/packed_vs_independent.py cost --out /tmp/pvi
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rubric_induce.data.model import Example, Rubric
+from rubric_induce.probing.api import ProbeParams, probe
+
+HERE = Path(__file__).resolve().parent
+RES = HERE.parent / "rubric_induce" / "resources"
+
+
+def _demo_rubrics() -> list[Rubric]:
+    doc = json.loads((RES / "demo_uss_rubrics.json").read_text(encoding="utf-8"))
+    return [Rubric.from_dict(r) for r in doc["rubrics"]]
+
+
+def _tv(a, b) -> float:
+    return 0.5 * float(np.abs(np.asarray(a) - np.asarray(b)).sum())
+
+
+def _demo(n: int) -> tuple[list[Example], list[Rubric], str]:
+    from rubric_induce.data.jsonl import read_jsonl
+
+    rows = [row for _, row in read_jsonl(RES / "demo_uss_dialogues.jsonl")]
+    rng = np.random.default_rng(0)
+    pick = sorted(rng.choice(len(rows), size=min(n, len(rows)), replace=False))
+    exs = [Example.create(rows[i]["fields"], rows[i].get("labels") or {}, id=rows[i]["id"]) for i in pick]
+    return exs, _demo_rubrics(), "sat"
+
+
+def _topical_chat(n: int) -> tuple[list[Example], list[Rubric], None]:
+    sys.path.insert(0, str(HERE))
+    from closer_look import DATASETS, aspect_rubric
+
+    from rubric_induce.data.datasets import load_dataset
+
+    spec = DATASETS["topical_chat"]
+    exs = load_dataset("topical_chat")
+    rng = np.random.default_rng(0)
+    exs = [exs[i] for i in sorted(rng.choice(len(exs), size=min(n, len(exs)), replace=False))]
+    return exs, [aspect_rubric(spec, a) for a in spec.aspects], None
+
+
+def _compare(ind, pkd, rubrics) -> dict:
+    a = {(r.example_id, r.rubric_id): r for r in ind.records}
+    b = {(r.example_id, r.rubric_id): r for r in pkd.records}
+    tv, by_rubric, by_pos, shift_by_pos = [], {}, {}, {}
+    failed = sum(not r.ok for r in pkd.records)
+    for key, rb in b.items():
+        ra = a.get(key)
+        if ra is None or not ra.ok or not rb.ok:
+            continue
+        d = _tv(ra.probs, rb.probs)
+        tv.append(d)
+        by_rubric.setdefault(key[1], []).append(d)
+        by_pos.setdefault(rb.pack_position, []).append(d)
+        shift_by_pos.setdefault(rb.pack_position, []).append(rb.expected - ra.expected)
+    pct = (lambda v, q: float(np.percentile(v, q)) if v else float("nan"))
+    return {"pairs": len(b), "packed_failed": failed, "independent_failed": sum(not r.ok for r in ind.records),
+            "tv_median": pct(tv, 50), "tv_p90": pct(tv, 90),
+            "tv_median_by_rubric": {r.id: pct(by_rubric.get(r.id, []), 50) for r in rubrics},
+            "tv_median_by_position": {int(p): pct(v, 50) for p, v in sorted(by_pos.items())},
+            "expected_shift_by_position": {int(p): float(np.mean(v)) for p, v in sorted(shift_by_pos.items())},
+            "packed_bounded": sum(r.is_bounded for r in pkd.records)}
+
+
+def _selected(table, rubrics, examples, label) -> list[str]:
+    from rubric_induce.selection.api import SelectParams, select
+
+    y = np.array([float(e.labels[label]) for e in examples]) >= 0.5
+    res = select(table, rubrics, examples, y.astype(float),
+                 SelectParams(n_sat=2, n_dsat=2, missing="drop", max_failure_rate=1.0, polarity_check="flip"))
+    return sorted(r.id for r in res.chosen)
+
+
+def fidelity(args) -> dict:
+    from rubric_induce.backends import get_backend
+
+    backend = get_backend(args.backend, **({"n_threads": 2, "n_ctx": 2048} if args.backend == "local" else {}))
+    out = {}
+    try:
+        loaders = {"demo_uss": _demo, "topical_chat": _topical_chat}
+        for name in args.datasets.split(","):
+            load = loaders[name.strip()]
+            examples, rubrics, label = load(args.texts)
+            row = {"texts": len(examples), "rubrics": len(rubrics)}
+            t0 = time.perf_counter()
+            ind = probe(examples, rubrics, backend, ProbeParams())
+            row["independent_s"] = round(time.perf_counter() - t0, 1)
+            t0 = time.perf_counter()
+            pkd = probe(examples, rubrics, backend, ProbeParams(packing="packed"), seed=args.seed)
+            row["packed_s"] = round(time.perf_counter() - t0, 1)
+            row.update(_compare(ind, pkd, rubrics))
+            if label:
+                try:
+                    s_ind, s_pkd = _selected(ind, rubrics, examples, label), _selected(pkd, rubrics, examples, label)
+                    row["selected_independent"], row["selected_packed"] = s_ind, s_pkd
+                    row["selected_overlap"] = len(set(s_ind) & set(s_pkd)) / max(1, len(set(s_ind) | set(s_pkd)))
+                except Exception as exc:  # a tiny or failed table: report, do not hide
+                    row["selected_error"] = str(exc)
+            row["packed_errors"] = sorted({r.error for r in pkd.records if r.error})[:5]
+            out[name] = row
+            (args.out / "fidelity.json").write_text(json.dumps(out, indent=1))  # each data set as it is done
+            print(name, json.dumps(row), flush=True)
+    finally:
+        backend.close()
+    return out
+
+
+def cost(args) -> dict:
+    from rubric_induce.backends.openai_compat import OpenAICompatibleBackend
+    from rubric_induce.backends.pricing import cost as price
+    from rubric_induce.probing.plan import plan_probes
+
+    base = _demo_rubrics()
+    words = ("the user asked the system to book a table and the system answered with the details of the "
+             "booking then the user asked again about the time and the place ").split()
+    rows = []
+    for model in ("gpt-4o-mini", "gpt-4.1-nano"):
+        be = OpenAICompatibleBackend(model=model, api_key="sk-offline-plan", api_key_from_env=False)
+        for target in (200, 600, 2000):
+            n = 1
+            while be.count_tokens(" ".join(words[i % len(words)] for i in range(n))) < target:
+                n = max(n + 1, int(n * 1.2))
+            text = " ".join(words[i % len(words)] for i in range(n))
+            ex = [Example.create({"text": text}, {}, id="t")]
+            for k in (5, 10, 20):
+                rbs = [Rubric.create(f"{base[i % len(base)].text} (variant {i})", base[i % len(base)].polarity)
+                       for i in range(k)]
+                ind = plan_probes(ex, rbs, be, ProbeParams(), compare=False)
+                pkd = plan_probes(ex, rbs, be, ProbeParams(packing="packed"), compare=False)
+                floor = be.count_tokens(text) + sum(be.count_tokens(r.text) for r in rbs) + k
+                expected_completion = 5 * k
+                exp_cost = {kind: price(model, pkd.prompt_tokens, expected_completion, batch=(kind == "batch"))
+                            for kind in ("plain", "batch")}
+                rows.append({"model": model, "text_tokens": be.count_tokens(text), "k": k,
+                             "independent": {"prompt": ind.prompt_tokens, "completion": ind.completion_tokens,
+                                             "usd_per_1k_texts": {c: (v or 0) * 1000 for c, v in ind.cost_usd.items()}},
+                             "packed": {"prompt": pkd.prompt_tokens, "completion_bound": pkd.completion_tokens,
+                                        "completion_expected": expected_completion,
+                                        "usd_per_1k_texts_bound": {c: (v or 0) * 1000 for c, v in pkd.cost_usd.items()},
+                                        "usd_per_1k_texts_expected": {c: (v or 0) * 1000 for c, v in exp_cost.items()}},
+                             "floor_tokens": floor,
+                             "ratio_to_floor": {"independent": (ind.prompt_tokens + ind.completion_tokens) / floor,
+                                                "packed": (pkd.prompt_tokens + expected_completion) / floor}})
+    return {"rows": rows}
+
+
+def _cost_md(rows) -> str:
+    lines = ["| model | text tok | k | indep. prompt+compl | packed prompt+compl (exp.) | indep. $/1k plain / cached / batch "
+             "| packed $/1k plain / batch (exp.) | floor | ratio indep. | ratio packed |", "|" + "---|" * 10]
+    for r in rows:
+        i, p = r["independent"], r["packed"]
+        iu, pu = i["usd_per_1k_texts"], p["usd_per_1k_texts_expected"]
+        lines.append(f"| {r['model']} | {r['text_tokens']} | {r['k']} | {i['prompt']}+{i['completion']} | "
+                     f"{p['prompt']}+{p['completion_expected']} | {iu['plain']:.3f} / {iu['prompt_caching']:.3f} / "
+                     f"{iu['batch']:.3f} | {pu['plain']:.3f} / {pu['batch']:.3f} | {r['floor_tokens']} | "
+                     f"{r['ratio_to_floor']['independent']:.2f} | {r['ratio_to_floor']['packed']:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=("fidelity", "cost", "both"))
+    ap.add_argument("--backend", default="local")
+    ap.add_argument("--texts", type=int, default=12)
+    ap.add_argument("--datasets", default="demo_uss,topical_chat", help="comma-separated: demo_uss, topical_chat")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/packed_vs_independent"))
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.what in ("cost", "both"):
+        res = cost(args)
+        (args.out / "cost.json").write_text(json.dumps(res, indent=1))
+        md = _cost_md(res["rows"])
+        (args.out / "cost.md").write_text(md + "\n")
+        print(md)
+    if args.what in ("fidelity", "both"):
+        res = fidelity(args)
+        (args.out / "fidelity.json").write_text(json.dumps(res, indent=1))
+        print(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
