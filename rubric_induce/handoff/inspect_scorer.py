@@ -148,6 +148,10 @@ class InspectProbe:
         self.model_spec, self.role = model, role
         self.cache = cache
         self.options = resolve_scoring_options(self.scorer, top_logprobs=top_logprobs, judge=judge)
+        if self.options.packing != "independent":
+            raise RubricInduceError("this run probed its rubrics packed (probe.packing = \"packed\"); the inspect "
+                                    "scorer asks one rubric a call, so its scores would differ from `score`: "
+                                    "export a run probed independently, or score with rubric-induce itself")
         self.judge = self.options.judge
 
     @property

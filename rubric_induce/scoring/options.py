@@ -39,6 +39,9 @@ class ScoringOptions:
     task: Any = None
     #: The run's text fields (None: one text).
     fields: tuple[str, ...] | None = None
+    #: "independent" (one call per rubric) or "packed" (the rubrics of a text in one call, ``pack_size`` a call).
+    packing: str = "independent"
+    pack_size: int | None = None
 
     def probe_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`rubric_induce.probing.api.probe` for these options."""
@@ -46,6 +49,10 @@ class ScoringOptions:
                                "temperature": self.temperature, "max_analysis_tokens": self.max_analysis_tokens}
         if self.max_example_tokens is not None:
             out["max_example_tokens"] = self.max_example_tokens
+        if self.packing != "independent":
+            out["packing"] = self.packing
+            if self.pack_size is not None:
+                out["pack_size"] = self.pack_size
         return out
 
     def calls(self, *, assistant_prefix: bool = False, seed: int = 0) -> list[Any]:
@@ -88,6 +95,8 @@ def resolve_scoring_options(
         top_logprobs=None if backend_options.get("top_logprobs") is None else int(backend_options["top_logprobs"]),
         task=getattr(scorer, "task", None),
         fields=tuple(fields) if fields else None,
+        packing=str(probe.get("packing", ScoringOptions.packing)),
+        pack_size=None if probe.get("pack_size") is None else int(probe["pack_size"]),
     )
     given: dict[str, Any] = {k: v for k, v in {
         "style": style, "estimator": estimator, "n_samples": n_samples, "temperature": temperature,
