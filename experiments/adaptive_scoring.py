@@ -50,10 +50,10 @@ sys.path.insert(0, str(ROOT / "experiments"))
 from _harness import pyplot, save_figure, start  # noqa: E402
 
 from rubric_induce.calibration.adaptive import AdaptiveModel  # noqa: E402
-from rubric_induce.calibration.policy import AskPolicy  # noqa: E402
 from rubric_induce.calibration.baselines import JudgeMeanBaseline  # noqa: E402
 from rubric_induce.calibration.data import from_llm_rubric  # noqa: E402
 from rubric_induce.calibration.planted import planted_adaptive  # noqa: E402
+from rubric_induce.calibration.policy import AskPolicy  # noqa: E402
 from rubric_induce.calibration.search import group_kfold  # noqa: E402
 from rubric_induce.core.stats import percentile_interval  # noqa: E402
 
@@ -383,7 +383,7 @@ def report(name, res, cfg, plt, out_dir, log):
         wins, tied = [], []
         for p in STATIC:
             s = table[b][p]
-            for i, (pt, reps) in enumerate(((a[0] - s[0], a[2] - s[2]), (a[1] - s[1], a[3] - s[3]))):
+            for pt, reps in ((a[0] - s[0], a[2] - s[2]), (a[1] - s[1], a[3] - s[3])):
                 lo, hi = percentile_interval(reps)
                 row.append(f"{pt:+.3f} [{lo:+.3f}, {hi:+.3f}]")
                 wins.append(pt > 1e-9)

@@ -35,17 +35,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import Experiment, start, pyplot, save_figure  # noqa: E402
+from _harness import Experiment, pyplot, save_figure, start  # noqa: E402
 
+from rubric_induce.core.errors import RubricInduceError  # noqa: E402
+from rubric_induce.core.stats import williams_test_scores  # noqa: E402
 from rubric_induce.data.datasets import load_dataset  # noqa: E402
 from rubric_induce.data.jsonl import jsonable  # noqa: E402
 from rubric_induce.data.model import AnswerScale, Example, Rubric  # noqa: E402
-from rubric_induce.core.errors import RubricInduceError  # noqa: E402
 from rubric_induce.evaluation.meta_eval import correlation_table  # noqa: E402
 from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
 from rubric_induce.generation.autocalibrate import generate_autocalibrate  # noqa: E402
 from rubric_induce.probing.api import PROBE_STYLES, probe  # noqa: E402
-from rubric_induce.core.stats import williams_test_scores  # noqa: E402
 
 __all__ = ["Task", "TASKS", "SYSTEMS", "PAPER_TABLE2", "PAPER_TABLE4", "PAPER_TABLE5", "main",
            "split_by_group", "no_criteria_rubric"]

@@ -25,14 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rubric_induce.backends.cache import CachedBackend, CallCache  # noqa: E402
 from rubric_induce.backends.local import default_model_path  # noqa: E402
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend  # noqa: E402
 from rubric_induce.batch.export import export_batch, ingest_results  # noqa: E402
 from rubric_induce.batch.run import run_batch  # noqa: E402
-from rubric_induce.backends.cache import CachedBackend, CallCache  # noqa: E402
 from rubric_induce.data import Example, RubricPool  # noqa: E402
-from rubric_induce.probing.calls import probe_calls  # noqa: E402
 from rubric_induce.probing.api import ProbeParams, probe  # noqa: E402
+from rubric_induce.probing.calls import probe_calls  # noqa: E402
 
 POOL = ROOT / "rubric_pools" / "uss_sgd_mixed.jsonl"
 ASKS = ["book a table for {n} at {place}", "find a flight to {place} for {n} people", "what time does {place} open",

@@ -15,9 +15,9 @@ import time
 
 import numpy as np
 
+from rubric_induce.core.embeddings import SentenceEmbedder
 from rubric_induce.data import Rubric, RubricPool
 from rubric_induce.dedup import dedup
-from rubric_induce.core.embeddings import SentenceEmbedder
 
 SUBJECTS = ["The assistant", "The system", "The agent", "The bot"]
 USER_SUBJECTS = ["The user", "The customer"]

@@ -43,7 +43,8 @@ import os
 import platform
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -188,16 +189,16 @@ def main() -> int:
         times: dict[str, tuple[float, float]] = {}
         result = None
         if "score_probes" in columns:
-            times["score_probes"], _ = best_of(lambda: scorer.score_probes(table, examples), args.repeats)
+            times["score_probes"], _ = best_of(lambda: scorer.score_probes(table, examples), args.repeats)  # noqa: B023, F821 (called at once, in this iteration)
         if "score_probes (no calibrator)" in columns:
-            times["score_probes (no calibrator)"], _ = best_of(lambda: plain.score_probes(table, examples),
+            times["score_probes (no calibrator)"], _ = best_of(lambda: plain.score_probes(table, examples),  # noqa: B023, F821 (called at once, in this iteration)
                                                                args.repeats)
 
         def stage():
-            results, judge_results = _score_heldout(scorer, table, examples)
-            return evaluate(results, examples, y, params, label=QUESTION, threshold=threshold, binary=True,
-                            question=QUESTION, seed=args.seed, train_y=y[: min(n, 500)],
-                            judge_results=judge_results, trained_judges=scorer.judges, probes=table,
+            results, judge_results = _score_heldout(scorer, table, examples)  # noqa: B023, F821 (called at once, in this iteration)
+            return evaluate(results, examples, y, params, label=QUESTION, threshold=threshold, binary=True,  # noqa: B023, F821 (called at once, in this iteration)
+                            question=QUESTION, seed=args.seed, train_y=y[: min(n, 500)],  # noqa: B023 (called at once, in this iteration)
+                            judge_results=judge_results, trained_judges=scorer.judges, probes=table,  # noqa: B023, F821 (called at once, in this iteration)
                             rubrics=rubrics, selected=[r.id for r in rubrics])
 
         if "evaluate stage" in columns:

@@ -28,10 +28,10 @@ sys.path.insert(0, str(ROOT))
 
 from rubric_induce.backends.local import default_model_path  # noqa: E402
 from rubric_induce.data import RubricPool, RubricSet  # noqa: E402
+from rubric_induce.data.probes import ProbeTable  # noqa: E402
 from rubric_induce.handoff import import_rubrics  # noqa: E402
 from rubric_induce.pipeline import config_from_dict, run_pipeline  # noqa: E402
 from rubric_induce.probing.api import PROBES_FILE  # noqa: E402
-from rubric_induce.data.probes import ProbeTable  # noqa: E402
 
 RESOURCES = ROOT / "rubric_induce" / "resources"
 RUBRIC_IDS = ("rb-b17a24c895e5", "rb-e36ae7fd989f", "rb-2f0196ea2ea2", "rb-ec33705d5317")  # 2 SAT, 2 DSAT

@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 from rubric_induce.pipeline import run_pipeline
+from rubric_induce.pipeline.recorded import examples_from_recorded_config
 from rubric_induce.reporting.viewer import VIEW_NAME, write_view
 from rubric_induce.reporting.viewer.browser import dump_dom, find_chromium
-from rubric_induce.pipeline.recorded import examples_from_recorded_config
 
 RES = Path(__file__).resolve().parents[1] / "rubric_induce" / "resources"
 
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"texts: {args.n}; fake-backend run {t_run:.1f} s; build + write the page {t_write:.2f} s")
     print(f"view.html: {size / 1e6:.2f} MB ({size} bytes)")
-    print("| view (#fragment) | first render, ms (median of %d) | rows |" % args.repeats)
+    print(f"| view (#fragment) | first render, ms (median of {args.repeats}) | rows |")
     print("|---|---:|---:|")
     for name in views:
         print(f"| {name} | {statistics.median(render[name]):.0f} | {rows[name] or ''} |")

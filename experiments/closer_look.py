@@ -29,14 +29,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import Experiment, start, pyplot, save_figure  # noqa: E402
+from _harness import Experiment, pyplot, save_figure, start  # noqa: E402
 
-from rubric_induce.data.datasets import load_dataset  # noqa: E402
-from rubric_induce.data.jsonl import jsonable  # noqa: E402
-from rubric_induce.data.model import AnswerScale, Example, Rubric, RubricPool  # noqa: E402
-from rubric_induce.core.errors import RubricInduceError  # noqa: E402
-from rubric_induce.evaluation.meta_eval import correlation_table  # noqa: E402
-from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
 from rubric_induce.backends.structured import (  # noqa: E402
     GenerationError,
     GenerationStats,
@@ -45,10 +39,16 @@ from rubric_induce.backends.structured import (  # noqa: E402
     string_list,
     string_list_schema,
 )
-from rubric_induce.probing.api import PROBE_STYLES, probe  # noqa: E402
-from rubric_induce.data.probes import ProbeTable  # noqa: E402
+from rubric_induce.core.errors import RubricInduceError  # noqa: E402
 from rubric_induce.core.stats import williams_test_scores  # noqa: E402
 from rubric_induce.core.templates import load_prompt  # noqa: E402
+from rubric_induce.data.datasets import load_dataset  # noqa: E402
+from rubric_induce.data.jsonl import jsonable  # noqa: E402
+from rubric_induce.data.model import AnswerScale, Example, Rubric, RubricPool  # noqa: E402
+from rubric_induce.data.probes import ProbeTable  # noqa: E402
+from rubric_induce.evaluation.meta_eval import correlation_table  # noqa: E402
+from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
+from rubric_induce.probing.api import PROBE_STYLES, probe  # noqa: E402
 
 __all__ = ["Aspect", "DatasetSpec", "DATASETS", "PAPER", "main", "cot_steps", "aspect_rubric",
            "select_documents", "system_name"]
@@ -282,7 +282,7 @@ def _run_dataset(exp: Experiment, spec: DatasetSpec, cfg: dict[str, Any], timing
         # One probe call per answer scale: the scale is named before the example in the prompt,
         # so rubrics sharing a scale share the example's prompt prefix (KV reuse).
         scales: dict[tuple[str, ...], list[Rubric]] = {}
-        for (name, cot), rb in rubrics.items():
+        for (_name, cot), rb in rubrics.items():
             if cot in cfg["cot"]:
                 scales.setdefault(rb.scale.labels, []).append(rb)
         records = []

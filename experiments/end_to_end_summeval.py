@@ -40,23 +40,23 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import Experiment, start, pyplot, save_figure  # noqa: E402
+from _harness import Experiment, pyplot, save_figure, start  # noqa: E402
 
+from rubric_induce.backends.structured import GenerationStats  # noqa: E402
 from rubric_induce.calibration.calibrator import Calibrator  # noqa: E402
 from rubric_induce.calibration.data import CalibrationData, from_probes  # noqa: E402
+from rubric_induce.core.errors import RubricInduceError  # noqa: E402
+from rubric_induce.core.stats import spearman, williams_test_scores  # noqa: E402
 from rubric_induce.data.datasets import SUMMEVAL_ASPECTS, load_summeval  # noqa: E402
 from rubric_induce.data.model import AnswerScale, Example, Rubric, RubricPool  # noqa: E402
-from rubric_induce.core.errors import RubricInduceError  # noqa: E402
+from rubric_induce.data.probes import ProbeTable  # noqa: E402
 from rubric_induce.evaluation.meta_eval import correlation_table  # noqa: E402
 from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
-from rubric_induce.backends.structured import GenerationStats  # noqa: E402
 from rubric_induce.generation.autocalibrate import draft_criteria, draft_plan  # noqa: E402
-from rubric_induce.data.probes import ProbeTable  # noqa: E402
 from rubric_induce.probing.api import probe  # noqa: E402
 from rubric_induce.selection.baselines import TopKCorrelationSelector  # noqa: E402
-from rubric_induce.selection.split import group_split  # noqa: E402
 from rubric_induce.selection.scores import unit_scores  # noqa: E402
-from rubric_induce.core.stats import spearman, williams_test_scores  # noqa: E402
+from rubric_induce.selection.split import group_split  # noqa: E402
 
 __all__ = ["PAPER_AUTOCAL", "PAPER_CLOSER_LOOK", "TASKS", "SYSTEMS", "main", "select_articles",
            "direct_rubric", "draft_view", "model_name"]

@@ -15,14 +15,14 @@ import sys
 import time
 from pathlib import Path
 
-from rubric_induce.backends.local import LocalLlamaBackend
 from rubric_induce.backends.cache import CachedBackend, CallCache
+from rubric_induce.backends.local import LocalLlamaBackend
+from rubric_induce.core.embeddings import default_embedder
+from rubric_induce.core.task import TaskParams
 from rubric_induce.data.datasets import load_uss
 from rubric_induce.data.jsonl import atomic_write_text
 from rubric_induce.dedup import dedup
-from rubric_induce.core.embeddings import default_embedder
 from rubric_induce.generation.rubicon import balanced_sample, generate_rubicon
-from rubric_induce.core.task import TaskParams
 
 # The task/domain description for domain sensitization: the one the README demo uses.
 DOMAIN = (Path(__file__).resolve().parents[1] / "rubric_induce" / "resources"

@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+
 def _data_root() -> Path:
     """``$RUBRIC_INDUCE_DATA``, else the first ``shared/data`` above this file (worktrees sit deeper)."""
     if os.environ.get("RUBRIC_INDUCE_DATA"):
@@ -142,9 +143,9 @@ def measure(run_dir: Path) -> dict[str, Any]:
     import warnings
 
     from rubric_induce.data import RubricPool
+    from rubric_induce.data.probes import ProbeTable
     from rubric_induce.dedup.api import DEDUP_POOL_FILE
     from rubric_induce.probing.api import PROBES_FILE
-    from rubric_induce.data.probes import ProbeTable
     from rubric_induce.selection.api import select
 
     manifest = json.loads((run_dir / "pool.manifest.json").read_text(encoding="utf-8"))
@@ -188,8 +189,8 @@ def llm_rubric_polarity(data_root: Path, seeds: int, planted: tuple[int, ...]) -
     from rubric_induce.data import AnswerScale, Rubric
     from rubric_induce.data.datasets.llm_rubric import load_llm_rubric
     from rubric_induce.data.probes import ProbeRecord, ProbeTable
-    from rubric_induce.selection.split import group_split
     from rubric_induce.selection.api import SelectParams, select
+    from rubric_induce.selection.split import group_split
 
     d = load_llm_rubric(data_root, "real").with_llm_probs()
     y = np.array([float(e.labels["Q0"] >= 3) for e in d.examples])
@@ -207,7 +208,7 @@ def llm_rubric_polarity(data_root: Path, seeds: int, planted: tuple[int, ...]) -
                        for q in qs]
             recs = []
             for i, e in enumerate(d.examples):
-                for qi, (q, r) in enumerate(zip(qs, rubrics)):
+                for qi, (_q, r) in enumerate(zip(qs, rubrics)):
                     p = d.llm_probs[i, qi + 1, :r.scale.size]
                     p = p / p.sum() if p.sum() > 0 else np.full(r.scale.size, 1 / r.scale.size)
                     recs.append(ProbeRecord(e.id, r.id, list(r.scale.labels), list(r.scale.values), p.tolist(),
@@ -244,8 +245,8 @@ def synthetic_polarity(seeds: int, planted: tuple[int, ...], n_examples: int = 4
 
     from rubric_induce.data import AnswerScale, Example, Rubric
     from rubric_induce.data.probes import ProbeRecord, ProbeTable
-    from rubric_induce.selection.split import group_split
     from rubric_induce.selection.api import SelectParams, select
+    from rubric_induce.selection.split import group_split
     from rubric_induce.selection.synthetic import make_synthetic_pool
 
     scale = AnswerScale.likert(0, 10)

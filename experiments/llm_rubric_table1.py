@@ -38,13 +38,13 @@ from rubric_induce.calibration.baselines import (
 )
 from rubric_induce.calibration.calibrator import Calibrator
 from rubric_induce.calibration.data import TextEmbeddingFeatures, from_llm_rubric
-from rubric_induce.calibration.search import cross_val_predict, cv_log_likelihood, search_hyperparameters
 from rubric_induce.calibration.metrics import (
     paired_permutation_test,
     regression_metrics,
     reliability_diagram,
     smooth_ece,
 )
+from rubric_induce.calibration.search import cross_val_predict, cv_log_likelihood, search_hyperparameters
 from rubric_induce.data.datasets.llm_rubric import load_llm_rubric  # noqa: E402
 
 PAPER_REAL = {  # Table 1 (real) and Table 2: RMSE, Pearson, Spearman, Kendall
@@ -183,7 +183,7 @@ def main() -> None:
     syn = from_llm_rubric(load_llm_rubric(split="synthetic"), na_inputs=args.na_inputs)
     real = from_llm_rubric(load_llm_rubric(split="real"), na_inputs=args.na_inputs)
     y_real, y_syn = real.target("Q0"), syn.target("Q0")
-    print(f"# LLM-RUBRIC Table 1 / 2 reproduction (released gpt-3.5 distributions, no LLM call)\n")
+    print("# LLM-RUBRIC Table 1 / 2 reproduction (released gpt-3.5 distributions, no LLM call)\n")
     print(f"synthetic: {len(syn.text_ids)} dialogues with LLM distributions, {syn.n_rows} judgments, "
           f"{len(set(syn.row_judge))} judges; real: {len(real.text_ids)} dialogues, {real.n_rows} judgments, "
           f"{len(set(real.row_judge))} judges; not-applicable LLM inputs: {args.na_inputs} "

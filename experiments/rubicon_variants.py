@@ -43,23 +43,23 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import Experiment, start, pyplot, save_figure  # noqa: E402
+from _harness import Experiment, pyplot, save_figure, start  # noqa: E402
 
+from rubric_induce.backends.structured import GenerationError  # noqa: E402
+from rubric_induce.core.errors import RubricInduceError  # noqa: E402
+from rubric_induce.core.task import TaskParams  # noqa: E402
 from rubric_induce.data.datasets import load_uss  # noqa: E402
 from rubric_induce.data.model import Example, Rubric, RubricPool  # noqa: E402
-from rubric_induce.dedup import dedup  # noqa: E402
-from rubric_induce.core.errors import RubricInduceError  # noqa: E402
-from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
-from rubric_induce.backends.structured import GenerationError  # noqa: E402
-from rubric_induce.generation.rubicon import balanced_sample, generate_rubicon  # noqa: E402
-from rubric_induce.core.task import TaskParams  # noqa: E402
 from rubric_induce.data.probes import ProbeTable  # noqa: E402
+from rubric_induce.dedup import dedup  # noqa: E402
+from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
+from rubric_induce.generation.rubicon import balanced_sample, generate_rubicon  # noqa: E402
 from rubric_induce.probing.api import probe  # noqa: E402
-from rubric_induce.selection.metrics import METRIC_NAMES, evaluate_selection
 from rubric_induce.selection.baselines import BruteForceSelector, CorrectnessOnlySelector, UCBSelector
+from rubric_induce.selection.metrics import METRIC_NAMES, evaluate_selection
+from rubric_induce.selection.scores import unit_scores
 from rubric_induce.selection.selector import RubiconSelector, SelectionWarning
 from rubric_induce.selection.split import group_split
-from rubric_induce.selection.scores import unit_scores
 
 __all__ = ["Variant", "VARIANTS", "PAPER", "HashingEmbedder", "DOMAIN", "main", "select_dialogues",
            "build_selector", "model_name", "table3_budgets"]
@@ -522,7 +522,7 @@ def main(argv: list[str] | None = None) -> Path:
            _table(2, t2, n_test, "", model), "",
            f"## Table 3: selection policies on the {t3_name}", "",
            f"Pool: {t3_info['n_sat']} SAT + {t3_info['n_dsat']} DSAT rubrics "
-           + (f"(every variant's de-duplicated pool together); " if t3_key == "union" else "; ")
+           + ("(every variant's de-duplicated pool together); " if t3_key == "union" else "; ")
            + (f"budgets {t3_info['budgets'][0]} SAT + {t3_info['budgets'][1]} DSAT "
               f"({float(cfg['table3_budget_share']):g} of each polarity, capped at N = {cfg['n_sat']}/{cfg['n_dsat']})."
               if t3_pool else "empty: no policy could run."), "",

@@ -32,8 +32,9 @@ from __future__ import annotations
 import math
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +44,7 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 from _harness import pyplot, save_figure, start  # noqa: E402
 
+from rubric_induce.core.stats import percentile_interval  # noqa: E402
 from rubric_induce.selection.baselines import (
     BruteForceSelector,
     CorrectnessOnlySelector,
@@ -50,12 +52,14 @@ from rubric_induce.selection.baselines import (
     TopKCorrelationSelector,
     UCBSelector,
 )
-from rubric_induce.selection.selector import RubiconSelector, SelectionWarning
-from rubric_induce.selection.synthetic import make_sharpness_pool
 from rubric_induce.selection.metrics import selection_metrics
 from rubric_induce.selection.precision import precision_curves  # noqa: E402
-from rubric_induce.selection.selector import DEFAULT_ALPHAS  # noqa: E402
-from rubric_induce.core.stats import percentile_interval  # noqa: E402
+from rubric_induce.selection.selector import (
+    DEFAULT_ALPHAS,  # noqa: E402
+    RubiconSelector,
+    SelectionWarning,
+)
+from rubric_induce.selection.synthetic import make_sharpness_pool
 
 NAME = "selection_sharpness"
 DEFAULTS: dict[str, Any] = {
@@ -276,7 +280,7 @@ def alpha_figure(settings: dict[str, list[dict[str, dict[str, Any]]]], alphas: l
     for ax, metric, label in zip(axes, ("yield_rate", "delta_netsat", "accuracy"),
                                  ("held-out YieldRate@90 (%)", "held-out ΔNetSAT", "held-out accuracy (%)")):
         scale = 1.0 if metric == "delta_netsat" else 100.0
-        for i, (setting, rows) in enumerate(settings.items()):
+        for _i, (setting, rows) in enumerate(settings.items()):
             ys = [mean_metric(rows, REFERENCE, metric)] + [mean_metric(rows, f"RUBICON alpha={a:g}", metric)
                                                            for a in alphas]
             line, = ax.plot(xs, np.array(ys) * scale, marker="o", label=setting)

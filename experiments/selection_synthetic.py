@@ -29,9 +29,9 @@ from rubric_induce.selection.baselines import (
     TopKCorrelationSelector,
     UCBSelector,
 )
+from rubric_induce.selection.metrics import selection_metrics
 from rubric_induce.selection.selector import RubiconSelector, SelectionWarning
 from rubric_induce.selection.synthetic import make_synthetic_pool
-from rubric_induce.selection.metrics import selection_metrics
 
 POLICIES = {
     "RUBICON (CV alpha)": lambda s: RubiconSelector(random_state=s),

@@ -32,11 +32,11 @@ from rubric_induce.data import RubricPool
 from rubric_induce.data.datasets import load_uss
 from rubric_induce.data.probes import ProbeTable
 from rubric_induce.probing.api import probe
-from rubric_induce.selection.metrics import METRIC_NAMES, evaluate_selection
 from rubric_induce.selection.baselines import BruteForceSelector, CorrectnessOnlySelector, UCBSelector
+from rubric_induce.selection.metrics import METRIC_NAMES, evaluate_selection
+from rubric_induce.selection.scores import unit_scores
 from rubric_induce.selection.selector import RubiconSelector, SelectionWarning
 from rubric_induce.selection.split import group_split
-from rubric_induce.selection.scores import unit_scores
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -39,8 +39,8 @@ def _require_module(name: str) -> ModuleType:
 
 
 def _require_shared_data() -> Path:
-    from rubric_induce.data.datasets import data_root
     from rubric_induce.core.errors import DataError
+    from rubric_induce.data.datasets import data_root
 
     try:
         return data_root()

@@ -14,8 +14,6 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
-
 PKG = "rubric_induce"
 ROOT = Path(__file__).resolve().parents[1] / PKG
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,13 +11,11 @@ import numpy as np
 import pytest
 
 import rubric_induce
+from rubric_induce.core.errors import DataError, NotFittedError, RubricInduceError
 from rubric_induce.data import Example
 from rubric_induce.data.jsonl import jsonable
 from rubric_induce.data.labels import BINARY_FIX, check_binary, is_binary, labels_from_examples
 from rubric_induce.data.render import excerpt, render_example, truncate
-from rubric_induce.core.errors import DataError, NotFittedError, RubricInduceError
-from rubric_induce.core.progress import NullBar, progress_bar, progress_iter
-
 
 # ----------------------------------------------------------------------------- jsonable
 

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rubric_induce.core.errors import BackendError
 from rubric_induce.backends.base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
 from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.redact import redact_spec, split_model_url
 from rubric_induce.backends.registry import BACKENDS
+from rubric_induce.core.errors import BackendError
 
 __all__ = ["get_backend", "parse_backend_spec", "Backend", "CallOptions", "ChatResult", "AnswerLogprobs",
            "TokenLogprob", "Usage", "Message", "BACKEND_KINDS", "BACKENDS"]

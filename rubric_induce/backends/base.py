@@ -307,7 +307,7 @@ class Backend(ABC):
                 hi = mid
         return text[:lo]
 
-    def close(self) -> None:  # pragma: no cover - trivial default
+    def close(self) -> None:  # noqa: B027 (an optional hook: nothing to release by default)  # pragma: no cover
         """Release model memory, connections or servers."""
 
     def __enter__(self) -> Backend:

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.core.errors import BackendError, LogprobsUnavailableError
 from rubric_induce.backends.base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
 from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.registry import BACKENDS
+from rubric_induce.core.errors import BackendError, LogprobsUnavailableError
 
 __all__ = ["FakeBackend", "example_from_schema"]
 

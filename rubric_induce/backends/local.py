@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.core.errors import BackendError, ContextOverflowError, MissingDependencyError
 from rubric_induce.backends.base import AnswerLogprobs, Backend, ChatResult, Message, TokenLogprob, Usage
 from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.registry import BACKENDS
+from rubric_induce.core.errors import BackendError, ContextOverflowError, MissingDependencyError
 
 __all__ = ["LocalLlamaBackend", "default_model_path", "DEFAULT_MODEL_PACKAGE", "DEFAULT_MODEL_FILE"]
 

@@ -39,18 +39,32 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from rubric_induce.core.errors import (BackendError, BackendUnavailableError, ContextOverflowError, LogprobsUnavailableError,
-                      UntrustworthyLogprobsError,
-                      MissingDependencyError)
-from rubric_induce.backends.base import (AnswerLogprobs, Backend, ChatResult, FaultCounts, Message, TokenLogprob, Usage,
-                   current_prompt_cache_key)
-from rubric_induce.backends.pricing import cost as _price_cost
+from rubric_induce.backends.base import (
+    AnswerLogprobs,
+    Backend,
+    ChatResult,
+    FaultCounts,
+    Message,
+    TokenLogprob,
+    Usage,
+    current_prompt_cache_key,
+)
 from rubric_induce.backends.options import CallOptions
+from rubric_induce.backends.pricing import cost as _price_cost
 from rubric_induce.backends.redact import endpoint_url, redact_text, redact_url, register_secret, strip_redacted
 from rubric_induce.backends.registry import BACKENDS
+from rubric_induce.core.errors import (
+    BackendError,
+    BackendUnavailableError,
+    ContextOverflowError,
+    LogprobsUnavailableError,
+    MissingDependencyError,
+    UntrustworthyLogprobsError,
+)
 
 __all__ = ["OpenAICompatibleBackend", "answer_keys", "JSON_MODES", "parse_retry_after"]
 
@@ -787,9 +801,8 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
         if when is None:
             return None
         if when.tzinfo is None:  # RFC 9110 dates are GMT
-            from datetime import timezone
 
-            when = when.replace(tzinfo=timezone.utc)
+            when = when.replace(tzinfo=UTC)
         seconds = when.timestamp() - (time.time() if now is None else now)
     if not math.isfinite(seconds):
         return None

@@ -57,9 +57,9 @@ class BackendParams(Params):
     n_ctx: int | None = param(None, ge=64, help="Embedded model (local): context window in tokens (default 4096).")
 
     def check(self) -> None:
-        from rubric_induce.core.errors import BackendError, DataError
         from rubric_induce.backends import parse_backend_spec
         from rubric_induce.backends.redact import redact_spec
+        from rubric_induce.core.errors import BackendError, DataError
 
         try:
             kind, _, _ = parse_backend_spec(self.spec)

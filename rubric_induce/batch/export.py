@@ -34,7 +34,7 @@ import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -196,7 +196,7 @@ def export_batch(calls: Sequence[ProbeCall], backend: Backend, directory: str | 
     _write_atomic_lines(directory / INDEX, (_line(c.index_entry()) for c in todo))
     manifest = {
         "format": _FORMAT, "format_version": 1,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "backend": redact_obj(inner.identity()), "model": inner.model, "url": CHAT_URL,
         "counts": {"calls": len(calls), "exported": len(todo), "cached": cached, "duplicates": duplicates,
                    "dependent": dependent},

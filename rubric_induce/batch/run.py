@@ -25,11 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.backends.redact import register_secret
+from rubric_induce.batch.endpoints import Endpoint, RetryPolicy, api_key_from_env, parse_endpoints
+from rubric_induce.batch.files import (
+    BatchRequest,
+    Outcome,
+    ResultWriter,
+    iter_requests,
+    result_line,
+    result_path,
+    resume_results,
+    scan_requests,
+)
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.progress import progress_bar
-from rubric_induce.batch.endpoints import Endpoint, RetryPolicy, api_key_from_env, parse_endpoints
-from rubric_induce.batch.files import (BatchRequest, Outcome, ResultWriter, iter_requests, result_line,
-                    result_path, resume_results, scan_requests)
 
 __all__ = ["run_batch", "BatchRunSummary", "FileSummary", "ENGINES", "SUMMARY_NAME", "Endpoint",
            "RetryPolicy", "BatchRequest", "Outcome", "parse_endpoints", "api_key_from_env",

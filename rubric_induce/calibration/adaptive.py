@@ -51,10 +51,10 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.core.errors import DataError, NotFittedError, RubricInduceError
 from rubric_induce.calibration._torch import require_torch
-from rubric_induce.calibration.calibrator import judge_key, check_features, encode_targets
+from rubric_induce.calibration.calibrator import check_features, encode_targets, judge_key
 from rubric_induce.calibration.completion import COMPLETIONS, GaussianCompletion, complete_zeros
+from rubric_induce.core.errors import DataError, NotFittedError, RubricInduceError
 
 __all__ = ["AdaptiveModel", "save_adaptive", "load_adaptive", "ADAPTIVE_DIR", "ADAPTIVE_CONFIG", "ADAPTIVE_PARAMS"]
 
@@ -646,8 +646,8 @@ def _reference_excess(history: Mapping[str, Any]) -> float | None:
 # --------------------------------------------------------------------------------------------
 def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "auto") -> Path:
     """Write ``model`` to ``directory`` (``adaptive.json`` + ``adaptive.safetensors`` or ``.npz``)."""
+    from rubric_induce.calibration.artifacts import non_finite_tensors, package_versions, write_weights
     from rubric_induce.data.jsonl import jsonable
-    from rubric_induce.calibration.artifacts import package_versions, non_finite_tensors, write_weights
 
     check_fitted(model)
     directory = Path(directory)
@@ -683,8 +683,16 @@ def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "au
 def load_adaptive(directory: str | Path) -> AdaptiveModel:
     """Rebuild an :class:`AdaptiveModel` saved by :func:`save_adaptive` (shapes checked)."""
     require_torch()  # a clear MissingDependencyError before the network import
-    from rubric_induce.calibration.artifacts import (REBUILD_ERRORS, read_weights, check_network_config, damaged, load_network_state,
-                            non_finite_tensors, read_config, weights_path)
+    from rubric_induce.calibration.artifacts import (
+        REBUILD_ERRORS,
+        check_network_config,
+        damaged,
+        load_network_state,
+        non_finite_tensors,
+        read_config,
+        read_weights,
+        weights_path,
+    )
     from rubric_induce.calibration.network import CalibrationNetwork
 
     directory = Path(directory)

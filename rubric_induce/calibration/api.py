@@ -7,9 +7,10 @@ through here, so search, cross-validation, defaults and the saved artifact are t
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -172,8 +173,8 @@ class CalibrateResult:
         them in ``calibration/``) and, when cross-validated, ``report.md``, ``metrics.json`` and
         reliability PNGs beside them. The files an earlier save wrote there are replaced; any other
         file in the folder stays."""
-        from rubric_induce.data.jsonl import atomic_write_text, jsonable, write_json
         from rubric_induce.calibration.artifacts import save_calibrator
+        from rubric_induce.data.jsonl import atomic_write_text, jsonable, write_json
 
         target = Path(directory)
         remove_saved(target)
@@ -200,9 +201,8 @@ class CalibrateResult:
 def remove_saved(directory: str | Path) -> None:
     """Delete what :meth:`CalibrateResult.save` writes (weights, config, report, metrics, reliability
     plots) from ``directory``, and the folder when nothing else is left; other files stay."""
-    from rubric_induce.calibration.artifacts import CONFIG_NAME
-
     from rubric_induce.calibration.adaptive import ADAPTIVE_CONFIG, ADAPTIVE_DIR
+    from rubric_induce.calibration.artifacts import CONFIG_NAME
 
     target = Path(directory)
     if not target.is_dir():

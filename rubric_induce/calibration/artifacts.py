@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.data.jsonl import jsonable
-from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.calibration._torch import require_torch
 from rubric_induce.calibration.calibrator import Calibrator, check_fitted
+from rubric_induce.core.errors import DataError, RubricInduceError
+from rubric_induce.data.jsonl import jsonable
 
 __all__ = ["save_calibrator", "load_calibrator", "non_finite_tensors", "write_weights", "read_config", "CONFIG_NAME",
            "FORMAT_VERSION", "check_network_config", "weights_path", "damaged", "REBUILD_ERRORS"]

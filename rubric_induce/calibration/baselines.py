@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.core.errors import DataError
 from rubric_induce.calibration.calibrator import Calibrator, NotFittedError, encode_targets
+from rubric_induce.core.errors import DataError
 
 __all__ = ["RandomBaseline", "ConstantBaseline", "JudgeMeanBaseline", "ArgmaxLLM", "ExpectedLLM", "PersonalizedIsotonic",
            "isotonic_fit"]

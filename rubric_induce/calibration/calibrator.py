@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.core.errors import DataError, NotFittedError
 from rubric_induce.calibration._torch import require_torch
+from rubric_induce.core.errors import DataError, NotFittedError
 
 __all__ = ["Calibrator", "NotFittedError", "check_features", "encode_targets", "PARAMS"]
 

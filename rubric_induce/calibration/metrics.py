@@ -72,7 +72,6 @@ def _kernel_matrix(grid: np.ndarray, f: np.ndarray, sigma: float) -> np.ndarray:
 
 def _smece_at(f: np.ndarray, y: np.ndarray, sigma: float, grid: np.ndarray) -> float:
     k = _kernel_matrix(grid, f, sigma)
-    dens = k.mean(axis=1)  # density of predictions on the grid
     resid = (k * (y - f)[None, :]).mean(axis=1)  # = smoothed residual * density
     step = grid[1] - grid[0]
     return float(np.sum(np.abs(resid)) * step)

@@ -65,7 +65,7 @@ class BradleyTerryHead:
         self.fit_intercept = fit_intercept
         self.max_iter = max_iter
 
-    def set_params(self, **params: Any) -> "BradleyTerryHead":
+    def set_params(self, **params: Any) -> BradleyTerryHead:
         for k, v in params.items():
             if k not in self.get_params():
                 raise ValueError(f"unknown parameter {k!r} for BradleyTerryHead")

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.core.errors import MissingDependencyError
 from rubric_induce.calibration.calibrator import Calibrator
 from rubric_induce.calibration.data import CalibrationData
+from rubric_induce.core.errors import MissingDependencyError
 
 __all__ = [
     "group_kfold",

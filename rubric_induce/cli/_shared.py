@@ -6,9 +6,10 @@ Settings flow from the flag, then the ``RUBRIC_INDUCE_*`` environment variable, 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import click
 
@@ -144,7 +145,8 @@ def split_list(value: str | None) -> list[str] | None:
 def load_examples(examples_path: Path | None, dataset: str | None, data_root: Path | None, limit: int | None,
                   mapping_file: Path | None = None):
     """The examples named by the data options (the same loader as a run config's ``[data]``)."""
-    from rubric_induce.data.params import DataParams, load_examples as load
+    from rubric_induce.data.params import DataParams
+    from rubric_induce.data.params import load_examples as load
 
     if (examples_path is None) == (dataset is None):
         raise click.UsageError("give exactly one of --examples PATH or --dataset NAME")

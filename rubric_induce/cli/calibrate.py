@@ -6,8 +6,8 @@ from pathlib import Path
 import click
 
 from rubric_induce.calibration.api import CalibrateParams
-from rubric_induce.core.params import click_options
 from rubric_induce.cli._shared import echo, load_examples, mapping_file_option, split_list
+from rubric_induce.core.params import click_options
 
 __all__ = ["command"]
 
@@ -45,8 +45,8 @@ def command(dataset, probes_path, examples_path, mapping_file, question, questio
       rubric-induce calibrate --dataset llm_rubric --out runs/cal
       rubric-induce calibrate --probes probes.jsonl --examples examples.jsonl --question satisfaction --out runs/cal
     """
-    from rubric_induce.calibration.data import from_llm_rubric, from_probes
     from rubric_induce.calibration.api import calibrate
+    from rubric_induce.calibration.data import from_llm_rubric, from_probes
 
     if (dataset is None) == (probes_path is None):
         raise click.UsageError("give either --dataset llm_rubric or --probes FILE --examples FILE")

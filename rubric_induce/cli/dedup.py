@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from rubric_induce.dedup.api import DedupParams
-from rubric_induce.core.params import click_options
 from rubric_induce.cli._shared import cache_options, echo, open_backend, usage_line
+from rubric_induce.core.params import click_options
+from rubric_induce.dedup.api import DedupParams
 
 __all__ = ["command"]
 

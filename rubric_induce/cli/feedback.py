@@ -5,11 +5,24 @@ from pathlib import Path
 
 import click
 
-from rubric_induce.feedback.api import FeedbackParams
+from rubric_induce.cli._shared import (
+    backend_option,
+    backend_params_from,
+    backend_params_options,
+    cache_options,
+    data_options,
+    echo,
+    interruptible,
+    load_examples,
+    open_backend,
+    progress_option,
+    show_progress,
+    split_list,
+    task_from_options,
+    task_options,
+)
 from rubric_induce.core.params import click_options
-from rubric_induce.cli._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
-                      data_options, echo, interruptible, load_examples, open_backend, progress_option,
-                      show_progress, split_list, task_from_options, task_options)
+from rubric_induce.feedback.api import FeedbackParams
 
 __all__ = ["command"]
 
@@ -45,11 +58,11 @@ def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit,
           --examples demo.jsonl --backend local --out runs/demo/feedback.md
     """
     bparams = backend_params_from(options, backend_spec)  # checked before any LLM call
+    from rubric_induce.core.errors import DataError
     from rubric_induce.data import RubricPool
     from rubric_induce.data.jsonl import read_json
-    from rubric_induce.core.errors import DataError
-    from rubric_induce.feedback.api import feedback
     from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.feedback.api import feedback
 
     task = task_from_options(options)
     params = FeedbackParams.from_kwargs(options)

@@ -10,11 +10,25 @@ from pathlib import Path
 
 import click
 
-from rubric_induce.generation.api import GENERATORS, AutoCalibrateParams, GenerateParams, RubiconParams
+from rubric_induce.cli._shared import (
+    backend_option,
+    backend_params_from,
+    backend_params_options,
+    cache_options,
+    data_options,
+    echo,
+    interruptible,
+    load_examples,
+    open_backend,
+    progress_option,
+    show_progress,
+    split_list,
+    task_from_options,
+    task_options,
+    usage_line,
+)
 from rubric_induce.core.params import click_options
-from rubric_induce.cli._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
-                      data_options, echo, interruptible, load_examples, open_backend, progress_option,
-                      show_progress, split_list, task_from_options, task_options, usage_line)
+from rubric_induce.generation.api import GENERATORS, AutoCalibrateParams, GenerateParams, RubiconParams
 
 __all__ = ["command"]
 

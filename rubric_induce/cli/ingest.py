@@ -5,8 +5,8 @@ from pathlib import Path
 
 import click
 
-from rubric_induce.core.errors import DataError
 from rubric_induce.cli._shared import echo
+from rubric_induce.core.errors import DataError
 
 __all__ = ["command"]
 
@@ -50,8 +50,8 @@ def command(results, batch_dir, cache_path, config_path, out_dir, retry_file, re
     Example:
       rubric-induce ingest batch/out-00000.jsonl --batch-dir batch/ --config run.toml
     """
-    from rubric_induce.batch.export import ingest_results
     from rubric_induce.backends.cache import CallCache, default_cache_path
+    from rubric_induce.batch.export import ingest_results
 
     if cache_path is not None and config_path is not None:
         raise DataError("give --cache or --config, not both", field="--cache")

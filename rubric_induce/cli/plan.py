@@ -5,8 +5,8 @@ from pathlib import Path
 
 import click
 
-from rubric_induce.core.errors import DataError
 from rubric_induce.cli._shared import backend_params_from, backend_params_options
+from rubric_induce.core.errors import DataError
 
 __all__ = ["command", "plan_options", "show_plan"]
 

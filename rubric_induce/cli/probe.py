@@ -6,11 +6,24 @@ from pathlib import Path
 
 import click
 
+from rubric_induce.cli._shared import (
+    backend_option,
+    backend_params_from,
+    backend_params_options,
+    cache_options,
+    data_options,
+    echo,
+    interruptible,
+    load_examples,
+    open_backend,
+    progress_option,
+    show_progress,
+    split_list,
+    task_from_options,
+    task_options,
+)
 from rubric_induce.core.params import click_options
 from rubric_induce.probing.api import ProbeParams
-from rubric_induce.cli._shared import (backend_option, backend_params_from, backend_params_options, cache_options,
-                      data_options, echo, interruptible, load_examples, open_backend, progress_option,
-                      show_progress, split_list, task_from_options, task_options)
 
 __all__ = ["command"]
 
@@ -52,13 +65,12 @@ def command(examples_path, dataset, data_root, limit, mapping_file, rubrics_path
           --backend local --out runs/demo/probes.jsonl
     """
     bparams = backend_params_from(options, backend_spec)  # checked before any LLM call
+    from rubric_induce.core.errors import DataError
     from rubric_induce.data import RubricPool
     from rubric_induce.data.jsonl import atomic_write_text
     from rubric_induce.probing.api import probe_to_file
-    from rubric_induce.probing.report import probe_report
-
-    from rubric_induce.core.errors import DataError
     from rubric_induce.probing.plan import check_logprobs_support
+    from rubric_induce.probing.report import probe_report
     from rubric_induce.probing.shards import parse_shard, select_shard
 
     if out_path is None and export_dir is None:

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import click
 
-from rubric_induce.reporting.report import ReportParams
 from rubric_induce.core.params import click_options
+from rubric_induce.reporting.report import ReportParams
 
 __all__ = ["command"]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from rubric_induce.core.errors import DataError
 from rubric_induce.cli._shared import backend_params_from, backend_params_options, progress_option, show_progress
 from rubric_induce.cli.plan import plan_options, show_plan
+from rubric_induce.core.errors import DataError
 
 __all__ = ["command"]
 

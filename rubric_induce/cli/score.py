@@ -18,10 +18,17 @@ from typing import Any
 
 import click
 
-from rubric_induce.data.mapping import MAPPING_FORMATS
-from rubric_induce.core.errors import DataError
-from rubric_induce.cli._shared import backend_options_given, backend_params_options, echo, progress_option, show_progress, split_list
+from rubric_induce.cli._shared import (
+    backend_options_given,
+    backend_params_options,
+    echo,
+    progress_option,
+    show_progress,
+    split_list,
+)
 from rubric_induce.cli.selective import guarantee_options, guarantee_summary, selective_entry
+from rubric_induce.core.errors import DataError
+from rubric_induce.data.mapping import MAPPING_FORMATS
 
 __all__ = ["command", "input_mapping"]
 
@@ -286,8 +293,8 @@ def _say_faults(scorer) -> None:
 def _score_with_calibrator(folder: Path, probes_path: Path, who: Any, aggregate: str, question: str | None,
                            out_path: Path | None) -> None:
     """Calibrated predictions of probed texts from a calibrator folder alone (no rubrics, no LLM)."""
-    from rubric_induce.calibration.artifacts import load_calibrator
     from rubric_induce.calibration.api import calibrated_rows, calibrator_features
+    from rubric_induce.calibration.artifacts import load_calibrator
     from rubric_induce.data.probes import ProbeTable
 
     path = folder / "artifact" if (folder / "artifact").is_dir() else folder

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
+from rubric_induce.cli._shared import data_options, echo, load_examples
 from rubric_induce.core.params import click_options
 from rubric_induce.selection.api import SelectParams
-from rubric_induce.cli._shared import data_options, echo, load_examples
 
 __all__ = ["command"]
 
@@ -51,10 +51,10 @@ def command(examples_path, dataset, data_root, limit, mapping_file, probes_path,
     """
     from rubric_induce.data import RubricPool
     from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.selection.selector import SelectionWarning
-    from rubric_induce.selection.split import group_split
     from rubric_induce.selection.api import check_selection_labels, select, usable_rubrics, write_selection_report
     from rubric_induce.selection.scores import labels_from_examples
+    from rubric_induce.selection.selector import SelectionWarning
+    from rubric_induce.selection.split import group_split
 
     method = options.get("method") or SelectParams().method
     sel_opts = {"score": score}

@@ -13,8 +13,9 @@ import difflib
 import math
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, ClassVar, Mapping, Sequence, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from rubric_induce.core.errors import DataError
 
@@ -85,7 +86,7 @@ def _is_optional(tp: Any) -> tuple[bool, Any]:
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(args) < len(typing.get_args(tp)):
-            return True, (args[0] if len(args) == 1 else typing.Union[tuple(args)])
+            return True, (args[0] if len(args) == 1 else typing.Union[tuple(args)])  # noqa: UP007 (built at run time)
     return False, tp
 
 
@@ -346,7 +347,7 @@ def params_class(name: str, defaults: Mapping[str, Any], *, section: str = "") -
         if value is None:
             tp = Any
         else:
-            tp = typing.Optional[tp]
+            tp = typing.Optional[tp]  # noqa: UP045 (built at run time from a default)
         default = field(default_factory=lambda v=value: type(v)(v)) if isinstance(value, (list, dict)) else value
         specs.append((key, tp, default))
     cls = dataclasses.make_dataclass(name, specs, bases=(Params,), frozen=True)

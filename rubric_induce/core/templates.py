@@ -10,7 +10,7 @@ import hashlib
 import re
 import string
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -62,7 +62,7 @@ class PromptTemplate:
                 for role, body in self.sections]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(path: Path) -> PromptTemplate:
     raw = path.read_text(encoding="utf-8")
     sections: list[tuple[str, list[str]]] = []

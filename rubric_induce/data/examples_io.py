@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.errors import DataError
-from rubric_induce.data.jsonl import read_jsonl, write_jsonl
+from rubric_induce.data.jsonl import write_jsonl
 from rubric_induce.data.labels import (  # re-exported; they live with the other label checks
     LABEL_FIX,
     check_label_values,

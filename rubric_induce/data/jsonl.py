@@ -14,7 +14,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from rubric_induce.core.errors import DataError
-from rubric_induce.core.textfiles import decode_text, open_binary, not_utf8, read_table_file, read_text
+from rubric_induce.core.textfiles import decode_text, not_utf8, open_binary, read_table_file, read_text
 
 __all__ = ["read_jsonl", "read_text", "read_table_file", "decode_text", "write_jsonl", "append_jsonl", "read_json", "write_json", "atomic_write_text", "jsonable"]
 

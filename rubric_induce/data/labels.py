@@ -8,8 +8,8 @@ everywhere. The fix for graded labels is always one of two: binarise with a thre
 """
 from __future__ import annotations
 
-from collections import Counter
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any

@@ -166,7 +166,7 @@ class InputMapping(Params):
         refuse (False) the nested rubric-induce layout; None detects it from the first row.
         ``unique=False`` keeps rows with equal ids (scoring).
         """
-        from rubric_induce.data.tables import read_rows, load_generic
+        from rubric_induce.data.tables import load_generic, read_rows
 
         path = Path(path)
         fmt = self.file_format(path)
@@ -335,8 +335,8 @@ class InputMapping(Params):
         text mapping of flat dicts and name the field a plain string fills. Errors name
         ``texts[i]``. Equal texts are kept (each gets a result).
         """
-        from rubric_induce.data.tables import examples_from_rows
         from rubric_induce.data.examples_io import example_from_dict
+        from rubric_induce.data.tables import examples_from_rows
 
         if isinstance(items, (str, Mapping, Example)):
             items = [items]

@@ -4,9 +4,10 @@ command that reads examples)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import Params, param

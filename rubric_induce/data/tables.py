@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.errors import DataError
-from rubric_induce.data.labels import check_scale, require_two_classes
 from rubric_induce.data.jsonl import read_json, read_jsonl, read_text
+from rubric_induce.data.labels import check_scale, require_two_classes
 from rubric_induce.data.model import Example, Judgment, LabelScale
 
 __all__ = ["load_generic", "examples_from_rows", "read_rows", "lookup_field", "MISSING", "FORMATS"]
@@ -124,7 +124,7 @@ def examples_from_rows(
     order: list[str] = []
     for line, record, row in rows:
         def loc(field: str) -> dict[str, Any]:
-            return {"path": path, "line": line, "field": field}
+            return {"path": path, "line": line, "field": field}  # noqa: B023 (called at once, in this iteration)
 
         prefix = f"record {record}: " if record is not None else ""
         fields: dict[str, str] = {}
@@ -172,9 +172,9 @@ def examples_from_rows(
             """The stripped value of an optional mapped column; when mapped, it must be there."""
             if key is None:
                 return None
-            raw = lookup_field(row, key, tabular)
+            raw = lookup_field(row, key, tabular)  # noqa: B023 (called at once, in this iteration)
             if raw is MISSING or raw is None or str(raw).strip() == "":
-                raise DataError(f"{prefix}missing {what}", **loc(key))
+                raise DataError(f"{prefix}missing {what}", **loc(key))  # noqa: B023 (called at once, in this iteration)
             return str(raw).strip()
 
         ex_id = (required_text(id_field, "id") if not optional_id or id_field is None

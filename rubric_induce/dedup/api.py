@@ -28,9 +28,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from rubric_induce.backends.base import Backend
-from rubric_induce.data.model import Rubric, RubricPool
 from rubric_induce.core.errors import ReplyParseError, RubricInduceError
 from rubric_induce.core.params import Params, param, resolve_params
+from rubric_induce.data.model import Rubric, RubricPool
 
 __all__ = ["DedupMember", "DedupGroup", "DedupResult", "DedupParams", "dedup",
            "group_by_similarity", "Embedder", "DEDUP_POOL_FILE", "DEDUP_REPORT_FILE"]
@@ -258,7 +258,7 @@ def _deduplicate(
             raise RubricInduceError(f"borderline band must have lo < hi, got ({lo}, {hi})")
         jstats = GenerationStats()
         pairs = []
-        for key, (idx, s) in sims.items():
+        for idx, s in sims.values():
             reps = [p for p, g in enumerate(idx) if leader[g] == g]
             for a_pos, a in enumerate(reps):
                 for b in reps[a_pos + 1:]:

@@ -6,20 +6,21 @@ meta-evaluation score table), ``evaluation.md``, ``evaluation.json`` and ``test_
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.data import Example, Rubric
+from rubric_induce.data.jsonl import jsonable
 from rubric_induce.data.probes import ProbeTable
 from rubric_induce.data.results import ScoreResult
-from rubric_induce.data.jsonl import jsonable
-from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.evaluation.baselines import beats, constant_baseline, majority_baseline
-from rubric_induce.probing.checks import LOW_MASS, NEAR_CONSTANT_SD
 from rubric_induce.evaluation.score_table import ScoreRow
+from rubric_induce.probing.checks import LOW_MASS, NEAR_CONSTANT_SD
 
 __all__ = ["EvaluateParams", "EvaluationResult", "evaluate", "score_heldout", "human_value", "binary_aspect",
            "constant_warning"]
@@ -190,9 +191,10 @@ def evaluate(
     """
     params = resolve_params(EvaluateParams, params, overrides)
     from rubric_induce.core.mdtext import md_text
-    from rubric_induce.selection.metrics import evaluate_selection, metrics_markdown
-    from rubric_induce.core.stats import bootstrap_ci as _bootstrap_ci, dataset_level
+    from rubric_induce.core.stats import bootstrap_ci as _bootstrap_ci
+    from rubric_induce.core.stats import dataset_level
     from rubric_induce.evaluation.judges import judge_rows, judges_markdown
+    from rubric_induce.selection.metrics import evaluate_selection, metrics_markdown
 
     def bootstrap_ci(stat, a, b, *, n_boot, seed):
         """The statistic and its interval; ``bootstrap = 0`` means no intervals (NaN bounds)."""

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.data import Example
 from rubric_induce.core.stats import leave_one_out_agreement, pearson, spearman
+from rubric_induce.data import Example
 
 __all__ = ["judge_ratings", "judge_rows", "judges_markdown", "judge_spread", "spread_text", "SPREAD_MIN_N"]
 

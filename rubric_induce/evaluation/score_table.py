@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rubric_induce.data.jsonl import read_jsonl, write_jsonl
 from rubric_induce.core.errors import DataError
+from rubric_induce.data.jsonl import read_jsonl, write_jsonl
 
 __all__ = ["ScoreRow", "write_scores", "read_scores", "FIELDS"]
 

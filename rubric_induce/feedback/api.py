@@ -25,16 +25,16 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.backends.base import Backend, Message
-from rubric_induce.data.model import Example, Rubric, RubricPool
-from rubric_induce.data.render import excerpt, render_example
+from rubric_induce.backends.structured import GenerationStats, ask_json, clean_item, derive_seed, is_sentence
 from rubric_induce.core.errors import DataError, ReplyParseError, RubricInduceError
 from rubric_induce.core.mdtext import md_code, md_text
 from rubric_induce.core.params import Params, param, resolve_params
-from rubric_induce.backends.structured import GenerationStats, ask_json, clean_item, derive_seed, is_sentence
-from rubric_induce.data.probes import ProbeTable
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.task import TaskParams
 from rubric_induce.core.templates import load_prompt
+from rubric_induce.data.model import Example, Rubric, RubricPool
+from rubric_induce.data.probes import ProbeTable
+from rubric_induce.data.render import excerpt, render_example
 
 FEEDBACK_FILE = "feedback.md"
 

@@ -7,17 +7,17 @@ command and the experiments call the same code with the same defaults and checks
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from rubric_induce.backends.base import Backend
-from rubric_induce.data import Example, Rubric, RubricPool
+from rubric_induce.backends.structured import GenerationError
 from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.core.params import Params, options_from, param, read_at_file, resolve_params
-from rubric_induce.backends.structured import GenerationError
 from rubric_induce.core.task import TaskParams
-
+from rubric_induce.data import Example, Rubric, RubricPool
 from rubric_induce.generation.autocalibrate import AutoCalibrateParams
 from rubric_induce.generation.registry import GENERATORS, POOL_FILE, GenerateResult, Generator
 from rubric_induce.generation.rubicon import RubiconParams, balanced_sample
@@ -140,8 +140,8 @@ def _without_copies(pool: RubricPool, examples: Sequence[Example], fields: Seque
     """The generated rubrics that share no span of ``example_span`` words with any training text
     (the generators screen only the texts they showed the LLM); each rejection is counted in the
     pool manifest's ``stats`` with the copied span quoted."""
-    from rubric_induce.data.render import render_example
     from rubric_induce.backends.structured import GenerationStats
+    from rubric_induce.data.render import render_example
     from rubric_induce.generation.screen import RubricScreen, screen_item
 
     texts = []

@@ -29,18 +29,18 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.backends.base import Backend
-from rubric_induce.data.model import AnswerScale, Example, Rubric, RubricPool
-from rubric_induce.data.render import render_example
+from rubric_induce.backends.structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
 from rubric_induce.core.errors import DataError, ReplyParseError, RubricInduceError
-from rubric_induce.probing.api import probe
+from rubric_induce.core.params import Params, param
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.stats import CORRELATIONS
 from rubric_induce.core.task import TaskParams, TaskWording
-from rubric_induce.core.params import Params, param
-from rubric_induce.generation.registry import GenerateResult, generator
 from rubric_induce.core.templates import load_prompt
-from rubric_induce.backends.structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
+from rubric_induce.data.model import AnswerScale, Example, Rubric, RubricPool
+from rubric_induce.data.render import render_example
+from rubric_induce.generation.registry import GenerateResult, generator
 from rubric_induce.generation.screen import RubricScreen, screen_item
+from rubric_induce.probing.api import probe
 
 __all__ = [
     "AutoCalibrateParams",
@@ -378,7 +378,7 @@ def refine_criteria(
     total = len(kept) * len(sample_sizes) * trials * samples
     bar = progress_bar(total, desc=f"refining (round {round_index + 1})", enabled=progress)
     try:
-        for c_idx, sc in enumerate(kept):
+        for _c_idx, sc in enumerate(kept):
             gap = np.abs(sc.predictions - y)
             gap = np.where(np.isfinite(gap), gap, np.inf)
             order = np.argsort(-gap, kind="stable")[:pool_n]

@@ -35,15 +35,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rubric_induce.backends.base import Backend
-from rubric_induce.data.model import LIKERT_5, AnswerScale, Example, Rubric, RubricPool
-from rubric_induce.data.render import render_example
-from rubric_induce.core.errors import DataError, RubricInduceError
-from rubric_induce.core.progress import progress_bar
-from rubric_induce.core.task import TaskParams, TaskWording
-from rubric_induce.core.params import Params, param
-from rubric_induce.generation.registry import GenerateResult, generator
-from rubric_induce.core.templates import PromptTemplate, load_prompt
-from rubric_induce.generation.screen import RubricScreen, screen_item
 from rubric_induce.backends.structured import (
     GenerationError,
     GenerationStats,
@@ -53,6 +44,15 @@ from rubric_induce.backends.structured import (
     string_list,
     string_list_schema,
 )
+from rubric_induce.core.errors import DataError, RubricInduceError
+from rubric_induce.core.params import Params, param
+from rubric_induce.core.progress import progress_bar
+from rubric_induce.core.task import TaskParams, TaskWording
+from rubric_induce.core.templates import PromptTemplate, load_prompt
+from rubric_induce.data.model import LIKERT_5, AnswerScale, Example, Rubric, RubricPool
+from rubric_induce.data.render import render_example
+from rubric_induce.generation.registry import GenerateResult, generator
+from rubric_induce.generation.screen import RubricScreen, screen_item
 
 __all__ = [
     "RubiconParams",

@@ -17,8 +17,8 @@ import json
 import re
 from collections.abc import Sequence
 
-from rubric_induce.data import Rubric
 from rubric_induce.core.errors import DataError
+from rubric_induce.data import Rubric
 from rubric_induce.handoff.core import rubric_question
 from rubric_induce.handoff.source import level_texts, ordered_levels
 

@@ -29,9 +29,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rubric_induce.core.errors import DataError
 from rubric_induce.data.jsonl import atomic_write_text, jsonable, read_json
 from rubric_induce.data.model import LIKERT_5, AnswerScale, Rubric, RubricPool, RubricSet
-from rubric_induce.core.errors import DataError
 from rubric_induce.handoff.registry import FORMATS, HandoffFormat
 
 __all__ = [

@@ -35,10 +35,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.data import YES_NO, AnswerScale, Rubric, RubricSet
 from rubric_induce.data.jsonl import atomic_write_text, read_json
-from rubric_induce.core.errors import DataError, MissingDependencyError
-from rubric_induce.handoff.common import SHAPES_KEY, ladder, parse_rubric_line, rebuild_rubric, restore_shape, rubric_line, rubric_shapes
+from rubric_induce.handoff.common import (
+    SHAPES_KEY,
+    ladder,
+    parse_rubric_line,
+    rebuild_rubric,
+    restore_shape,
+    rubric_line,
+    rubric_shapes,
+)
 from rubric_induce.handoff.core import rubric_question
 from rubric_induce.handoff.registry import FORMATS, HandoffFormat
 from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source

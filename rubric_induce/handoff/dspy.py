@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.core.errors import MissingDependencyError, RubricInduceError
-from rubric_induce.scoring.scorer import RubricScorer
 from rubric_induce.data.results import ScoreResult
+from rubric_induce.scoring.scorer import RubricScorer
 
-__all__ = ["TARGETS", "RubricMetric", "RubricJudge", "default_render", "require_dspy", "rubric_metric"]
+__all__ = ["TARGETS", "RubricMetric", "RubricJudge", "default_render", "require_dspy", "rubric_metric"]  # noqa: F822 (RubricJudge: built on first use, module __getattr__)
 
 TARGETS = ("label", "score", "prediction")
 Rendered = str | Mapping[str, str]

@@ -371,8 +371,8 @@ def export_inspect(source: SourceLike, path: str | Path) -> Path:
     The module points at the run folder (or rubric file) by absolute path: the scorer loads the
     rubrics, threshold and calibrator from there when the eval runs.
     """
-    from rubric_induce.data.jsonl import atomic_write_text
     from rubric_induce.core.errors import DataError
+    from rubric_induce.data.jsonl import atomic_write_text
 
     src = load_source(source)
     if src.artifact is not None:

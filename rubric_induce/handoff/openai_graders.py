@@ -29,11 +29,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rubric_induce.core.errors import DataError
 from rubric_induce.data import AnswerScale, Rubric, RubricSet
 from rubric_induce.data.jsonl import atomic_write_text, read_json
-from rubric_induce.core.errors import DataError
-from rubric_induce.handoff.common import (braces_escape, braces_unescape, from_one_line, one_line, parse_rubric_line, rebuild_rubric,
-                     rubric_line)
+from rubric_induce.handoff.common import (
+    braces_escape,
+    braces_unescape,
+    from_one_line,
+    one_line,
+    parse_rubric_line,
+    rebuild_rubric,
+    rubric_line,
+)
 from rubric_induce.handoff.core import rubric_question
 from rubric_induce.handoff.registry import FORMATS, HandoffFormat
 from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source, ordered_levels

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.data import AnswerScale, Rubric, RubricSet
 from rubric_induce.data.jsonl import atomic_write_text, read_json
-from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.handoff.common import ladder, rebuild_rubric
 from rubric_induce.handoff.core import rubric_question
 from rubric_induce.handoff.registry import FORMATS, HandoffFormat

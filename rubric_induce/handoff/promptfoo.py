@@ -34,11 +34,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rubric_induce.core.errors import DataError
 from rubric_induce.data import AnswerScale, Rubric, RubricSet
 from rubric_induce.data.jsonl import atomic_write_text
-from rubric_induce.core.errors import DataError
-from rubric_induce.handoff.common import (SHAPES_KEY, fill_fields, from_one_line, graded_prompt, mean_threshold, nunjucks_escape,
-                     nunjucks_unescape, parse_rubric_line, rebuild_rubric, restore_shape, rubric_shapes)
+from rubric_induce.handoff.common import (
+    SHAPES_KEY,
+    fill_fields,
+    from_one_line,
+    graded_prompt,
+    mean_threshold,
+    nunjucks_escape,
+    nunjucks_unescape,
+    parse_rubric_line,
+    rebuild_rubric,
+    restore_shape,
+    rubric_shapes,
+)
 from rubric_induce.handoff.registry import FORMATS, HandoffFormat
 from rubric_induce.handoff.source import SourceLike, check_ladder, load_source
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rubric_induce.data import Rubric, RubricPool, RubricSet
 from rubric_induce.core.errors import DataError
+from rubric_induce.data import Rubric, RubricPool, RubricSet
 
 __all__ = ["HandoffSource", "SourceLike", "load_source", "check_ladder", "ordered_levels", "level_texts"]
 

@@ -11,23 +11,24 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rubric_induce.backends.params import BackendParams
 from rubric_induce.calibration.api import CalibrateParams
+from rubric_induce.core.errors import DataError, MissingDependencyError
+from rubric_induce.core.params import Params, param, suggest
+from rubric_induce.core.task import TaskParams
 from rubric_induce.data.params import DataParams
 from rubric_induce.dedup.api import DedupParams
-from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.evaluation.heldout import EvaluateParams
-from rubric_induce.reporting.report import ReportParams
 from rubric_induce.feedback.api import FeedbackParams
 from rubric_induce.generation.api import GenerateParams
-from rubric_induce.core.params import Params, param, suggest
 from rubric_induce.probing.api import ProbeParams
+from rubric_induce.reporting.report import ReportParams
 from rubric_induce.selection.api import SelectParams
-from rubric_induce.core.task import TaskParams
 
 __all__ = ["RunConfig", "RunParams", "load_config", "config_from_dict", "SECTIONS"]
 

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
+from rubric_induce.core.errors import DataError
 from rubric_induce.data import Example
 from rubric_induce.data.labels import is_binary
-from rubric_induce.core.errors import DataError
 from rubric_induce.pipeline.config import RunConfig
 
 __all__ = ["RunContext"]
@@ -148,7 +149,7 @@ class RunContext:
         The [backend] options travel along where they apply to its kind."""
         from rubric_induce.backends.cache import CachedBackend
 
-        self.backend  # opens the run's cache
+        _ = self.backend  # opens the run's cache
         # the run's tally: its calls, tokens and faults count in the stage that made them
         extra = CachedBackend(self.config.backend.open(spec), self._cache, tally=self._backend.tally)
         self._extra.append(extra)

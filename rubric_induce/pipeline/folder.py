@@ -22,7 +22,7 @@ import os
 import socket
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,7 @@ class RunLock:
             raise
         self._fd = fd
         info = {"pid": os.getpid(), "host": socket.gethostname(),
-                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": self.command}
+                "started": datetime.now(UTC).isoformat(timespec="seconds"), "command": self.command}
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, (json.dumps(info) + "\n").encode("utf-8"))

@@ -168,8 +168,13 @@ def artifact_pairs(ctx: RunContext) -> dict[str, Any]:
 
 def evaluate_pairs(ctx: RunContext) -> dict[str, Any]:
     from rubric_induce.data.jsonl import atomic_write_text, write_json
-    from rubric_induce.evaluation.pairwise import (PAIRWISE_EVAL_FILE, PAIRWISE_EVAL_MD, pair_baselines,
-                                                   pairwise_evaluation, pairwise_markdown)
+    from rubric_induce.evaluation.pairwise import (
+        PAIRWISE_EVAL_FILE,
+        PAIRWISE_EVAL_MD,
+        pair_baselines,
+        pairwise_evaluation,
+        pairwise_markdown,
+    )
     from rubric_induce.probing.api import ProbeTable
     from rubric_induce.selection.pair_features import pair_differences
 

@@ -11,15 +11,16 @@ batch export and shards need the real pool (``run --stop-after dedup`` first).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rubric_induce.backends.base import Backend
-from rubric_induce.data.model import Example, Rubric
 from rubric_induce.core.errors import BackendError, DataError
-from rubric_induce.probing.shards import Shard, parse_shard, select_shard
+from rubric_induce.data.model import Example, Rubric
 from rubric_induce.pipeline.config import RunConfig, load_config
+from rubric_induce.probing.shards import Shard, parse_shard, select_shard
 
 __all__ = ["ProbeJob", "run_probe_job", "open_plan_backend", "plan_run", "run_probe_shard", "export_run_batch",
            "DEFAULT_ASSUMED_RUBRICS"]
@@ -51,7 +52,7 @@ class ProbeJob:
 def _pool_current(ctx) -> bool:
     """True when the run folder's generate and dedup stages are done for this config and data (the
     runner's own fingerprints), i.e. ``run`` would probe exactly this pool."""
-    from rubric_induce.pipeline.runner import stage_fingerprint, read_marker
+    from rubric_induce.pipeline.runner import read_marker, stage_fingerprint
     from rubric_induce.pipeline.stages import STAGES
 
     previous = ""
@@ -165,11 +166,11 @@ def plan_run(config: RunConfig | str | Path, *, out: str | Path | None = None, b
     over the built-in table and the config's ``[prices]``. Refuses (DataError, naming
     ``probe.estimator``) a logprobs estimator on a model known to return no logprobs.
     """
-    from rubric_induce.backends.pricing import load_prices, parse_prices
     from rubric_induce.backends.cache import CallCache
-    from rubric_induce.probing.plan import check_logprobs_support, plan_probes
+    from rubric_induce.backends.pricing import parse_prices
     from rubric_induce.pipeline.config import with_config_line
     from rubric_induce.pipeline.folder import cache_path_for
+    from rubric_induce.probing.plan import check_logprobs_support, plan_probes
 
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     try:
@@ -203,9 +204,9 @@ def run_probe_shard(config: RunConfig | str | Path, shard: Shard | str, *, out: 
     probes are written to ``shards/probes.<shard>.jsonl``; no stage marker changes, so a later
     ``run`` (after ``cache merge`` of every shard's cache into the run's) probes from the cache.
     """
-    from rubric_induce.probing.api import probe
     from rubric_induce.pipeline.context import RunContext
     from rubric_induce.pipeline.folder import RunLock
+    from rubric_induce.probing.api import probe
 
     shard = parse_shard(shard)
     job = run_probe_job(config, out=out, shard=shard, require_pool=True)
@@ -234,11 +235,11 @@ def export_run_batch(config: RunConfig | str | Path, directory: str | Path, *, o
     results are ingested into the run's cache (``rubric-induce ingest --config``), ``run`` makes no
     probe call for them. Returns the :class:`~rubric_induce.batch.export.BatchExport`.
     """
-    from rubric_induce.batch.export import MAX_LINES, export_batch
     from rubric_induce.backends.cache import CallCache
-    from rubric_induce.probing.plan import check_logprobs_support
-    from rubric_induce.probing.calls import probe_calls, prompt_hashes
+    from rubric_induce.batch.export import MAX_LINES, export_batch
     from rubric_induce.pipeline.folder import cache_path_for
+    from rubric_induce.probing.calls import probe_calls, prompt_hashes
+    from rubric_induce.probing.plan import check_logprobs_support
 
     job = run_probe_job(config, out=out, shard=shard, require_pool=True)
     cfg = job.config

@@ -29,21 +29,31 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rubric_induce import __version__
 from rubric_induce.backends.base import fault_summary
 from rubric_induce.backends.redact import redact_obj, redact_spec
-from rubric_induce.data.jsonl import jsonable, write_json as _write_json
 from rubric_induce.core.errors import RubricInduceError
 from rubric_induce.core.safepaths import inside_folder
+from rubric_induce.data.jsonl import jsonable
+from rubric_induce.data.jsonl import write_json as _write_json
 from rubric_induce.pipeline.config import RunConfig, load_config
 from rubric_induce.pipeline.context import RunContext
-from rubric_induce.pipeline.folder import (RunLock, changed_files, check_cache_location, check_run_folder, damaged_outputs, file_sha256,
-                     hash_outputs, snapshot)
+from rubric_induce.pipeline.folder import (
+    RunLock,
+    changed_files,
+    check_cache_location,
+    check_run_folder,
+    damaged_outputs,
+    file_sha256,
+    hash_outputs,
+    snapshot,
+)
 from rubric_induce.pipeline.stages import STAGE_NAMES, STAGES, Stage
 
 __all__ = ["RunResult", "run_pipeline", "run_dir_for", "preflight", "check_run_dir"]
@@ -106,8 +116,8 @@ def preflight(ctx: RunContext) -> None:
 
 
 def _preflight(ctx: RunContext) -> None:
-    from rubric_induce.data.labels import check_binary
     from rubric_induce.core.errors import DataError
+    from rubric_induce.data.labels import check_binary
     from rubric_induce.pipeline.checks import check_run_inputs
     from rubric_induce.pipeline.optional import skip_notes
 
@@ -118,7 +128,7 @@ def _preflight(ctx: RunContext) -> None:
 
     # a reasoning model (gpt-5, o1/o3/o4) returns no logprobs: refuse before generate pays for calls
     check_logprobs_support(cfg.backend.spec.split("/", 1)[-1], cfg.probe.estimator, source=cfg.source)
-    cfg.task_resolved  # reads a description file now: a missing one fails before any LLM call
+    _ = cfg.task_resolved  # reads a description file now: a missing one fails before any LLM call
     if ctx.pairwise:  # pairs: read (a bad row stops here), split, and enough training preferences
         from rubric_induce.pipeline.pairwise_stages import preflight_pairs
 
@@ -300,7 +310,7 @@ def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any
                 _remove_stale(run_dir, old_outputs, outputs, source=_marker(run_dir, stage.name))
                 usage = _stage_usage(stage, ctx, before)
                 current_stage = None
-                finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                finished = datetime.now(UTC).isoformat(timespec="seconds")
                 write_json(_marker(run_dir, stage.name), {"stage": stage.name, "fingerprint": fp, "seconds": seconds,
                                                           "finished": finished, "usage": usage,
                                                           "summary": jsonable(summary), "outputs": outputs})
@@ -331,7 +341,7 @@ def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any
                 echo(f"[{current}] {faults}")
         raise
     finally:
-        manifest["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        manifest["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
         _write_manifest(run_dir, manifest, ctx)
         ctx.close()
         result.manifest = manifest
@@ -393,9 +403,9 @@ def _start_manifest(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
     all_prompts = sorted({p for s in STAGES for p in s.prompts})
     return {
         "format": "rubric-induce-run", "format_version": 1,
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "first_started": old.get("first_started") or old.get("started")
-        or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        or datetime.now(UTC).isoformat(timespec="seconds"),
         "status": "starting",
         "versions": _versions(),
         "config_file": cfg.source, "config_sha256": _sha(_redacted_config(cfg)),

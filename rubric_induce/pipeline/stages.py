@@ -8,15 +8,16 @@ old file or the new one, never half of one.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rubric_induce.data import RubricPool, RubricSet
 from rubric_induce.dedup.api import DEDUP_POOL_FILE
 from rubric_induce.generation.api import POOL_FILE
+from rubric_induce.pipeline.context import RunContext
 from rubric_induce.probing.api import PROBES_FILE
 from rubric_induce.selection.api import SELECTED_FILE
-from rubric_induce.pipeline.context import RunContext
 
 __all__ = ["Stage", "STAGES", "STAGE_NAMES"]
 
@@ -38,7 +39,8 @@ def _marker_summary(ctx: RunContext, name: str) -> dict[str, Any]:
 
 
 def generate(ctx: RunContext) -> dict[str, Any]:
-    from rubric_induce.generation.api import generate as run_generate, read_domain
+    from rubric_induce.generation.api import generate as run_generate
+    from rubric_induce.generation.api import read_domain
     from rubric_induce.handoff import import_rubrics
 
     cfg = ctx.config
@@ -117,11 +119,10 @@ def select(ctx: RunContext) -> dict[str, Any]:
         from rubric_induce.pipeline.pairwise_stages import select_pairs
 
         return select_pairs(ctx)
-    from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.selection.api import select as run_select
-
     import warnings
 
+    from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.selection.api import select as run_select
     from rubric_induce.selection.selector import SelectionWarning
 
     cfg = ctx.config
@@ -160,7 +161,6 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
 
         return calibrate_pairs(ctx)
     from rubric_induce.calibration.api import remove_saved
-
     from rubric_induce.pipeline.optional import skip_note
 
     cfg = ctx.config
@@ -246,8 +246,9 @@ def evaluate(ctx: RunContext) -> dict[str, Any]:
         from rubric_induce.pipeline.pairwise_stages import evaluate_pairs
 
         return evaluate_pairs(ctx)
-    from rubric_induce.evaluation.heldout import evaluate as run_evaluate, score_heldout
     from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.evaluation.heldout import evaluate as run_evaluate
+    from rubric_induce.evaluation.heldout import score_heldout
     from rubric_induce.scoring.scorer import RubricScorer
 
     cfg = ctx.config
@@ -280,8 +281,8 @@ def feedback(ctx: RunContext) -> dict[str, Any]:
         (ctx.out / "feedback.md").unlink(missing_ok=True)
         (ctx.out / "feedback.json").unlink(missing_ok=True)
         return {"enabled": False}
-    from rubric_induce.feedback.api import feedback as run_feedback
     from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.feedback.api import feedback as run_feedback
 
     chosen = list(RubricSet.load(ctx.out / SELECTED_FILE))
     summary = run_feedback(ProbeTable.load(ctx.out / PROBES_FILE), ctx.test or ctx.train, chosen, ctx.backend,
@@ -295,7 +296,9 @@ def report(ctx: RunContext) -> dict[str, Any]:
     from rubric_induce.reporting.report import report as run_report
 
     path = run_report(ctx.out, ctx.config.report, seed=ctx.config.run.seed)
-    from rubric_induce.reporting.viewer import write_view  # the run viewer: one self-contained HTML page beside report.md
+    from rubric_induce.reporting.viewer import (
+        write_view,  # the run viewer: one self-contained HTML page beside report.md
+    )
 
     view = write_view(ctx.out, examples=ctx.examples, test_ids=[ex.id for ex in ctx.test])
     return {"report": path.name, "view": view.name}

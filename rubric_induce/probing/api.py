@@ -27,21 +27,34 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.backends.base import Backend, prompt_cache_scope
-from rubric_induce.backends.redact import redact_text
-from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.concurrency import run_window
-from rubric_induce.data.model import AnswerScale, Example, Rubric
-from rubric_induce.data.probes import ProbeRecord, ProbeTable
-from rubric_induce.data.render import render_example, render_example_tokens
-from rubric_induce.core.errors import (BackendError, BackendUnavailableError, ContextOverflowError, LogprobsUnavailableError,
-                     UntrustworthyLogprobsError,
-                     RubricInduceError)
+from rubric_induce.backends.options import CallOptions
+from rubric_induce.backends.redact import redact_text
+from rubric_induce.core.errors import (
+    BackendError,
+    BackendUnavailableError,
+    ContextOverflowError,
+    LogprobsUnavailableError,
+    RubricInduceError,
+    UntrustworthyLogprobsError,
+)
 from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.task import TaskParams
 from rubric_induce.core.templates import PromptTemplate, load_prompt
-from rubric_induce.probing.packed import (PACKED_TEMPLATE, PACKED_TOP_LOGPROBS, PACKINGS, build_packed_messages,
-                                          label_for, pack_groups, packed_max_tokens, parse_packed_tokens)
+from rubric_induce.data.model import AnswerScale, Example, Rubric
+from rubric_induce.data.probes import ProbeRecord, ProbeTable
+from rubric_induce.data.render import render_example, render_example_tokens
+from rubric_induce.probing.packed import (
+    PACKED_TEMPLATE,
+    PACKED_TOP_LOGPROBS,
+    PACKINGS,
+    build_packed_messages,
+    label_for,
+    pack_groups,
+    packed_max_tokens,
+    parse_packed_tokens,
+)
 
 __all__ = [
     "PROBE_STYLES",

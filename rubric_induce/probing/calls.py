@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rubric_induce.backends.base import AnswerLogprobs, Backend, ChatResult, Message, Usage, prompt_cache_scope
-from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.cache import answer_logprobs_payload, cache_key, chat_payload
-from rubric_induce.data.model import Example, Rubric
-from rubric_induce.data.render import render_example_tokens
+from rubric_induce.backends.options import CallOptions
 from rubric_induce.core.errors import BackendError, RubricInduceError
 from rubric_induce.core.task import TaskParams
+from rubric_induce.data.model import Example, Rubric
+from rubric_induce.data.render import render_example_tokens
 
 __all__ = ["ProbeCall", "probe_calls", "request_body", "unwrap_backend", "probe_params", "prompt_hashes"]
 
@@ -102,7 +102,7 @@ class _Recorder(Backend):
 
 def unwrap_backend(backend: Backend) -> Backend:
     """The backend under a :class:`~rubric_induce.backends.cache.CachedBackend` (itself otherwise)."""
-    while hasattr(backend, "inner") and isinstance(getattr(backend, "inner"), Backend):
+    while hasattr(backend, "inner") and isinstance(backend.inner, Backend):
         backend = backend.inner
     return backend
 
@@ -132,8 +132,8 @@ def probe_calls(
     """Every call :func:`~rubric_induce.probing.api.probe` would make for these arguments, in its
     order (example-major), with cache keys under ``backend``'s identity. Makes no LLM call (the
     backend's tokenizer is used when ``max_example_tokens`` cuts examples)."""
-    from rubric_induce.probing.api import probe_once, prompt_cache_key_for
     from rubric_induce.data.render import render_example
+    from rubric_induce.probing.api import probe_once, prompt_cache_key_for
 
     params = probe_params(params, **options)
     examples, rubrics = list(examples), list(rubrics)
@@ -194,9 +194,9 @@ def probe_calls(
 def prompt_hashes(style: str, packing: str = "independent") -> dict[str, str]:
     """``{template name: content hash}`` of the probe template a style (or packed probing) uses (for
     batch manifests)."""
+    from rubric_induce.core.templates import load_prompt
     from rubric_induce.probing.api import TEMPLATE_FOR_STYLE
     from rubric_induce.probing.packed import PACKED_TEMPLATE
-    from rubric_induce.core.templates import load_prompt
 
     tmpl = load_prompt(PACKED_TEMPLATE if packing == "packed" else TEMPLATE_FOR_STYLE[style])
     return {tmpl.name: tmpl.hash}

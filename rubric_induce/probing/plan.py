@@ -33,10 +33,10 @@ from typing import Any
 from rubric_induce.backends.base import Backend
 from rubric_induce.backends.pricing import ModelPrice, cost, load_prices, price_of
 from rubric_induce.backends.redact import redact_obj
-from rubric_induce.data.model import Example, Rubric
 from rubric_induce.core.errors import DataError
-from rubric_induce.probing.calls import ProbeCall, probe_calls, probe_params, unwrap_backend
 from rubric_induce.core.task import TaskParams
+from rubric_induce.data.model import Example, Rubric
+from rubric_induce.probing.calls import ProbeCall, probe_calls, probe_params, unwrap_backend
 
 __all__ = ["ProbePlan", "plan_probes", "plan_from_calls", "check_logprobs_support", "NO_LOGPROBS_MODELS",
            "openai_cached_tokens"]

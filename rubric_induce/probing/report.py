@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.data.model import Example, Rubric
 from rubric_induce.core.stats import spearman
+from rubric_induce.data.model import Example, Rubric
 from rubric_induce.data.probes import ProbeTable
 
 __all__ = ["probe_report"]

@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.data.jsonl import atomic_write_text, read_json
-from rubric_induce.core.params import Params, param, resolve_params
-from rubric_induce.data.labels import is_binary
 from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.core.mdtext import md_code, md_text
+from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.core.stats import CORRELATIONS, quadratic_weighted_kappa, rankdata, williams_test_scores
+from rubric_induce.data.jsonl import atomic_write_text, read_json
+from rubric_induce.data.labels import is_binary
 from rubric_induce.evaluation.meta_eval import correlation_table
 from rubric_induce.evaluation.score_table import ScoreRow, read_scores
 

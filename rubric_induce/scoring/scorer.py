@@ -16,17 +16,16 @@ whatever the file says, so it keeps the environment's key. :attr:`RubricScorer.e
 """
 from __future__ import annotations
 
-import json
-
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.data import Example, Rubric, RubricSet
 from rubric_induce.data.mapping import InputMapping
 from rubric_induce.data.results import ScoreResult
-from rubric_induce.core.errors import DataError, RubricInduceError
 
 if TYPE_CHECKING:  # calibration imports torch on use; the scorer imports it only when a run has a network
     from rubric_induce.calibration.adaptive import AdaptiveModel
@@ -895,8 +894,8 @@ def _open(backend: Any, cache: str | Path | bool | None, base: Path, options: Ma
     kind), wrapped in a call cache unless ``cache`` is False. ``trusted=False`` (a spec read from an
     artifact): an OpenAI-compatible endpoint gets no API key from the environment."""
     from rubric_induce.backends import Backend
-    from rubric_induce.backends.params import BackendParams
     from rubric_induce.backends.cache import CachedBackend, CallCache, default_cache_path
+    from rubric_induce.backends.params import BackendParams
 
     if isinstance(backend, Backend):
         return backend

@@ -7,17 +7,18 @@ behave the same everywhere.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from rubric_induce.core.errors import DataError
+from rubric_induce.core.params import Params, param, resolve_params, suggest
 from rubric_induce.data import Example, Rubric, RubricSet
 from rubric_induce.data.jsonl import jsonable
 from rubric_induce.data.probes import probe_health_markdown  # re-exported
-from rubric_induce.core.errors import DataError
-from rubric_induce.core.params import Params, param, resolve_params, suggest
 
 __all__ = ["SelectParams", "SelectResult", "select", "write_selection_report", "check_selection_labels",
            "SELECTED_FILE", "selector_class", "usable_rubrics", "NEUTRAL_FILL", "probe_health_markdown"]

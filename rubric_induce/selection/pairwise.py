@@ -100,7 +100,7 @@ class PairwiseSelector:
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {"n_rubrics": self.n_rubrics, "alpha": self.alpha, "margin": self.margin, "tol": self.tol}
 
-    def set_params(self, **params: Any) -> "PairwiseSelector":
+    def set_params(self, **params: Any) -> PairwiseSelector:
         for k, v in params.items():
             if k not in self.get_params():
                 raise ValueError(f"unknown parameter {k!r} for PairwiseSelector")

@@ -10,8 +10,9 @@ left to the selector.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -75,8 +76,8 @@ def inverted_p(x: np.ndarray, y: np.ndarray, polarity: str) -> float | None:
 
 def _effect(x: np.ndarray, y: np.ndarray) -> float:
     """Mean score on positive minus negative texts (binary) or Spearman rho (graded), on [0, 10] scores."""
-    from rubric_induce.data.labels import is_binary
     from rubric_induce.core.stats import spearman
+    from rubric_induce.data.labels import is_binary
 
     if is_binary(y):
         return float(x[y == 1].mean() - x[y == 0].mean())

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from rubric_induce.core.errors import DataError
 from rubric_induce.data.labels import check_binary, labels_from_examples  # re-exported
 from rubric_induce.data.model import Example, Rubric
-from rubric_induce.core.errors import DataError
 from rubric_induce.data.probes import ProbeArrays, ProbeTable
 
 __all__ = [

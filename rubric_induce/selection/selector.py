@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.data.model import Example, Rubric
-from rubric_induce.data.labels import is_binary
 from rubric_induce.core.errors import DataError, NotFittedError, RubricInduceError
+from rubric_induce.data.labels import is_binary
+from rubric_induce.data.model import Example, Rubric
 from rubric_induce.data.probes import ProbeArrays, ProbeTable
 from rubric_induce.selection.metrics import classification_metrics, delta_netsat, yield_rate
 from rubric_induce.selection.precision import sharpness_error

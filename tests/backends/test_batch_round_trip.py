@@ -8,12 +8,12 @@ import math
 
 import pytest
 
+from rubric_induce.backends.cache import CachedBackend, CallCache
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend
 from rubric_induce.batch.export import export_batch, ingest_results
 from rubric_induce.batch.run import run_batch
-from rubric_induce.backends.cache import CachedBackend, CallCache
-from rubric_induce.probing.calls import probe_calls
 from rubric_induce.probing.api import ProbeParams, probe
+from rubric_induce.probing.calls import probe_calls
 
 pytestmark = pytest.mark.server
 

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from rubric_induce.backends.base import Usage
-from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.backends.cache import CachedBackend, CallCache, UsageTally, cache_key
+from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.probing.api import probe
 
 

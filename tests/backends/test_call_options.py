@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from rubric_induce.backends import CallOptions
-from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.backends.cache import CachedBackend, CallCache, cache_key, canonical_json, canonical_value
+from rubric_induce.backends.fake import FakeBackend
 
 MSGS = [{"role": "user", "content": "Rate this."}]
 IDENT = {"kind": "fake", "model": "m"}

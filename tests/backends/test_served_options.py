@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from rubric_induce.backends.cache import CachedBackend, CallCache
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.backends.params import BackendParams
-from rubric_induce.backends.cache import CachedBackend, CallCache
 from rubric_induce.cli import cli
-from rubric_induce.data import Example, Rubric
 from rubric_induce.core.errors import ContextOverflowError, DataError
+from rubric_induce.data import Example, Rubric
+from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.pipeline import config_from_dict
 from rubric_induce.probing.api import ProbeParams, probe
-from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.selection.api import NEUTRAL_FILL, SelectParams, select, usable_rubrics
 from rubric_induce.selection.scores import unit_scores
 

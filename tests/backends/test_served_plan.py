@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rubric_induce.backends.openai_compat import OpenAICompatibleBackend
 from rubric_induce.backends.cache import CachedBackend, CallCache
-from rubric_induce.probing.plan import plan_probes
+from rubric_induce.backends.openai_compat import OpenAICompatibleBackend
 from rubric_induce.probing.api import ProbeParams, probe
+from rubric_induce.probing.plan import plan_probes
 
 pytestmark = pytest.mark.server
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rubric_induce.data.probes import ProbeTable
 from rubric_induce.pipeline import config_from_dict, run_pipeline
 from rubric_induce.probing.api import PROBES_FILE
-from rubric_induce.data.probes import ProbeTable
 
 pytestmark = [pytest.mark.server, pytest.mark.local_model]
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rubric_induce.batch.run import Outcome, result_line, result_path, scan_requests
 from rubric_induce.batch.endpoints import Endpoint, RetryPolicy, api_key_from_env, parse_endpoints
 from rubric_induce.batch.files import iter_requests, resume_results
+from rubric_induce.batch.run import Outcome, result_line, result_path, scan_requests
 from rubric_induce.core.errors import DataError
 
 GOLDEN = Path(__file__).parent / "data" / "requests-golden.jsonl"

@@ -13,9 +13,9 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from rubric_induce.batch.run import RetryPolicy, SUMMARY_NAME, parse_endpoints, run_batch
-from rubric_induce.batch.files import ResultWriter, iter_requests, scan_requests
 from rubric_induce.batch.engines.http import run_http
+from rubric_induce.batch.files import ResultWriter, iter_requests, scan_requests
+from rubric_induce.batch.run import SUMMARY_NAME, RetryPolicy, parse_endpoints, run_batch
 from rubric_induce.cli import cli
 
 

@@ -9,11 +9,11 @@ pytest.importorskip("openai")
 
 from _engine import Engine, backend, completion, run_requests  # noqa: E402
 
-from rubric_induce.batch.export import MAX_LINES, export_batch, ingest_results, read_manifest  # noqa: E402
 from rubric_induce.backends.cache import CachedBackend, CallCache  # noqa: E402
+from rubric_induce.batch.export import MAX_LINES, export_batch, ingest_results, read_manifest  # noqa: E402
 from rubric_induce.core.errors import DataError  # noqa: E402
-from rubric_induce.probing.calls import probe_calls  # noqa: E402
 from rubric_induce.probing.api import ProbeParams, probe  # noqa: E402
+from rubric_induce.probing.calls import probe_calls  # noqa: E402
 
 
 def _records(table):

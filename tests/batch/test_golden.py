@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("openai")
 
+from rubric_induce.backends.cache import CallCache, answer_logprobs_payload, cache_key  # noqa: E402
 from rubric_induce.backends.options import CallOptions  # noqa: E402
 from rubric_induce.batch.export import backend_from_manifest, ingest_results, read_manifest  # noqa: E402
-from rubric_induce.backends.cache import CallCache, answer_logprobs_payload, cache_key  # noqa: E402
 from rubric_induce.cli import main  # noqa: E402
 
 GOLDEN = Path(__file__).parent / "golden"

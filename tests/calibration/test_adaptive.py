@@ -11,12 +11,11 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from rubric_induce.calibration.adaptive import AdaptiveModel, load_adaptive, save_adaptive  # noqa: E402
-from rubric_induce.calibration.policy import AskPolicy  # noqa: E402
+from rubric_induce.calibration.adaptive import AdaptiveModel, load_adaptive, np_forward, random_masks, save_adaptive  # noqa: E402  # noqa: E402
 from rubric_induce.calibration.calibrator import Calibrator  # noqa: E402
-from rubric_induce.calibration.adaptive import np_forward, random_masks  # noqa: E402
 from rubric_induce.calibration.completion import GaussianCompletion  # noqa: E402
 from rubric_induce.calibration.planted import planted_adaptive, planted_redundant  # noqa: E402
+from rubric_induce.calibration.policy import AskPolicy  # noqa: E402
 from rubric_induce.core.errors import DataError, NotFittedError  # noqa: E402
 from rubric_induce.core.stats import pearson  # noqa: E402
 
@@ -62,8 +61,8 @@ def test_numpy_forward_matches_torch(planted):
 
 
 def test_ordinal_numpy_forward_matches_torch():
-    from rubric_induce.calibration.network import CalibrationNetwork
     from rubric_induce.calibration.adaptive import _np_state
+    from rubric_induce.calibration.network import CalibrationNetwork
 
     torch.manual_seed(0)
     net = CalibrationNetwork(10, 3, [4, 3, 2], (6, 5), head="ordinal", init="normal").eval()
@@ -132,7 +131,7 @@ def test_stop_rule_respects_budget_and_stop_at(planted, budget):
     trace = AskPolicy(model, budget=budget, stop_at=-np.inf).simulate(test.X[:50])
     assert (trace.n_asked == budget).all()
     loose = AskPolicy(model, stop_at=0.02).simulate(test.X[:50])
-    for order, gains, stop in zip(loose.order, loose.gains, loose.stop):
+    for _order, gains, stop in zip(loose.order, loose.gains, loose.stop):
         assert all(g > 0.02 for g in gains)  # nothing asked at or below stop_at
         assert stop in ("stop_at", "all asked")
     assert 0 < loose.n_asked.mean() < 5

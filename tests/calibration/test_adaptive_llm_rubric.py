@@ -7,11 +7,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rubric_induce.calibration.adaptive import AdaptiveModel  # noqa: E402
-from rubric_induce.calibration.policy import AskPolicy  # noqa: E402
 from rubric_induce.calibration.data import from_llm_rubric  # noqa: E402
+from rubric_induce.calibration.policy import AskPolicy  # noqa: E402
 from rubric_induce.calibration.search import group_kfold  # noqa: E402
-from rubric_induce.core.stats import check_answer_shift  # noqa: E402
-from rubric_induce.core.stats import pearson  # noqa: E402
+from rubric_induce.core.stats import (
+    check_answer_shift,  # noqa: E402
+    pearson,  # noqa: E402
+)
 
 # every test reads a model fitted on the LLM-RUBRIC answers (several seconds on 2 cores)
 pytestmark = pytest.mark.slow

@@ -10,7 +10,6 @@ from rubric_induce.calibration.calibrator import Calibrator, NotFittedError, che
 from rubric_induce.calibration.network import CalibrationNetwork, masked_nll  # noqa: E402
 from rubric_induce.core.errors import DataError  # noqa: E402
 
-
 SCALES = [(1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3)]
 FAST = dict(hidden=(10, 10), learning_rate=1e-2, batch_size=32, pretrain_epochs=15, finetune_epochs=15)
 

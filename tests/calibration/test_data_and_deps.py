@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from rubric_induce.calibration.data import from_probes
+from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.data import Example
 from rubric_induce.data.model import Judgment
-from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.data.probes import ProbeRecord, ProbeTable
 
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rubric_induce.calibration.baselines import (ArgmaxLLM, ConstantBaseline, ExpectedLLM, RandomBaseline,
-                                                 isotonic_fit)
-from rubric_induce.calibration.metrics import (paired_permutation_test, regression_metrics, reliability_diagram,
-                                               rmse_bound, smooth_ece)
+from rubric_induce.calibration.baselines import ArgmaxLLM, ConstantBaseline, ExpectedLLM, RandomBaseline, isotonic_fit
+from rubric_induce.calibration.metrics import (
+    paired_permutation_test,
+    regression_metrics,
+    reliability_diagram,
+    rmse_bound,
+    smooth_ece,
+)
 from rubric_induce.core.stats import kendall
 
 

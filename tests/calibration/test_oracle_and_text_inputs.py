@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rubric_induce.calibration.data import CalibrationData, TextEmbeddingFeatures
 from rubric_induce.calibration.baselines import JudgeMeanBaseline
+from rubric_induce.calibration.data import CalibrationData, TextEmbeddingFeatures
 from rubric_induce.calibration.metrics import regression_metrics
 from rubric_induce.core.errors import DataError
 

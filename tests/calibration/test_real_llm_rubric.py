@@ -1,13 +1,12 @@
 """Behaviour on the released LLM-RUBRIC data: train on synthetic judgments, test on real dialogues."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from rubric_induce.calibration.calibrator import Calibrator  # noqa: E402
 from rubric_induce.calibration.baselines import ConstantBaseline  # noqa: E402
+from rubric_induce.calibration.calibrator import Calibrator  # noqa: E402
 from rubric_induce.calibration.data import from_llm_rubric  # noqa: E402
 from rubric_induce.calibration.metrics import regression_metrics  # noqa: E402
 

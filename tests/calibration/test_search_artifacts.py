@@ -8,11 +8,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from rubric_induce.calibration.artifacts import load_calibrator, save_calibrator
+from rubric_induce.calibration.baselines import PersonalizedIsotonic
 from rubric_induce.calibration.calibrator import Calibrator
 from rubric_induce.calibration.data import CalibrationData
-from rubric_induce.calibration.baselines import PersonalizedIsotonic
 from rubric_induce.calibration.search import cross_val_predict, group_kfold, search_hyperparameters
-from rubric_induce.calibration.artifacts import load_calibrator, save_calibrator
 from rubric_induce.core.errors import DataError  # noqa: E402
 
 FAST = dict(hidden=(8, 8), learning_rate=1e-2, batch_size=64, pretrain_epochs=5, finetune_epochs=5)

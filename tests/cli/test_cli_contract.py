@@ -15,11 +15,11 @@ from rubric_induce.calibration.api import CalibrateParams
 from rubric_induce.cli import COMMANDS, EXIT_FAILURE, EXIT_INPUT, cli
 from rubric_induce.data import RubricPool, write_examples
 from rubric_induce.dedup.api import DedupParams
-from rubric_induce.reporting.report import ReportParams
 from rubric_induce.feedback.api import FeedbackParams
 from rubric_induce.generation.api import AutoCalibrateParams, RubiconParams
 from rubric_induce.pipeline.config import SECTIONS, RunConfig
 from rubric_induce.probing.api import ProbeParams
+from rubric_induce.reporting.report import ReportParams
 from rubric_induce.selection.api import SelectParams
 
 

@@ -82,8 +82,8 @@ def test_score_help_names_the_out_formats():
 # generation progress
 # --------------------------------------------------------------------------------------------
 def test_generation_without_bars_prints_calls_done_of_planned_and_elapsed(monkeypatch, capsys):
-    from rubric_induce.core import progress
     from rubric_induce.backends.fake import FakeBackend
+    from rubric_induce.core import progress
     from rubric_induce.data import Example
     from rubric_induce.generation.api import GenerateParams, generate
 

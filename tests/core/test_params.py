@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from rubric_induce.calibration.api import CalibrateParams
 from rubric_induce.core.errors import DataError
-from rubric_induce.generation.api import AutoCalibrateParams, GenerateParams, RubiconParams
 from rubric_induce.core.params import params_class
+from rubric_induce.generation.api import AutoCalibrateParams, GenerateParams, RubiconParams
 from rubric_induce.pipeline.config import SECTIONS, config_from_dict
 from rubric_induce.probing.api import ProbeParams
 from rubric_induce.selection.api import SelectParams

@@ -6,11 +6,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as sps
 
 from rubric_induce.core import stats
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 SCIPY = {
     "pearson": lambda a, b: sps.pearsonr(a, b)[0],

@@ -8,14 +8,14 @@ from click.testing import CliRunner
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.cli import cli
-from rubric_induce.data import Example, Rubric
 from rubric_induce.core.errors import DataError
+from rubric_induce.core.task import ROLES, TaskParams, load_task_file, plural
+from rubric_induce.data import Example, Rubric
 from rubric_induce.feedback.api import FeedbackItem, summarize_feedback
-from rubric_induce.generation.rubicon import Pattern, extract_patterns, spur_update, summarize_rubrics
 from rubric_induce.generation.autocalibrate import draft_criteria, draft_plan
+from rubric_induce.generation.rubicon import Pattern, extract_patterns, spur_update, summarize_rubrics
 from rubric_induce.pipeline import config_from_dict, load_config
 from rubric_induce.probing.api import PROBE_STYLES, build_messages
-from rubric_induce.core.task import ROLES, TaskParams, load_task_file, plural
 
 GENERIC = TaskParams(description="Whether the answer is supported by the cited passage.", kind="answer",
                      positive="supported", negative="unsupported", fields={"passage": "source", "text": "text"})

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from rubric_induce.core.errors import DataError
 from rubric_induce.data import LabelScale
 from rubric_induce.data.datasets import load_generic
-from rubric_induce.core.errors import DataError
 
 LIKERT = {"quality": LabelScale("ordinal", 1, 5)}
 BINARY = {"sat": LabelScale("binary", 0, 1)}

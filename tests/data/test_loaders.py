@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rubric_induce.core.errors import DataError
 from rubric_induce.data.datasets import (
     DATASETS,
     LLM_RUBRIC_QUESTIONS,
@@ -26,7 +27,6 @@ from rubric_induce.data.datasets import (
     parse_uss,
 )
 from rubric_induce.data.examples_io import check_labels
-from rubric_induce.core.errors import DataError
 
 
 @pytest.fixture(scope="module")

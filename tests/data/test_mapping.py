@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rubric_induce.core.errors import DataError
 from rubric_induce.data import Example, read_examples, write_examples
 from rubric_induce.data.mapping import InputMapping, text_id
 from rubric_induce.data.params import DataParams, load_examples
-from rubric_induce.core.errors import DataError
 
 MAPPING = InputMapping(id="rid", group="topic", text={"context": "ctx", "response": "reply"},
                        labels={"quality": "q", "sat": "good"})

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from rubric_induce.core.errors import DataError
 from rubric_induce.data import (
     LIKERT_5,
     YES_NO,
@@ -18,7 +19,6 @@ from rubric_induce.data import (
     read_examples,
     write_examples,
 )
-from rubric_induce.core.errors import DataError
 
 SCALES = {"sat": LabelScale("binary", 0, 1), "q": LabelScale("ordinal", 1, 4, not_applicable=(0,))}
 

@@ -11,7 +11,6 @@ from rubric_induce.data import Rubric, RubricPool
 from rubric_induce.dedup import dedup
 from rubric_induce.dedup.api import group_by_similarity
 
-
 PLANTED = [
     ("The assistant confirms the booking details.", "SAT"),              # 0  rep of group A
     ("The user thanks the assistant at the end.", "SAT"),                 # 1

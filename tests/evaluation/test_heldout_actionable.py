@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from rubric_induce.core.stats import leave_one_out_agreement
 from rubric_induce.data import Example, Judgment, Rubric
 from rubric_induce.data.probes import ProbeRecord, ProbeTable
+from rubric_induce.data.results import ScoreResult
 from rubric_induce.evaluation.baselines import constant_baseline, majority_baseline
 from rubric_induce.evaluation.heldout import EvaluateParams, binary_aspect, evaluate
 from rubric_induce.evaluation.judges import judge_ratings, judge_rows
-from rubric_induce.probing.checks import probe_checks
 from rubric_induce.evaluation.score_table import read_scores
-from rubric_induce.data.results import ScoreResult
-from rubric_induce.core.stats import leave_one_out_agreement
+from rubric_induce.probing.checks import probe_checks
 
 FAST = EvaluateParams(bootstrap=20)
 

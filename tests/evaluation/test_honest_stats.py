@@ -18,13 +18,13 @@ from scipy import stats as sps
 
 from rubric_induce.core import stats
 from rubric_induce.data import Example, Judgment
+from rubric_induce.data.results import ScoreResult
 from rubric_induce.evaluation.heldout import EvaluateParams, evaluate
 from rubric_induce.evaluation.judges import judge_rows, judges_markdown
 from rubric_induce.evaluation.meta_eval import correlation_table
+from rubric_induce.evaluation.score_table import write_scores
 from rubric_induce.reporting.report import ReportParams, report
 from rubric_induce.reporting.summary import run_summary_markdown
-from rubric_induce.evaluation.score_table import write_scores
-from rubric_induce.data.results import ScoreResult
 
 FAST = EvaluateParams(bootstrap=50)
 

@@ -9,12 +9,10 @@ import pytest
 from experiment_loader import check_run_record, load_experiment
 
 from rubric_induce.core import stats
-from rubric_induce.data import Example, RubricPool
 from rubric_induce.core.errors import RubricInduceError
-from rubric_induce.evaluation.score_table import read_scores
+from rubric_induce.data import Example, RubricPool
 from rubric_induce.data.probes import ProbeTable
-
-
+from rubric_induce.evaluation.score_table import read_scores
 
 ac = load_experiment("autocalibrate_tables")
 

@@ -9,15 +9,12 @@ import numpy as np
 import pytest
 from experiment_loader import check_run_record, load_experiment
 
-from rubric_induce.core import stats
 from rubric_induce.backends.fake import FakeBackend
+from rubric_induce.backends.structured import GenerationError, GenerationStats
 from rubric_induce.core import stats
 from rubric_induce.data import Example, RubricPool
-from rubric_induce.evaluation.score_table import read_scores
 from rubric_induce.data.probes import ProbeTable
-from rubric_induce.backends.structured import GenerationError, GenerationStats
-
-
+from rubric_induce.evaluation.score_table import read_scores
 
 cl = load_experiment("closer_look")
 

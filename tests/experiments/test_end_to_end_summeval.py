@@ -10,11 +10,11 @@ import pytest
 from experiment_loader import check_run_record, load_experiment
 
 from rubric_induce.core import stats
+from rubric_induce.core.errors import RubricInduceError
 from rubric_induce.data import RubricPool
 from rubric_induce.data.datasets import load_summeval
-from rubric_induce.core.errors import RubricInduceError
-from rubric_induce.evaluation.score_table import read_scores
 from rubric_induce.data.probes import ProbeTable
+from rubric_induce.evaluation.score_table import read_scores
 
 ASPECTS = ["coherence", "relevance"]
 

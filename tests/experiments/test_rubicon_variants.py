@@ -9,15 +9,13 @@ import numpy as np
 import pytest
 from experiment_loader import check_run_record, load_experiment
 
+from rubric_induce.backends.structured import GenerationError
+from rubric_induce.core.errors import RubricInduceError
 from rubric_induce.data import RubricPool
 from rubric_induce.data.datasets import load_uss
-from rubric_induce.core.errors import RubricInduceError
-from rubric_induce.evaluation.score_table import read_scores
-from rubric_induce.backends.structured import GenerationError
 from rubric_induce.data.probes import ProbeTable
+from rubric_induce.evaluation.score_table import read_scores
 from rubric_induce.selection.scores import unit_scores
-
-
 
 rv = load_experiment("rubicon_variants")
 SYSTEMS = {"RUBICON", "SPUR", "RUBICON -DS", "UCB (union pool)", "BruteForce (union pool)",

@@ -10,17 +10,16 @@ from click.testing import CliRunner
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.cli import cli
-from rubric_induce.data import AnswerScale, Example, Rubric, RubricPool, write_examples
 from rubric_induce.core.errors import DataError, RubricInduceError
+from rubric_induce.data import AnswerScale, Example, Rubric, RubricPool, write_examples
+from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.feedback.api import (
     FeedbackItem,
     items_from_probes,
     render_item,
     summarize_feedback,
 )
-from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.probing.api import probe
-
 
 _SUMMARY_HEAD = re.compile(r"^Summary \d+", re.M)
 

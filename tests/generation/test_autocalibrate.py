@@ -7,10 +7,13 @@ import re
 import numpy as np
 import pytest
 
-from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.backends.cache import CachedBackend, CallCache
-from rubric_induce.data import Example
+from rubric_induce.backends.fake import FakeBackend
+from rubric_induce.backends.structured import GenerationError, GenerationStats
 from rubric_induce.core.errors import DataError
+from rubric_induce.core.stats import kendall as kendall_tau
+from rubric_induce.core.templates import load_prompt
+from rubric_induce.data import Example
 from rubric_induce.generation.autocalibrate import (
     LEVEL_NAMES,
     ScoredCriterion,
@@ -21,9 +24,6 @@ from rubric_induce.generation.autocalibrate import (
     refine_criteria,
     revisit,
 )
-from rubric_induce.backends.structured import GenerationError, GenerationStats
-from rubric_induce.core.stats import kendall as kendall_tau
-from rubric_induce.core.templates import load_prompt
 
 SMALL = dict(sample_sizes=(2, 3), trials=2, samples=2, refine_sizes=(1, 2), refine_trials=1, refine_samples=1)
 

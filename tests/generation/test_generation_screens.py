@@ -11,12 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.data import Example
-from rubric_induce.generation.rubicon import generate_rubicon
-from rubric_induce.generation.api import GenerateParams, generate
-from rubric_induce.generation.rubicon import DEFAULT_SUBJECTS, rubric_screen
-from rubric_induce.generation.screen import EXAMPLE, GENERIC, LABEL, RubricScreen, copied_span, sentences
 from rubric_induce.core.task import TaskParams
+from rubric_induce.data import Example
+from rubric_induce.generation.api import GenerateParams, generate
+from rubric_induce.generation.rubicon import DEFAULT_SUBJECTS, generate_rubicon, rubric_screen
+from rubric_induce.generation.screen import EXAMPLE, GENERIC, LABEL, RubricScreen, copied_span, sentences
 
 NATURAL = TaskParams(description="Whether the response reads as something a person would say.", kind="response",
                      positive="natural", negative="unnatural")

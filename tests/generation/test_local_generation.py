@@ -11,11 +11,11 @@ pytestmark = pytest.mark.local_model
 def test_embedded_model_generates_a_pool_with_provenance(tmp_path, embedded_model_path):
     # embedded_model_path skips (fails in CI) only when llama_cpp or the model wheel is absent;
     # any other error in the backend is a failure.
-    from rubric_induce.backends.local import LocalLlamaBackend
     from rubric_induce.backends.cache import CachedBackend, CallCache
+    from rubric_induce.backends.local import LocalLlamaBackend
+    from rubric_induce.core.task import TaskParams
     from rubric_induce.data import RubricPool
     from rubric_induce.generation.rubicon import generate_rubicon
-    from rubric_induce.core.task import TaskParams
 
     inner = LocalLlamaBackend(n_threads=2, n_ctx=1024)
     dialogues = [

@@ -5,11 +5,13 @@ import hashlib
 
 import pytest
 
-from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.backends.cache import CachedBackend, CallCache
-from rubric_induce.data import Example, RubricPool
-from rubric_induce.core.errors import DataError, RubricInduceError
+from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.backends.structured import GenerationError, GenerationStats
+from rubric_induce.core.errors import DataError, RubricInduceError
+from rubric_induce.core.task import TaskParams
+from rubric_induce.core.templates import load_prompt, prompts_dir
+from rubric_induce.data import Example, RubricPool
 from rubric_induce.generation.rubicon import (
     Pattern,
     balanced_sample,
@@ -20,8 +22,6 @@ from rubric_induce.generation.rubicon import (
     split_binary,
     summarize_rubrics,
 )
-from rubric_induce.core.task import TaskParams
-from rubric_induce.core.templates import load_prompt, prompts_dir
 
 DOMAIN = "A restaurant booking assistant that finds tables and confirms reservations."
 USS = TaskParams(preset="uss")  # RUBICON's user-satisfaction wording

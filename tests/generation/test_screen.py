@@ -9,12 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.data import Example
-from rubric_induce.generation.rubicon import Pattern, generate_rubicon, spur_update
-from rubric_induce.generation.autocalibrate import generate_autocalibrate
-from rubric_induce.generation.rubicon import rubric_screen
-from rubric_induce.generation.screen import ANNOTATION, EXAMPLE, LABEL, PROMPT, RubricScreen, rejection_reason
 from rubric_induce.core.task import TaskParams
+from rubric_induce.data import Example
+from rubric_induce.generation.autocalibrate import generate_autocalibrate
+from rubric_induce.generation.rubicon import Pattern, generate_rubicon, rubric_screen, spur_update
+from rubric_induce.generation.screen import ANNOTATION, EXAMPLE, LABEL, PROMPT, RubricScreen, rejection_reason
 
 USS = TaskParams(preset="uss")
 QAGS = TaskParams(description="Whether every claim of the summary is supported by the article.", kind="summary",
@@ -180,10 +179,10 @@ def test_inflected_class_words_still_restate_the_label():
 def test_included_rubrics_carry_a_run_whose_generation_is_all_rejected():
     """Measured on the README demo with the 135M model: every generated rubric was a prompt copy.
     With hand-written rubrics included the run goes on, and says why nothing was generated."""
-    from rubric_induce.data import Rubric
-    from rubric_induce.generation.api import GenerateParams, generate
     from rubric_induce.backends.structured import GenerationError
     from rubric_induce.core.task import TaskParams
+    from rubric_induce.data import Rubric
+    from rubric_induce.generation.api import GenerateParams, generate
 
     examples = [Example.create({"text": f"USER: book a table {i}\nASSISTANT: done"}, {"sat": i % 2}, id=f"e{i}")
                 for i in range(6)]

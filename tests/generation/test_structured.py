@@ -6,7 +6,6 @@ import json
 import pytest
 
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.core.errors import ReplyParseError
 from rubric_induce.backends.structured import (
     RETRY_TEMPERATURE,
     GenerationStats,
@@ -17,6 +16,7 @@ from rubric_induce.backends.structured import (
     string_list,
     string_list_schema,
 )
+from rubric_induce.core.errors import ReplyParseError
 
 MSG = [{"role": "user", "content": "give me patterns"}]
 

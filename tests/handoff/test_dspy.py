@@ -9,12 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rubric_induce.handoff import dspy as dspy_judge
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.handoff.dspy import default_render, rubric_metric
 from rubric_induce.core.errors import MissingDependencyError, RubricInduceError
+from rubric_induce.handoff import dspy as dspy_judge
+from rubric_induce.handoff.dspy import default_render, rubric_metric
 from rubric_induce.scoring.scorer import RubricScorer
-
 
 QA = [("Can you book a table for two tonight?", "Booked for 7 pm, confirmation sent."),
       ("Find me a flight to Boston.", "Sorry, I cannot help with that."),
@@ -61,7 +60,7 @@ def test_imports_without_dspy_and_says_how_to_install(monkeypatch, run_dir):
     monkeypatch.delitem(sys.modules, "rubric_induce.handoff.dspy")
     fresh = importlib.import_module("rubric_induce.handoff.dspy")  # importing needs no DSPy
     with pytest.raises(MissingDependencyError, match=r"pip install 'rubric-induce\[dspy\]'"):
-        fresh.RubricJudge
+        _ = fresh.RubricJudge
     with pytest.raises(MissingDependencyError, match="dspy-ai"):
         fresh.require_dspy()
     # The plain metric needs no DSPy: mappings stand in for examples and predictions.

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from rubric_induce.cli import cli, main
-from rubric_induce.data import YES_NO, AnswerScale, Rubric, RubricPool, RubricSet
 from rubric_induce.core.errors import DataError
+from rubric_induce.data import YES_NO, AnswerScale, Rubric, RubricPool, RubricSet
 from rubric_induce.handoff import (
     FORMAT_NAME,
     export_json,

@@ -6,11 +6,11 @@ import json
 import sys
 
 import pytest
-
 from handoff_helpers import BAD, GOOD, rubric_in
+
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.data import AnswerScale, Rubric
 from rubric_induce.core.errors import DataError, MissingDependencyError
+from rubric_induce.data import AnswerScale, Rubric
 from rubric_induce.handoff import deepeval_spec, export_deepeval, import_deepeval
 from rubric_induce.handoff.deepeval_metrics import score_ranges
 
@@ -76,7 +76,7 @@ def test_geval_metrics_score_two_cases_with_a_custom_model(deepeval, handoff_run
     for entry in first.rubric:
         lo, hi = entry.score_range
         assert f"{lo}-{hi}: {entry.expected_outcome}" in prompts[0]
-    assert f"Decide: " in prompts[0] and "Actual Output:\n" + GOOD in prompts[0]
+    assert "Decide: " in prompts[0] and "Actual Output:\n" + GOOD in prompts[0]
 
 
 def test_dag_metric_walks_binary_judgements_to_netsat(deepeval, handoff_run, handoff_rubrics):

@@ -79,11 +79,18 @@ def test_rubric_scorer_equals_score(capped_run, cli_scores):
 def _fake_grader(rubrics, seen):
     """An inspect model over the run's fake backend: the fake's first-token distribution, cut to the
     top_logprobs inspect asks for, as inspect logprobs."""
-    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, Logprob, Logprobs, ModelOutput, \
-        ModelUsage, TopLogprob
+    from handoff_helpers import rubric_in
+    from inspect_ai.model import (
+        ChatCompletionChoice,
+        ChatMessageAssistant,
+        Logprob,
+        Logprobs,
+        ModelOutput,
+        ModelUsage,
+        TopLogprob,
+    )
 
     from rubric_induce.backends.fake import FakeBackend
-    from handoff_helpers import rubric_in
 
     def output(input, tools, tool_choice, config):
         seen.append(config)
@@ -143,5 +150,5 @@ def test_dspy_metric_equals_score(capped_run, cli_scores):
     run, texts = capped_run
     scorer = RubricScorer.load(run)
     for example, want in zip(scorer.read(texts), cli_scores, strict=True):
-        metric = RubricMetric(run, render=lambda ex, pred, text=_text(example): text)
+        metric = RubricMetric(run, render=lambda ex, pred, text=_text(example): text)  # noqa: B008 (binds this text)
         _same(metric.result(None, None), want)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from handoff_helpers import BAD, GOOD, answer_probs, rubric_in
+
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.cli import cli
-from rubric_induce.data import YES_NO, AnswerScale, Rubric, RubricSet
 from rubric_induce.core.errors import DataError
+from rubric_induce.data import YES_NO, AnswerScale, Rubric, RubricSet
 from rubric_induce.handoff import (
     export_openai_graders,
     export_prometheus,

@@ -6,11 +6,11 @@ import importlib.util
 import math
 
 import pytest
-
 from handoff_helpers import BAD, GOOD, answer_probs, rubric_in
+
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.data import AnswerScale, Rubric
 from rubric_induce.core.errors import MissingDependencyError
+from rubric_induce.data import AnswerScale, Rubric
 
 pytestmark = pytest.mark.tools
 

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from handoff_helpers import GOOD
 
 pytestmark = pytest.mark.tools
@@ -85,7 +84,7 @@ def test_ragas_loads_and_scores_the_exported_rubrics(handoff_run, handoff_rubric
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text(encoding="utf-8"))
     assert [m["name"] for m in report["metrics"]] == [r.id for r in handoff_rubrics]
-    for m, r in zip(report["metrics"], handoff_rubrics):
+    for m, _r in zip(report["metrics"], handoff_rubrics):
         assert list(m["rubrics"]) == ["criteria", *(f"score{k}_description" for k in range(1, 6))]
         for value in m["rubrics"].values():
             assert value in m["instruction"]  # ragas put every descriptor into its scoring prompt

@@ -7,8 +7,8 @@ import pytest
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.pipeline import load_config, run_pipeline
-from rubric_induce.pipeline.runner import preflight
 from rubric_induce.pipeline.context import RunContext
+from rubric_induce.pipeline.runner import preflight
 
 
 def _binary_config(write_config, base_config, extra: str = ""):

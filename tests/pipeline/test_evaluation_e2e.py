@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rubric_induce.core.mdtext import md_text
 from rubric_induce.cli import cli
+from rubric_induce.core.mdtext import md_text
 from rubric_induce.evaluation.score_table import read_scores
 from rubric_induce.pipeline import run_pipeline
 

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from rubric_induce.cli import cli
+from rubric_induce.core.errors import DataError
 from rubric_induce.data import Example, write_examples
 from rubric_induce.data.mapping import InputMapping
-from rubric_induce.core.errors import DataError
 from rubric_induce.pipeline import run_pipeline
 from rubric_induce.scoring.scorer import RubricScorer
 

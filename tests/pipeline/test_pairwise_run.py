@@ -217,7 +217,7 @@ def test_judges_preferences_get_per_judge_weights(tmp_path):
     """Pairs with two judges' votes (ab layout, [data.mapping] judges): the head is fitted on the gold rows
     plus one row per judge vote, with a weight vector per judge."""
     rows = llmbar_rows()
-    for i, r in enumerate(rows):
+    for _i, r in enumerate(rows):
         r["vote_x"] = r["label"]                        # agrees with gold
         r["vote_y"] = 2 if r["label"] == 1 else 1       # always the other side
     cfg = fake_config(tmp_path, rows)

@@ -11,14 +11,14 @@ from click.testing import CliRunner
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.cli import cli
+from rubric_induce.core.errors import BackendError
 from rubric_induce.data import RubricPool, RubricSet
 from rubric_induce.data.mapping import read_examples
-from rubric_induce.core.errors import BackendError
+from rubric_induce.data.probes import ProbeTable
 from rubric_induce.pipeline import STAGE_NAMES, load_config, run_pipeline
 from rubric_induce.pipeline import stages as stage_mod
-from rubric_induce.data.probes import ProbeTable
-from rubric_induce.selection.split import group_split
 from rubric_induce.selection.scores import labels_from_examples, unit_scores
+from rubric_induce.selection.split import group_split
 
 FAST = "\n[evaluate]\nbootstrap = 50\n"
 RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"

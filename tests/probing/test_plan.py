@@ -5,13 +5,13 @@ import math
 
 import pytest
 
-from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.backends.cache import CachedBackend, CallCache
-from rubric_induce.data.model import AnswerScale, Rubric
+from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.core.errors import DataError
-from rubric_induce.probing.plan import check_logprobs_support, openai_cached_tokens, plan_probes
-from rubric_induce.probing.calls import probe_calls
+from rubric_induce.data.model import AnswerScale, Rubric
 from rubric_induce.probing.api import ProbeParams, probe
+from rubric_induce.probing.calls import probe_calls
+from rubric_induce.probing.plan import check_logprobs_support, openai_cached_tokens, plan_probes
 
 
 def _keys(cache: CallCache) -> set[str]:

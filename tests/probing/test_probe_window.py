@@ -14,12 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from rubric_induce.backends.cache import CachedBackend, CallCache
 from rubric_induce.backends.concurrency import run_window
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.backends.cache import CachedBackend, CallCache
-from rubric_induce.data import AnswerScale, Example, Rubric
-from rubric_induce.core.errors import (BackendError, BackendUnavailableError, ContextOverflowError,
-                                  LogprobsUnavailableError)
+from rubric_induce.core.errors import (
+    BackendError,
+    BackendUnavailableError,
+    ContextOverflowError,
+    LogprobsUnavailableError,
+)
+from rubric_induce.data import Example, Rubric
 from rubric_induce.probing.api import probe
 
 

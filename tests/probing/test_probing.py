@@ -9,8 +9,8 @@ import pytest
 from rubric_induce.backends import get_backend
 from rubric_induce.backends.base import TokenLogprob
 from rubric_induce.backends.fake import FakeBackend
-from rubric_induce.data import AnswerScale, Example, Rubric
 from rubric_induce.core.errors import LogprobsUnavailableError, RubricInduceError
+from rubric_induce.data import AnswerScale, Example, Rubric
 from rubric_induce.data.probes import ProbeTable
 from rubric_induce.probing.api import _read_after_marker, build_messages, parse_answer, probe
 

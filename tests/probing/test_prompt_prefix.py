@@ -12,12 +12,12 @@ import string
 
 import pytest
 
-from rubric_induce.data import Example, Rubric
-from rubric_induce.data.model import YES_NO, AnswerScale
-from rubric_induce.probing.api import PROBE_STYLES, TEMPLATE_FOR_STYLE, build_messages
-from rubric_induce.data.render import render_example
 from rubric_induce.core.task import TaskParams
 from rubric_induce.core.templates import load_prompt, prompts_dir
+from rubric_induce.data import Example, Rubric
+from rubric_induce.data.model import YES_NO, AnswerScale
+from rubric_induce.data.render import render_example
+from rubric_induce.probing.api import PROBE_STYLES, TEMPLATE_FOR_STYLE, build_messages
 
 #: The placeholders build_messages fills from the rubric (its text, levels and answer scale).
 RUBRIC_SPECIFIC = {"rubric", "levels", "scale"}

@@ -447,8 +447,8 @@ def test_a_damaged_cache_file_is_a_clean_error_naming_it_and_the_fix(tmp_path):
 
 
 def test_a_truncated_cache_file_is_a_clean_error(tmp_path):
-    from rubric_induce.backends.fake import FakeBackend
     from rubric_induce.backends.cache import CachedBackend, CallCache
+    from rubric_induce.backends.fake import FakeBackend
 
     path = tmp_path / "c.sqlite"
     cache = CallCache(path)
@@ -470,8 +470,8 @@ def test_a_truncated_cache_file_is_a_clean_error(tmp_path):
 
 
 def test_a_cache_row_of_bad_json_is_a_miss_with_one_warning(tmp_path):
-    from rubric_induce.backends.fake import FakeBackend
     from rubric_induce.backends.cache import CachedBackend, CallCache
+    from rubric_induce.backends.fake import FakeBackend
 
     path = tmp_path / "c.sqlite"
     backend = CachedBackend(FakeBackend(), CallCache(path))

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from faultserver import FaultServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from faultserver import FaultServer
 from runconfigs import small_run_config
+
 from rubric_induce.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]

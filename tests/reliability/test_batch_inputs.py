@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from faultserver import FaultServer
 from runconfigs import small_run_config
+
 from rubric_induce.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,8 +121,8 @@ def test_a_dead_worker_ends_the_run_with_an_error():
     ``run_http`` with an error naming the line, instead of leaving the run waiting forever."""
     httpx = pytest.importorskip("httpx")
     from rubric_induce.batch.endpoints import Endpoint
-    from rubric_induce.batch.files import BatchRequest
     from rubric_induce.batch.engines.http import run_http
+    from rubric_induce.batch.files import BatchRequest
     from rubric_induce.core.errors import BackendError
 
     def handler(request):

@@ -28,10 +28,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rubric_induce.cli import cli
-from rubric_induce.data import AnswerScale, Rubric, RubricSet
 from rubric_induce.core.errors import RubricInduceError
-from rubric_induce.handoff import (deepeval_spec, export_json, export_llm_rubric, import_rubrics,
-                                   llm_rubric_questions, openai_graders, prometheus_rubrics, promptfoo_config)
+from rubric_induce.data import AnswerScale, Rubric, RubricSet
+from rubric_induce.handoff import (
+    deepeval_spec,
+    export_json,
+    export_llm_rubric,
+    import_rubrics,
+    llm_rubric_questions,
+    openai_graders,
+    prometheus_rubrics,
+    promptfoo_config,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 _N = int(os.environ.get("RUBRIC_INDUCE_FUZZ_EXAMPLES", "40"))
@@ -245,8 +253,14 @@ def test_openai_graders_refuse_field_names_that_are_not_names(tmp_path):
 @given(st.text(alphabet=st.sampled_from(list("{}%#\u200b \"ab\\\n\x1c\x85\u2028\t")), max_size=30))
 @FUZZ
 def test_template_escapes_are_exact_inverses(text):
-    from rubric_induce.handoff.common import (braces_escape, braces_unescape, from_one_line, nunjucks_escape,
-                                              nunjucks_unescape, one_line)
+    from rubric_induce.handoff.common import (
+        braces_escape,
+        braces_unescape,
+        from_one_line,
+        nunjucks_escape,
+        nunjucks_unescape,
+        one_line,
+    )
 
     assert nunjucks_unescape(nunjucks_escape(text)) == text
     assert not re.search(r"\{[{%#]", re.sub(r'\{\{ "\{[{%#]" \}\}', "", nunjucks_escape(text)))

@@ -19,13 +19,13 @@ import pytest
 
 openai = pytest.importorskip("openai")
 import openai._base_client as _sdk_base  # noqa: E402
-
-from rubric_induce.backends import CallOptions, get_backend  # noqa: E402
-from rubric_induce.backends.openai_compat import OpenAICompatibleBackend, parse_retry_after  # noqa: E402
-from rubric_induce.backends.cache import CachedBackend, UsageTally  # noqa: E402
-from rubric_induce.core.errors import BackendError, LogprobsUnavailableError  # noqa: E402
 from faultserver import FaultServer  # noqa: E402
 from runconfigs import small_run_config  # noqa: E402
+
+from rubric_induce.backends import CallOptions, get_backend  # noqa: E402
+from rubric_induce.backends.cache import CachedBackend, UsageTally  # noqa: E402
+from rubric_induce.backends.openai_compat import OpenAICompatibleBackend, parse_retry_after  # noqa: E402
+from rubric_induce.core.errors import BackendError, LogprobsUnavailableError  # noqa: E402
 
 httpx = getattr(_sdk_base, "httpx2", None) or getattr(_sdk_base, "httpx", None)
 HERE = Path(__file__).resolve().parent

@@ -92,7 +92,7 @@ def _garble(draw, line: bytes, rate: int = 1) -> bytes:
 
 
 @st.composite
-def jsonl_files(draw, rows=example_rows()) -> bytes:
+def jsonl_files(draw, rows=example_rows()) -> bytes:  # noqa: B008 (a hypothesis strategy)
     lines = []
     for i in range(draw(st.integers(0, 8))):
         row = draw(rows)

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from runconfigs import small_run_config
 
 from rubric_induce.cli import EXIT_INPUT, cli
 from rubric_induce.core.errors import DataError
 from rubric_induce.pipeline import run_pipeline
 from rubric_induce.pipeline.folder import LOCK_NAME, RunLock, file_sha256
-from runconfigs import small_run_config
 
 CONFIG = small_run_config()
 
@@ -412,10 +412,10 @@ def test_ingest_writes_no_retry_file_through_a_planted_link(tmp_path, victims, e
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "batch"))
     from _engine import Engine, backend, run_requests
 
-    from rubric_induce.batch.export import export_batch, ingest_results
     from rubric_induce.backends.cache import CachedBackend, CallCache
-    from rubric_induce.probing.calls import probe_calls
+    from rubric_induce.batch.export import export_batch, ingest_results
     from rubric_induce.probing.api import ProbeParams
+    from rubric_induce.probing.calls import probe_calls
 
     cache = CallCache(tmp_path / "c.sqlite")
     be = CachedBackend(backend(Engine()), cache)

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from faultserver import FaultServer
 from runconfigs import small_run_config
+
 from rubric_induce.backends.redact import REDACTED, redact_obj, redact_text
 
 ROOT = Path(__file__).resolve().parents[2]

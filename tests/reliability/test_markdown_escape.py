@@ -66,8 +66,8 @@ def test_md_text_and_md_code():
 
 
 def test_feedback_markdown_escapes_names_rubric_texts_and_replies():
-    from rubric_induce.feedback.api import Feedback, FeedbackSummary, GroupFeedback
     from rubric_induce.backends.structured import GenerationStats
+    from rubric_induce.feedback.api import Feedback, FeedbackSummary, GroupFeedback
 
     fb = Feedback(strengths=(EVIL,), weaknesses=("<script>x</script>",), summary=EVIL + "\n# Not a heading")
     group = GroupFeedback(name=EVIL, feedback=fb, n_items=2, n_examples=1, n_rubrics=2, mean_score=0.5,
@@ -128,8 +128,8 @@ def test_run_report_escapes_rubric_texts_and_names(tmp_path):
 
 
 def test_heldout_evaluation_markdown_escapes_labels_and_warnings():
-    from rubric_induce.evaluation.heldout import evaluate
     from rubric_induce.data.results import ScoreResult
+    from rubric_induce.evaluation.heldout import evaluate
 
     examples = [Example.create({"text": f"t{i}"}, {EVIL: float(i % 2)}, id=f"e{i}",
                                judgments=[Judgment(EVIL, {EVIL: float(i % 2)})]) for i in range(6)]

@@ -22,13 +22,13 @@ from faultserver import FaultServer  # noqa: E402
 from runconfigs import small_run_config  # noqa: E402
 
 from rubric_induce.backends.base import Usage, prompt_cache_scope  # noqa: E402
+from rubric_induce.backends.cache import CachedBackend, CallCache  # noqa: E402
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend  # noqa: E402
 from rubric_induce.backends.pricing import price_of  # noqa: E402
-from rubric_induce.backends.cache import CachedBackend, CallCache  # noqa: E402
-from rubric_induce.data import Example, Rubric  # noqa: E402
 from rubric_induce.core.errors import BackendUnavailableError  # noqa: E402
-from rubric_induce.probing.api import probe, prompt_cache_key_for  # noqa: E402
+from rubric_induce.data import Example, Rubric  # noqa: E402
 from rubric_induce.data.render import render_example  # noqa: E402
+from rubric_induce.probing.api import probe, prompt_cache_key_for  # noqa: E402
 
 ANSWERS = ["1", "2", "3", "4", "5"]
 MSGS = [{"role": "user", "content": "Rate it."}]

@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from runconfigs import RES, small_run_config
 
 from rubric_induce.cli import EXIT_INPUT, cli
 from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.pipeline import STAGE_NAMES, run_pipeline
 from rubric_induce.pipeline.folder import file_sha256
-from runconfigs import RES, small_run_config
 
 # A small fake-backend run with a calibration network (hand-written rubrics, no generation).
 CONFIG = small_run_config(calibrate=True)

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from runconfigs import small_run_config
 
 from rubric_induce.cli import EXIT_FAILURE, EXIT_INPUT, cli
 from rubric_induce.core.errors import DataError
 from rubric_induce.pipeline import run_pipeline
 from rubric_induce.pipeline.folder import LOCK_NAME, RunFolderBusyError, RunLock
-from runconfigs import small_run_config
 
 # A small fake-backend run: hand-written rubrics, no generation, no calibration (about 1 s).
 SMALL = small_run_config()
@@ -157,8 +157,8 @@ def test_a_rerun_replaces_only_files_the_run_wrote(tmp_path):
 
 def test_stale_outputs_go_only_while_unchanged(tmp_path):
     """A file a stage wrote before and no longer writes is removed, unless someone changed it since."""
-    from rubric_induce.pipeline.runner import _remove_stale
     from rubric_induce.pipeline.folder import file_sha256
+    from rubric_induce.pipeline.runner import _remove_stale
 
     (tmp_path / "sub").mkdir()
     for name in ("a.txt", "sub/b.txt", "c.txt"):

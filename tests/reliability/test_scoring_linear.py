@@ -41,7 +41,7 @@ def make_table(n: int, rubrics: list[Rubric], *, seed: int = 0, counting: bool =
     rng = np.random.default_rng(seed)
     records = []
     for i in range(n):
-        for j, rb in enumerate(rubrics):
+        for _j, rb in enumerate(rubrics):
             u = rng.random()
             if u < 0.02:  # absent: no record at all
                 continue
@@ -147,7 +147,7 @@ def test_score_probes_reads_the_table_a_fixed_number_of_times(arrays_builds, sco
         table = make_table(n, rubrics, counting=True)
         ids = [f"ex{i:04d}" for i in range(n)]
         arrays_builds.clear()
-        walks[n] = _walks(lambda: scorer.score_probes(table, ids))
+        walks[n] = _walks(lambda: scorer.score_probes(table, ids))  # noqa: B023 (called at once, in this iteration)
         builds[n] = len(arrays_builds)
     assert builds == {50: 1, 500: 1}
     assert walks[50] == walks[500] <= 2  # the record loop, and the longest answer scale
@@ -162,7 +162,7 @@ def test_evaluate_scoring_reads_the_table_once_for_all_judges(arrays_builds):
     for n in (50, 500):
         table = make_table(n, rubrics, counting=True)
         arrays_builds.clear()
-        walks[n] = _walks(lambda: score_heldout(scorer, table, make_examples(n)))
+        walks[n] = _walks(lambda: score_heldout(scorer, table, make_examples(n)))  # noqa: B023 (called at once, in this iteration)
         builds[n] = len(arrays_builds)
     assert builds == {50: 1, 500: 1}  # not once per judge, nor once per example
     assert walks[50] == walks[500] <= 2

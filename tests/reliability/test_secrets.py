@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from faultserver import FaultServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from runconfigs import small_run_config
 
 from rubric_induce.backends import get_backend, parse_backend_spec
 from rubric_induce.backends.params import BackendParams
 from rubric_induce.backends.redact import endpoint_url, redact_spec, redact_text, redact_url, strip_redacted
 from rubric_induce.core.errors import BackendError
-from faultserver import FaultServer
-from runconfigs import small_run_config
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -14,11 +14,11 @@ from scipy import stats
 
 from rubric_induce.calibration.metrics import smooth_ece
 from rubric_induce.cli import cli
-from rubric_induce.data.jsonl import atomic_write_text, write_json
 from rubric_induce.core.errors import DataError, MissingDependencyError
-from rubric_induce.reporting.report import render_run_report
-from rubric_induce.evaluation.score_table import ScoreRow, read_scores, write_scores
 from rubric_induce.core.stats import quadratic_weighted_kappa, summary_level, williams_test_scores
+from rubric_induce.data.jsonl import atomic_write_text, write_json
+from rubric_induce.evaluation.score_table import ScoreRow, read_scores, write_scores
+from rubric_induce.reporting.report import render_run_report
 
 N_BOOT = 100
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.backends.cache import CachedBackend, CallCache
+from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.cli import cli
 from rubric_induce.core.errors import DataError
 from rubric_induce.pipeline import run_pipeline
@@ -216,8 +216,8 @@ def test_evaluate_reports_the_answer_check(run_dir, tmp_path):
     """The evaluate stage puts the held-out texts' answer check in evaluation.md / .json (the
     figure new texts are compared with), and warns when the held-out texts are flagged."""
     from rubric_induce.data import Example
-    from rubric_induce.evaluation.heldout import evaluate
     from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.evaluation.heldout import evaluate
 
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)

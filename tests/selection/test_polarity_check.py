@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rubric_induce.data import Example, Rubric
 from rubric_induce.core.errors import DataError
+from rubric_induce.data import Example, Rubric
 from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.selection.api import SelectParams, select
 from rubric_induce.selection.polarity import check_polarity, inverted_p

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rubric_induce.data import AnswerScale, Example, Rubric
 from rubric_induce.core.errors import DataError
+from rubric_induce.data import AnswerScale, Example, Rubric
 from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.selection.metrics import (
     classification_metrics,

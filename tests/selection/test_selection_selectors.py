@@ -15,9 +15,9 @@ from rubric_induce.selection.baselines import (
     TopKCorrelationSelector,
     UCBSelector,
 )
+from rubric_induce.selection.metrics import selection_metrics
 from rubric_induce.selection.selector import NotFittedError, RubiconSelector, SelectionWarning, greedy_select
 from rubric_induce.selection.synthetic import make_synthetic_pool
-from rubric_induce.selection.metrics import selection_metrics
 
 
 def _split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

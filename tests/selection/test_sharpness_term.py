@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 
 from rubric_induce.selection.baselines import CorrectnessOnlySelector
-from rubric_induce.selection.selector import RubiconSelector, SelectionWarning
-from rubric_induce.selection.synthetic import make_sharpness_pool
 from rubric_induce.selection.metrics import yield_rate
-from rubric_induce.selection.selector import DEFAULT_ALPHAS
+from rubric_induce.selection.selector import DEFAULT_ALPHAS, RubiconSelector, SelectionWarning
+from rubric_induce.selection.synthetic import make_sharpness_pool
 
 
 def test_sharpness_pool_properties():

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rubric_induce.backends.redact import redact_text, register_secret
-from rubric_induce.core.errors import BackendError, MissingDependencyError
 from rubric_induce.batch.endpoints import Endpoint, RetryPolicy, retry_after_seconds
 from rubric_induce.batch.files import BatchRequest, Outcome
+from rubric_induce.core.errors import BackendError, MissingDependencyError
 
 __all__ = ["EndpointStats", "run_http", "require_httpx"]
 

@@ -31,9 +31,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from rubric_induce.core.errors import MissingDependencyError
 from rubric_induce.batch.endpoints import Endpoint, RetryPolicy, retry_after_seconds
 from rubric_induce.batch.files import BatchRequest, Outcome
+from rubric_induce.core.errors import MissingDependencyError
 
 __all__ = ["RetryingSession", "run_ray", "require_ray", "ray_runtime"]
 
@@ -148,7 +148,7 @@ class RetryingSession:
                         if not policy.retryable(status):
                             return last
                         retry_after = retry_after_seconds(resp.headers)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 last = Outcome(error_code="timeout", error_message=f"no answer within {policy.timeout:g} s")
             except aiohttp.ClientError as exc:
                 from rubric_induce.backends.redact import redact_text

@@ -23,22 +23,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from rubric_induce.core.errors import DataError
-from rubric_induce.data.model import Example, LabelScale
 from rubric_induce.data.datasets.fed import FED_DIALOGUE_QUESTIONS, FED_TURN_QUESTIONS, fed_scales, load_fed
-from rubric_induce.data.tables import load_generic
 from rubric_induce.data.datasets.llm_rubric import (
     LLM_RUBRIC_QUESTIONS,
     LLM_RUBRIC_RATER_SCALES,
     LLM_RUBRIC_SCALES,
-    QUESTIONS as LLM_RUBRIC_QUESTION_TEXTS,
     LLMRubricData,
     load_llm_rubric,
+)
+from rubric_induce.data.datasets.llm_rubric import (
+    QUESTIONS as LLM_RUBRIC_QUESTION_TEXTS,
 )
 from rubric_induce.data.datasets.paths import ENV_VAR, data_root
 from rubric_induce.data.datasets.qags import QAGS_SCALES, load_qags
 from rubric_induce.data.datasets.summeval import SUMMEVAL_ASPECTS, SUMMEVAL_RATER_SCALES, SUMMEVAL_SCALES, load_summeval
 from rubric_induce.data.datasets.topical_chat import USR_ASPECTS, USR_RATER_SCALES, USR_SCALES, load_topical_chat
 from rubric_induce.data.datasets.uss import USS_CORPORA, USS_RATER_SCALES, USS_SCALES, load_uss, parse_uss
+from rubric_induce.data.model import Example, LabelScale
+from rubric_induce.data.tables import load_generic
 
 __all__ = [
     "DATASETS",

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.errors import DataError
-from rubric_induce.data.labels import check_scale  # noqa: F401  (re-exported for the dataset loaders)
-from rubric_induce.data.model import Judgment, LabelScale
 from rubric_induce.data.datasets.paths import data_root
+from rubric_induce.data.labels import check_scale  # noqa: F401  (re-exported for the dataset loaders)
+from rubric_induce.data.model import Judgment
 
 _MISSING = object()
 

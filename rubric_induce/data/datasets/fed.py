@@ -21,9 +21,9 @@ import os
 import re
 
 from rubric_induce.core.errors import DataError
+from rubric_induce.data.datasets._common import check_scale, dataset_file, get_field, get_text, mean_or_none, where
 from rubric_induce.data.jsonl import read_json
 from rubric_induce.data.model import Example, Judgment, LabelScale
-from rubric_induce.data.datasets._common import check_scale, dataset_file, get_field, get_text, mean_or_none, where
 
 __all__ = ["load_fed", "FED_TURN_QUESTIONS", "FED_DIALOGUE_QUESTIONS", "fed_scales"]
 

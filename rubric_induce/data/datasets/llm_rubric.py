@@ -47,9 +47,9 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.core.errors import DataError
+from rubric_induce.data.datasets._common import check_scale, dataset_file, get_field, read_tsv, to_number, where
 from rubric_induce.data.jsonl import read_json
 from rubric_induce.data.model import Example, Judgment, LabelScale
-from rubric_induce.data.datasets._common import check_scale, dataset_file, get_field, read_tsv, to_number, where
 
 __all__ = [
     "load_llm_rubric",

@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 
 from rubric_induce.core.errors import DataError
+from rubric_induce.data.datasets._common import check_scale, dataset_file, get_field, get_text
 from rubric_induce.data.jsonl import read_jsonl
 from rubric_induce.data.model import Example, Judgment, LabelScale, content_id
-from rubric_induce.data.datasets._common import check_scale, dataset_file, get_field, get_text
 
 __all__ = ["load_qags", "QAGS_SCALES"]
 

@@ -16,9 +16,9 @@ import os
 from collections.abc import Sequence
 
 from rubric_induce.core.errors import DataError
+from rubric_induce.data.datasets._common import check_scale, dataset_file, get_field, get_text, to_number
 from rubric_induce.data.jsonl import read_jsonl
 from rubric_induce.data.model import Example, Judgment, LabelScale
-from rubric_induce.data.datasets._common import check_scale, dataset_file, get_field, get_text, to_number
 
 __all__ = ["load_summeval", "SUMMEVAL_ASPECTS", "SUMMEVAL_SCALES", "SUMMEVAL_RATER_SCALES"]
 

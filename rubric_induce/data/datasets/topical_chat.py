@@ -15,9 +15,17 @@ from __future__ import annotations
 import os
 
 from rubric_induce.core.errors import DataError
+from rubric_induce.data.datasets._common import (
+    check_scale,
+    dataset_file,
+    get_field,
+    get_text,
+    mean_or_none,
+    to_number,
+    where,
+)
 from rubric_induce.data.jsonl import read_json
 from rubric_induce.data.model import Example, Judgment, LabelScale
-from rubric_induce.data.datasets._common import check_scale, dataset_file, get_field, get_text, mean_or_none, to_number, where
 
 __all__ = ["load_topical_chat", "USR_ASPECTS", "USR_SCALES", "USR_RATER_SCALES"]
 

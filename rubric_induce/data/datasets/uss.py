@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 
 from rubric_induce.core.errors import DataError
-from rubric_induce.data.model import Example, Judgment, LabelScale
 from rubric_induce.data.datasets._common import check_scale, dataset_file
+from rubric_induce.data.model import Example, Judgment, LabelScale
 
 __all__ = ["load_uss", "parse_uss", "USS_CORPORA", "USS_SCALES", "USS_RATER_SCALES"]
 

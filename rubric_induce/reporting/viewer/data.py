@@ -16,7 +16,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -362,8 +362,8 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
     held-out ids (else those of ``test_scores.json``). ``generated``: the timestamp to stamp
     (now, by default; tests pass a fixed one). A damaged file gives a note, not an error.
     """
-    from rubric_induce.probing.api import PROBES_FILE
     from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.probing.api import PROBES_FILE
 
     out = Path(run_dir)
     files = _Files(out)
@@ -573,7 +573,7 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
         reliability = []
     return {
         "format": VIEW_FORMAT, "format_version": 1,
-        "generated": generated or datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        "generated": generated or datetime.now(UTC).replace(microsecond=0).isoformat(),
         "summary": _summary(files, manifest, config),
         "config": config, "headline": _headline(ev), "threshold": threshold,
         "selection": {k: sel_manifest[k] for k in ("method", "alpha", "n_train", "n_pool", "score_mode", "label")
@@ -730,8 +730,8 @@ def _judges_view(ev: dict[str, Any] | None, texts: list[dict[str, Any]], raters:
 def _reliability(files: _Files) -> list[dict[str, Any]]:
     """Reliability diagrams (binned) for every scores table cell with answer distributions, with the
     report's definition of probability and outcome (:mod:`rubric_induce.reporting.report`)."""
-    from rubric_induce.reporting.report import score_cells, reliability_inputs
     from rubric_induce.evaluation.score_table import read_scores
+    from rubric_induce.reporting.report import reliability_inputs, score_cells
 
     panels = []
     for path in sorted(files.out.rglob("scores.jsonl")):

@@ -12,9 +12,9 @@ from urllib.parse import unquote
 
 import pytest
 
+from rubric_induce.pipeline.recorded import examples_from_recorded_config
 from rubric_induce.reporting.viewer import VIEW_NAME, build_view_data, render_view
 from rubric_induce.reporting.viewer.browser import dump_dom, screenshot
-from rubric_induce.pipeline.recorded import examples_from_recorded_config
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -8,9 +8,9 @@ import shutil
 import pytest
 
 from rubric_induce.data import RubricPool, RubricSet
+from rubric_induce.pipeline.recorded import examples_from_recorded_config
 from rubric_induce.reporting.viewer import VIEW_NAME, build_view_data, render_view, write_view
 from rubric_induce.reporting.viewer.page import embed_json
-from rubric_induce.pipeline.recorded import examples_from_recorded_config
 
 FIXED = "2026-01-01T00:00:00+00:00"
 
