@@ -13,34 +13,14 @@ pytestmark = pytest.mark.local_model
 RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
 
 
-def test_guarantee_and_cascade_on_the_embedded_model(tmp_path, embedded_model_path):
+def test_guarantee_and_cascade_on_the_embedded_model(tmp_path, embedded_run):
     from rubric_induce.cli import cli
 
-    cfg = tmp_path / "local.toml"
-    cfg.write_text(f"""
-[run]
-limit = 12
-[data]
-examples = "{RES / 'demo_uss_dialogues.jsonl'}"
-label = "sat"
-[backend]
-spec = "local"
-[generate]
-method = "none"
-include = ["{RES / 'demo_uss_rubrics.json'}"]
-[dedup]
-enabled = false
-[select]
-n_sat = 1
-n_dsat = 1
-[calibrate]
-question = "satisfaction"
-options = {{ hidden = [4, 4], finetune_epochs = 10, pretrain = false }}
-""", encoding="utf-8")
-    run = tmp_path / "run"
-    runner = CliRunner()
-    res = runner.invoke(cli, ["run", str(cfg), "--out", str(run), "--stop-after", "artifact"])
+    _, finished, res = embedded_run
     assert res.exit_code == 0, res.output
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)  # the shared run stays as it was
+    runner = CliRunner()
     labels = RES / "demo_uss_dialogues.jsonl"
     res = runner.invoke(cli, ["calibrate-guarantee", str(run), "--labels", str(labels), "--target", "0.8"])
     assert res.exit_code == 0, res.output
