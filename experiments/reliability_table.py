@@ -27,6 +27,8 @@ AREAS = {
     "test_resume.py": "resume after damage: output hashes, truncation, kill -9, non-finite weights",
     "test_bad_input.py": "bad config and input files: checked before any LLM call, file/line/field",
     "test_fuzz.py": "property-based fuzz (hypothesis) of the loaders and the config reader",
+    "test_prompt_cache.py": "provider prompt caching on the wire: cached tokens read and priced, one routing key per text",
+    "test_pairs_run_input.py": "bad pair input through `run` / `run --check`: exit 2 naming file, record and field",
     "test_pairs_fuzz.py": "property-based fuzz (hypothesis) of the pair readers (LLMBar, chosen/rejected, HH)",
     "test_faults.py": "fault injection on a loopback OpenAI-shaped server: retries, waits, counts",
     "test_scoring_linear.py": "scoring and evaluation linear in the number of examples",
