@@ -97,7 +97,8 @@ def table(rows, paper, title, ref_pred=None, y=None, seed=0):
         pp = paper.get(name)
         ptxt = " / ".join(fmt(v) for v in (list(pp) + [None] * 4)[:4]) if pp else "—"
         pv = "—"
-        if ref_pred is not None and name != "LLM-RUBRIC" and pred is not ref_pred:
+        defined = m["pearson"] is not None and m["pearson"] == m["pearson"]  # a constant prediction has none
+        if ref_pred is not None and name != "LLM-RUBRIC" and pred is not ref_pred and defined:
             pv = fmt(paired_permutation_test(y, ref_pred, pred, "pearson", n_permutations=1000, seed=seed,
                                              alternative="greater")["p_value"])
         print(f"| {name} | {fmt(m['rmse'])} | {fmt(m['rmse_bound'])} | {fmt(m['pearson'])} | {fmt(m['spearman'])} "
