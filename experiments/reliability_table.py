@@ -37,7 +37,7 @@ AREAS = {
     "test_batch_inputs.py": "batch-run, ingest, plan prices, cache merge: bad input is exit 2, no hang, no partial store",
     "test_batch_fuzz.py": "property-based fuzz (hypothesis) of ingest, plan prices, batch-run and cache merge inputs",
     "test_export_injection.py": "exports: no code injection, exact round trips, escaped templates, extra_body",
-    "test_markdown_escape.py": "report / evaluation / feedback Markdown: HTML, links, | and newlines escaped",
+    "test_markdown_escape.py": "report / evaluation / feedback Markdown: HTML, links, table pipes and newlines escaped",
     "test_view_damaged.py": "`view` on damaged or hostile run folders: notes or exit 2, nothing read from outside",
     "test_damaged_artifacts.py": "damaged scorer artifacts and score inputs: file/field errors, fuzz, no traceback",
     "test_config_types.py": "numbers and booleans quoted as strings in a config name their field",
