@@ -190,8 +190,6 @@ ALLOWED_CROSS_STAGE = {
     # Held-out evaluation reports the selector's own metrics (A/P/R/F1, YieldRate@P, ΔNetSAT)
     # through the same function the select command uses, so the two tables cannot disagree.
     ("rubric_induce.evaluation.heldout", "rubric_induce.selection"),
-    # Held-out pairwise accuracy goes through the selector's own pairwise metric, likewise.
-    ("rubric_induce.evaluation.pairwise", "rubric_induce.selection.pairwise"),
 }
 
 

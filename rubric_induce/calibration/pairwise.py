@@ -22,24 +22,11 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.core.errors import DataError, NotFittedError
+from rubric_induce.data.pairs import preference_signs
 
-__all__ = ["BradleyTerryHead", "preference_codes", "OUTCOMES"]
+__all__ = ["BradleyTerryHead", "OUTCOMES"]
 
 OUTCOMES = ("A", "tie", "B")  # the column order of predict_proba
-_CODE = {"A": 1, "B": -1, "tie": 0, 1: 1, -1: -1, 0: 0}
-
-
-def preference_codes(y: Sequence[Any] | np.ndarray) -> np.ndarray:
-    """+1 (A preferred) / 0 (tie) / -1 (B preferred) from ``"A"``/``"tie"``/``"B"`` or those ints."""
-    out = np.empty(len(y), dtype=int)
-    for i, v in enumerate(y):
-        key = v.item() if isinstance(v, np.generic) else v
-        if isinstance(key, bool) or key not in _CODE:
-            raise DataError(f"preference {i}: expected 'A', 'B', 'tie' or +1/-1/0, got {v!r}", field="y")
-        out[i] = _CODE[key]
-    return out
-
-
 def _log_softmax3(s: np.ndarray, log_nu: float) -> np.ndarray:
     """[n, 3] log-probabilities of (A, tie, B) for gaps ``s`` (log_nu = -inf: no ties)."""
     z = np.stack([s / 2, np.full_like(s, log_nu), -s / 2], axis=1)
@@ -117,7 +104,7 @@ class BradleyTerryHead:
         from scipy.optimize import minimize
 
         X = self._features(X_diff, fitting=True)
-        t = preference_codes(y)
+        t = preference_signs(y)
         n, d = X.shape
         if len(t) != n:
             raise DataError(f"expected {n} preferences, got {len(t)}", field="y")
@@ -194,7 +181,7 @@ class BradleyTerryHead:
 
     def log_loss(self, X_diff: Any, y: Sequence[Any], judge_ids: Sequence[Any] | None = None) -> float:
         """Mean negative log-likelihood of the observed preferences (lower is better)."""
-        t = preference_codes(y)
+        t = preference_signs(y)
         p = self.predict_proba(X_diff, judge_ids)
         col = np.where(t == 1, 0, np.where(t == 0, 1, 2))
         return float(-np.log(np.clip(p[np.arange(len(t)), col], 1e-300, None)).mean())

@@ -26,11 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import Params, param
 from rubric_induce.data.tables import MISSING, lookup_field, read_rows
 
-__all__ = ["Pair", "PairMapping", "PREFERENCES", "PAIR_LAYOUTS", "read_pairs", "pairs_from_rows",
+__all__ = ["Pair", "PairMapping", "PREFERENCES", "PAIR_LAYOUTS", "preference_signs", "read_pairs", "pairs_from_rows",
            "pair_targets", "split_shared_prefix"]
 
 PREFERENCES = ("A", "B", "tie")
@@ -421,3 +423,17 @@ def read_pairs(path: str | Path, mapping: PairMapping | Mapping[str, Any] | None
     fmt = _format(path, mapping.format)
     tabular = fmt in ("csv", "tsv")
     return pairs_from_rows(read_rows(path, fmt, []), mapping, path=path, subset=subset, tabular=tabular)
+
+
+_SIGN = {"A": 1, "B": -1, "tie": 0, 1: 1, -1: -1, 0: 0}
+
+
+def preference_signs(y: Sequence[Any] | np.ndarray) -> np.ndarray:
+    """+1 (A preferred) / -1 (B preferred) / 0 (tie) per pair from ``"A"``/``"B"``/``"tie"`` or those ints."""
+    out = np.empty(len(y), dtype=int)
+    for i, v in enumerate(y):
+        key = v.item() if isinstance(v, np.generic) else v
+        if isinstance(key, bool) or key not in _SIGN:
+            raise DataError(f"preference {i}: expected 'A', 'B', 'tie' or +1/-1/0, got {v!r}", field="y")
+        out[i] = _SIGN[key]
+    return out

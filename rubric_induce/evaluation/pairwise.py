@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.data.pairs import Pair
-from rubric_induce.selection.pairwise import preference_signs
+from rubric_induce.data.pairs import Pair, preference_signs
 
 __all__ = ["pair_baselines", "pairwise_evaluation", "pairwise_markdown", "PAIRWISE_EVAL_FILE", "PAIRWISE_EVAL_MD"]
 

@@ -21,22 +21,9 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.core.errors import DataError, NotFittedError
+from rubric_induce.data.pairs import preference_signs
 
-__all__ = ["pairwise_accuracy", "pairwise_metrics", "PairwiseSelector", "preference_signs"]
-
-_SIGN = {"A": 1, "B": -1, "tie": 0, 1: 1, -1: -1, 0: 0}
-
-
-def preference_signs(y: Sequence[Any] | np.ndarray) -> np.ndarray:
-    """+1 / -1 / 0 per pair from ``"A"``/``"B"``/``"tie"`` or those ints."""
-    out = np.empty(len(y), dtype=int)
-    for i, v in enumerate(y):
-        key = v.item() if isinstance(v, np.generic) else v
-        if isinstance(key, bool) or key not in _SIGN:
-            raise DataError(f"preference {i}: expected 'A', 'B', 'tie' or +1/-1/0, got {v!r}", field="y")
-        out[i] = _SIGN[key]
-    return out
-
+__all__ = ["pairwise_accuracy", "pairwise_metrics", "PairwiseSelector"]
 
 def _outcomes(diff: np.ndarray, t: np.ndarray, margin: float) -> tuple[np.ndarray, np.ndarray]:
     """(decided, right) per pair and column; ``diff`` is [pairs] or [pairs, sets]."""
