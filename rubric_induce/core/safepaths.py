@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rubric_induce.core.errors import DataError
 
-__all__ = ["replace_with_text", "check_links", "inside_folder", "inside_resolver", "open_no_follow"]
+__all__ = ["lies_inside", "replace_with_text", "check_links", "inside_folder", "inside_resolver", "open_no_follow"]
 
 
 def _real(path: str | Path) -> Path:
@@ -24,6 +24,15 @@ def _real(path: str | Path) -> Path:
 
 def _within(target: Path, root: Path) -> bool:
     return target == root or target.is_relative_to(root)
+
+
+def lies_inside(path: str | Path, folder: str | Path) -> bool:
+    """True when ``path``, ``..`` and symbolic links followed, lies in ``folder`` (or is it): the yes/no
+    form of :func:`inside_folder`, for readers that leave an outside file out instead of refusing."""
+    try:
+        return _within(_real(path), _real(folder))
+    except (OSError, RuntimeError, ValueError):  # a link loop, a NUL byte
+        return False
 
 
 def inside_folder(folder: str | Path, rel: object, *, path: str | Path | None, field: str | None) -> Path:

@@ -10,19 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.errors import RubricInduceError
+from rubric_induce.core.safepaths import lies_inside
 from rubric_induce.data import Example
 from rubric_induce.pipeline.config import config_from_dict
 from rubric_induce.pipeline.context import RunContext
 
 __all__ = ["examples_from_recorded_config"]
-
-
-def _inside(root: Path, path: Path) -> bool:
-    """True when ``path``, symlinks resolved, lies in the folder ``root`` (already resolved)."""
-    try:
-        return path.resolve().is_relative_to(root)
-    except (OSError, RuntimeError):  # a symlink loop
-        return False
 
 
 def _str(x: Any) -> str | None:
@@ -60,4 +53,4 @@ def _outside_data(cfg, root: Path) -> str | None:
     if d.dataset:
         return f"the shared dataset {d.dataset!r}"
     path = d.examples_path(cfg.resolve)  # shared:REL lies in the shared data folder
-    return None if path is None or _inside(root, path) else f"the examples file {path}"
+    return None if path is None or lies_inside(path, root) else f"the examples file {path}"

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from rubric_induce.core.safepaths import lies_inside
 from rubric_induce.data import Example
 
 __all__ = ["build_view_data", "VIEW_FORMAT", "MAX_TEXT_CHARS", "is_run_dir", "check_run_dir", "visible_bidi"]
@@ -70,14 +71,6 @@ def _strs(x: Any) -> list[str]:
     return [v for v in x if isinstance(v, str)] if isinstance(x, list) else []
 
 
-def _inside(root: Path, path: Path) -> bool:
-    """True when ``path``, symlinks resolved, lies in the folder ``root`` (already resolved)."""
-    try:
-        return path.resolve().is_relative_to(root)
-    except (OSError, RuntimeError):  # a symlink loop
-        return False
-
-
 class _Files:
     """A run folder's files as the page reads them. A file that is missing, outside the folder
     (through a symlink), not UTF-8, not JSON or not of the expected shape reads as None and adds a
@@ -97,7 +90,7 @@ class _Files:
         p = self.out / name
         if not (p.exists() or p.is_symlink()):
             return None
-        if not _inside(self.root, p):
+        if not lies_inside(p, self.root):
             self.unreadable(name, "it points outside the run folder")
             return None
         return p
@@ -735,7 +728,7 @@ def _reliability(files: _Files) -> list[dict[str, Any]]:
 
     panels = []
     for path in sorted(files.out.rglob("scores.jsonl")):
-        if not _inside(files.root, path):
+        if not lies_inside(path, files.root):
             continue
         try:
             for (aspect, system), cell in score_cells(read_scores(path)).items():
