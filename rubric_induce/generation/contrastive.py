@@ -11,8 +11,11 @@ for rubrics that hold for the preferred response and fail for the rejected one, 
 The prompt is worded from the run's ``[task]`` (its kind of text and description). Replies are JSON
 under a schema (``{"hard_rules": [...], "principles": [...]}``), so a constrained decoder (the
 embedded model, a llama.cpp server) and the fake backend answer in shape. Every item goes through
-the generation screens (:mod:`.screen`: restated label, annotation talk, generic praise, copied
-prompt or response text); rejections are counted by reason. The same sentence from several pairs
+the generation screens (:mod:`.screen`: restated label or preference — "preferred", "better" —,
+annotation talk, generic praise, copied prompt or response text) and one check of its own: a rubric
+that talks about the other response ("better than the rejected one", "the first response") cannot
+be checked on one response and is rejected (``names the other response``); rejections are counted
+by reason. The same sentence from several pairs
 is one rubric whose provenance lists every source pair.
 
 Each rubric is a SAT rubric (agreeing means better) whose provenance holds its ``kind``
@@ -27,6 +30,7 @@ generator reads pairs back from the pairwise run's examples (``<pair>/A``, ``<pa
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +55,7 @@ from rubric_induce.data.pairs import Pair
 from rubric_induce.generation.registry import GenerateResult, generator
 from rubric_induce.generation.screen import RubricScreen, screen_item
 
-__all__ = ["ContrastiveParams", "KINDS", "HARD_RULE", "PRINCIPLE", "PROMPT_NAME", "generate_contrastive",
+__all__ = ["ContrastiveParams", "KINDS", "HARD_RULE", "PRINCIPLE", "PROMPT_NAME", "NAMES_THE_PAIR", "generate_contrastive",
            "contrastive_messages", "sample_pairs"]
 
 log = logging.getLogger("rubric_induce.generation")
@@ -61,8 +65,13 @@ PRINCIPLE = "principle"
 KINDS = (HARD_RULE, PRINCIPLE)
 PROMPT_NAME = "contrastive"
 _KEYS = {HARD_RULE: "hard_rules", PRINCIPLE: "principles"}
-#: Words that name a side of the preference: a rubric made of them only restates it.
-PREFERENCE_WORDS = ("preferred", "rejected", "chosen", "winner", "loser", "winning", "losing")
+#: Words that name a side of the preference or the comparison itself: a rubric made of them only restates it.
+PREFERENCE_WORDS = ("preferred", "rejected", "chosen", "winner", "loser", "winning", "losing", "better", "worse",
+                    "best", "worst")
+#: A rubric that talks about the other response of the pair cannot be checked on one response alone.
+NAMES_THE_PAIR = "names the other response"
+_PAIR_TALK = re.compile(r"\b(preferred|rejected|chosen|other|first|second|both|either)\s+(one|response|answer|output)s?\b"
+                        r"|\bthan\s+(the\s+)?(rejected|preferred|chosen|other)\b")
 
 
 @dataclass(frozen=True)
@@ -204,6 +213,9 @@ def generate_contrastive(
                 if len(good) > cap:
                     stats.reject(f"beyond max_{'rules' if kind == HARD_RULE else 'principles'}", len(good) - cap)
                 for text in good[:cap]:
+                    if _PAIR_TALK.search(text.lower()):
+                        stats.reject(NAMES_THE_PAIR, text=text)
+                        continue
                     if not screen_item(screen, text, stats):
                         continue
                     key = _norm(text)

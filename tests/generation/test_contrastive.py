@@ -74,6 +74,19 @@ def test_kinds_and_source_pairs_are_recorded():
         "contrastive"]
 
 
+def test_rubrics_about_the_comparison_are_screened():
+    """Seen from SmolLM2-135M: 'The response is better than the rejected one.' restates the preference and
+    needs the other response; the screen drops such items and counts why."""
+    items = {"hard_rules": ["The response is better than the rejected one.",
+                            "The response answers unlike the other response does."],
+             "principles": ["The response is better.", "The response numbers each tip it gives."]}
+    pool = generate_contrastive(make_pairs(1), FakeBackend(replies=lambda m, **k: json.dumps(items)), task=TASK,
+                                max_rules=2, max_principles=2)
+    assert [r.text for r in pool] == ["The response numbers each tip it gives."]
+    rejected = pool.manifest["stats"]["rejected"]
+    assert rejected["names the other response"] == 2 and rejected["restates the label"] == 1
+
+
 def test_the_same_rubric_from_two_pairs_lists_both():
     same = json.dumps({"hard_rules": ["The response gives the number of tips asked for."],
                        "principles": ["The response stays on the topic asked about."]})
