@@ -55,10 +55,12 @@ def test_embedded_model_writes_contrastive_rubrics(tmp_path, embedded_model_path
 
     pair = Pair("p1", "List three fruits, one per line.", "Apple\nBanana\nCherry",
                 "Fruits are tasty and healthy foods that grow on plants.", "A")
-    backend = CachedBackend(LocalLlamaBackend(n_threads=2, n_ctx=1024), CallCache(tmp_path / "calls.sqlite"))
+    # one thread: on a busy 2-core machine two threads spend the run waiting on each other
+    backend = CachedBackend(LocalLlamaBackend(n_threads=1, n_ctx=1024), CallCache(tmp_path / "calls.sqlite"))
     try:
-        pool = generate_contrastive([pair], backend, task=TaskParams(kind="response"), max_rules=1,
-                                    max_principles=1, retries=1)
+        # the shipped config's 2 + 2 (a 300-token reply budget: 1 + 1 left SmolLM2 mid-sentence)
+        pool = generate_contrastive([pair], backend, task=TaskParams(kind="response"), max_rules=2,
+                                    max_principles=2, retries=1)
     finally:
         backend.close()
     assert pool.manifest["stats"]["parsed"] == 1 and len(pool) >= 1
