@@ -17,7 +17,8 @@ from typing import Any
 from rubric_induce.core.errors import DataError
 from rubric_induce.data import Rubric, RubricPool, RubricSet
 
-__all__ = ["HandoffSource", "SourceLike", "load_source", "check_ladder", "ordered_levels", "level_texts"]
+__all__ = ["HandoffSource", "SourceLike", "load_source", "check_ladder", "ordered_levels", "level_texts",
+           "refuse_pairwise", "PAIRWISE_INSTEAD"]
 
 ARTIFACT_NAME = "artifact.json"  # scoring.ARTIFACT_NAME, repeated so this module needs no numpy/scoring import
 
@@ -38,6 +39,14 @@ class HandoffSource:
     task: Any = None                  # the run's TaskParams (None: the generic task)
     scorer: Any = None                # a RubricScorer given by the caller
     rubric_set: RubricSet | None = field(default=None, repr=False)  # the file's set, manifest included
+    #: "pairwise" for a pairwise run's set (its rubrics judge a prompt + response, a Bradley-Terry head
+    #: weighs their differences between two responses), else "pointwise".
+    kind: str = "pointwise"
+    pairwise_head: Path | None = None  # the run's calibration/bradley_terry.json (None: none, or no run)
+
+    @property
+    def pairwise(self) -> bool:
+        return self.kind == "pairwise"
 
     @property
     def run_dir(self) -> Path | None:
@@ -71,11 +80,13 @@ def load_source(source: SourceLike) -> HandoffSource:
         return HandoffSource(list(source.rubrics), threshold=source.threshold, label=source.label,
                              fields=source.fields, calibrated=source.calibrator is not None,
                              question=source.question, probe=dict(source.probe_options), task=source.task,
-                             artifact=Path(src_path) if src_path else None, scorer=source)
+                             artifact=Path(src_path) if src_path else None, scorer=source,
+                             kind=getattr(source, "kind", "pointwise"))
     if isinstance(source, (RubricSet, RubricPool)):
         manifest = source.manifest or {}
         return HandoffSource(list(source), threshold=getattr(source, "threshold", None),
-                             name=_str_or_none(manifest.get("name")), label=_str_or_none(manifest.get("label")))
+                             name=_str_or_none(manifest.get("name")), label=_str_or_none(manifest.get("label")),
+                             kind=_set_kind(manifest))
     if isinstance(source, Iterable):
         rubrics = list(source)
         bad = [i for i, r in enumerate(rubrics) if not isinstance(r, Rubric)]
@@ -88,6 +99,27 @@ def load_source(source: SourceLike) -> HandoffSource:
 
 def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _set_kind(manifest: Any) -> str:
+    """A rubric file's kind: "pairwise" where its manifest says so (a pairwise run's selected set: method
+    "pairwise"; a json / jsonl export of one: ``pairwise = true``), else "pointwise"."""
+    if isinstance(manifest, dict) and (manifest.get("pairwise") is True or manifest.get("method") == "pairwise"):
+        return "pairwise"
+    return "pointwise"
+
+
+#: Where a pairwise set goes instead, for the formats that cannot hold one.
+PAIRWISE_INSTEAD = ("score new pairs with `rubric-induce compare RUN --pairs FILE`, train with the TRL reward or "
+                    "pairwise judge (rubric_induce.handoff.trl), or export --format json / jsonl / promptfoo")
+
+
+def refuse_pairwise(source: HandoffSource, fmt: str, why: str) -> None:
+    """Stop an export of a pairwise set to a format that cannot hold one (``why``), saying where to go
+    instead: never a pointwise export of it without a word."""
+    if source.pairwise:
+        raise DataError(f"{fmt} cannot hold a pairwise rubric set ({why}); {PAIRWISE_INSTEAD}",
+                        path=source.artifact, field="kind" if source.artifact is not None else None)
 
 
 def _from_path(path: Path) -> HandoffSource:
@@ -109,7 +141,7 @@ def _from_path(path: Path) -> HandoffSource:
     manifest = rubric_set.manifest or {}
     return HandoffSource(list(rubric_set), threshold=rubric_set.threshold,
                          name=_str_or_none(manifest.get("name")) or path.stem,
-                         label=_str_or_none(manifest.get("label")), rubric_set=rubric_set)
+                         label=_str_or_none(manifest.get("label")), rubric_set=rubric_set, kind=_set_kind(manifest))
 
 
 def _finite(value: Any) -> bool:
@@ -145,10 +177,14 @@ def _from_artifact(path: Path) -> HandoffSource:
         from rubric_induce.core.task import TaskParams
 
         task = TaskParams.from_mapping(doc["task"], source=str(path))  # its description is text (read_artifact)
+    kind = doc.get("kind", "pointwise")
+    head = None
+    if doc.get("pairwise_head"):  # read_artifact checked it is a file name; it must stay inside the folder
+        head = inside_folder(path.parent, doc["pairwise_head"], path=path, field="pairwise_head")
     return HandoffSource(list(rubric_set), threshold=threshold, label=_str_or_none(doc.get("label")),
                          name=path.parent.name, fields=list(fields) if fields else None, artifact=path,
                          calibrated=bool(doc.get("calibration")), question=_str_or_none(doc.get("question")),
-                         probe=dict(probe), task=task, rubric_set=rubric_set)
+                         probe=dict(probe), task=task, rubric_set=rubric_set, kind=kind, pairwise_head=head)
 
 
 # ----------------------------------------------------------------------------- shared scale helpers
