@@ -152,3 +152,61 @@ def test_pointwise_scores_have_no_strength(handoff_run):
     scorer = RubricScorer.load(handoff_run)
     assert scorer.pairwise_head is None
     assert scorer.score(["USER: hi\nSYSTEM: Booked for 7 pm."])[0].strength is None
+
+
+# -- the pointwise calibrated score as a reward (TRL, DSPy) ------------------------------------------------
+def test_trl_reward_of_a_pairwise_run_is_the_strength(pairwise_artifact):
+    """`trl_reward` on a pairwise run rewards each completion with its Bradley-Terry strength (logistic-mapped),
+    the number `score` gives; of two completions it rewards more the one compare prefers."""
+    from rubric_induce.handoff.trl import trl_reward
+
+    reward = trl_reward(pairwise_artifact)
+    assert reward.target == "strength"
+    firsts, seconds = [a for a, _ in PAIRS], [b for _, b in PAIRS]
+    raw = trl_reward(pairwise_artifact, normalise=False)(prompts=PROMPTS, completions=firsts)
+    scorer = RubricScorer.load(pairwise_artifact)
+    want = [r.strength for r in scorer.score([{"prompt": p, "response": a} for p, a in zip(PROMPTS, firsts)])]
+    assert raw == pytest.approx(want, abs=1e-12)
+    ra, rb = reward(PROMPTS, firsts), reward(PROMPTS, seconds)
+    assert all(0.0 < v < 1.0 for v in ra + rb)
+    assert ra == pytest.approx([1 / (1 + math.exp(-s)) for s in raw], abs=1e-12)
+    probs = scorer.compare_pairs(PROMPTS, firsts, seconds)
+    assert [x >= y for x, y in zip(ra, rb)] == [p >= 0.5 for p in probs]
+
+
+def test_dspy_metric_strength_target(pairwise_artifact, handoff_run):
+    from rubric_induce.core.errors import RubricInduceError
+    from rubric_induce.handoff.dspy import rubric_metric
+
+    metric = rubric_metric(pairwise_artifact, render=lambda ex, pred: {"prompt": ex, "response": pred},
+                           target="strength")
+    strong = metric(PROMPTS[0], PAIRS[0][0])
+    assert 0.0 < strong < 1.0 and metric(PROMPTS[0], PAIRS[0][0], trace=object()) == (strong >= 0.5)
+    with pytest.raises(RubricInduceError, match="target='strength'"):
+        rubric_metric(pairwise_artifact, target="prediction")
+    with pytest.raises(RubricInduceError, match="pairwise run"):
+        rubric_metric(handoff_run, target="strength")
+
+
+@pytest.mark.tools
+def test_pairwise_reward_through_grpo_trainers_own_call(pairwise_artifact):
+    """GRPOTrainer._calculate_rewards on a stand-in trainer (as in test_handoff_trl.py) with a pairwise run's reward."""
+    from types import SimpleNamespace
+
+    pytest.importorskip("trl")
+    import torch
+    from trl import GRPOTrainer
+
+    from rubric_induce.handoff.trl import trl_reward
+
+    reward = trl_reward(pairwise_artifact)
+    fake = SimpleNamespace(
+        accelerator=SimpleNamespace(device="cpu", is_main_process=True), args=SimpleNamespace(report_to=[]),
+        state=SimpleNamespace(global_step=0), reward_funcs=[reward], reward_processing_classes=[None],
+        reward_func_names=[reward.__name__], environments=None,
+        _log_completion_extra=lambda *a, **k: None, _log_metric=lambda *a, **k: None)
+    completions = [a for a, _ in PAIRS]
+    rewards = GRPOTrainer._calculate_rewards(fake, [{"prompt": p} for p in PROMPTS], PROMPTS, completions,
+                                             [[1, 2]] * len(PROMPTS))
+    assert tuple(rewards.shape) == (3, 1) and not torch.isnan(rewards).any()
+    assert rewards[:, 0].tolist() == pytest.approx(reward(PROMPTS, completions), abs=1e-6)
