@@ -32,7 +32,7 @@ from typing import Any
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.jsonl import atomic_write_text, jsonable, read_json
 from rubric_induce.data.model import LIKERT_5, AnswerScale, Rubric, RubricPool, RubricSet
-from rubric_induce.handoff.registry import FORMATS, HandoffFormat
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat, refuse_pairwise
 
 __all__ = [
     "FORMAT_NAME",
@@ -645,8 +645,6 @@ def _export_json(source: Any, out: Path, *, name: str | None = None, label: str 
 
 def _export_llm_rubric(source: Any, out: Path, *, name: str | None = None,
                        rubrics_path: str | Path | None = None, **_: Any) -> str:
-    from rubric_induce.handoff.source import refuse_pairwise
-
     refuse_pairwise(source, "llm-rubric", "its questions judge one text, and the list has no place for the "
                                           "Bradley-Terry head that compares two")
     json_path, md_path = export_llm_rubric(_rubric_set_of(source, rubrics_path), out, title=name)

@@ -48,8 +48,8 @@ from rubric_induce.handoff.common import (
     rubric_shapes,
 )
 from rubric_induce.handoff.core import rubric_question
-from rubric_induce.handoff.registry import FORMATS, HandoffFormat
-from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source, refuse_pairwise
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat, refuse_pairwise
+from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source
 
 __all__ = ["FORMAT", "SPEC_FORMAT", "MAX_DAG_RUBRICS", "score_ranges", "deepeval_spec", "export_deepeval",
            "deepeval_geval", "deepeval_dag", "deepeval_model", "deepeval_spec_to_rubrics", "import_deepeval",

@@ -39,8 +39,8 @@ from typing import Any
 from rubric_induce.backends.base import AnswerLogprobs, ChatResult, TokenLogprob
 from rubric_induce.core.errors import MissingDependencyError, RubricInduceError
 from rubric_induce.handoff.common import fill_fields
-from rubric_induce.handoff.registry import FORMATS, HandoffFormat
-from rubric_induce.handoff.source import HandoffSource, SourceLike, load_source, refuse_pairwise
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat, refuse_pairwise
+from rubric_induce.handoff.source import HandoffSource, SourceLike, load_source
 
 __all__ = ["inspect_scorer", "export_inspect", "require_inspect", "InspectProbe"]
 

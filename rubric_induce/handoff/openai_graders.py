@@ -42,14 +42,13 @@ from rubric_induce.handoff.common import (
     rubric_line,
 )
 from rubric_induce.handoff.core import rubric_question
-from rubric_induce.handoff.registry import FORMATS, HandoffFormat
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat, refuse_pairwise
 from rubric_induce.handoff.source import (
     SourceLike,
     check_ladder,
     level_texts,
     load_source,
     ordered_levels,
-    refuse_pairwise,
 )
 
 __all__ = ["FORMAT", "KINDS", "DEFAULT_MODEL", "openai_graders", "export_openai_graders",

@@ -17,8 +17,7 @@ from typing import Any
 from rubric_induce.core.errors import DataError
 from rubric_induce.data import Rubric, RubricPool, RubricSet
 
-__all__ = ["HandoffSource", "SourceLike", "load_source", "check_ladder", "ordered_levels", "level_texts",
-           "refuse_pairwise", "PAIRWISE_INSTEAD"]
+__all__ = ["HandoffSource", "SourceLike", "load_source", "check_ladder", "ordered_levels", "level_texts"]
 
 ARTIFACT_NAME = "artifact.json"  # scoring.ARTIFACT_NAME, repeated so this module needs no numpy/scoring import
 
@@ -107,19 +106,6 @@ def _set_kind(manifest: Any) -> str:
     if isinstance(manifest, dict) and (manifest.get("pairwise") is True or manifest.get("method") == "pairwise"):
         return "pairwise"
     return "pointwise"
-
-
-#: Where a pairwise set goes instead, for the formats that cannot hold one.
-PAIRWISE_INSTEAD = ("score new pairs with `rubric-induce compare RUN --pairs FILE`, train with the TRL reward or "
-                    "pairwise judge (rubric_induce.handoff.trl), or export --format json / jsonl / promptfoo")
-
-
-def refuse_pairwise(source: HandoffSource, fmt: str, why: str) -> None:
-    """Stop an export of a pairwise set to a format that cannot hold one (``why``), saying where to go
-    instead: never a pointwise export of it without a word."""
-    if source.pairwise:
-        raise DataError(f"{fmt} cannot hold a pairwise rubric set ({why}); {PAIRWISE_INSTEAD}",
-                        path=source.artifact, field="kind" if source.artifact is not None else None)
 
 
 def _from_path(path: Path) -> HandoffSource:
