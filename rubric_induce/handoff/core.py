@@ -617,10 +617,9 @@ def _rubric_set_of(source: Any, rubrics_path: str | Path | None) -> RubricSet:
     manifest = dict(full.manifest) if full is not None else {}
     if source.pairwise:  # the set, and what makes it pairwise: its kind and the run's Bradley-Terry weights
         manifest["pairwise"] = True
-        if source.pairwise_head is not None:
-            from rubric_induce.calibration.pairwise import BradleyTerryHead
-
-            manifest[PAIRWISE_HEAD_KEY] = BradleyTerryHead.load(source.pairwise_head).to_dict()  # checked as read
+        head = source.head()
+        if head is not None:
+            manifest[PAIRWISE_HEAD_KEY] = head.to_dict()
     return RubricSet(source.rubrics, manifest, threshold=source.threshold)
 
 
@@ -632,7 +631,7 @@ PAIRWISE_HEAD_KEY = "bradley_terry"
 def _pairwise_note(source: Any) -> str:
     if not source.pairwise:
         return ""
-    head = f", its Bradley-Terry weights in manifest.{PAIRWISE_HEAD_KEY}" if source.pairwise_head else ""
+    head = f", its Bradley-Terry weights in manifest.{PAIRWISE_HEAD_KEY}" if source.head() is not None else ""
     return f" (a pairwise set: manifest.pairwise = true{head})"
 
 

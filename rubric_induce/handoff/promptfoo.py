@@ -123,10 +123,13 @@ def _pairwise_config(src: Any, assertion_threshold: float, provider: str | None,
     of two outputs it picks the one :meth:`RubricScorer.compare
     <rubric_induce.scoring.scorer.RubricScorer.compare>` prefers (a tie: the first). The ``llm-rubric``
     assertions are informational (weight 0, and weight 0 in ``max-score``)."""
-    if src.run_dir is None or src.pairwise_head is None:
+    if src.run_dir is None:
         raise DataError("a pairwise set goes to promptfoo with its run: the python assertion scores with the "
-                        "run's Bradley-Terry head; export from the run folder (or its artifact.json)",
-                        path=src.artifact, field="pairwise_head" if src.artifact is not None else None)
+                        "run's Bradley-Terry head; export from the run folder (or its artifact.json)")
+    if src.head() is None:
+        raise DataError("this pairwise run has no Bradley-Terry head (calibrate disabled), so promptfoo has no "
+                        "strength to pick the better output by; calibrate the run, or use rubric-induce compare",
+                        path=src.artifact, field="pairwise_head")
     if not 0.0 <= assertion_threshold <= 1.0:
         raise DataError(f"assertion_threshold must lie in [0, 1], got {assertion_threshold}")
     call = f"run={str(src.run_dir.resolve())!r}" + (f", backend={backend!r}" if backend else "")

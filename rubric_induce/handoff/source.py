@@ -47,6 +47,17 @@ class HandoffSource:
     def pairwise(self) -> bool:
         return self.kind == "pairwise"
 
+    def head(self):
+        """The run's :class:`~rubric_induce.calibration.pairwise.BradleyTerryHead` (the scorer's, or read
+        from ``pairwise_head``), or None (a pointwise set, a pairwise run without one, a rubric file)."""
+        if self.scorer is not None:
+            return getattr(self.scorer, "pairwise_head", None)
+        if self.pairwise_head is None:
+            return None
+        from rubric_induce.calibration.pairwise import BradleyTerryHead
+
+        return BradleyTerryHead.load(self.pairwise_head)  # a damaged file: a DataError naming it
+
     @property
     def run_dir(self) -> Path | None:
         return self.artifact.parent if self.artifact is not None else None

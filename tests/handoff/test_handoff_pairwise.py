@@ -210,3 +210,31 @@ def test_pairwise_reward_through_grpo_trainers_own_call(pairwise_artifact):
                                              [[1, 2]] * len(PROMPTS))
     assert tuple(rewards.shape) == (3, 1) and not torch.isnan(rewards).any()
     assert rewards[:, 0].tolist() == pytest.approx(reward(PROMPTS, completions), abs=1e-6)
+
+
+def test_a_scorer_object_exports_like_its_run(pairwise_artifact, tmp_path):
+    from rubric_induce.handoff.registry import FORMATS
+
+    src = load_source(RubricScorer.load(pairwise_artifact))
+    assert src.pairwise and src.head() is not None
+    FORMATS.get("json").export(src, tmp_path / "s.json")
+    doc = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))
+    assert doc["manifest"][PAIRWISE_HEAD_KEY]["coef"] == src.head().coef_.tolist()
+    with pytest.raises(DataError, match="cannot hold a pairwise"):
+        FORMATS.get("prometheus").export(src, tmp_path / "p.json")
+
+
+def test_a_pairwise_run_without_a_head(pairwise_artifact, tmp_path):
+    """calibrate disabled: json says the set is pairwise without weights; promptfoo has nothing to pick by."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(pairwise_artifact, run)
+    doc = json.loads((run / "artifact.json").read_text(encoding="utf-8"))
+    doc["pairwise_head"] = None
+    (run / "artifact.json").write_text(json.dumps(doc), encoding="utf-8")
+    res = _export(run, "json", tmp_path / "s.json")
+    assert res.exit_code == 0 and "pairwise set" in res.output and "Bradley-Terry" not in res.output
+    assert PAIRWISE_HEAD_KEY not in json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))["manifest"]
+    res = _export(run, "promptfoo", tmp_path / "pf.yaml")
+    assert res.exit_code == 2 and "no Bradley-Terry head" in res.output and "field 'pairwise_head'" in res.output
