@@ -475,6 +475,12 @@ class RubricScorer:
     def compare_pairs(self, prompts: Sequence[str | None], a: Sequence[str | Mapping[str, Any]],
                       b: Sequence[str | Mapping[str, Any]], *, progress: bool = False) -> np.ndarray:
         """:meth:`compare` for many pairs at once (one probe call batch): P(A ≻ B) per pair."""
+        return self.compare_outcomes(prompts, a, b, progress=progress)[:, 0]
+
+    def compare_outcomes(self, prompts: Sequence[str | None], a: Sequence[str | Mapping[str, Any]],
+                         b: Sequence[str | Mapping[str, Any]], *, progress: bool = False) -> np.ndarray:
+        """[pairs, 3]: P(A ≻ B), P(tie), P(B ≻ A) per pair (:meth:`compare_pairs` is the first column).
+        Without a head: (1, 0, 0), (0.5, 0, 0.5) or (0, 0, 1) by the sign of the mean difference."""
         from rubric_induce.selection.pair_features import signed_units
 
         if not len(prompts) == len(a) == len(b):
@@ -488,8 +494,9 @@ class RubricScorer:
         x = signed_units(table, self.rubrics, [e.id for e in examples], score=self.score_mode, fill=None)
         diff = x[0::2] - x[1::2]
         if self.pairwise_head is not None:
-            return self.pairwise_head.predict_proba(diff)[:, 0]
-        return 0.5 + 0.5 * np.sign(diff.mean(axis=1))
+            return self.pairwise_head.predict_proba(diff)
+        p = 0.5 + 0.5 * np.sign(diff.mean(axis=1))
+        return np.stack([p, np.zeros_like(p), 1.0 - p], axis=1)
 
     def _pair_fields(self, prompt: str | None, response: str | Mapping[str, Any], where: str) -> dict[str, str]:
         if isinstance(response, Mapping):
@@ -595,6 +602,8 @@ class RubricScorer:
         results = self._netsat_results(arr, ids)
         if self.calibrator is not None:
             self._calibrate(results, arr, judge, aggregate, unseen_judge)
+        if self.pairwise_head is not None and results:
+            self._strengths(results, arr, ids)
         if answer_check and self.adaptive is not None and results:
             from rubric_induce.scoring.adaptive import block_rubrics, probe_surprise
 
@@ -652,6 +661,16 @@ class RubricScorer:
                                for j in range(len(rubric_ids))]
             results.append(res)
         return results
+
+    def _strengths(self, results: list[ScoreResult], arr, ids: Sequence[str]) -> None:
+        """A pairwise run's pointwise reward: each fully probed response's Bradley-Terry strength
+        (the features :meth:`compare_pairs` differences, under the head's shared weights)."""
+        from rubric_induce.selection.pair_features import signed_units
+
+        x = signed_units(arr, self.rubrics, ids, score=self.score_mode, fill=0.0)
+        for res, s in zip(results, self.pairwise_head.strength(x)):
+            if res.netsat is not None:  # every rubric probed (a failed probe leaves it unset, as NetSAT)
+                res.strength = float(s)
 
     # -- adaptive scoring --------------------------------------------------------------------
     def _require_adaptive(self, aggregate: str = "mean") -> None:
