@@ -247,8 +247,10 @@ def pairwise_markdown(result: Mapping[str, Any]) -> str:
            "credit; strict counts it wrong; *no ties* leaves tie pairs out. Intervals: percentile bootstrap over "
            f"pairs ({result['n_boot']} resamples, seed {result['seed']}); the last column is the paired bootstrap "
            "difference to the bold method.", "", *_table(a, ref), ""]
-    for name, block in result.get("subsets", {}).items():
-        out += [f"## Subset {name} ({block['n']} pairs)", "", *_table(block, ref), ""]
+    from rubric_induce.core.mdtext import md_text
+
+    for name, block in result.get("subsets", {}).items():  # subset names come from the data: escaped
+        out += [f"## Subset {md_text(name)} ({block['n']} pairs)", "", *_table(block, ref), ""]
     if result.get("position_consistency"):
         out += _consistency_lines(result["position_consistency"])
     if result.get("pairs"):

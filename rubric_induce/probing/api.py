@@ -128,9 +128,10 @@ class ProbeParams(Params):
                                        "pair, which response meets it better, in both orders (A shown first, "
                                        "then B shown first), read from the logprobs at the reply's first token; "
                                        "averaging the two orders cancels position bias, and the evaluation "
-                                       "reports position consistency. Two more calls per (pair, rubric).")
+                                       "reports position consistency. Two more calls per (pair, rubric).",
+                     hidden=True)  # a run's option: the probe command reads single texts
     pairwise_ties: bool = param(False, help="Let the pairwise probe answer \"tie\" besides \"A\" and \"B\" "
-                                            "(probe.pairwise).")
+                                            "(probe.pairwise).", hidden=True)
 
     def check(self) -> None:
         from rubric_induce.core.errors import DataError
@@ -541,6 +542,11 @@ def probe(
     ``done``: records already probed (e.g. read back from a run's streamed probes file after a
     crash); a usable record of this probe job (same pair, style, estimator, prompt and scale) is
     kept as it is and its pair not probed again. Failed records are probed again.
+
+    **Pairs in both orders.** An order example of a pair (``<pair>/AB``, ``<pair>/BA``:
+    :func:`~rubric_induce.data.pair_examples.order_examples`) among ``examples`` is asked the pairwise
+    question on each rubric (:mod:`rubric_induce.probing.pairwise`; ``pairwise_ties`` adds the answer
+    ``tie``): its records carry ``order``, and the table's meta names the template under ``pairwise``.
     """
     params = resolve_params(ProbeParams, params, overrides)
     style, estimator, n_samples = params.style, params.estimator, params.samples

@@ -58,3 +58,9 @@ def test_side_by_side_rows_and_their_markdown_are_escaped():
     table = [line for line in md.splitlines() if line.startswith("| p\\|1 |")]
     assert len(table) == 1 and table[0].count(" | ") == 6  # the cell's pipes are escaped: 7 columns
     assert "Position consistency" in md and "| r&lt;1&gt; | 1 | 100.0 |" in md
+
+
+def test_subset_names_from_the_data_are_escaped():
+    pairs = [Pair(id="p1", prompt="q", response_a="a", response_b="b", preferred="A", subset="<b>x</b>")]
+    md = pairwise_markdown(pairwise_evaluation({"m": np.array([1.0])}, pairs, n_boot=5, reference="m"))
+    assert "<b>" not in md and "## Subset &lt;b&gt;x&lt;/b&gt; (1 pairs)" in md
