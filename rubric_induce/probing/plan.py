@@ -149,6 +149,10 @@ class ProbePlan:
             f"  cost, with caching: {usd(self.cost_usd.get('prompt_caching'))}",
             f"  cost, batch API:    {usd(self.cost_usd.get('batch'))}",
         ]
+        pw = self.params.get("pairwise")
+        if isinstance(pw, dict):
+            lines.append(f"  pairwise probe:     {pw.get('order_texts', 0):>12,}  order texts (two per pair: A shown "
+                         "first, B shown first), among the texts above")
         if self.alternative:
             alt = self.alternative
             c = alt.get("cost_usd") or {}

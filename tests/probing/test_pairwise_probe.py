@@ -208,3 +208,9 @@ def test_batch_round_trip_with_pairwise_calls(tmp_path):
     table = probe(examples, RUBRICS, refusing)
     assert refusing.tally.calls == 0 and all(r.order in ("AB", "BA") for r in table.records)
     assert all(r.probs == pytest.approx([0.7 / 0.9, 0.2 / 0.9]) for r in table.records)
+
+
+def test_the_plan_text_names_the_order_texts():
+    pairs = _pairs(2)
+    plan = plan_probes([*pair_examples(pairs), *order_examples(pairs)], RUBRICS, FakeBackend())
+    assert "pairwise probe:" in plan.format() and "4  order texts" in plan.format()
