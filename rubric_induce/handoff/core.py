@@ -620,6 +620,7 @@ def _rubric_set_of(source: Any, rubrics_path: str | Path | None) -> RubricSet:
         head = source.head()
         if head is not None:
             manifest[PAIRWISE_HEAD_KEY] = head.to_dict()
+            manifest["pair_feature"] = source.pair_feature  # what the weights read: score differences or probe margins
     return RubricSet(source.rubrics, manifest, threshold=source.threshold)
 
 

@@ -224,9 +224,10 @@ class RubricMetric:
                                     "stage); use target='label' or 'score'"
                                     + ("; a pairwise run's calibrated reward is target='strength'"
                                        if getattr(s, "pairwise_head", None) is not None else ""))
-        if target == "strength" and getattr(s, "pairwise_head", None) is None:
-            raise RubricInduceError("target='strength' needs a pairwise run with a Bradley-Terry head; use "
-                                    "target='label', 'score' or 'prediction'")
+        if target == "strength" and not getattr(s, "has_strength", False):
+            raise RubricInduceError("target='strength' needs a pairwise run whose Bradley-Terry head reads score "
+                                    "differences (select.pair_feature = 'difference'); use target='label', 'score' "
+                                    "or 'prediction', or compare pairs")
         self.target = target
         self.normalise = normalise
         self.pass_threshold = pass_threshold

@@ -130,6 +130,11 @@ def _pairwise_config(src: Any, assertion_threshold: float, provider: str | None,
         raise DataError("this pairwise run has no Bradley-Terry head (calibrate disabled), so promptfoo has no "
                         "strength to pick the better output by; calibrate the run, or use rubric-induce compare",
                         path=src.artifact, field="pairwise_head")
+    if src.pair_feature != "difference":
+        raise DataError(f"this pairwise run's Bradley-Terry head reads the pairwise probe (select.pair_feature = "
+                        f"{src.pair_feature!r}), which asks both responses together, so no output has a strength of "
+                        "its own for promptfoo's max-score; use rubric-induce compare",
+                        path=src.artifact, field="pair_feature")
     if not 0.0 <= assertion_threshold <= 1.0:
         raise DataError(f"assertion_threshold must lie in [0, 1], got {assertion_threshold}")
     call = f"run={str(src.run_dir.resolve())!r}" + (f", backend={backend!r}" if backend else "")

@@ -42,6 +42,9 @@ class HandoffSource:
     #: weighs their differences between two responses), else "pointwise".
     kind: str = "pointwise"
     pairwise_head: Path | None = None  # the run's calibration/bradley_terry.json (None: none, or no run)
+    #: What the head reads of a pair ([select] pair_feature): per-response score "difference"s, or the
+    #: pairwise probe's "preference" margins (or "both"), which need the two responses together.
+    pair_feature: str = "difference"
 
     @property
     def pairwise(self) -> bool:
@@ -91,7 +94,8 @@ def load_source(source: SourceLike) -> HandoffSource:
                              fields=source.fields, calibrated=source.calibrator is not None,
                              question=source.question, probe=dict(source.probe_options), task=source.task,
                              artifact=Path(src_path) if src_path else None, scorer=source,
-                             kind=getattr(source, "kind", "pointwise"))
+                             kind=getattr(source, "kind", "pointwise"),
+                             pair_feature=getattr(source, "pair_feature", "difference"))
     if isinstance(source, (RubricSet, RubricPool)):
         manifest = source.manifest or {}
         return HandoffSource(list(source), threshold=getattr(source, "threshold", None),
@@ -181,7 +185,8 @@ def _from_artifact(path: Path) -> HandoffSource:
     return HandoffSource(list(rubric_set), threshold=threshold, label=_str_or_none(doc.get("label")),
                          name=path.parent.name, fields=list(fields) if fields else None, artifact=path,
                          calibrated=bool(doc.get("calibration")), question=_str_or_none(doc.get("question")),
-                         probe=dict(probe), task=task, rubric_set=rubric_set, kind=kind, pairwise_head=head)
+                         probe=dict(probe), task=task, rubric_set=rubric_set, kind=kind, pairwise_head=head,
+                         pair_feature=doc.get("pair_feature", "difference"))
 
 
 # ----------------------------------------------------------------------------- shared scale helpers

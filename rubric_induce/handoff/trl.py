@@ -68,7 +68,7 @@ def render_turn(prompt: Any, completion: Any, fields: Sequence[str] | None = Non
 
 def _target(scorer: RubricScorer, target: str) -> str:
     if target == "auto":
-        if scorer.pairwise_head is not None:
+        if scorer.has_strength:
             return "strength"  # a pairwise run: its calibrated pointwise score is the Bradley-Terry strength
         return "prediction" if scorer.calibrator is not None else "score"
     return target
