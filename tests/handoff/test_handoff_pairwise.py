@@ -238,3 +238,33 @@ def test_a_pairwise_run_without_a_head(pairwise_artifact, tmp_path):
     assert PAIRWISE_HEAD_KEY not in json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))["manifest"]
     res = _export(run, "promptfoo", tmp_path / "pf.yaml")
     assert res.exit_code == 2 and "no Bradley-Terry head" in res.output and "field 'pairwise_head'" in res.output
+
+
+def test_a_head_over_the_pairwise_probe_gives_no_single_response_strength(pairwise_artifact, tmp_path):
+    """select.pair_feature = 'preference': the head's weights read the pairwise probe's margins, which need
+    both responses, so a lone response has no strength: score leaves it unset, the TRL reward falls back to
+    NetSAT, target='strength' is an error, promptfoo refuses and json records what the weights read."""
+    import shutil
+
+    from rubric_induce.core.errors import RubricInduceError
+    from rubric_induce.handoff.dspy import rubric_metric
+    from rubric_induce.handoff.trl import trl_reward
+
+    run = tmp_path / "run"
+    shutil.copytree(pairwise_artifact, run)
+    doc = json.loads((run / "artifact.json").read_text(encoding="utf-8"))
+    doc["pair_feature"] = "preference"  # three rubrics, three margins: the head file still fits
+    (run / "artifact.json").write_text(json.dumps(doc), encoding="utf-8")
+    scorer = RubricScorer.load(run)
+    assert scorer.pairwise_head is not None and not scorer.has_strength
+    assert RubricScorer.load(pairwise_artifact).has_strength
+    res = scorer.score([{"prompt": PROMPTS[0], "response": PAIRS[0][0]}])[0]
+    assert res.netsat is not None and res.strength is None
+    assert trl_reward(run).target == "score"
+    with pytest.raises(RubricInduceError, match="pair_feature"):
+        rubric_metric(run, render=lambda ex, pred: {"prompt": ex, "response": pred}, target="strength")
+    out = _export(run, "promptfoo", tmp_path / "pf.yaml")
+    assert out.exit_code == 2 and "field 'pair_feature'" in out.output and "compare" in out.output
+    assert _export(run, "json", tmp_path / "s.json").exit_code == 0
+    manifest = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))["manifest"]
+    assert manifest["pair_feature"] == "preference" and PAIRWISE_HEAD_KEY in manifest
