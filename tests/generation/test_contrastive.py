@@ -125,6 +125,9 @@ def test_generate_entry_point_reads_pairs_back_from_pair_examples():
     examples = pair_examples(pairs, "sat")
     back = pairs_from_examples(examples, "sat")
     assert [(p.id, p.preferred, p.response_a) for p in back] == [(p.id, p.preferred, p.response_a) for p in pairs]
+    from rubric_induce.data.pair_examples import order_examples
+
+    assert pairs_from_examples([*examples, *order_examples(pairs)], "sat") == back  # a pairwise probe's texts: skipped
     mine = Rubric.create("The response answers in English.", "SAT")
     res = generate(examples, FakeBackend(replies=reply), GenerateParams(method="contrastive",
                                                                         options={"max_pairs": 2}),
