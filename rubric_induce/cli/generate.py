@@ -84,6 +84,12 @@ def command(examples_path, dataset, data_root, limit, mapping_file, method, labe
     from rubric_induce.generation.api import generate
     from rubric_induce.handoff import import_rubrics
 
+    if method == "contrastive":  # it reads preference pairs, which only `run` reads
+        from rubric_induce.core.errors import DataError
+
+        raise DataError("--method contrastive shows the LLM a preferred and a rejected response: it runs in "
+                        "`rubric-induce run` with [data] kind = \"pairwise\" and [generate] method = \"contrastive\" "
+                        "(docs: guides/pairwise.md)", field="generate.method")
     task = task_from_options(options)  # --task-* (the run's [task]); --task is AutoCalibrate's legacy sentence
     examples = load_examples(examples_path, dataset, data_root, limit, mapping_file)
     if method == "autocalibrate":

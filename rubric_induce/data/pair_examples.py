@@ -19,11 +19,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from rubric_induce.core.errors import DataError
 from rubric_induce.data.model import Example
 from rubric_induce.data.pairs import Pair
 
 __all__ = ["SIDES", "PAIR_FIELDS", "ORDERS", "ORDER_FIELDS", "pair_examples", "side_id", "pairs_in", "order_id",
-           "order_examples", "pair_order"]
+           "order_examples", "pair_order", "pairs_from_examples"]
 
 SIDES = ("A", "B")
 PAIR_FIELDS = ("prompt", "response")
@@ -47,6 +48,33 @@ def pair_examples(pairs: Sequence[Pair], label: str = "sat") -> list[Example]:
                 meta["subset"] = p.subset
             out.append(Example(id=side_id(p.id, side), fields={"prompt": p.prompt, "response": text},
                                labels={label: 1.0 if p.preferred == side else 0.0}, group=p.id, meta=meta))
+    return out
+
+
+def pairs_from_examples(examples: Iterable[Example], label: str = "sat") -> list[Pair]:
+    """The pairs whose two sides are among ``examples`` (the inverse of :func:`pair_examples`, in the order
+    of each pair's first side): the side labelled 1 is preferred, two sides labelled 0 are a tie. A pair
+    with one side only is left out, and so are order examples (:func:`order_examples`). Raises
+    :class:`DataError` (field ``data.kind``) when an example is not one side of a pair (pointwise data)."""
+    sides: dict[str, dict[str, Example]] = {}
+    for e in examples:
+        meta = e.meta or {}
+        if "pair_order" in meta:  # a pairwise probe's order example: both responses, no side
+            continue
+        if meta.get("side") not in SIDES or "pair" not in meta:
+            raise DataError(f"example {e.id!r} is not one side of a pair: this needs pairwise data "
+                            "([data] kind = \"pairwise\")", field="data.kind")
+        sides.setdefault(str(meta["pair"]), {})[meta["side"]] = e
+    out: list[Pair] = []
+    for pid, got in sides.items():
+        if set(got) != set(SIDES):
+            continue
+        a, b = got["A"], got["B"]
+        la, lb = a.labels.get(label), b.labels.get(label)
+        preferred = "A" if la == 1 and lb != 1 else "B" if lb == 1 and la != 1 else "tie"
+        subset = (a.meta or {}).get("subset")
+        out.append(Pair(id=pid, prompt=a.fields.get("prompt", ""), response_a=a.fields.get("response", ""),
+                        response_b=b.fields.get("response", ""), preferred=preferred, subset=subset))
     return out
 
 

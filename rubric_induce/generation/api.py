@@ -19,10 +19,11 @@ from rubric_induce.core.params import Params, options_from, param, read_at_file,
 from rubric_induce.core.task import TaskParams
 from rubric_induce.data import Example, Rubric, RubricPool
 from rubric_induce.generation.autocalibrate import AutoCalibrateParams
+from rubric_induce.generation.contrastive import ContrastiveParams
 from rubric_induce.generation.registry import GENERATORS, POOL_FILE, GenerateResult, Generator
 from rubric_induce.generation.rubicon import RubiconParams, balanced_sample
 
-__all__ = ["GenerateParams", "RubiconParams", "AutoCalibrateParams", "Generator", "GENERATORS",
+__all__ = ["GenerateParams", "RubiconParams", "AutoCalibrateParams", "ContrastiveParams", "Generator", "GENERATORS",
            "GenerateResult", "generate", "POOL_FILE"]
 
 @dataclass(frozen=True)
@@ -31,7 +32,8 @@ class GenerateParams(Params):
 
     section = "generate"
     method: str = param("rubicon", choices=(*GENERATORS, "none"),
-                        help="rubicon | spur | autocalibrate, or none (only the included rubrics).")
+                        help="rubicon | spur | autocalibrate | contrastive (pairwise runs), or none (only the "
+                             "included rubrics).")
     include: tuple[str, ...] = param((), help="Hand-written or earlier rubric files to mix in.")
     domain: str | None = param(None, help="Domain description text, or @file (RUBICON domain sensitization; "
                                           "default: the task description).")
@@ -74,7 +76,8 @@ def generate(
     directory, so callers with a config resolve them first). ``domain`` is the domain text itself
     (callers resolve ``@file``; default for RUBICON's DS: the task description); ``include``
     holds pools the caller has read. Sampling budgets (``per_class`` for rubicon/spur,
-    ``max_examples`` for autocalibrate) are applied here, seeded by ``seed``.
+    ``max_examples`` for autocalibrate) are applied here, seeded by ``seed``; contrastive generation
+    (pairwise runs) samples its pairs itself (``options.max_pairs``).
     """
     params = resolve_params(GenerateParams, params, overrides)
     examples = list(examples)
@@ -133,6 +136,9 @@ def _planned_calls(opts: Params, n_shown: int) -> int | None:
     batches of their patterns at most); None when unknown in advance (autocalibrate)."""
     if isinstance(opts, RubiconParams):
         return n_shown + -(-n_shown * opts.top_k // opts.batch_size) + 1
+    if isinstance(opts, ContrastiveParams):  # one call per shown pair (two examples each)
+        n = n_shown // 2
+        return min(n, opts.max_pairs) if opts.max_pairs else n
     return None
 
 
@@ -165,6 +171,9 @@ def _without_copies(pool: RubricPool, examples: Sequence[Example], fields: Seque
         pool.manifest = {**pool.manifest, "stats": {**old, "rejected": rejected, "rejected_items": items}}
         if "n_by_polarity" in pool.manifest:
             pool.manifest["n_by_polarity"] = {p: sum(r.polarity == p for r in kept) for p in ("SAT", "DSAT")}
+        if "n_by_kind" in pool.manifest:  # contrastive: hard rules and principles
+            pool.manifest["n_by_kind"] = {k: sum((r.provenance or {}).get("kind") == k for r in kept)
+                                          for k in pool.manifest["n_by_kind"]}
     return kept
 
 

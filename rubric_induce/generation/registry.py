@@ -1,4 +1,4 @@
-"""The generator registry: each rubric generator (``rubicon``, ``spur``, ``autocalibrate``) is a
+"""The generator registry: each rubric generator (``rubicon``, ``spur``, ``autocalibrate``, ``contrastive``) is a
 :class:`Generator` that its module registers with the :func:`generator` decorator; a module is
 imported the first time its name is asked for (the same pattern as backends and hand-off formats)."""
 from __future__ import annotations
@@ -62,6 +62,7 @@ GENERATORS: Registry[Generator] = Registry("generator")
 GENERATORS.declare("rubicon", "rubric_induce.generation.rubicon")
 GENERATORS.declare("spur", "rubric_induce.generation.rubicon")
 GENERATORS.declare("autocalibrate", "rubric_induce.generation.autocalibrate")
+GENERATORS.declare("contrastive", "rubric_induce.generation.contrastive")
 
 
 def generator(name: str, params: type[Params], *, binary: bool, description: str = ""

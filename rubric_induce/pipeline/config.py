@@ -150,6 +150,10 @@ def _check_files(cfg: RunConfig) -> None:
             raise DataError(f"rubric file not found: {cfg.resolve(inc)}", path=src, field=f"generate.include[{i}]")
     if g.domain and g.domain.startswith("@") and not cfg.resolve(g.domain[1:]).exists():
         raise DataError(f"domain file not found: {cfg.resolve(g.domain[1:])}", path=src, field="generate.domain")
+    if g.method == "contrastive" and d.kind != "pairwise":
+        raise DataError("generate.method = 'contrastive' shows the LLM a preferred and a rejected response: it needs "
+                        "pairwise data ([data] kind = \"pairwise\"); for pointwise data use rubicon, spur or "
+                        "autocalibrate", path=src, field="generate.method")
     if g.method in ("rubicon",):
         opts = g.method_options()
         if getattr(opts, "use_ds", None) is not False and not g.domain and not cfg.task.description:

@@ -7,8 +7,10 @@ Generation, dedup and probing are the pointwise stages run on each pair's two re
   per-rubric score differences (budget ``select.n_sat + select.n_dsat``; ``select.options.alpha``,
   default 0.5), after the pointwise stage's missing-probe rule (``select.missing``) and, with
   ``select.pair_consistency`` set, the consistency filter (rubrics whose difference points against
-  the preference on more than that share of the training pairs they decide are dropped, counted in
-  ``selected.manifest.json``);
+  the preference on more than that share of the training pairs they decide are dropped): the pool it
+  keeps is written as ``consistent_pool.jsonl``, whose manifest holds the limit, the pool size before
+  and after and each dropped rubric with its rate (``selected.manifest.json`` lists the dropped ones
+  too);
 - **calibrate**: a :class:`~rubric_induce.calibration.pairwise.BradleyTerryHead` (ties by
   Davidson) over the selected rubrics' differences, with per-judge weights where pairs carry
   judges' preferences; written to ``calibration/bradley_terry.json``;
@@ -30,9 +32,11 @@ from rubric_induce.probing.api import PROBES_FILE
 from rubric_induce.selection.api import SELECTED_FILE
 
 __all__ = ["select_pairs", "calibrate_pairs", "artifact_pairs", "evaluate_pairs", "preflight_pairs",
-           "HEAD_FILE"]
+           "HEAD_FILE", "CONSISTENT_POOL_FILE"]
 
 HEAD_FILE = "calibration/bradley_terry.json"
+#: The pool the consistency filter keeps (``select.pair_consistency`` set); its manifest counts what it dropped.
+CONSISTENT_POOL_FILE = "consistent_pool.jsonl"
 
 
 def preflight_pairs(ctx: RunContext) -> None:
@@ -79,19 +83,22 @@ def select_pairs(ctx: RunContext) -> dict[str, Any]:
     n_usable = len(pool)
     limit = cfg.select.pair_consistency
     if limit is not None:  # the consistency filter: rubrics that point against the preference too often
-        from rubric_induce.selection.pair_features import inconsistency_rates
+        from rubric_induce.selection.pair_features import consistency_filter
 
-        rates, decided = inconsistency_rates(D, [p.target for p in train])
-        keep = rates <= limit
-        inconsistent = [{"id": pool[j].id, "against": float(rates[j]), "decided": int(decided[j])}
-                        for j in np.flatnonzero(~keep)]
+        keep, record = consistency_filter(pool, D, [p.target for p in train], limit)
+        inconsistent = [{k: d[k] for k in ("id", "against", "decided")} for d in record["dropped"]]
         if not keep.any():
             raise DataError(f"every one of the {len(pool)} rubric(s) points against the preference on more than "
                             f"{limit:.0%} of the training pairs it decides; raise select.pair_consistency or unset "
                             "it", path=cfg.source, field="select.pair_consistency")
         pool, D = [r for r, k in zip(pool, keep) if k], D[:, keep]
+        # the filtered pool is a pool of its own, its manifest the filter's count (the stage's output: a rerun
+        # without the filter removes it)
+        RubricPool(pool, {**record, "source": DEDUP_POOL_FILE, "seed": cfg.run.seed,
+                          "dropped_missing_probes": dropped}).save(ctx.out / CONSISTENT_POOL_FILE)
         ctx.echo(f"  consistency filter: dropped {len(inconsistent)} rubric(s) pointing against the preference on "
-                 f"more than {limit:.0%} of the training pairs they decide")
+                 f"more than {limit:.0%} of the training pairs they decide ({record['n_before']} -> "
+                 f"{record['n_after']} rubrics, {CONSISTENT_POOL_FILE})")
     selector = PairwiseSelector(n_rubrics=cfg.select.n_sat + cfg.select.n_dsat, alpha=_alpha(cfg)).fit(D, y)
     chosen = [pool[j] for j in selector.selected_]
     m = selector.train_metrics_
@@ -100,14 +107,16 @@ def select_pairs(ctx: RunContext) -> dict[str, Any]:
                 "dropped_missing_probes": dropped,
                 "history": [{**h, "rubric": pool[h["rubric"]].id} for h in selector.history_],
                 "train_metrics": m, "pair_consistency": limit, "dropped_inconsistent": inconsistent,
-                "pair_feature": feature}
+                "consistent_pool": CONSISTENT_POOL_FILE if limit is not None else None, "pair_feature": feature}
     RubricSet(chosen, manifest, threshold=None).save(ctx.out / SELECTED_FILE)
     ctx.echo(f"  selected {len(chosen)} of {len(pool)} usable rubrics on {len(train)} training pairs; "
              f"training pairwise accuracy {m['accuracy']:.3f}")
     if dropped:
         ctx.echo(f"  select: dropped {len(dropped)} rubric(s) with too many failed probes")
     return {"kind": "pairwise", "selected": len(chosen), "pool": len(pool), "dropped": len(dropped),
-            "dropped_ids": dropped, "dropped_inconsistent": len(inconsistent), "n_train_pairs": len(train), "train_accuracy": m["accuracy"],
+            "dropped_ids": dropped, "dropped_inconsistent": len(inconsistent), "n_usable": n_usable,
+            "pair_consistency": limit, "consistent_pool": CONSISTENT_POOL_FILE if limit is not None else None,
+            "n_train_pairs": len(train), "train_accuracy": m["accuracy"],
             "train_sharpness": m["sharpness"], "train_coverage": m["coverage"], "threshold": None,
             "score_mode": "expected"}
 

@@ -308,7 +308,8 @@ def report(ctx: RunContext) -> dict[str, Any]:
 STAGES: tuple[Stage, ...] = (
     Stage("generate", generate, ("data", "run", "backend", "task", "generate"), (POOL_FILE,), uses_llm=True,
           prompts=("rubicon_extract", "rubicon_summarize", "rubicon_ds", "rubicon_cdp_extract",
-                   "rubicon_cdp_summarize", "spur_update", "autocal_draft", "autocal_refine", "rubric_levels")),
+                   "rubicon_cdp_summarize", "spur_update", "autocal_draft", "autocal_refine", "rubric_levels",
+                   "contrastive")),
     Stage("dedup", dedup, ("dedup",), (DEDUP_POOL_FILE,)),
     Stage("probe", probe, ("task", "probe"), (PROBES_FILE,), uses_llm=True,
           prompts=("probe_score_only", "probe_rate_explain", "probe_analyze_rate", "probe_packed", "probe_pairwise")),

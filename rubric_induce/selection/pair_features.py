@@ -24,8 +24,8 @@ from rubric_induce.data.model import Rubric
 from rubric_induce.data.pair_examples import ORDERS, order_id, side_id
 from rubric_induce.selection.scores import signs_from_polarity, unit_scores
 
-__all__ = ["pair_differences", "signed_units", "inconsistency_rates", "NEUTRAL_UNIT", "PAIR_FEATURES",
-           "order_preferences", "pair_preferences", "pair_features", "pair_signal", "n_pair_features"]
+__all__ = ["pair_differences", "signed_units", "inconsistency_rates", "consistency_filter", "NEUTRAL_UNIT",
+           "PAIR_FEATURES", "order_preferences", "pair_preferences", "pair_features", "pair_signal", "n_pair_features"]
 
 #: What a rubric says about a pair ([select] pair_feature): its pointwise score difference, the
 #: pairwise probe's debiased preference margin, or both.
@@ -62,6 +62,37 @@ def inconsistency_rates(D: np.ndarray, targets: Sequence[int]) -> tuple[np.ndarr
     against = decided & (np.sign(D) == -t[:, None])
     n = decided.sum(axis=0)
     return np.where(n > 0, against.sum(axis=0) / np.maximum(n, 1), 0.0), n
+
+
+def consistency_filter(rubrics: Sequence[Rubric], D: np.ndarray, targets: Sequence[int], limit: float
+                       ) -> tuple[np.ndarray, dict[str, Any]]:
+    """The consistency filter: keep the rubrics (columns of ``D``) whose difference points against the
+    preference on at most a share ``limit`` of the non-tie training pairs they decide
+    (:func:`inconsistency_rates`). Returns the keep mask and the filter's record for the filtered
+    pool's manifest: the limit, the pool size before and after, the pairs counted, per-kind counts
+    before and after (contrastive rubrics), and each dropped rubric with its rate and decided pairs."""
+    rates, decided = inconsistency_rates(D, targets)
+    keep = rates <= limit
+    dropped = [{"id": rubrics[j].id, "text": rubrics[j].text, "against": float(rates[j]),
+                "decided": int(decided[j]), **({"kind": k} if (k := (rubrics[j].provenance or {}).get("kind")) else {})}
+               for j in np.flatnonzero(~keep)]
+
+    def kinds(mask: np.ndarray) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r, m in zip(rubrics, mask):
+            k = (r.provenance or {}).get("kind")
+            if m and k:
+                out[k] = out.get(k, 0) + 1
+        return dict(sorted(out.items()))
+
+    t = np.asarray(targets)
+    record = {"filter": "pair_consistency", "limit": float(limit), "n_before": len(rubrics),
+              "n_after": int(keep.sum()), "n_dropped": len(dropped), "n_pairs": int((t != 0).sum()),
+              "n_by_kind_before": kinds(np.ones(len(rubrics), bool)), "n_by_kind_after": kinds(keep),
+              "dropped": dropped,
+              "kept": [{"id": rubrics[j].id, "against": float(rates[j]), "decided": int(decided[j])}
+                       for j in np.flatnonzero(keep)]}
+    return keep, record
 
 
 def order_preferences(table: Any, rubrics: Sequence[Rubric], pair_ids: Sequence[str], *,

@@ -38,6 +38,8 @@ SERVED = "openai-compatible/m@http://127.0.0.1:9/v1"
     (SERVED, "max_retries", -1, "at least 0"),
     (SERVED, "concurrency", 0, "at least 1"),
     ("local", "n_ctx", 10, "at least 64"),
+    ("local", "n_threads", 0, "at least 1"),
+    ("openai/gpt-4o-mini", "n_threads", 1, "does not apply"),
     (SERVED, "extra_body", {"api_key": "sk-123"}, "credential"),
     (SERVED, "extra_body", {"top_logprobs": 5}, "set by rubric-induce"),
     (SERVED, "extra_body", "x", "table"),
@@ -72,6 +74,7 @@ def test_backend_options_reach_the_backend():
     # options that do not apply to another kind (dedup's judge, a scorer reopened on local) are left out
     assert p.options("local") == {} and BackendParams.for_spec("local", {"top_logprobs": 100}).given() == {}
     assert BackendParams(spec="local", n_ctx=8192).options() == {"n_ctx": 8192}
+    assert BackendParams(spec="local", n_threads=1).options() == {"n_threads": 1}
 
 
 def test_cli_rejects_an_option_of_another_kind_before_any_call(tmp_path, examples, rubrics):

@@ -83,3 +83,12 @@ def test_generate_bad_sample_sizes_and_missing_classes(files, tmp_path):
     res = CliRunner().invoke(cli, ["generate", "--examples", str(tmp_path / "pos.jsonl"), "--no-ds", "--backend", "fake",
                                         "--no-cache", "--out", str(tmp_path / "o.jsonl")])
     assert res.exit_code == 2 and "no negative examples" in res.output
+
+
+def test_generate_contrastive_points_to_pairwise_runs(files):
+    """`generate` reads pointwise examples; --method contrastive says where it runs (exit 2, the field)."""
+    res = CliRunner().invoke(cli, ["generate", "--examples", str(files / "dialogues.jsonl"), "--method", "contrastive",
+                                   "--backend", "fake", "--out", str(files / "p.jsonl")])
+    assert res.exit_code == 2
+    assert "generate.method" in res.output and 'kind = "pairwise"' in res.output
+    assert not (files / "p.jsonl").exists()

@@ -42,3 +42,28 @@ def test_embedded_model_generates_a_pool_with_provenance(tmp_path, embedded_mode
     assert pool.manifest["backend"]["kind"] == "local"
     path = pool.save(tmp_path / "pool.jsonl")
     assert len(RubricPool.load(path)) == len(pool)
+
+
+def test_embedded_model_writes_contrastive_rubrics(tmp_path, embedded_model_path):
+    """One pair through contrastive generation on SmolLM2-135M: the JSON schema holds (both lists parse)
+    and the rubrics carry their kind and source pair."""
+    from rubric_induce.backends.cache import CachedBackend, CallCache
+    from rubric_induce.backends.local import LocalLlamaBackend
+    from rubric_induce.core.task import TaskParams
+    from rubric_induce.data.pairs import Pair
+    from rubric_induce.generation.contrastive import KINDS, generate_contrastive
+
+    pair = Pair("p1", "List three fruits, one per line.", "Apple\nBanana\nCherry",
+                "Fruits are tasty and healthy foods that grow on plants.", "A")
+    # one thread: on a busy 2-core machine two threads spend the run waiting on each other
+    backend = CachedBackend(LocalLlamaBackend(n_threads=1, n_ctx=1024), CallCache(tmp_path / "calls.sqlite"))
+    try:
+        # the shipped config's 2 + 2 (a 300-token reply budget: 1 + 1 left SmolLM2 mid-sentence)
+        pool = generate_contrastive([pair], backend, task=TaskParams(kind="response"), max_rules=2,
+                                    max_principles=2, retries=1)
+    finally:
+        backend.close()
+    assert pool.manifest["stats"]["parsed"] == 1 and len(pool) >= 1
+    for r in pool:
+        assert r.text.startswith("The response") and r.provenance["kind"] in KINDS
+        assert r.provenance["source_pair_ids"] == ["p1"] and r.provenance["model"].startswith("local/")

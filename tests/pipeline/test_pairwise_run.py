@@ -188,27 +188,117 @@ def test_inconsistency_rates_count_decided_non_tie_pairs():
     assert rates.tolist() == pytest.approx([2 / 3, 1.0, 0.0]) and decided.tolist() == [3, 2, 0]
 
 
-def _select_with(tmp_path, limit: str):
+def _select_with(tmp_path, limit: str, max_pairs: int = 8):
     cfg = fake_config(tmp_path)
-    cfg.write_text(cfg.read_text().replace("pair_consistency = 0.5", f"pair_consistency = {limit}"))
+    cfg.write_text(cfg.read_text().replace("pair_consistency = 0.5", f"pair_consistency = {limit}")
+                   .replace("max_pairs = 8", f"max_pairs = {max_pairs}"))
     return CliRunner().invoke(cli, ["run", str(cfg), "--stop-after", "select"])
+
+
+def _rates_from_probes(run: Path, rubric_ids: list[str]) -> dict[str, float]:
+    """Each rubric's against-the-preference rate on the training pairs, recomputed from probes.jsonl."""
+    from rubric_induce.data import RubricPool
+    from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.pipeline.context import RunContext
+    from rubric_induce.selection.pair_features import inconsistency_rates, pair_differences
+
+    ctx = RunContext(load_config(run.parent / "cfg.toml"), run)
+    pool = {r.id: r for r in RubricPool.load(run / "pool.dedup.jsonl")}
+    train = ctx.train_pairs
+    D = pair_differences(ProbeTable.load(run / "probes.jsonl"), [pool[i] for i in rubric_ids], [p.id for p in train])
+    rates, _ = inconsistency_rates(D, [p.target for p in train])
+    return dict(zip(rubric_ids, rates.tolist()))
 
 
 @pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
 def test_consistency_filter_drops_and_counts(tmp_path):
-    """On the fake backend's hash-random rubrics (12 usable, each against the preference on 3 to 7 of
-    the 8 training pairs), a 30 % limit keeps one and counts the 11 dropped with their rates."""
+    """On the fake backend's hash-random contrastive rubrics (32 usable: 16 hard rules, 16 principles, each
+    deciding all 8 training pairs), a 30 % limit drops those against the preference on more than 30 % of
+    them, counted with their rates in the filtered pool's manifest (consistent_pool.manifest.json) and in
+    selected.manifest.json; the rates agree with the probes."""
     res = _select_with(tmp_path, "0.3")
     assert res.exit_code == 0, res.output
-    man = json.loads((tmp_path / "run" / "selected.manifest.json").read_text())
-    assert man["pair_consistency"] == 0.3 and man["n_usable"] == 12 and man["n_pool"] == 1
-    assert len(man["dropped_inconsistent"]) == 11 and all(d["against"] > 0.3 for d in man["dropped_inconsistent"])
-    assert "consistency filter: dropped 11 rubric(s)" in res.output
+    run = tmp_path / "run"
+    man = json.loads((run / "selected.manifest.json").read_text())
+    pool = json.loads((run / "consistent_pool.manifest.json").read_text())
+    kept = [json.loads(line)["id"] for line in (run / "consistent_pool.jsonl").read_text().splitlines() if line]
+    n_after, n_dropped = pool["n_after"], pool["n_dropped"]
+    assert (pool["filter"], pool["limit"], pool["n_before"], pool["n_pairs"]) == ("pair_consistency", 0.3, 32, 8)
+    assert n_after == len(kept) == pool["n_rubrics"] >= 1 and n_dropped >= 1 and n_after + n_dropped == 32
+    assert man["pair_consistency"] == 0.3 and man["n_usable"] == 32 and man["n_pool"] == n_after
+    assert man["consistent_pool"] == "consistent_pool.jsonl"
+    assert [d["id"] for d in pool["dropped"]] == [d["id"] for d in man["dropped_inconsistent"]]
+    assert pool["n_by_kind_before"] == {"hard_rule": 16, "principle": 16}
+    assert sum(pool["n_by_kind_after"].values()) == n_after
+    assert all(d["against"] > 0.3 and d["decided"] == 8 and d["kind"] in ("hard_rule", "principle") and d["text"]
+               for d in pool["dropped"])
+    assert kept == [k["id"] for k in pool["kept"]] and all(k["against"] <= 0.3 for k in pool["kept"])
+    recorded = {d["id"]: d["against"] for d in pool["dropped"] + pool["kept"]}
+    assert _rates_from_probes(run, list(recorded)) == pytest.approx(recorded)
+    selected = [json.loads(line)["id"] for line in (run / "selected.jsonl").read_text().splitlines() if line]
+    assert set(selected) <= set(kept)
+    assert f"consistency filter: dropped {n_dropped} rubric(s)" in res.output and f"(32 -> {n_after} rubrics" in res.output
+
+
+@pytest.mark.slow  # two pairwise runs on the fake backend: about 6 s on 2 cores
+def test_consistent_pool_follows_the_setting_on_resume(tmp_path):
+    """Unsetting select.pair_consistency reruns select only (the probes stay), and the filtered pool goes
+    with the filter; the report names the filter's count while it is set."""
+    res = _select_with(tmp_path, "0.3")
+    assert res.exit_code == 0, res.output
+    run, cfg = tmp_path / "run", tmp_path / "cfg.toml"
+    res = CliRunner().invoke(cli, ["run", str(cfg)])
+    assert res.exit_code == 0, res.output
+    pool = json.loads((run / "consistent_pool.manifest.json").read_text())
+    report = (run / "report.md").read_text()
+    assert "## Rubric pool (pairwise run)" in report
+    assert f"kept {pool['n_after']} of 32 usable rubrics, dropped {pool['n_dropped']}" in report
+    assert "16 hard rule(s), 16 principle(s)" in report
+    cfg.write_text(cfg.read_text().replace("pair_consistency = 0.3", "# pair_consistency unset"))
+    res = CliRunner().invoke(cli, ["run", str(cfg)])
+    assert res.exit_code == 0, res.output
+    assert "[probe] done" not in res.output and "[select] done" in res.output
+    assert not (run / "consistent_pool.jsonl").exists() and not (run / "consistent_pool.manifest.json").exists()
+    man = json.loads((run / "selected.manifest.json").read_text())
+    assert man["pair_consistency"] is None and man["n_pool"] == 32 and man["consistent_pool"] is None
+    assert "Consistency filter" not in (run / "report.md").read_text()
+
+
+@pytest.mark.slow  # generation alone on the fake backend
+def test_rubicon_still_runs_on_pairs(tmp_path):
+    """The shipped config now generates contrastively; RUBICON on the pairs' sides (preferred 1, other 0)
+    still works."""
+    cfg = fake_config(tmp_path)
+    text = cfg.read_text()
+    text = re.sub(r'^method = "contrastive".*$', 'method = "rubicon"\nper_class = 4', text, flags=re.M)
+    text = re.sub(r"^options = \{ max_pairs.*$", "options = { top_k = 1, batch_size = 4, max_new = 2 }", text,
+                  flags=re.M)
+    cfg.write_text(text)
+    res = CliRunner().invoke(cli, ["run", str(cfg), "--stop-after", "generate"])
+    assert res.exit_code == 0, res.output
+    man = json.loads((tmp_path / "run" / "pool.manifest.json").read_text())
+    assert man["method"] == "rubicon" and man["n_examples"] == {"positive": 4, "negative": 4}
+
+
+def test_contrastive_on_pointwise_data_is_refused_naming_the_field(tmp_path):
+    """generate.method = 'contrastive' with pointwise data stops at config load: exit 2, file, line, field."""
+    data = tmp_path / "texts.jsonl"
+    data.write_text(json.dumps({"text": "a text", "sat": 1}) + "\n" + json.dumps({"text": "b", "sat": 0}) + "\n")
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f'[data]\nexamples = "{data.as_posix()}"\n\n[backend]\nspec = "fake"\n\n'
+                   '[generate]\nmethod = "contrastive"\n')
+    with pytest.raises(DataError, match="pairwise") as exc:
+        load_config(cfg)
+    assert exc.value.field == "generate.method"
+    res = CliRunner().invoke(cli, ["run", str(cfg), "--out", str(tmp_path / "run")])
+    assert res.exit_code == 2
+    last = res.output.strip().splitlines()[-1]
+    assert "cfg.toml" in last and "line 8" in last and "generate.method" in last
 
 
 @pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
 def test_consistency_filter_dropping_every_rubric_exits_2(tmp_path):
-    res = _select_with(tmp_path, "0.0")
+    res = _select_with(tmp_path, "0.0", max_pairs=1)  # 4 rubrics, each against the preference somewhere
     assert res.exit_code == 2 and "select.pair_consistency" in res.output.splitlines()[-1]
 
 
