@@ -101,7 +101,12 @@ def select_pairs(ctx: RunContext) -> dict[str, Any]:
                  f"{record['n_after']} rubrics, {CONSISTENT_POOL_FILE})")
     selector = PairwiseSelector(n_rubrics=cfg.select.n_sat + cfg.select.n_dsat, alpha=_alpha(cfg)).fit(D, y)
     chosen = [pool[j] for j in selector.selected_]
-    m = selector.train_metrics_
+    # Sharpness is the accuracy on the pairs the set decides: undefined (null, not NaN) when it decides none.
+    m = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in selector.train_metrics_.items()}
+    if m["sharpness"] is None:
+        ctx.echo("  warning: the selected rubrics give both responses the same score on every training pair, so "
+                 "they decide none; the pool cannot tell these responses apart (try another generator or a "
+                 "finer probe scale)")
     manifest = {"method": "pairwise", "kind": "pairwise", "params": selector.get_params(), "seed": cfg.run.seed,
                 "n_train_pairs": len(train), "n_pool": len(pool), "n_usable": n_usable,
                 "dropped_missing_probes": dropped,

@@ -319,3 +319,20 @@ def test_judges_preferences_get_per_judge_weights(tmp_path):
     assert marker["judges"] == ["x", "y"] and marker["n_rows"] == 3 * marker["n_pairs"]
     head = json.loads((tmp_path / "run" / "calibration" / "bradley_terry.json").read_text())
     assert len(head["judges"]) == 2
+
+
+@pytest.mark.slow  # a pairwise run on the fake backend: about 4 s on 2 cores
+def test_rubrics_that_decide_no_training_pair_give_a_null_sharpness(tmp_path):
+    """Every response gets the same answer on every rubric, so no score difference decides a pair: select
+    still writes its set (sharpness null, not NaN, which JSON cannot hold) and says why, where it crashed."""
+    from rubric_induce.backends.fake import FakeBackend
+    from rubric_induce.pipeline import run_pipeline
+
+    cfg = fake_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace("pair_consistency = 0.5", "# no filter"), encoding="utf-8")
+    said: list[str] = []
+    backend = FakeBackend(answers=lambda messages, answers, prefix: {answers[0]: 1.0})
+    run_pipeline(cfg, backend=backend, stop_after="select", echo=said.append)
+    doc = json.loads((tmp_path / "run" / "selected.manifest.json").read_text(encoding="utf-8"))
+    assert doc["train_metrics"]["sharpness"] is None and doc["train_metrics"]["coverage"] == 0.0
+    assert any("decide none" in line for line in said)

@@ -118,7 +118,7 @@ def test_an_empty_pair_file(run, tmp_path):
     (lambda d: {**d, "coef": [1.0, "x", 2.0]}, "params", "malformed"),
     (lambda d: {**d, "coef": [1.0, float("nan"), 2.0]}, "coef", "finite"),
     (lambda d: {**d, "coef": [[1.0, 2.0, 3.0]]}, "coef", "finite numbers"),
-    (lambda d: {**d, "coef": [1.0, 2.0]}, "n_features_in", "weighs 2 rubrics"),
+    (lambda d: {**d, "coef": [1.0, 2.0]}, "n_features_in", "weighs 2 features"),
     (lambda d: {k: v for k, v in d.items() if k != "params"}, "params", "malformed"),
     (lambda d: {**d, "params": {"l3": 1}}, "params", "malformed"),
     (lambda d: {**d, "judge_coef": [[1.0]], "judges": ["x"]}, "params", "malformed"),
