@@ -34,6 +34,21 @@ the table fits in the CPU caches, so 1k runs faster per example than any larger 
 
     python experiments/bench_scoring.py                      # 1k, 10k, 100k
     python experiments/bench_scoring.py --sizes 1000,10000   # quicker
+
+Peak memory (issue 35), ``--memory``: each size is first written to disk under ``--dir`` (a
+scorer artifact with the same rubrics and calibrator, ``probes.jsonl`` written line by line from
+templates of the base probes, ``examples.jsonl``; about 450 bytes a probe, so 9 GB at 1M x 20;
+kept and reused while its ``done`` marker is there), then every step runs in a fresh process
+(``--child``) that reports its wall and CPU seconds and its peak RSS (``ru_maxrss``):
+
+* ``score_probes``: ``rubric-induce score RUN --probes probes.jsonl --out out/cli_scores.jsonl``;
+* ``evaluate``: the run's evaluate stage on every text as held-out
+  (:func:`rubric_induce.evaluation.heldout.evaluate_probes`; where it does not exist, the code
+  before issue 35: ``ProbeTable.load``, ``score_heldout``, ``evaluate``, ``save``), writing
+  ``out/scores.jsonl``, ``evaluation.json``, ``evaluation.md`` and ``test_scores.json``.
+
+    nice -n 10 python experiments/bench_scoring.py --memory --sizes 10000,100000,1000000 \
+        --dir /tmp/bench_scoring --json peak.json
 """
 from __future__ import annotations
 

@@ -45,19 +45,22 @@ class ProbeStats:
 
     def add(self, rec: Any) -> None:
         """Take one :class:`~rubric_induce.data.probes.ProbeRecord` (every record counts, as read)."""
-        if not rec.ok:
+        if rec.error is not None:
+            return
+        mass = rec.mass
+        if not mass > 0:  # not ok: no distribution
             return
         rid = rec.rubric_id
         col = self.by_rubric.get(rid)
         if col is None:
             col = self.by_rubric[rid] = array("d")
-        col.append(rec.expected)
+        col.append(float(sum(p * v for p, v in zip(rec.raw, rec.values)) / mass))  # rec.expected, Z summed once
         self.ranges[rid] = max(self.ranges.get(rid, 0.0), float(max(rec.values) - min(rec.values)))
         if rec.estimator == "logprobs":
             masses = self.mass_by_rubric.get(rid)
             if masses is None:
                 masses = self.mass_by_rubric[rid] = array("d")
-            masses.append(rec.mass)
+            masses.append(mass)
 
     def checks(self, *, min_sd: float = NEAR_CONSTANT_SD, min_mass: float = LOW_MASS,
                rubrics: Sequence[Rubric] = (), selected: Sequence[str] = ()) -> dict[str, Any]:
