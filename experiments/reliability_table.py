@@ -30,6 +30,7 @@ AREAS = {
     "test_prompt_cache.py": "provider prompt caching on the wire: cached tokens read and priced, one routing key per text",
     "test_pairs_run_input.py": "bad pair input through `run` / `run --check`: exit 2 naming file, record and field",
     "test_pairs_fuzz.py": "property-based fuzz (hypothesis) of the pair readers (LLMBar, chosen/rejected, HH)",
+    "test_compare_input.py": "bad pairs and a damaged Bradley-Terry head through `compare`: exit 2 naming file, line and field",
     "test_faults.py": "fault injection on a loopback OpenAI-shaped server: retries, waits, counts",
     "test_scoring_linear.py": "scoring and evaluation linear in the number of examples",
     "test_hostile_folder.py": "received run folders: marker/artifact/batch paths stay inside, no write through links",

@@ -193,6 +193,47 @@ def fake_full_run(tmp_path_factory, fake_run_config):
     return run_pipeline(cfg, out=tmp / "out", echo=lambda m: None)
 
 
+def build_pairwise_artifact(folder: Path, *, probe: dict | None = None, backend_options: dict | None = None) -> Path:
+    """A pairwise run's scorer artifact, built directly (no pipeline run: about 0.1 s): three rubrics
+    judged on ``prompt`` + ``response``, a Bradley-Terry head fitted on synthetic differences, the
+    fake backend and ``kind = "pairwise"`` (what ``artifact_pairs`` writes); ``probe`` and
+    ``backend_options`` as a run records its ``[probe]`` and ``[backend]`` options."""
+    import numpy as np
+
+    from rubric_induce.calibration.pairwise import BradleyTerryHead
+    from rubric_induce.data import RubricSet
+    from rubric_induce.scoring.scorer import write_artifact
+
+    folder.mkdir(parents=True, exist_ok=True)
+    prov = {"method": "manual"}
+    chosen = [Rubric.create("The response answers the prompt's question directly.", "SAT", provenance=prov),
+              Rubric.create("The response includes irrelevant or off-topic content.", "DSAT", provenance=prov),
+              Rubric.create("The response follows every explicit instruction in the prompt.", "SAT", provenance=prov)]
+    RubricSet(chosen, {"method": "pairwise", "kind": "pairwise"}, threshold=None).save(folder / "selected.jsonl")
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(40, 3))
+    y = ["A" if s > 0 else "B" for s in X @ np.array([2.0, 1.5, 1.0])]  # DSAT units are already sign-flipped
+    BradleyTerryHead(l2=0.01).fit(X, y).save(folder / "calibration" / "bradley_terry.json")
+    write_artifact(folder, rubrics="selected.jsonl", threshold=None, label="preferred", label_threshold=None,
+                   score_mode="expected", probe=probe or {}, fields=["prompt", "response"], backend="fake",
+                   calibration=None, question=None,
+                   extra={"kind": "pairwise", "pairwise_head": "calibration/bradley_terry.json",
+                          "backend_options": backend_options or None})
+    return folder
+
+
+@pytest.fixture(scope="session")
+def make_pairwise_artifact() -> Callable[..., Path]:
+    """:func:`build_pairwise_artifact`, for tests that need one with their own options."""
+    return build_pairwise_artifact
+
+
+@pytest.fixture(scope="session")
+def pairwise_artifact(tmp_path_factory) -> Path:
+    """A pairwise scorer artifact folder (:func:`build_pairwise_artifact`), shared read-only."""
+    return build_pairwise_artifact(tmp_path_factory.mktemp("pairwise-artifact") / "run")
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """A local Ray runtime on 2 CPUs bound to 127.0.0.1 (no dashboard), shut down at session end.

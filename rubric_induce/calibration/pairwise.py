@@ -171,6 +171,13 @@ class BradleyTerryHead:
         X = self._features(X_diff, fitting=False)
         return self._gap(X, self._judge_index(judge_ids, len(X)), self.coef_, self.judge_coef_, self.intercept_)
 
+    def strength(self, X: Any) -> np.ndarray:
+        """Each item's strength ``x @ coef_`` from its own features (not a difference): the shared
+        weights only, without judge offsets or the position term. A pair's gap is
+        ``strength(A) - strength(B) + intercept_``, so the strength is the head's pointwise reward."""
+        self._check_fitted()
+        return self._features(X, fitting=False) @ self.coef_
+
     def predict_proba(self, X_diff: Any, judge_ids: Sequence[Any] | None = None) -> np.ndarray:
         """[pairs, 3]: P(A > B), P(tie), P(B > A) (columns in :data:`OUTCOMES` order)."""
         return np.exp(_log_softmax3(self.decision_function(X_diff, judge_ids), self.log_nu_))

@@ -1,7 +1,8 @@
 """``rubric-induce export``: a run's rubric set (or a rubric file) in a hand-off format.
 
 Our formats (``json``, ``llm-rubric``) and the tools' (``inspect``, ``deepeval``, ``promptfoo``,
-``prometheus``, ``openai-graders``); see :mod:`rubric_induce.handoff`.
+``prometheus``, ``openai-graders``); see :mod:`rubric_induce.handoff`. A pairwise run's set goes only
+where the format can hold it (json, jsonl, promptfoo); the others refuse it in one line.
 """
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ _PATH = click.Path(dir_okay=False, path_type=Path)
                    "(JSON) plus a Markdown rendering beside it (.md); jsonl: a rubric pool (JSONL); inspect: a Python "
                    "module with an inspect_ai scorer; deepeval: GEval + DAG metric spec (JSON); promptfoo: llm-rubric + python assertions "
                    "(YAML); prometheus: criteria + score1..5 descriptions (JSON, 5-level scales only; ragas reads "
-                   "them too); openai-graders: score_model / label_model graders (JSON).")
+                   "them too); openai-graders: score_model / label_model graders (JSON). A pairwise run's set: json, "
+                   "jsonl and promptfoo carry it (promptfoo: max-score over its Bradley-Terry strength); the others "
+                   "cannot hold it and exit 2.")
 @click.option("--out", "out_path", required=True, type=_PATH, help="Output file.")
 @click.option("--name", default=None, help="Name of the set (default: from its manifest).")
 @click.option("--label", default=None, help="Main human label the set predicts, e.g. sat (json format).")

@@ -30,7 +30,7 @@ from rubric_induce.cli.selective import guarantee_options, guarantee_summary, se
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.mapping import MAPPING_FORMATS
 
-__all__ = ["command", "input_mapping"]
+__all__ = ["command", "input_mapping", "write_rows", "out_format", "RowWriter"]
 
 
 def input_mapping(scorer, fmt: str | None, id_field: str | None, text_field: str | None,
@@ -66,6 +66,11 @@ def input_mapping(scorer, fmt: str | None, id_field: str | None, text_field: str
         raise DataError(exc.message, field=exc.field) from None
 
 
+#: What a pairwise run's ``score`` reads, and where pairs go instead.
+PAIRWISE_HINT = ("this is a pairwise run: score reads single responses (columns prompt and response, or --map "
+                 "prompt=COLUMN --map response=COLUMN); for P(A > B) of pairs use rubric-induce compare RUN --pairs FILE")
+
+
 #: ``--out`` suffixes and the format written (anything else: JSON Lines).
 OUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
@@ -85,7 +90,7 @@ def _cell(value: Any) -> Any:
 
 
 class RowWriter:
-    """Rows written one at a time as ``--out``'s suffix says (see :func:`_write_rows`), so that no list
+    """Rows written one at a time as ``--out``'s suffix says (see :func:`write_rows`), so that no list
     of every row is held: JSONL and a JSON array are written as they come, into a temporary file
     that :meth:`close` renames to ``--out`` (:meth:`abort` removes it: a failed run leaves no half
     file); CSV / TSV rows go to a spool file first (the header is every key of every row), then
@@ -153,7 +158,7 @@ class RowWriter:
         self._tmp = None
 
 
-def _write_rows(rows, out_path: Path | None) -> None:
+def write_rows(rows, out_path: Path | None) -> None:
     """Write the rows as ``--out``'s suffix says (.csv/.tsv: one line per text, nested values as JSON
     text; .json: an array; else JSONL), or JSONL on stdout."""
     writer = RowWriter(out_path)
@@ -256,7 +261,7 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
                                input_path=input_path, probes_path=probes_path, out_path=out_path,
                                backend_spec=backend_spec, cache_path=cache_path, adaptive=adaptive,
                                mapping=lambda s: input_mapping(s, fmt, id_field, text_field, maps),
-                               progress=show_progress(progress), write_rows=_write_rows)
+                               progress=show_progress(progress), write_rows=write_rows)
     if artifact is None:
         return
     wanted = {"target": guarantee, "delta": delta, "measure": measure} if guarantee is not None else None
@@ -297,8 +302,14 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
         else:
             if adaptive:
                 scorer._require_adaptive(aggregate)  # before reading texts or opening the backend
-            examples = scorer.read(input_path, input_mapping(scorer, fmt, id_field, text_field, maps),
-                                   optional_run_id=not id_field)  # new texts often have no id column
+            try:
+                examples = scorer.read(input_path, input_mapping(scorer, fmt, id_field, text_field, maps),
+                                       optional_run_id=not id_field)  # new texts often have no id column
+            except DataError as exc:
+                if scorer.kind != "pairwise":
+                    raise
+                raise DataError(f"{exc.message}; {PAIRWISE_HINT}", path=exc.path, line=exc.line,
+                                field=exc.field) from None
             _say_endpoint(scorer)
             chunks = scorer.iter_score(examples, judge=who, aggregate=aggregate, progress=show_progress(progress),
                                        adaptive=adaptive, budget=budget, stop_at=stop_at,
@@ -318,6 +329,11 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
         writer.close()
     finally:
         scorer.close()
+    if scorer.kind == "pairwise":
+        echo("pairwise run: each row's strength is the response's Bradley-Terry strength, its reward (P(A > B) grows "
+             "with strength(A) - strength(B)); for P(A > B) of pairs: rubric-induce compare RUN --pairs FILE"
+             if scorer.pairwise_head is not None else
+             "pairwise run without a Bradley-Terry head (calibrate disabled): rows hold NetSAT, no strength")
     from rubric_induce.evaluation.heldout import constant_warning
 
     flat = constant_warning([r.prediction for r in results], "scored")
@@ -382,7 +398,7 @@ def _score_with_calibrator(folder: Path, probes_path: Path, who: Any, aggregate:
     flat = constant_warning(list(out["prediction"]), "scored")
     if flat:
         echo(f"warning: {flat}")
-    _write_rows(({"example_id": ex_id, "question": out["question"], "judge": who,
+    write_rows(({"example_id": ex_id, "question": out["question"], "judge": who,
                   "prediction": float(out["prediction"][i]), "variance": float(out["variance"][i]),
                   "entropy": float(out["entropy"][i]),
                   "proba": {f"{v:g}": float(p) for v, p in zip(out["scale"], out["proba"][i])},

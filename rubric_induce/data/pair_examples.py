@@ -7,6 +7,12 @@ it per response), grouped by the pair (a split never cuts a pair). Their label (
 1 for the preferred response and 0 for the other; both responses of a tie get 0. That pointwise
 label is what the pointwise stages (generation) see; selection, calibration and evaluation use the
 pair's preference itself.
+
+With ``[probe] pairwise = true`` each pair also becomes two *order examples*, ``p/AB`` (response
+A shown first) and ``p/BA`` (response B shown first), whose fields are ``prompt``, ``first`` and
+``second`` and whose ``meta["pair_order"]`` names the order: the pairwise probe asks each rubric
+which of the two shown responses meets it better, once per order
+(:mod:`rubric_induce.probing.pairwise`).
 """
 from __future__ import annotations
 
@@ -16,10 +22,14 @@ from typing import Any
 from rubric_induce.data.model import Example
 from rubric_induce.data.pairs import Pair
 
-__all__ = ["SIDES", "PAIR_FIELDS", "pair_examples", "side_id", "pairs_in"]
+__all__ = ["SIDES", "PAIR_FIELDS", "ORDERS", "ORDER_FIELDS", "pair_examples", "side_id", "pairs_in", "order_id",
+           "order_examples", "pair_order"]
 
 SIDES = ("A", "B")
 PAIR_FIELDS = ("prompt", "response")
+#: The two presentation orders of a pairwise probe: A shown first, then B shown first.
+ORDERS = ("AB", "BA")
+ORDER_FIELDS = ("prompt", "first", "second")
 
 
 def side_id(pair_id: str, side: str) -> str:
@@ -38,6 +48,32 @@ def pair_examples(pairs: Sequence[Pair], label: str = "sat") -> list[Example]:
             out.append(Example(id=side_id(p.id, side), fields={"prompt": p.prompt, "response": text},
                                labels={label: 1.0 if p.preferred == side else 0.0}, group=p.id, meta=meta))
     return out
+
+
+def order_id(pair_id: str, order: str) -> str:
+    """The example id of one presentation order of a pair: ``<pair>/AB`` or ``<pair>/BA``."""
+    return f"{pair_id}/{order}"
+
+
+def order_examples(pairs: Sequence[Pair]) -> list[Example]:
+    """Two order examples per pair (``<pair>/AB`` then ``<pair>/BA``): the prompt and the two responses
+    in the order shown (fields ``prompt``, ``first``, ``second``); no labels."""
+    out: list[Example] = []
+    for p in pairs:
+        for order in ORDERS:
+            first, second = (p.response_a, p.response_b) if order == "AB" else (p.response_b, p.response_a)
+            meta: dict[str, Any] = {"pair": p.id, "pair_order": order}
+            if p.subset is not None:
+                meta["subset"] = p.subset
+            out.append(Example(id=order_id(p.id, order), fields={"prompt": p.prompt, "first": first, "second": second},
+                               group=p.id, meta=meta))
+    return out
+
+
+def pair_order(example: Example) -> str | None:
+    """``"AB"`` / ``"BA"`` for an order example (:func:`order_examples`), None for any other."""
+    order = (example.meta or {}).get("pair_order")
+    return order if order in ORDERS else None
 
 
 def pairs_in(pairs: Iterable[Pair], examples: Iterable[Example]) -> list[Pair]:

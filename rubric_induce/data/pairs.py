@@ -55,20 +55,21 @@ class Pair:
 
     ``judges`` holds optional per-judge preferences (judge id -> ``"A"``/``"B"``/``"tie"``);
     ``swapped`` is True where a chosen/rejected pair put the chosen response at B (None for
-    ``ab`` data, whose positions come from the file).
+    ``ab`` data, whose positions come from the file). ``preferred`` is None only for an unlabelled
+    pair (new pairs to compare, read with ``labels="optional"``), which has no :attr:`target`.
     """
 
     id: str
     prompt: str
     response_a: str
     response_b: str
-    preferred: str
+    preferred: str | None
     judges: dict[str, str] = field(default_factory=dict)
     subset: str | None = None
     swapped: bool | None = None
 
     def __post_init__(self) -> None:
-        if self.preferred not in PREFERENCES:
+        if self.preferred is not None and self.preferred not in PREFERENCES:
             raise DataError(f"preferred must be one of {PREFERENCES}, got {self.preferred!r}",
                             field="preferred")
         for judge, pref in self.judges.items():
@@ -79,6 +80,8 @@ class Pair:
     @property
     def target(self) -> int:
         """+1 where A is preferred, -1 where B is, 0 for a tie (the sign a score difference should have)."""
+        if self.preferred is None:
+            raise DataError(f"pair {self.id!r} has no preference label", field="preferred")
         return _TARGET[self.preferred]
 
     def to_dict(self) -> dict[str, Any]:
@@ -325,7 +328,7 @@ def _subset(row: Mapping[str, Any], mapping: PairMapping, tabular: bool, loc: _L
 
 
 def _pair_from_row(row: Mapping[str, Any], layout: str, mapping: PairMapping, tabular: bool, loc: _Loc,
-                   subset: str | None) -> Pair:
+                   subset: str | None, labels: str = "required") -> Pair:
     cols = _columns(layout, row, mapping, tabular)
     if layout == "ab":
         prompt = _text(row, cols["prompt"], tabular, loc)
@@ -334,7 +337,11 @@ def _pair_from_row(row: Mapping[str, Any], layout: str, mapping: PairMapping, ta
         if a.strip() == b.strip():
             raise loc.error("the two responses are the same text (a pair needs two different responses)", cols["b"])
         table = mapping.label_table()
-        preferred = _preference(lookup_field(row, cols["label"], tabular), cols["label"], table, loc)
+        value = lookup_field(row, cols["label"], tabular)
+        if labels == "optional" and (value is MISSING or value is None or value == ""):
+            preferred = None  # a new pair to compare; a label that is there must still name a side
+        else:
+            preferred = _preference(value, cols["label"], table, loc)
         judges = {}
         for judge, col in (mapping.judges or {}).items():
             value = lookup_field(row, col, tabular)
@@ -377,8 +384,11 @@ def _pair_from_row(row: Mapping[str, Any], layout: str, mapping: PairMapping, ta
 
 def pairs_from_rows(rows: Iterable[tuple[int | None, int | None, Mapping[str, Any]]],
                     mapping: PairMapping | None = None, *, path: str | Path | None = None,
-                    subset: str | None = None, tabular: bool = False) -> list[Pair]:
-    """Pairs from ``(line, record index, row)`` triples (what :func:`read_rows` yields)."""
+                    subset: str | None = None, tabular: bool = False, labels: str = "required") -> list[Pair]:
+    """Pairs from ``(line, record index, row)`` triples (what :func:`read_rows` yields); ``labels``:
+    as in :func:`read_pairs`."""
+    if labels not in ("required", "optional"):
+        raise ValueError(f"labels must be 'required' or 'optional', got {labels!r}")
     mapping = mapping or PairMapping()
     out: list[Pair] = []
     seen: dict[str, _Loc] = {}
@@ -388,7 +398,7 @@ def pairs_from_rows(rows: Iterable[tuple[int | None, int | None, Mapping[str, An
         if not isinstance(row, Mapping):
             raise loc.error(f"expected an object, got {type(row).__name__}")
         layout = layout or _detect_layout(row, mapping, tabular)
-        pair = _pair_from_row(row, layout, mapping, tabular, loc, subset)
+        pair = _pair_from_row(row, layout, mapping, tabular, loc, subset, labels)
         if pair.id in seen:
             first = seen[pair.id]
             where = f"line {first.line}" if first.line is not None else f"record {first.index}"
@@ -409,8 +419,11 @@ def _format(path: Path, fmt: str) -> str:
 
 
 def read_pairs(path: str | Path, mapping: PairMapping | Mapping[str, Any] | None = None, *,
-               subset: str | None = None) -> list[Pair]:
+               subset: str | None = None, labels: str = "required") -> list[Pair]:
     """Every pair of a JSON / JSONL / CSV / TSV file; ``subset`` labels pairs without a subset column.
+
+    ``labels="optional"`` (new pairs to compare): an ``ab`` row without a label (absent, null or
+    empty) gives a pair whose ``preferred`` is None; a label that is there must still name a side.
 
     Raises :class:`DataError` (file, line or record index, field) on the first bad row; nothing
     partial is returned.
@@ -422,7 +435,8 @@ def read_pairs(path: str | Path, mapping: PairMapping | Mapping[str, Any] | None
         raise DataError("file not found" if not path.exists() else "not a file", path=path)
     fmt = _format(path, mapping.format)
     tabular = fmt in ("csv", "tsv")
-    return pairs_from_rows(read_rows(path, fmt, []), mapping, path=path, subset=subset, tabular=tabular)
+    return pairs_from_rows(read_rows(path, fmt, []), mapping, path=path, subset=subset, tabular=tabular,
+                           labels=labels)
 
 
 _SIGN = {"A": 1, "B": -1, "tie": 0, 1: 1, -1: -1, 0: 0}

@@ -46,6 +46,12 @@ class ProbeRecord:
     "packed"``): the rubric's 0-based place in its packed call (label ``R<pack_position + 1>``), the
     number of rubrics in that call, and the seed that shuffled the text's rubrics; None otherwise.
 
+    ``order``: set on a pairwise probe (``probe.pairwise``): ``"AB"`` (the pair's response A shown
+    first) or ``"BA"`` (B first). Its ``answers`` are then the *shown positions* (``"A"``: the
+    response shown first wins, ``"B"``: the one shown second, optionally ``"tie"``) with values 1,
+    0 (and 0.5), so ``expected`` is P(the first-shown response wins), ties counting half; see
+    :mod:`rubric_induce.probing.pairwise`.
+
     ``call_failed``: ``error`` comes from a call that raised (the backend gave up after its
     retries, a bad reply, a prompt over the context window) rather than from a reply without a
     usable answer. Such a call is not in the call cache, so probing again retries exactly these.
@@ -71,6 +77,7 @@ class ProbeRecord:
     pack_position: int | None = None
     pack_size: int | None = None
     pack_seed: int | None = None
+    order: str | None = None
 
     @property
     def mass(self) -> float:
@@ -117,7 +124,7 @@ class ProbeRecord:
             out["truncated"] = True
         if self.call_failed:
             out["call_failed"] = True
-        for key in ("pack_position", "pack_size", "pack_seed"):
+        for key in ("pack_position", "pack_size", "pack_seed", "order"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         return out
@@ -136,6 +143,7 @@ class ProbeRecord:
             example_tokens=None if d.get("example_tokens") is None else int(d["example_tokens"]),
             call_failed=bool(d.get("call_failed", False)),
             **{k: int(d[k]) for k in ("pack_position", "pack_size", "pack_seed") if d.get(k) is not None},
+            order=None if d.get("order") is None else str(d["order"]),
         )
 
 

@@ -6,7 +6,7 @@ not import each other for it).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.model import Example
@@ -26,11 +26,13 @@ def truncate(text: str, max_chars: int | None, marker: str = TRUNCATION_MARKER) 
 
 
 def render_example(example: Example, fields: Sequence[str] | None = None, *,
-                   max_chars: int | None = None, marker: str = TRUNCATION_MARKER) -> str:
+                   max_chars: int | None = None, marker: str = TRUNCATION_MARKER,
+                   titles: Mapping[str, str] | None = None) -> str:
     """The example as the prompt shows it: one field bare, several as titled blocks.
 
     ``max_chars`` cuts the rendered text (see :func:`truncate`). A field the example lacks raises
-    :class:`DataError` naming it.
+    :class:`DataError` naming it. ``titles``: a block title per field name (default: the name,
+    capitalised, ``_`` read as a space).
     """
     names = list(fields) if fields is not None else list(example.fields)
     missing = [n for n in names if n not in example.fields]
@@ -40,13 +42,16 @@ def render_example(example: Example, fields: Sequence[str] | None = None, *,
     if len(names) == 1:
         text = example.fields[names[0]]
     else:
-        text = "\n\n".join(f"{n.replace('_', ' ').capitalize()}:\n{example.fields[n]}" for n in names)
+        titles = titles or {}
+        text = "\n\n".join(f"{titles.get(n) or n.replace('_', ' ').capitalize()}:\n{example.fields[n]}"
+                           for n in names)
     return truncate(text, max_chars, marker)
 
 
 def render_example_tokens(example: Example, fields: Sequence[str] | None, max_tokens: int | None,
                           count: Callable[[str], int], cut: Callable[[str, int], str], *,
-                          marker: str = TRUNCATION_MARKER) -> tuple[str, int | None]:
+                          marker: str = TRUNCATION_MARKER,
+                          titles: Mapping[str, str] | None = None) -> tuple[str, int | None]:
     """``(rendered text, original token count or None)``: the example with its text fields cut so
     that together they hold at most ``max_tokens`` tokens (by ``count``; ``cut(text, n)`` keeps
     the first ``n`` tokens), each cut field ending in ``marker``. The count is None when nothing
@@ -55,13 +60,13 @@ def render_example_tokens(example: Example, fields: Sequence[str] | None, max_to
     titles and the marker are not counted.
     """
     if max_tokens is None:
-        return render_example(example, fields), None
+        return render_example(example, fields, titles=titles), None
     names = list(fields) if fields is not None else list(example.fields)
     render_example(example, names)  # names a missing field
     counts = {n: count(example.fields[n]) for n in names}
     total = sum(counts.values())
     if total <= max_tokens:
-        return render_example(example, names), None
+        return render_example(example, names, titles=titles), None
     remaining, kept = max_tokens, {}
     order = sorted(names, key=lambda n: counts[n])
     for i, name in enumerate(order):
@@ -73,7 +78,7 @@ def render_example_tokens(example: Example, fields: Sequence[str] | None, max_to
             kept[name] = cut(example.fields[name], share).rstrip() + marker
             remaining -= share
     cut_example = Example(example.id, {n: kept[n] for n in names})
-    return render_example(cut_example, names), total
+    return render_example(cut_example, names, titles=titles), total
 
 
 def excerpt(text: str, limit: int) -> str:

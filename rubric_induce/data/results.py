@@ -41,6 +41,9 @@ class ScoreResult:
     confidence: float | None = None
     answered: bool | None = None
     stage: str | None = None
+    # pairwise runs (a Bradley-Terry head; None otherwise): the response's strength under the head's shared
+    # weights, its pointwise reward: the head's P(A > B) depends on strength(A) - strength(B) only
+    strength: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

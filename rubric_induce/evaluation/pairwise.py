@@ -8,6 +8,12 @@ is a paired bootstrap on the same resamples.
 
 Baselines: *always first* (A wins every pair), *longer wins* (the longer response, by characters),
 *majority side* (the side preferred more often in the training pairs, every time).
+
+Where the run used the pairwise probe (``[probe] pairwise = true``), :func:`position_consistency`
+reports, per rubric and over all, how often the two presentation orders give the same verdict and
+how often a verdict goes to the response shown first (the position bias the averaged feature
+cancels); :func:`pair_rows` keeps each held-out pair's texts (excerpts), gold preference,
+predicted P(A > B) and per-rubric verdicts in both orders for the report's side-by-side table.
 """
 from __future__ import annotations
 
@@ -18,7 +24,8 @@ import numpy as np
 
 from rubric_induce.data.pairs import Pair, preference_signs
 
-__all__ = ["pair_baselines", "pairwise_evaluation", "pairwise_markdown", "PAIRWISE_EVAL_FILE", "PAIRWISE_EVAL_MD"]
+__all__ = ["pair_baselines", "pairwise_evaluation", "pairwise_markdown", "position_consistency", "pair_rows",
+           "PAIRWISE_EVAL_FILE", "PAIRWISE_EVAL_MD", "MAX_REPORT_PAIRS"]
 
 PAIRWISE_EVAL_FILE = "pairwise_evaluation.json"
 PAIRWISE_EVAL_MD = "pairwise_evaluation.md"
@@ -97,6 +104,68 @@ def pairwise_evaluation(methods: Mapping[str, Any], pairs: Sequence[Pair], *, n_
     return out
 
 
+def _consistency_block(ab: np.ndarray, ba: np.ndarray) -> dict[str, Any]:
+    """Position-consistency figures of P(first shown wins) arrays in the two orders (same shape;
+    NaN: a probe missing in that order, leaving the cell out)."""
+    ab, ba = np.asarray(ab, dtype=float).ravel(), np.asarray(ba, dtype=float).ravel()
+    both = np.isfinite(ab) & np.isfinite(ba)
+    ab, ba = ab[both], ba[both]
+    v_ab = np.sign(ab - 0.5)           # +1: A (shown first) wins in order AB
+    v_ba = -np.sign(ba - 0.5)          # +1: A (shown second) wins in order BA
+    firsts = np.concatenate([ab, ba])
+    decided = firsts != 0.5
+    n = int(both.sum())
+    return {
+        "n": n,
+        "consistent": float((v_ab == v_ba).mean()) if n else float("nan"),
+        "consistent_decided": int((v_ab == v_ba).sum()),
+        "first_rate": float((firsts[decided] > 0.5).mean()) if decided.any() else float("nan"),
+        "mean_p_first": float(firsts.mean()) if n else float("nan"),
+        "decided_verdicts": int(decided.sum()),
+    }
+
+
+def position_consistency(ab: Any, ba: Any, rubric_ids: Sequence[str]) -> dict[str, Any]:
+    """Position consistency of the pairwise probe on some pairs, per rubric and pooled.
+
+    ``ab`` / ``ba``: [pairs, rubrics] P(the response shown first wins) with the pair's A shown first
+    and with B shown first (:func:`~rubric_induce.selection.pair_features.order_preferences` with
+    ``fill=None``). A verdict is the side above 0.5 (exactly 0.5: none). Per block: ``n`` (cells read in
+    both orders), ``consistent`` (share of them whose verdicts, mapped back to the pair's sides, agree;
+    with two answers an inconsistent cell picked the same *position* twice), ``first_rate`` (share of
+    all decided verdicts, both orders, that went to the first-shown response: 0.5 is no position bias),
+    ``mean_p_first`` (mean P(first shown wins) over both orders)."""
+    ab, ba = np.asarray(ab, dtype=float), np.asarray(ba, dtype=float)
+    return {"all": _consistency_block(ab, ba),
+            "rubrics": {rid: _consistency_block(ab[:, j], ba[:, j]) for j, rid in enumerate(rubric_ids)}}
+
+
+#: The most held-out pairs the report's side-by-side table shows (pairwise_evaluation.json keeps all).
+MAX_REPORT_PAIRS = 20
+_EXCERPT = 240
+
+
+def pair_rows(pairs: Sequence[Pair], p_a: Any | None = None, *, rubric_ids: Sequence[str] = (),
+              ab: Any | None = None, ba: Any | None = None) -> list[dict[str, Any]]:
+    """One row per pair for the side-by-side table: id, subset, excerpts of the prompt and both
+    responses, the gold preference, ``p_a`` (the predicted P(A > B), or None) and, with the
+    pairwise probe's ``ab``/``ba`` arrays, per rubric P(first shown wins) in each order."""
+    from rubric_induce.data.render import excerpt
+
+    out = []
+    for i, p in enumerate(pairs):
+        row: dict[str, Any] = {"id": p.id, "subset": p.subset, "preferred": p.preferred,
+                               "prompt": excerpt(p.prompt, _EXCERPT), "a": excerpt(p.response_a, _EXCERPT),
+                               "b": excerpt(p.response_b, _EXCERPT),
+                               "p_a": None if p_a is None or not np.isfinite(p_a[i]) else round(float(p_a[i]), 4)}
+        if ab is not None and ba is not None:
+            row["verdicts"] = {rid: {"AB": None if not np.isfinite(ab[i, j]) else round(float(ab[i, j]), 4),
+                                     "BA": None if not np.isfinite(ba[i, j]) else round(float(ba[i, j]), 4)}
+                               for j, rid in enumerate(rubric_ids)}
+        out.append(row)
+    return out
+
+
 def _pct(x: float) -> str:
     return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:.1f}"
 
@@ -120,6 +189,55 @@ def _table(block: Mapping[str, Any], reference: str | None) -> list[str]:
     return lines
 
 
+def _consistency_lines(pc: Mapping[str, Any]) -> list[str]:
+    from rubric_induce.core.mdtext import md_text
+
+    lines = ["## Position consistency (pairwise probe, held-out pairs)", "",
+             "Each selected rubric was asked which response meets it better twice: with A shown first and with B "
+             "shown first. *Consistent*: the two verdicts, mapped back to A/B, agree. *First shown*: share of "
+             "decided verdicts (both orders) that went to the response shown first (50 % = no position bias); "
+             "the run's preference feature averages the two orders, which cancels that bias.", "",
+             "| rubric | cells | consistent % | first shown % | mean P(first) |", "|---|---|---|---|---|"]
+
+    def row(name: str, b: Mapping[str, Any]) -> str:
+        mean = b.get("mean_p_first")
+        shown = "n/a" if mean is None or not np.isfinite(mean) else f"{mean:.3f}"
+        return f"| {name} | {b['n']} | {_pct(b['consistent'])} | {_pct(b['first_rate'])} | {shown} |"
+
+    lines.append(row("**all**", pc["all"]))
+    for rid, b in pc.get("rubrics", {}).items():
+        lines.append(row(md_text(rid), b))
+    return lines + [""]
+
+
+def _verdict(p_first: Any, order: str) -> str:
+    """``"A 0.81"``: the side a P(first shown wins) picks in ``order``, and the probability."""
+    if p_first is None:
+        return "–"
+    first, second = order[0], order[1]
+    side = first if p_first > 0.5 else second if p_first < 0.5 else "="
+    return f"{side} {p_first:.2f}"
+
+
+def _pairs_lines(rows: Sequence[Mapping[str, Any]], n_total: int) -> list[str]:
+    from rubric_induce.core.mdtext import md_text
+
+    shown = rows[:MAX_REPORT_PAIRS]
+    lines = [f"## Held-out pairs side by side ({len(shown)} of {n_total})", "",
+             "Gold: the preferred side; P(A ≻ B): the bold method's prediction (where it gives one). Verdicts "
+             "(pairwise probe): per rubric, the side picked with A shown first / with B shown first, and "
+             "P(first shown wins) in that order.", "",
+             "| pair | prompt | response A | response B | gold | P(A ≻ B) | verdicts (A first / B first) |",
+             "|---|---|---|---|---|---|---|"]
+    for r in shown:
+        verdicts = "; ".join(f"{md_text(rid)}: {_verdict(v.get('AB'), 'AB')} / {_verdict(v.get('BA'), 'BA')}"
+                             for rid, v in (r.get("verdicts") or {}).items())
+        p_a = r.get("p_a")
+        lines.append(f"| {md_text(r['id'])} | {md_text(r['prompt'])} | {md_text(r['a'])} | {md_text(r['b'])} | "
+                     f"{md_text(r['preferred'])} | {'–' if p_a is None else f'{p_a:.3f}'} | {verdicts} |")
+    return lines + [""]
+
+
 def pairwise_markdown(result: Mapping[str, Any]) -> str:
     """The evaluation as a markdown page (the report includes it)."""
     ref = result.get("reference")
@@ -129,6 +247,12 @@ def pairwise_markdown(result: Mapping[str, Any]) -> str:
            "credit; strict counts it wrong; *no ties* leaves tie pairs out. Intervals: percentile bootstrap over "
            f"pairs ({result['n_boot']} resamples, seed {result['seed']}); the last column is the paired bootstrap "
            "difference to the bold method.", "", *_table(a, ref), ""]
-    for name, block in result.get("subsets", {}).items():
-        out += [f"## Subset {name} ({block['n']} pairs)", "", *_table(block, ref), ""]
+    from rubric_induce.core.mdtext import md_text
+
+    for name, block in result.get("subsets", {}).items():  # subset names come from the data: escaped
+        out += [f"## Subset {md_text(name)} ({block['n']} pairs)", "", *_table(block, ref), ""]
+    if result.get("position_consistency"):
+        out += _consistency_lines(result["position_consistency"])
+    if result.get("pairs"):
+        out += _pairs_lines(result["pairs"], len(result["pairs"]))
     return "\n".join(out)

@@ -32,7 +32,7 @@ from typing import Any
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.jsonl import atomic_write_text, jsonable, read_json
 from rubric_induce.data.model import LIKERT_5, AnswerScale, Rubric, RubricPool, RubricSet
-from rubric_induce.handoff.registry import FORMATS, HandoffFormat
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat, refuse_pairwise
 
 __all__ = [
     "FORMAT_NAME",
@@ -614,25 +614,46 @@ def _rubric_set_of(source: Any, rubrics_path: str | Path | None) -> RubricSet:
     if rubrics_path is not None:
         return RubricSet.load(rubrics_path)
     full = source.rubric_set
-    return RubricSet(source.rubrics, dict(full.manifest) if full is not None else {}, threshold=source.threshold)
+    manifest = dict(full.manifest) if full is not None else {}
+    if source.pairwise:  # the set, and what makes it pairwise: its kind and the run's Bradley-Terry weights
+        manifest["pairwise"] = True
+        head = source.head()
+        if head is not None:
+            manifest[PAIRWISE_HEAD_KEY] = head.to_dict()
+            manifest["pair_feature"] = source.pair_feature  # what the weights read: score differences or probe margins
+    return RubricSet(source.rubrics, manifest, threshold=source.threshold)
+
+
+#: Manifest key of a pairwise set's Bradley-Terry head (``BradleyTerryHead.to_dict``: weights in rubric order)
+#: in a json / jsonl export; the rubrics alone score single responses, the head turns two into P(A > B).
+PAIRWISE_HEAD_KEY = "bradley_terry"
+
+
+def _pairwise_note(source: Any) -> str:
+    if not source.pairwise:
+        return ""
+    head = f", its Bradley-Terry weights in manifest.{PAIRWISE_HEAD_KEY}" if source.head() is not None else ""
+    return f" (a pairwise set: manifest.pairwise = true{head})"
 
 
 def _export_json(source: Any, out: Path, *, name: str | None = None, label: str | None = None,
                  description: str | None = None, rubrics_path: str | Path | None = None, **_: Any) -> str:
     export_json(_rubric_set_of(source, rubrics_path), out, name=name, label=label or source.label,
                 description=description)
-    return f"wrote {len(source.rubrics)} rubrics to {out}"
+    return f"wrote {len(source.rubrics)} rubrics to {out}{_pairwise_note(source)}"
 
 
 def _export_llm_rubric(source: Any, out: Path, *, name: str | None = None,
                        rubrics_path: str | Path | None = None, **_: Any) -> str:
+    refuse_pairwise(source, "llm-rubric", "its questions judge one text, and the list has no place for the "
+                                          "Bradley-Terry head that compares two")
     json_path, md_path = export_llm_rubric(_rubric_set_of(source, rubrics_path), out, title=name)
     return f"wrote {len(source.rubrics)} questions to {json_path} and {md_path}"
 
 
 def _export_jsonl(source: Any, out: Path, *, rubrics_path: str | Path | None = None, **_: Any) -> str:
     _rubric_set_of(source, rubrics_path).save(out)
-    return f"wrote {len(source.rubrics)} rubrics to {out} (a rubric pool, with its .manifest.json)"
+    return f"wrote {len(source.rubrics)} rubrics to {out} (a rubric pool, with its .manifest.json){_pairwise_note(source)}"
 
 
 FORMATS.register("json", HandoffFormat("json", _export_json, from_doc=rubric_set_from_dict))

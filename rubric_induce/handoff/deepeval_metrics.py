@@ -48,7 +48,7 @@ from rubric_induce.handoff.common import (
     rubric_shapes,
 )
 from rubric_induce.handoff.core import rubric_question
-from rubric_induce.handoff.registry import FORMATS, HandoffFormat
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat, refuse_pairwise
 from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source
 
 __all__ = ["FORMAT", "SPEC_FORMAT", "MAX_DAG_RUBRICS", "score_ranges", "deepeval_spec", "export_deepeval",
@@ -96,6 +96,8 @@ def deepeval_spec(source: SourceLike, *, threshold: float = 0.5,
     (default: when every rubric is SAT or DSAT and there are at most :data:`MAX_DAG_RUBRICS`).
     """
     src = load_source(source)
+    refuse_pairwise(src, FORMAT, "GEval and the DAG score one test case; deepeval's ArenaGEval picks a winner "
+                                 "with deepeval's own LLM and criteria, not the Bradley-Terry head")
     check_ladder(src.rubrics, FORMAT, max_size=_MAX_LEVELS)
     params = list(evaluation_params) if evaluation_params else _default_params(src.fields)
     geval = []

@@ -16,7 +16,8 @@ The metric itself needs DSPy only for GEPA's feedback objects.
 
 Metric values: ``target="label"`` gives 1.0 / 0.0 (NetSAT above the selected threshold),
 ``"score"`` NetSAT and ``"prediction"`` the calibrated expected judge answer, both mapped onto
-[0, 1] unless ``normalise=False``. When DSPy passes a trace (bootstrapping demos) the metric
+[0, 1] unless ``normalise=False``; ``"strength"`` (a pairwise run) the response's Bradley-Terry
+strength, mapped onto (0, 1) by the logistic function unless ``normalise=False``. When DSPy passes a trace (bootstrapping demos) the metric
 answers pass/fail instead: raw target >= ``pass_threshold`` when one is given, else the
 artifact's label (NetSAT > selected threshold), else normalised value >= 0.5. ``RubricJudge`` subclasses
 ``dspy.Module``, so it is created on first access (a module-level ``__getattr__``).
@@ -39,7 +40,7 @@ from rubric_induce.scoring.scorer import RubricScorer
 
 __all__ = ["TARGETS", "RubricMetric", "RubricJudge", "default_render", "require_dspy", "rubric_metric"]  # noqa: F822 (RubricJudge: built on first use, module __getattr__)
 
-TARGETS = ("label", "score", "prediction")
+TARGETS = ("label", "score", "prediction", "strength")
 Rendered = str | Mapping[str, str]
 Render = Callable[[Any, Any], Rendered]
 ScorerSource = RubricScorer | str | Path
@@ -220,7 +221,13 @@ class RubricMetric:
                                     "use target='score' (NetSAT) or 'prediction'")
         if target == "prediction" and s.calibrator is None:
             raise RubricInduceError("target='prediction' needs a calibrated artifact (run the calibrate "
-                                    "stage); use target='label' or 'score'")
+                                    "stage); use target='label' or 'score'"
+                                    + ("; a pairwise run's calibrated reward is target='strength'"
+                                       if getattr(s, "pairwise_head", None) is not None else ""))
+        if target == "strength" and not getattr(s, "has_strength", False):
+            raise RubricInduceError("target='strength' needs a pairwise run whose Bradley-Terry head reads score "
+                                    "differences (select.pair_feature = 'difference'); use target='label', 'score' "
+                                    "or 'prediction', or compare pairs")
         self.target = target
         self.normalise = normalise
         self.pass_threshold = pass_threshold
@@ -245,6 +252,10 @@ class RubricMetric:
             return float(res.label)
         if self.target == "score":
             return float(res.netsat)
+        if self.target == "strength":
+            if res.strength is None:
+                raise RubricInduceError(f"text {res.id} has no Bradley-Terry strength")
+            return float(res.strength)
         if res.prediction is None:
             raise RubricInduceError(f"text {res.id} has no calibrated prediction")
         return float(res.prediction)
@@ -258,6 +269,8 @@ class RubricMetric:
         raw = self.raw(res)
         if not self.normalise or self.target == "label":
             return raw
+        if self.target == "strength":  # monotone, so rankings (and P(A > B)'s direction) are kept
+            return float(0.5 * (1.0 + np.tanh(raw / 2.0)))  # the logistic function, without overflow
         if self.target == "score":
             lo, hi = self._scoring.netsat_range
         else:
@@ -277,6 +290,8 @@ class RubricMetric:
         if res.label is not None:
             return bool(res.label)
         raw = self.raw(res)
+        if self.target == "strength":
+            return raw >= 0.0  # logistic(strength) >= 0.5
         if self.target == "score":
             lo, hi = self._scoring.netsat_range
         elif self.target == "prediction":
@@ -312,8 +327,9 @@ def rubric_metric(scorer: ScorerSource | Any, render: Render | None = None, *, t
                   judge: str | Sequence[str] | None = None, normalise: bool = True, **options: Any) -> RubricMetric:
     """A DSPy metric ``metric(example, pred, trace=None)`` from a scorer, an artifact path or a RubricJudge.
 
-    ``target``: ``"label"`` (1.0 when NetSAT > the selected threshold), ``"score"`` (NetSAT) or
-    ``"prediction"`` (the calibrated expected judge answer). ``normalise`` maps the value onto
+    ``target``: ``"label"`` (1.0 when NetSAT > the selected threshold), ``"score"`` (NetSAT),
+    ``"prediction"`` (the calibrated expected judge answer) or ``"strength"`` (a pairwise run's
+    Bradley-Terry strength). ``normalise`` maps the value onto
     [0, 1] (see :meth:`RubricMetric.value`), as ``dspy.Evaluate`` averages metric values and
     reports them as a percentage. With a ``trace`` (optimizer bootstrapping) the metric returns a
     bool, see :meth:`RubricMetric.passed`. ``judge``: whose calibrated opinion to predict (see

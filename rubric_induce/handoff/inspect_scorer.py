@@ -39,7 +39,7 @@ from typing import Any
 from rubric_induce.backends.base import AnswerLogprobs, ChatResult, TokenLogprob
 from rubric_induce.core.errors import MissingDependencyError, RubricInduceError
 from rubric_induce.handoff.common import fill_fields
-from rubric_induce.handoff.registry import FORMATS, HandoffFormat
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat, refuse_pairwise
 from rubric_induce.handoff.source import HandoffSource, SourceLike, load_source
 
 __all__ = ["inspect_scorer", "export_inspect", "require_inspect", "InspectProbe"]
@@ -48,6 +48,7 @@ _SCORER_NAME = "rubric_induce"
 #: Alternatives asked for at the answer position when the run set no ``[backend] top_logprobs``.
 DEFAULT_TOP_LOGPROBS = 20
 _SOURCES: dict[str, HandoffSource] = {}
+_PAIRWISE_WHY = "an inspect scorer judges one sample's output, and a pairwise set compares two responses"
 
 
 def require_inspect():
@@ -323,6 +324,7 @@ def inspect_scorer(source: SourceLike, *, model: Any = None, role: str | None = 
     else:
         src = load_source(source)
         key = f"<in-memory rubric set {id(src):x}>"
+    refuse_pairwise(src, "inspect", _PAIRWISE_WHY)
     _SOURCES[key] = src
     if render is not None:
         _RENDERS[key] = render
@@ -375,6 +377,7 @@ def export_inspect(source: SourceLike, path: str | Path) -> Path:
     from rubric_induce.data.jsonl import atomic_write_text
 
     src = load_source(source)
+    refuse_pairwise(src, "inspect", _PAIRWISE_WHY)
     if src.artifact is not None:
         where = src.run_dir
     elif isinstance(source, (str, Path)):

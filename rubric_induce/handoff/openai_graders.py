@@ -42,8 +42,14 @@ from rubric_induce.handoff.common import (
     rubric_line,
 )
 from rubric_induce.handoff.core import rubric_question
-from rubric_induce.handoff.registry import FORMATS, HandoffFormat
-from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source, ordered_levels
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat, refuse_pairwise
+from rubric_induce.handoff.source import (
+    SourceLike,
+    check_ladder,
+    level_texts,
+    load_source,
+    ordered_levels,
+)
 
 __all__ = ["FORMAT", "KINDS", "DEFAULT_MODEL", "openai_graders", "export_openai_graders",
            "openai_graders_to_rubrics", "import_openai_graders"]
@@ -102,6 +108,8 @@ def openai_graders(source: SourceLike, *, kind: str = "score_model", model: str 
     if kind not in KINDS:
         raise DataError(f"unknown OpenAI grader kind {kind!r}; choose from {', '.join(KINDS)}")
     src = load_source(source)
+    refuse_pairwise(src, FORMAT, "a grader scores one sample, and OpenAI runs the grader model, not the "
+                                 "Bradley-Terry head over rubric-induce's probes")
     check_ladder(src.rubrics, FORMAT)
     user = _text_template(src.fields)
     graders = []

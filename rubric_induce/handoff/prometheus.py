@@ -22,7 +22,7 @@ from rubric_induce.data import AnswerScale, Rubric, RubricSet
 from rubric_induce.data.jsonl import atomic_write_text, read_json
 from rubric_induce.handoff.common import ladder, rebuild_rubric
 from rubric_induce.handoff.core import rubric_question
-from rubric_induce.handoff.registry import FORMATS, HandoffFormat
+from rubric_induce.handoff.registry import FORMATS, HandoffFormat, refuse_pairwise
 from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source
 
 __all__ = ["FORMAT", "prometheus_rubrics", "export_prometheus", "prometheus_to_rubrics", "import_prometheus",
@@ -35,6 +35,8 @@ _SCORE_KEYS = tuple(f"score{k}_description" for k in range(1, 6))
 def prometheus_rubrics(source: SourceLike) -> list[dict[str, Any]]:
     """One ``{"id", "polarity", "criteria", "score1_description", ..., "score5_description"}`` per rubric."""
     src = load_source(source)
+    refuse_pairwise(src, FORMAT, "its rubrics grade one response on 1-5; Prometheus' relative grading picks "
+                                 "a response with its own model, not the Bradley-Terry head")
     check_ladder(src.rubrics, FORMAT, sizes=(5,))
     out = []
     for r in src.rubrics:

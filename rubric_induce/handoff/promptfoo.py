@@ -53,11 +53,13 @@ from rubric_induce.handoff.common import (
 from rubric_induce.handoff.registry import FORMATS, HandoffFormat
 from rubric_induce.handoff.source import SourceLike, check_ladder, load_source
 
-__all__ = ["FORMAT", "PYTHON_METRIC", "promptfoo_config", "promptfoo_yaml", "export_promptfoo",
-           "promptfoo_to_rubrics", "import_promptfoo", "promptfoo_assert"]
+__all__ = ["FORMAT", "PYTHON_METRIC", "PAIRWISE_KEY", "promptfoo_config", "promptfoo_yaml", "export_promptfoo",
+           "promptfoo_to_rubrics", "import_promptfoo", "promptfoo_assert", "pairwise_grading_result"]
 
 FORMAT = "promptfoo"
 PYTHON_METRIC = "rubric-induce"
+#: ``defaultTest.metadata`` key marking a pairwise set's block (import gives back a set marked pairwise).
+PAIRWISE_KEY = "rubric-induce-pairwise"
 _SCORE_LINE = re.compile(r"^Score ([01]\.\d+): (.*)$")
 
 
@@ -79,6 +81,8 @@ def promptfoo_config(source: SourceLike, *, assertion_threshold: float = 0.5, py
         raise DataError(f"decide must be 'rubrics' or 'scorer', got {decide!r}")
     src = load_source(source)
     check_ladder(src.rubrics, FORMAT)
+    if src.pairwise:
+        return _pairwise_config(src, assertion_threshold, provider, backend)
     if not 0.0 <= assertion_threshold <= 1.0:
         raise DataError(f"assertion_threshold must lie in [0, 1], got {assertion_threshold}")
     rubric_weight = 1 if decide == "rubrics" else 0
@@ -108,6 +112,45 @@ def promptfoo_config(source: SourceLike, *, assertion_threshold: float = 0.5, py
     default_test["metadata"] = {SHAPES_KEY: rubric_shapes(src.rubrics)}
     name = src.name or "rubric set"
     return {"description": f"{name}: {len(src.rubrics)} induced rubrics (rubric-induce)",
+            "defaultTest": default_test}
+
+
+def _pairwise_config(src: Any, assertion_threshold: float, provider: str | None,
+                     backend: str | None) -> dict[str, Any]:
+    """A pairwise set's block: promptfoo's ``max-score`` picks, among a test's outputs (one per prompt or
+    provider), the one whose python assertion scores highest; that assertion scores each output with
+    the run's Bradley-Terry strength (through :func:`promptfoo_assert`, as ``rubric-induce score``), so
+    of two outputs it picks the one :meth:`RubricScorer.compare
+    <rubric_induce.scoring.scorer.RubricScorer.compare>` prefers (a tie: the first). The ``llm-rubric``
+    assertions are informational (weight 0, and weight 0 in ``max-score``)."""
+    if src.run_dir is None:
+        raise DataError("a pairwise set goes to promptfoo with its run: the python assertion scores with the "
+                        "run's Bradley-Terry head; export from the run folder (or its artifact.json)")
+    if src.head() is None:
+        raise DataError("this pairwise run has no Bradley-Terry head (calibrate disabled), so promptfoo has no "
+                        "strength to pick the better output by; calibrate the run, or use rubric-induce compare",
+                        path=src.artifact, field="pairwise_head")
+    if src.pair_feature != "difference":
+        raise DataError(f"this pairwise run's Bradley-Terry head reads the pairwise probe (select.pair_feature = "
+                        f"{src.pair_feature!r}), which asks both responses together, so no output has a strength of "
+                        "its own for promptfoo's max-score; use rubric-induce compare",
+                        path=src.artifact, field="pair_feature")
+    if not 0.0 <= assertion_threshold <= 1.0:
+        raise DataError(f"assertion_threshold must lie in [0, 1], got {assertion_threshold}")
+    call = f"run={str(src.run_dir.resolve())!r}" + (f", backend={backend!r}" if backend else "")
+    asserts: list[dict[str, Any]] = [
+        {"type": "llm-rubric", "metric": r.id, "weight": 0, "threshold": assertion_threshold,
+         "value": nunjucks_escape(graded_prompt(r, FORMAT))} for r in src.rubrics]
+    asserts.append({"type": "python", "metric": PYTHON_METRIC, "weight": 1,
+                    "value": nunjucks_escape("from rubric_induce.handoff.promptfoo import promptfoo_assert\n"
+                                             f"return promptfoo_assert(output, context, {call})\n")})
+    asserts.append({"type": "max-score", "value": {"method": "average", "weights": {"python": 1, "llm-rubric": 0}}})
+    default_test: dict[str, Any] = {"options": {"provider": provider}} if provider else {}
+    default_test["assert"] = asserts
+    default_test["metadata"] = {SHAPES_KEY: rubric_shapes(src.rubrics), PAIRWISE_KEY: True}
+    name = src.name or "rubric set"
+    return {"description": f"{name}: {len(src.rubrics)} induced rubrics, a pairwise set (rubric-induce): "
+                           "max-score picks the output with the highest Bradley-Terry strength",
             "defaultTest": default_test}
 
 
@@ -198,7 +241,10 @@ def promptfoo_to_rubrics(doc: Any, *, path: str | Path | None = None) -> RubricS
     meta = default.get("metadata") if isinstance(default, Mapping) else None
     shapes = meta.get(SHAPES_KEY) if isinstance(meta, Mapping) else None
     rubrics = [restore_shape(r, shapes, path=path, field=f"defaultTest.metadata.{SHAPES_KEY}") for r in rubrics]
-    return RubricSet(rubrics, {"source_format": FORMAT})
+    manifest: dict[str, Any] = {"source_format": FORMAT}
+    if isinstance(meta, Mapping) and meta.get(PAIRWISE_KEY) is True:
+        manifest["pairwise"] = True  # a pairwise set stays one: formats that cannot hold it refuse it
+    return RubricSet(rubrics, manifest)
 
 
 def _rubric_from_value(value: str, metric: Any) -> Rubric:
@@ -259,7 +305,23 @@ def promptfoo_assert(output: Any, context: Mapping[str, Any] | None, *, run: str
     text = fill_fields(scorer.fields, "" if output is None else str(output), dict(variables),
                        input_text=prompt, where="the test's vars")
     res = scorer.score([text], judge=judge)[0]
+    if scorer.pairwise_head is not None:
+        return pairwise_grading_result(res)
     return grading_result(res, scorer.rubrics, scorer.threshold)
+
+
+def pairwise_grading_result(res: Any) -> dict[str, Any]:
+    """A pairwise run's result for one output: ``score`` = logistic(strength), which orders outputs as
+    the Bradley-Terry head does (``max-score`` picks the strongest); ``pass`` is left to ``max-score``."""
+    import math
+
+    if res.strength is None:
+        return {"pass": False, "score": 0.0, "reason": "rubric-induce: " + ("; ".join(res.errors) or "no strength")}
+    s = float(res.strength)
+    score = 1.0 / (1.0 + math.exp(-s)) if s >= 0 else math.exp(s) / (1.0 + math.exp(s))
+    return {"pass": True, "score": score,
+            "reason": f"Bradley-Terry strength {s:.3f} (P(this > other) grows with the strength difference)",
+            "namedScores": {"strength": s, "netsat": float(res.netsat)}}
 
 
 def grading_result(res: Any, rubrics: Any, threshold: float | None) -> dict[str, Any]:
@@ -289,6 +351,9 @@ def grading_result(res: Any, rubrics: Any, threshold: float | None) -> dict[str,
 
 def _export(source: Any, out: Path, *, model: str | None = None, decide: str = "rubrics", **_: Any) -> str:
     export_promptfoo(source, out, provider=model, decide=decide)
+    if source.pairwise:
+        return (f"wrote {len(source.rubrics)} rubrics of a pairwise set to {out}: a python assertion scoring each "
+                "output's Bradley-Terry strength and max-score picking the strongest (llm-rubric informational)")
     what = "promptfoo llm-rubric assertions" + (" and a python assertion" if source.run_dir else "")
     return f"wrote {len(source.rubrics)} rubrics as {what} to {out}"
 

@@ -38,6 +38,28 @@ class HandoffSource:
     task: Any = None                  # the run's TaskParams (None: the generic task)
     scorer: Any = None                # a RubricScorer given by the caller
     rubric_set: RubricSet | None = field(default=None, repr=False)  # the file's set, manifest included
+    #: "pairwise" for a pairwise run's set (its rubrics judge a prompt + response, a Bradley-Terry head
+    #: weighs their differences between two responses), else "pointwise".
+    kind: str = "pointwise"
+    pairwise_head: Path | None = None  # the run's calibration/bradley_terry.json (None: none, or no run)
+    #: What the head reads of a pair ([select] pair_feature): per-response score "difference"s, or the
+    #: pairwise probe's "preference" margins (or "both"), which need the two responses together.
+    pair_feature: str = "difference"
+
+    @property
+    def pairwise(self) -> bool:
+        return self.kind == "pairwise"
+
+    def head(self):
+        """The run's :class:`~rubric_induce.calibration.pairwise.BradleyTerryHead` (the scorer's, or read
+        from ``pairwise_head``), or None (a pointwise set, a pairwise run without one, a rubric file)."""
+        if self.scorer is not None:
+            return getattr(self.scorer, "pairwise_head", None)
+        if self.pairwise_head is None:
+            return None
+        from rubric_induce.calibration.pairwise import BradleyTerryHead
+
+        return BradleyTerryHead.load(self.pairwise_head)  # a damaged file: a DataError naming it
 
     @property
     def run_dir(self) -> Path | None:
@@ -71,11 +93,14 @@ def load_source(source: SourceLike) -> HandoffSource:
         return HandoffSource(list(source.rubrics), threshold=source.threshold, label=source.label,
                              fields=source.fields, calibrated=source.calibrator is not None,
                              question=source.question, probe=dict(source.probe_options), task=source.task,
-                             artifact=Path(src_path) if src_path else None, scorer=source)
+                             artifact=Path(src_path) if src_path else None, scorer=source,
+                             kind=getattr(source, "kind", "pointwise"),
+                             pair_feature=getattr(source, "pair_feature", "difference"))
     if isinstance(source, (RubricSet, RubricPool)):
         manifest = source.manifest or {}
         return HandoffSource(list(source), threshold=getattr(source, "threshold", None),
-                             name=_str_or_none(manifest.get("name")), label=_str_or_none(manifest.get("label")))
+                             name=_str_or_none(manifest.get("name")), label=_str_or_none(manifest.get("label")),
+                             kind=_set_kind(manifest))
     if isinstance(source, Iterable):
         rubrics = list(source)
         bad = [i for i, r in enumerate(rubrics) if not isinstance(r, Rubric)]
@@ -88,6 +113,14 @@ def load_source(source: SourceLike) -> HandoffSource:
 
 def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _set_kind(manifest: Any) -> str:
+    """A rubric file's kind: "pairwise" where its manifest says so (a pairwise run's selected set: method
+    "pairwise"; a json / jsonl export of one: ``pairwise = true``), else "pointwise"."""
+    if isinstance(manifest, dict) and (manifest.get("pairwise") is True or manifest.get("method") == "pairwise"):
+        return "pairwise"
+    return "pointwise"
 
 
 def _from_path(path: Path) -> HandoffSource:
@@ -109,7 +142,7 @@ def _from_path(path: Path) -> HandoffSource:
     manifest = rubric_set.manifest or {}
     return HandoffSource(list(rubric_set), threshold=rubric_set.threshold,
                          name=_str_or_none(manifest.get("name")) or path.stem,
-                         label=_str_or_none(manifest.get("label")), rubric_set=rubric_set)
+                         label=_str_or_none(manifest.get("label")), rubric_set=rubric_set, kind=_set_kind(manifest))
 
 
 def _finite(value: Any) -> bool:
@@ -145,10 +178,15 @@ def _from_artifact(path: Path) -> HandoffSource:
         from rubric_induce.core.task import TaskParams
 
         task = TaskParams.from_mapping(doc["task"], source=str(path))  # its description is text (read_artifact)
+    kind = doc.get("kind", "pointwise")
+    head = None
+    if doc.get("pairwise_head"):  # read_artifact checked it is a file name; it must stay inside the folder
+        head = inside_folder(path.parent, doc["pairwise_head"], path=path, field="pairwise_head")
     return HandoffSource(list(rubric_set), threshold=threshold, label=_str_or_none(doc.get("label")),
                          name=path.parent.name, fields=list(fields) if fields else None, artifact=path,
                          calibrated=bool(doc.get("calibration")), question=_str_or_none(doc.get("question")),
-                         probe=dict(probe), task=task, rubric_set=rubric_set)
+                         probe=dict(probe), task=task, rubric_set=rubric_set, kind=kind, pairwise_head=head,
+                         pair_feature=doc.get("pair_feature", "difference"))
 
 
 # ----------------------------------------------------------------------------- shared scale helpers

@@ -3,17 +3,19 @@
 :func:`trl_reward` gives a callable with the signature TRL's trainers call reward functions with
 (``GRPOTrainer(reward_funcs=[...])``, RLOO): ``reward(prompts=..., completions=...,
 completion_ids=..., **columns) -> list[float]``, one reward per completion: the scorer's
-calibrated prediction (or NetSAT, or the 0/1 label) of the rendered prompt + completion, mapped
+calibrated prediction (or NetSAT, or the 0/1 label; for a pairwise run, the completion's
+Bradley-Terry strength, the head's pointwise reward) of the rendered prompt + completion, mapped
 onto [0, 1] unless ``normalise=False``. A completion that cannot be scored gets ``None``, which
 GRPOTrainer turns into NaN and leaves out of the group's mean.
 
 :func:`trl_pairwise_judge` gives a subclass of TRL's ``BasePairwiseJudge`` (online DPO, and any
 code written against TRL's judge interface): ``judge(prompts, completions, shuffle_order=True)
 -> list[int]``, the index (0 or 1) of the better completion of each pair, -1 where scoring
-failed. Until pipeline integration adds ``RubricScorer.compare`` (issue 33, round two: a
-Bradley-Terry head over the rubrics' probe differences), the judge compares the two completions'
-pointwise values from the same scorer (calibrated prediction where the run has a calibrator,
-else NetSAT); an exact tie goes to the first completion shown, so ``shuffle_order`` (a seeded
+failed. With a pairwise run's scorer it picks by :meth:`RubricScorer.compare_pairs
+<rubric_induce.scoring.scorer.RubricScorer.compare_pairs>` (the Bradley-Terry head over the rubrics'
+probe differences); otherwise it compares the two completions' pointwise values from the same
+scorer (calibrated prediction where the run has a calibrator, else NetSAT); an exact tie goes to
+the first completion shown, so ``shuffle_order`` (a seeded
 shuffle) keeps that from always being the same position. TRL kept ``BasePairwiseJudge`` at its
 top level (older releases), then in ``trl.experimental.judges`` (up to 1.0); trl 1.1 removed it,
 so the ``trl`` extra pins ``trl>=1.0,<1.1``.
@@ -66,6 +68,8 @@ def render_turn(prompt: Any, completion: Any, fields: Sequence[str] | None = Non
 
 def _target(scorer: RubricScorer, target: str) -> str:
     if target == "auto":
+        if scorer.has_strength:
+            return "strength"  # a pairwise run: its calibrated pointwise score is the Bradley-Terry strength
         return "prediction" if scorer.calibrator is not None else "score"
     return target
 
@@ -115,7 +119,9 @@ def trl_reward(scorer: ScorerSource, render: Render | None = None, *, target: st
     """A TRL reward function: ``reward(prompts, completions, **kwargs) -> list[float]``.
 
     ``target``: ``"prediction"`` (the calibrated expected judge answer), ``"score"`` (NetSAT),
-    ``"label"`` (0/1) or ``"auto"`` (prediction when the run has a calibrator, else NetSAT).
+    ``"label"`` (0/1), ``"strength"`` (a pairwise run's Bradley-Terry strength, logistic-mapped onto
+    (0, 1) unless ``normalise=False``) or ``"auto"`` (strength for a pairwise run with a head, else
+    prediction when the run has a calibrator, else NetSAT).
     ``render(prompt, completion)`` builds the judged text (default :func:`render_turn`).
     """
     return TrlReward(scorer, render, target=target, judge=judge, normalise=normalise, backend=backend,

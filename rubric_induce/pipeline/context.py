@@ -75,6 +75,17 @@ class RunContext:
                           source=self.config.source)
 
     @property
+    def probe_examples(self) -> list[Example]:
+        """What the probe stage probes: the examples, and with ``[probe] pairwise = true`` (a pairwise
+        run) each pair's two order examples after them (``<pair>/AB``, ``<pair>/BA``; see
+        :mod:`rubric_induce.probing.pairwise`)."""
+        if not (self.pairwise and self.config.probe.pairwise):
+            return self.examples
+        from rubric_induce.data.pair_examples import order_examples
+
+        return [*self.examples, *order_examples(self.pairs)]
+
+    @property
     def train_pairs(self) -> list:
         from rubric_induce.data.pair_examples import pairs_in
 

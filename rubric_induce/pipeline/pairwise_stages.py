@@ -44,6 +44,10 @@ def preflight_pairs(ctx: RunContext) -> None:
         raise DataError(f"the training split holds {len(decided)} pair(s) with a preferred side; selection needs "
                         "at least 2: use more pairs or a smaller run.test_size", path=cfg.source,
                         field="run.test_size")
+    if cfg.select.pair_feature != "difference" and not cfg.probe.pairwise:
+        raise DataError(f"select.pair_feature = {cfg.select.pair_feature!r} reads the pairwise probe; set "
+                        "[probe] pairwise = true (or pair_feature = \"difference\")", path=cfg.source,
+                        field="select.pair_feature")
     if cfg.calibrate.question not in (None, cfg.data.label):
         raise DataError("a pairwise run calibrates the pairs' preference; calibrate.question does not apply",
                         path=cfg.source, field="calibrate.question")
@@ -59,7 +63,7 @@ def _alpha(cfg) -> float:
 def select_pairs(ctx: RunContext) -> dict[str, Any]:
     from rubric_induce.probing.api import ProbeTable
     from rubric_induce.selection.api import usable_rubrics
-    from rubric_induce.selection.pair_features import pair_differences
+    from rubric_induce.selection.pair_features import pair_features, pair_signal
     from rubric_induce.selection.pairwise import PairwiseSelector
 
     cfg = ctx.config
@@ -68,7 +72,8 @@ def select_pairs(ctx: RunContext) -> dict[str, Any]:
     pool, dropped = usable_rubrics(table, ctx.train, pool, cfg.select.missing, cfg.source,
                                    cfg.select.max_failure_rate)
     train = ctx.train_pairs
-    D = pair_differences(table, pool, [p.id for p in train])
+    feature = cfg.select.pair_feature  # the rubric's score difference, pairwise-probe preference, or both
+    D = pair_signal(pair_features(table, pool, [p.id for p in train], feature), feature)
     y = [p.preferred for p in train]
     inconsistent: list[dict[str, Any]] = []
     n_usable = len(pool)
@@ -94,7 +99,8 @@ def select_pairs(ctx: RunContext) -> dict[str, Any]:
                 "n_train_pairs": len(train), "n_pool": len(pool), "n_usable": n_usable,
                 "dropped_missing_probes": dropped,
                 "history": [{**h, "rubric": pool[h["rubric"]].id} for h in selector.history_],
-                "train_metrics": m, "pair_consistency": limit, "dropped_inconsistent": inconsistent}
+                "train_metrics": m, "pair_consistency": limit, "dropped_inconsistent": inconsistent,
+                "pair_feature": feature}
     RubricSet(chosen, manifest, threshold=None).save(ctx.out / SELECTED_FILE)
     ctx.echo(f"  selected {len(chosen)} of {len(pool)} usable rubrics on {len(train)} training pairs; "
              f"training pairwise accuracy {m['accuracy']:.3f}")
@@ -121,7 +127,7 @@ def calibrate_pairs(ctx: RunContext) -> dict[str, Any]:
     from rubric_induce.calibration.api import remove_saved
     from rubric_induce.calibration.pairwise import BradleyTerryHead
     from rubric_induce.probing.api import ProbeTable
-    from rubric_induce.selection.pair_features import pair_differences
+    from rubric_induce.selection.pair_features import pair_features
 
     cfg = ctx.config
     head_path = ctx.out / HEAD_FILE
@@ -131,7 +137,8 @@ def calibrate_pairs(ctx: RunContext) -> dict[str, Any]:
         return {"enabled": False, "kind": "pairwise"}
     chosen = RubricSet.load(ctx.out / SELECTED_FILE)
     train = ctx.train_pairs
-    D = pair_differences(ProbeTable.load(ctx.out / PROBES_FILE), list(chosen), [p.id for p in train])
+    D = pair_features(ProbeTable.load(ctx.out / PROBES_FILE), list(chosen), [p.id for p in train],
+                      cfg.select.pair_feature)
     X, y, who = _judge_rows(train, D)
     judged = any(w is not None for w in who)
     head = BradleyTerryHead(l2=0.01).fit(X, y, judge_ids=who if judged else None)
@@ -142,7 +149,7 @@ def calibrate_pairs(ctx: RunContext) -> dict[str, Any]:
              f"training log loss {loss:.3f}")
     return {"enabled": True, "kind": "pairwise", "head": HEAD_FILE, "n_pairs": len(train), "n_rows": len(y),
             "judges": list(head.judges_), "train_log_loss": loss, "ties": bool(np.isfinite(head.log_nu_)),
-            "rubric_ids": chosen.ids}
+            "rubric_ids": chosen.ids, "pair_feature": cfg.select.pair_feature}
 
 
 def artifact_pairs(ctx: RunContext) -> dict[str, Any]:
@@ -158,11 +165,13 @@ def artifact_pairs(ctx: RunContext) -> dict[str, Any]:
                    score_mode="expected",
                    probe={"style": cfg.probe.style, "estimator": cfg.probe.estimator,
                           "n_samples": cfg.probe.samples, "temperature": cfg.probe.temperature,
-                          "max_example_tokens": cfg.probe.max_example_tokens},
+                          "max_example_tokens": cfg.probe.max_example_tokens,
+                          **({"pairwise": True, "pairwise_ties": cfg.probe.pairwise_ties} if cfg.probe.pairwise
+                             else {})},
                    fields=list(PAIR_FIELDS), backend=cfg.backend.spec, calibration=None, question=None,
                    task=cfg.task_resolved,
                    extra={"kind": "pairwise", "pairwise_head": head, "probe_prompt": meta.get("prompt"),
-                          "backend_options": cfg.backend.given()})
+                          "backend_options": cfg.backend.given(), "pair_feature": cfg.select.pair_feature})
     return {"rubrics": len(chosen), "calibrated": head is not None, "kind": "pairwise"}
 
 
@@ -172,11 +181,13 @@ def evaluate_pairs(ctx: RunContext) -> dict[str, Any]:
         PAIRWISE_EVAL_FILE,
         PAIRWISE_EVAL_MD,
         pair_baselines,
+        pair_rows,
         pairwise_evaluation,
         pairwise_markdown,
+        position_consistency,
     )
     from rubric_induce.probing.api import ProbeTable
-    from rubric_induce.selection.pair_features import pair_differences
+    from rubric_induce.selection.pair_features import order_preferences, pair_features, pair_signal
 
     cfg = ctx.config
     if not cfg.evaluate.enabled:
@@ -186,23 +197,50 @@ def evaluate_pairs(ctx: RunContext) -> dict[str, Any]:
         ctx.echo("  evaluate: no held-out pairs (run.test_size = 0); skipped")
         return {"enabled": True, "n_test": 0}
     chosen = list(RubricSet.load(ctx.out / SELECTED_FILE))
-    D = pair_differences(ProbeTable.load(ctx.out / PROBES_FILE), chosen, [p.id for p in test])
+    table = ProbeTable.load(ctx.out / PROBES_FILE)
+    test_ids = [p.id for p in test]
+    feature = cfg.select.pair_feature
+    X = pair_features(table, chosen, test_ids, feature)
     methods: dict[str, np.ndarray] = {}
-    reference = "selected rubrics (mean difference)"
+    mean_name = {"difference": "selected rubrics (mean difference)",
+                 "preference": "selected rubrics (mean pairwise preference)",
+                 "both": "selected rubrics (mean of difference and preference)"}[feature]
+    reference = mean_name
+    p_a = None
     if (ctx.out / HEAD_FILE).is_file() and cfg.calibrate.enabled:
         from rubric_induce.calibration.pairwise import BradleyTerryHead
 
-        p = BradleyTerryHead.load(ctx.out / HEAD_FILE).predict_proba(D)
+        p = BradleyTerryHead.load(ctx.out / HEAD_FILE).predict_proba(X)
         reference = "selected rubrics (Bradley-Terry)"
         methods[reference] = p[:, 0] - p[:, 2]
-    methods["selected rubrics (mean difference)"] = D.mean(axis=1)
+        p_a = p[:, 0]
+    methods[mean_name] = pair_signal(X, feature).mean(axis=1)
+    ab = ba = None
+    if cfg.probe.pairwise and chosen:  # the pairwise probe: each order alone, and both averaged
+        ab, ba = order_preferences(table, chosen, test_ids, fill=None)
+        signs = np.array([-1.0 if r.polarity == "DSAT" else 1.0 for r in chosen])
+        for name, m in (("pairwise probe, A shown first only", 2 * ab - 1),
+                        ("pairwise probe, B shown first only", 1 - 2 * ba),
+                        ("pairwise probe, both orders averaged", (ab - ba))):
+            methods[name] = np.nanmean(np.where(np.isfinite(m), m, 0.0) * signs[None, :], axis=1)
     methods.update(pair_baselines(test, ctx.train_pairs))
     result = pairwise_evaluation(methods, test, n_boot=cfg.evaluate.bootstrap, seed=cfg.run.seed,
                                  reference=reference)
-    result["test_pair_ids"] = [p.id for p in test]  # the viewer marks these pairs held out
+    result["test_pair_ids"] = test_ids  # the viewer marks these pairs held out
+    result["pair_feature"] = feature
+    if ab is not None:
+        result["position_consistency"] = position_consistency(ab, ba, [r.id for r in chosen])
+    result["pairs"] = pair_rows(test, p_a, rubric_ids=[r.id for r in chosen], ab=ab, ba=ba)
     write_json(ctx.out / PAIRWISE_EVAL_FILE, result)
     atomic_write_text(ctx.out / PAIRWISE_EVAL_MD, pairwise_markdown(result))
     r = result["all"]["methods"][reference]
     ctx.echo(f"  held-out pairwise accuracy {r['accuracy']:.3f} on {len(test)} pairs ({reference})")
-    return {"enabled": True, "kind": "pairwise", "n_test": len(test), "reference": reference,
-            "accuracy": {k: v["accuracy"] for k, v in result["all"]["methods"].items()}}
+    out = {"enabled": True, "kind": "pairwise", "n_test": len(test), "reference": reference,
+           "accuracy": {k: v["accuracy"] for k, v in result["all"]["methods"].items()}}
+    if ab is not None:
+        pc = result["position_consistency"]["all"]
+        ctx.echo(f"  pairwise probe: verdicts agree across the two orders on {pc['consistent']:.1%} of "
+                 f"{pc['n']} (pair, rubric) cells; {pc['first_rate']:.1%} of decided verdicts picked the first shown")
+        out["position_consistency"] = pc["consistent"]
+        out["first_position_rate"] = pc["first_rate"]
+    return out

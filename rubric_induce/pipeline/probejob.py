@@ -95,7 +95,7 @@ def run_probe_job(config: RunConfig | str | Path, *, out: str | Path | None = No
     ctx = RunContext(cfg, run_dir)
     preflight(ctx)  # reads the data; no LLM call
     shard = parse_shard(shard)
-    examples = select_shard(ctx.examples, shard)
+    examples = select_shard(ctx.probe_examples, shard)  # a pairwise probe's order examples too
     pool_file = run_dir / DEDUP_POOL_FILE
     notes: list[str] = []
     stale = pool_file.exists() and not _pool_current(ctx)
@@ -128,8 +128,8 @@ def run_probe_job(config: RunConfig | str | Path, *, out: str | Path | None = No
         raise DataError("the probe job has no rubrics (generate.method = 'none' and nothing included)",
                         path=cfg.source, field="generate.include")
     if shard is not None:
-        notes.append(f"shard {shard}: {len(examples)} of {len(ctx.examples)} texts")
-    return ProbeJob(cfg, run_dir, examples, rubrics, source, exact, shard, len(ctx.examples), notes)
+        notes.append(f"shard {shard}: {len(examples)} of {len(ctx.probe_examples)} texts")
+    return ProbeJob(cfg, run_dir, examples, rubrics, source, exact, shard, len(ctx.probe_examples), notes)
 
 
 def open_plan_backend(cfg: RunConfig) -> Backend:
@@ -250,7 +250,7 @@ def export_run_batch(config: RunConfig | str | Path, directory: str | Path, *, o
         check_logprobs_support(inner, cfg.probe.estimator, source=cfg.source)
         calls = probe_calls(job.examples, job.rubrics, inner, **job.probe_kwargs())
         meta = {"probe": cfg.probe.to_dict(), "seed": cfg.run.seed, "config": cfg.source,
-                "prompts": prompt_hashes(cfg.probe.style, cfg.probe.packing),
+                "prompts": prompt_hashes(cfg.probe.style, cfg.probe.packing, pairwise=cfg.probe.pairwise),
                 "n_examples": len(job.examples), "n_rubrics": len(job.rubrics)}
         if job.shard is not None:
             meta["shard"] = str(job.shard)

@@ -135,6 +135,9 @@ def _preflight(ctx: RunContext) -> None:
         check_run_inputs(ctx, calibrate=False)
         preflight_pairs(ctx)
         return
+    if cfg.probe.pairwise:
+        raise DataError("the pairwise probe compares the two responses of a pair; it needs [data] kind = "
+                        "\"pairwise\"", path=cfg.source, field="probe.pairwise")
     check_run_inputs(ctx)  # fields, calibrate question and answers, against the examples
     needs_binary = cfg.generate.method in ("rubicon", "spur") or cfg.select.method != "topk"
     if needs_binary and not ctx.binary:

@@ -83,7 +83,8 @@ def dedup(ctx: RunContext) -> dict[str, Any]:
 
 
 def probe(ctx: RunContext) -> dict[str, Any]:
-    """Probe every rubric on every example, appending each record to ``probes.jsonl`` as it is final.
+    """Probe every rubric on every example, appending each record to ``probes.jsonl`` as it is final
+    (a pairwise run with ``probe.pairwise``: each pair's two presentation orders too).
 
     The file grows in input order while the stage runs (a record waits for the ones before it)
     and is rewritten whole, with its manifest, when the stage ends. ``stages/probe.partial.json``
@@ -95,7 +96,7 @@ def probe(ctx: RunContext) -> dict[str, Any]:
 
     pool = RubricPool.load(ctx.out / DEDUP_POOL_FILE)
     p = ctx.config.probe
-    table = probe_to_file(ctx.out / PROBES_FILE, ctx.examples, list(pool), ctx.backend, p,
+    table = probe_to_file(ctx.out / PROBES_FILE, ctx.probe_examples, list(pool), ctx.backend, p,
                           marker=ctx.out / "stages" / "probe.partial.json", fingerprint=ctx.stage_fingerprint,
                           echo=ctx.echo, seed=ctx.config.run.seed, fields=ctx.config.data.fields,
                           task=ctx.config.task_resolved, progress=ctx.progress)
@@ -306,7 +307,7 @@ STAGES: tuple[Stage, ...] = (
                    "rubicon_cdp_summarize", "spur_update", "autocal_draft", "autocal_refine", "rubric_levels")),
     Stage("dedup", dedup, ("dedup",), (DEDUP_POOL_FILE,)),
     Stage("probe", probe, ("task", "probe"), (PROBES_FILE,), uses_llm=True,
-          prompts=("probe_score_only", "probe_rate_explain", "probe_analyze_rate", "probe_packed")),
+          prompts=("probe_score_only", "probe_rate_explain", "probe_analyze_rate", "probe_packed", "probe_pairwise")),
     Stage("select", select, ("select",), (SELECTED_FILE,)),
     Stage("calibrate", calibrate, ("calibrate",), ()),
     Stage("artifact", artifact, (), ("artifact.json",)),

@@ -43,6 +43,7 @@ from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.task import TaskParams
 from rubric_induce.core.templates import PromptTemplate, load_prompt
 from rubric_induce.data.model import AnswerScale, Example, Rubric
+from rubric_induce.data.pair_examples import pair_order
 from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.data.render import render_example, render_example_tokens
 from rubric_induce.probing.packed import (
@@ -54,6 +55,14 @@ from rubric_induce.probing.packed import (
     pack_groups,
     packed_max_tokens,
     parse_packed_tokens,
+)
+from rubric_induce.probing.pairwise import (
+    PAIRWISE_STYLE,
+    PAIRWISE_TEMPLATE,
+    build_pairwise_messages,
+    is_order_example,
+    pairwise_scale,
+    render_order,
 )
 
 __all__ = [
@@ -75,6 +84,7 @@ __all__ = [
     "read_probe",
     "SAMPLE_TOKENS",
     "ANALYSIS_TOP_LOGPROBS",
+    "render_probe_text",
 ]
 
 PROBE_STYLES = ("score-only", "rate-explain", "analyze-rate")
@@ -114,6 +124,14 @@ class ProbeParams(Params):
                               "each read from the token logprobs at its answer position.")
     pack_size: int | None = param(None, ge=1, help="Rubrics per packed call (packing = \"packed\"); "
                                   "default: all of a text's rubrics in one call.")
+    pairwise: bool = param(False, help="Pairwise runs ([data] kind = \"pairwise\"): also ask every rubric, per "
+                                       "pair, which response meets it better, in both orders (A shown first, "
+                                       "then B shown first), read from the logprobs at the reply's first token; "
+                                       "averaging the two orders cancels position bias, and the evaluation "
+                                       "reports position consistency. Two more calls per (pair, rubric).",
+                     hidden=True)  # a run's option: the probe command reads single texts
+    pairwise_ties: bool = param(False, help="Let the pairwise probe answer \"tie\" besides \"A\" and \"B\" "
+                                            "(probe.pairwise).", hidden=True)
 
     def check(self) -> None:
         from rubric_induce.core.errors import DataError
@@ -121,6 +139,12 @@ class ProbeParams(Params):
         if self.packing == "packed" and self.estimator != "logprobs":
             raise DataError("packed probing reads each answer from the reply's token logprobs; use "
                             "packing = \"independent\" with the sampling estimator", field=self.where("packing"))
+        if self.pairwise and self.packing == "packed":
+            raise DataError("the pairwise probe asks one rubric per call; use packing = \"independent\" with "
+                            "probe.pairwise", field=self.where("pairwise"))
+        if self.pairwise_ties and not self.pairwise:
+            raise DataError("pairwise_ties applies to the pairwise probe; set probe.pairwise = true too",
+                            field=self.where("pairwise_ties"))
         if self.packing == "packed" and self.style != "score-only":
             raise DataError(f"packed probing has its own prompt (one answer line per rubric); style "
                             f"{self.style!r} needs packing = \"independent\"", field=self.where("packing"))
@@ -259,26 +283,44 @@ def probe_once(
     task: TaskParams | None = None,
     text: str | None = None,
     example_tokens: int | None = None,
+    pairwise_ties: bool = False,
 ) -> tuple[ProbeRecord, BaseException | None]:
-    """One probe, and the exception of a call that failed (then the record says so)."""
-    messages, template = build_messages(example, rubric, style, fields=fields, task=task, text=text)
-    rec = blank_record(example, rubric, style, estimator, template.hash, example_tokens)
+    """One probe, and the exception of a call that failed (then the record says so).
+
+    An order example of a pair (:func:`~rubric_induce.data.pair_examples.order_examples`) is asked
+    the pairwise question instead (:mod:`rubric_induce.probing.pairwise`): its own prompt, the
+    answers ``A`` / ``B`` (/ ``tie``), score-only, and the record's ``order`` set."""
+    order = pair_order(example)
+    if order is not None:
+        style = PAIRWISE_STYLE
+        messages, template = build_pairwise_messages(example, rubric, ties=pairwise_ties, task=task, text=text)
+        scale = pairwise_scale(pairwise_ties)
+    else:
+        messages, template = build_messages(example, rubric, style, fields=fields, task=task, text=text)
+        scale = rubric.scale
+
+    def blank() -> ProbeRecord:
+        rec = blank_record(example, rubric, style, estimator, template.hash, example_tokens, scale=scale)
+        rec.order = order
+        return rec
+
+    rec = blank()
     try:
-        return read_probe(backend, rec, messages, rubric.scale, style=style, estimator=estimator,
+        return read_probe(backend, rec, messages, scale, style=style, estimator=estimator,
                            n_samples=n_samples, temperature=temperature, seed=seed,
                            max_analysis_tokens=max_analysis_tokens), None
     except (BackendUnavailableError, LogprobsUnavailableError, UntrustworthyLogprobsError):
         raise  # the backend as a whole cannot answer: no other call would do better
     except ContextOverflowError as exc:
         # One over-long example must not abort the run: a failed probe that names the example.
-        failed = blank_record(example, rubric, style, estimator, template.hash, example_tokens)
+        failed = blank()
         failed.error = redact_text(f"example {example.id!r} does not fit the model's context: {exc}")
         failed.call_failed = True
         return failed, exc
     except BackendError as exc:
         # The backend gave up on this call after its retries (or got a reply no retry fixes): a
         # failed probe, not a stopped stage. Not cached, so probing again retries just this one.
-        failed = blank_record(example, rubric, style, estimator, template.hash, example_tokens)
+        failed = blank()
         failed.error = redact_text(f"call failed: {exc}")  # a server may echo the key in its error
         failed.call_failed = True
         return failed, exc
@@ -375,9 +417,10 @@ def probe_packed_once(
 
 
 def blank_record(example: Example, rubric: Rubric, style: str, estimator: str, prompt_hash: str,
-                  example_tokens: int | None) -> ProbeRecord:
-    """An empty probe record of ``example`` x ``rubric`` (no probability yet), for :func:`read_probe` to fill."""
-    scale = rubric.scale
+                  example_tokens: int | None, *, scale: AnswerScale | None = None) -> ProbeRecord:
+    """An empty probe record of ``example`` x ``rubric`` (no probability yet), for :func:`read_probe` to fill
+    (``scale``: the answers asked, default the rubric's)."""
+    scale = scale or rubric.scale
     return ProbeRecord(example.id, rubric.id, list(scale.labels), list(scale.values), [0.0] * scale.size,
                        style, estimator, prompt_hash, truncated=example_tokens is not None,
                        example_tokens=example_tokens)
@@ -499,6 +542,11 @@ def probe(
     ``done``: records already probed (e.g. read back from a run's streamed probes file after a
     crash); a usable record of this probe job (same pair, style, estimator, prompt and scale) is
     kept as it is and its pair not probed again. Failed records are probed again.
+
+    **Pairs in both orders.** An order example of a pair (``<pair>/AB``, ``<pair>/BA``:
+    :func:`~rubric_induce.data.pair_examples.order_examples`) among ``examples`` is asked the pairwise
+    question on each rubric (:mod:`rubric_induce.probing.pairwise`; ``pairwise_ties`` adds the answer
+    ``tie``): its records carry ``order``, and the table's meta names the template under ``pairwise``.
     """
     params = resolve_params(ProbeParams, params, overrides)
     style, estimator, n_samples = params.style, params.estimator, params.samples
@@ -515,23 +563,30 @@ def probe(
     task = (task or TaskParams()).resolved()
     template = load_prompt(PACKED_TEMPLATE if params.packing == "packed" else TEMPLATE_FOR_STYLE[style])
     options = dict(style=style, estimator=estimator, n_samples=n_samples, temperature=temperature,
-                   seed=seed, max_analysis_tokens=max_analysis_tokens, fields=fields, task=task)
+                   seed=seed, max_analysis_tokens=max_analysis_tokens, fields=fields, task=task,
+                   pairwise_ties=params.pairwise_ties)
     # Each example is rendered (and, with max_example_tokens, counted and cut) once, not per rubric.
     rendered: dict[str, tuple[str, int | None]] = {}
     for ex in examples:
         if ex.id not in rendered:
-            rendered[ex.id] = (render_example_tokens(ex, fields, params.max_example_tokens, backend.count_tokens,
-                                                     backend.truncate_tokens)
-                               if params.max_example_tokens is not None else (render_example(ex, fields), None))
-    kept = _reusable(done, template.hash, style, estimator)
+            rendered[ex.id] = render_probe_text(ex, fields, params.max_example_tokens, backend)
+    n_orders = sum(1 for ex in examples if is_order_example(ex))
+    if n_orders and params.packing == "packed":
+        raise RubricInduceError("the pairwise probe's order examples cannot be packed; use packing = \"independent\"")
+    pair_template = load_prompt(PAIRWISE_TEMPLATE) if n_orders else None
+    kept = _reusable(done, template.hash, style, estimator,
+                     pairwise_hash=pair_template.hash if pair_template is not None else None)
     if params.packing == "packed":
         records, first_failure, n_reused = _probe_packed(examples, rubrics, backend, params, rendered, kept, options,
                                                          progress=progress, on_record=on_record, warmup=warmup)
         return _finish(records, first_failure, backend, params, template, task, examples, rubrics, seed,
                        reused=n_reused)
     pairs = [(i, ex, rb) for i, ex in enumerate(examples) for rb in rubrics]  # example-major: prefix reuse
-    slots: list[ProbeRecord | None] = [kept.get((ex.id, rb.id), None) if _same_scale(kept.get((ex.id, rb.id)), rb)
-                                       else None for _, ex, rb in pairs]
+    pair_scale = pairwise_scale(params.pairwise_ties)
+    slots: list[ProbeRecord | None] = [
+        kept.get((ex.id, rb.id), None)
+        if _same_scale(kept.get((ex.id, rb.id)), pair_scale if is_order_example(ex) else rb.scale) else None
+        for _, ex, rb in pairs]
     todo = [k for k, rec in enumerate(slots) if rec is None]
 
     def run(k: int) -> tuple[ProbeRecord, BaseException | None]:
@@ -568,8 +623,14 @@ def probe(
         window.close()  # on any exception: submit nothing more, wait for the calls running now
         bar.close()
     records = [rec for rec in slots if rec is not None]
-    return _finish(records, first_failure, backend, params, template, task, examples, rubrics, seed,
-                   reused=len(pairs) - len(todo))
+    table = _finish(records, first_failure, backend, params, template, task, examples, rubrics, seed,
+                    reused=len(pairs) - len(todo))
+    if pair_template is not None:
+        table.meta["pairwise"] = {"prompt": {"name": pair_template.name, "hash": pair_template.hash},
+                                  "style": PAIRWISE_STYLE, "answers": list(pair_scale.labels),
+                                  "n_order_examples": n_orders}
+        table.meta["n_examples"] = len(examples) - n_orders
+    return table
 
 
 def _finish(records: list[ProbeRecord], first_failure: BaseException | None, backend: Backend, params: ProbeParams,
@@ -611,7 +672,7 @@ def _probe_packed(examples: list[Example], rubrics: list[Rubric], backend: Backe
     for i, ex in enumerate(examples):
         for group in pack_groups(ex.id, len(rubrics), seed, params.pack_size):
             have = {r: kept.get((ex.id, rubrics[r].id)) for r in group}
-            have = {r: rec for r, rec in have.items() if _same_scale(rec, rubrics[r])}
+            have = {r: rec for r, rec in have.items() if _same_scale(rec, rubrics[r].scale)}
             for r, rec in have.items():
                 slots[(i, r)] = rec
             if len(have) < len(group):
@@ -663,19 +724,37 @@ def _probe_packed(examples: list[Example], rubrics: list[Rubric], backend: Backe
 
 
 def _reusable(done: Iterable[ProbeRecord] | None, prompt_hash: str, style: str,
-              estimator: str) -> Mapping[tuple[str, str], ProbeRecord]:
-    """The usable records of ``done`` made with this prompt, style and estimator, by pair."""
+              estimator: str, *, pairwise_hash: str | None = None) -> Mapping[tuple[str, str], ProbeRecord]:
+    """The usable records of ``done`` made with this prompt, style and estimator, by pair (and the
+    pairwise probes made with ``pairwise_hash``, score-only, when given)."""
     out: dict[tuple[str, str], ProbeRecord] = {}
     for rec in done or ():
-        if rec.ok and not rec.call_failed and rec.prompt_hash == prompt_hash and rec.style == style \
-                and rec.estimator == estimator:
-            out[(rec.example_id, rec.rubric_id)] = rec
+        if not rec.ok or rec.call_failed or rec.estimator != estimator:
+            continue
+        if rec.order is not None:
+            if pairwise_hash is None or rec.prompt_hash != pairwise_hash or rec.style != PAIRWISE_STYLE:
+                continue
+        elif rec.prompt_hash != prompt_hash or rec.style != style:
+            continue
+        out[(rec.example_id, rec.rubric_id)] = rec
     return out
 
 
-def _same_scale(rec: ProbeRecord | None, rubric: Rubric) -> bool:
-    return rec is not None and list(rec.answers) == list(rubric.scale.labels) \
-        and [float(v) for v in rec.values] == [float(v) for v in rubric.scale.values]
+def _same_scale(rec: ProbeRecord | None, scale: AnswerScale) -> bool:
+    return rec is not None and list(rec.answers) == list(scale.labels) \
+        and [float(v) for v in rec.values] == [float(v) for v in scale.values]
+
+
+def render_probe_text(example: Example, fields: Sequence[str] | None, max_example_tokens: int | None,
+                      backend: Backend) -> tuple[str, int | None]:
+    """``(text, original token count or None)``: an example as its probes show it (an order example of a
+    pair as the pairwise probe shows it), cut to ``max_example_tokens`` by ``backend``'s tokenizer."""
+    if is_order_example(example):
+        return render_order(example, max_example_tokens, backend.count_tokens, backend.truncate_tokens)
+    if max_example_tokens is not None:
+        return render_example_tokens(example, fields, max_example_tokens, backend.count_tokens,
+                                     backend.truncate_tokens)
+    return render_example(example, fields), None
 
 
 def probe_to_file(

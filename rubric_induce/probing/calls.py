@@ -26,7 +26,6 @@ from rubric_induce.backends.options import CallOptions
 from rubric_induce.core.errors import BackendError, RubricInduceError
 from rubric_induce.core.task import TaskParams
 from rubric_induce.data.model import Example, Rubric
-from rubric_induce.data.render import render_example_tokens
 
 __all__ = ["ProbeCall", "probe_calls", "request_body", "unwrap_backend", "probe_params", "prompt_hashes"]
 
@@ -132,8 +131,8 @@ def probe_calls(
     """Every call :func:`~rubric_induce.probing.api.probe` would make for these arguments, in its
     order (example-major), with cache keys under ``backend``'s identity. Makes no LLM call (the
     backend's tokenizer is used when ``max_example_tokens`` cuts examples)."""
-    from rubric_induce.data.render import render_example
-    from rubric_induce.probing.api import probe_once, prompt_cache_key_for
+    from rubric_induce.probing.api import probe_once, prompt_cache_key_for, render_probe_text
+    from rubric_induce.probing.pairwise import is_order_example
 
     params = probe_params(params, **options)
     examples, rubrics = list(examples), list(rubrics)
@@ -143,7 +142,7 @@ def probe_calls(
         raise RubricInduceError("nothing to probe: no rubrics")
     task = (task or TaskParams()).resolved()
     identity = backend.identity()
-    rendered: dict[str, tuple[str | None, int | None]] = {}
+    rendered: dict[str, tuple[str, int | None]] = {}
     out: list[ProbeCall] = []
     from rubric_induce.core.progress import progress_bar
 
@@ -151,13 +150,14 @@ def probe_calls(
     for ex in examples:
         bar.update()
         if ex.id not in rendered:
-            rendered[ex.id] = ((None, None) if params.max_example_tokens is None else
-                               render_example_tokens(ex, fields, params.max_example_tokens,
-                                                     backend.count_tokens, backend.truncate_tokens))
+            rendered[ex.id] = render_probe_text(ex, fields, params.max_example_tokens, backend)
         text, n_tokens = rendered[ex.id]
         # the routing key the live call sends with prompt_cache_key on (one per text): batch bodies carry it too
-        route = prompt_cache_key_for(render_example(ex, fields) if text is None else text)
+        route = prompt_cache_key_for(text)
         if params.packing == "packed":
+            if is_order_example(ex):
+                raise RubricInduceError("the pairwise probe's order examples cannot be packed; use packing = "
+                                        "\"independent\"")
             from rubric_induce.probing.api import probe_packed_once
             from rubric_induce.probing.packed import pack_groups
 
@@ -176,7 +176,8 @@ def probe_calls(
             rec = _Recorder(backend)
             probe_once(rec, ex, rb, style=params.style, estimator=params.estimator, n_samples=params.samples,
                        temperature=params.temperature, seed=seed, max_analysis_tokens=params.max_analysis_tokens,
-                       fields=fields, task=task, text=text, example_tokens=n_tokens)
+                       fields=fields, task=task, text=text, example_tokens=n_tokens,
+                       pairwise_ties=params.pairwise_ties)
             for method, messages, opts, answers, prefix, dependent in rec.calls:
                 if method == "chat":
                     payload = chat_payload(messages, opts)
@@ -191,15 +192,20 @@ def probe_calls(
     return out
 
 
-def prompt_hashes(style: str, packing: str = "independent") -> dict[str, str]:
-    """``{template name: content hash}`` of the probe template a style (or packed probing) uses (for
-    batch manifests)."""
+def prompt_hashes(style: str, packing: str = "independent", *, pairwise: bool = False) -> dict[str, str]:
+    """``{template name: content hash}`` of the probe template a style (or packed probing) uses, and of
+    the pairwise probe's with ``pairwise`` (for batch manifests)."""
     from rubric_induce.core.templates import load_prompt
     from rubric_induce.probing.api import TEMPLATE_FOR_STYLE
     from rubric_induce.probing.packed import PACKED_TEMPLATE
+    from rubric_induce.probing.pairwise import PAIRWISE_TEMPLATE
 
     tmpl = load_prompt(PACKED_TEMPLATE if packing == "packed" else TEMPLATE_FOR_STYLE[style])
-    return {tmpl.name: tmpl.hash}
+    out = {tmpl.name: tmpl.hash}
+    if pairwise:
+        pair = load_prompt(PAIRWISE_TEMPLATE)
+        out[pair.name] = pair.hash
+    return out
 
 
 def request_body(backend: Backend, call: ProbeCall) -> dict[str, Any]:

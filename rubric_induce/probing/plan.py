@@ -19,7 +19,8 @@ Completion tokens: 1 per answer-logprobs call on a served API (``max_tokens=1``)
 embedded model (it reads the answer row); generated replies (the sampling estimator, the
 analyze-rate style, packed calls) count their ``max_tokens``, an upper bound. A plan of a score-only
 logprobs job also prices the job the other way (``probe.packing`` independent or packed) side by
-side (``ProbePlan.alternative``). The plan refuses, before any
+side (``ProbePlan.alternative``; not for a job with the pairwise probe, which is never packed; its
+order texts, two per pair, are priced like any other text). The plan refuses, before any
 call, a logprobs estimator on a model known to return none (:func:`check_logprobs_support`).
 """
 from __future__ import annotations
@@ -148,6 +149,10 @@ class ProbePlan:
             f"  cost, with caching: {usd(self.cost_usd.get('prompt_caching'))}",
             f"  cost, batch API:    {usd(self.cost_usd.get('batch'))}",
         ]
+        pw = self.params.get("pairwise")
+        if isinstance(pw, dict):
+            lines.append(f"  pairwise probe:     {pw.get('order_texts', 0):>12,}  order texts (two per pair: A shown "
+                         "first, B shown first), among the texts above")
         if self.alternative:
             alt = self.alternative
             c = alt.get("cost_usd") or {}
@@ -315,10 +320,15 @@ def plan_probes(
         shown["packing"] = "packed"
         if p.pack_size is not None:
             shown["pack_size"] = p.pack_size
+    from rubric_induce.probing.pairwise import is_order_example
+
+    n_orders = sum(1 for e in examples if is_order_example(e))
+    if n_orders:  # the pairwise probe's calls: two per (pair, rubric), one per presentation order
+        shown["pairwise"] = {"order_texts": n_orders, "ties": p.pairwise_ties}
     plan = plan_from_calls(calls, backend, cache=cache, prices=prices, params=shown,
                            n_examples=len({e.id for e in examples}), n_rubrics=len({r.id for r in rubrics}),
                            max_analysis_tokens=p.max_analysis_tokens)
-    if compare and p.estimator == "logprobs" and p.style == "score-only":
+    if compare and p.estimator == "logprobs" and p.style == "score-only" and not n_orders:
         # the same job the other way, priced alike (no cache: what it would cost from scratch)
         other = p.replace(packing="independent" if p.packing == "packed" else "packed")
         alt = plan_from_calls(probe_calls(examples, rubrics, backend, other, seed=seed, fields=fields, task=task),

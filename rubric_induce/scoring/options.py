@@ -42,6 +42,9 @@ class ScoringOptions:
     #: "independent" (one call per rubric) or "packed" (the rubrics of a text in one call, ``pack_size`` a call).
     packing: str = "independent"
     pack_size: int | None = None
+    #: The run's pairwise probe settings (``[probe] pairwise`` / ``pairwise_ties``: how compare asks a pair).
+    pairwise: bool = False
+    pairwise_ties: bool = False
 
     def probe_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`rubric_induce.probing.api.probe` for these options."""
@@ -53,6 +56,9 @@ class ScoringOptions:
             out["packing"] = self.packing
             if self.pack_size is not None:
                 out["pack_size"] = self.pack_size
+        if self.pairwise:
+            out["pairwise"] = True
+            out["pairwise_ties"] = self.pairwise_ties
         return out
 
     def calls(self, *, assistant_prefix: bool = False, seed: int = 0) -> list[Any]:
@@ -97,6 +103,8 @@ def resolve_scoring_options(
         fields=tuple(fields) if fields else None,
         packing=str(probe.get("packing", ScoringOptions.packing)),
         pack_size=None if probe.get("pack_size") is None else int(probe["pack_size"]),
+        pairwise=bool(probe.get("pairwise", False)),
+        pairwise_ties=bool(probe.get("pairwise_ties", False)),
     )
     given: dict[str, Any] = {k: v for k, v in {
         "style": style, "estimator": estimator, "n_samples": n_samples, "temperature": temperature,

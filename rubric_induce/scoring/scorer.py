@@ -42,7 +42,7 @@ ARTIFACT_NAME = "artifact.json"
 ARTIFACT_FORMAT = "rubric-induce-scorer"
 ARTIFACT_VERSION = 1
 _PROBE_KEYS = ("style", "estimator", "n_samples", "temperature", "max_analysis_tokens", "max_example_tokens",
-               "packing", "pack_size")
+               "packing", "pack_size", "pairwise", "pairwise_ties")
 
 
 def write_artifact(directory: str | Path, *, rubrics: str, threshold: float | None, label: str | None,
@@ -101,6 +101,7 @@ _ARTIFACT_KEYS: dict[str, tuple[Any, str]] = {
     "backend_options": (_opt(lambda v: isinstance(v, Mapping)), "an object of [backend] options or null"),
     "kind": (lambda v: v in ("pointwise", "pairwise"), "'pointwise' or 'pairwise'"),
     "pairwise_head": (_opt(_is_text), "the name of the Bradley-Terry head file or null"),
+    "pair_feature": (lambda v: v in ("difference", "preference", "both"), "'difference', 'preference' or 'both'"),
 }
 
 
@@ -293,6 +294,8 @@ class RubricScorer:
         self.kind = "pointwise"
         #: A pairwise run's :class:`~rubric_induce.calibration.pairwise.BradleyTerryHead` (used by :meth:`compare`).
         self.pairwise_head = None
+        #: What the head reads of a pair (``[select] pair_feature``): "difference", "preference" or "both".
+        self.pair_feature = "difference"
 
     @property
     def backend(self):
@@ -382,10 +385,14 @@ class RubricScorer:
             from rubric_induce.calibration.pairwise import BradleyTerryHead
 
             head_path = _inside(base, doc["pairwise_head"], doc_path, "pairwise_head")
+            from rubric_induce.selection.pair_features import n_pair_features
+
             pairwise_head = BradleyTerryHead.load(head_path)
-            if pairwise_head.n_features_in_ != len(rubric_set):
-                raise DataError(f"the head weighs {pairwise_head.n_features_in_} rubrics, the set has "
-                                f"{len(rubric_set)}", path=head_path, field="n_features_in")
+            want = n_pair_features(len(rubric_set), doc.get("pair_feature", "difference"))
+            if pairwise_head.n_features_in_ != want:
+                raise DataError(f"the head weighs {pairwise_head.n_features_in_} features, the set's "
+                                f"{len(rubric_set)} rubrics give {want} ({doc.get('pair_feature', 'difference')})",
+                                path=head_path, field="n_features_in")
         scorer = cls(list(rubric_set), threshold=threshold, calibrator=calibrator, question=doc.get("question"),
                      judges=doc.get("judges") or [], score_mode=doc.get("score_mode", "expected"),
                      probe_options=doc.get("probe") or {}, fields=doc.get("fields"), label=doc.get("label"),
@@ -393,6 +400,7 @@ class RubricScorer:
         scorer.backend_options = {**(doc.get("backend_options") or {}), **dict(backend_options or {})}
         scorer.kind = doc.get("kind", "pointwise")
         scorer.pairwise_head = pairwise_head
+        scorer.pair_feature = doc.get("pair_feature", "difference")
         if backend is not None or doc.get("backend"):
             spec = backend if backend is not None else doc["backend"]
             if isinstance(spec, str):
@@ -469,17 +477,26 @@ class RubricScorer:
         """P(A ≻ B): the probability that response ``a`` is preferred to ``b`` (same prompt).
 
         ``a``/``b``: response texts (with ``prompt``), or ``{"prompt", "response"}`` dicts. Each is
-        probed on every selected rubric (pointwise, as the run probed them) and the Bradley-Terry
-        head of a pairwise run turns the rubric score differences into the probability (a tie's
-        probability, where the head learned one, is left out: P(A ≻ B) + P(tie) + P(B ≻ A) = 1).
-        Without a head (an uncalibrated or pointwise run) it is 1, 0.5 or 0 by the sign of the
-        mean signed score difference."""
+        probed on every selected rubric (pointwise, as the run probed them; with a run whose
+        ``[select] pair_feature`` reads the pairwise probe, the pair is also asked in both orders)
+        and the Bradley-Terry head of a pairwise run turns the rubric features into the probability
+        (a tie's probability, where the head learned one, is left out: P(A ≻ B) + P(tie) + P(B ≻ A)
+        = 1). Without a head (an uncalibrated or pointwise run) it is 1, 0.5 or 0 by the sign of the
+        mean signed score difference (or preference margin)."""
         return float(self.compare_pairs([prompt], [a], [b], progress=progress)[0])
 
     def compare_pairs(self, prompts: Sequence[str | None], a: Sequence[str | Mapping[str, Any]],
                       b: Sequence[str | Mapping[str, Any]], *, progress: bool = False) -> np.ndarray:
         """:meth:`compare` for many pairs at once (one probe call batch): P(A ≻ B) per pair."""
-        from rubric_induce.selection.pair_features import signed_units
+        return self.compare_outcomes(prompts, a, b, progress=progress)[:, 0]
+
+    def compare_outcomes(self, prompts: Sequence[str | None], a: Sequence[str | Mapping[str, Any]],
+                         b: Sequence[str | Mapping[str, Any]], *, progress: bool = False) -> np.ndarray:
+        """[pairs, 3]: P(A ≻ B), P(tie), P(B ≻ A) per pair (:meth:`compare_pairs` is the first column).
+        Without a head: (1, 0, 0), (0.5, 0, 0.5) or (0, 0, 1) by the sign of the mean difference."""
+        from rubric_induce.data.pair_examples import order_examples
+        from rubric_induce.data.pairs import Pair
+        from rubric_induce.selection.pair_features import pair_preferences, pair_signal, signed_units
 
         if not len(prompts) == len(a) == len(b):
             raise DataError(f"expected as many prompts as responses, got {len(prompts)}, {len(a)}, {len(b)}",
@@ -488,12 +505,26 @@ class RubricScorer:
         for i, (p, ra, rb) in enumerate(zip(prompts, a, b)):
             for side, r in (("A", ra), ("B", rb)):
                 examples.append(Example(id=f"compare-{i}/{side}", fields=self._pair_fields(p, r, f"{side.lower()}[{i}]")))
-        table = self.probe(examples, progress=progress)
-        x = signed_units(table, self.rubrics, [e.id for e in examples], score=self.score_mode, fill=None)
-        diff = x[0::2] - x[1::2]
+        feature = self.pair_feature
+        pair_ids = [f"compare-{i}" for i in range(len(prompts))]
+        probed = list(examples)
+        if feature != "difference":  # the pairwise probe, in both orders
+            probed += order_examples([Pair(id=pid, prompt=examples[2 * i].fields["prompt"],
+                                           response_a=examples[2 * i].fields["response"],
+                                           response_b=examples[2 * i + 1].fields["response"], preferred="tie")
+                                      for i, pid in enumerate(pair_ids)])
+        table = self.probe(probed, progress=progress)
+        parts = []
+        if feature in ("difference", "both"):
+            x = signed_units(table, self.rubrics, [e.id for e in examples], score=self.score_mode, fill=None)
+            parts.append(x[0::2] - x[1::2])
+        if feature in ("preference", "both"):
+            parts.append(pair_preferences(table, self.rubrics, pair_ids, fill=None))
+        X = parts[0] if len(parts) == 1 else np.hstack(parts)
         if self.pairwise_head is not None:
-            return self.pairwise_head.predict_proba(diff)[:, 0]
-        return 0.5 + 0.5 * np.sign(diff.mean(axis=1))
+            return self.pairwise_head.predict_proba(X)
+        p = 0.5 + 0.5 * np.sign(pair_signal(X, feature).mean(axis=1))
+        return np.stack([p, np.zeros_like(p), 1.0 - p], axis=1)
 
     def _pair_fields(self, prompt: str | None, response: str | Mapping[str, Any], where: str) -> dict[str, str]:
         if isinstance(response, Mapping):
@@ -622,6 +653,12 @@ class RubricScorer:
         scored.units = unit_scores(arr, self.rubrics, example_ids=ids, score=self.score_mode, fill=0.0)
         if self.calibrator is not None:
             scored.cal = self._calibration(arr, ids, judge, aggregate, unseen_judge)
+        if self.has_strength and ids:
+            from rubric_induce.selection.pair_features import signed_units
+
+            # a pairwise run's pointwise reward: each response's Bradley-Terry strength
+            x = signed_units(arr, self.rubrics, ids, score=self.score_mode, fill=0.0)
+            scored.strength = self.pairwise_head.strength(x)
         if answer_check and self.adaptive is not None and ids:
             from rubric_induce.scoring.adaptive import block_rubrics, probe_surprise
 
@@ -784,6 +821,13 @@ class RubricScorer:
                                for j in range(len(rubric_ids))]
             results.append(res)
         return results
+
+    @property
+    def has_strength(self) -> bool:
+        """Whether one response has a Bradley-Terry strength of its own: a pairwise run whose head reads
+        per-response score differences (``pair_feature = "difference"``). A head over the pairwise
+        probe's preference margins needs both responses, so a single response has none."""
+        return self.pairwise_head is not None and self.pair_feature == "difference"
 
     # -- adaptive scoring --------------------------------------------------------------------
     def _require_adaptive(self, aggregate: str = "mean") -> None:
@@ -978,6 +1022,7 @@ class _Scored:
         self.units: np.ndarray | None = None
         self.cal: dict[str, Any] | None = None
         self.surprise: np.ndarray | None = None
+        self.strength: np.ndarray | None = None
         self.confidence: list[float | None] | None = None
         self.answered: list[bool | None] | None = None
 
@@ -1000,6 +1045,10 @@ class _Scored:
                 by_id = {d["rubric_id"]: d for d in res.drivers}
                 for j, r in enumerate(sc.rubrics):
                     by_id[r.id]["prediction_effect"] = float(effects[i, j])
+        if self.strength is not None:
+            for res, v in zip(results, self.strength[start:stop]):
+                if res.netsat is not None:  # every rubric probed (a failed probe leaves it unset, as NetSAT)
+                    res.strength = float(v)
         if self.surprise is not None:
             for res, v in zip(results, self.surprise[start:stop]):
                 res.answer_surprise = float(v) if np.isfinite(v) else None

@@ -113,6 +113,12 @@ class SelectParams(Params):
                                                 "against the preference on more than this share of the training "
                                                 "pairs it decides (the consistency filter; e.g. 0.5: worse than "
                                                 "chance). Unset: no filter.")
+    pair_feature: str = param("difference", choices=("difference", "preference", "both"),
+                              help="Pairwise runs: what a rubric says about a pair, for selection, the "
+                                   "Bradley-Terry head and compare. difference: its pointwise score on A minus "
+                                   "that on B; preference: the pairwise probe's P(A > B) - P(B > A), averaged over "
+                                   "both orders (needs probe.pairwise = true); both: the head weighs the two, "
+                                   "the selector reads their mean.")
     options: dict[str, Any] = param(factory=dict, help="The selector's own parameters (e.g. alpha, cv, score).")
 
     def check(self) -> None:

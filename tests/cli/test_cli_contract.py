@@ -62,6 +62,7 @@ def _input_errors(f) -> dict[str, tuple[list[str], str]]:
         "cache": (["merge", ex, "-o", ex], "one of the inputs"),
         "batch-run": ([ex, "--endpoint", "ftp://127.0.0.1/v1", "-o", str(tmp / "b")], "--endpoint"),
         "calibrate-guarantee": ([f["empty"], "--labels", ex, "--target", "1.5"], "target"),
+        "compare": ([f["empty"], "--pairs", ex], "artifact.json"),
     }
 
 

@@ -1,6 +1,7 @@
 """Hand-off equality: with a run probed with non-default options (``[backend] top_logprobs = 2``, a cap
 that changes the answers when dropped, and ``[probe] max_example_tokens``), every hand-off that scores
-through us reproduces ``rubric-induce score`` on the same texts to 1e-9 (issue 32)."""
+through us reproduces ``rubric-induce score`` on the same texts to 1e-9 (issue 32); for a pairwise run,
+``rubric-induce compare`` (issue 33)."""
 from __future__ import annotations
 
 import asyncio
@@ -152,3 +153,52 @@ def test_dspy_metric_equals_score(capped_run, cli_scores):
     for example, want in zip(scorer.read(texts), cli_scores, strict=True):
         metric = RubricMetric(run, render=lambda ex, pred, text=_text(example): text)  # noqa: B008 (binds this text)
         _same(metric.result(None, None), want)
+
+
+# -- a pairwise run (issue 33, item 6): compare, the promptfoo assertion and the TRL reward on one path ------
+@pytest.fixture(scope="module")
+def capped_pairwise(tmp_path_factory, make_pairwise_artifact):
+    tmp = tmp_path_factory.mktemp("capped-pairwise")
+    run = make_pairwise_artifact(tmp / "run", probe={"max_example_tokens": MAX_TOKENS},
+                                  backend_options={"top_logprobs": TOP_K})
+    long = " ".join(["with plenty of further detail"] * 12)
+    rows = [{"input": "Give 3 tips on sleep.", "output_1": "Keep a schedule, avoid screens, stay cool. " + long,
+             "output_2": "I like turtles. " + long},
+            {"input": "Say hi.", "output_1": "No. " + long, "output_2": "Hi there! " + long}]
+    pairs = tmp / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp / "verdicts.jsonl"
+    from rubric_induce.cli import cli
+
+    res = CliRunner().invoke(cli, ["compare", str(run), "--pairs", str(pairs), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return run, rows, [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def test_pairwise_handoffs_equal_compare(capped_pairwise):
+    """`rubric-induce compare` (top_logprobs 2 and max_example_tokens from the run) = RubricScorer.compare_pairs
+    = the head's P from the promptfoo assertion's strengths = from the TRL reward's strengths, to 1e-9; the
+    cap matters (an uncapped scorer answers otherwise)."""
+    from rubric_induce.handoff.promptfoo import promptfoo_assert
+    from rubric_induce.handoff.trl import trl_reward
+
+    run, rows, cli_rows = capped_pairwise
+    scorer = RubricScorer.load(run, cache=False)
+    prompts, a, b = ([r[k] for r in rows] for k in ("input", "output_1", "output_2"))
+    want = [r["p_a"] for r in cli_rows]
+    assert list(scorer.compare_pairs(prompts, a, b)) == pytest.approx(want, abs=1e-9)
+    head = scorer.pairwise_head
+
+    def p_of(sa, sb):
+        s = sa - sb + head.intercept_
+        return 1.0 / (1.0 + math.exp(-s))  # no ties in the head's training pairs
+
+    reward = trl_reward(run, normalise=False, cache=False)
+    ra, rb = reward(prompts, a), reward(prompts, b)
+    for i, p in enumerate(want):
+        sa = promptfoo_assert(a[i], {"vars": {"prompt": prompts[i]}}, run=run)["namedScores"]["strength"]
+        sb = promptfoo_assert(b[i], {"vars": {"prompt": prompts[i]}}, run=run)["namedScores"]["strength"]
+        assert math.isclose(p_of(sa, sb), p, abs_tol=1e-9)
+        assert math.isclose(p_of(ra[i], rb[i]), p, abs_tol=1e-9)
+    free = RubricScorer.load(run, backend_options={"top_logprobs": 20}, cache=False)
+    assert any(abs(x - y) > 1e-6 for x, y in zip(free.compare_pairs(prompts, a, b), want))

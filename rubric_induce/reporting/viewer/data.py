@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -408,7 +408,9 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
             test_ids = [f"{p}/{side}" for p in pair_ids for side in ("A", "B")]
     test_set = set(test_ids)
     if examples is None:  # ids only, from the probes
-        ids = list(dict.fromkeys(rec.example_id for rec in table.records)) if table is not None else []
+        # (a pairwise probe's records, one per presentation order, belong to the pairs, not to texts)
+        ids = list(dict.fromkeys(rec.example_id for rec in table.records if rec.order is None)) \
+            if table is not None else []
         examples = [Example(id=i, fields={}) for i in ids]
 
     # scores of every text with the run's scorer (NetSAT, calibrated prediction and sd)
@@ -577,7 +579,8 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
         "calibration": files.json("calibration/metrics.json"),
         "feedback": _feedback_summary(files),
         "texts": texts, "notes": notes, "guarantee": guarantee,
-        "pairs": _pairs_view(examples, test_set, scorer, table, notes),
+        "pairs": _pairs_view(examples, test_set, scorer, table, notes, selected_ids),
+        "position_consistency": _position_consistency(files),
         "columns": {"label": y_key, "question": ratings_q, "judges": list(raters)},
     }
 
@@ -586,9 +589,35 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
 MAX_PAIRS = 300
 
 
-def _pairs_view(examples: Sequence[Example], test_set: set, scorer: Any, table: Any, notes: list[str]) -> list:
+def _position_consistency(files: Any) -> dict[str, Any] | None:
+    """The pairwise probe's position consistency over all held-out cells (pairwise_evaluation.json), or None."""
+    pc = _dict(_dict(_dict(files.json("pairwise_evaluation.json")).get("position_consistency")).get("all"))
+    if not pc:
+        return None
+    return {k: _r(pc.get(k), 4) for k in ("n", "consistent", "first_rate", "mean_p_first")}
+
+
+def _verdicts(index: Mapping[tuple[str, str], Any], pair_id: str, rubric_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Per selected rubric, the pairwise probe's P(first shown wins) with A shown first ("ab") and with
+    B shown first ("ba"); [] when the pair has no pairwise probe."""
+    from rubric_induce.data.pair_examples import order_id
+
+    out = []
+    for rid in rubric_ids:
+        row: dict[str, Any] = {"rubric": rid}
+        for order in ("AB", "BA"):
+            rec = index.get((order_id(pair_id, order), rid))
+            row[order.lower()] = _r(rec.expected, 3) if rec is not None and rec.ok and rec.order == order else None
+        if row["ab"] is not None or row["ba"] is not None:
+            out.append(row)
+    return out
+
+
+def _pairs_view(examples: Sequence[Example], test_set: set, scorer: Any, table: Any, notes: list[str],
+                rubric_ids: Sequence[str] = ()) -> list:
     """A pairwise run's pairs (examples ``<pair>/A``, ``<pair>/B``): prompt, both responses, the gold
-    preference and P(A ≻ B) from the run's Bradley-Terry head where it has one; [] otherwise."""
+    preference, P(A ≻ B) from the run's Bradley-Terry head where it has one and, where the run used
+    the pairwise probe, each selected rubric's verdict in both presentation orders; [] otherwise."""
     sides: dict[str, dict[str, Example]] = {}
     for ex in examples:
         meta = ex.meta or {}
@@ -601,9 +630,10 @@ def _pairs_view(examples: Sequence[Example], test_set: set, scorer: Any, table: 
     head = getattr(scorer, "pairwise_head", None)
     if head is not None and table is not None:
         try:
-            from rubric_induce.selection.pair_features import pair_differences
+            from rubric_induce.selection.pair_features import pair_features
 
-            p = head.predict_proba(pair_differences(table, scorer.rubrics, [pid for pid, _ in pairs], fill=None))
+            p = head.predict_proba(pair_features(table, scorer.rubrics, [pid for pid, _ in pairs],
+                                                 getattr(scorer, "pair_feature", "difference"), fill=False))
             probs = {pid: float(v) for (pid, _), v in zip(pairs, p[:, 0])}
         except Exception as exc:  # noqa: BLE001 - a missing probe is a note, not a broken page
             notes.append(f"P(A ≻ B) is not shown: {exc}")
@@ -618,6 +648,10 @@ def _pairs_view(examples: Sequence[Example], test_set: set, scorer: Any, table: 
                     "a": str(a.fields.get("response", ""))[:MAX_TEXT_CHARS],
                     "b": str(b.fields.get("response", ""))[:MAX_TEXT_CHARS],
                     "preferred": preferred, "p_a": _r(probs.get(pid), 3)})
+    if table is not None and rubric_ids and any(rec.order is not None for rec in table.records):
+        index = {(rec.example_id, rec.rubric_id): rec for rec in table.records if rec.order is not None}
+        for row in out:
+            row["verdicts"] = _verdicts(index, row["id"], rubric_ids)
     return out
 
 

@@ -190,3 +190,23 @@ def test_a_fragment_with_bad_percent_encoding_does_not_break_the_page(chromium_p
     for fragment in ("filter=%E0%A4%A", "text=%"):
         _clean(dump_dom(chromium_path, page, fragment))
     assert "No text with id %ZZ" in _main(_clean(dump_dom(chromium_path, page, "text=%ZZ")))
+
+
+def test_pairs_and_their_verdicts_render_as_text(chromium_path, viewer_run, tmp_path):
+    """A pairwise run's pairs side by side with the pairwise probe's verdicts in both orders: hostile
+    prompt, response and rubric id texts show as text, never as markup."""
+    data = build_view_data(viewer_run, allow_outside=True, load_examples=examples_from_recorded_config)
+    evil = '<img src=x onerror="document.title=\'pwned\'">'
+    data["pairs"] = [{"id": f"p{evil}", "split": "test", "prompt": f"prompt {evil}", "a": f"left {evil}",
+                      "b": "right \u202eexe", "preferred": "A", "p_a": 0.7,
+                      "verdicts": [{"rubric": f"r{evil}", "ab": 0.9, "ba": 0.8},
+                                   {"rubric": "r2", "ab": 0.9, "ba": 0.2}]}]
+    data["position_consistency"] = {"n": 2, "consistent": 0.5, "first_rate": 0.75, "mean_p_first": 0.7}
+    page = tmp_path / "pairs.html"
+    page.write_text(render_view(data), encoding="utf-8")
+    main = _main(_clean(dump_dom(chromium_path, page, "summary")))
+    assert "<img" not in main and html.escape(evil, quote=False) in main
+    assert "\u202e" not in main and "\u27e8U+202E\u27e9exe" in main
+    assert "A first → A (0.90) · B first → B (0.80) ✗" in main  # the first shown wins both times
+    assert "r2: A first → A (0.90) · B first → A (0.20) ✓" in main
+    assert "the two orders agree on 50.0%" in main and "75.0% of decided verdicts" in main
