@@ -34,6 +34,21 @@ the table fits in the CPU caches, so 1k runs faster per example than any larger 
 
     python experiments/bench_scoring.py                      # 1k, 10k, 100k
     python experiments/bench_scoring.py --sizes 1000,10000   # quicker
+
+Peak memory (issue 35), ``--memory``: each size is first written to disk under ``--dir`` (a
+scorer artifact with the same rubrics and calibrator, ``probes.jsonl`` written line by line from
+templates of the base probes, ``examples.jsonl``; about 450 bytes a probe, so 9 GB at 1M x 20;
+kept and reused while its ``done`` marker is there), then every step runs in a fresh process
+(``--child``) that reports its wall and CPU seconds and its peak RSS (``ru_maxrss``):
+
+* ``score_probes``: ``rubric-induce score RUN --probes probes.jsonl --out out/cli_scores.jsonl``;
+* ``evaluate``: the run's evaluate stage on every text as held-out
+  (:func:`rubric_induce.evaluation.heldout.evaluate_probes`; where it does not exist, the code
+  before issue 35: ``ProbeTable.load``, ``score_heldout``, ``evaluate``, ``save``), writing
+  ``out/scores.jsonl``, ``evaluation.json``, ``evaluation.md`` and ``test_scores.json``.
+
+    nice -n 10 python experiments/bench_scoring.py --memory --sizes 10000,100000,1000000 \
+        --dir /tmp/bench_scoring --json peak.json
 """
 from __future__ import annotations
 
@@ -145,6 +160,180 @@ def best_of(fn: Callable[[], Any], repeats: int) -> tuple[tuple[float, float], A
     return min(times, key=lambda t: t[1]), out
 
 
+# -- peak memory: one process per (size, step) over a probe table on disk (issue 35) ---------------------
+
+RUN_FILES = ("artifact.json", "selected.jsonl", "calibration", "probes.jsonl", "examples.jsonl")
+
+
+def prepare_run(folder, n: int, rubrics: list[Rubric], base: ProbeTable, cal, *, n_judges: int, failed: float,
+                seed: int) -> None:
+    """A scorer artifact (the selected rubrics, the calibrator) and ``n`` examples with their probe
+    table, written to ``folder``; the probe lines are written straight from templates (never a
+    ProbeTable of ``n`` x rubrics records in memory), so a 1M-text table can be prepared here."""
+    import json
+    from pathlib import Path
+
+    from rubric_induce.calibration.artifacts import save_calibrator
+    from rubric_induce.data import RubricSet
+    from rubric_induce.scoring.scorer import write_artifact
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if (folder / "done").exists():
+        return
+    RubricSet(list(rubrics), {}, threshold=0.0).save(folder / "selected.jsonl")
+    save_calibrator(cal, folder / "calibration")
+    write_artifact(folder, rubrics="selected.jsonl", threshold=0.0, label=QUESTION, label_threshold=None,
+                   score_mode="expected", probe={}, fields=["text"], backend=None, calibration="calibration",
+                   question=QUESTION, judges=list(cal.judges_))
+    rng = np.random.default_rng(seed)
+    rb_ids = [r.id for r in rubrics]
+    base_ids = list(dict.fromkeys(r.example_id for r in base.records))
+    by_base = {(r.example_id, r.rubric_id): r for r in base.records}
+    signs = np.array([r.sign for r in rubrics], dtype=float)
+    arr = base.arrays(base_ids, rb_ids)
+    base_netsat = ((arr.expected - 1.0) * 2.5 * signs).sum(axis=1)
+    marker = "\x00EX\x00"
+
+    def template(rec: ProbeRecord, fail: bool) -> tuple[str, str]:
+        if fail:
+            rec = ProbeRecord(marker, rec.rubric_id, rec.answers, rec.values, [0.0] * len(rec.raw), rec.style,
+                              rec.estimator, rec.prompt_hash, error="synthetic failure")
+        else:
+            rec = ProbeRecord(marker, rec.rubric_id, rec.answers, rec.values, rec.raw, rec.style, rec.estimator,
+                              rec.prompt_hash)
+        head, tail = json.dumps(rec.to_dict(), ensure_ascii=False, allow_nan=False).split(json.dumps(marker))
+        return head, tail
+
+    templates = {(b, rid, f): template(by_base[(b, rid)], f) for b in base_ids for rid in rb_ids for f in (False, True)}
+    judges = [f"judge{k}" for k in range(n_judges)]
+    block = 10_000
+    with open(folder / "probes.jsonl", "w", encoding="utf-8") as probes, \
+            open(folder / "examples.jsonl", "w", encoding="utf-8") as exf:
+        for start in range(0, n, block):
+            m = min(block, n - start)
+            idx = np.arange(start, start + m)
+            src = idx % len(base_ids)
+            noisy = base_netsat[src] + rng.normal(0.0, base_netsat.std(), m)
+            fail = rng.random((m, len(rubrics))) < failed
+            lines, ex_lines = [], []
+            for t in range(m):
+                i = start + t
+                ex_id = f"ex-{i:07d}"
+                yi = float(noisy[t] > 0.0)
+                who = rng.choice(n_judges, size=2, replace=False)
+                flips = rng.random(2) < 0.1
+                ex_lines.append(json.dumps({"id": ex_id, "fields": {"text": f"text {i}"}, "labels": {QUESTION: yi},
+                                            "judgments": [{"judge": judges[k], "labels": {QUESTION: float(abs(yi - f))}}
+                                                          for k, f in zip(who, flips)],
+                                            "group": f"g{i // 4}"}) + "\n")
+                b = base_ids[src[t]]
+                quoted = json.dumps(ex_id)
+                for j, rid in enumerate(rb_ids):
+                    head, tail = templates[(b, rid, bool(fail[t, j]))]
+                    lines.append(head + quoted + tail + "\n")
+            probes.write("".join(lines))
+            exf.write("".join(ex_lines))
+    (folder / "done").write_text(str(n))
+
+
+def _load_examples(path) -> list[Example]:
+    from rubric_induce.data.jsonl import read_jsonl
+
+    return [Example.from_dict(row) for _, row in read_jsonl(path)]
+
+
+def child(step: str, folder: str, bootstrap: int, seed: int) -> dict[str, Any]:
+    """Run one step on a prepared folder in this (fresh) process; wall and CPU seconds and peak RSS."""
+    import resource
+    from pathlib import Path
+
+    folder_p = Path(folder)
+    w0, c0 = time.perf_counter(), time.process_time()
+    if step == "score_probes":  # the CLI: rubric-induce score RUN --probes probes.jsonl --out scores.jsonl
+        from rubric_induce.cli import main as cli_main
+
+        (folder_p / "out").mkdir(exist_ok=True)
+        cli_main(["score", str(folder_p), "--probes", str(folder_p / "probes.jsonl"),
+                  "--out", str(folder_p / "out" / "cli_scores.jsonl")])
+    elif step == "evaluate":  # the run's evaluate stage: score the held-out texts, metrics, write the files
+        from rubric_induce.scoring.scorer import RubricScorer
+
+        examples = _load_examples(folder_p / "examples.jsonl")
+        y = np.array([ex.labels[QUESTION] for ex in examples], dtype=float)
+        scorer = RubricScorer.load(folder_p)
+        rubrics = list(scorer.rubrics)
+        kw = dict(label=QUESTION, threshold=scorer.threshold, binary=True, question=QUESTION, seed=seed,
+                  train_y=y[: min(len(y), 500)], trained_judges=scorer.judges, rubrics=rubrics,
+                  selected=[r.id for r in rubrics])
+        params = EvaluateParams(bootstrap=bootstrap)
+        out = folder_p / "out"
+        try:
+            from rubric_induce.evaluation.heldout import evaluate_probes
+        except ImportError:  # before issue 35: the table in memory, then score_heldout and evaluate
+            from rubric_induce.evaluation.heldout import score_heldout
+
+            table = ProbeTable.load(folder_p / "probes.jsonl")
+            results, judge_results = score_heldout(scorer, table, examples)
+            evaluate(results, examples, y, params, judge_results=judge_results, probes=table, **kw).save(out)
+        else:
+            evaluate_probes(scorer, folder_p / "probes.jsonl", examples, y, params, out=out, **kw)
+    else:
+        raise SystemExit(f"unknown step {step!r}")
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"step": step, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak_kib / 1024}
+
+
+def memory_main(args, sizes: list[int]) -> int:
+    """Prepare each size on disk, then run every step in its own process and report peak RSS."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    root = Path(args.dir)
+    t0 = time.perf_counter()
+    rubrics = make_rubrics(args.rubrics)
+    base = base_probes(rubrics, args.base, args.seed)
+    cal = fit_calibrator(rubrics, base, args.judges, args.seed)
+    for n in sizes:
+        t = time.perf_counter()
+        prepare_run(root / f"n{n}", n, rubrics, base, cal, n_judges=args.judges, failed=args.failed, seed=args.seed)
+        print(f"prepared {n} examples in {root / f'n{n}'} ({time.perf_counter() - t:.0f} s)", file=sys.stderr)
+    print(f"setup: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    steps = [s.strip() for s in (args.steps or "score_probes,evaluate").split(",") if s.strip()]
+    rows = []
+    for n in sizes:
+        for step in steps:
+            cmd = [sys.executable, __file__, "--child", step, "--dir", str(root / f"n{n}"),
+                   "--bootstrap", str(args.bootstrap), "--seed", str(args.seed)]
+            load0 = os.getloadavg()[0]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(proc.stderr[-3000:], file=sys.stderr)
+                rows.append({"n": n, "step": step, "failed": proc.returncode})
+                continue
+            res = json.loads(proc.stdout.strip().splitlines()[-1])
+            res.update(n=n, load_before=load0, load_after=os.getloadavg()[0])
+            rows.append(res)
+            print(json.dumps(res), file=sys.stderr)
+    print(f"Peak RSS and wall time, one process per (size, step): {args.rubrics} rubrics, {args.judges} judges "
+          f"(2 per text), {100 * args.failed:g}% failed probes, bootstrap {args.bootstrap}")
+    print(f"(CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores visible, "
+          f"Python {platform.python_version()}, numpy {np.__version__})\n")
+    print("| texts | probes | step | wall (s) | CPU (s) | peak RSS (MB) | load 1-min before / after |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "failed" in r:
+            print(f"| {r['n']:,} | {r['n'] * args.rubrics:,} | {r['step']} | failed (exit {r['failed']}) | | | |")
+            continue
+        print(f"| {r['n']:,} | {r['n'] * args.rubrics:,} | {r['step']} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | "
+              f"{r['peak_rss_mb']:,.0f} | {r['load_before']:.2f} / {r['load_after']:.2f} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0 if all("failed" not in r for r in rows) else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated numbers of examples")
@@ -160,8 +349,21 @@ def main() -> int:
                     help="check the ratios whose smaller size is at least this")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", default=None, help="comma-separated columns to time (default: all three)")
+    ap.add_argument("--memory", action="store_true",
+                    help="peak RSS mode: prepare each size on disk (--dir), then run each step in its own process")
+    ap.add_argument("--dir", default="/tmp/bench_scoring", help="--memory: folder for the prepared sizes")
+    ap.add_argument("--steps", default=None, help="--memory: comma-separated steps (score_probes, evaluate)")
+    ap.add_argument("--json", default=None, help="--memory: also write the rows to this JSON file")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        import json
+
+        print(json.dumps(child(args.child, args.dir, args.bootstrap, args.seed)))
+        return 0
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if args.memory:
+        return memory_main(args, sizes)
 
     t_setup = time.perf_counter()
     rubrics = make_rubrics(args.rubrics)

@@ -30,7 +30,7 @@ from rubric_induce.cli.selective import guarantee_options, guarantee_summary, se
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.mapping import MAPPING_FORMATS
 
-__all__ = ["command", "input_mapping", "write_rows", "out_format"]
+__all__ = ["command", "input_mapping", "write_rows", "out_format", "RowWriter"]
 
 
 def input_mapping(scorer, fmt: str | None, id_field: str | None, text_field: str | None,
@@ -89,33 +89,96 @@ def _cell(value: Any) -> Any:
     return value
 
 
+class RowWriter:
+    """Rows written one at a time as ``--out``'s suffix says (see :func:`write_rows`), so that no list
+    of every row is held: JSONL and a JSON array are written as they come, into a temporary file
+    that :meth:`close` renames to ``--out`` (:meth:`abort` removes it: a failed run leaves no half
+    file); CSV / TSV rows go to a spool file first (the header is every key of every row), then
+    into the table. Without ``--out``: JSON Lines on stdout, as they come."""
+
+    def __init__(self, out_path: Path | None) -> None:
+        import tempfile
+
+        self.out_path, self.fmt, self.n = out_path, out_format(out_path), 0
+        self._columns: dict[str, None] = {}
+        self._tmp: Path | None = None
+        if out_path is None:
+            self._sink = sys.stdout
+            return
+        fd, tmp = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".tmp", dir=out_path.parent)
+        self._tmp = Path(tmp)
+        self._sink = open(fd, "w+" if self.fmt in ("csv", "tsv") else "w", encoding="utf-8")
+
+    def write(self, row: dict[str, Any]) -> None:
+        if self.fmt in ("csv", "tsv"):  # spooled as JSON lines; the columns are known at the end
+            self._columns.update(dict.fromkeys(row))
+            self._sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+        elif self.fmt == "json":  # as json.dump(rows, indent=1) writes the list, one item at a time
+            item = json.dumps(row, ensure_ascii=False, indent=1).replace("\n", "\n ")
+            self._sink.write(("[\n " if self.n == 0 else ",\n ") + item)
+        else:
+            self._sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self.n += 1
+
+    def close(self) -> None:
+        """Finish the file and put it in place."""
+        if self._tmp is None:
+            return
+        import os
+
+        try:
+            if self.fmt in ("csv", "tsv"):
+                import csv
+
+                self._sink.seek(0)
+                columns = list(self._columns)
+                with self.out_path.open("w", encoding="utf-8", newline="") as sink:
+                    writer = csv.writer(sink, delimiter="," if self.fmt == "csv" else "\t")
+                    writer.writerow(columns)
+                    for line in self._sink:
+                        row = json.loads(line)
+                        writer.writerow([_cell(row.get(c)) for c in columns])
+                self.abort()
+                return
+            if self.fmt == "json":
+                self._sink.write("[]\n" if self.n == 0 else "\n]\n")
+            self._sink.close()
+            os.replace(self._tmp, self.out_path)
+            self._tmp = None
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Drop what was written (nothing reaches ``--out``)."""
+        if self._tmp is None:
+            return
+        self._sink.close()
+        self._tmp.unlink(missing_ok=True)
+        self._tmp = None
+
+
 def write_rows(rows, out_path: Path | None) -> None:
     """Write the rows as ``--out``'s suffix says (.csv/.tsv: one line per text, nested values as JSON
     text; .json: an array; else JSONL), or JSONL on stdout."""
-    fmt = out_format(out_path)
-    if fmt in ("csv", "tsv"):
-        import csv
-
-        rows = list(rows)
-        columns = list(dict.fromkeys(k for row in rows for k in row))
-        with out_path.open("w", encoding="utf-8", newline="") as sink:
-            writer = csv.writer(sink, delimiter="," if fmt == "csv" else "\t")
-            writer.writerow(columns)
-            for row in rows:
-                writer.writerow([_cell(row.get(c)) for c in columns])
-        return
-    if fmt == "json":
-        with out_path.open("w", encoding="utf-8") as sink:
-            json.dump(list(rows), sink, ensure_ascii=False, indent=1)
-            sink.write("\n")
-        return
-    sink = out_path.open("w", encoding="utf-8") if out_path else sys.stdout
+    writer = RowWriter(out_path)
     try:
         for row in rows:
-            sink.write(json.dumps(row, ensure_ascii=False) + "\n")
-    finally:
-        if out_path:
-            sink.close()
+            writer.write(row)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close()
+
+
+class _Tally:
+    """What the summary lines after scoring read from a result, kept once its row is written."""
+
+    __slots__ = ("prediction", "answer_surprise", "asked", "calls_saved", "answered", "label")
+
+    def __init__(self, res) -> None:
+        self.prediction, self.answer_surprise, self.label = res.prediction, res.answer_surprise, res.label
+        self.asked, self.calls_saved, self.answered = res.asked, res.calls_saved, res.answered
 
 
 @click.command("score")
@@ -226,13 +289,16 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
 
     given = backend_options_given(backend_opts) or None  # checked against the backend's kind in load
     scorer = RubricScorer.load(artifact, backend=backend_spec, cache=cache_path, backend_options=given)
+    results: list[_Tally] = []  # the rows go to the file chunk by chunk; the summaries read these
     try:
         if probes_path is not None:
-            table = ProbeTable.load(probes_path)
-            ids = sorted({r.example_id for r in table.records})
-            results = scorer.score_probes(table, ids, judge=who, aggregate=aggregate, adaptive=adaptive,
-                                          budget=budget, stop_at=stop_at, outcomes=outcomes or "both",
-                                          answer_check=answer_check, guarantee=wanted)
+            if adaptive:
+                scorer._require_adaptive(aggregate)  # before reading the table
+            store = ProbeTable.scan(probes_path, [r.id for r in scorer.rubrics])  # arrays, not records
+            chunks = scorer.iter_score_probes(store, sorted(store.example_ids), judge=who, aggregate=aggregate,
+                                              adaptive=adaptive, budget=budget, stop_at=stop_at,
+                                              outcomes=outcomes or "both", answer_check=answer_check,
+                                              guarantee=wanted)
         else:
             if adaptive:
                 scorer._require_adaptive(aggregate)  # before reading texts or opening the backend
@@ -245,16 +311,24 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
                 raise DataError(f"{exc.message}; {PAIRWISE_HINT}", path=exc.path, line=exc.line,
                                 field=exc.field) from None
             _say_endpoint(scorer)
-            try:
-                results = scorer.score(examples, judge=who, aggregate=aggregate, progress=show_progress(progress),
+            chunks = scorer.iter_score(examples, judge=who, aggregate=aggregate, progress=show_progress(progress),
                                        adaptive=adaptive, budget=budget, stop_at=stop_at,
-                                       outcomes=outcomes or "both", answer_check=answer_check,
-                                       guarantee=wanted)
-            finally:
+                                       outcomes=outcomes or "both", answer_check=answer_check, guarantee=wanted)
+        writer = RowWriter(out_path)
+        try:
+            for chunk in chunks:
+                for res in chunk:
+                    writer.write(res.to_dict())
+                    results.append(_Tally(res))
+        except BaseException:
+            writer.abort()
+            raise
+        finally:
+            if probes_path is None:
                 _say_faults(scorer)
+        writer.close()
     finally:
         scorer.close()
-    write_rows((r.to_dict() for r in results), out_path)
     if scorer.kind == "pairwise":
         echo("pairwise run: each row's strength is the response's Bradley-Terry strength, its reward (P(A > B) grows "
              "with strength(A) - strength(B)); for P(A > B) of pairs: rubric-induce compare RUN --pairs FILE"

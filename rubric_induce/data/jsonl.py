@@ -16,7 +16,7 @@ from typing import Any
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.textfiles import decode_text, not_utf8, open_binary, read_table_file, read_text
 
-__all__ = ["read_jsonl", "read_text", "read_table_file", "decode_text", "write_jsonl", "append_jsonl", "read_json", "write_json", "atomic_write_text", "jsonable"]
+__all__ = ["read_jsonl", "read_text", "read_table_file", "decode_text", "write_jsonl", "append_jsonl", "read_json", "write_json", "atomic_write_text", "atomic_write_lines", "JsonArrayWriter", "jsonable"]
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -78,12 +78,75 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return path
 
 
+def atomic_write_lines(path: str | Path, lines: Iterable[str]) -> Path:
+    """:func:`atomic_write_text` of the text ``"".join(lines)``, written piece by piece (never the
+    whole text in memory): through a temporary file in the same folder, then a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            for line in lines:
+                fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+class JsonArrayWriter:
+    """A JSON array written one item at a time, the same text as :func:`write_json` of the whole
+    list (``indent`` 2): into a temporary file that :meth:`close` renames to ``path`` (:meth:`abort`,
+    or an error inside a ``with`` block, removes it)."""
+
+    def __init__(self, path: str | Path, indent: int = 2) -> None:
+        self.path, self.n, self._pad = Path(path), 0, " " * indent
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        self._tmp, self._fh = Path(tmp), os.fdopen(fd, "w", encoding="utf-8")
+        self.indent = indent
+
+    def write(self, obj: Any) -> None:
+        text = json.dumps(obj, ensure_ascii=False, indent=self.indent, allow_nan=False)
+        self._fh.write(("[\n" if self.n == 0 else ",\n") + self._pad + text.replace("\n", "\n" + self._pad))
+        self.n += 1
+
+    def close(self) -> Path:
+        self._fh.write("[]\n" if self.n == 0 else "\n]\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        os.replace(self._tmp, self.path)
+        return self.path
+
+    def abort(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+        self._tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> JsonArrayWriter:
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, sort_keys=False, allow_nan=False)
 
 
 def write_jsonl(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> Path:
-    return atomic_write_text(path, "".join(_dumps(dict(r)) + "\n" for r in rows))
+    """One JSON object per line, written row by row (an iterator of rows is never held whole)."""
+    return atomic_write_lines(path, (_dumps(dict(r)) + "\n" for r in rows))
 
 
 def append_jsonl(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:

@@ -6,7 +6,7 @@ data layer so that readers need not import the probing stage.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from rubric_induce.core.errors import DataError
 from rubric_induce.data.jsonl import read_json, read_jsonl, write_json, write_jsonl
 from rubric_induce.data.model import manifest_path
 
-__all__ = ["ProbeRecord", "ProbeArrays", "ProbeTable", "probe_health_markdown"]
+__all__ = ["ProbeRecord", "ProbeArrays", "ProbeTable", "ProbeStore", "probe_health_markdown"]
 
 
 @dataclass
@@ -330,17 +330,204 @@ class ProbeTable:
 
     @classmethod
     def load(cls, path: str | Path) -> ProbeTable:
-        records = []
-        for line_no, row in read_jsonl(path):
-            try:
-                records.append(ProbeRecord.from_dict(row))
-            except KeyError as exc:
-                raise DataError("missing required field", path=path, line=line_no,
-                                field=str(exc.args[0])) from None
-            except (TypeError, ValueError) as exc:
-                raise DataError(f"invalid probe record: {exc}", path=path, line=line_no) from None
+        records = list(iter_records(path))
         mpath = manifest_path(path)
         return cls(records, read_json(mpath) if mpath.exists() else {})
+
+    @classmethod
+    def scan(cls, path: str | Path, rubric_ids: Sequence[str], example_ids: Sequence[str] | None = None, *,
+             on_record: Any = None) -> ProbeStore:
+        """The probes of ``rubric_ids`` in the file at ``path``, read line by line into a
+        :class:`ProbeStore` (per-cell arrays, never a record object per line kept): the same
+        :meth:`ProbeStore.arrays` as ``ProbeTable.load(path).arrays(ids, rubric_ids)`` at a fraction
+        of the memory. ``example_ids``: keep only these examples (default: every example in the
+        file). ``on_record(record)`` is called with every record read (all rubrics and examples),
+        for statistics over the whole table. Errors name the file and line as :meth:`load` does.
+        """
+        return ProbeStore.read(path, rubric_ids, example_ids, on_record=on_record)
+
+
+def iter_records(path: str | Path):
+    """The records of a probe table file, one at a time; a bad line is a DataError naming it."""
+    for _, rec in _numbered_records(path):
+        yield rec
+
+
+def _numbered_records(path: str | Path):
+    for line_no, row in read_jsonl(path):
+        try:
+            yield line_no, ProbeRecord.from_dict(row)
+        except KeyError as exc:
+            raise DataError("missing required field", path=path, line=line_no,
+                            field=str(exc.args[0])) from None
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"invalid probe record: {exc}", path=path, line=line_no) from None
+
+
+class ProbeStore:
+    """The probes of some rubrics on many examples, held as arrays (one cell per (example, rubric)).
+
+    What :meth:`ProbeTable.arrays` reads from the records, kept without the records: per cell the
+    last record's unnormalised answer probabilities (``raw``, zero-padded to the widest scale in
+    the file), its answer values (an index into the distinct scales seen) and whether it was read
+    (``ok``). About 8 bytes per answer per cell, against about 1.2 KB per :class:`ProbeRecord`, so
+    a million texts x 20 rubrics fit in memory; :meth:`arrays` gives the :class:`ProbeArrays` of
+    any rows (a chunk of texts at a time), equal to ``table.arrays(ids, rubric_ids)``.
+
+    ``example_ids``: the examples held, in the order first seen in the file (or as asked for);
+    ``meta``: the table's manifest; ``n_records``: lines read.
+    """
+
+    _CHUNK = 1 << 15  # records buffered before they are written into the arrays
+
+    def __init__(self, rubric_ids: Sequence[str], example_ids: Sequence[str] = (), meta: Mapping[str, Any] | None = None,
+                 *, fixed: bool = False) -> None:
+        self.rubric_ids = list(rubric_ids)
+        self._col: dict[str, int] = {}
+        for r in self.rubric_ids:
+            self._col.setdefault(r, len(self._col))
+        self.example_ids: list[str] = []
+        self._row: dict[str, int] = {}
+        for e in example_ids:
+            if e not in self._row:
+                self._row[e] = len(self.example_ids)
+                self.example_ids.append(e)
+        self._fixed = fixed  # only the given examples are held
+        self.meta = dict(meta or {})
+        self.n_records = 0
+        self.k = 1  # widest scale of any record in the file (as ProbeTable.arrays pads)
+        self._scales: dict[tuple[float, ...], int] = {}
+        self._scale_list: list[tuple[float, ...]] = []
+        n = max(len(self.example_ids), 16)
+        n_r = len(self._col)
+        self._raw = np.zeros((n, n_r, 1))
+        self._scale = np.full((n, n_r), -1, dtype=np.int32)  # -1: no record for the cell
+        self._ok = np.zeros((n, n_r), dtype=bool)
+        self._buffer: list[tuple[int, int, int, bool, list[float]]] = []
+
+    @classmethod
+    def read(cls, path: str | Path, rubric_ids: Sequence[str], example_ids: Sequence[str] | None = None, *,
+             on_record: Any = None) -> ProbeStore:
+        """See :meth:`ProbeTable.scan`."""
+        mpath = manifest_path(path)
+        store = cls(rubric_ids, example_ids or (), read_json(mpath) if mpath.exists() else {},
+                    fixed=example_ids is not None)
+        for line_no, rec in _numbered_records(path):
+            try:
+                store.add(rec)
+            except ValueError as exc:
+                raise DataError(f"invalid probe record: {exc}", path=path, line=line_no) from None
+            if on_record is not None:
+                on_record(rec)
+        store.flush()
+        return store
+
+    @classmethod
+    def from_records(cls, records: Iterable[ProbeRecord], rubric_ids: Sequence[str],
+                     example_ids: Sequence[str] | None = None) -> ProbeStore:
+        store = cls(rubric_ids, example_ids or (), fixed=example_ids is not None)
+        for rec in records:
+            store.add(rec)
+        store.flush()
+        return store
+
+    def __len__(self) -> int:
+        return len(self.example_ids)
+
+    def add(self, rec: ProbeRecord) -> None:
+        """Take one record (a later record of the same cell replaces an earlier one)."""
+        self.n_records += 1
+        n = len(rec.answers)
+        if n > self.k:
+            self.k = n
+        i = self._row.get(rec.example_id)
+        if i is None:
+            if self._fixed:
+                return
+            # every example in the file is held, also one with no probe of these rubrics (all absent)
+            i = self._row[rec.example_id] = len(self.example_ids)
+            self.example_ids.append(rec.example_id)
+        j = self._col.get(rec.rubric_id)
+        if j is None:
+            return
+        values = tuple(rec.values)
+        s = self._scales.get(values)
+        if s is None:
+            s = self._scales[values] = len(self._scale_list)
+            self._scale_list.append(values)
+        if len(rec.raw) != n or len(values) != n:
+            raise ValueError(f"record ({rec.example_id}, {rec.rubric_id}) has {n} answers, {len(rec.values)} values "
+                             f"and {len(rec.raw)} probabilities")
+        self._buffer.append((i, j, s, rec.ok, rec.raw))
+        if len(self._buffer) >= self._CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered records into the arrays (grown as needed)."""
+        buf, self._buffer = self._buffer, []
+        rows_needed = len(self.example_ids)
+        if rows_needed > self._raw.shape[0] or self.k > self._raw.shape[2]:
+            n = max(self._raw.shape[0], rows_needed)
+            if rows_needed > self._raw.shape[0]:
+                n = max(rows_needed, 2 * self._raw.shape[0])
+            raw = np.zeros((n, self._raw.shape[1], self.k))
+            raw[: self._raw.shape[0], :, : self._raw.shape[2]] = self._raw
+            scale = np.full((n, self._scale.shape[1]), -1, dtype=np.int32)
+            scale[: self._scale.shape[0]] = self._scale
+            ok = np.zeros((n, self._ok.shape[1]), dtype=bool)
+            ok[: self._ok.shape[0]] = self._ok
+            self._raw, self._scale, self._ok = raw, scale, ok
+        if not buf:
+            return
+        n_r = self._raw.shape[1]
+        cells = np.fromiter((i * n_r + j for i, j, _, _, _ in buf), dtype=np.int64, count=len(buf))
+        # the last record of each cell: unique over the reversed order keeps the last occurrence
+        _, first_rev = np.unique(cells[::-1], return_index=True)
+        keep = np.sort(len(buf) - 1 - first_rev)
+        kept = [buf[t] for t in keep.tolist()]
+        where = cells[keep]
+        flat_raw = self._raw.reshape(-1, self._raw.shape[2])
+        flat_raw[where] = 0.0
+        sizes = np.fromiter((len(b[4]) for b in kept), dtype=np.int64, count=len(kept))
+        for n in np.unique(sizes).tolist():
+            pick = np.flatnonzero(sizes == n)
+            flat_raw[where[pick], :n] = np.array([kept[t][4] for t in pick.tolist()], dtype=float).reshape(len(pick), n)
+        self._scale.reshape(-1)[where] = np.fromiter((b[2] for b in kept), dtype=np.int32, count=len(kept))
+        self._ok.reshape(-1)[where] = np.fromiter((b[3] for b in kept), dtype=bool, count=len(kept))
+
+    def arrays(self, example_ids: Sequence[str] | None = None) -> ProbeArrays:
+        """The :class:`ProbeArrays` of ``example_ids`` (default: all held) x the store's rubrics,
+        equal to ``ProbeTable.arrays(example_ids, rubric_ids)`` on the table that was read. An id
+        not held reads as an absent probe."""
+        if self._buffer:
+            self.flush()
+        ex_ids = list(example_ids) if example_ids is not None else list(self.example_ids)
+        rows = np.array([self._row.get(e, -1) for e in ex_ids], dtype=np.int64)
+        cols = np.array([self._col[r] for r in self.rubric_ids], dtype=np.int64)
+        k = self.k
+        absent = rows < 0
+        safe = np.where(absent, 0, rows)
+        raw = self._raw[np.ix_(safe, cols)]
+        if raw.shape[2] < k:
+            raw = np.concatenate([raw, np.zeros((*raw.shape[:2], k - raw.shape[2]))], axis=2)
+        scale = self._scale[np.ix_(safe, cols)]
+        ok = self._ok[np.ix_(safe, cols)]
+        if absent.any():
+            raw[absent] = 0.0
+            scale[absent] = -1
+            ok[absent] = False
+        table = np.zeros((len(self._scale_list) + 1, k))
+        lens = np.zeros(len(self._scale_list) + 1, dtype=np.int64)
+        for s, vals in enumerate(self._scale_list):
+            table[s, : len(vals)] = vals
+            lens[s] = len(vals)
+        values = table[scale]  # scale -1 picks the last row: zeros, no answers
+        mask = np.arange(k)[None, None, :] < lens[scale][..., None]
+        mass = raw.sum(axis=2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            probs = np.where(mass[..., None] > 0, raw / mass[..., None], 0.0)
+            expected = np.where(ok, (probs * values).sum(axis=2), np.nan)
+        return ProbeArrays(ex_ids, list(self.rubric_ids), raw, probs, mass, expected, ok, mask)
 
 
 def probe_health_markdown(health: Mapping[str, Mapping[str, int]], n_examples: int | None = None) -> str:

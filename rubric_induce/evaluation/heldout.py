@@ -22,8 +22,8 @@ from rubric_induce.evaluation.baselines import beats, constant_baseline, majorit
 from rubric_induce.evaluation.score_table import ScoreRow
 from rubric_induce.probing.checks import LOW_MASS, NEAR_CONSTANT_SD
 
-__all__ = ["EvaluateParams", "EvaluationResult", "evaluate", "score_heldout", "human_value", "binary_aspect",
-           "constant_warning"]
+__all__ = ["EvaluateParams", "EvaluationResult", "evaluate", "evaluate_probes", "score_heldout", "score_columns",
+           "ScoredColumns", "human_value", "binary_aspect", "constant_warning"]
 
 
 @dataclass(frozen=True)
@@ -56,10 +56,13 @@ def human_value(ex: Example, question: str) -> float:
 class EvaluationResult:
     """Held-out score rows, headline metrics and their markdown."""
 
-    rows: list[ScoreRow]
+    rows: Sequence[ScoreRow]
     summary: dict[str, Any]
     markdown: str
     results: list[ScoreResult] = field(default_factory=list)
+    #: ``test_scores.json`` already written while scoring (:func:`evaluate_probes`): ``results`` is
+    #: then empty and :meth:`save` leaves that file as it is.
+    results_file: Path | None = None
 
     def brief(self) -> dict[str, Any]:
         """The summary without the long lists (every judge's row, every near-constant rubric), for
@@ -80,9 +83,101 @@ class EvaluationResult:
 
         out = Path(out)
         paths = [write_scores(out / "scores.jsonl", self.rows), write_json(out / "evaluation.json", jsonable(self.summary)),
-                 atomic_write_text(out / "evaluation.md", self.markdown),
-                 write_json(out / "test_scores.json", [r.to_dict() for r in self.results])]
+                 atomic_write_text(out / "evaluation.md", self.markdown)]
+        if self.results_file is not None and Path(self.results_file).resolve() == (out / "test_scores.json").resolve():
+            paths.append(out / "test_scores.json")
+        elif self.results_file is not None:
+            import shutil
+
+            paths.append(shutil.copyfile(self.results_file, out / "test_scores.json"))
+        else:
+            paths.append(write_json(out / "test_scores.json", [r.to_dict() for r in self.results]))
         return [Path(p) for p in paths]
+
+
+class ScoredColumns:
+    """What :func:`evaluate` reads from the scored texts, one array entry per text: NetSAT (NaN: none),
+    the threshold, the calibrated prediction (NaN: none), its distribution and scale, and the answer
+    surprise. About 150 bytes a text against about 17 KB a :class:`ScoreResult`: the evaluate stage
+    keeps these and writes the results themselves to ``test_scores.json`` as they come.
+    Filled chunk by chunk (:meth:`add`), read after :meth:`finish`."""
+
+    def __init__(self) -> None:
+        self._parts: list[dict[str, Any]] = []
+        self.n = 0
+
+    @classmethod
+    def from_results(cls, results: Sequence[ScoreResult]) -> ScoredColumns:
+        cols = cls()
+        cols.add(results)
+        return cols.finish()
+
+    def add(self, results: Sequence[ScoreResult]) -> None:
+        m = len(results)
+
+        def floats(get) -> np.ndarray:
+            return np.array([np.nan if (v := get(r)) is None else float(v) for r in results], dtype=float).reshape(m)
+
+        def ragged(get) -> tuple[np.ndarray, np.ndarray]:
+            vals = [get(r) for r in results]
+            lens = np.array([-1 if v is None else len(v) for v in vals], dtype=np.int64).reshape(m)
+            width = int(max(lens.max(initial=0), 0))
+            out = np.full((m, width), np.nan)
+            for i, v in enumerate(vals):
+                if v:
+                    out[i, : len(v)] = [float(x) for x in v]
+            return out, lens
+
+        proba, proba_len = ragged(lambda r: r.proba)
+        scale, scale_len = ragged(lambda r: r.scale)
+        surprise = [getattr(r, "answer_surprise", None) for r in results]
+        self._parts.append({
+            "netsat": floats(lambda r: r.netsat), "threshold": floats(lambda r: r.threshold),
+            "prediction": floats(lambda r: r.prediction), "proba": proba, "proba_len": proba_len,
+            "scale": scale, "scale_len": scale_len,
+            "surprise": np.array([np.nan if v is None else float(v) for v in surprise], dtype=float).reshape(m),
+            "surprise_set": np.array([v is not None for v in surprise], dtype=bool).reshape(m)})
+        self.n += m
+
+    def finish(self) -> ScoredColumns:
+        parts, self._parts = self._parts, []
+        for key in ("netsat", "threshold", "prediction", "proba_len", "scale_len", "surprise", "surprise_set"):
+            setattr(self, key, np.concatenate([p[key] for p in parts]) if parts else
+                    np.zeros(0, dtype=bool if key == "surprise_set" else np.int64 if key.endswith("_len") else float))
+        for key in ("proba", "scale"):
+            width = max((p[key].shape[1] for p in parts), default=0)
+            setattr(self, key, np.concatenate([np.pad(p[key], ((0, 0), (0, width - p[key].shape[1])),
+                                                      constant_values=np.nan) for p in parts])
+                    if parts else np.zeros((0, 0)))
+        return self
+
+    def __len__(self) -> int:
+        return self.n
+
+    def vector(self, key: str, i: int) -> list[float] | None:
+        """Text ``i``'s ``proba`` or ``scale`` as the result held it (None: none)."""
+        n = int(getattr(self, f"{key}_len")[i])
+        return None if n < 0 else getattr(self, key)[i, :n].tolist()
+
+
+def _value(v: float) -> float | None:
+    return None if np.isnan(v) else float(v)
+
+
+class _Rows(Sequence):
+    """The held-out score rows, made when read (a list of every row of a million texts is gigabytes)."""
+
+    def __init__(self, make, n: int) -> None:
+        self._make, self._n = make, n
+
+    def __iter__(self):
+        return iter(self._make())
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        return list(self._make())[i]
 
 
 def score_heldout(scorer: Any, probes: ProbeTable, examples: Sequence[Example]
@@ -117,6 +212,81 @@ def score_heldout(scorer: Any, probes: ProbeTable, examples: Sequence[Example]
     return results, judge_results
 
 
+def score_columns(scorer: Any, probes: Any, examples: Sequence[Example], *, on_result: Any = None,
+                  chunk_size: int | None = None) -> tuple[ScoredColumns, dict[str, np.ndarray] | None]:
+    """:func:`score_heldout` keeping only what :func:`evaluate` reads.
+
+    ``probes``: the :class:`~rubric_induce.data.probes.ProbeArrays` (or the
+    :class:`~rubric_induce.data.probes.ProbeStore`) of the examples' probes. The results are made
+    a chunk of ``chunk_size`` texts at a time (:meth:`RubricScorer.iter_score_probes`), each handed
+    to ``on_result`` (the evaluate stage writes it to ``test_scores.json``) and kept as
+    :class:`ScoredColumns`; each judge's predictions (calibrated runs; None otherwise) are one
+    array per judge (NaN where the judge did not rate the text), predicted as
+    :func:`score_heldout` predicts them. The same numbers as :func:`score_heldout`, in memory
+    that grows by about 150 bytes a text beyond the probe arrays.
+    """
+    from rubric_induce.data.probes import ProbeStore
+    from rubric_induce.evaluation.judges import judge_ratings
+
+    examples = list(examples)
+    ids = [ex.id for ex in examples]
+    arr = probes.arrays(ids) if isinstance(probes, ProbeStore) else probes
+    cols = ScoredColumns()
+    for chunk in scorer.iter_score_probes(arr, examples, chunk_size=chunk_size):
+        if on_result is not None:
+            for res in chunk:
+                on_result(res)
+        cols.add(chunk)
+    if scorer.calibrator is None:
+        return cols.finish(), None
+    judges, ratings = judge_ratings(examples, scorer.question)
+    judge_pred: dict[str, np.ndarray] = {}
+    for k, name in enumerate(judges):  # only the texts this judge rated (many raters, few texts each)
+        rated = np.flatnonzero(np.isfinite(ratings[:, k]))
+        pred = np.full(len(examples), np.nan)
+        # a held-out judge the calibrator has not seen is predicted with the shared weights
+        pred[rated] = scorer.predict_probes(arr, [ids[i] for i in rated.tolist()], judge=name, unseen_judge="shared")
+        judge_pred[name] = pred
+    return cols.finish(), judge_pred
+
+
+def evaluate_probes(scorer: Any, probes: ProbeTable | str | Path, examples: Sequence[Example], y: np.ndarray,
+                    params: EvaluateParams | None = None, *, out: str | Path, chunk_size: int | None = None,
+                    **options: Any) -> EvaluationResult:
+    """The evaluate stage in bounded memory: :func:`score_heldout`, :func:`evaluate` and
+    :meth:`EvaluationResult.save` into ``out``, with the same files and numbers, reading the probe
+    table (``probes``: its path, or a ``ProbeTable``) line by line and scoring the held-out
+    ``examples`` a chunk at a time: the results go to ``test_scores.json`` as they come, the
+    metrics (bootstrap included) run over per-text arrays, and the score rows are written one by
+    one. ``options``: the keyword arguments of :func:`evaluate` (``label``, ``threshold``, ...;
+    not ``judge_results`` nor ``probes``)."""
+    from rubric_induce.data.jsonl import JsonArrayWriter
+    from rubric_induce.data.probes import ProbeStore
+    from rubric_induce.probing.checks import ProbeStats
+
+    examples = list(examples)
+    ids = [ex.id for ex in examples]
+    rubric_ids = [r.id for r in scorer.rubrics]
+    stats = ProbeStats()  # the probe checks read every record of the table, held-out or not
+    if isinstance(probes, ProbeTable):
+        for rec in probes.records:
+            stats.add(rec)
+        store = ProbeStore.from_records(probes.records, rubric_ids, ids)
+    else:
+        store = ProbeTable.scan(probes, rubric_ids, ids, on_record=stats.add)
+    arrays = store.arrays(ids)  # the held-out probes as arrays; the store's copy goes
+    del store
+    out = Path(out)
+    with JsonArrayWriter(out / "test_scores.json") as writer:
+        cols, judge_pred = score_columns(scorer, arrays, examples, chunk_size=chunk_size,
+                                         on_result=lambda res: writer.write(res.to_dict()))
+    del arrays
+    result = evaluate(cols, examples, y, params, judge_results=judge_pred, probes=stats, **options)
+    result.results_file = out / "test_scores.json"
+    result.save(out)
+    return result
+
+
 def constant_warning(pred: Sequence[float | None], what: str) -> str | None:
     """A warning when calibrated predictions are one value for every text (two or more): such a
     prediction has no correlation with anything (n/a), whatever float noise says. None otherwise."""
@@ -147,7 +317,7 @@ def _num(v: float | None) -> str:
 
 
 def evaluate(
-    results: Sequence[ScoreResult],
+    results: Sequence[ScoreResult] | ScoredColumns,
     examples: Sequence[Example],
     y: np.ndarray,
     params: EvaluateParams | None = None,
@@ -160,9 +330,9 @@ def evaluate(
     label_threshold: float | None = None,
     train: Sequence[Example] = (),
     train_y: np.ndarray | None = None,
-    judge_results: Mapping[str, Sequence[ScoreResult | None]] | None = None,
+    judge_results: Mapping[str, Sequence[ScoreResult | None] | np.ndarray] | None = None,
     trained_judges: Sequence[str] = (),
-    probes: ProbeTable | None = None,
+    probes: ProbeTable | Any | None = None,
     rubrics: Sequence[Rubric] = (),
     selected: Sequence[str] = (),
     answer_reference: float | None = None,
@@ -188,6 +358,11 @@ def evaluate(
 
     ``label_threshold``: the threshold that made a graded label binary; the binary rows then use
     the aspect ``label>=T`` (:func:`binary_aspect`), so ``question == label`` never collides.
+
+    ``results`` may also be :class:`ScoredColumns` (per-text arrays), ``judge_results`` values
+    arrays of predictions (NaN: none) and ``probes`` a :class:`~rubric_induce.probing.checks.ProbeStats`:
+    what :func:`evaluate_probes` passes, to evaluate a million texts without a result object each;
+    the score rows are then made as they are written (``rows`` is a lazy sequence).
     """
     params = resolve_params(EvaluateParams, params, overrides)
     from rubric_induce.core.mdtext import md_text
@@ -205,17 +380,14 @@ def evaluate(
 
     y = np.asarray(y, dtype=float)
     aspect = binary_aspect(label, label_threshold)
-    rows: list[ScoreRow] = []
+    cols = results if isinstance(results, ScoredColumns) else ScoredColumns.from_results(results)
     summary: dict[str, Any] = {"n_test": len(examples), "label": label, "label_threshold": label_threshold,
                                "aspect": aspect, "question": question, "baselines": {}}
     warnings: list[str] = []
     sections: list[str] = []
-    netsat = np.array([np.nan if r.netsat is None else r.netsat for r in results])
-    for ex, r, yi in zip(examples, results, y):
-        if r.netsat is None:
-            continue
-        rows.append(ScoreRow(example_id=ex.id, group=ex.group, aspect=aspect, system="netsat",
-                             score=r.netsat, human=float(yi), threshold=r.threshold))
+    netsat = cols.netsat.copy()
+    n_rows = min(len(examples), len(cols), len(y))
+    row_count = int(np.isfinite(netsat[:n_rows]).sum())
     ok = np.isfinite(netsat)
     ty = None if train_y is None else np.asarray(train_y, dtype=float)
     if binary and threshold is not None and ok.sum() >= 2 and len(set(y[ok])) == 2:
@@ -256,18 +428,12 @@ def evaluate(
                         "there is no RMSE to compare.\n")
     if question is not None:
         human = np.array([human_value(ex, question) for ex in examples])
-        pred = np.array([np.nan if r.prediction is None else r.prediction for r in results])
+        pred = cols.prediction.copy()
         # NetSAT against the question is the same data as NetSAT against the label when they are
         # one ungraded label: write those rows once.
         same_rows = question == aspect
-        for ex, r, h in zip(examples, results, human):
-            rows.append(ScoreRow(example_id=ex.id, group=ex.group, aspect=question, system="calibrated",
-                                 score=r.prediction, human=None if np.isnan(h) else float(h), probs=r.proba,
-                                 scale=r.scale))
-            if r.netsat is None or same_rows:
-                continue
-            rows.append(ScoreRow(example_id=ex.id, group=ex.group, aspect=question, system="netsat", score=r.netsat,
-                                 human=None if np.isnan(h) else float(h)))
+        n_q = min(len(examples), len(cols), len(human))
+        row_count += n_q + (0 if same_rows else int(np.isfinite(netsat[:n_q]).sum()))
         text = (f"\n## Calibrated prediction of {md_text(repr(question))} (mean over the training judges)\n\n"
                 "| system | Pearson [95% CI] | Spearman | Kendall | RMSE | n |\n|---|---|---|---|---|---|\n")
         summary["calibrated"] = {}
@@ -306,7 +472,7 @@ def evaluate(
     judge_q = question or label
     judge_pred = None
     if judge_results:
-        judge_pred = {name: [None if r is None else r.prediction for r in res]
+        judge_pred = {name: res if isinstance(res, np.ndarray) else [None if r is None else r.prediction for r in res]
                       for name, res in judge_results.items()}
     info = judge_rows(examples, judge_q, calibrated=judge_pred, netsat=list(netsat), train=train,
                       trained_judges=trained_judges, min_n=params.min_judge_n)
@@ -324,8 +490,8 @@ def evaluate(
                         f"scale range); median answer mass "
                         f"{'n/a (no logprob probes)' if mm is None else f'{100 * mm:.3g}%'} (warning below "
                         f"{100 * params.warn_mass:g}%).\n")
-    surprise = [getattr(r, "answer_surprise", None) for r in results]
-    if any(v is not None for v in surprise):
+    surprise = [_value(v) if set_ else None for v, set_ in zip(cols.surprise, cols.surprise_set)]
+    if cols.surprise_set.any():
         from rubric_induce.core.stats import check_answer_shift
 
         shift = check_answer_shift(surprise, answer_reference)
@@ -342,4 +508,23 @@ def evaluate(
     head = f"# Held-out evaluation\n\n{len(examples)} held-out examples (split by group, seed {seed}).\n"
     if warnings:
         head += "\n## Warnings\n\n" + "".join(f"- {md_text(w)}\n" for w in warnings)
-    return EvaluationResult(rows, jsonable(summary), head + "".join(sections), list(results))
+
+    def make_rows():
+        for i in range(n_rows):
+            if np.isfinite(netsat[i]):
+                yield ScoreRow(example_id=examples[i].id, group=examples[i].group, aspect=aspect, system="netsat",
+                               score=float(netsat[i]), human=float(y[i]), threshold=_value(cols.threshold[i]))
+        if question is None:
+            return
+        for i in range(n_q):
+            ex, h = examples[i], human[i]
+            yield ScoreRow(example_id=ex.id, group=ex.group, aspect=question, system="calibrated",
+                           score=_value(pred[i]), human=None if np.isnan(h) else float(h),
+                           probs=cols.vector("proba", i), scale=cols.vector("scale", i))
+            if np.isfinite(netsat[i]) and not same_rows:
+                yield ScoreRow(example_id=ex.id, group=ex.group, aspect=question, system="netsat",
+                               score=float(netsat[i]), human=None if np.isnan(h) else float(h))
+
+    streamed = isinstance(results, ScoredColumns)
+    rows: Sequence[ScoreRow] = _Rows(make_rows, row_count) if streamed else list(make_rows())
+    return EvaluationResult(rows, jsonable(summary), head + "".join(sections), [] if streamed else list(results))

@@ -143,14 +143,17 @@ def _as_row(row: ScoreRow | Mapping[str, Any]) -> ScoreRow:
 
 
 def write_scores(path: str | Path, rows: Iterable[ScoreRow | Mapping[str, Any]]) -> Path:
-    """Write rows (``ScoreRow`` or mappings, validated) to ``path`` atomically; returns the path."""
-    out = []
-    for i, row in enumerate(rows):
-        try:
-            out.append(_as_row(row).to_dict())
-        except DataError as exc:
-            raise DataError(f"row {i}: {exc.message}", path=path, field=exc.field) from None
-    return write_jsonl(path, out)
+    """Write rows (``ScoreRow`` or mappings, validated) to ``path`` atomically, one at a time (an
+    iterator of rows is never held whole); a bad row leaves no file. Returns the path."""
+
+    def checked():
+        for i, row in enumerate(rows):
+            try:
+                yield _as_row(row).to_dict()
+            except DataError as exc:
+                raise DataError(f"row {i}: {exc.message}", path=path, field=exc.field) from None
+
+    return write_jsonl(path, checked())
 
 
 def read_scores(path: str | Path) -> list[ScoreRow]:

@@ -247,9 +247,7 @@ def evaluate(ctx: RunContext) -> dict[str, Any]:
         from rubric_induce.pipeline.pairwise_stages import evaluate_pairs
 
         return evaluate_pairs(ctx)
-    from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.evaluation.heldout import evaluate as run_evaluate
-    from rubric_induce.evaluation.heldout import score_heldout
+    from rubric_induce.evaluation.heldout import evaluate_probes
     from rubric_induce.scoring.scorer import RubricScorer
 
     cfg = ctx.config
@@ -260,18 +258,16 @@ def evaluate(ctx: RunContext) -> dict[str, Any]:
         ctx.echo("  evaluate: no held-out examples (run.test_size = 0); skipped")
         return {"enabled": True, "n_test": 0}
     scorer = RubricScorer.load(ctx.out)
-    table = ProbeTable.load(ctx.out / PROBES_FILE)
-    # The calibrated prediction for each held-out judge of the question, too (one read of the probes).
-    results, judge_results = score_heldout(scorer, table, test)
     question = scorer.question if scorer.calibrator is not None else None
-    result = run_evaluate(results, test, ctx.y[ctx.split[1]], cfg.evaluate, label=cfg.data.label,
-                          threshold=scorer.threshold, binary=ctx.binary, question=question, seed=cfg.run.seed,
-                          label_threshold=cfg.data.label_threshold, train=ctx.train, train_y=ctx.y[ctx.split[0]],
-                          judge_results=judge_results, trained_judges=scorer.judges, probes=table,
-                          rubrics=list(RubricPool.load(ctx.out / DEDUP_POOL_FILE)),
-                          selected=[r.id for r in scorer.rubrics],
-                          answer_reference=getattr(scorer.adaptive, "answer_surprise_reference_", None))
-    result.save(ctx.out)
+    # The probes are read line by line and the held-out texts scored a chunk at a time (with the
+    # calibrated prediction for each held-out judge of the question); the files are written as it goes.
+    result = evaluate_probes(scorer, ctx.out / PROBES_FILE, test, ctx.y[ctx.split[1]], cfg.evaluate, out=ctx.out,
+                             label=cfg.data.label, threshold=scorer.threshold, binary=ctx.binary, question=question,
+                             seed=cfg.run.seed, label_threshold=cfg.data.label_threshold, train=ctx.train,
+                             train_y=ctx.y[ctx.split[0]], trained_judges=scorer.judges,
+                             rubrics=list(RubricPool.load(ctx.out / DEDUP_POOL_FILE)),
+                             selected=[r.id for r in scorer.rubrics],
+                             answer_reference=getattr(scorer.adaptive, "answer_surprise_reference_", None))
     for w in result.summary.get("warnings", []):
         ctx.echo(f"  warning: {w.split(': ', 1)[0]} (see evaluation.md)")
     return result.brief()

@@ -11,6 +11,7 @@ hardly wanted to give.
 """
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +20,7 @@ import numpy as np
 from rubric_induce.data import Rubric
 from rubric_induce.data.probes import ProbeTable
 
-__all__ = ["probe_checks", "NEAR_CONSTANT_SD", "LOW_MASS"]
+__all__ = ["probe_checks", "ProbeStats", "NEAR_CONSTANT_SD", "LOW_MASS"]
 
 #: Default of ``evaluate.warn_sd``: a rubric is near-constant below this sd / scale range.
 NEAR_CONSTANT_SD = 0.05
@@ -33,6 +34,40 @@ def _short(text: str, n: int = 70) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+class ProbeStats:
+    """What :func:`probe_checks` reads from a probe table, gathered one record at a time (``add``),
+    so the checks run on a table read line by line (8 bytes per read probe, not a record each)."""
+
+    def __init__(self) -> None:
+        self.by_rubric: dict[str, array] = {}
+        self.ranges: dict[str, float] = {}
+        self.mass_by_rubric: dict[str, array] = {}
+
+    def add(self, rec: Any) -> None:
+        """Take one :class:`~rubric_induce.data.probes.ProbeRecord` (every record counts, as read)."""
+        if rec.error is not None:
+            return
+        mass = rec.mass
+        if not mass > 0:  # not ok: no distribution
+            return
+        rid = rec.rubric_id
+        col = self.by_rubric.get(rid)
+        if col is None:
+            col = self.by_rubric[rid] = array("d")
+        col.append(float(sum(p * v for p, v in zip(rec.raw, rec.values)) / mass))  # rec.expected, Z summed once
+        self.ranges[rid] = max(self.ranges.get(rid, 0.0), float(max(rec.values) - min(rec.values)))
+        if rec.estimator == "logprobs":
+            masses = self.mass_by_rubric.get(rid)
+            if masses is None:
+                masses = self.mass_by_rubric[rid] = array("d")
+            masses.append(mass)
+
+    def checks(self, *, min_sd: float = NEAR_CONSTANT_SD, min_mass: float = LOW_MASS,
+               rubrics: Sequence[Rubric] = (), selected: Sequence[str] = ()) -> dict[str, Any]:
+        """:func:`probe_checks` of the records added."""
+        return _checks(self, min_sd, min_mass, rubrics, selected)
+
+
 def probe_checks(table: ProbeTable, *, min_sd: float = NEAR_CONSTANT_SD, min_mass: float = LOW_MASS,
                  rubrics: Sequence[Rubric] = (), selected: Sequence[str] = ()) -> dict[str, Any]:
     """Per-rubric spread and the answer mass of ``table``.
@@ -40,20 +75,25 @@ def probe_checks(table: ProbeTable, *, min_sd: float = NEAR_CONSTANT_SD, min_mas
     ``rubrics`` name the rubric ids (text) where given; ``selected``: ids of the selected rubrics
     (marked, and counted apart). Returns ``{"n_rubrics", "near_constant": [{"rubric_id", "text",
     "sd", "range", "relative_sd", "selected"}], "median_mass", "n_mass", "low_mass_rubrics",
-    "warnings": [str]}``; ``warnings`` is empty when nothing is wrong.
+    "warnings": [str]}``; ``warnings`` is empty when nothing is wrong. ``table`` may also be a
+    :class:`ProbeStats` that the records were added to.
     """
+    if isinstance(table, ProbeStats):
+        stats = table
+    else:
+        stats = ProbeStats()
+        for rec in table.records:
+            stats.add(rec)
+    return _checks(stats, min_sd, min_mass, rubrics, selected)
+
+
+def _checks(stats: ProbeStats, min_sd: float, min_mass: float, rubrics: Sequence[Rubric],
+            selected: Sequence[str]) -> dict[str, Any]:
     texts = {r.id: r.text for r in rubrics}
     chosen = set(selected)
-    by_rubric: dict[str, list[float]] = {}
-    ranges: dict[str, float] = {}
-    mass_by_rubric: dict[str, list[float]] = {}
-    for rec in table.records:
-        if not rec.ok:
-            continue
-        by_rubric.setdefault(rec.rubric_id, []).append(rec.expected)
-        ranges[rec.rubric_id] = max(ranges.get(rec.rubric_id, 0.0), float(max(rec.values) - min(rec.values)))
-        if rec.estimator == "logprobs":
-            mass_by_rubric.setdefault(rec.rubric_id, []).append(rec.mass)
+    by_rubric = {rid: np.frombuffer(col, dtype=np.float64) for rid, col in stats.by_rubric.items()}
+    ranges = stats.ranges
+    mass_by_rubric = {rid: np.frombuffer(col, dtype=np.float64) for rid, col in stats.mass_by_rubric.items()}
     near: list[dict[str, Any]] = []
     for rid, vals in by_rubric.items():
         if len(vals) < 2 or ranges[rid] <= 0:
@@ -64,8 +104,8 @@ def probe_checks(table: ProbeTable, *, min_sd: float = NEAR_CONSTANT_SD, min_mas
             near.append({"rubric_id": rid, "text": texts.get(rid), "sd": sd, "range": ranges[rid],
                          "relative_sd": rel, "selected": rid in chosen})
     near.sort(key=lambda d: (not d["selected"], d["relative_sd"]))
-    masses = [m for ms in mass_by_rubric.values() for m in ms]
-    median_mass = float(np.median(masses)) if masses else None
+    masses = np.concatenate(list(mass_by_rubric.values())) if mass_by_rubric else np.zeros(0)
+    median_mass = float(np.median(masses)) if len(masses) else None
     low_rubrics = sorted(((rid, float(np.median(ms))) for rid, ms in mass_by_rubric.items()
                           if np.median(ms) < min_mass), key=lambda t: t[1])
     warnings: list[str] = []

@@ -16,7 +16,7 @@ whatever the file says, so it keeps the environment's key. :attr:`RubricScorer.e
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,11 @@ if TYPE_CHECKING:  # calibration imports torch on use; the scorer imports it onl
     from rubric_induce.calibration.calibrator import Calibrator
     from rubric_induce.core.task import TaskParams
 
-__all__ = ["ARTIFACT_NAME", "RubricScorer", "write_artifact", "read_artifact"]
+__all__ = ["ARTIFACT_NAME", "RubricScorer", "write_artifact", "read_artifact", "SCORE_CHUNK"]
+
+#: Texts scored at a time by :meth:`RubricScorer.iter_score_probes` (and so by ``score`` and the
+#: evaluate stage): about 70 MB of results per chunk, whatever the number of texts.
+SCORE_CHUNK = 4096
 
 ARTIFACT_NAME = "artifact.json"
 ARTIFACT_FORMAT = "rubric-induce-scorer"
@@ -623,25 +627,153 @@ class RubricScorer:
             self._require_adaptive(aggregate)
             return self._score_adaptive_replay(arr, ids, judge, unseen_judge, budget, stop_at, criterion, outcomes,
                                                answer_check)
-        results = self._netsat_results(arr, ids)
+        scored = self._scored(arr, ids, judge, aggregate, unseen_judge, answer_check, guarantee)
+        return scored.results(0, len(ids))
+
+    def predict_probes(self, arr, examples: Sequence[Example | str], *, judge: str | Sequence[str] | None = None,
+                       aggregate: str = "mean", unseen_judge: str = "error") -> np.ndarray:
+        """The calibrated predictions alone (one per text, as :meth:`score_probes` gives them, without
+        the drivers' extra network passes) from :class:`~rubric_induce.data.probes.ProbeArrays`;
+        the evaluate stage predicts each held-out judge's texts so. Needs a calibrated run."""
+        if self.calibrator is None:
+            raise RubricInduceError("predict_probes needs a calibrated run (this scorer has no calibrator)")
+        ids = [e.id if isinstance(e, Example) else str(e) for e in examples]
+        sub = arr.take(ids, [r.id for r in self.rubrics])
+        return self._calibration(sub, ids, judge, aggregate, unseen_judge, occlusion=False)["prediction"]
+
+    def _scored(self, arr, ids: list[str], judge, aggregate: str, unseen_judge: str, answer_check: bool,
+                guarantee: Any) -> _Scored:
+        """Every number :meth:`score_probes` puts in its results, computed over all of ``arr`` at once
+        (the networks see the same batches whatever the results are later cut into), held as
+        arrays; :meth:`_Scored.results` makes the result objects of any range of texts."""
+        from rubric_induce.selection.scores import unit_scores
+
+        scored = _Scored(self, arr, ids)
+        # Every example's [0, 10] scores at once; a row with a failed probe is filled and not used.
+        scored.units = unit_scores(arr, self.rubrics, example_ids=ids, score=self.score_mode, fill=0.0)
         if self.calibrator is not None:
-            self._calibrate(results, arr, judge, aggregate, unseen_judge)
-        if self.has_strength and results:
-            self._strengths(results, arr, ids)
-        if answer_check and self.adaptive is not None and results:
+            scored.cal = self._calibration(arr, ids, judge, aggregate, unseen_judge)
+        if self.has_strength and ids:
+            from rubric_induce.selection.pair_features import signed_units
+
+            # a pairwise run's pointwise reward: each response's Bradley-Terry strength
+            x = signed_units(arr, self.rubrics, ids, score=self.score_mode, fill=0.0)
+            scored.strength = self.pairwise_head.strength(x)
+        if answer_check and self.adaptive is not None and ids:
             from rubric_induce.scoring.adaptive import block_rubrics, probe_surprise
 
-            cols = block_rubrics(self.adaptive, rubric_ids, self.source)
-            for res, v in zip(results, probe_surprise(self.adaptive, arr.raw, arr.ok, cols)):
-                res.answer_surprise = float(v) if np.isfinite(v) else None
-        for res in results:  # strongest drivers first
-            key = "prediction_effect" if self.calibrator is not None else "netsat_contribution"
-            res.drivers.sort(key=lambda d: -abs(d.get(key) or 0.0))
+            cols = block_rubrics(self.adaptive, [r.id for r in self.rubrics], self.source)
+            scored.surprise = probe_surprise(self.adaptive, arr.raw, arr.ok, cols)
         if guarantee is not None:
             from rubric_induce.scoring.selective import mark_results
 
-            mark_results(self, results, arr, guarantee)
-        return results
+            # the results' calibrated numbers, as the guarantee reads them from result objects
+            stand_ins = [_Numbers(*scored.cal_values(i)) for i in range(len(ids))]
+            mark_results(self, stand_ins, arr, guarantee)
+            scored.confidence = [r.confidence for r in stand_ins]
+            scored.answered = [r.answered for r in stand_ins]
+        return scored
+
+    def iter_score_probes(self, probes, example_ids: Sequence[Example | str] | None = None, *,
+                          chunk_size: int | None = None, **options: Any) -> Iterator[list[ScoreResult]]:
+        """:meth:`score_probes` in chunks of ``chunk_size`` texts (default :data:`SCORE_CHUNK`), one
+        list of results per chunk, in order: the same results as one call, in memory that does not
+        grow with the number of texts (a :class:`~rubric_induce.data.results.ScoreResult` is about
+        17 KB; hand each chunk on and drop it).
+
+        ``probes``: a :class:`~rubric_induce.data.probes.ProbeStore` (``ProbeTable.scan(path,
+        rubric_ids)``, the bounded-memory reader), a ``ProbeTable`` or its ``ProbeArrays``.
+        ``example_ids``: the texts (ids or examples; default: the store's, or every example in the
+        table, in table order). ``options``: as for :meth:`score_probes`.
+
+        The numbers (NetSAT, the calibration network's outputs, the answer check, a guarantee) are
+        computed over every text at once, as :meth:`score_probes` computes them, from the probes'
+        arrays (about 25 bytes a probe answer); only the result objects are made a chunk at a
+        time, so the results equal one :meth:`score_probes` call bit for bit (a network fed other
+        batches would differ in the last float32 digits). The judge, the guarantee and the
+        adaptive model are checked, and the numbers computed, when this is called.
+        """
+        from rubric_induce.data.probes import ProbeArrays, ProbeStore, ProbeTable
+
+        size = _chunk_size(chunk_size)
+        _adaptive_switch(options.get("adaptive", False), options.get("budget"), options.get("stop_at"))
+        _guarantee_first(self, options.get("guarantee"), options.get("adaptive", False))  # before any chunk
+        if options.get("adaptive", False):
+            self._require_adaptive(options.get("aggregate", "mean"))
+        rubric_ids = [r.id for r in self.rubrics]
+        if example_ids is None:
+            if isinstance(probes, (ProbeStore, ProbeArrays)):
+                example_ids = list(probes.example_ids)
+            else:
+                example_ids = list(dict.fromkeys(r.example_id for r in probes.records))
+        items = list(example_ids)
+        ids = [e.id if isinstance(e, Example) else str(e) for e in items]
+        if isinstance(probes, ProbeTable):  # one pass over the records
+            probes = ProbeStore.from_records(probes.records, rubric_ids, ids)
+        # The probes of every text as arrays (about 25 bytes a probe answer); the numbers are
+        # computed over all texts at once, as score_probes does, and the result objects a chunk at a time.
+        if isinstance(probes, ProbeStore):
+            arr = probes.arrays(ids)
+        elif list(probes.example_ids) == ids and list(probes.rubric_ids) == rubric_ids:
+            arr = probes  # already these rows and columns: no copy
+        else:
+            arr = probes.take(ids, rubric_ids)
+        del probes
+        opt = {"judge": None, "aggregate": "mean", "unseen_judge": "error", "budget": None, "stop_at": None,
+               "adaptive": False, "criterion": "auto", "outcomes": "both", "answer_check": True, "guarantee": None}
+        unknown = set(options) - set(opt)
+        if unknown:
+            raise TypeError(f"iter_score_probes() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+        opt.update(options)
+        if opt["adaptive"]:
+            make = self._score_adaptive_replay(arr, ids, opt["judge"], opt["unseen_judge"], opt["budget"],
+                                               opt["stop_at"], opt["criterion"], opt["outcomes"], opt["answer_check"],
+                                               maker=True)
+        else:
+            make = self._scored(arr, ids, opt["judge"], opt["aggregate"], opt["unseen_judge"], opt["answer_check"],
+                                opt["guarantee"]).results
+
+        def chunks() -> Iterator[list[ScoreResult]]:
+            for start in range(0, len(ids), size):
+                yield make(start, min(start + size, len(ids)))
+
+        return chunks()
+
+    def iter_score(self, texts: Iterable[str | Mapping[str, Any] | Example], *, chunk_size: int | None = None,
+                   mapping: InputMapping | None = None, **options: Any) -> Iterator[list[ScoreResult]]:
+        """:meth:`score` with the results handed on in chunks of ``chunk_size`` texts (default
+        :data:`SCORE_CHUNK`): the texts are probed a chunk at a time into a
+        :class:`~rubric_induce.data.probes.ProbeStore` (arrays, no record objects kept), then scored
+        as :meth:`iter_score_probes` does, so neither the probe records nor the results of every
+        text are held (``rubric-induce score --input`` writes each chunk as it comes). The same
+        results as :meth:`score`; the options are its options (``progress``: one bar per chunk).
+        The judge, the guarantee and the adaptive model are checked before any LLM call. Adaptive
+        scoring asks texts step by step over all of them, so it scores at once and only hands the
+        results on in chunks."""
+        from rubric_induce.data.probes import ProbeStore
+
+        size = _chunk_size(chunk_size)
+        adaptive = options.get("adaptive", False)
+        _adaptive_switch(adaptive, options.get("budget"), options.get("stop_at"))
+        _guarantee_first(self, options.get("guarantee"), adaptive)
+        if adaptive:
+            self._require_adaptive(options.get("aggregate", "mean"))
+        if self.calibrator is not None:
+            from rubric_induce.calibration.api import resolve_judge
+
+            resolve_judge(self.calibrator, options.get("judge"), options.get("unseen_judge", "error"))
+        examples = self.to_examples(texts, mapping=mapping)
+        progress = options.pop("progress", False)
+        if adaptive:
+            results = self.score(examples, progress=progress, **options)
+            return iter([results[start:start + size] for start in range(0, len(results), size)])
+        rubric_ids = [r.id for r in self.rubrics]
+        store = ProbeStore(rubric_ids, [e.id for e in examples], fixed=True)
+        for start in range(0, len(examples), size):
+            for rec in self.probe(examples[start:start + size], progress=progress).records:
+                store.add(rec)
+        store.flush()
+        return self.iter_score_probes(store, examples, chunk_size=size, **options)
 
     def answer_shift(self, results: Sequence[ScoreResult]):
         """Whether the scored texts look unlike the training texts, from the LLM's answers alone:
@@ -654,18 +786,22 @@ class RubricScorer:
         return check_answer_shift([r.answer_surprise for r in results],
                                   getattr(self.adaptive, "answer_surprise_reference_", None))
 
-    def _netsat_results(self, arr, ids: Sequence[str], asked: np.ndarray | None = None) -> list[ScoreResult]:
+    def _netsat_results(self, arr, ids: Sequence[str], asked: np.ndarray | None = None, *,
+                        units: np.ndarray | None = None, rows: range | None = None) -> list[ScoreResult]:
         """Per text: the probed distributions, NetSAT, label and drivers (no calibration).
-        ``asked`` (adaptive scoring): only those cells count; an unasked rubric is no error."""
+        ``asked`` (adaptive scoring): only those cells count; an unasked rubric is no error.
+        ``rows``: only these texts (default: all); ``units``: their [0, 10] scores, computed already."""
         from rubric_induce.selection.scores import signs_from_polarity, unit_scores
 
         rubric_ids = [r.id for r in self.rubrics]
-        # Every example's [0, 10] scores at once; a row with a failed probe is filled and not used.
-        units = unit_scores(arr, self.rubrics, example_ids=ids, score=self.score_mode, fill=0.0)
+        if units is None:
+            # Every example's [0, 10] scores at once; a row with a failed probe is filled and not used.
+            units = unit_scores(arr, self.rubrics, example_ids=ids, score=self.score_mode, fill=0.0)
         signs = signs_from_polarity(self.rubrics, len(self.rubrics))
         values = [np.asarray(r.scale.values, dtype=float) for r in self.rubrics]
         results: list[ScoreResult] = []
-        for i, ex_id in enumerate(ids):
+        for i in rows if rows is not None else range(len(ids)):
+            ex_id = ids[i]
             wanted = np.ones(len(rubric_ids), dtype=bool) if asked is None else asked[i]
             ok = arr.ok[i] & wanted
             dists = {rid: [float(p) for p in arr.probs[i, j, :len(values[j])]] for j, rid in enumerate(rubric_ids) if ok[j]}
@@ -692,16 +828,6 @@ class RubricScorer:
         per-response score differences (``pair_feature = "difference"``). A head over the pairwise
         probe's preference margins needs both responses, so a single response has none."""
         return self.pairwise_head is not None and self.pair_feature == "difference"
-
-    def _strengths(self, results: list[ScoreResult], arr, ids: Sequence[str]) -> None:
-        """A pairwise run's pointwise reward: each fully probed response's Bradley-Terry strength
-        (the features :meth:`compare_pairs` differences, under the head's shared weights)."""
-        from rubric_induce.selection.pair_features import signed_units
-
-        x = signed_units(arr, self.rubrics, ids, score=self.score_mode, fill=0.0)
-        for res, s in zip(results, self.pairwise_head.strength(x)):
-            if res.netsat is not None:  # every rubric probed (a failed probe leaves it unset, as NetSAT)
-                res.strength = float(s)
 
     # -- adaptive scoring --------------------------------------------------------------------
     def _require_adaptive(self, aggregate: str = "mean") -> None:
@@ -756,7 +882,8 @@ class RubricScorer:
         return self._adaptive_results(out, arr, [e.id for e in examples], cols, who, answer_check)
 
     def _score_adaptive_replay(self, arr, ids: list[str], judge, unseen_judge, budget, stop_at,
-                               criterion, outcomes: str = "both", answer_check: bool = True) -> list[ScoreResult]:
+                               criterion, outcomes: str = "both", answer_check: bool = True, *,
+                               maker: bool = False):
         """Adaptive scoring replayed on existing probes: an asked rubric is read from ``arr``."""
         from rubric_induce.scoring.adaptive import block_rubrics, run_adaptive
 
@@ -769,30 +896,46 @@ class RubricScorer:
         who, resolved = self._adaptive_judges(judge, unseen_judge)
         out = run_adaptive(self.adaptive, len(ids), fetch, judges=resolved, budget=budget, stop_at=stop_at,
                            criterion=criterion, outcomes=outcomes)
+        if maker:  # make(start, stop): the results of a range of texts (scoring in chunks)
+            return self._adaptive_maker(out, arr, ids, cols, who, answer_check)
         return self._adaptive_results(out, arr, ids, cols, who, answer_check)
 
     def _adaptive_results(self, out, arr, ids: list[str], cols: list[int], who,
                           answer_check: bool = True) -> list[ScoreResult]:
+        return self._adaptive_maker(out, arr, ids, cols, who, answer_check)(0, len(ids))
+
+    def _adaptive_maker(self, out, arr, ids: list[str], cols: list[int], who, answer_check: bool = True):
+        """``make(start, stop)``: the adaptive results of texts ``start:stop`` (checked finite first)."""
         asked = np.zeros((len(ids), len(self.rubrics)), dtype=bool)
         for i, order in enumerate(out.order):
             asked[i, [cols[b] for b in order]] = True
-        results = self._netsat_results(arr, ids, asked)
-        _require_finite(results, out.prediction, out.sd, out.proba, self.source)
+        _require_finite(ids, out.prediction, out.sd, out.proba, self.source)
         q = self.question or self.adaptive.question_names_[self.adaptive.main_question_index_]
-        for i, res in enumerate(results):
-            res.prediction, res.uncertainty = float(out.prediction[i]), float(out.sd[i])
-            res.proba, res.scale = [float(p) for p in out.proba[i]], [float(v) for v in out.scale]
-            res.judge, res.question = who, q
-            res.asked = [self.rubrics[cols[b]].id for b in out.order[i]]
-            res.calls_saved = len(self.rubrics) - len(res.asked)
-            res.stop_reason = out.stop[i] or None
-            res.expected_gains = [float(g) for g in out.gains[i]]
-            if answer_check and np.isfinite(out.surprise[i]):
-                res.answer_surprise = float(out.surprise[i])
-            res.drivers.sort(key=lambda d: -abs(d.get("netsat_contribution") or 0.0))
-        return results
+        from rubric_induce.selection.scores import unit_scores
 
-    def _calibrate(self, results: list[ScoreResult], arr, judge, aggregate: str, unseen_judge: str = "error") -> None:
+        units = unit_scores(arr, self.rubrics, example_ids=ids, score=self.score_mode, fill=0.0)
+
+        def make(start: int, stop: int) -> list[ScoreResult]:
+            results = self._netsat_results(arr, ids, asked, units=units, rows=range(start, stop))
+            for i, res in zip(range(start, stop), results):
+                res.prediction, res.uncertainty = float(out.prediction[i]), float(out.sd[i])
+                res.proba, res.scale = [float(p) for p in out.proba[i]], [float(v) for v in out.scale]
+                res.judge, res.question = who, q
+                res.asked = [self.rubrics[cols[b]].id for b in out.order[i]]
+                res.calls_saved = len(self.rubrics) - len(res.asked)
+                res.stop_reason = out.stop[i] or None
+                res.expected_gains = [float(g) for g in out.gains[i]]
+                if answer_check and np.isfinite(out.surprise[i]):
+                    res.answer_surprise = float(out.surprise[i])
+                res.drivers.sort(key=lambda d: -abs(d.get("netsat_contribution") or 0.0))
+            return results
+
+        return make
+
+    def _calibration(self, arr, ids: Sequence[str], judge, aggregate: str, unseen_judge: str = "error", *,
+                     occlusion: bool = True) -> dict[str, Any]:
+        """The calibrated numbers of every text of ``arr``: prediction, sd, distribution and scale,
+        and (``occlusion``) each rubric's effect on the prediction (the drivers)."""
         from rubric_induce.calibration.api import calibrated_rows, fit_width, resolve_judge
         from rubric_induce.calibration.data import features_from_arrays
 
@@ -807,20 +950,12 @@ class RubricScorer:
         q = self.question
         with _torch_threads(1):  # tiny networks: thread start-up costs more than it saves
             rows = calibrated_rows(cal, X, resolved, question=q, aggregate=aggregate, unseen_judge="shared")
-            all_pred = _occluded_predictions(cal, X, resolved, q, aggregate)
-        pred, proba, scale = rows["prediction"], rows["proba"], rows["scale"]
-        _require_finite(results, pred, rows["sd"], proba, self.source)
-        effects = (pred[None, :] - all_pred[1:]).T
-        for i, res in enumerate(results):
-            res.prediction, res.uncertainty = float(pred[i]), float(rows["sd"][i])
-            res.proba, res.scale = [float(p) for p in proba[i]], [float(v) for v in scale]
-            res.judge, res.question = who_list, q or rows["question"]
-            if not res.drivers:
-                res.drivers = [{"rubric_id": r.id, "text": r.text, "polarity": r.polarity}
-                               for r in self.rubrics]
-            by_id = {d["rubric_id"]: d for d in res.drivers}
-            for j, r in enumerate(self.rubrics):
-                by_id[r.id]["prediction_effect"] = float(effects[i, j])
+            _require_finite(ids, rows["prediction"], rows["sd"], rows["proba"], self.source)
+            all_pred = _occluded_predictions(cal, X, resolved, q, aggregate) if occlusion else None
+        pred = rows["prediction"]
+        return {"prediction": pred, "sd": rows["sd"], "proba": rows["proba"], "scale": [float(v) for v in rows["scale"]],
+                "judge": who_list, "question": q or rows["question"],
+                "effects": None if all_pred is None else (pred[None, :] - all_pred[1:]).T}
 
     def close(self) -> None:
         if self._backend is not None:
@@ -840,6 +975,13 @@ def _guarantee_first(scorer: RubricScorer, guarantee: Any, adaptive: bool) -> No
     resolve_guarantee(guarantee, scorer.source)
 
 
+def _chunk_size(chunk_size: int | None) -> int:
+    size = SCORE_CHUNK if chunk_size is None else chunk_size
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise RubricInduceError(f"chunk_size must be a whole number of texts, at least 1, got {chunk_size!r}")
+    return size
+
+
 def _adaptive_switch(adaptive: bool, budget: int | None, stop_at: float | None) -> None:
     """``budget`` and ``stop_at`` belong to adaptive scoring: without ``adaptive=True`` they are an
     error (as ``rubric-induce score`` refuses ``--budget`` / ``--stop-at`` without ``--adaptive``)."""
@@ -850,14 +992,73 @@ def _adaptive_switch(adaptive: bool, budget: int | None, stop_at: float | None) 
         raise RubricInduceError(f"{' and '.join(given)} go with adaptive=True (adaptive scoring is off)")
 
 
-def _require_finite(results: list[ScoreResult], pred, sd, proba, source: str | None) -> None:
+def _require_finite(ids: Sequence[str], pred, sd, proba, source: str | None) -> None:
     """A NaN or infinite calibrated prediction is an error, never a score."""
     bad = ~(np.isfinite(pred) & np.isfinite(sd) & np.isfinite(np.asarray(proba)).all(axis=-1))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise RubricInduceError(f"the calibration network gave a non-finite prediction ({float(pred[i])}) for text "
-                                f"{results[i].id!r} ({int(bad.sum())} of {len(bad)} texts); its weights"
+                                f"{ids[i]!r} ({int(bad.sum())} of {len(bad)} texts); its weights"
                                 f"{f' ({source})' if source else ''} are damaged or diverged: refit the calibrator")
+
+
+class _Numbers:
+    """The calibrated numbers of one text, as a result holds them (what a guarantee reads)."""
+
+    __slots__ = ("prediction", "uncertainty", "proba", "confidence", "answered")
+
+    def __init__(self, prediction, uncertainty, proba) -> None:
+        self.prediction, self.uncertainty, self.proba = prediction, uncertainty, proba
+        self.confidence = self.answered = None
+
+
+class _Scored:
+    """The numbers of :meth:`RubricScorer.score_probes` for every text of ``arr``, as arrays, and
+    the result objects of any range of texts made from them (:meth:`results`): scoring in
+    chunks makes the same results as scoring at once, holding one chunk of objects at a time."""
+
+    def __init__(self, scorer: RubricScorer, arr, ids: list[str]) -> None:
+        self.scorer, self.arr, self.ids = scorer, arr, ids
+        self.units: np.ndarray | None = None
+        self.cal: dict[str, Any] | None = None
+        self.surprise: np.ndarray | None = None
+        self.strength: np.ndarray | None = None
+        self.confidence: list[float | None] | None = None
+        self.answered: list[bool | None] | None = None
+
+    def cal_values(self, i: int) -> tuple[float, float, list[float]]:
+        c = self.cal
+        return float(c["prediction"][i]), float(c["sd"][i]), [float(p) for p in c["proba"][i]]
+
+    def results(self, start: int, stop: int) -> list[ScoreResult]:
+        sc = self.scorer
+        results = sc._netsat_results(self.arr, self.ids, units=self.units, rows=range(start, stop))
+        if self.cal is not None:
+            c = self.cal
+            effects = c["effects"]
+            for i, res in zip(range(start, stop), results):
+                res.prediction, res.uncertainty, res.proba = self.cal_values(i)
+                res.scale = list(c["scale"])
+                res.judge, res.question = c["judge"], c["question"]
+                if not res.drivers:
+                    res.drivers = [{"rubric_id": r.id, "text": r.text, "polarity": r.polarity} for r in sc.rubrics]
+                by_id = {d["rubric_id"]: d for d in res.drivers}
+                for j, r in enumerate(sc.rubrics):
+                    by_id[r.id]["prediction_effect"] = float(effects[i, j])
+        if self.strength is not None:
+            for res, v in zip(results, self.strength[start:stop]):
+                if res.netsat is not None:  # every rubric probed (a failed probe leaves it unset, as NetSAT)
+                    res.strength = float(v)
+        if self.surprise is not None:
+            for res, v in zip(results, self.surprise[start:stop]):
+                res.answer_surprise = float(v) if np.isfinite(v) else None
+        key = "prediction_effect" if self.cal is not None else "netsat_contribution"
+        for res in results:  # strongest drivers first
+            res.drivers.sort(key=lambda d: -abs(d.get(key) or 0.0))
+        if self.confidence is not None:
+            for res, c, a in zip(results, self.confidence[start:stop], self.answered[start:stop]):
+                res.confidence, res.answered = c, a
+        return results
 
 
 _OCCLUSION_ROWS = 1 << 13  # network rows per occlusion batch: bounded memory, whatever the number of texts
