@@ -142,6 +142,54 @@ def run_probe(url: str, examples, rubrics, params: ProbeParams, c: int, cache_di
     return wall, cpu, table
 
 
+class _Instant:
+    """An inner backend that answers at once with a fixed reply: what is left is the cache's own work."""
+
+    kind, model, supports_logprobs, supports_assistant_prefix, supports_json_schema = "stub", MODEL, True, False, False
+    max_concurrency, answer_completion_tokens, faults = 1, 1, None
+
+    def __init__(self) -> None:
+        from rubric_induce.backends.base import AnswerLogprobs, Usage
+
+        self._make = lambda answers: AnswerLogprobs({a: -1.0 - i for i, a in enumerate(answers)}, Usage(900, 1),
+                                                    bound=-9.0)
+
+    def identity(self) -> dict[str, Any]:
+        return {"kind": "openai-compatible", "model": MODEL, "base_url": "http://127.0.0.1:1/v1", "top_logprobs": 20}
+
+    def answer_logprobs(self, messages, answers, options=None, *, assistant_prefix=""):
+        return self._make(answers)
+
+    def close(self) -> None:
+        pass
+
+
+def cache_cost(bodies: list[dict[str, Any]], answers: list[str], rows: int, cache_dir: Path) -> float:
+    """CPU ms per probe of the call cache alone (key, look-up that misses, write, flushes) with
+    ``rows`` calls already in the file, over ``len(bodies)`` new calls."""
+    import hashlib
+
+    path = cache_dir / f"scale{rows}.sqlite"
+    cache = CallCache(path)
+    blob = json.dumps(_Instant()._make(answers).to_dict())
+    done = 0
+    while done < rows:  # rows as probe() leaves them: random keys, a reply each
+        k = min(100_000, rows - done)
+        cache.put_rows((hashlib.sha256(f"prefill{done + i}".encode()).hexdigest(), "answer_logprobs", MODEL, blob,
+                        900, 1, None, 0.0) for i in range(k))
+        done += k
+    cache.close()
+    cache = CallCache(path)
+    cached = CachedBackend(_Instant(), cache)  # type: ignore[arg-type]
+    c0 = time.process_time()
+    for body in bodies:
+        cached.answer_logprobs(body["messages"], answers)
+    cache.close()
+    cpu = time.process_time() - c0
+    path.unlink()
+    return 1000 * cpu / len(bodies)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--texts", type=int, default=250)
@@ -151,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", type=int, default=None, metavar="C",
                     help="only profile probe() at concurrency C with cProfile (main thread: use 1) and print it")
     ap.add_argument("--json", type=Path, default=None, help="write every measurement here")
+    ap.add_argument("--cache-rows", default=None, metavar="N,...",
+                    help="only measure the call cache's CPU per probe (all the workload's calls, no HTTP) with N "
+                         "calls already in the cache file, e.g. 0,1000000")
     args = ap.parse_args(argv)
     examples, rubrics = workload(args.texts, args.rubrics)
     params = ProbeParams()
@@ -162,12 +213,19 @@ def main(argv: list[str] | None = None) -> int:
             import cProfile
             import pstats
 
-            prof = cProfile.Profile()
+            prof = cProfile.Profile(time.process_time)
             wall, cpu, _ = run_probe(url, examples, rubrics, params, args.profile, cache_dir, "profile", profile=prof)
             print(f"probe() c={args.profile}: {n / wall:.0f} probes/s, {1000 * cpu / n:.3f} CPU ms/probe (profiled)")
             pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(45)
             return 0
         bodies = bodies_of(url, examples, rubrics, params)
+        if args.cache_rows is not None:
+            answers = list(rubrics[0].scale.labels)
+            print("| calls already in the cache | cache CPU ms/probe (key, look-up, write) |\n|---|---|")
+            for rows in (int(x) for x in args.cache_rows.split(",")):
+                print(f"| {rows:,} | {cache_cost(bodies, answers, rows, cache_dir):.3f} |", flush=True)
+            return 0
         run_bare(url, bodies[:200], 8)  # warm up imports and the stub's reply cache
         run_probe(url, examples[:25], rubrics, params, 8, cache_dir, "warm")
         rows: list[dict[str, Any]] = []

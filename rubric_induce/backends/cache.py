@@ -156,7 +156,11 @@ class CallCache:
     A file that is not an SQLite database, or a damaged one, is a :class:`DataError` naming the
     file and the fix (delete it, or point the cache elsewhere). A row whose response is not
     readable JSON is a cache miss: the call is made again and replaces the row, with one warning
-    per cache (a cache must not stop a run over one bad row)."""
+    per cache (a cache must not stop a run over one bad row).
+
+    Writes are batched (see the module doc): ``flush_every`` is the longest a finished call waits
+    in memory before it is written (seconds; 0 writes each call at once), ``flush_rows`` the most
+    rows that wait."""
 
     def __init__(self, path: str | Path, *, flush_every: float = FLUSH_EVERY_S, flush_rows: int = FLUSH_ROWS) -> None:
         self.path = Path(path)
@@ -168,6 +172,7 @@ class CallCache:
         self._pending: dict[str, tuple] = {}  # key -> row not yet in the file
         self._timer: threading.Timer | None = None
         self._closed = False
+        self._pid = os.getpid()  # a forked child must not write through its parent's connection
         try:
             self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False,
                                          isolation_level=None)
@@ -258,7 +263,8 @@ class CallCache:
     def flush(self) -> None:
         """Write every waiting row to the file now (one transaction)."""
         with self._lock:
-            self._flush_locked()
+            if not self._closed:
+                self._flush_locked()
 
     def _flush_on_timer(self) -> None:
         with self._lock:
@@ -377,6 +383,8 @@ _OPEN: weakref.WeakSet[CallCache] = weakref.WeakSet()
 @atexit.register
 def _flush_open_caches() -> None:
     for cache in list(_OPEN):
+        if cache._pid != os.getpid():
+            continue
         try:
             cache.flush()
         except Exception:  # noqa: S110 - nothing to report to at exit; the calls are made again

@@ -1,6 +1,8 @@
 """Backend for the OpenAI API and any OpenAI-compatible server (vLLM, Ollama, llama.cpp server).
 
-Everything goes through the ``openai`` SDK's chat-completions endpoint. Retries (exponential
+Everything goes to the chat-completions endpoint through the ``openai`` SDK's client (its ``post``:
+headers, authentication, timeouts, error classes), with the request body built here and the reply's
+JSON read here (see :meth:`OpenAICompatibleBackend._create`). Retries (exponential
 backoff with jitter on 429, 5xx, timeouts and connection errors) are ours, not the SDK's, so that
 they are counted, bounded and testable; a semaphore caps the requests in flight when the caller
 fans out on threads (see :func:`rubric_induce.backends.concurrency.run_bounded`).
