@@ -12,9 +12,10 @@ start, and results come back in input order as soon as every earlier one is in.
 """
 from __future__ import annotations
 
+import queue
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 __all__ = ["run_bounded", "run_window"]
@@ -90,6 +91,9 @@ def run_window(fn: Callable[[T], R], items: Sequence[T], max_in_flight: int = 1,
     warm: deque[list[int]] = deque()    # groups whose warm-up finished: [next item, end]
     waiting: dict[int, tuple[int, int]] = {}  # warm-up index -> its group's (start, end)
     running: dict[Future[R], int] = {}
+    # Finished calls arrive here (a done-callback each): O(1) per call, where waiting on the running
+    # futures (concurrent.futures.wait) costs a waiter on every one of them, per finished call.
+    done_q: queue.SimpleQueue[Future[R]] = queue.SimpleQueue()
     finished: dict[int, R] = {}
     emit = 0
     pool = ThreadPoolExecutor(max_workers=min(max_in_flight, n), thread_name_prefix="rubric-induce")
@@ -119,12 +123,19 @@ def run_window(fn: Callable[[T], R], items: Sequence[T], max_in_flight: int = 1,
                 i = next_item()
                 if i is None:
                     break
-                running[pool.submit(fn, items[i])] = i
+                fut = pool.submit(fn, items[i])
+                running[fut] = i
+                fut.add_done_callback(done_q.put)
             if emit in finished:
                 yield emit, finished.pop(emit)
                 emit += 1
                 continue
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            done = [done_q.get()]
+            while True:
+                try:
+                    done.append(done_q.get_nowait())
+                except queue.Empty:
+                    break
             for fut in sorted(done, key=running.__getitem__):
                 i = running.pop(fut)
                 finished[i] = fut.result()  # raises fn's exception: the finally below stops the rest

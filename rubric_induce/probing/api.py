@@ -284,8 +284,10 @@ def probe_once(
     text: str | None = None,
     example_tokens: int | None = None,
     pairwise_ties: bool = False,
+    template: PromptTemplate | None = None,
 ) -> tuple[ProbeRecord, BaseException | None]:
-    """One probe, and the exception of a call that failed (then the record says so).
+    """One probe, and the exception of a call that failed (then the record says so). ``template``:
+    the style's prompt as already loaded (default: loaded here).
 
     An order example of a pair (:func:`~rubric_induce.data.pair_examples.order_examples`) is asked
     the pairwise question instead (:mod:`rubric_induce.probing.pairwise`): its own prompt, the
@@ -296,7 +298,8 @@ def probe_once(
         messages, template = build_pairwise_messages(example, rubric, ties=pairwise_ties, task=task, text=text)
         scale = pairwise_scale(pairwise_ties)
     else:
-        messages, template = build_messages(example, rubric, style, fields=fields, task=task, text=text)
+        messages, template = build_messages(example, rubric, style, fields=fields, task=task, text=text,
+                                            template=template)
         scale = rubric.scale
 
     def blank() -> ProbeRecord:
@@ -593,7 +596,7 @@ def probe(
         _, ex, rb = pairs[k]
         text, n_tokens = rendered[ex.id]
         with prompt_cache_scope(prompt_cache_key_for(text)):
-            return probe_once(backend, ex, rb, text=text, example_tokens=n_tokens, **options)
+            return probe_once(backend, ex, rb, text=text, example_tokens=n_tokens, template=template, **options)
 
     cap = max(1, int(backend.max_concurrency))
     limit = _failure_streak_limit(cap)

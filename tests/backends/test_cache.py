@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -109,6 +110,85 @@ def test_resume_after_sigkill(tmp_path):
     assert 10 <= done < 40
     out = subprocess.run([sys.executable, str(script), "0"], capture_output=True, text=True, check=True)
     assert f"NEW_CALLS {40 - done}" in out.stdout
+
+
+def _rows_in_file(path) -> set[str]:
+    """The keys another process would read from the cache file now."""
+    conn = sqlite3.connect(path)
+    try:
+        return {r[0] for r in conn.execute("SELECT key FROM calls")}
+    finally:
+        conn.close()
+
+
+def test_writes_are_batched_and_reach_the_file_within_the_flush_interval(tmp_path):
+    """A put is readable at once in this process, and reaches the file by the timer without any
+    further call; not one commit per call."""
+    path = tmp_path / "c.sqlite"
+    cache = CallCache(path, flush_every=0.3)
+    for i in range(5):
+        cache.put(f"k{i}", "chat", "m", {"i": i}, Usage(1, 1))
+    assert cache.get("k3") == {"i": 3}  # waiting rows are answered
+    assert _rows_in_file(path) == set()  # ... but not yet in the file: batched
+    deadline = time.monotonic() + 10
+    while len(_rows_in_file(path)) < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _rows_in_file(path) == {f"k{i}" for i in range(5)}
+    cache.close()
+
+
+def test_a_full_batch_is_written_at_once_and_close_writes_the_rest(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = CallCache(path, flush_every=3600, flush_rows=3)
+    for i in range(4):
+        cache.put(f"k{i}", "chat", "m", {"i": i}, Usage(1, 1))
+    assert _rows_in_file(path) == {"k0", "k1", "k2"}
+    cache.put("k9", "chat", "m", {"i": 9}, Usage(1, 1))
+    cache.close()
+    cache.close()  # a second close does nothing
+    assert _rows_in_file(path) == {"k0", "k1", "k2", "k3", "k9"}
+
+
+def test_another_cache_of_the_same_file_in_this_process_sees_the_waiting_rows(tmp_path):
+    cache = CallCache(tmp_path / "c.sqlite", flush_every=3600)
+    cache.put("k1", "chat", "m", {"i": 1}, Usage(1, 1))
+    other = CallCache(tmp_path / "c.sqlite")
+    assert other.get("k1") == {"i": 1} and len(other) == 1 and other.contains(["k1", "k2"]) == {"k1"}
+    cache.put("k2", "chat", "m", {"i": 2}, Usage(1, 1))
+    assert other.stats()["calls"] == 2 and [r[0] for r in other.rows()] == ["k1", "k2"]
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", pytest.param("exception", marks=pytest.mark.slow)])
+def test_a_run_ended_without_close_keeps_every_finished_call(tmp_path, how):
+    """A probe run that dies by an exception or Ctrl-C without closing the cache (writes batched, a
+    flush interval of an hour): the exit flushes, and the rerun makes only the missing calls."""
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        from rubric_induce.backends.fake import FakeBackend
+        from rubric_induce.backends.cache import CachedBackend, CallCache
+        from rubric_induce.data import Example, Rubric
+        from rubric_induce.probing.api import probe
+        exs = [Example.create({{"text": f"dialogue {{i}}"}}) for i in range(10)]
+        rbs = [Rubric.create(f"rubric {{j}}") for j in range(4)]
+        stop_after = int(sys.argv[1])
+
+        class Stopping(FakeBackend):
+            def answer_logprobs(self, *a, **kw):
+                if stop_after and len(self.calls) >= stop_after:
+                    raise KeyboardInterrupt if {how!r} == "ctrl-c" else RuntimeError("crash")
+                return super().answer_logprobs(*a, **kw)
+
+        inner = Stopping()
+        cache = CallCache({str(tmp_path / 'c.sqlite')!r}, flush_every=3600)
+        probe(exs, rbs, CachedBackend(inner, cache))
+        print("NEW_CALLS", len(inner.calls))
+    """))
+    died = subprocess.run([sys.executable, str(script), "13"], capture_output=True, text=True)
+    assert died.returncode != 0 and ("KeyboardInterrupt" if how == "ctrl-c" else "crash") in died.stderr
+    assert len(_rows_in_file(tmp_path / "c.sqlite")) == 13
+    out = subprocess.run([sys.executable, str(script), "0"], capture_output=True, text=True, check=True)
+    assert "NEW_CALLS 27" in out.stdout
 
 
 @pytest.mark.slow
