@@ -522,6 +522,18 @@ def run(args: Any) -> dict[str, Any]:
     return summarize(rows, names, examples, rubrics, args, url)
 
 
+def from_rows(args: Any) -> dict[str, Any]:
+    """Summarise a run's ``rows.json`` (e.g. one stopped part-way) over the texts every method finished."""
+    examples, rubrics = load_inputs(args.texts, args.rubrics, args.limit, args.seed, args.pick)
+    names = [m.strip() for m in args.methods.split(",") if m.strip()]
+    rows = json.loads(args.from_rows.read_text(encoding="utf-8"))
+    done = {ex.id for ex in examples if all(any(r["method"] == n and r["text"] == ex.id for r in rows) for n in names)}
+    examples = [ex for ex in examples if ex.id in done]
+    rows = [r for r in rows if r["text"] in done and r["method"] in names]
+    args.out.mkdir(parents=True, exist_ok=True)
+    return summarize(rows, names, examples, rubrics, args, args.server_url or "own llama_cpp.server")
+
+
 def summarize(rows: list[dict[str, Any]], names: Sequence[str], examples: Sequence[Example],
               rubrics: Sequence[Rubric], args: Any, url: str) -> dict[str, Any]:
     from rubric_induce.data.render import render_example
@@ -611,11 +623,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="reply cap of Autorubric's one call per text (the whole rubric's answer)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_peers")
     ap.add_argument("--no-progress", dest="progress", action="store_false")
+    ap.add_argument("--from-rows", type=Path, default=None,
+                    help="no server: summarise the rows.json of a run (stopped or not) over the texts every "
+                         "method finished, with the same --texts/--rubrics/--limit/--pick/--methods")
     args = ap.parse_args(argv)
     if args.limit == 0:
         args.limit = None
     try:
-        results = run(args)
+        results = from_rows(args) if args.from_rows else run(args)
     except RubricInduceError as exc:
         print(f"bench_peers: {exc}", file=sys.stderr)
         return 2

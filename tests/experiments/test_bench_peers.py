@@ -125,3 +125,36 @@ def test_litellm_structured_reply_passes_through_the_rewrite(server_url, require
         assert got["calls"] == 1 and got["rewrote_format"] == 1 and got["failed_calls"] == 0
         assert (got["prompt_tokens"], got["completion_tokens"]) == (reply.usage.prompt_tokens,
                                                                     reply.usage.completion_tokens)
+
+
+def test_from_rows_summarises_the_texts_every_method_finished(tmp_path):
+    """A run stopped part-way: only texts judged by every method count; per-text means and agreement
+    with ours-independent come from the rows as recorded."""
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text("".join(json.dumps({"id": f"t{i}", "fields": {"text": "x" * (i + 1)}, "labels": {}}) + "\n"
+                             for i in range(3)))
+    rubrics = bp.RESOURCES / "demo_uss_rubrics.json"
+    ids = [r.id for r in bp.load_inputs(texts, rubrics, None, 0)[1]]
+
+    def row(method, text, calls, yes):
+        return {"method": method, "text": text, "wall_s": 2.0 * calls, "calls": calls, "other_requests": 0,
+                "prompt_tokens": 100 * calls, "completion_tokens": calls, "failed_calls": 0,
+                "calls_without_usage": 0, "rewrote_format": 0, "errors": [],
+                "verdicts": {rid: yes(k) for k, rid in enumerate(ids)}}
+
+    rows = [row("ours-independent", "t0", 8, lambda k: k < 4), row("ours-packed", "t0", 1, lambda k: k < 2),
+            row("ours-independent", "t1", 8, lambda k: k < 4), row("ours-packed", "t1", 1, lambda k: None),
+            row("ours-independent", "t2", 8, lambda k: True)]  # t2: packed never ran
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    args = bp.argparse.Namespace(texts=texts, rubrics=rubrics, limit=None, seed=0, pick="random",
+                                 methods="ours-independent,ours-packed", from_rows=tmp_path / "rows.json",
+                                 out=tmp_path / "out", server_url=None, model="smollm2", n_ctx=4096, top_logprobs=20,
+                                 peer_max_tokens=512, single_call_max_tokens=1536)
+    res = bp.from_rows(args)
+    assert res["conditions"]["text_ids"] == ["t0", "t1"]
+    packed = res["methods"]["ours-packed"]
+    assert packed["texts"] == 2 and packed["per_text"]["calls"] == 1.0 and packed["per_text"]["prompt_tokens"] == 100
+    vs = packed["vs_reference"]
+    assert vs["pairs"] == 8 and vs["coverage"] == 0.5 and vs["agreement"] == 0.75  # t0: 6 of 8 agree
+    assert res["methods"]["ours-independent"]["vs_reference"]["agreement"] == 1.0
+    assert "| ours-packed | 2 | 1.0 | 100 |" in res["table_md"]
