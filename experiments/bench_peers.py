@@ -523,11 +523,12 @@ def run(args: Any) -> dict[str, Any]:
 
 
 def from_rows(args: Any) -> dict[str, Any]:
-    """Summarise a run's ``rows.json`` (e.g. one stopped part-way) over the texts every method finished."""
+    """Summarise the ``rows.json`` of one or more runs (e.g. stopped part-way): each method over the texts
+    it finished (its ``texts`` column); agreement over the pairs both it and the reference judged."""
     examples, rubrics = load_inputs(args.texts, args.rubrics, args.limit, args.seed, args.pick)
     names = [m.strip() for m in args.methods.split(",") if m.strip()]
-    rows = json.loads(args.from_rows.read_text(encoding="utf-8"))
-    done = {ex.id for ex in examples if all(any(r["method"] == n and r["text"] == ex.id for r in rows) for n in names)}
+    rows = [r for path in args.from_rows for r in json.loads(Path(path).read_text(encoding="utf-8"))]
+    done = {r["text"] for r in rows if r["method"] in names}
     examples = [ex for ex in examples if ex.id in done]
     rows = [r for r in rows if r["text"] in done and r["method"] in names]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -547,13 +548,15 @@ def summarize(rows: list[dict[str, Any]], names: Sequence[str], examples: Sequen
         n = max(1, len(mine))
         per_text = {k: sum(r[k] for r in mine) / n for k in
                     ("calls", "other_requests", "prompt_tokens", "completion_tokens", "wall_s")}
+        ran = {r["text"] for r in mine}
+        idx_all = [i for i, (t, _) in enumerate(keys) if t in ran]  # a method is judged on the texts it ran
         vs = [verdict.get((name, t, rid)) for t, rid in keys]
-        agree = agreement(ref, vs) if ref is not None else agreement(vs, vs)
+        pick = (lambda seq, idx: [seq[i] for i in idx])
+        agree = agreement(pick(ref, idx_all) if ref is not None else pick(vs, idx_all), pick(vs, idx_all))
         by_rubric = {}
         for rb in rubrics:
-            idx = [i for i, (_, rid) in enumerate(keys) if rid == rb.id]
-            by_rubric[rb.id] = agreement([ref[i] for i in idx] if ref is not None else [vs[i] for i in idx],
-                                         [vs[i] for i in idx])
+            idx = [i for i in idx_all if keys[i][1] == rb.id]
+            by_rubric[rb.id] = agreement(pick(ref, idx) if ref is not None else pick(vs, idx), pick(vs, idx))
         methods[name] = {"texts": len(mine), "per_text": per_text,
                          "totals": {k: sum(r[k] for r in mine) for k in
                                     ("calls", "other_requests", "prompt_tokens", "completion_tokens",
@@ -623,12 +626,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="reply cap of Autorubric's one call per text (the whole rubric's answer)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_peers")
     ap.add_argument("--no-progress", dest="progress", action="store_false")
-    ap.add_argument("--from-rows", type=Path, default=None,
-                    help="no server: summarise the rows.json of a run (stopped or not) over the texts every "
-                         "method finished, with the same --texts/--rubrics/--limit/--pick/--methods")
+    ap.add_argument("--from-rows", type=Path, nargs="+", default=None,
+                    help="no server: summarise the rows.json of one or more runs (stopped or not), each method "
+                         "over the texts it finished, with the same --texts/--rubrics/--limit/--pick/--methods")
     args = ap.parse_args(argv)
     if args.limit == 0:
         args.limit = None
+    import signal
+
+    def _stop(signum: int, frame: Any) -> None:  # SIGTERM unwinds like Ctrl-C, so the server is stopped
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _stop)
     try:
         results = from_rows(args) if args.from_rows else run(args)
     except RubricInduceError as exc:

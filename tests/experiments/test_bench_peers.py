@@ -127,9 +127,9 @@ def test_litellm_structured_reply_passes_through_the_rewrite(server_url, require
                                                                     reply.usage.completion_tokens)
 
 
-def test_from_rows_summarises_the_texts_every_method_finished(tmp_path):
-    """A run stopped part-way: only texts judged by every method count; per-text means and agreement
-    with ours-independent come from the rows as recorded."""
+def test_from_rows_summarises_each_method_over_the_texts_it_finished(tmp_path):
+    """A run stopped part-way: each method is summarised over the texts it ran; per-text means and
+    agreement with ours-independent come from the rows as recorded."""
     texts = tmp_path / "texts.jsonl"
     texts.write_text("".join(json.dumps({"id": f"t{i}", "fields": {"text": "x" * (i + 1)}, "labels": {}}) + "\n"
                              for i in range(3)))
@@ -147,14 +147,15 @@ def test_from_rows_summarises_the_texts_every_method_finished(tmp_path):
             row("ours-independent", "t2", 8, lambda k: True)]  # t2: packed never ran
     (tmp_path / "rows.json").write_text(json.dumps(rows))
     args = bp.argparse.Namespace(texts=texts, rubrics=rubrics, limit=None, seed=0, pick="random",
-                                 methods="ours-independent,ours-packed", from_rows=tmp_path / "rows.json",
+                                 methods="ours-independent,ours-packed", from_rows=[tmp_path / "rows.json"],
                                  out=tmp_path / "out", server_url=None, model="smollm2", n_ctx=4096, top_logprobs=20,
                                  peer_max_tokens=512, single_call_max_tokens=1536)
     res = bp.from_rows(args)
-    assert res["conditions"]["text_ids"] == ["t0", "t1"]
+    assert res["conditions"]["text_ids"] == ["t0", "t1", "t2"]
+    assert res["methods"]["ours-independent"]["texts"] == 3
     packed = res["methods"]["ours-packed"]
     assert packed["texts"] == 2 and packed["per_text"]["calls"] == 1.0 and packed["per_text"]["prompt_tokens"] == 100
     vs = packed["vs_reference"]
-    assert vs["pairs"] == 8 and vs["coverage"] == 0.5 and vs["agreement"] == 0.75  # t0: 6 of 8 agree
+    assert vs["pairs"] == 8 and vs["coverage"] == 0.5 and vs["agreement"] == 0.75  # t0: 6 of 8 agree; t2 not run
     assert res["methods"]["ours-independent"]["vs_reference"]["agreement"] == 1.0
     assert "| ours-packed | 2 | 1.0 | 100 |" in res["table_md"]
