@@ -541,7 +541,8 @@ def summarize(rows: list[dict[str, Any]], names: Sequence[str], examples: Sequen
 
     keys = [(ex.id, rb.id) for ex in examples for rb in rubrics]
     verdict = {(r["method"], r["text"], rid): v for r in rows for rid, v in r["verdicts"].items()}
-    ref = [verdict.get((REFERENCE, t, rid)) for t, rid in keys] if REFERENCE in names else None
+    reference = getattr(args, "reference", None) or REFERENCE
+    ref = [verdict.get((reference, t, rid)) for t, rid in keys] if reference in names else None
     methods: dict[str, Any] = {}
     for name in names:
         mine = [r for r in rows if r["method"] == name]
@@ -578,20 +579,20 @@ def summarize(rows: list[dict[str, Any]], names: Sequence[str], examples: Sequen
                   "server": "own llama_cpp.server (embedded SmolLM2-135M GGUF)" if args.server_url is None
                   else url, "model": args.model, "n_ctx": args.n_ctx if args.server_url is None else None,
                   "top_logprobs": args.top_logprobs, "peer_max_tokens": args.peer_max_tokens,
-                  "single_call_max_tokens": args.single_call_max_tokens, "reference": REFERENCE,
+                  "single_call_max_tokens": args.single_call_max_tokens, "reference": reference,
                   "cpus": os.cpu_count(), "loadavg_end": list(os.getloadavg()), "versions": versions,
                   "command": " ".join([Path(sys.executable).name, *sys.argv])}
     return {"experiment": "bench_peers", "conditions": conditions, "methods": methods, "rows": rows,
-            "table_md": table_md(methods)}
+            "table_md": table_md(methods, reference)}
 
 
 def _f(x: Any, fmt: str) -> str:
     return "n/a" if x is None else format(x, fmt)
 
 
-def table_md(methods: dict[str, Any]) -> str:
+def table_md(methods: dict[str, Any], reference: str = REFERENCE) -> str:
     head = ("| method | texts | calls / text | prompt tok / text | completion tok / text | wall s / text | "
-            f"verdict coverage | agreement with {REFERENCE} | kappa | 'holds' rate |")
+            f"verdict coverage | agreement with {reference} | kappa | 'holds' rate |")
     lines = [head, "|" + "---|" * 10]
     for name, m in methods.items():
         p, a = m["per_text"], m["vs_reference"]
@@ -626,6 +627,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="reply cap of Autorubric's one call per text (the whole rubric's answer)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_peers")
     ap.add_argument("--no-progress", dest="progress", action="store_false")
+    ap.add_argument("--reference", default=REFERENCE,
+                    help="the method whose verdicts the others are compared with (with --from-rows: any method "
+                         "name in the rows)")
     ap.add_argument("--from-rows", type=Path, nargs="+", default=None,
                     help="no server: summarise the rows.json of one or more runs (stopped or not), each method "
                          "over the texts it finished, with the same --texts/--rubrics/--limit/--pick/--methods")
