@@ -15,15 +15,36 @@ on ``openai/gpt-4o-mini`` and ``openai/gpt-4.1-nano``: prompt and completion tok
 floor (the text once, each rubric's question once, one answer token each). Packed completion tokens
 are counted two ways: the plan's bound (max_tokens) and the expected reply (about 5 tokens a line).
 
+On a served model: ``--server-url http://127.0.0.1:8080/v1`` (an OpenAI-compatible server, e.g.
+``python -m llama_cpp.server --logits_all true``), or ``--start-server`` to start the llama.cpp server
+with the embedded SmolLM2 model on a free port (as tests/backends/conftest.py does) and stop it after.
+Independent probes ask the server for ``--top-logprobs`` alternatives (default 20; the llama.cpp server
+takes 1000, then no answer is bounded); packed calls always ask 20 (the OpenAI cap).
+
+``whole-run``: the README demo config (``rubric_induce/resources/demo_uss.toml``, or ``--config``) run
+twice, ``probe.packing`` independent then packed, with one shared call cache (``--cache``: a copy of a
+finished demo run's ``llm_calls.sqlite`` makes generation and the independent probes free); feedback
+off, ``select.missing = "drop"`` and ``max_failure_rate = 1`` both ways (a packed reply may miss a
+line). Reports held-out NetSAT accuracy / F1 / ΔNetSAT, calibrated Pearson, the selected sets and
+their overlap.
+
     nice -n 10 .venv/bin/python experiments/packed_vs_independent.py fidelity --texts 12 --out /tmp/pvi
+    nice -n 10 .venv/bin/python experiments/packed_vs_independent.py fidelity --start-server --top-logprobs 1000 --out /tmp/pvi-srv
+    nice -n 10 .venv/bin/python experiments/packed_vs_independent.py whole-run --cache runs/demo/llm_calls.sqlite --out /tmp/pvi-run
     .venv/bin/python experiments/packed_vs_independent.py cost --out /tmp/pvi
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
+import signal
+import socket
+import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +93,10 @@ def _compare(ind, pkd, rubrics) -> dict:
     b = {(r.example_id, r.rubric_id): r for r in pkd.records}
     tv, by_rubric, by_pos, shift_by_pos = [], {}, {}, {}
     failed = sum(not r.ok for r in pkd.records)
+    failed_by_pos, n_by_pos = {}, {}
+    for r in pkd.records:
+        n_by_pos[r.pack_position] = n_by_pos.get(r.pack_position, 0) + 1
+        failed_by_pos[r.pack_position] = failed_by_pos.get(r.pack_position, 0) + (not r.ok)
     for key, rb in b.items():
         ra = a.get(key)
         if ra is None or not ra.ok or not rb.ok:
@@ -87,6 +112,8 @@ def _compare(ind, pkd, rubrics) -> dict:
             "tv_median_by_rubric": {r.id: pct(by_rubric.get(r.id, []), 50) for r in rubrics},
             "tv_median_by_position": {int(p): pct(v, 50) for p, v in sorted(by_pos.items())},
             "expected_shift_by_position": {int(p): float(np.mean(v)) for p, v in sorted(shift_by_pos.items())},
+            "pairs_by_position": {int(p): len(v) for p, v in sorted(by_pos.items())},
+            "packed_failed_by_position": {int(p): f"{failed_by_pos[p]}/{n_by_pos[p]}" for p in sorted(n_by_pos)},
             "packed_bounded": sum(r.is_bounded for r in pkd.records)}
 
 
@@ -99,17 +126,80 @@ def _selected(table, rubrics, examples, label) -> list[str]:
     return sorted(r.id for r in res.chosen)
 
 
-def fidelity(args) -> dict:
+@contextlib.contextmanager
+def llama_server(log: Path, n_threads: int = 2):
+    """A llama.cpp server with the embedded SmolLM2 model on a free 127.0.0.1 port (as the tests' fixture);
+    yields its base URL and always stops it."""
+    from rubric_induce.backends.local import default_model_path
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_model_path()), "--model_alias", "smollm2",
+           "--host", "127.0.0.1", "--port", str(port), "--logits_all", "true", "--n_ctx", "2048",
+           "--n_threads", str(n_threads), "--verbose", "false"]
+    url = f"http://127.0.0.1:{port}/v1"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                if proc.poll() is not None:
+                    raise SystemExit(f"llama.cpp server exited with {proc.returncode}; see {log}")
+                try:
+                    with urllib.request.urlopen(url + "/models", timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"llama.cpp server not up after 120 s; see {log}")
+                time.sleep(0.25)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+def _backend_spec(args, url: str | None) -> str:
+    return f"openai-compatible/{args.model}@{url}" if url else args.backend
+
+
+def _open_backend(spec: str, args):
     from rubric_induce.backends import get_backend
 
-    backend = get_backend(args.backend, **({"n_threads": 2, "n_ctx": 2048} if args.backend == "local" else {}))
+    if spec == "local":
+        return get_backend(spec, n_threads=args.threads, n_ctx=2048)
+    if spec.startswith("openai-compatible/"):  # one request at a time: the one-slot llama.cpp server
+        return get_backend(spec, top_logprobs=args.top_logprobs, max_concurrency=1, timeout=300.0, max_retries=1)
+    return get_backend(spec, top_logprobs=args.top_logprobs)
+
+
+def _served(args):
+    """The server URL for this run: --server-url, a started llama.cpp server, or None (args.backend)."""
+    if args.start_server:
+        return llama_server(args.out / "llama_server.log", n_threads=args.threads)
+    return contextlib.nullcontext(args.server_url)
+
+
+def fidelity(args) -> dict:
+    with _served(args) as url:
+        return _fidelity(args, _backend_spec(args, url))
+
+
+def _fidelity(args, spec: str) -> dict:
+    backend = _open_backend(spec, args)
     out = {}
     try:
         loaders = {"demo_uss": _demo, "topical_chat": _topical_chat}
         for name in args.datasets.split(","):
             load = loaders[name.strip()]
             examples, rubrics, label = load(args.texts)
-            row = {"texts": len(examples), "rubrics": len(rubrics)}
+            row = {"backend": spec, "texts": len(examples), "rubrics": len(rubrics)}
             t0 = time.perf_counter()
             ind = probe(examples, rubrics, backend, ProbeParams())
             row["independent_s"] = round(time.perf_counter() - t0, 1)
@@ -130,6 +220,70 @@ def fidelity(args) -> dict:
             print(name, json.dumps(row), flush=True)
     finally:
         backend.close()
+    return out
+
+
+def _held_out(run: Path) -> dict:
+    ev = json.loads((run / "evaluation.json").read_text())
+    sel, cal = ev.get("selection") or {}, (ev.get("calibrated") or {}).get("calibrated") or {}
+    ci = ev.get("selection_ci") or {}
+    return {"n_test": ev.get("n_test"), "accuracy": sel.get("accuracy"), "accuracy_ci": ci.get("accuracy"),
+            "f1": sel.get("f1"), "f1_ci": ci.get("f1"), "delta_netsat": sel.get("delta_netsat"),
+            "calibrated_pearson": cal.get("pearson"), "calibrated_pearson_ci": cal.get("pearson_ci"),
+            "calibrated_rmse": cal.get("rmse"), "majority_accuracy": ev["baselines"]["majority"]["accuracy"],
+            "constant_rmse": (ev["baselines"].get("constant") or {}).get("rmse")}
+
+
+def whole_run(args) -> dict:
+    with _served(args) as url:
+        return _whole_run(args, _backend_spec(args, url) if url else None)
+
+
+def _whole_run(args, spec: str | None) -> dict:
+    from rubric_induce.data import RubricSet
+    from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.pipeline import load_config, run_pipeline
+
+    cache = args.out / "llm_calls.sqlite"
+    if args.cache and not cache.exists():
+        shutil.copyfile(args.cache, cache)  # a copy: the source run's cache is never written
+    out: dict = {"config": str(args.config), "backend": spec or "(the config's)"}
+    for packing in ("independent", "packed"):
+        cfg = load_config(args.config)
+        cfg.override("run", external_cache=True)
+        cfg.override("backend", cache=str(cache.resolve()), **({"spec": spec, "top_logprobs": args.top_logprobs,
+                                                               "concurrency": 1} if spec else {}))
+        cfg.override("probe", packing=packing)
+        cfg.override("select", missing="drop", max_failure_rate=1.0,
+                     **{k: v for k, v in (("n_sat", args.n_sat), ("n_dsat", args.n_dsat)) if v is not None})
+        cfg.override("feedback", enabled=False)
+        run_dir = args.out / packing
+        t0 = time.perf_counter()
+        own = None
+        if cfg.backend.spec == "local":  # the embedded model with --threads (not part of any cache key)
+            from rubric_induce.backends.local import LocalLlamaBackend
+
+            own = LocalLlamaBackend(n_threads=args.threads, n_ctx=cfg.backend.n_ctx or 4096)
+        try:
+            run_pipeline(cfg, out=run_dir, stop_after="evaluate", backend=own,
+                         echo=lambda m, p=packing: print(f"  [{p}] {m}", flush=True))
+        finally:
+            if own is not None:
+                own.close()
+        table = ProbeTable.load(run_dir / "probes.jsonl")
+        out[packing] = {"wall_s": round(time.perf_counter() - t0, 1), "probes": len(table.records),
+                        "probes_failed": table.n_errors, "probes_bounded": table.n_bounded,
+                        "selected": sorted(RubricSet.load(run_dir / "selected.jsonl").ids), **_held_out(run_dir)}
+        (args.out / "whole_run.json").write_text(json.dumps(out, indent=1))
+        print(packing, json.dumps(out[packing]), flush=True)
+    a, b = set(out["independent"]["selected"]), set(out["packed"]["selected"])
+    out["selected_overlap"] = {"shared": len(a & b), "union": len(a | b), "jaccard": len(a & b) / max(1, len(a | b))}
+    ind = ProbeTable.load(args.out / "independent" / "probes.jsonl")
+    pkd = ProbeTable.load(args.out / "packed" / "probes.jsonl")
+    from rubric_induce.data.model import RubricPool
+
+    pool = list(RubricPool.load(args.out / "independent" / "pool.dedup.jsonl"))
+    out["fidelity"] = _compare(ind, pkd, pool)
     return out
 
 
@@ -187,14 +341,27 @@ def _cost_md(rows) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("fidelity", "cost", "both"))
-    ap.add_argument("--backend", default="local")
+    ap.add_argument("what", choices=("fidelity", "cost", "both", "whole-run"))
+    ap.add_argument("--backend", default="local", help="backend spec (default: the embedded model)")
+    ap.add_argument("--server-url", help="an OpenAI-compatible server (e.g. llama.cpp) to probe instead of --backend")
+    ap.add_argument("--start-server", action="store_true",
+                    help="start the llama.cpp server with the embedded model on 127.0.0.1 and probe through it")
+    ap.add_argument("--model", default="smollm2", help="model name sent to --server-url (default smollm2)")
+    ap.add_argument("--top-logprobs", type=int, default=20,
+                    help="served models: alternatives at an independent probe's answer (default 20; packed: 20)")
+    ap.add_argument("--threads", type=int, default=2,
+                    help="threads of the embedded model or the started server (1 is faster on a busy machine)")
+    ap.add_argument("--config", type=Path, default=RES / "demo_uss.toml", help="whole-run: the run config")
+    ap.add_argument("--n-sat", type=int, help="whole-run: override select.n_sat (the demo: 4 of a pool of 8)")
+    ap.add_argument("--n-dsat", type=int, help="whole-run: override select.n_dsat")
+    ap.add_argument("--cache", type=Path, help="whole-run: a call cache to start from (copied into --out)")
     ap.add_argument("--texts", type=int, default=12)
     ap.add_argument("--datasets", default="demo_uss,topical_chat", help="comma-separated: demo_uss, topical_chat")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("/tmp/packed_vs_independent"))
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout` / kill: stop a started server too
     if args.what in ("cost", "both"):
         res = cost(args)
         (args.out / "cost.json").write_text(json.dumps(res, indent=1))
@@ -204,6 +371,10 @@ def main(argv=None) -> int:
     if args.what in ("fidelity", "both"):
         res = fidelity(args)
         (args.out / "fidelity.json").write_text(json.dumps(res, indent=1))
+        print(json.dumps(res, indent=1))
+    if args.what == "whole-run":
+        res = whole_run(args)
+        (args.out / "whole_run.json").write_text(json.dumps(res, indent=1))
         print(json.dumps(res, indent=1))
     return 0
 

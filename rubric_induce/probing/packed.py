@@ -176,9 +176,25 @@ def _read_at(tokens: Sequence[TokenLogprob], starts: list[int], text: str, end: 
 
 def parse_packed_text(text: str, labels: Sequence[Sequence[str]]) -> list[str | None]:
     """The answer written on each question's line of a packed reply (None: no line, or no allowed
-    answer on it); for replies without logprobs (e.g. a transcript)."""
-    toks = [TokenLogprob(text, 0.0, {})]
+    answer at its start); for replies without logprobs (e.g. a transcript).
+
+    Lines are found as :func:`parse_packed_tokens` finds them (first line per label); the answer is
+    the allowed answer the line starts with after the colon (past spaces, markdown emphasis and
+    quotes), followed by the end of the line or a character that is not a letter or digit, so
+    ``R3: 2 - the system repeated itself`` reads 2 and ``R1: The answer is 4`` reads nothing.
+    """
+    found: dict[int, int] = {}
+    for m in _LABEL.finditer(text):
+        i = int(m.group(1)) - 1
+        if 0 <= i < len(labels) and i not in found:
+            found[i] = m.end()
     out: list[str | None] = []
-    for ans, answers in zip(parse_packed_tokens(toks, labels), labels):
-        out.append(None if ans.raw is None or not any(ans.raw) else answers[int(np.argmax(ans.raw))])
+    for i, answers in enumerate(labels):
+        if i not in found:
+            out.append(None)
+            continue
+        rest = text[found[i]:].split("\n", 1)[0].lstrip(_SKIP).lower()
+        hits = [a for a in answers if rest.startswith(a.lower())
+                and (len(rest) == len(a) or not rest[len(a)].isalnum())]
+        out.append(max(hits, key=len) if hits else None)
     return out

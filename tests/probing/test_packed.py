@@ -48,8 +48,8 @@ def test_a_missing_line_is_a_failed_probe_of_that_rubric_only():
 def test_extra_text_and_digits_before_the_answer_never_count():
     # a preamble with digits, a digit in the echoed question, markdown: only the labelled lines count
     text = "Here are my 2 answers for question 1:\nR1 (rated 1 to 5): see below\n**R1:** 4\nR2: Yes, 3 times\n"
-    assert parse_packed_text(text, [LIK, ["Yes", "No"]]) == ["4", None]
-    # "R2: Yes, 3 times": the answer position holds "Yes, 3 times", not a label alone -> read as such by tokens
+    # "R2: Yes, 3 times": the answer position holds "Yes"; the text parser reads it as the token parser does
+    assert parse_packed_text(text, [LIK, ["Yes", "No"]]) == ["4", "Yes"]
     toks = _toks("Sure", " 1", ".", "\n", "R", "1", ":", " ", "4", "\n", "R2", ":", " Yes", ",", " 3",
                  top={8: {"4": 0.5, "2": 0.25}, 12: {" Yes": 0.8, " No": 0.1}})
     a1, a2 = parse_packed_tokens(toks, [LIK, ["Yes", "No"]])
@@ -237,3 +237,32 @@ def test_a_line_starting_with_a_word_is_bounded_not_read_further(examples, rubri
     by_pos = {r.pack_position: r for r in probe(examples[:1], rubrics, be, ProbeParams(packing="packed")).records}
     assert by_pos[0].is_bounded and by_pos[0].probs == pytest.approx([0.2] * 5)
     assert by_pos[1].probs[2] == pytest.approx(1.0) and by_pos[1].bounded == ["1", "2", "4", "5"]
+
+
+def test_a_reply_out_of_order_with_a_missing_line_and_extra_text_all_at_once(examples, rubrics):
+    """One reply with every trick: a preamble holding digits, lines out of order, commentary after an
+    answer, a repeated label (the first line counts), a label beyond the list, a missing line, and a
+    closing remark naming the missing label mid-sentence (not a line of its own)."""
+    reply = ("Sure! Here are my ratings on the 1-5 scale:\n"
+             "R3: 2 - the system repeated itself 3 times\n"
+             "R1: 5\n\n"
+             "R1: 1\n"
+             "R9: 4\n"
+             "Thanks. R2: hard to say, so 3 is my guess\n")
+    be = FakeBackend(replies=lambda messages, **kw: reply)
+    table = probe(examples[:1], rubrics, be, ProbeParams(packing="packed"))
+    by_pos = {r.pack_position: r for r in table.records}
+    assert by_pos[2].ok and by_pos[2].probs == pytest.approx([0, 1, 0, 0, 0])  # R3: 2, not the 3 after it
+    assert by_pos[0].ok and by_pos[0].probs == pytest.approx([0, 0, 0, 0, 1])  # the first R1 line, not the repeat
+    assert not by_pos[1].ok and "'R2:'" in by_pos[1].error  # "R2:" mid-line is no answer line
+    assert table.n_errors == 1 and len(be.calls) == 1
+    # the text parser reads the same lines
+    assert parse_packed_text(reply, [LIK] * 3) == ["5", None, "2"]
+
+
+def test_answers_read_with_trailing_punctuation_and_a_final_line_without_newline():
+    toks = _toks("R2", ":", " 5", ".", " Because", "\n", "R1", ":", " **", "3", "**",
+                 top={2: {" 5": 0.5, " 4": 0.4}, 9: {"3": 0.6, "2": 0.3}})
+    a1, a2 = parse_packed_tokens(toks, [LIK, LIK])
+    assert a1.raw == pytest.approx([0, 0.3, 0.6, 0, 0]) and a2.raw == pytest.approx([0, 0, 0, 0.4, 0.5])
+    assert parse_packed_text("R2: 5. Because\nR1: **3**", [LIK, LIK]) == ["3", "5"]
