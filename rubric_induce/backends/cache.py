@@ -287,7 +287,11 @@ class CallCache:
             self._timer = None
         if not self._pending:
             return
-        rows = list(self._pending.values())
+        self._insert_locked(list(self._pending.values()))
+        self._pending.clear()
+
+    def _insert_locked(self, rows: list[tuple]) -> None:
+        """Insert rows in one transaction (rolled back whole on any error); the caller holds the lock."""
         self._execute("BEGIN")
         try:
             self._conn.executemany("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
@@ -295,7 +299,6 @@ class CallCache:
         except BaseException:
             self._conn.execute("ROLLBACK")
             raise
-        self._pending.clear()
 
     def contains(self, keys: Iterable[str]) -> set[str]:
         """The ``keys`` that have a row (a damaged row counts: the live call would replace it)."""
@@ -340,13 +343,7 @@ class CallCache:
         rows = list(rows)
         with self._lock:
             self._flush_locked()
-            self._execute("BEGIN")
-            try:
-                self._conn.executemany("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-                self._execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+            self._insert_locked(rows)
         return len(rows)
 
     def __len__(self) -> int:

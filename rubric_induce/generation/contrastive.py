@@ -37,7 +37,6 @@ from typing import Any
 
 from rubric_induce.backends.base import Backend
 from rubric_induce.backends.structured import (
-    GenerationError,
     GenerationStats,
     ask_json,
     derive_seed,
@@ -53,7 +52,7 @@ from rubric_induce.data.model import Example, Rubric, RubricPool
 from rubric_induce.data.pair_examples import pairs_from_examples, side_id
 from rubric_induce.data.pairs import Pair
 from rubric_induce.generation.registry import GenerateResult, generator
-from rubric_induce.generation.screen import RubricScreen, screen_item
+from rubric_induce.generation.screen import RubricScreen, no_rubrics_error, screen_item
 
 __all__ = ["ContrastiveParams", "KINDS", "HARD_RULE", "PRINCIPLE", "PROMPT_NAME", "NAMES_THE_PAIR", "generate_contrastive",
            "contrastive_messages", "sample_pairs"]
@@ -228,13 +227,7 @@ def generate_contrastive(
     finally:
         bar.close()
     if not made:
-        rejected = "; ".join(f"{r['text']!r} ({r['reason']})" for r in stats.rejected_items[:3])
-        err = GenerationError(f"contrastive generation produced no rubrics: {stats.summary()}; first failure: "
-                              f"{stats.failures[0].error if stats.failures else 'none'}"
-                              + (f"; rejected, e.g. {rejected}" if rejected else "")
-                              + "; a stronger backend, or hand-written rubrics in generate.include, help")
-        err.stats = stats.to_dict()  # type: ignore[attr-defined]  # so a caller with included rubrics can report it
-        raise err
+        raise no_rubrics_error("contrastive", stats)
     rubrics = [Rubric.create(m["text"], "SAT", provenance={
         "method": "contrastive", "step": "contrastive", "kind": m["kind"], "model": model,
         "prompt_hash": template.hash, "seed": seed, "source_pair_ids": list(m["pairs"]),

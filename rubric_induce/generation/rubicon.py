@@ -36,7 +36,6 @@ from typing import Any
 
 from rubric_induce.backends.base import Backend
 from rubric_induce.backends.structured import (
-    GenerationError,
     GenerationStats,
     ask_json,
     derive_seed,
@@ -52,7 +51,7 @@ from rubric_induce.core.templates import PromptTemplate, load_prompt
 from rubric_induce.data.model import LIKERT_5, AnswerScale, Example, Rubric, RubricPool
 from rubric_induce.data.render import render_example
 from rubric_induce.generation.registry import GenerateResult, generator
-from rubric_induce.generation.screen import RubricScreen, screen_item
+from rubric_induce.generation.screen import RubricScreen, no_rubrics_error, screen_item
 
 __all__ = [
     "RubiconParams",
@@ -553,13 +552,7 @@ def generate_rubicon(
             stats.note(f"no {polarity} rubrics were generated from {len(patterns)} patterns")
         rubrics.extend(made)
     if not rubrics:
-        rejected = "; ".join(f"{r['text']!r} ({r['reason']})" for r in stats.rejected_items[:3])
-        err = GenerationError(f"{mode} generation produced no rubrics: {stats.summary()}; "
-                              f"first failure: {stats.failures[0].error if stats.failures else 'none'}"
-                              + (f"; rejected, e.g. {rejected}" if rejected else "")
-                              + "; a stronger backend, or hand-written rubrics in generate.include, help")
-        err.stats = stats.to_dict()  # type: ignore[attr-defined]  # so a caller with included rubrics can report it
-        raise err
+        raise no_rubrics_error(mode, stats)
     pool = RubricPool(rubrics)
     pool.manifest = {
         "method": mode, "settings": settings, "seed": seed,

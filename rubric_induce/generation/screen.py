@@ -242,6 +242,21 @@ def record_rejection(stats, found: Rejection, text: str) -> None:
         stats.rejected_items.append(found.record(text))
 
 
+def no_rubrics_error(what: str, stats):
+    """The :class:`~rubric_induce.backends.structured.GenerationError` of a generator that kept no rubric:
+    what went wrong (failures, the first rejections with their reasons) and what helps; it carries
+    ``stats`` so a caller with included rubrics can still report them."""
+    from rubric_induce.backends.structured import GenerationError
+
+    rejected = "; ".join(f"{r['text']!r} ({r['reason']})" for r in stats.rejected_items[:3])
+    err = GenerationError(f"{what} generation produced no rubrics: {stats.summary()}; "
+                          f"first failure: {stats.failures[0].error if stats.failures else 'none'}"
+                          + (f"; rejected, e.g. {rejected}" if rejected else "")
+                          + "; a stronger backend, or hand-written rubrics in generate.include, help")
+    err.stats = stats.to_dict()  # type: ignore[attr-defined]
+    return err
+
+
 def rejection_reason(text: str, *, class_words: Iterable[str] = (), kind_words: Iterable[str] = (),
                      prompt_texts: Iterable[str] = (), examples: Iterable[str] = (), min_span: int = 8,
                      criteria: bool = False, example_span: int = 6) -> str | None:
