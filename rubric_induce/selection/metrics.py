@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.core.stats import percentile_interval, stratified_indices
+from rubric_induce.core.stats import percentile_interval, stratified_index_chunks
 from rubric_induce.selection.precision import confident_mask
 
 __all__ = [
@@ -95,19 +95,24 @@ def selection_metrics_ci(
     random_state: int = 0,
 ) -> dict[str, tuple[float, float]]:
     """``{metric: (low, high)}``: percentile bootstrap intervals of every :data:`METRIC_NAMES`
-    (class-stratified, seeded; NaN when fewer than two replicates are defined)."""
+    (class-stratified, seeded; NaN when fewer than two replicates are defined). The replicates are
+    drawn and reduced a chunk at a time (:func:`~rubric_induce.core.stats.stratified_index_chunks`),
+    so memory is O(chunk x texts), not O(n_boot x texts)."""
     s, yb = np.asarray(netsat, dtype=float), np.asarray(y).astype(bool)
     if n_boot < 1 or len(s) == 0:
         return {k: (float("nan"), float("nan")) for k in METRIC_NAMES}
     rng = np.random.default_rng(random_state)
-    idx = stratified_indices((np.flatnonzero(yb), np.flatnonzero(~yb)), n_boot, rng)
-    bs, by = s[idx], yb[idx]
-    reps: dict[str, np.ndarray] = dict(_confusion(by, bs > threshold))
-    with np.errstate(invalid="ignore"):
-        pos_mean = np.where(by, bs, 0).sum(1) / by.sum(1)
-        neg_mean = np.where(~by, bs, 0).sum(1) / (~by).sum(1)
-    reps["delta_netsat"] = pos_mean - neg_mean
-    reps["yield_rate"] = np.array([confident_mask(bs[b], by[b], p).mean() for b in range(n_boot)])
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in METRIC_NAMES}
+    for idx in stratified_index_chunks((np.flatnonzero(yb), np.flatnonzero(~yb)), n_boot, rng):
+        bs, by = s[idx], yb[idx]
+        for k, v in _confusion(by, bs > threshold).items():
+            parts[k].append(v)
+        with np.errstate(invalid="ignore"):
+            pos_mean = np.where(by, bs, 0).sum(1) / by.sum(1)
+            neg_mean = np.where(~by, bs, 0).sum(1) / (~by).sum(1)
+        parts["delta_netsat"].append(pos_mean - neg_mean)
+        parts["yield_rate"].append(np.array([confident_mask(bs[b], by[b], p).mean() for b in range(len(idx))]))
+    reps = {k: np.concatenate(v) for k, v in parts.items()}
     return {k: percentile_interval(reps[k], 1 - level) for k in METRIC_NAMES}
 
 

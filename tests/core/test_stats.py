@@ -178,6 +178,99 @@ def test_stratified_indices_keep_strata_and_draw_in_order():
     assert only.shape == (5, 3)
 
 
+
+# Bootstrap in chunks (issue 35 item 4): the replicates are drawn and reduced a chunk of rows at a
+# time; the draws must be those of one (n_boot, n) call, and the results the one-shot results.
+
+def _one_call_strata(strata, n_boot, rng):
+    """What stratified_indices drew before it drew in chunks: one call per stratum, in order."""
+    return np.concatenate([s[rng.integers(0, len(s), size=(n_boot, len(s)))] for s in strata if len(s)], axis=1)
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 1000, 1 << 23])
+def test_stratified_chunks_draw_what_one_call_draws(monkeypatch, block):
+    monkeypatch.setattr(stats, "BOOTSTRAP_BLOCK", block)
+    strata = (np.arange(0, 13), np.array([], dtype=int), np.arange(13, 18), np.arange(18, 49))
+    for n_boot in (1, 9, 1000):
+        rng, ref = np.random.default_rng(3), np.random.default_rng(3)
+        chunks = list(stats.stratified_index_chunks(strata, n_boot, rng))
+        np.testing.assert_array_equal(np.concatenate(chunks), _one_call_strata(strata, n_boot, ref))
+        assert rng.bit_generator.state == ref.bit_generator.state  # the caller's generator ends where it did
+        assert len(chunks) == -(-n_boot // stats.bootstrap_rows(n_boot, 49))
+        if block < 49 * 8 and n_boot == 1000:
+            assert len(chunks) > 1 and max(len(c) for c in chunks) <= 8
+    np.testing.assert_array_equal(stats.stratified_indices(strata, 1000, np.random.default_rng(3)),
+                                  _one_call_strata(strata, 1000, np.random.default_rng(3)))
+    with pytest.raises(ValueError, match="stratum"):
+        stats.stratified_indices((np.array([], dtype=int),), 5, np.random.default_rng(0))
+
+
+def test_bootstrap_rows_are_powers_of_two_within_the_block(monkeypatch):
+    monkeypatch.setattr(stats, "BOOTSTRAP_BLOCK", 100_000)
+    assert stats.bootstrap_rows(1000, 10) == 1000  # fits: one chunk
+    assert stats.bootstrap_rows(1000, 1000) == 64  # 100 fit: the power of two below
+    assert stats.bootstrap_rows(1000, 10**6) == 8  # never fewer than 8 (BLAS's row blocks)
+    assert stats.bootstrap_rows(5, 10**6) == 5
+
+
+def _bootstrap_cases():
+    r = np.random.default_rng(11)
+    x = r.normal(size=700)
+    y = np.round((x + r.normal(size=700)) * 2) / 2  # ties for the rank statistics
+    y[::50] = np.nan
+    groups = r.integers(0, 40, 700).astype(object)
+    groups[::33] = None
+    return x, y, groups
+
+
+@pytest.mark.parametrize(("stat", "grouped"), [(s, g) for s in ("pearson", "spearman", "kendall") for g in (False, True)]
+                         + [(f"summary-{s}", True) for s in ("pearson", "spearman", "kendall")])
+def test_named_bootstrap_in_chunks_equals_one_shot(monkeypatch, stat, grouped):
+    x, y, groups = _bootstrap_cases()
+    if stat.endswith("kendall"):  # its sign matrix is rebuilt for each chunk: fewer texts
+        x, y, groups = x[:200], y[:200], groups[:200]
+    g = groups if grouped else None
+    monkeypatch.setattr(stats, "BOOTSTRAP_BLOCK", 1 << 30)  # one chunk: the computation before chunks
+    ref = stats.bootstrap_distribution(stat, x, y, groups=g, n_boot=1000, seed=5)
+    for block in (700 * 8, 700 * 100, 40 * 9):
+        monkeypatch.setattr(stats, "BOOTSTRAP_BLOCK", block)
+        point, reps = stats.bootstrap_distribution(stat, x, y, groups=g, n_boot=1000, seed=5)
+        assert point == ref[0] or (math.isnan(point) and math.isnan(ref[0]))
+        np.testing.assert_array_equal(reps, ref[1])  # exactly, NaN where NaN
+
+
+def test_callable_bootstrap_in_chunks_equals_one_shot(monkeypatch):
+    x, y, groups = _bootstrap_cases()
+    m = np.isfinite(y)
+    codes = np.array([-1 if v is None else v for v in groups])[m]
+
+    def fn(a, b, groups=None):
+        return float(np.corrcoef(a, b)[0, 1]) + (0 if groups is None else len(np.unique(groups)))
+
+    calls = [dict(), dict(groups=codes), dict(groups=codes, group_arg=True)]
+    monkeypatch.setattr(stats, "BOOTSTRAP_BLOCK", 1 << 30)
+    refs = [stats.bootstrap_distribution(fn, x[m], y[m], n_boot=200, seed=2, **kw) for kw in calls]
+    monkeypatch.setattr(stats, "BOOTSTRAP_BLOCK", 50)
+    for kw, ref in zip(calls, refs):
+        got = stats.bootstrap_distribution(fn, x[m], y[m], n_boot=200, seed=2, **kw)
+        assert got[0] == ref[0]
+        np.testing.assert_array_equal(got[1], ref[1])
+
+
+def test_named_bootstrap_holds_a_chunk_not_all_replicates(monkeypatch):
+    r = np.random.default_rng(0)
+    x = r.normal(size=20_000)
+    y = x + r.normal(size=20_000)
+    monkeypatch.setattr(stats, "BOOTSTRAP_BLOCK", 1 << 17)  # 8 replicates of 20,000 texts
+    tracemalloc.start()
+    try:
+        stats.bootstrap_ci("pearson", x, y, n_boot=1000, seed=0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1000 * 20_000 * 8 / 10  # all replicates' counts at once: 160 MB
+
+
 # --------------------------------------------------------------------------- agreement
 
 @pytest.mark.parametrize("weights", [None, "linear", "quadratic"])

@@ -122,3 +122,34 @@ def test_sharper_set_has_lower_sharpness_error():
     assert sharpness_error(tight_p, tight_n, np.zeros(1), 1)[0] == 0.0
     # Constant NetSAT: the defined worst value, no NaN.
     assert np.isfinite(sharpness_error(np.ones((1, 3)), np.ones((1, 3)), np.ones(1), 1)).all()
+
+
+def test_selection_metrics_ci_in_chunks_equals_one_shot(monkeypatch):
+    """Issue 35 item 4: the class-stratified bootstrap draws and reduces its replicates in chunks,
+    with the draws and intervals of one [n_boot, n] draw, and holds a chunk, not all of them."""
+    import tracemalloc
+
+    from rubric_induce.core import stats
+
+    r = np.random.default_rng(4)
+    for n, pos in ((1201, 0.3), (400, 0.05), (50, 1.0)):
+        s, y = r.normal(size=n), (r.random(n) < pos).astype(int)
+        s[y == 1] += 0.5
+        monkeypatch.setattr(stats, "BOOTSTRAP_BLOCK", 1 << 30)  # one chunk: as before chunks
+        ref = selection_metrics_ci(s, y, 0.2, n_boot=200, random_state=7)
+        for block in (n * 8, n * 64 + 5) if n > 50 else (n * 16,):
+            monkeypatch.setattr(stats, "BOOTSTRAP_BLOCK", block)
+            got = selection_metrics_ci(s, y, 0.2, n_boot=200, random_state=7)
+            assert got.keys() == ref.keys()
+            for k in ref:
+                np.testing.assert_array_equal(got[k], ref[k])
+    n = 2000
+    s, y = r.normal(size=n), (r.random(n) < 0.4).astype(int)
+    monkeypatch.setattr(stats, "BOOTSTRAP_BLOCK", n * 8)
+    tracemalloc.start()
+    try:
+        selection_metrics_ci(s, y, 0.0, n_boot=1000, random_state=0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1000 * n * 8 / 10  # the [1000, n] index array alone: 16 MB
