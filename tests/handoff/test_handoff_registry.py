@@ -14,7 +14,7 @@ from rubric_induce.handoff.registry import FORMATS
 
 def test_backends_generators_and_formats_are_one_registry_pattern():
     assert all(isinstance(r, Registry) for r in (BACKENDS, GENERATORS, FORMATS))
-    assert set(GENERATORS.names()) == {"rubicon", "spur", "autocalibrate"}
+    assert set(GENERATORS.names()) == {"rubicon", "spur", "autocalibrate", "contrastive"}
     assert GENERATORS.get("spur").params.__name__ == "RubiconParams"
     assert FORMATS.get("promptfoo").read is not None and FORMATS.get("inspect").read is None
 
