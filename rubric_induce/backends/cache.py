@@ -4,17 +4,15 @@ The key of a call is the SHA-256 of the canonical JSON (:func:`canonical_json`: 
 numpy arrays by content, no lossy ``str()``) of what decides its answer: the backend's identity
 (kind, model, base URL; never an API key), the method, its arguments and its
 :class:`~rubric_induce.backends.CallOptions`.
-Finished calls are written in batches: a call's row is readable through its own
-:class:`CallCache` at once, and reaches the file (one transaction for many rows) when
-:data:`FLUSH_ROWS` rows are waiting, at most :data:`FLUSH_EVERY_S` seconds after it was put (a
-timer), on :meth:`CallCache.flush` / :meth:`~CallCache.close` (``CachedBackend.close`` flushes), and
-when the interpreter exits (``atexit``: an exception or a Ctrl-C that ends the process loses
-nothing). A process killed outright (SIGKILL, a power cut) loses at most the calls of the last
-:data:`FLUSH_EVERY_S` seconds, and a rerun repeats only those. One commit per call cost more CPU
-than the HTTP call itself at a few hundred calls a second (and a disk sync each). WAL mode and a
-busy timeout make concurrent writers (threads or processes) safe; another connection sees a
-call's row once it is flushed. Commits are not synced to the disk one by one (``synchronous=NORMAL``,
-SQLite's advice for WAL): a power cut may lose the last ones, a killed process nothing it flushed.
+Each finished call is committed at once by default (``flush_every = 0``), so a process killed
+outright (SIGKILL) loses no finished call and a rerun repeats none. Commits are not synced to the
+disk one by one (``synchronous=NORMAL``, SQLite's advice for WAL): a power cut may lose the last
+ones, a killed process nothing. A caller that makes many hundreds of calls a second can batch the
+writes (``CallCache(path, flush_every=1.0)``): rows then wait in memory (readable through their own
+:class:`CallCache` at once) until :data:`FLUSH_ROWS` are waiting, ``flush_every`` seconds have passed
+(a timer), :meth:`CallCache.flush` / :meth:`~CallCache.close` (``CachedBackend.close`` flushes) or the
+interpreter exits (``atexit``), and SIGKILL loses at most the last ``flush_every`` seconds. WAL mode
+and a busy timeout make concurrent writers (threads or processes) safe.
 """
 from __future__ import annotations
 
@@ -41,8 +39,9 @@ from rubric_induce.backends.options import CallOptions
 __all__ = ["CallCache", "UsageTally", "CachedBackend", "cache_key", "canonical_json", "canonical_value",
            "default_cache_path", "chat_payload", "answer_logprobs_payload", "FLUSH_EVERY_S", "FLUSH_ROWS"]
 
-#: Longest time a finished call waits in memory before it is written to the cache file.
-FLUSH_EVERY_S = 1.0
+#: Longest time a finished call waits in memory before it is written to the cache file (0: at once,
+#: the default: a killed process loses no finished call).
+FLUSH_EVERY_S = 0.0
 #: Rows written in one transaction at most; a put that makes this many waiting writes them at once.
 FLUSH_ROWS = 512
 

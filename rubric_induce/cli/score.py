@@ -323,11 +323,10 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
         except BaseException:
             writer.abort()
             raise
-        finally:
-            if probes_path is None:
-                _say_faults(scorer)
         writer.close()
     finally:
+        if probes_path is None:  # also when probing failed before the first chunk (every probe failed)
+            _say_faults(scorer)
         scorer.close()
     if scorer.kind == "pairwise":
         echo("pairwise run: each row's strength is the response's Bradley-Terry strength, its reward (P(A > B) grows "
