@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from rubric_induce.core.stats import stratified_index_chunks
 from rubric_induce.data.pairs import Pair, preference_signs
 
 __all__ = ["pair_baselines", "pairwise_evaluation", "pairwise_markdown", "position_consistency", "pair_rows",
@@ -50,39 +51,51 @@ def _credits(diff: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return credit, right
 
 
-def _ci(values: np.ndarray, idx: np.ndarray) -> list[float]:
-    if values.size == 0 or idx.shape[0] == 0:
+def _ci(reps: np.ndarray) -> list[float]:
+    if reps.size == 0:
         return [float("nan"), float("nan")]
-    reps = values[idx].mean(axis=1)
     return [float(np.percentile(reps, 2.5)), float(np.percentile(reps, 97.5))]
+
+
+def _replicate_means(columns: Mapping[str, np.ndarray], rows: np.ndarray, n_boot: int,
+                     rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Each column's mean over ``n_boot`` resamples (with replacement) of ``rows``, drawn and
+    reduced a chunk of replicates at a time (:func:`stratified_index_chunks`), so a million pairs
+    hold O(block) memory, not ``[n_boot, n]`` arrays; the draws equal one ``rng.integers`` call."""
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in columns}
+    if rows.size and n_boot:
+        for idx in stratified_index_chunks([rows], n_boot, rng):
+            for k, v in columns.items():
+                parts[k].append(v[idx].mean(axis=1))
+    return {k: np.concatenate(p) if p else np.empty(0) for k, p in parts.items()}
 
 
 def _block(methods: Mapping[str, np.ndarray], t: np.ndarray, n_boot: int, rng: np.random.Generator,
            reference: str | None) -> dict[str, Any]:
     n = len(t)
-    idx = rng.integers(0, n, size=(n_boot, n)) if n else np.zeros((n_boot, 0), dtype=int)
     no_tie = np.flatnonzero(t != 0)
-    idx_nt = (no_tie[rng.integers(0, no_tie.size, size=(n_boot, no_tie.size))] if no_tie.size
-              else np.zeros((n_boot, 0), dtype=int))
-    rows = {}
-    credits = {}
+    credits, stricts = {}, {}
     for name, diff in methods.items():
-        credit, strict = _credits(np.asarray(diff, dtype=float), t)
-        credits[name] = credit
-        rows[name] = {
-            "accuracy": float(credit.mean()) if n else float("nan"), "accuracy_ci": _ci(credit, idx),
-            "accuracy_no_ties": float(credit[no_tie].mean()) if no_tie.size else float("nan"),
-            "accuracy_no_ties_ci": _ci(credit, idx_nt) if no_tie.size else [float("nan")] * 2,
-            "strict": float(strict.mean()) if n else float("nan"),
-            "undecided": int((np.asarray(diff) == 0).sum()),
-        }
+        credits[name], stricts[name] = _credits(np.asarray(diff, dtype=float), t)
+    paired = {}
     if reference is not None and reference in credits and n:
-        for name, credit in credits.items():
-            if name == reference:
-                continue
-            d = credits[reference] - credit
-            rows[name]["reference_minus_this"] = float(d.mean())
-            rows[name]["reference_minus_this_ci"] = _ci(d, idx)
+        paired = {name: credits[reference] - c for name, c in credits.items() if name != reference}
+    # One stream: every replicate over all pairs first, then those over the pairs without a tie.
+    reps = _replicate_means({**{("acc", k): v for k, v in credits.items()},
+                             **{("diff", k): v for k, v in paired.items()}}, np.arange(n), n_boot, rng)
+    reps_nt = _replicate_means(credits, no_tie, n_boot, rng)
+    rows = {}
+    for name, credit in credits.items():
+        rows[name] = {
+            "accuracy": float(credit.mean()) if n else float("nan"), "accuracy_ci": _ci(reps[("acc", name)]),
+            "accuracy_no_ties": float(credit[no_tie].mean()) if no_tie.size else float("nan"),
+            "accuracy_no_ties_ci": _ci(reps_nt[name]),
+            "strict": float(stricts[name].mean()) if n else float("nan"),
+            "undecided": int((np.asarray(methods[name]) == 0).sum()),
+        }
+    for name, d in paired.items():
+        rows[name]["reference_minus_this"] = float(d.mean())
+        rows[name]["reference_minus_this_ci"] = _ci(reps[("diff", name)])
     return {"n": n, "n_ties": int((t == 0).sum()), "methods": rows}
 
 

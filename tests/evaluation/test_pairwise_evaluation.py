@@ -39,3 +39,65 @@ def test_baselines_subsets_seed_and_reference():
     md = pairwise_markdown(a)
     assert "| **rubrics** |" in md and "## Subset s2" in md
     assert pairwise_evaluation(methods, pairs, n_boot=0)["all"]["methods"]["rubrics"]["accuracy_ci"] != [0, 0]
+
+
+def _one_shot_intervals(methods, t, n_boot, rng, reference):
+    """The bootstrap as one ``[n_boot, n]`` draw per resampled set (the computation before chunks)."""
+    n, no_tie = len(t), np.flatnonzero(t != 0)
+    idx = rng.integers(0, n, size=(n_boot, n))
+    idx_nt = no_tie[rng.integers(0, no_tie.size, size=(n_boot, no_tie.size))]
+
+    def ci(v, i):
+        reps = v[i].mean(axis=1)
+        return [float(np.percentile(reps, 2.5)), float(np.percentile(reps, 97.5))]
+
+    out = {}
+    credit = {}
+    for name, diff in methods.items():
+        decided = diff != 0
+        right = np.where(decided, np.sign(diff) == t, t == 0).astype(float)
+        credit[name] = np.where(decided | (t == 0), right, 0.5)
+        out[name] = {"accuracy_ci": ci(credit[name], idx), "accuracy_no_ties_ci": ci(credit[name], idx_nt)}
+    for name in methods:
+        if name != reference:
+            out[name]["reference_minus_this_ci"] = ci(credit[reference] - credit[name], idx)
+    return out
+
+
+@pytest.mark.parametrize("block", [1 << 30, 4096, 8 * 37])
+def test_the_bootstrap_in_chunks_equals_one_draw_and_holds_no_full_index_array(monkeypatch, block):
+    """The replicates are drawn a chunk at a time from the one seeded stream: every interval equals
+    the one-shot ``[n_boot, n]`` computation's, whatever the chunk size (subsets continue the stream)."""
+    from rubric_induce.core import stats
+    from rubric_induce.evaluation import pairwise
+
+    monkeypatch.setattr(stats, "BOOTSTRAP_BLOCK", block)
+    shapes = []
+
+    def recording(strata, n_boot, rng):
+        for idx in stats.stratified_index_chunks(strata, n_boot, rng):
+            shapes.append(idx.shape)
+            yield idx
+
+    monkeypatch.setattr(pairwise, "stratified_index_chunks", recording)
+    rng = np.random.default_rng(11)
+    n = 37
+    prefs = rng.choice(["A", "B", "tie"], size=n, p=[0.45, 0.45, 0.1])
+    pairs = [Pair(f"p{i}", "q", "a" * int(rng.integers(1, 9)), "b" * int(rng.integers(1, 9)), str(p),
+                  subset=("s1" if i % 3 else "s2")) for i, p in enumerate(prefs)]
+    methods = {"rubrics": np.round(rng.normal(size=n), 1), "coin": rng.choice([-1.0, 0.0, 1.0], size=n)}
+    got = pairwise_evaluation(methods, pairs, n_boot=1000, seed=5, reference="rubrics")
+    t = np.array([{"A": 1.0, "B": -1.0, "tie": 0.0}[p] for p in prefs])
+    ref_rng = np.random.default_rng(5)
+    want_all = _one_shot_intervals(methods, t, 1000, ref_rng, "rubrics")
+    for name, w in want_all.items():
+        for key, ci in w.items():
+            assert got["all"]["methods"][name][key] == ci, (name, key)
+    for s in ("s1", "s2"):
+        rows = np.array([p.subset == s for p in pairs])
+        want = _one_shot_intervals({k: v[rows] for k, v in methods.items()}, t[rows], 1000, ref_rng, "rubrics")
+        for name, w in want.items():
+            for key, ci in w.items():
+                assert got["subsets"][s]["methods"][name][key] == ci, (s, name, key)
+    assert max(r * c for r, c in shapes) <= max(block, 8 * n)  # at least 8 replicates a chunk
+    assert (len(shapes) > 6) == (block < 1000 * n)
