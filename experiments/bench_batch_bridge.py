@@ -15,18 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rubric_induce.backends.cache import CachedBackend, CallCache  # noqa: E402
-from rubric_induce.backends.local import default_model_path  # noqa: E402
+from rubric_induce.backends.llama_server import running_llama_server  # noqa: E402
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend  # noqa: E402
 from rubric_induce.batch.export import export_batch, ingest_results  # noqa: E402
 from rubric_induce.batch.run import run_batch  # noqa: E402
@@ -52,32 +49,6 @@ def synthetic_texts(n: int, seed: int = 0) -> list[Example]:
         out.append(Example.create({"text": f"USER: {ask} (ticket {1000 + i})\nSYSTEM: {reply}"},
                                   {"sat": rng.randint(0, 1)}, id=f"syn{i:05d}"))
     return out
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(log: Path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_model_path()), "--model_alias", "smollm2",
-           "--host", "127.0.0.1", "--port", str(port), "--logits_all", "true", "--n_ctx", "2048", "--n_threads", "2",
-           "--verbose", "false"]
-    proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"llama.cpp server exited: see {log}")
-        try:
-            with urllib.request.urlopen(url + "/models", timeout=2):
-                return proc, url
-        except OSError:
-            time.sleep(0.25)
-    proc.kill()
-    raise SystemExit(f"llama.cpp server not up after 90 s: see {log}")
 
 
 def one_engine(engine: str, url: str, examples, rubrics, out: Path, max_in_flight: int) -> dict:
@@ -133,16 +104,12 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     examples = synthetic_texts(args.texts)
     rubrics = list(RubricPool.load(POOL))[: args.rubrics]
-    proc, url = start_server(args.out / "server.log")
     rows = []
-    try:
+    with running_llama_server(args.out / "server.log", startup_s=90) as url:
         for engine in [e.strip() for e in args.engines.split(",") if e.strip()]:
             row = one_engine(engine, url, examples, rubrics, args.out / engine, args.max_in_flight)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
     (args.out / "results.json").write_text(json.dumps({"texts": args.texts, "rubrics": len(rubrics),
                                                        "max_in_flight": args.max_in_flight, "rows": rows}, indent=2))
     print(f"\n{args.texts} texts x {len(rubrics)} rubrics, llama.cpp server (SmolLM2-135M) on 127.0.0.1, "

@@ -23,18 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rubric_induce.backends.local import default_model_path  # noqa: E402
+from rubric_induce.backends.llama_server import running_llama_server  # noqa: E402
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend  # noqa: E402
 from rubric_induce.data import Example  # noqa: E402
 from rubric_induce.data.render import render_example_tokens  # noqa: E402
@@ -42,25 +39,6 @@ from rubric_induce.handoff import import_rubrics  # noqa: E402
 from rubric_induce.probing.api import ProbeParams, build_messages, probe  # noqa: E402
 
 RESOURCES = ROOT / "rubric_induce" / "resources"
-
-
-def _server(port: int, log: Path, threads: int) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_model_path()), "--model_alias", "smollm2",
-           "--host", "127.0.0.1", "--port", str(port), "--logits_all", "true", "--n_ctx", "4096",
-           "--n_threads", str(threads), "--verbose", "false"]
-    proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}; see {log}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.25)
-    proc.terminate()
-    raise SystemExit(f"server not up after 180 s; see {log}")
 
 
 def _bodies(backend: OpenAICompatibleBackend, examples, rubrics, params: ProbeParams) -> list[dict]:
@@ -108,14 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     params = ProbeParams(max_example_tokens=args.max_example_tokens)
     levels = [int(c) for c in args.concurrency.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/v1"
-    proc = _server(port, args.out / "server.log", args.threads)
     best: dict[int, list[float]] = {c: [0.0, 0.0] for c in levels}
     loads = []
-    try:
+    with running_llama_server(args.out / "server.log", n_ctx=4096, n_threads=args.threads, startup_s=180) as url:
         warm = OpenAICompatibleBackend("smollm2", url, top_logprobs=20, max_concurrency=1)
         bodies = _bodies(warm, examples, rubrics, params)
         _ceiling(warm, bodies[: len(rubrics)], 1)  # load the model's pages; first-request costs out of the way
@@ -133,9 +106,6 @@ def main(argv: list[str] | None = None) -> int:
                       f"load {loads[-1]:.2f}", flush=True)
                 backend.close()
         warm.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     n = len(examples) * len(rubrics)
     print(f"\n# Live probing vs the llama.cpp server's own throughput: {len(examples)} demo dialogues x {len(rubrics)} "
           f"rubrics = {n} probes per run (score-only, top_logprobs 20, max_example_tokens {args.max_example_tokens}, "

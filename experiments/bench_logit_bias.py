@@ -17,13 +17,11 @@ Run: ``python experiments/bench_logit_bias.py [--bias 5] [--top 20]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import math
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
+import tempfile
+from pathlib import Path
 
 PROMPTS = [
     "Answer: 'Paris is the capital of France.' How correct is this answer, from 1 (wrong) to 5 (correct)?",
@@ -34,29 +32,6 @@ PROMPTS = [
     "USER: thanks, that was great!\nSYSTEM: you're welcome.\nDoes the user thank the system? Rate 1 to 5.",
 ]
 ANSWERS = ["1", "2", "3", "4", "5"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(model: str) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", model, "--model_alias", "smollm2",
-                             "--host", "127.0.0.1", "--port", str(port), "--logits_all", "true", "--n_ctx", "2048",
-                             "--n_threads", "2", "--verbose", "false"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/v1"
-    for _ in range(240):
-        try:
-            with urllib.request.urlopen(url + "/models", timeout=2):
-                return proc, url
-        except OSError:
-            time.sleep(0.25)
-    proc.kill()
-    raise SystemExit("server did not start")
 
 
 def answer_token_ids(model: str) -> dict[str, list[int]]:
@@ -98,11 +73,16 @@ def main() -> None:
     model = str(default_model_path())
     ids = answer_token_ids(model)
     bias = {str(t): args.bias for a in ANSWERS for t in ids[a]}
-    proc, url = (None, args.base_url) if args.base_url else start_server(model)
-    client = openai.OpenAI(base_url=url, api_key="sk-no-key", max_retries=0, timeout=60)
-    print(f"llama.cpp server {url}; bias +{args.bias:g} on {len(bias)} answer tokens; top_logprobs={args.top}")
-    print(f"{'prompt':>6} {'listed':>7} {'listed+b':>8} {'max|dlp|':>9} {'ratio err':>9}  greedy token (+bias)")
-    try:
+    with contextlib.ExitStack() as stack:
+        url = args.base_url
+        if url is None:
+            from rubric_induce.backends.llama_server import running_llama_server
+
+            log = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "server.log"
+            url = stack.enter_context(running_llama_server(log, model=Path(model), startup_s=60))
+        client = stack.enter_context(openai.OpenAI(base_url=url, api_key="sk-no-key", max_retries=0, timeout=60))
+        print(f"llama.cpp server {url}; bias +{args.bias:g} on {len(bias)} answer tokens; top_logprobs={args.top}")
+        print(f"{'prompt':>6} {'listed':>7} {'listed+b':>8} {'max|dlp|':>9} {'ratio err':>9}  greedy token (+bias)")
         worst_dlp = worst_ratio = 0.0
         for i, text in enumerate(PROMPTS):
             msgs = [{"role": "user", "content": text}]
@@ -116,11 +96,6 @@ def main() -> None:
             worst_ratio = max(worst_ratio, ratio) if not math.isnan(ratio) else worst_ratio
             print(f"{i:>6} {len(plain):>7} {len(biased):>8} {dlp:>9.4f} {ratio:>9.2e}  {tok!r} ({tok_b!r})")
         print(f"worst: max|dlp| {worst_dlp:.4f}, ratio err {worst_ratio:.2e}")
-    finally:
-        client.close()
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=10)
 
 
 if __name__ == "__main__":

@@ -49,18 +49,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import http.client
 import json
 import os
 import re
-import socket
-import subprocess
 import sys
 import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -232,39 +231,16 @@ def usage_of(reply: bytes) -> tuple[int | None, int | None]:
 
 
 # ----------------------------------------------------------------------------- the server
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@contextlib.contextmanager
+def served(args: Any) -> Iterator[str]:
+    """``--server-url``, or a llama.cpp server with the embedded GGUF started for the run (``--n-ctx``)."""
+    if args.server_url is not None:
+        yield args.server_url
+        return
+    from rubric_induce.backends.llama_server import running_llama_server
 
-
-def start_server(log: Path, *, n_ctx: int = 4096, n_threads: int = 2, model: Path | None = None,
-                 startup_s: float = 180.0) -> tuple[subprocess.Popen, str]:
-    """Start ``python -m llama_cpp.server`` on the embedded GGUF (model alias ``smollm2``); return the
-    process and its ``/v1`` URL. The caller terminates it."""
-    if model is None:
-        from rubric_induce.backends.local import default_model_path
-
-        model = default_model_path()
-    port = free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", "smollm2",
-           "--host", "127.0.0.1", "--port", str(port), "--logits_all", "true", "--n_ctx", str(n_ctx),
-           "--n_threads", str(n_threads), "--verbose", "false"]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + startup_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"llama.cpp server exited with {proc.returncode}; see {log}")
-        try:
-            with urllib.request.urlopen(url + "/models", timeout=2) as r:
-                if r.status == 200:
-                    return proc, url
-        except OSError:
-            time.sleep(0.25)
-    proc.terminate()
-    raise SystemExit(f"llama.cpp server not up after {startup_s:.0f} s; see {log}")
+    with running_llama_server(args.out / "server.log", n_ctx=args.n_ctx, startup_s=180) as url:
+        yield url
 
 
 # ----------------------------------------------------------------------------- verdicts
@@ -478,11 +454,7 @@ def run(args: Any) -> dict[str, Any]:
     if unknown:
         raise SystemExit(f"bench_peers: unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
     args.out.mkdir(parents=True, exist_ok=True)
-    proc = None
-    url = args.server_url
-    if url is None:
-        proc, url = start_server(args.out / "server.log", n_ctx=args.n_ctx)
-    try:
+    with served(args) as url:
         (args.out / "calls.jsonl").unlink(missing_ok=True)
         with RecordingProxy(url, log=args.out / "calls.jsonl") as proxy:
             methods = build_methods(names, proxy.base_url, args.model, rubrics, args)
@@ -512,13 +484,6 @@ def run(args: Any) -> dict[str, Any]:
             finally:
                 for m in methods:
                     m.close()
-    finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
     return summarize(rows, names, examples, rubrics, args, url)
 
 

@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +23,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rubric_induce.backends.local import default_model_path  # noqa: E402
+from rubric_induce.backends.llama_server import running_llama_server  # noqa: E402
 from rubric_induce.data import RubricPool, RubricSet  # noqa: E402
 from rubric_induce.data.probes import ProbeTable  # noqa: E402
 from rubric_induce.handoff import import_rubrics  # noqa: E402
@@ -60,25 +57,6 @@ def _run(spec: str, out: Path, inputs: tuple[Path, Path], **backend):
     return result, ProbeTable.load(out / PROBES_FILE)
 
 
-def _server(port: int, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_model_path()), "--model_alias", "smollm2",
-           "--host", "127.0.0.1", "--port", str(port), "--logits_all", "true", "--n_ctx", "2048", "--n_threads", "2",
-           "--verbose", "false"]
-    proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}; see {log}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.25)
-    proc.terminate()
-    raise SystemExit(f"server not up after 180 s; see {log}")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=30, help="examples (the shortest demo dialogues)")
@@ -88,19 +66,12 @@ def main(argv: list[str] | None = None) -> int:
                          ">= 95 %% target, 20 (OpenAI's cap) against the no-drop target")
     args = ap.parse_args(argv)
     inputs = _inputs(args.out, args.n)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     start = time.perf_counter()
     local, local_probes = _run("local", args.out / "local", inputs)
-    proc = _server(port, args.out / "server.log")
-    try:
-        served = {k: _run(f"openai-compatible/smollm2@http://127.0.0.1:{port}/v1", args.out / f"top{k}", inputs,
+    with running_llama_server(args.out / "server.log", startup_s=180) as url:
+        served = {k: _run(f"openai-compatible/smollm2@{url}", args.out / f"top{k}", inputs,
                           top_logprobs=k, max_retries=1, concurrency=1)
                   for k in [int(t) for t in args.tops.split(",")]}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     ref = {(r.example_id, r.rubric_id): np.array(r.probs) for r in local_probes.records}
     sel_local = RubricSet.load(local.out / "selected.jsonl").ids
     print(f"# Served (llama.cpp server, loopback) vs embedded probes: {args.n} demo dialogues x "

@@ -40,11 +40,8 @@ import contextlib
 import json
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -126,45 +123,6 @@ def _selected(table, rubrics, examples, label) -> list[str]:
     return sorted(r.id for r in res.chosen)
 
 
-@contextlib.contextmanager
-def llama_server(log: Path, n_threads: int = 2):
-    """A llama.cpp server with the embedded SmolLM2 model on a free 127.0.0.1 port (as the tests' fixture);
-    yields its base URL and always stops it."""
-    from rubric_induce.backends.local import default_model_path
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_model_path()), "--model_alias", "smollm2",
-           "--host", "127.0.0.1", "--port", str(port), "--logits_all", "true", "--n_ctx", "2048",
-           "--n_threads", str(n_threads), "--verbose", "false"]
-    url = f"http://127.0.0.1:{port}/v1"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                if proc.poll() is not None:
-                    raise SystemExit(f"llama.cpp server exited with {proc.returncode}; see {log}")
-                try:
-                    with urllib.request.urlopen(url + "/models", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"llama.cpp server not up after 120 s; see {log}")
-                time.sleep(0.25)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-
-
 def _backend_spec(args, url: str | None) -> str:
     return f"openai-compatible/{args.model}@{url}" if url else args.backend
 
@@ -182,7 +140,9 @@ def _open_backend(spec: str, args):
 def _served(args):
     """The server URL for this run: --server-url, a started llama.cpp server, or None (args.backend)."""
     if args.start_server:
-        return llama_server(args.out / "llama_server.log", n_threads=args.threads)
+        from rubric_induce.backends.llama_server import running_llama_server
+
+        return running_llama_server(args.out / "llama_server.log", n_threads=args.threads)
     return contextlib.nullcontext(args.server_url)
 
 

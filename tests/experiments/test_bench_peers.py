@@ -62,13 +62,11 @@ def test_agreement_counts_only_pairs_with_verdicts_and_kappa_is_zero_for_a_const
 def server_url(tmp_path_factory, require_module, embedded_model_path):
     require_module("openai")
     require_module("llama_cpp.server")
-    proc, url = bp.start_server(tmp_path_factory.mktemp("bench_peers") / "server.log", n_ctx=2048,
-                                model=embedded_model_path, startup_s=120)
-    try:
+    from rubric_induce.backends.llama_server import running_llama_server
+
+    with running_llama_server(tmp_path_factory.mktemp("bench_peers") / "server.log", model=embedded_model_path,
+                              startup_s=120) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 @pytest.mark.server
