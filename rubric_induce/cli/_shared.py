@@ -15,7 +15,7 @@ import click
 
 from rubric_induce.core.errors import BackendError, DataError
 
-__all__ = ["backend_option", "backend_params_options", "backend_params_from", "backend_options_given",
+__all__ = ["backend_option", "backend_params_options", "run_backend_options", "backend_params_from", "backend_options_given",
            "cache_options", "data_options", "progress_option", "load_examples", "open_backend", "show_progress",
            "usage_line", "interruptible", "split_list", "task_options", "task_from_options"]
 
@@ -46,6 +46,16 @@ def backend_params_options(f):
                      help="Served models: a JSON object of fields added to every request, e.g. "
                           "'{\"repeat_penalty\": 1.0}' (part of the cache key: no secrets).")(f)
     return click_options(BackendParams, only=BACKEND_CLI_OPTIONS, prefix="backend_")(f)
+
+
+def run_backend_options(f):
+    """--backend, the [backend] call options and --cache of a command that probes with a finished
+    run's rubrics (``score``, ``compare``): each defaults to what the run used."""
+    f = click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="SQLite call cache (default: the run's cache).")(f)
+    f = backend_params_options(f)
+    return click.option("--backend", "backend_spec", default=None, envvar="RUBRIC_INDUCE_BACKEND",
+                        help="Backend for the new probes (default: the one the run used).")(f)
 
 
 def backend_options_given(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -17,9 +17,9 @@ import click
 
 from rubric_induce.cli._shared import (
     backend_options_given,
-    backend_params_options,
     echo,
     progress_option,
+    run_backend_options,
     show_progress,
 )
 from rubric_induce.core.errors import DataError
@@ -81,11 +81,7 @@ def pair_rows(pairs, outcomes) -> list[dict]:
               help="File to write, by its suffix: .csv or .tsv, .json (an array), else JSON Lines (default: JSON "
                    "Lines on stdout). Columns: id, p_a = P(A > B), p_tie, p_b, pick, preferred, correct "
                    "(and swapped, p_chosen for chosen/rejected data; subset).")
-@click.option("--backend", "backend_spec", default=None, envvar="RUBRIC_INDUCE_BACKEND",
-              help="Backend for the probes (default: the one the run used).")
-@backend_params_options
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="SQLite call cache (default: the run's cache).")
+@run_backend_options
 @progress_option
 def command(artifact, pairs_path, layout, fmt, maps, seed, out_path, backend_spec, cache_path, progress,
             **backend_opts) -> None:

@@ -20,9 +20,9 @@ import click
 
 from rubric_induce.cli._shared import (
     backend_options_given,
-    backend_params_options,
     echo,
     progress_option,
+    run_backend_options,
     show_progress,
     split_list,
 )
@@ -201,11 +201,7 @@ class _Tally:
               help="File to write, by its suffix: .csv or .tsv (one row per text; nested values such as "
                    "distributions and drivers as JSON text), .json (an array), else JSON Lines (default: JSON "
                    "Lines on stdout).")
-@click.option("--backend", "backend_spec", default=None, envvar="RUBRIC_INDUCE_BACKEND",
-              help="Backend for the new probes (default: the one the run used).")
-@backend_params_options
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="SQLite call cache (default: the run's cache).")
+@run_backend_options
 @click.option("--judge", default=None, help="Predict this judge (one the calibrator was trained on), or 'shared': "
                                              "the shared weights only, for a judge it has not seen. Any other name "
                                              "is an error listing the known judges.")
