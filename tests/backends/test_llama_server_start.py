@@ -36,12 +36,17 @@ def _stand_in(monkeypatch, code: str) -> None:
                         lambda model, port, **kw: [sys.executable, "-c", code.replace("PORT", str(port))])
 
 
-def test_a_server_that_answers_is_yielded_and_stopped_after_the_block(tmp_path, monkeypatch):
+def _answering_stand_in(tmp_path, monkeypatch) -> None:
+    """``http.server`` serving a ``v1/models`` file: answers 200 like the real server; prints its pid."""
     (tmp_path / "site" / "v1").mkdir(parents=True)
     (tmp_path / "site" / "v1" / "models").write_text('{"data": []}')
     _stand_in(monkeypatch, "import os, sys; print(os.getpid(), flush=True); "
                            f"sys.argv = ['x', '--bind', '127.0.0.1', '--directory', {str(tmp_path / 'site')!r}, "
                            "'PORT']; import runpy; runpy.run_module('http.server', run_name='__main__')")
+
+
+def test_a_server_that_answers_is_yielded_and_stopped_after_the_block(tmp_path, monkeypatch):
+    _answering_stand_in(tmp_path, monkeypatch)
     log = tmp_path / "logs" / "server.log"
     with ls.running_llama_server(log, model=tmp_path / "m.gguf", startup_s=30) as url:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
@@ -73,11 +78,7 @@ def test_a_server_that_never_answers_is_stopped_at_the_deadline(tmp_path, monkey
 
 
 def test_an_error_inside_the_block_still_stops_the_server(tmp_path, monkeypatch):
-    (tmp_path / "site" / "v1").mkdir(parents=True)
-    (tmp_path / "site" / "v1" / "models").write_text("{}")
-    _stand_in(monkeypatch, "import os, sys; print(os.getpid(), flush=True); "
-                           f"sys.argv = ['x', '--bind', '127.0.0.1', '--directory', {str(tmp_path / 'site')!r}, "
-                           "'PORT']; import runpy; runpy.run_module('http.server', run_name='__main__')")
+    _answering_stand_in(tmp_path, monkeypatch)
     log = tmp_path / "server.log"
     with pytest.raises(KeyboardInterrupt):
         with ls.running_llama_server(log, model=tmp_path / "m.gguf", startup_s=30):
