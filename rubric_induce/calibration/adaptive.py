@@ -55,6 +55,7 @@ from rubric_induce.calibration._torch import require_torch
 from rubric_induce.calibration.calibrator import check_features, encode_targets, judge_key
 from rubric_induce.calibration.completion import COMPLETIONS, GaussianCompletion, complete_zeros
 from rubric_induce.core.errors import DataError, NotFittedError, RubricInduceError
+from rubric_induce.core.estimator import Estimator, param_names
 
 __all__ = ["AdaptiveModel", "save_adaptive", "load_adaptive", "ADAPTIVE_DIR", "ADAPTIVE_CONFIG", "ADAPTIVE_PARAMS"]
 
@@ -63,11 +64,6 @@ ADAPTIVE_CONFIG = "adaptive.json"
 FORMAT_VERSION = 2
 #: Training mask patterns per member when the rubrics have more subsets than this (see ``_train``).
 _MASK_POOL = 512
-ADAPTIVE_PARAMS = (
-    "hidden", "answer_hidden", "learning_rate", "batch_size", "epochs", "weight_decay", "judge_weight_decay",
-    "main_question", "personalized", "head", "answer_weight", "early_stopping", "validation_fraction",
-    "patience", "not_applicable", "random_state", "n_threads", "completion", "n_members",
-)
 
 
 def check_fitted(model: AdaptiveModel) -> None:
@@ -163,7 +159,7 @@ def np_forward(state: dict[str, Any], x: np.ndarray, judges: np.ndarray,
     return probs / probs.sum(axis=-1, keepdims=True)
 
 
-class AdaptiveModel:
+class AdaptiveModel(Estimator):
     """Target and unasked-answer predictions from a partly observed set of rubric answers.
 
     Fitted on the same rows as :class:`~.calibrator.Calibrator` (``X[row]`` the text's LLM answer
@@ -198,25 +194,6 @@ class AdaptiveModel:
         self.n_threads = n_threads
         self.completion = completion
         self.n_members = n_members
-
-    # -- scikit-learn conventions -------------------------------------------------------------
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {p: getattr(self, p) for p in ADAPTIVE_PARAMS}
-
-    def set_params(self, **params: Any) -> AdaptiveModel:
-        for k, v in params.items():
-            if k not in ADAPTIVE_PARAMS:
-                raise ValueError(f"unknown AdaptiveModel parameter {k!r}; valid: {', '.join(ADAPTIVE_PARAMS)}")
-            setattr(self, k, v)
-        return self
-
-    def clone(self, **overrides: Any) -> AdaptiveModel:
-        return AdaptiveModel(**{**self.get_params(), **overrides})
-
-    def __repr__(self) -> str:
-        default = AdaptiveModel()
-        diff = {k: v for k, v in self.get_params().items() if getattr(default, k) != v}
-        return f"AdaptiveModel({', '.join(f'{k}={v!r}' for k, v in diff.items())})"
 
     def _check_params(self) -> None:
         for name in ("hidden", "answer_hidden"):
@@ -625,6 +602,10 @@ class AdaptiveModel:
         if not 0 <= int(question) < len(self.question_names_):
             raise DataError(f"question index {question} out of range", field="question")
         return int(question)
+
+
+#: The AdaptiveModel's parameters (its constructor's arguments): the keys of ``[calibrate] adaptive_options``.
+ADAPTIVE_PARAMS = param_names(AdaptiveModel)
 
 
 def _excess_surprise(P: np.ndarray, S: np.ndarray) -> np.ndarray:

@@ -28,15 +28,9 @@ import numpy as np
 
 from rubric_induce.calibration._torch import require_torch
 from rubric_induce.core.errors import DataError, NotFittedError
+from rubric_induce.core.estimator import Estimator, param_names
 
 __all__ = ["Calibrator", "NotFittedError", "check_features", "encode_targets", "PARAMS"]
-
-PARAMS = (
-    "hidden", "learning_rate", "batch_size", "pretrain_epochs", "finetune_epochs", "weight_decay",
-    "judge_weight_decay", "main_question", "personalized", "head", "pretrain", "finetune",
-    "early_stopping", "validation_fraction", "patience", "n_ensemble", "not_applicable",
-    "random_state", "n_threads", "init",
-)
 
 
 def check_features(X: Any, *, what: str = "X") -> np.ndarray:
@@ -107,7 +101,7 @@ def check_fitted(est: Calibrator) -> None:
                              "(or load a saved one with rubric_induce.calibration.artifacts.load_calibrator)")
 
 
-class Calibrator:
+class Calibrator(Estimator):
     """Personalized multi-task calibration of LLM answer distributions to human judges.
 
     Parameters
@@ -180,27 +174,6 @@ class Calibrator:
         self.random_state = random_state
         self.n_threads = n_threads
         self.init = init
-
-    # -- scikit-learn conventions -------------------------------------------------------------
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {p: getattr(self, p) for p in PARAMS}
-
-    def set_params(self, **params: Any) -> Calibrator:
-        for k, v in params.items():
-            if k not in PARAMS:
-                raise ValueError(f"unknown Calibrator parameter {k!r}; valid: {', '.join(PARAMS)}")
-            setattr(self, k, v)
-        return self
-
-    def clone(self, **overrides: Any) -> Calibrator:
-        """An unfitted copy with the same parameters (and ``overrides``)."""
-        return Calibrator(**{**self.get_params(), **overrides})
-
-    def __repr__(self) -> str:
-        default = Calibrator.__new__(Calibrator)
-        Calibrator.__init__(default)
-        diff = {k: v for k, v in self.get_params().items() if getattr(default, k) != v}
-        return f"Calibrator({', '.join(f'{k}={v!r}' for k, v in diff.items())})"
 
     # -- fitting -------------------------------------------------------------------------------
     def _check_params(self) -> None:
@@ -541,3 +514,7 @@ class Calibrator:
 
 def judge_key(judge: str) -> tuple[int, str]:
     return (int(judge), "") if judge.isdigit() else (1 << 30, judge)
+
+
+#: The Calibrator's parameters (its constructor's arguments): the keys of ``[calibrate] options``.
+PARAMS = param_names(Calibrator)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.core.errors import DataError, NotFittedError
+from rubric_induce.core.estimator import Estimator
 from rubric_induce.data.pairs import preference_signs
 
 __all__ = ["BradleyTerryHead", "OUTCOMES"]
@@ -34,7 +35,7 @@ def _log_softmax3(s: np.ndarray, log_nu: float) -> np.ndarray:
     return z - (m + np.log(np.exp(z - m).sum(axis=1, keepdims=True)))
 
 
-class BradleyTerryHead:
+class BradleyTerryHead(Estimator):
     """P(A > B), P(tie), P(B > A) from feature differences; scikit-learn shaped.
 
     Parameters: ``l2`` (penalty on the shared weights), ``l2_judge`` (on each judge's offsets,
@@ -51,20 +52,6 @@ class BradleyTerryHead:
         self.l2_judge = l2_judge
         self.fit_intercept = fit_intercept
         self.max_iter = max_iter
-
-    def set_params(self, **params: Any) -> BradleyTerryHead:
-        for k, v in params.items():
-            if k not in self.get_params():
-                raise ValueError(f"unknown parameter {k!r} for BradleyTerryHead")
-            setattr(self, k, v)
-        return self
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {"l2": self.l2, "l2_judge": self.l2_judge, "fit_intercept": self.fit_intercept,
-                "max_iter": self.max_iter}
-
-    def __repr__(self) -> str:
-        return f"BradleyTerryHead({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"
 
     # -- input checks ----------------------------------------------------------------------
     def _features(self, X: Any, *, fitting: bool) -> np.ndarray:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.core.errors import DataError, NotFittedError
+from rubric_induce.core.estimator import Estimator
 from rubric_induce.data.pairs import preference_signs
 
 __all__ = ["pairwise_accuracy", "pairwise_metrics", "PairwiseSelector"]
@@ -68,7 +69,7 @@ def _scores(D: np.ndarray, t: np.ndarray, margin: float) -> tuple[np.ndarray, np
     return credit.mean(axis=0), sharp
 
 
-class PairwiseSelector:
+class PairwiseSelector(Estimator):
     """Greedy correctness + sharpness selection on pairwise score differences (estimator shape).
 
     ``fit(D, y, polarity=None)``: ``D`` is [pairs, rubrics] of ``score(A) - score(B)``, ``y`` the
@@ -83,19 +84,6 @@ class PairwiseSelector:
         self.alpha = alpha
         self.margin = margin
         self.tol = tol
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {"n_rubrics": self.n_rubrics, "alpha": self.alpha, "margin": self.margin, "tol": self.tol}
-
-    def set_params(self, **params: Any) -> PairwiseSelector:
-        for k, v in params.items():
-            if k not in self.get_params():
-                raise ValueError(f"unknown parameter {k!r} for PairwiseSelector")
-            setattr(self, k, v)
-        return self
-
-    def __repr__(self) -> str:
-        return f"PairwiseSelector({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"
 
     def _matrix(self, D: Any, polarity: Any = None) -> np.ndarray:
         try:

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.core.errors import DataError, NotFittedError, RubricInduceError
+from rubric_induce.core.estimator import Estimator
 from rubric_induce.data.labels import is_binary
 from rubric_induce.data.model import Example, Rubric
 from rubric_induce.data.probes import ProbeArrays, ProbeTable
@@ -181,7 +182,7 @@ def _stratified_folds(y: np.ndarray, n_folds: int, rng: np.random.Generator) -> 
     return fold
 
 
-class BaseSelector:
+class BaseSelector(Estimator):
     """Shared estimator shape: ``fit`` -> self, ``selected_``, ``threshold_``, NetSAT predictions.
 
     Subclasses implement ``_select(inp) -> (indices, info)``. ``fit`` accepts an [examples,
@@ -197,26 +198,6 @@ class BaseSelector:
         self.n_dsat = n_dsat
         self.score = score
         self.random_state = random_state
-
-    # -- scikit-learn style plumbing -------------------------------------------------------
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """The constructor's arguments (scikit-learn's estimator API, so ``sklearn.base.clone`` works;
-        no parameter is itself an estimator, so ``deep`` changes nothing)."""
-        import inspect
-
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-        return {n: getattr(self, n) for n in names}
-
-    def set_params(self, **params: Any) -> BaseSelector:
-        for k, v in params.items():
-            if k not in self.get_params():
-                raise ValueError(f"unknown parameter {k!r} for {type(self).__name__}")
-            setattr(self, k, v)
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
 
     # -- fitting -----------------------------------------------------------------------------
     def _check_budgets(self) -> None:
