@@ -85,16 +85,22 @@ def base_probes(rubrics: list[Rubric], n_base: int, seed: int) -> ProbeTable:
     return probe(texts, rubrics, FakeBackend(seed=seed))
 
 
-def make_setup(n: int, rubrics: list[Rubric], base: ProbeTable, *, n_judges: int, failed: float,
-               seed: int) -> tuple[list[Example], np.ndarray, ProbeTable]:
-    """``n`` examples (labels and judgments), their labels and their probe table."""
-    rng = np.random.default_rng(seed)
+def base_view(rubrics: list[Rubric], base: ProbeTable):
+    """What every size is built from: the rubric ids, the base text ids, the base probes by (text,
+    rubric), and each base text's NetSAT (the signal the synthetic labels follow)."""
     rb_ids = [r.id for r in rubrics]
     base_ids = list(dict.fromkeys(r.example_id for r in base.records))
     by_base = {(r.example_id, r.rubric_id): r for r in base.records}
     signs = np.array([r.sign for r in rubrics], dtype=float)
     arr = base.arrays(base_ids, rb_ids)
-    base_netsat = ((arr.expected - 1.0) * 2.5 * signs).sum(axis=1)
+    return rb_ids, base_ids, by_base, ((arr.expected - 1.0) * 2.5 * signs).sum(axis=1)
+
+
+def make_setup(n: int, rubrics: list[Rubric], base: ProbeTable, *, n_judges: int, failed: float,
+               seed: int) -> tuple[list[Example], np.ndarray, ProbeTable]:
+    """``n`` examples (labels and judgments), their labels and their probe table."""
+    rng = np.random.default_rng(seed)
+    rb_ids, base_ids, by_base, base_netsat = base_view(rubrics, base)
     src = np.arange(n) % len(base_ids)
     noisy = base_netsat[src] + rng.normal(0.0, base_netsat.std(), n)
     y = (noisy > np.median(noisy)).astype(float)
@@ -187,12 +193,7 @@ def prepare_run(folder, n: int, rubrics: list[Rubric], base: ProbeTable, cal, *,
                    score_mode="expected", probe={}, fields=["text"], backend=None, calibration="calibration",
                    question=QUESTION, judges=list(cal.judges_))
     rng = np.random.default_rng(seed)
-    rb_ids = [r.id for r in rubrics]
-    base_ids = list(dict.fromkeys(r.example_id for r in base.records))
-    by_base = {(r.example_id, r.rubric_id): r for r in base.records}
-    signs = np.array([r.sign for r in rubrics], dtype=float)
-    arr = base.arrays(base_ids, rb_ids)
-    base_netsat = ((arr.expected - 1.0) * 2.5 * signs).sum(axis=1)
+    rb_ids, base_ids, by_base, base_netsat = base_view(rubrics, base)
     marker = "\x00EX\x00"
 
     def template(rec: ProbeRecord, fail: bool) -> tuple[str, str]:
