@@ -21,6 +21,12 @@ with the embedded SmolLM2 model on a free port (as tests/backends/conftest.py do
 Independent probes ask the server for ``--top-logprobs`` alternatives (default 20; the llama.cpp server
 takes 1000, then no answer is bounded); packed calls always ask 20 (the OpenAI cap).
 
+``format``: does the model answer the packed questions or copy the reply shape the prompt shows? The
+default shape (``R1: <answer>``, ``R2: <answer>``, ``...``) and three others (every label with
+``<answer>``; every label with nothing after the colon; every label with an example answer), each on
+``--texts`` demo dialogues x the 8 demo rubrics: lines read, answer positions with more than half their
+probability on an allowed answer, and positions whose most likely answer is the example's.
+
 ``whole-run``: the README demo config (``rubric_induce/resources/demo_uss.toml``, or ``--config``) run
 twice, ``probe.packing`` independent then packed, with one shared call cache (``--cache``: a copy of a
 finished demo run's ``llm_calls.sqlite`` makes generation and the independent probes free); feedback
@@ -32,6 +38,7 @@ their overlap.
     nice -n 10 .venv/bin/python experiments/packed_vs_independent.py fidelity --start-server --top-logprobs 1000 --out /tmp/pvi-srv
     nice -n 10 .venv/bin/python experiments/packed_vs_independent.py whole-run --cache runs/demo/llm_calls.sqlite --out /tmp/pvi-run
     .venv/bin/python experiments/packed_vs_independent.py cost --out /tmp/pvi
+    nice -n 10 .venv/bin/python experiments/packed_vs_independent.py format --texts 12 --threads 1 --out /tmp/pvi-fmt
 """
 from __future__ import annotations
 
@@ -183,6 +190,72 @@ def _fidelity(args, spec: str) -> dict:
     return out
 
 
+def _format_variants(rubrics: list[Rubric]) -> dict[str, str | None]:
+    """Reply shapes a packed prompt can show: the default (no answer suggested), and three others."""
+    from rubric_induce.probing.packed import label_for
+
+    k = len(rubrics)
+    example = [rb.scale.labels[(2 * i + 1) % len(rb.scale.labels)] for i, rb in enumerate(rubrics)]
+    return {"default: R1/R2 with <answer>, then ...": None,
+            "every label with <answer>": "\n".join(f"{label_for(i)}: <answer>" for i in range(k)),
+            "every label, nothing after the colon": "\n".join(f"{label_for(i)}:" for i in range(k)),
+            "every label with an example answer": "\n".join(f"{label_for(i)}: {a}" for i, a in enumerate(example))}
+
+
+class _LastReply:
+    """The backend, keeping the text of the last chat reply (to show what the model wrote)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.text = inner, None
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def chat(self, messages, options=None):
+        reply = self.inner.chat(messages, options)
+        self.text = reply.text
+        return reply
+
+
+def reply_format(args) -> dict:
+    """Does the model answer, or copy the reply shape it is shown? Per shape, over ``--texts`` demo
+    dialogues x the demo rubrics (one packed call each, rubrics in file order): the answer positions
+    found, those with more than half their probability on an allowed answer, those whose most likely
+    answer is the one the shape shows (the shape with example answers), and the first text's reply."""
+    with _served(args) as url:
+        spec = _backend_spec(args, url)
+        backend = _LastReply(_open_backend(spec, args))
+        try:
+            from rubric_induce.probing.api import probe_packed_once
+
+            examples, rubrics, _ = _demo(args.texts)
+            rows = {}
+            for name, shape in _format_variants(rubrics).items():
+                lines = [""] * len(rubrics) if shape is None else [ln.split(":", 1)[1].strip() for ln in shape.splitlines()]
+                shown = [a if a in rb.scale.labels else None for a, rb in zip(lines, rubrics)]
+                found = answered = copied = 0
+                sample = None
+                t0 = time.perf_counter()
+                for ex in examples:
+                    recs, _ = probe_packed_once(backend, ex, rubrics, seed=args.seed, fields=None, format_example=shape)
+                    sample = backend.text if sample is None else sample
+                    for rec, rb, want in zip(recs, rubrics, shown):
+                        if rec.raw is None:  # no line, or nothing after its colon
+                            continue
+                        found += 1
+                        raw = np.asarray(rec.raw, dtype=float)
+                        answered += int(raw.sum() > 0.5)
+                        copied += int(want is not None and raw.sum() > 0 and rb.scale.labels[int(raw.argmax())] == want)
+                rows[name] = {"positions": len(examples) * len(rubrics), "answer_positions_found": found,
+                              "answered_over_half": answered,
+                              "copied_example_answer": copied if any(shown) else None,
+                              "seconds": round(time.perf_counter() - t0, 1), "first_reply": sample}
+                print(name, json.dumps(rows[name]), flush=True)
+            return {"backend": spec, "texts": len(examples), "rubrics": len(rubrics), "shapes": rows}
+        finally:
+            backend.close()
+
+
 def _held_out(run: Path) -> dict:
     ev = json.loads((run / "evaluation.json").read_text())
     sel, cal = ev.get("selection") or {}, (ev.get("calibrated") or {}).get("calibrated") or {}
@@ -301,7 +374,7 @@ def _cost_md(rows) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("fidelity", "cost", "both", "whole-run"))
+    ap.add_argument("what", choices=("fidelity", "cost", "both", "whole-run", "format"))
     ap.add_argument("--backend", default="local", help="backend spec (default: the embedded model)")
     ap.add_argument("--server-url", help="an OpenAI-compatible server (e.g. llama.cpp) to probe instead of --backend")
     ap.add_argument("--start-server", action="store_true",
@@ -331,6 +404,10 @@ def main(argv=None) -> int:
     if args.what in ("fidelity", "both"):
         res = fidelity(args)
         (args.out / "fidelity.json").write_text(json.dumps(res, indent=1))
+        print(json.dumps(res, indent=1))
+    if args.what == "format":
+        res = reply_format(args)
+        (args.out / "format.json").write_text(json.dumps(res, indent=1))
         print(json.dumps(res, indent=1))
     if args.what == "whole-run":
         res = whole_run(args)

@@ -376,13 +376,16 @@ def probe_packed_once(
     task: TaskParams | None = None,
     text: str | None = None,
     example_tokens: int | None = None,
+    format_example: str | None = None,
     **_: Any,
 ) -> tuple[list[ProbeRecord], BaseException | None]:
     """One packed call (:mod:`rubric_induce.probing.packed`): ``rubrics`` in the order asked, one record
-    each (same order), and the exception of a call that failed (then every record says so)."""
+    each (same order), and the exception of a call that failed (then every record says so).
+    ``format_example``: the reply shape shown (default: ``R1: <answer>``, ``R2: <answer>``, ``...``)."""
     template = load_prompt(PACKED_TEMPLATE)
     messages, _ = build_packed_messages(example, rubrics, [_scale_phrase(rb.scale) for rb in rubrics],
-                                        fields=fields, task=task, text=text, template=template)
+                                        fields=fields, task=task, text=text, template=template,
+                                        format_example=format_example)
 
     def blanks() -> list[ProbeRecord]:
         out = []

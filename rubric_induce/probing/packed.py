@@ -35,7 +35,8 @@ from rubric_induce.data.model import Example, Rubric
 from rubric_induce.data.render import render_example
 
 __all__ = ["PACKINGS", "PACKED_TEMPLATE", "PACKED_TOP_LOGPROBS", "PackedAnswer", "label_for", "pack_order",
-           "pack_groups", "build_packed_messages", "parse_packed_tokens", "parse_packed_text", "packed_max_tokens"]
+           "pack_groups", "build_packed_messages", "default_format_example", "parse_packed_tokens",
+           "parse_packed_text", "packed_max_tokens"]
 
 PACKINGS = ("independent", "packed")
 PACKED_TEMPLATE = "probe_packed"
@@ -84,21 +85,28 @@ def _question(position: int, rubric: Rubric, scale_phrase: str) -> str:
     return out + f"\n    Answer with only {scale_phrase}."
 
 
+def default_format_example(n: int) -> str:
+    """The reply shape a packed prompt shows for ``n`` questions: ``R1: <answer>``, ``R2: <answer>``, ``...``."""
+    shown = [f"{label_for(i)}: <answer>" for i in range(min(2, n))]
+    return "\n".join(shown + (["..."] if n > 2 else []))
+
+
 def build_packed_messages(example: Example, rubrics: Sequence[Rubric], scale_phrases: Sequence[str], *,
                           fields: Sequence[str] | None = None, task: TaskParams | None = None,
-                          text: str | None = None,
-                          template: PromptTemplate | None = None) -> tuple[list[dict[str, str]], PromptTemplate]:
+                          text: str | None = None, template: PromptTemplate | None = None,
+                          format_example: str | None = None) -> tuple[list[dict[str, str]], PromptTemplate]:
     """The chat messages of one packed call (``rubrics`` in the order asked, ``scale_phrases`` their
-    answer instructions as the single-question prompts word them) and the template used."""
+    answer instructions as the single-question prompts word them) and the template used.
+
+    ``format_example``: the reply shape shown (default :func:`default_format_example`: the first two labels
+    with an ``<answer>`` placeholder, then ``...``; no example answer, so none is suggested)."""
     template = template or load_prompt(PACKED_TEMPLATE)
     words = (task or TaskParams()).wording()
     names = list(fields) if fields is not None else list(example.fields)
     questions = "\n".join(_question(i, rb, phrase) for i, (rb, phrase) in enumerate(zip(rubrics, scale_phrases)))
-    shown = [f"{label_for(i)}: <answer>" for i in range(min(2, len(rubrics)))]
-    if len(rubrics) > 2:
-        shown.append("...")
+    shown = default_format_example(len(rubrics)) if format_example is None else format_example
     messages = template.render(example=render_example(example, fields) if text is None else text,
-                               questions=questions, format_example="\n".join(shown), kind=words.probe_kind,
+                               questions=questions, format_example=shown, kind=words.probe_kind,
                                a_kind=("an " if words.probe_kind[:1].lower() in "aeiou" else "a ") + words.probe_kind,
                                task_block=words.context_block(),
                                fields_note=words.fields_note(names) if len(names) > 1 else "")
