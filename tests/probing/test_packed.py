@@ -266,3 +266,20 @@ def test_answers_read_with_trailing_punctuation_and_a_final_line_without_newline
     a1, a2 = parse_packed_tokens(toks, [LIK, LIK])
     assert a1.raw == pytest.approx([0, 0.3, 0.6, 0, 0]) and a2.raw == pytest.approx([0, 0, 0, 0.4, 0.5])
     assert parse_packed_text("R2: 5. Because\nR1: **3**", [LIK, LIK]) == ["3", "5"]
+
+
+def test_the_reply_shape_shown_suggests_no_answer_by_default_and_can_be_replaced(examples, rubrics):
+    """The default shape names two labels with an ``<answer>`` placeholder and ``...`` (no answer value
+    that a model could copy); ``format_example`` replaces it in the prompt, and only there."""
+    from rubric_induce.probing.packed import build_packed_messages, default_format_example
+
+    assert default_format_example(1) == "R1: <answer>"
+    assert default_format_example(5) == "R1: <answer>\nR2: <answer>\n..."
+    phrases = ["a number"] * len(rubrics)
+    default, _ = build_packed_messages(examples[0], rubrics, phrases)
+    assert "R1: <answer>\nR2: <answer>\n...\nWrite nothing else." in default[-1]["content"]
+    shape = "\n".join(f"R{i + 1}: 3" for i in range(len(rubrics)))
+    custom, _ = build_packed_messages(examples[0], rubrics, phrases, format_example=shape)
+    assert shape + "\nWrite nothing else." in custom[-1]["content"] and "<answer>" not in custom[-1]["content"]
+    assert custom[-1]["content"].replace(shape, "") == default[-1]["content"].replace(default_format_example(
+        len(rubrics)), "")
