@@ -14,10 +14,9 @@ import warnings
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 
 import rubric_induce
-from rubric_induce.cli import cli
 from rubric_induce.core.errors import DataError, RubricInduceError
 
 RES = Path(rubric_induce.__file__).resolve().parent / "resources"
@@ -67,16 +66,6 @@ def make_run(tmp_path, fake_run_config):
 
     return make
 
-
-def invoke(*args: str) -> tuple[int, str]:
-    """Run the CLI in-process; a traceback (an exception that is not a clean exit) fails the test."""
-    res = CliRunner().invoke(cli, list(map(str, args)))
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        import traceback
-
-        raise AssertionError("".join(traceback.format_exception(res.exception)))
-    assert "Traceback" not in res.output
-    return res.exit_code, res.output
 
 
 def check_fails(cfg: Path, *phrases: str, code: int = 2) -> str:

@@ -23,11 +23,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 from faultserver import FaultServer
 from runconfigs import small_run_config
-
-from rubric_induce.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "batch" / "golden"
@@ -36,17 +34,6 @@ GOLDEN = ROOT / "tests" / "batch" / "golden"
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-def invoke(*args) -> tuple[int, str]:
-    """The CLI in-process; a traceback (an exception that is not a clean exit) fails the test."""
-    res = CliRunner().invoke(cli, [str(a) for a in args])
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        import traceback
-
-        raise AssertionError("".join(traceback.format_exception(res.exception)))
-    assert "Traceback" not in res.output
-    return res.exit_code, res.output
-
-
 def one_error(output: str, *parts: str) -> str:
     """The single ``error:`` line of ``output``, which must name each of ``parts``."""
     errors = [ln for ln in output.splitlines() if ln.startswith("error:")]

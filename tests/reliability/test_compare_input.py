@@ -11,26 +11,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from rubric_induce.cli import cli
 
 HEAD = "calibration/bradley_terry.json"
 _N = int(os.environ.get("RUBRIC_INDUCE_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(max_examples=_N, deadline=None, derandomize=_N <= 100,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
-
-def invoke(*args) -> tuple[int, str]:
-    res = CliRunner().invoke(cli, list(map(str, args)))
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        import traceback
-
-        raise AssertionError("".join(traceback.format_exception(res.exception)))
-    assert "Traceback" not in res.output
-    return res.exit_code, res.output
 
 
 def clean_error(rc: int, out: str, *phrases: str) -> None:

@@ -17,12 +17,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rubric_induce
-from rubric_induce.cli import cli
 
 RES = Path(rubric_induce.__file__).resolve().parent / "resources"
 DEMO = RES / "demo_uss_dialogues.jsonl"
@@ -31,16 +30,6 @@ FUZZ = settings(max_examples=_N, deadline=None, derandomize=_N <= 100,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
 
-
-def invoke(*args) -> tuple[int, str]:
-    """The CLI in-process; an exception that is not a clean exit fails the test with its traceback."""
-    res = CliRunner().invoke(cli, list(map(str, args)))
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        import traceback
-
-        raise AssertionError("".join(traceback.format_exception(res.exception)))
-    assert "Traceback" not in res.output
-    return res.exit_code, res.output
 
 
 def clean_error(rc: int, out: str, *phrases: str) -> None:
