@@ -44,7 +44,7 @@ from rubric_induce.data.jsonl import jsonable  # noqa: E402
 from rubric_induce.data.model import AnswerScale, Example, Rubric  # noqa: E402
 from rubric_induce.evaluation.meta_eval import correlation_table  # noqa: E402
 from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
-from rubric_induce.generation.autocalibrate import generate_autocalibrate  # noqa: E402
+from rubric_induce.generation.autocalibrate import AutoCalibrateParams, generate_autocalibrate  # noqa: E402
 from rubric_induce.probing.api import PROBE_STYLES, probe  # noqa: E402
 
 __all__ = ["Task", "TASKS", "SYSTEMS", "PAPER_TABLE2", "PAPER_TABLE4", "PAPER_TABLE5", "main",
@@ -172,14 +172,17 @@ def no_criteria_rubric(task: Task) -> Rubric:
 def _calibrate(exp: Experiment, task: Task, induction: list[Example], cfg: dict[str, Any]) -> dict[str, Any]:
     """Run AutoCalibrate on the induction part; the no-criteria, best-draft and final rubrics."""
     style = cfg["probe_style"][task.dataset]
-    res = generate_autocalibrate(
-        induction, exp.backend, aspect=task.aspect, label=task.label, task=task.task,
-        scale=(task.low, task.high), sample_sizes=[int(s) for s in cfg["sample_sizes"]], trials=int(cfg["trials"]),
+    params = AutoCalibrateParams(
+        aspect=task.aspect, task=task.task, scale=(task.low, task.high),
+        sample_sizes=tuple(int(s) for s in cfg["sample_sizes"]), trials=int(cfg["trials"]),
         samples=int(cfg["samples"]), top_k=int(cfg["top_k"]), metric=cfg["metric"],
-        refine_sizes=[int(s) for s in cfg["refine_sizes"]], refine_trials=int(cfg["refine_trials"]),
+        refine_sizes=tuple(int(s) for s in cfg["refine_sizes"]), refine_trials=int(cfg["refine_trials"]),
         refine_samples=int(cfg["refine_samples"]), rounds=int(cfg["rounds"]),
-        probe_options={"style": style, "fields": list(task.fields), "seed": cfg["seed"]}, seed=cfg["seed"],
-        fields=list(task.fields), max_example_chars=int(cfg["max_example_chars"]), progress=bool(cfg["progress"]))
+        max_example_chars=int(cfg["max_example_chars"]))
+    res = generate_autocalibrate(
+        induction, exp.backend, params, label=task.label, seed=cfg["seed"], fields=list(task.fields),
+        probe_options={"style": style, "fields": list(task.fields), "seed": cfg["seed"]},
+        progress=bool(cfg["progress"]))
     pool_path = exp.out / "pools" / f"{task.dataset}_{task.label}.jsonl"
     res.pool.save(pool_path)
     drafts = [c for c in res.candidates if c.provenance.get("step") == "draft"]

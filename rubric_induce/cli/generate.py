@@ -90,7 +90,7 @@ def command(examples_path, dataset, data_root, limit, mapping_file, method, labe
         raise DataError("--method contrastive shows the LLM a preferred and a rejected response: it runs in "
                         "`rubric-induce run` with [data] kind = \"pairwise\" and [generate] method = \"contrastive\" "
                         "(docs: guides/pairwise.md)", field="generate.method")
-    task = task_from_options(options)  # --task-* (the run's [task]); --task is AutoCalibrate's legacy sentence
+    task = task_from_options(options)  # --task-* (the run's [task]); --task is AutoCalibrate's own task sentence
     examples = load_examples(examples_path, dataset, data_root, limit, mapping_file)
     if method == "autocalibrate":
         shared = {"draft_temperature": temperature, "refine_temperature": temperature,

@@ -31,13 +31,14 @@ import numpy as np
 from rubric_induce.backends.base import Backend
 from rubric_induce.backends.structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
 from rubric_induce.core.errors import DataError, ReplyParseError, RubricInduceError
-from rubric_induce.core.params import Params, param
+from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.stats import CORRELATIONS
 from rubric_induce.core.task import TaskParams, TaskWording
 from rubric_induce.core.templates import load_prompt
 from rubric_induce.data.model import AnswerScale, Example, Rubric, RubricPool
 from rubric_induce.data.render import render_example
+from rubric_induce.generation.evidence import blank_example
 from rubric_induce.generation.registry import GenerateResult, generator
 from rubric_induce.generation.screen import RubricScreen, screen_item
 from rubric_induce.probing.api import probe
@@ -139,10 +140,10 @@ def labelled_examples(
     out = []
     for ex in examples:
         try:
-            text = render_example(ex, fields)
+            render_example(ex, fields)  # names a field the example lacks
         except DataError as exc:
             raise DataError(f"example {ex.id!r}: {exc}", field=exc.field) from None
-        if not text.strip() or any(not v.strip() for v in ex.fields.values()):
+        if blank_example(ex, fields):
             stats.skip("empty text", example_id=ex.id)
             continue
         value = ex.labels.get(label)
@@ -211,7 +212,7 @@ def _task_words(task: str | TaskParams | None) -> TaskWording:
 
 
 def _task_text(task: str | TaskParams | None, aspect: str, low: int, high: int) -> str:
-    """The drafting prompt's task: a legacy one-sentence string as given, else from the task."""
+    """The drafting prompt's task: a task sentence of its own as given, else worded from the task."""
     if isinstance(task, str):
         return task
     return _task_words(task).autocal_task(aspect, low, high)
@@ -259,8 +260,8 @@ def draft_criteria(
 ) -> list[Rubric]:
     """Draft one criterion per :class:`DraftSpec` (the plan is built when not given).
 
-    ``task``: the run's :class:`~rubric_induce.core.task.TaskParams` (or a legacy one-sentence task
-    string). Criteria that copy the task text or a long span of an example are rejected and
+    ``task``: the run's :class:`~rubric_induce.core.task.TaskParams` (or a task sentence of its
+    own). Criteria that copy the task text or a long span of an example are rejected and
     counted (``screen``, default :func:`criteria_screen`). Returns unique criteria as rubrics
     (``aspect`` set, Likert ``scale``) in plan order.
     """
@@ -478,111 +479,104 @@ def expand_levels(
 def generate_autocalibrate(
     examples: Iterable[Example],
     backend: Backend,
+    params: AutoCalibrateParams | None = None,
     *,
-    aspect: str,
     label: str | None = None,
-    task: str | TaskParams | None = None,
-    scale: tuple[int, int] = (1, 5),
-    sample_sizes: Sequence[int] = (4, 6, 8, 10, 12),
-    trials: int = 4,
-    samples: int = 3,
-    top_k: int = 5,
-    metric: str = "spearman",
-    refine_sizes: Sequence[int] = (1, 2, 4),
-    refine_trials: int = 4,
-    refine_samples: int = 2,
-    rounds: int = 1,
-    draft_temperature: float = 1.0,
-    refine_temperature: float = 1.0,
-    probe_options: Mapping[str, Any] | None = None,
-    levels: int | None = None,
+    task: TaskParams | None = None,
     seed: int = 0,
     fields: Sequence[str] | None = None,
-    max_example_chars: int | None = 1500,
-    retries: int = 2,
+    probe_options: Mapping[str, Any] | None = None,
     progress: bool = False,
+    **overrides: Any,
 ) -> AutoCalibrateResult:
     """Algorithm 1: draft, keep the top-K by correlation, refine on misaligned examples, merge.
 
-    The returned pool holds the final top-K (kept drafts and refined criteria together), best
-    first; each rubric's provenance has its ``correlation`` and ``metric``. ``rounds`` repeats the
-    refine-and-filter step. ``levels`` (4 or 5) expands the final criteria into per-level
-    descriptors. ``probe_options`` go to :func:`rubric_induce.probing.api.probe`. ``task``: the
-    run's :class:`~rubric_induce.core.task.TaskParams` (it words every prompt and the probes), or a
-    legacy one-sentence task string (then the probes use the default task).
+    ``params`` (:class:`AutoCalibrateParams`, default: its defaults) with keyword ``overrides`` of
+    its fields (``aspect``, ``scale``, ``top_k``, ``rounds`` ...), checked like a config. The
+    aspect defaults to ``label`` and the label to the aspect; one of them is needed. The returned
+    pool holds the final top-K (kept drafts and refined criteria together), best first; each
+    rubric's provenance has its ``correlation`` and ``metric``, and the pool manifest records
+    every setting (``params.to_dict()``). ``probe_options`` go to
+    :func:`rubric_induce.probing.api.probe`. ``task``: the run's
+    :class:`~rubric_induce.core.task.TaskParams`; it words every prompt and the probes, unless
+    ``params.task`` gives the drafting prompts a task sentence of their own.
     """
+    params = resolve_params(AutoCalibrateParams, params, overrides)
+    aspect = params.aspect or label
+    if not aspect:
+        raise RubricInduceError("AutoCalibrate needs an aspect or a label to write criteria for")
     label = label or aspect
-    low, high = scale
-    if top_k < 1 or rounds < 0:
-        raise RubricInduceError("top_k must be >= 1 and rounds >= 0")
-    if metric not in CORRELATIONS:
-        raise RubricInduceError(f"unknown metric {metric!r}; choose from {', '.join(CORRELATIONS)}")
+    low, high = params.scale
     stats = GenerationStats()
     data = labelled_examples(examples, label, low=low, high=high, fields=fields, stats=stats)
-    if isinstance(task, TaskParams):
+    if task is not None:
         task = task.resolved()
         probe_options = {"task": task, **dict(probe_options or {})}
-    screen = criteria_screen(data, task, aspect=aspect, scale=scale, fields=fields,
-                             max_example_chars=max_example_chars)
-    common = dict(aspect=aspect, label=label, task=task, scale=scale, fields=fields,
-                  max_example_chars=max_example_chars, retries=retries, stats=stats, progress=progress,
-                  screen=screen)
-    plan = draft_plan(data, sample_sizes=sample_sizes, trials=trials, samples=samples, seed=seed, stats=stats)
-    drafts = draft_criteria(data, backend, plan=plan, seed=seed, temperature=draft_temperature, **common)
+    prompt_task: str | TaskParams | None = params.task or task
+    screen = criteria_screen(data, prompt_task, aspect=aspect, scale=params.scale, fields=fields,
+                             max_example_chars=params.max_example_chars)
+    common = dict(aspect=aspect, label=label, task=prompt_task, scale=params.scale, fields=fields,
+                  max_example_chars=params.max_example_chars, retries=params.retries, stats=stats,
+                  progress=progress, screen=screen)
+    plan = draft_plan(data, sample_sizes=params.sample_sizes, trials=params.trials, samples=params.samples,
+                      seed=seed, stats=stats)
+    drafts = draft_criteria(data, backend, plan=plan, seed=seed, temperature=params.draft_temperature, **common)
     if not drafts:
         raise GenerationError(f"AutoCalibrate drafted no criteria: {stats.summary()}")
-    scored = revisit(data, drafts, backend, label=label, metric=metric, probe_options=probe_options,
+    scored = revisit(data, drafts, backend, label=label, metric=params.metric, probe_options=probe_options,
                      progress=progress)
     scores = {s.rubric.id: s.correlation for s in scored}
     candidates = list(drafts)
-    kept = scored[:top_k]
-    for r in range(rounds):
-        refined = refine_criteria(data, kept, backend, sample_sizes=refine_sizes, trials=refine_trials,
-                                  samples=refine_samples, seed=seed, round_index=r,
-                                  temperature=refine_temperature, **common)
+    kept = scored[:params.top_k]
+    for r in range(params.rounds):
+        refined = refine_criteria(data, kept, backend, sample_sizes=params.refine_sizes,
+                                  trials=params.refine_trials, samples=params.refine_samples, seed=seed,
+                                  round_index=r, temperature=params.refine_temperature, **common)
         refined = [c for c in refined if c.id not in scores]
         if not refined:
             stats.note(f"refinement round {r + 1} produced no new criteria")
             continue
         candidates.extend(refined)
-        rescored = revisit(data, refined, backend, label=label, metric=metric, probe_options=probe_options,
-                           progress=progress)
+        rescored = revisit(data, refined, backend, label=label, metric=params.metric,
+                           probe_options=probe_options, progress=progress)
         scores.update({s.rubric.id: s.correlation for s in rescored})
         merged = sorted([*kept, *rescored], key=lambda s: -s.rank_key)  # stable: drafts win ties
-        kept = merged[:top_k]
+        kept = merged[:params.top_k]
     final = [s.rubric.with_provenance(correlation=None if not np.isfinite(s.correlation) else s.correlation,
-                                      metric=metric) for s in kept]
-    if levels:
-        expanded = []
-        for rb in final:
-            try:
-                expanded.append(expand_levels(rb, backend, levels=levels, seed=seed, retries=retries, stats=stats,
-                                              task=task))
-            except GenerationError as exc:
-                stats.note(f"kept {rb.id} without level descriptors: {exc}")
-                expanded.append(rb)
-        final = expanded
+                                      metric=params.metric) for s in kept]
+    if params.levels:
+        final = _with_levels(final, backend, params, seed=seed, task=prompt_task, stats=stats)
     prompts = {n: load_prompt(n).hash for n in ("autocal_draft", "autocal_refine")}
-    if levels:
+    if params.levels:
         prompts["rubric_levels"] = load_prompt("rubric_levels").hash
     pool = RubricPool(final)
     pool.manifest = {
         "method": "autocalibrate", "aspect": aspect, "label": label,
-        "task": task.to_dict() if isinstance(task, TaskParams) else task, "seed": seed,
-        "settings": {"scale": list(scale), "sample_sizes": list(sample_sizes), "trials": trials,
-                     "samples": samples, "top_k": top_k, "metric": metric, "refine_sizes": list(refine_sizes),
-                     "refine_trials": refine_trials, "refine_samples": refine_samples, "rounds": rounds,
-                     "draft_temperature": draft_temperature, "refine_temperature": refine_temperature,
-                     "levels": levels, "max_example_chars": max_example_chars, "retries": retries,
+        "task": prompt_task.to_dict() if isinstance(prompt_task, TaskParams) else prompt_task, "seed": seed,
+        "settings": {**params.to_dict(),
                      "probe_options": {k: v for k, v in dict(probe_options or {}).items() if k != "task"}},
         "backend": backend.identity(), "model": _backend_name(backend), "prompts": prompts,
         "n_examples": len(data), "n_candidates": len(candidates),
         "scores": {k: (None if not np.isfinite(v) else v) for k, v in scores.items()},
         "stats": stats.to_dict(),
     }
-    log.info("autocalibrate: %d candidates, best %s = %.3f; %s", len(candidates), metric,
+    log.info("autocalibrate: %d candidates, best %s = %.3f; %s", len(candidates), params.metric,
              kept[0].correlation, stats.summary())
     return AutoCalibrateResult(pool, pool.rubrics[0], scores, candidates, stats)
+
+
+def _with_levels(final: list[Rubric], backend: Backend, params: AutoCalibrateParams, *, seed: int,
+                 task: str | TaskParams | None, stats: GenerationStats) -> list[Rubric]:
+    """The final criteria with per-level descriptors; one that gets none is kept as it is (noted)."""
+    expanded = []
+    for rb in final:
+        try:
+            expanded.append(expand_levels(rb, backend, levels=params.levels, seed=seed, retries=params.retries,
+                                          stats=stats, task=task))
+        except GenerationError as exc:
+            stats.note(f"kept {rb.id} without level descriptors: {exc}")
+            expanded.append(rb)
+    return expanded
 
 
 # ----------------------------------------------------------------------------- the registered generator
@@ -592,8 +586,8 @@ class AutoCalibrateParams(Params):
 
     section = "generate.options"
     aspect: str | None = param(None, help="The aspect to write criteria for (default: the label).")
-    task: str | None = param(None, help="Legacy one-sentence task statement for the prompts (default: from "
-                                        "the run's task description, [task] / --task-description).")
+    task: str | None = param(None, help="A task sentence of its own for the drafting prompts (default: worded "
+                                        "from the run's task, [task] / --task-description).")
     scale: tuple[int, int] = param((1, 5), help="The human score range LOW,HIGH.")
     sample_sizes: tuple[int, ...] = param((4, 6, 8, 10, 12), ge=1, help="In-context sample sizes for drafting.")
     trials: int = param(4, ge=1, help="Monte-Carlo trials per sample size.")
@@ -622,13 +616,8 @@ class AutoCalibrateParams(Params):
 def _run_autocalibrate(examples: list[Example], backend: Backend, opts: AutoCalibrateParams, *, label: str,
                        label_threshold: float | None, domain: str | None, seed: int, fields,
                        progress: bool, task: TaskParams) -> GenerateResult:
-    result = generate_autocalibrate(
-        examples, backend, aspect=opts.aspect or label, label=label, task=opts.task or task, scale=opts.scale,
-        sample_sizes=opts.sample_sizes, trials=opts.trials, samples=opts.samples, top_k=opts.top_k,
-        metric=opts.metric, refine_sizes=opts.refine_sizes, refine_trials=opts.refine_trials,
-        refine_samples=opts.refine_samples, rounds=opts.rounds, draft_temperature=opts.draft_temperature,
-        refine_temperature=opts.refine_temperature, levels=opts.levels or None, seed=seed, fields=fields,
-        max_example_chars=opts.max_example_chars, retries=opts.retries, progress=progress)
+    result = generate_autocalibrate(examples, backend, opts, label=label, task=task, seed=seed, fields=fields,
+                                    progress=progress)
     best = result.best
     return GenerateResult(result.pool, "autocalibrate", len(examples),
                           extra={"best": best.text, "best_correlation": best.provenance.get("correlation"),

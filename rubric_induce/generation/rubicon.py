@@ -44,12 +44,13 @@ from rubric_induce.backends.structured import (
     string_list_schema,
 )
 from rubric_induce.core.errors import DataError, RubricInduceError
-from rubric_induce.core.params import Params, param
+from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.task import TaskParams, TaskWording
 from rubric_induce.core.templates import PromptTemplate, load_prompt
 from rubric_induce.data.model import LIKERT_5, AnswerScale, Example, Rubric, RubricPool
 from rubric_induce.data.render import render_example
+from rubric_induce.generation.evidence import blank_example
 from rubric_induce.generation.registry import GenerateResult, generator
 from rubric_induce.generation.screen import RubricScreen, no_rubrics_error, screen_item
 
@@ -161,10 +162,10 @@ def split_binary(
     for ex in examples:
         n_seen += 1
         try:
-            text = render_example(ex, fields)
+            render_example(ex, fields)  # names a field the example lacks
         except DataError as exc:
             raise DataError(f"example {ex.id!r}: {exc}", field=exc.field) from None
-        if not text.strip() or all(not v.strip() for v in ex.fields.values()):
+        if blank_example(ex, fields):
             stats.skip("empty text", example_id=ex.id)
             continue
         value = ex.labels.get(label)
@@ -461,50 +462,45 @@ def spur_update(
 def generate_rubicon(
     examples: Iterable[Example],
     backend: Backend,
+    params: RubiconParams | None = None,
     *,
+    mode: str = "rubicon",
     label: str = "sat",
+    threshold: float | None = None,
     task: TaskParams | None = None,
     domain: str | None = None,
-    use_ds: bool = True,
-    use_cdp: bool | None = None,
-    top_k: int = 3,
-    batch_size: int = 8,
-    max_new: int = 5,
-    max_shown: int | None = 60,
-    mode: str = "rubicon",
-    spur_size: int = 10,
     seed: int = 0,
-    temperature: float = 0.0,
-    threshold: float | None = None,
-    scale: AnswerScale = LIKERT_5,
     fields: Sequence[str] | None = None,
-    max_example_chars: int | None = 6000,
+    scale: AnswerScale = LIKERT_5,
     subjects: Sequence[str] | str | None = TASK_SUBJECTS,
-    retries: int = 2,
     progress: bool = False,
+    **overrides: Any,
 ) -> RubricPool:
     """Generate a SAT + DSAT rubric pool from binary-labelled examples (RUBICON or SPUR mode).
 
-    ``label``: the 0/1 label (or a graded one with ``threshold``). ``task``: what is judged and
-    what the label means (:class:`~rubric_induce.core.task.TaskParams`; default: the generic task,
+    ``params`` (:class:`RubiconParams`, default: its defaults) with keyword ``overrides`` of its
+    fields (``top_k`` patterns per example, ``batch_size`` patterns per summarization call,
+    ``max_new`` rubrics per call (RUBICON), ``spur_size`` rubrics per polarity (SPUR), ``use_ds``,
+    ``use_cdp`` ...), checked like a config. ``label``: the 0/1 label (or a graded one with
+    ``threshold``). ``task``: what is judged and what the label means
+    (:class:`~rubric_induce.core.task.TaskParams`; default: the generic task,
     ``TaskParams(preset="uss")`` for RUBICON's user-satisfaction wording). ``domain``: the
-    domain description for DS (default: the task's description; one of them is required while
-    ``use_ds``). ``use_cdp`` (conversation design principles) defaults to on for conversation
-    tasks and off for other kinds of text. ``top_k`` patterns per example;
-    ``batch_size`` patterns per summarization call; ``max_new`` rubrics per call (RUBICON);
-    ``spur_size`` rubrics per polarity (SPUR). ``subjects``: sentence starts enforced by the
-    JSON schema on every pattern and rubric (default: from the task; None to lift it). Generated
-    rubrics that restate the label, name the annotation, or copy prompt text or a long span of
-    a shown example are rejected and counted by reason in ``stats.rejected``. Returns a
-    :class:`RubricPool` whose manifest holds the settings, task, prompt hashes, backend and
-    ``stats``; raises :class:`GenerationError` rather than return an empty pool.
+    domain description for DS (default: the task's description; one of them is required while DS
+    is on). DS defaults to on for RUBICON and off for SPUR; CDP (conversation design principles)
+    to on for RUBICON on conversations, off otherwise. ``subjects``: sentence starts enforced by
+    the JSON schema on every pattern and rubric (default: from the task; None to lift it).
+    Generated rubrics that restate the label, name the annotation, or copy prompt text or a long
+    span of a shown example are rejected and counted by reason in ``stats.rejected``. Returns a
+    :class:`RubricPool` whose manifest holds the settings (``params.to_dict()``, switches
+    resolved), task, prompt hashes, backend and ``stats``; raises :class:`GenerationError` rather
+    than return an empty pool.
     """
     if mode not in MODES:
         raise RubricInduceError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     task = (task or TaskParams()).resolved()
     words = task.wording()
-    if use_cdp is None:
-        use_cdp = words.is_conversation
+    params = resolve_params(RubiconParams, params, overrides).switched(mode, words.is_conversation)
+    use_ds, use_cdp = bool(params.use_ds), bool(params.use_cdp)
     stats = GenerationStats()
     pos, neg = split_binary(examples, label, threshold=threshold, fields=fields, stats=stats)
     prompts = rubicon_prompts()
@@ -516,38 +512,34 @@ def generate_rubicon(
     used.append("rubicon_summarize" if mode == "rubicon" else "spur_update")
     ds_domain = (domain or "").strip() or None
     screen = rubric_screen(words, domain=ds_domain or words.description, use_ds=use_ds, use_cdp=use_cdp,
-                           examples=[render_example(e, fields, max_chars=max_example_chars) for e in pos + neg])
-    settings = {"label": label, "threshold": threshold, "use_ds": use_ds, "use_cdp": use_cdp,
-                "top_k": top_k, "batch_size": batch_size, "temperature": temperature, "retries": retries,
-                "max_example_chars": max_example_chars, "fields": list(fields) if fields else None,
-                "subjects": _subject_list(_subjects(subjects, words))}
-    if mode == "rubicon":
-        settings.update(max_new=max_new, max_shown=max_shown)
-    else:
-        settings.update(spur_size=spur_size)
+                           examples=[render_example(e, fields, max_chars=params.max_example_chars)
+                                     for e in pos + neg])
+    settings = {"label": label, "threshold": threshold, **params.to_dict(),
+                "fields": list(fields) if fields else None, "subjects": _subject_list(_subjects(subjects, words))}
     prompt_hashes = {n: prompts[n].hash for n in used}
-    base_prov = {"method": mode, "use_ds": use_ds, "use_cdp": use_cdp, "top_k": top_k,
-                 "batch_size": batch_size, "prompt_hashes": prompt_hashes}
-    common = dict(seed=seed, temperature=temperature, retries=retries, stats=stats, progress=progress,
-                  subjects=subjects, task=task)
+    base_prov = {"method": mode, "use_ds": use_ds, "use_cdp": use_cdp, "top_k": params.top_k,
+                 "batch_size": params.batch_size, "prompt_hashes": prompt_hashes}
+    common = dict(seed=seed, temperature=params.temperature, retries=params.retries, stats=stats,
+                  progress=progress, subjects=subjects, task=task)
     rubrics: list[Rubric] = []
     n_patterns: dict[str, int] = {}
     for polarity, group in (("SAT", pos), ("DSAT", neg)):
         patterns = extract_patterns(group, backend, polarity=polarity, domain=domain, use_ds=use_ds,
-                                    use_cdp=use_cdp, top_k=top_k, fields=fields,
-                                    max_example_chars=max_example_chars, **common)
+                                    use_cdp=use_cdp, top_k=params.top_k, fields=fields,
+                                    max_example_chars=params.max_example_chars, **common)
         n_patterns[polarity] = len(patterns)
         if not patterns:
             stats.note(f"no {polarity} patterns could be extracted from {len(group)} examples")
             continue
         if mode == "rubicon":
             made = summarize_rubrics(patterns, backend, polarity=polarity, domain=domain, use_ds=use_ds,
-                                     use_cdp=use_cdp, batch_size=batch_size, max_new=max_new,
-                                     max_shown=max_shown, scale=scale, provenance=base_prov, screen=screen,
-                                     **common)
+                                     use_cdp=use_cdp, batch_size=params.batch_size, max_new=params.max_new,
+                                     max_shown=params.max_shown, scale=scale, provenance=base_prov,
+                                     screen=screen, **common)
         else:
-            made = spur_update(patterns, backend, polarity=polarity, n_rubrics=spur_size,
-                               batch_size=batch_size, scale=scale, provenance=base_prov, screen=screen, **common)
+            made = spur_update(patterns, backend, polarity=polarity, n_rubrics=params.spur_size,
+                               batch_size=params.batch_size, scale=scale, provenance=base_prov, screen=screen,
+                               **common)
         if not made:
             stats.note(f"no {polarity} rubrics were generated from {len(patterns)} patterns")
         rubrics.extend(made)
@@ -566,18 +558,10 @@ def generate_rubicon(
     return pool
 
 
-def generate_spur(
-    examples: Iterable[Example],
-    backend: Backend,
-    *,
-    spur_size: int = 10,
-    use_ds: bool = False,
-    use_cdp: bool | None = False,
-    **options: Any,
-) -> RubricPool:
-    """The SPUR baseline: :func:`generate_rubicon` in ``mode="spur"``, DS and CDP off by default."""
-    return generate_rubicon(examples, backend, mode="spur", spur_size=spur_size, use_ds=use_ds,
-                            use_cdp=use_cdp, **options)
+def generate_spur(examples: Iterable[Example], backend: Backend, params: RubiconParams | None = None,
+                  **options: Any) -> RubricPool:
+    """The SPUR baseline: :func:`generate_rubicon` in ``mode="spur"`` (DS and CDP off by default)."""
+    return generate_rubicon(examples, backend, params, mode="spur", **options)
 
 
 def balanced_sample(
@@ -624,24 +608,25 @@ class RubiconParams(Params):
     max_example_chars: int | None = param(6000, ge=100, help="Truncate each shown example to N characters.")
     retries: int = param(2, ge=0, help="Retries of an unparseable reply.", hidden=True)
 
+    def switched(self, mode: str, conversation: bool) -> RubiconParams:
+        """A copy with ``use_ds`` / ``use_cdp`` decided: an unset switch takes the mode's default
+        (DS on for rubicon; CDP on for rubicon on conversations; both off for spur)."""
+        on = mode == "rubicon"
+        return self.with_overrides(use_ds=on if self.use_ds is None else self.use_ds,
+                                   use_cdp=(on and conversation) if self.use_cdp is None else self.use_cdp)
+
 
 def _run_rubicon(mode: str):
     def run(examples: list[Example], backend: Backend, opts: RubiconParams, *, label: str,
             label_threshold: float | None, domain: str | None, seed: int, fields, progress: bool,
             task: TaskParams) -> GenerateResult:
-        default_on = mode == "rubicon"
-        use_ds = default_on if opts.use_ds is None else opts.use_ds
-        use_cdp = (default_on and task.wording().is_conversation) if opts.use_cdp is None else opts.use_cdp
+        use_ds = opts.switched(mode, task.wording().is_conversation).use_ds
         if use_ds and not (domain and domain.strip()) and not task.description:
             raise DataError("domain sensitization needs a domain description (generate.domain / --domain) or a "
                             "task description (task.description / --task-description); or switch it off "
                             "(generate.options.use_ds = false / --no-ds)", field="generate.domain")
-        pool = generate_rubicon(examples, backend, label=label, task=task, domain=domain, use_ds=use_ds,
-                                use_cdp=use_cdp,
-                                top_k=opts.top_k, batch_size=opts.batch_size, max_new=opts.max_new,
-                                max_shown=opts.max_shown, mode=mode, spur_size=opts.spur_size, seed=seed,
-                                temperature=opts.temperature, threshold=label_threshold, fields=fields,
-                                max_example_chars=opts.max_example_chars, retries=opts.retries, progress=progress)
+        pool = generate_rubicon(examples, backend, opts, mode=mode, label=label, threshold=label_threshold,
+                                task=task, domain=domain, seed=seed, fields=fields, progress=progress)
         return GenerateResult(pool, mode, len(examples))
     return run
 

@@ -188,10 +188,19 @@ def test_too_few_labelled_examples_is_an_error(likert_examples, fake):
 
 
 def test_empty_text_skipped_and_counted(likert_examples, fake):
-    empty = Example.create({"source": "", "text": "x y"}, {"coherence": 3.0}, id="empty")
+    empty = Example.create({"source": " ", "text": ""}, {"coherence": 3.0}, id="empty")
     res = generate_autocalibrate([empty, *likert_examples], fake, aspect="coherence", top_k=1, **SMALL)
     assert {"reason": "empty text", "example_id": "empty"} in res.stats.skipped
     assert res.pool.manifest["n_examples"] == len(likert_examples)
+
+
+def test_a_blank_part_is_evidence_and_is_kept(likert_examples, fake):
+    """One rule for every generator (generation.evidence): an example is skipped only when every
+    shown field is blank; a blank source next to a text is kept (AutoCalibrate used to skip it)."""
+    part = Example.create({"source": "", "text": "x y"}, {"coherence": 1.0}, id="part")
+    res = generate_autocalibrate([part, *likert_examples], fake, aspect="coherence", top_k=1, **SMALL)
+    assert not res.stats.skipped
+    assert res.pool.manifest["n_examples"] == len(likert_examples) + 1
 
 
 def test_unparseable_drafts_raise_instead_of_empty_pool(likert_examples):
