@@ -163,7 +163,10 @@ class _Scoring:
                 elif k not in todo:
                     todo[k] = x
             if todo:
-                results = self.scorer.score(list(todo.values()), judge=self.judge, aggregate=self.aggregate)
+                todo, empty = self._split_empty(todo)
+                results = (self.scorer.score(list(todo.values()), judge=self.judge, aggregate=self.aggregate)
+                           if todo else [])
+                found.update(empty)  # an empty text (an empty completion): its own failed result
                 for k, res in zip(todo, results):
                     found[k] = res
                     if self.cache_size and not res.errors:  # failures are retried, never memoised
@@ -171,6 +174,24 @@ class _Scoring:
                 while len(self._memo) > self.cache_size:
                     self._memo.popitem(last=False)
             return [found[k] for k in keys]
+
+    def _split_empty(self, todo: Mapping[str, Rendered]) -> tuple[dict[str, Rendered], dict[str, ScoreResult]]:
+        """The texts to probe, and a failed :class:`ScoreResult` for each empty one (an empty completion
+        is ordinary model output: it fails alone, never the other texts of its batch, a GRPO step's
+        group). Other bad input (a plain string for a multi-field set) still fails the whole call."""
+        probe: dict[str, Rendered] = {}
+        bad: dict[str, ScoreResult] = {}
+        for k, x in todo.items():
+            empty = ([""] if isinstance(x, str) and not x.strip() else
+                     [f for f, v in x.items() if isinstance(v, str) and not v.strip()] if isinstance(x, Mapping)
+                     else [])
+            if empty:
+                where = f" (field {empty[0]!r})" if empty[0] else ""
+                bad[k] = ScoreResult(id=k[:80], distributions={}, expected={},
+                                     errors=[f"cannot score this text: it is empty{where}"])
+            else:
+                probe[k] = x
+        return probe, bad
 
 
 def _check_usable(res: ScoreResult) -> None:

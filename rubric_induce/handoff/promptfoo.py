@@ -304,6 +304,9 @@ def promptfoo_assert(output: Any, context: Mapping[str, Any] | None, *, run: str
     prompt = ctx.get("prompt") if isinstance(ctx.get("prompt"), str) else None
     text = fill_fields(scorer.fields, "" if output is None else str(output), dict(variables),
                        input_text=prompt, where="the test's vars")
+    empty = [f for f, v in text.items() if not v.strip()] if isinstance(text, dict) else [] if text.strip() else ["output"]
+    if empty:  # ordinary model output that cannot be scored: this test fails, the others are scored
+        return {"pass": False, "score": 0.0, "reason": f"rubric-induce: cannot score an empty {empty[0]!r}"}
     res = scorer.score([text], judge=judge)[0]
     if scorer.pairwise_head is not None:
         return pairwise_grading_result(res)

@@ -174,9 +174,13 @@ def trl_pairwise_judge(scorer: ScorerSource | TrlReward, render: Render | None =
             shown = [(p[1], p[0]) if f else (p[0], p[1]) for p, f in zip(completions, flip)]
             sc = reward.scorer
             if getattr(sc, "pairwise_head", None) is not None:  # a pairwise run: P(first > second), Bradley-Terry
-                probs = sc.compare_pairs([_messages_text(p) for p in prompts], [_messages_text(s[0]) for s in shown],
-                                         [_messages_text(s[1]) for s in shown])
-                return [(1 - int(q < 0.5)) if f else int(q < 0.5) for q, f in zip(probs, flip)]
+                texts = [(_messages_text(p), _messages_text(s[0]), _messages_text(s[1])) for p, s in zip(prompts, shown)]
+                ok = [i for i, (_, a, b) in enumerate(texts) if a.strip() and b.strip()]  # an empty completion: -1
+                probs = sc.compare_pairs(*(list(c) for c in zip(*(texts[i] for i in ok)))) if ok else []
+                out = [-1] * len(prompts)
+                for i, q in zip(ok, probs):
+                    out[i] = (1 - int(q < 0.5)) if flip[i] else int(q < 0.5)
+                return out
             firsts = reward.values(prompts, [s[0] for s in shown])
             seconds = reward.values(prompts, [s[1] for s in shown])
             out = []

@@ -268,3 +268,51 @@ def test_a_head_over_the_pairwise_probe_gives_no_single_response_strength(pairwi
     assert _export(run, "json", tmp_path / "s.json").exit_code == 0
     manifest = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))["manifest"]
     assert manifest["pair_feature"] == "preference" and PAIRWISE_HEAD_KEY in manifest
+
+
+# -- one empty completion is that completion's failure, never its batch's (issue 40, A3) ----------------------
+def test_trl_reward_of_a_pairwise_run_gives_none_for_an_empty_completion(pairwise_artifact):
+    """A GRPO group with an empty (or blank) completion: that completion's reward is None (GRPOTrainer
+    leaves it out of the group's mean), the others are scored exactly as alone. It used to raise
+    `DataError ... text is empty` for the whole batch."""
+    from rubric_induce.handoff.trl import trl_reward
+
+    reward = trl_reward(pairwise_artifact)
+    got = reward(PROMPTS, [PAIRS[0][0], "", " \n "])
+    assert got[1] is None and got[2] is None
+    assert got[0] == pytest.approx(reward(PROMPTS[:1], [PAIRS[0][0]])[0], abs=1e-12)
+    assert reward(PROMPTS[:2], ["", ""]) == [None, None]  # a group of nothing but empty completions
+
+
+def test_dspy_metric_batch_and_promptfoo_assertion_with_an_empty_output(pairwise_artifact):
+    """The same failure in the other hand-offs that score many outputs: a DSPy metric's batch scores the
+    rest and gives the empty one a failed result (its metric call raises, which DSPy counts as one failed
+    example); promptfoo's assertion fails that one test instead of raising."""
+    from rubric_induce.core.errors import RubricInduceError
+    from rubric_induce.handoff.dspy import rubric_metric
+    from rubric_induce.handoff.promptfoo import promptfoo_assert
+
+    metric = rubric_metric(pairwise_artifact, render=lambda ex, pred: {"prompt": ex, "response": pred},
+                           target="strength")
+    results = metric.results(PROMPTS[:2], [PAIRS[0][0], ""])
+    assert not results[0].errors and results[0].strength is not None
+    assert results[1].errors and "empty" in results[1].errors[0] and "'response'" in results[1].errors[0]
+    with pytest.raises(RubricInduceError, match="empty"):
+        metric(PROMPTS[1], "")
+    graded = promptfoo_assert("", {"vars": {"prompt": PROMPTS[0]}}, run=pairwise_artifact)
+    assert graded["pass"] is False and graded["score"] == 0.0 and "empty" in graded["reason"]
+
+
+@pytest.mark.tools
+def test_trl_pairwise_judge_of_a_pairwise_run_with_an_empty_completion(pairwise_artifact):
+    """A pair with an empty completion is -1 (not judged); the other pairs are judged as alone."""
+    pytest.importorskip("trl")
+    from rubric_induce.handoff.trl import trl_pairwise_judge
+
+    judge = trl_pairwise_judge(pairwise_artifact, seed=3)
+    pairs = [list(PAIRS[0]), ["", PAIRS[1][1]], list(PAIRS[2])]
+    got = judge.judge(PROMPTS, pairs, shuffle_order=False)
+    assert got[1] == -1
+    alone = trl_pairwise_judge(pairwise_artifact, seed=3).judge([PROMPTS[0], PROMPTS[2]], [pairs[0], pairs[2]],
+                                                                shuffle_order=False)
+    assert [got[0], got[2]] == alone and set(alone) <= {0, 1}
