@@ -16,7 +16,7 @@ which of the two shown responses meets it better, once per order
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rubric_induce.core.errors import DataError
@@ -108,7 +108,3 @@ def pairs_in(pairs: Iterable[Pair], examples: Iterable[Example]) -> list[Pair]:
     """The pairs (in their order) whose sides are among ``examples`` (e.g. a split's)."""
     have = {(e.meta or {}).get("pair", e.group) for e in examples}
     return [p for p in pairs if p.id in have]
-
-
-def pairs_by_id(pairs: Iterable[Pair]) -> Mapping[str, Pair]:
-    return {p.id: p for p in pairs}

@@ -175,10 +175,6 @@ class RubricScreen:
         ex = [_words(t) for t in self.examples if t]
         self._example_grams = set().union(*(_ngrams(w, self.example_span) for w in ex)) if ex else set()
 
-    def add_examples(self, texts: Iterable[str]) -> None:
-        for t in texts:
-            self._example_grams |= _ngrams(_words(t), self.example_span)
-
     def reason(self, text: str) -> str | None:
         """Why ``text`` is rejected (one of :data:`REASONS`), or None to keep it."""
         found = self.check(text)

@@ -10,7 +10,6 @@ from typing import Any
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.datasets.paths import data_root
 from rubric_induce.data.labels import check_scale  # noqa: F401  (re-exported for the dataset loaders)
-from rubric_induce.data.model import Judgment
 
 _MISSING = object()
 
@@ -86,17 +85,6 @@ def mean_or_none(values: Iterable[float | None], not_applicable: Sequence[float]
     """Mean of the answered, applicable values; None when there are none."""
     vals = [v for v in values if v is not None and v not in not_applicable]
     return sum(vals) / len(vals) if vals else None
-
-
-def judgments_from_columns(
-    per_question: Mapping[str, Sequence[float | None]],
-    judges: Sequence[str],
-) -> list[Judgment]:
-    """Turn ``{question: [answer of judge 0, answer of judge 1, ...]}`` into judgments."""
-    out = []
-    for k, judge in enumerate(judges):
-        out.append(Judgment(judge=judge, labels={q: vals[k] for q, vals in per_question.items()}))
-    return out
 
 
 def read_tsv(path: Path, required: Sequence[str]) -> list[tuple[int, dict[str, str]]]:

@@ -121,10 +121,6 @@ class LLMRubricData:
         """Every judgment as ``(example index, Judgment)``, in file order per example."""
         return [(i, j) for i, ex in enumerate(self.examples) for j in ex.judgments]
 
-    def judge_index(self) -> dict[str, int]:
-        """Judge id -> position in ``judges``."""
-        return {j: k for k, j in enumerate(self.judges)}
-
     def with_llm_probs(self) -> LLMRubricData:
         """The subset of dialogues that have released LLM distributions."""
         keep = np.flatnonzero(self.has_llm_probs)
