@@ -19,7 +19,10 @@ __all__ = ["command"]
 @click.option("--labels", "labels_path", required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Labelled texts the calibrator did not train on (texts the run probed are left out): "
                    "JSONL/JSON/CSV/TSV with the run's text columns and a label column.")
-@click.option("--label-field", default=None, help="Column holding the human label (default: the run's question).")
+@click.option("--label-field", default=None,
+              help="Column holding the human label, e.g. scores.overall (a dotted path reaches into JSON objects); "
+                   "a row without it is an error. Default: the run's own label mapping for its question (as `run` "
+                   "read it), else a column named like the question.")
 @click.option("--text-field", default=None, help="Column holding the text (default: the run's column).")
 @click.option("--map", "maps", multiple=True, metavar="FIELD=COLUMN", help="Column of one of the run's text fields.")
 @click.option("--id-field", default=None, help="Column holding a row id.")
@@ -34,8 +37,9 @@ __all__ = ["command"]
               help="Confidence: calibrated probability of the answer (within the tolerance), agreement of the "
                    "per-judge heads, or low predictive variance.")
 @click.option("--tolerance", type=float, default=None,
-              help="Graded labels: agreement = within this many scale units (default: one scale point; "
-                   "0 on a two-answer scale).")
+              help="Graded labels: agreement = within this many scale units, a finite number >= 0 (default: one "
+                   "step of the run's scale, e.g. 0.5 on a scale rated in half points; 0 on a two-answer scale). "
+                   "The tolerance used is printed and saved with each guarantee.")
 @click.option("--method", type=click.Choice(["bonferroni", "shared"]), default="bonferroni", show_default=True,
               help="Cascades: per-stage thresholds at delta/K each, or one threshold on a shared confidence scale "
                    "(needs the runs' confidences to mean the same).")
@@ -54,75 +58,126 @@ def command(runs, labels_path, label_field, text_field, maps, id_field, fmt, pro
       rubric-induce calibrate-guarantee runs/demo --labels held_out.jsonl --target 0.9 --delta 0.1
       rubric-induce calibrate-guarantee runs/cheap runs/strong --labels held_out.jsonl   (a cascade)
     """
-    from rubric_induce.cli.score import input_mapping
-    from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.scoring.cascade import fit_cascade
-    from rubric_induce.scoring.guarantee import agreement, check_level
+    from rubric_induce.scoring.guarantee import check_level, check_tolerance
     from rubric_induce.scoring.scorer import RubricScorer
-    from rubric_induce.scoring.selective import (
-        CASCADES_KEY,
-        cascade_record,
-        check_cascade,
-        fit_from_results,
-        human_labels,
-        judge_answers,
-        require_calibrated,
-        save_guarantee_records,
-        score_with_arrays,
-        seen_ids,
-    )
+    from rubric_induce.scoring.selective import fitted_cascades, fitted_guarantees, require_calibrated
 
     targets = [check_level(t, "target") for t in (targets or (0.8, 0.85, 0.9))]
     delta = check_level(delta, "delta")
+    if tolerance is not None:
+        tolerance = check_tolerance(tolerance)
     if probes_path is not None and len(runs) > 1:
         raise click.UsageError("--probes goes with one run (each run of a cascade probes with its own rubrics)")
     scorers = [RubricScorer.load(r, backend=backend_spec, cache=cache_path) for r in runs]
     try:
         for s in scorers:
             require_calibrated(s)
-        names = [str(Path(r).resolve()) for r in runs]
-        if len(scorers) > 1:
-            check_cascade(scorers, names)
-        first = scorers[0]
-        question = first.calibrator.question_names_[first.calibrator.question_index(first.question)]
-        mapping = input_mapping(first, fmt, id_field, text_field, maps)
-        if label_field:
-            mapping = mapping.replace(labels={question: label_field})
-        examples = mapping.load(labels_path, unique=False, default_labels=[question])
-        seen = set().union(*(seen_ids(r) for r in runs))
-        fresh = [e for e in examples if e.id not in seen]
-        if len(fresh) < len(examples):
-            echo(f"left out {len(examples) - len(fresh)} labelled text(s) the run(s) probed (the calibrator may "
-                 "have trained on them)")
-        if not fresh:
-            raise DataError("no labelled text left that the run(s) did not probe", path=labels_path, field="labels")
-        y = human_labels(fresh, question, source=str(labels_path))
+        fitted_guarantees(runs[0])  # what is there already is checked before any LLM call
+        fitted_cascades(runs[0])
+        fresh, y, label = _labelled(scorers, runs, labels_path, label_field, text_field, maps, id_field, fmt)
         if len(scorers) == 1:
-            table = ProbeTable.load(probes_path) if probes_path is not None else None
-            results, arr = score_with_arrays(first, fresh, table, progress=show_progress(progress))
-            fitted = fit_from_results(first, results, arr, y, targets=targets, delta=delta, measure=measure,
-                                      tolerance=tolerance, source=str(labels_path))
-            save_guarantee_records(runs[0], [g.to_dict() for g in fitted])
-            for g in fitted:
-                echo(g.line())
-            echo(f"wrote {len(fitted)} guarantee(s) into {runs[0]}")
-            return
-        confs, agreed, tol = [], [], None
-        for s in scorers:
-            results, arr = score_with_arrays(s, fresh, progress=show_progress(progress))
-            answer, conf, tol = judge_answers(s, results, arr, measure=measure, tolerance=tolerance)
-            confs.append(conf)
-            agreed.append(agreement(answer, y, tolerance=tol))
-        records = []
-        for t in targets:
-            fitted = fit_cascade(confs, agreed, target=t, delta=delta, method=method, stages=names,
-                                 source=str(labels_path))
-            records.append(cascade_record(names, fitted, measure=measure, tolerance=tol))
-            shares = ", ".join(f"{Path(n).name} {c:.1%}" for n, c in zip(names, fitted.stage_coverage))
-            echo(f"cascade guarantee: agreement >= {t:g} with probability >= {1 - delta:g} ({method}); "
-                 f"coverage {fitted.coverage:.1%} ({shares})")
-        save_guarantee_records(runs[0], records, key=CASCADES_KEY, same=("runs", "target", "delta", "measure"))
-        echo(f"wrote {len(records)} cascade guarantee(s) into {runs[0]}")
+            _fit_one(scorers[0], runs[0], fresh, y, probes_path, targets, delta, measure, tolerance, labels_path,
+                     show_progress(progress))
+        else:
+            _fit_cascade(scorers, runs, fresh, y, targets, delta, measure, tolerance, method, labels_path,
+                         show_progress(progress))
     finally:
         for s in scorers:
             s.close()
+
+
+def _labelled(scorers, runs, labels_path, label_field, text_field, maps, id_field, fmt):
+    """The labelled texts the run(s) did not probe, their human labels (read in the first run's
+    layout and checked against its scale) and the label's name in the file."""
+    from rubric_induce.cli.score import input_mapping
+    from rubric_induce.scoring.guarantee_labels import label_mapping, label_scale, run_data
+    from rubric_induce.scoring.selective import check_cascade, human_labels, seen_ids
+
+    if len(scorers) > 1:
+        check_cascade(scorers, [str(Path(r).resolve()) for r in runs])
+    first = scorers[0]
+    question = first.calibrator.question_names_[first.calibrator.question_index(first.question)]
+    data = None if label_field else run_data(first)  # --label-field names the column: the run's mapping is not read
+    mapping, label = label_mapping(first, input_mapping(first, fmt, id_field, text_field, maps), question,
+                                   label_field, data)
+    scale = label_scale(first, data)
+    examples = mapping.load(labels_path, unique=False, default_labels=[label],
+                            label_scales={label: scale} if scale is not None else None)
+    seen = set().union(*(seen_ids(r) for r in runs))
+    fresh = [e for e in examples if e.id not in seen]
+    if len(fresh) < len(examples):
+        echo(f"left out {len(examples) - len(fresh)} labelled text(s) the run(s) probed (the calibrator may "
+             "have trained on them)")
+    na = set(scale.not_applicable) if scale is not None else set()
+    answered = [e for e in fresh if (e.labels or {}).get(label) not in na]
+    if len(answered) < len(fresh):
+        echo(f"left out {len(fresh) - len(answered)} text(s) labelled 'not applicable' "
+             f"({', '.join(f'{v:g}' for v in sorted(na))})")
+    if not answered:
+        raise DataError("no labelled text left that the run(s) did not probe", path=labels_path, field="labels")
+    where = f"label {label!r}" + ("" if label == question else f" (the run's {question!r})")
+    echo(f"calibration texts: {len(answered)}, {where} read from {labels_path}")
+    return answered, human_labels(answered, label, source=str(labels_path), scale=scale), label
+
+
+def _fit_one(scorer, run, fresh, y, probes_path, targets, delta, measure, tolerance, labels_path, progress):
+    from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.scoring.guarantee_labels import calibration_lines
+    from rubric_induce.scoring.selective import (
+        check_probe_file,
+        fit_from_results,
+        require_evidence,
+        save_guarantee_records,
+        score_with_arrays,
+    )
+
+    table = None
+    if probes_path is not None:
+        table = ProbeTable.load(probes_path)
+        check_probe_file(table, scorer, source=str(probes_path))
+    results, arr = score_with_arrays(scorer, fresh, table, progress=progress)
+    require_evidence(arr, len(fresh), source=str(probes_path or labels_path))
+    for line in calibration_lines(scorer, results, arr, y, delta=delta, measure=measure, tolerance=tolerance):
+        echo(line)
+    fitted = fit_from_results(scorer, results, arr, y, targets=targets, delta=delta, measure=measure,
+                              tolerance=tolerance, source=str(labels_path))
+    save_guarantee_records(run, [g.to_dict() for g in fitted])
+    for g in fitted:
+        echo(g.line())
+    echo(f"wrote {len(fitted)} guarantee(s) into {run}")
+
+
+def _fit_cascade(scorers, runs, fresh, y, targets, delta, measure, tolerance, method, labels_path, progress):
+    from rubric_induce.scoring.cascade import fit_cascade
+    from rubric_induce.scoring.guarantee import agreement
+    from rubric_induce.scoring.selective import (
+        CASCADES_KEY,
+        cascade_record,
+        judge_answers,
+        require_evidence,
+        run_folder,
+        save_guarantee_records,
+        score_with_arrays,
+        tolerance_used,
+    )
+
+    names = [str(run_folder(r)) for r in runs]
+    tol, why = tolerance_used(scorers[0], tolerance)
+    echo(f"tolerance {tol:g} ({why})")
+    confs, agreed = [], []
+    for s, name in zip(scorers, names):
+        results, arr = score_with_arrays(s, fresh, progress=progress)
+        require_evidence(arr, len(fresh), source=name, what=f"the labelled texts by run {Path(name).name}")
+        answer, conf, _ = judge_answers(s, results, arr, measure=measure, tolerance=tol)
+        confs.append(conf)
+        agreed.append(agreement(answer, y, tolerance=tol))
+    records = []
+    for t in targets:
+        fitted = fit_cascade(confs, agreed, target=t, delta=delta, method=method, stages=names,
+                             source=str(labels_path))
+        records.append(cascade_record(names, fitted, measure=measure, tolerance=tol, folder=names[0]))
+        shares = ", ".join(f"{Path(n).name} {c:.1%}" for n, c in zip(names, fitted.stage_coverage))
+        echo(f"cascade guarantee: agreement >= {t:g} with probability >= {1 - delta:g} ({method}); "
+             f"coverage {fitted.coverage:.1%} ({shares})")
+    save_guarantee_records(runs[0], records, key=CASCADES_KEY, same=("runs", "target", "delta", "measure"))
+    echo(f"wrote {len(records)} cascade guarantee(s) into {runs[0]} (runs named relative to it)")

@@ -70,9 +70,9 @@ def selective_entry(artifacts: Sequence[Path], *, cascade: bool, guarantee: floa
 def _score_cascade(artifacts, target, delta, input_path, out_path, backend_spec, cache_path, mapping, progress,
                    write_rows) -> None:
     from rubric_induce.scoring.scorer import RubricScorer
-    from rubric_induce.scoring.selective import check_cascade, resolve_cascade, score_cascade
+    from rubric_induce.scoring.selective import check_cascade, resolve_cascade, run_folder, score_cascade
 
-    names = [str(Path(a).resolve()) for a in artifacts]
+    names = [str(run_folder(a)) for a in artifacts]
     scorers = [RubricScorer.load(a, backend=backend_spec, cache=cache_path) for a in artifacts]
     try:
         check_cascade(scorers, names)

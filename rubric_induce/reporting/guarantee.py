@@ -10,37 +10,62 @@ from typing import Any
 __all__ = ["guarantee_section", "viewer_guarantee", "pick_guarantee"]
 
 
-def _records(run_dir: Path, key: str) -> list[dict[str, Any]]:
+def _records(run_dir: Path, key: str, notes: list[str] | None = None) -> list[dict[str, Any]]:
+    """The artifact's guarantee (or cascade) records that read back whole; a damaged one is left out,
+    with a note saying which and why (a report or a page never fails on a hand-edited artifact)."""
     from rubric_induce.core.errors import DataError
-    from rubric_induce.scoring.selective import load_guarantee_records
+    from rubric_induce.scoring.guarantee import Guarantee
+    from rubric_induce.scoring.selective import GUARANTEES_KEY, check_cascade_record, load_guarantee_records
 
     if not (run_dir / "artifact.json").is_file():
         return []
     try:
-        return [r for r in load_guarantee_records(run_dir, key) if isinstance(r, dict)]
-    except DataError:
+        records = load_guarantee_records(run_dir, key)
+    except DataError as exc:
+        if notes is not None:
+            notes.append(f"The run's {key} could not be read: {exc}")
         return []
+    out = []
+    for i, r in enumerate(records):
+        try:
+            if key == GUARANTEES_KEY:
+                out.append(Guarantee.from_dict(r, where=f"{key}[{i}]").to_dict())
+            else:
+                out.append(check_cascade_record(r, where=f"{key}[{i}]"))
+        except DataError as exc:
+            if notes is not None:
+                notes.append(f"A damaged entry of the run's {key} was left out: {exc}")
+    return out
 
 
 def pick_guarantee(records: Sequence[dict[str, Any]]):
-    """The highest target whose threshold answers something (else the first record), as a Guarantee."""
+    """The highest target whose threshold answers something (else the first record), as a Guarantee;
+    records that do not read back as a guarantee are passed over (None when none does)."""
+    from rubric_induce.core.errors import DataError
     from rubric_induce.scoring.guarantee import Guarantee
 
-    if not records:
+    good = []
+    for r in records:
+        try:
+            good.append(Guarantee.from_dict(r))
+        except DataError:
+            continue
+    if not good:
         return None
-    usable = [r for r in records if r.get("threshold") is not None]
-    best = max(usable, key=lambda r: (float(r["target"]), -float(r["delta"]))) if usable else records[0]
-    return Guarantee.from_dict(best)
+    usable = [g for g in good if g.threshold is not None]
+    return max(usable, key=lambda g: (g.target, -g.delta)) if usable else good[0]
 
 
 def guarantee_section(run_dir: str | Path) -> list[str]:
     """Markdown lines: the fitted guarantees and cascades (nothing when none was fitted)."""
+    from rubric_induce.core.mdtext import md_text
     from rubric_induce.scoring.guarantee import Guarantee
-    from rubric_induce.scoring.selective import CASCADES_KEY, GUARANTEES_KEY
+    from rubric_induce.scoring.selective import CASCADES_KEY, GUARANTEES_KEY, cascade_runs
 
     run_dir = Path(run_dir)
-    singles, cascades = _records(run_dir, GUARANTEES_KEY), _records(run_dir, CASCADES_KEY)
-    if not singles and not cascades:
+    notes: list[str] = []
+    singles, cascades = _records(run_dir, GUARANTEES_KEY, notes), _records(run_dir, CASCADES_KEY, notes)
+    if not singles and not cascades and not notes:
         return []
 
     def f(v: Any, p: int = 3) -> str:
@@ -50,6 +75,7 @@ def guarantee_section(run_dir: str | Path) -> list[str]:
              "Texts are answered only when their confidence reaches the threshold; with probability at least "
              "1 − δ, agreement with humans on the answered texts is at least the target (fixed-sequence test, "
              "exact binomial bound, on labelled texts the run did not probe).", ""]
+    lines += [f"- {md_text(n)}" for n in notes] + ([""] if notes else [])
     if singles:
         lines += ["| target | δ | measure | tolerance | calibration texts | threshold | expected coverage | "
                   "agreement (calibration) | error bound |", "|---|---|---|---|---|---|---|---|---|"]
@@ -60,14 +86,15 @@ def guarantee_section(run_dir: str | Path) -> list[str]:
                          f"{g.coverage:.1%} | {f(g.agreement)} | {f(g.upper_error)} |")
         lines.append("")
     if cascades:
-        lines += ["| cascade (cheapest first) | target | δ | method | thresholds | coverage | per stage |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["| cascade (cheapest first) | target | δ | method | tolerance | thresholds | coverage | per stage |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in cascades:
-            names = [Path(n).name for n in r.get("runs") or []]
-            th = ", ".join("none" if t is None else f(t, 3) for t in r.get("thresholds") or [])
+            names = [md_text(p.name) for p in cascade_runs(r, run_dir)]
+            th = ", ".join("none" if t is None else f(t, 3) for t in r["thresholds"])
             per = ", ".join(f"{n} {c:.1%}" for n, c in zip(names, r.get("stage_coverage") or []))
-            lines.append(f"| {' → '.join(names)} | {r.get('target')} | {r.get('delta')} | {r.get('method')} | {th} | "
-                         f"{float(r.get('coverage') or 0):.1%} | {per} |")
+            tol = "–" if r.get("tolerance") is None else f"{float(r['tolerance']):g}"
+            lines.append(f"| {' → '.join(names)} | {r['target']:g} | {r['delta']:g} | {r.get('method', 'bonferroni')} | "
+                         f"{tol} | {th} | {float(r.get('coverage') or 0):.1%} | {per} |")
         lines.append("")
     return lines
 
@@ -79,7 +106,7 @@ def viewer_guarantee(scorer: Any, table: Any, examples: Sequence[Any], results: 
 
     if scorer is None or scorer.calibrator is None or not results or scorer.source is None:
         return None
-    g = pick_guarantee(_records(Path(scorer.source).parent, GUARANTEES_KEY))
+    g = pick_guarantee(_records(Path(scorer.source).parent, GUARANTEES_KEY, notes))
     if g is None:
         return None
     scored = [e for e in examples if e.id in results]

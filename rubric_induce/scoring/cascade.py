@@ -35,6 +35,7 @@ from rubric_induce.scoring.guarantee import (
     clopper_pearson_upper,
     fit_guarantee,
     fixed_sequence,
+    is_finite_number,
     min_calibration_size,
     start_count,
 )
@@ -66,9 +67,47 @@ class CascadeGuarantee:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, doc: Mapping[str, Any]) -> CascadeGuarantee:
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in doc.items() if k in known})
+    def from_dict(cls, doc: Mapping[str, Any], *, source: str | None = None,
+                  where: str = "cascade") -> CascadeGuarantee:
+        """A cascade read back from JSON; a missing or bad field is a DataError naming it
+        (``where``.field, e.g. ``cascades[0].delta``)."""
+        if not isinstance(doc, Mapping):
+            raise DataError(f"a saved cascade must be an object, got {type(doc).__name__}", path=source, field=where)
+        for key in ("target", "delta", "thresholds"):
+            if key not in doc:
+                raise DataError(f"a saved cascade lacks {key!r}", path=source, field=f"{where}.{key}")
+        vals = {k: v for k, v in doc.items() if k in cls.__dataclass_fields__}
+
+        def number(key: str, lo: float, hi: float) -> float:
+            v = vals.get(key)
+            if not is_finite_number(v) or not lo <= v <= hi:
+                raise DataError(f"a saved cascade has {key} = {v!r}; expected a number in [{lo:g}, {hi:g}]",
+                                path=source, field=f"{where}.{key}")
+            return float(v)
+
+        for key in ("target", "delta"):
+            if not 0.0 < number(key, 0.0, 1.0) < 1.0:
+                raise DataError(f"a saved cascade has {key} = {vals[key]!r}; expected a number strictly between "
+                                "0 and 1", path=source, field=f"{where}.{key}")
+            vals[key] = float(vals[key])
+        thresholds = vals["thresholds"]
+        if not isinstance(thresholds, list) or not thresholds or not all(t is None or is_finite_number(t) for t in thresholds):
+            raise DataError(f"a saved cascade's thresholds must be a list of numbers or nulls, got {thresholds!r}",
+                            path=source, field=f"{where}.thresholds")
+        vals["n"] = int(number("n", 0, float("inf"))) if "n" in vals else 0
+        vals["coverage"] = number("coverage", 0.0, 1.0) if "coverage" in vals else 0.0
+        for key in ("agreement", "upper_error"):
+            vals[key] = None if vals.get(key) is None else number(key, 0.0, 1.0)
+        if vals.get("method", "bonferroni") not in CASCADE_METHODS:
+            raise DataError(f"a saved cascade has method {vals.get('method')!r}; expected one of "
+                            f"{', '.join(CASCADE_METHODS)}", path=source, field=f"{where}.method")
+        for key, ok in (("stages", lambda v: isinstance(v, str)), ("stage_coverage", lambda v: is_finite_number(v))):
+            items = vals.get(key, [])
+            if not isinstance(items, list) or not all(ok(v) for v in items):
+                raise DataError(f"a saved cascade's {key} must be a list of "
+                                f"{'names' if key == 'stages' else 'numbers'}, got {items!r}",
+                                path=source, field=f"{where}.{key}")
+        return cls(**vals)
 
 
 def route(confidences: Any, thresholds: Sequence[float | None]) -> np.ndarray:

@@ -44,7 +44,8 @@ from rubric_induce.core.errors import DataError
 __all__ = ["Guarantee", "MEASURES", "fit_guarantee", "min_calibration_size", "binomial_pvalue",
            "clopper_pearson_upper", "agreement", "decode", "proba_confidence", "head_agreement",
            "variance_confidence", "order_agreement", "check_level", "apply_threshold", "default_tolerance",
-           "candidate_thresholds", "fixed_sequence", "start_count"]
+           "candidate_thresholds", "fixed_sequence", "start_count", "check_tolerance", "largest_target",
+           "is_finite_number"]
 
 #: The confidence measures a run offers, by name (``--measure``).
 MEASURES = ("proba", "heads", "variance", "orders")
@@ -82,14 +83,15 @@ class Guarantee:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, doc: Mapping[str, Any], *, source: str | None = None) -> Guarantee:
-        """A guarantee read back from JSON; a missing or bad field is a DataError naming it."""
+    def from_dict(cls, doc: Mapping[str, Any], *, source: str | None = None, where: str = "guarantee") -> Guarantee:
+        """A guarantee read back from JSON; a missing or bad field is a DataError naming it
+        (``where``.field, e.g. ``guarantees[0].delta``)."""
         if not isinstance(doc, Mapping):
             raise DataError(f"a saved guarantee must be an object, got {type(doc).__name__}", path=source,
-                            field="guarantee")
+                            field=where)
         for key in ("target", "delta", "n", "threshold", "coverage"):
             if key not in doc:
-                raise DataError(f"a saved guarantee lacks {key!r}", path=source, field=f"guarantee.{key}")
+                raise DataError(f"a saved guarantee lacks {key!r}", path=source, field=f"{where}.{key}")
         known = set(cls.__dataclass_fields__)
         vals = {k: v for k, v in doc.items() if k in known}
 
@@ -97,14 +99,17 @@ class Guarantee:
             v = vals.get(key)
             if v is None and none:
                 return None
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
+            ok = is_finite_number(v) and lo <= v <= hi
             if not ok:
                 raise DataError(f"a saved guarantee has {key} = {v!r}; expected a number in [{lo:g}, {hi:g}]",
-                                path=source, field=f"guarantee.{key}")
+                                path=source, field=f"{where}.{key}")
             return float(v)
 
         for key in ("target", "delta"):
-            vals[key] = check_level(number(key, 0.0, 1.0), f"guarantee.{key}")
+            if not 0.0 < number(key, 0.0, 1.0) < 1.0:
+                raise DataError(f"a saved guarantee has {key} = {vals[key]!r}; expected a number strictly between "
+                                "0 and 1", path=source, field=f"{where}.{key}")
+            vals[key] = float(vals[key])
         vals["n"] = int(number("n", 0, float("inf")))
         vals["threshold"] = number("threshold", -float("inf"), float("inf"), none=True)
         vals["coverage"] = number("coverage", 0.0, 1.0)
@@ -115,9 +120,9 @@ class Guarantee:
             vals[key] = int(number(key, 0, float("inf"))) if key in vals else 0
         if vals.get("measure", "proba") not in MEASURES:
             raise DataError(f"a saved guarantee has measure {vals.get('measure')!r}; expected one of "
-                            f"{', '.join(MEASURES)}", path=source, field="guarantee.measure")
+                            f"{', '.join(MEASURES)}", path=source, field=f"{where}.measure")
         if not isinstance(vals.get("extra", {}), dict) or not isinstance(vals.get("method", ""), str):
-            raise DataError("a saved guarantee has a bad 'extra' or 'method'", path=source, field="guarantee")
+            raise DataError("a saved guarantee has a bad 'extra' or 'method'", path=source, field=where)
         return cls(**vals)
 
     def line(self) -> str:
@@ -139,6 +144,25 @@ def check_level(value: Any, name: str) -> float:
     if not 0.0 < v < 1.0 or math.isnan(v):
         raise DataError(f"{name} must be strictly between 0 and 1, got {value!r}", field=name)
     return v
+
+
+def is_finite_number(value: Any) -> bool:
+    """A JSON number that is finite: not a bool, NaN, infinite or too large for a float (``10**400``)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e300
+
+
+def check_tolerance(value: Any, name: str = "tolerance") -> float:
+    """``value`` as a finite float >= 0 (scale units), else a DataError naming ``name``."""
+    if not is_finite_number(value) or value < 0:
+        raise DataError(f"{name} must be a finite number >= 0 (scale units), got {value!r}", field=name)
+    return float(value)
+
+
+def largest_target(n: int, delta: float) -> float:
+    """The largest target ``n`` calibration texts could support at ``delta``: even if every text
+    agreed, a target above ``delta ** (1 / n)`` cannot pass (``target**n <= delta``); 0 when ``n`` is 0."""
+    delta = check_level(delta, "delta")
+    return float(delta ** (1.0 / n)) if n > 0 else 0.0
 
 
 def min_calibration_size(target: float, delta: float) -> int:
@@ -205,6 +229,7 @@ def fit_guarantee(confidence: Any, agreed: Any, *, target: float, delta: float =
     Fewer texts than :func:`min_calibration_size` is a DataError naming how many are needed.
     """
     target, delta = check_level(target, "target"), check_level(delta, "delta")
+    tolerance = check_tolerance(tolerance)
     conf = np.asarray(confidence, dtype=float).ravel()
     ok = np.asarray(agreed, dtype=bool).ravel()
     if conf.shape != ok.shape:
@@ -225,10 +250,10 @@ def fit_guarantee(confidence: Any, agreed: Any, *, target: float, delta: float =
     best, tested = fixed_sequence(cands, outcome, target=target, delta=delta)
     if best is None:
         return Guarantee(target=target, delta=delta, n=n, threshold=None, coverage=0.0, measure=measure,
-                         tolerance=float(tolerance), tested=tested)
+                         tolerance=tolerance, tested=tested)
     t, m, errors = best
     return Guarantee(target=target, delta=delta, n=n, threshold=t, coverage=m / n, measure=measure,
-                     tolerance=float(tolerance), agreement=1.0 - errors / m,
+                     tolerance=tolerance, agreement=1.0 - errors / m,
                      upper_error=clopper_pearson_upper(errors, m, delta), answered=m, tested=tested)
 
 

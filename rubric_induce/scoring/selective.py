@@ -7,6 +7,12 @@ The guarantee needs a calibrated run: its answer is the calibrated prediction de
 nearest answer on the scale; agreement with a human label is a match within ``tolerance`` (default
 0 on a two-answer scale, one scale point on a graded one). Fit it on labelled texts the calibrator
 did not train on: texts the run probed are left out.
+
+A text whose every probe failed has no evidence: its confidence is None and it is abstained, when
+fitting and when scoring; a fit where no text has evidence (every probe failed, or another run's
+probes) is refused. Records read back from ``artifact.json`` are checked field by field
+(:func:`fitted_guarantees`, :func:`fitted_cascades`) before anything is probed. A cascade record
+names its runs relative to the first run's folder (older records: absolute paths, still read).
 """
 from __future__ import annotations
 
@@ -23,18 +29,21 @@ from rubric_induce.scoring.guarantee import (
     Guarantee,
     agreement,
     check_level,
+    check_tolerance,
     decode,
     default_tolerance,
     fit_guarantee,
     head_agreement,
+    is_finite_number,
     proba_confidence,
     variance_confidence,
 )
 
 __all__ = ["GUARANTEES_KEY", "CASCADES_KEY", "ARTIFACT_FILE", "require_calibrated", "judge_answers", "fit_from_results",
-           "save_guarantee_records", "load_guarantee_records", "resolve_guarantee", "mark_results",
-           "human_labels", "scale_of", "score_with_arrays", "seen_ids", "check_cascade", "cascade_record",
-           "resolve_cascade", "score_cascade", "cost_per_call"]
+           "save_guarantee_records", "load_guarantee_records", "fitted_guarantees", "resolve_guarantee",
+           "mark_results", "human_labels", "scale_of", "score_with_arrays", "seen_ids", "check_cascade",
+           "cascade_record", "cascade_runs", "check_cascade_record", "fitted_cascades", "resolve_cascade",
+           "run_folder", "score_cascade", "cost_per_call", "tolerance_used", "require_evidence", "check_probe_file"]
 
 GUARANTEES_KEY = "guarantees"
 CASCADES_KEY = "cascades"
@@ -69,9 +78,7 @@ def judge_answers(scorer: Any, results: Sequence[Any], arr: Any, *, measure: str
     require_calibrated(scorer)
     _check_measure(measure)
     scale = scale_of(scorer)
-    tol = default_tolerance(scale) if tolerance is None else float(tolerance)
-    if tol < 0:
-        raise DataError(f"tolerance must be >= 0, got {tolerance!r}", field="tolerance")
+    tol = default_tolerance(scale) if tolerance is None else check_tolerance(tolerance)
     pred = np.array([np.nan if r.prediction is None else r.prediction for r in results], dtype=float)
     answer = decode(pred, scale)
     if measure == "proba":
@@ -82,8 +89,52 @@ def judge_answers(scorer: Any, results: Sequence[Any], arr: Any, *, measure: str
         conf = variance_confidence(sd ** 2)
     else:
         conf = _heads(scorer, arr, answer, scale, tol)
-    conf = np.where(np.isfinite(pred), conf, np.nan)  # a text without a prediction is never answered
+    # a text without a prediction, or whose every probe failed (no evidence), is never answered
+    conf = np.where(np.isfinite(pred) & _has_evidence(arr, len(results)), conf, np.nan)
     return answer, conf, tol
+
+
+def _has_evidence(arr: Any, n: int) -> np.ndarray:
+    """Per text: did at least one probe give an answer? (True for all when ``arr`` holds no ``ok``.)"""
+    ok = getattr(arr, "ok", None)
+    if ok is None or np.ndim(ok) != 2 or len(ok) != n:
+        return np.ones(n, dtype=bool)
+    return np.asarray(ok, dtype=bool).any(axis=1)
+
+
+def tolerance_used(scorer: Any, tolerance: float | None) -> tuple[float, str]:
+    """The tolerance a guarantee on this run uses, and where it comes from (for the user to see)."""
+    scale = scale_of(scorer)
+    if tolerance is not None:
+        return check_tolerance(tolerance), "--tolerance"
+    tol = default_tolerance(scale)
+    shown = ", ".join(f"{v:g}" for v in scale[:4]) + (f", ..., {scale[-1]:g}" if len(scale) > 4 else "")
+    why = (f"default: a two-answer scale ({shown}) needs the exact answer" if len(scale) <= 2 else
+           f"default: one step of the run's scale {shown}")
+    return tol, why
+
+
+def require_evidence(arr: Any, n_texts: int, *, source: str | None = None, what: str = "the labelled texts") -> int:
+    """How many of ``n_texts`` texts have at least one successful probe; none is a DataError: a
+    guarantee fitted with no evidence would answer every text. Returns that count."""
+    have = int(_has_evidence(arr, n_texts).sum()) if n_texts else 0
+    if not have:
+        raise DataError(f"no probe of {what} gave an answer ({n_texts} text(s) x {len(arr.rubric_ids)} rubric(s): "
+                        "every probe failed or is absent): there is no evidence to fit a guarantee on; probe "
+                        "them again (rubric-induce calibrate-guarantee without --probes probes them)",
+                        path=source, field="probes")
+    return have
+
+
+def check_probe_file(table: Any, scorer: Any, *, source: str | None = None) -> None:
+    """Probes given with ``--probes`` must share rubrics with the run (another run's probes do not)."""
+    ours = [r.id for r in scorer.rubrics]
+    theirs = {rec.rubric_id for rec in table.records}
+    if not theirs & set(ours):
+        found = ", ".join(sorted(theirs)[:3]) + (", ..." if len(theirs) > 3 else "") or "none"
+        raise DataError(f"these probes share no rubric with the run (the file's rubrics: {found}; the run's: "
+                        f"{', '.join(ours[:3])}{', ...' if len(ours) > 3 else ''}): they are another run's; "
+                        "probe the labelled texts with this run (leave out --probes)", path=source, field="probes")
 
 
 def _heads(scorer: Any, arr: Any, answer: np.ndarray, scale: list[float], tol: float) -> np.ndarray:
@@ -100,8 +151,10 @@ def _heads(scorer: Any, arr: Any, answer: np.ndarray, scale: list[float], tol: f
     return head_agreement(H, answer, scale=scale, tolerance=tol)
 
 
-def human_labels(examples: Sequence[Any], label: str, *, source: str | None = None) -> np.ndarray:
-    """The human label ``label`` of every example; a text without it is a DataError naming the field."""
+def human_labels(examples: Sequence[Any], label: str, *, source: str | None = None,
+                 scale: Any = None) -> np.ndarray:
+    """The human label ``label`` of every example; a text without it, or (with ``scale``, a
+    :class:`~rubric_induce.data.model.LabelScale`) with a label off the scale, is a DataError naming it."""
     out = []
     for ex in examples:
         v = (ex.labels or {}).get(label)
@@ -110,6 +163,9 @@ def human_labels(examples: Sequence[Any], label: str, *, source: str | None = No
             raise DataError(f"text {ex.id!r} has no label {label!r} (labels in the file: "
                             f"{', '.join(known) or 'none'}); give --label-field naming the column",
                             path=source, field=label)
+        why = scale.check(v) if scale is not None else (None if is_finite_number(v) else f"label {v!r} is no number")
+        if why:
+            raise DataError(f"text {ex.id!r}: {why}", path=source, field=label)
         out.append(float(v))
     return np.asarray(out, dtype=float)
 
@@ -120,6 +176,7 @@ def fit_from_results(scorer: Any, results: Sequence[Any], arr: Any, labels: Any,
     """One :class:`Guarantee` per target from scored labelled texts."""
     delta = check_level(delta, "delta")
     targets = [check_level(t, "target") for t in targets]
+    require_evidence(arr, len(results), source=source)
     answer, conf, tol = judge_answers(scorer, results, arr, measure=measure, tolerance=tolerance)
     ok = agreement(answer, np.asarray(labels, dtype=float), tolerance=tol)
     return [fit_guarantee(conf, ok, target=t, delta=delta, measure=measure, tolerance=tol, source=source)
@@ -137,28 +194,59 @@ def _artifact_path(path: str | Path) -> Path:
 
 def save_guarantee_records(path: str | Path, records: Sequence[Mapping[str, Any]], *, key: str = GUARANTEES_KEY,
                            same: Sequence[str] = ("target", "delta", "measure")) -> Path:
-    """Add records to the artifact's ``key`` list, replacing those that match on ``same``."""
+    """Add records to the artifact's ``key`` list, replacing those that match on ``same`` (a
+    cascade's ``runs`` match when they name the same folders, however they were written down)."""
     from rubric_induce.data.jsonl import write_json
 
-    doc_path = _artifact_path(path)
-    doc = json.loads(doc_path.read_text(encoding="utf-8"))
+    doc_path, doc = _read_artifact(path)
+    folder = doc_path.parent
+    old = load_guarantee_records(doc_path, key)
     new = [dict(r) for r in records]
-    keep = [old for old in doc.get(key) or []
-            if not any(all(old.get(k) == r.get(k) for k in same) for r in new)]
+
+    def match(a: Mapping[str, Any], b: Mapping[str, Any], k: str) -> bool:
+        if k == "runs" and isinstance(a.get(k), list) and isinstance(b.get(k), list):
+            return cascade_runs(a, folder) == cascade_runs(b, folder)
+        return a.get(k) == b.get(k)
+
+    keep = [o for o in old if not any(all(match(o, r, k) for k in same) for r in new)]
     doc[key] = keep + new
     return write_json(doc_path, doc)
 
 
-def load_guarantee_records(path: str | Path, key: str = GUARANTEES_KEY) -> list[dict[str, Any]]:
+def _read_artifact(path: str | Path) -> tuple[Path, dict[str, Any]]:
     doc_path = _artifact_path(path)
     try:
         doc = json.loads(doc_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as exc:
         raise DataError(f"cannot read the run's artifact: {exc}", path=doc_path) from None
-    records = doc.get(key) or []
+    if not isinstance(doc, dict):
+        raise DataError(f"the run's artifact must be a JSON object, got {type(doc).__name__}", path=doc_path)
+    return doc_path, doc
+
+
+def load_guarantee_records(path: str | Path, key: str = GUARANTEES_KEY) -> list[dict[str, Any]]:
+    """The artifact's ``key`` list (``guarantees`` or ``cascades``): a list of objects, else a
+    DataError naming the entry (their fields are checked by :func:`fitted_guarantees` and
+    :func:`fitted_cascades`)."""
+    doc_path, doc = _read_artifact(path)
+    records = doc.get(key)
+    if records is None:
+        return []
     if not isinstance(records, list):
-        raise DataError(f"{key} must be a list", path=doc_path, field=key)
+        raise DataError(f"{key} must be a list of objects, got {type(records).__name__}", path=doc_path, field=key)
+    for i, r in enumerate(records):
+        if not isinstance(r, dict):
+            raise DataError(f"each entry of {key} must be an object, got {str(r)[:40]!r}", path=doc_path,
+                            field=f"{key}[{i}]")
     return records
+
+
+def fitted_guarantees(path: str | Path) -> list[Guarantee]:
+    """Every guarantee fitted into the artifact at ``path``, each checked (a damaged one is a
+    DataError naming ``guarantees[i].<field>``)."""
+    doc_path = _artifact_path(path)
+    return [Guarantee.from_dict(r, source=str(doc_path), where=f"{GUARANTEES_KEY}[{i}]")
+            for i, r in enumerate(load_guarantee_records(doc_path))]
 
 
 def resolve_guarantee(spec: Any, source: str | Path | None, *, delta: float | None = None,
@@ -178,19 +266,18 @@ def resolve_guarantee(spec: Any, source: str | Path | None, *, delta: float | No
     if source is None:
         raise DataError("a guarantee given by its target is looked up in the run's artifact; this scorer has none",
                         field="guarantee")
-    records = [r for r in load_guarantee_records(source) if isinstance(r, Mapping)]
-    hits = [r for r in records if _close(r.get("target"), target)
-            and (delta is None or _close(r.get("delta"), delta))
-            and (measure is None or r.get("measure") == measure)]
+    records = fitted_guarantees(source)
+    hits = [g for g in records if _close(g.target, target) and (delta is None or _close(g.delta, delta))
+            and (measure is None or g.measure == measure)]
     if not hits:
-        have = "; ".join(f"target {r.get('target')}, delta {r.get('delta')}, measure {r.get('measure')}"
-                         for r in records) or "none"
+        have = "; ".join(f"target {g.target:g}, delta {g.delta:g}, measure {g.measure}, tolerance {g.tolerance:g}"
+                         for g in records) or "none"
         raise DataError(f"no guarantee fitted for target {target:g}"
                         f"{f', delta {delta:g}' if delta is not None else ''}"
                         f"{f', measure {measure}' if measure else ''} (fitted: {have}); fit one with "
                         "`rubric-induce calibrate-guarantee RUN --labels FILE --target ...`",
                         path=_artifact_path(source), field="guarantee")
-    return Guarantee.from_dict(hits[-1], source=str(source))
+    return hits[-1]
 
 
 def _close(value: Any, want: float) -> bool:
@@ -249,21 +336,84 @@ def check_cascade(scorers: Sequence[Any], names: Sequence[str]) -> None:
                             field="cascade")
 
 
-def cascade_record(names: Sequence[str], fitted: Any, *, measure: str, tolerance: float) -> dict[str, Any]:
-    return {"runs": list(names), **fitted.to_dict(), "measure": measure, "tolerance": tolerance}
+def run_folder(run: str | Path, base: str | Path | None = None) -> Path:
+    """A run named by its folder or its ``artifact.json``, as its folder (absolute, symlinks
+    resolved); a relative name is taken from ``base`` (default: the working directory)."""
+    p = Path(run)
+    if base is not None and not p.is_absolute():
+        p = Path(base) / p
+    p = p.resolve()
+    return p.parent if p.name == ARTIFACT_FILE else p
+
+
+def cascade_record(names: Sequence[str], fitted: Any, *, measure: str, tolerance: float,
+                   folder: str | Path | None = None) -> dict[str, Any]:
+    """The record of a fitted cascade. With ``folder`` (where it is saved: the first run's folder)
+    the runs are written relative to it, so moving the folders together keeps the cascade fitted."""
+    runs = [_relative(n, folder) for n in names] if folder is not None else [str(n) for n in names]
+    return {"runs": runs, **fitted.to_dict(), "stages": runs, "measure": measure, "tolerance": tolerance}
+
+
+def _relative(name: str | Path, folder: str | Path) -> str:
+    import os
+
+    try:
+        return Path(os.path.relpath(run_folder(name), run_folder(folder))).as_posix()
+    except ValueError:  # another drive: only an absolute path reaches it
+        return str(run_folder(name))
+
+
+def cascade_runs(record: Mapping[str, Any], folder: str | Path) -> list[Path]:
+    """The run folders a cascade record names: relative to ``folder`` (the record's run folder),
+    or absolute (records written before paths were relative)."""
+    return [run_folder(r, folder) for r in record.get("runs") or []]
+
+
+def check_cascade_record(record: Any, *, source: str | Path | None = None, where: str = "cascade") -> dict[str, Any]:
+    """A cascade record checked field by field (a DataError naming ``where``.field): runs (two or
+    more names, one per threshold), target, delta, thresholds, method, measure, tolerance."""
+    from rubric_induce.scoring.cascade import CascadeGuarantee
+
+    src = str(source) if source is not None else None
+    fitted = CascadeGuarantee.from_dict(record, source=src, where=where)
+    runs = record.get("runs")
+    if (not isinstance(runs, list) or len(runs) < 2 or len(runs) != len(fitted.thresholds)
+            or not all(isinstance(r, str) and r.strip() for r in runs)):
+        raise DataError(f"a saved cascade's runs must be a list of {len(fitted.thresholds)} run folders (one per "
+                        f"threshold, two or more), got {str(runs)[:80]}", path=src, field=f"{where}.runs")
+    measure = record.get("measure", "proba")
+    if measure not in MEASURES or measure == "orders":
+        raise DataError(f"a saved cascade has measure {str(measure)[:40]!r}; expected proba, heads or variance",
+                        path=src, field=f"{where}.measure")
+    tol = record.get("tolerance")
+    if tol is not None and not (is_finite_number(tol) and tol >= 0):
+        raise DataError(f"a saved cascade has tolerance {str(tol)[:40]!r}; expected a finite number >= 0",
+                        path=src, field=f"{where}.tolerance")
+    return dict(record)
+
+
+def fitted_cascades(path: str | Path) -> list[dict[str, Any]]:
+    """Every cascade fitted into the artifact at ``path``, each checked (:func:`check_cascade_record`)."""
+    doc_path = _artifact_path(path)
+    return [check_cascade_record(r, source=doc_path, where=f"{CASCADES_KEY}[{i}]")
+            for i, r in enumerate(load_guarantee_records(doc_path, CASCADES_KEY))]
 
 
 def resolve_cascade(first: str | Path, names: Sequence[str], target: float, delta: float | None) -> dict[str, Any]:
-    """The cascade record fitted into the first run's artifact for exactly these runs and target."""
+    """The cascade record fitted into the first run's artifact for exactly these runs and target
+    (every cascade record there is checked first: a damaged one is a DataError naming it)."""
     target = check_level(target, "target")
-    records = load_guarantee_records(first, CASCADES_KEY)
-    records = [r for r in records if isinstance(r, Mapping)]
-    hits = [r for r in records if r.get("runs") == list(names) and _close(r.get("target"), target)
-            and (delta is None or _close(r.get("delta"), float(delta)))]
+    if delta is not None:
+        delta = check_level(delta, "delta")
+    folder = _artifact_path(first).parent
+    records = fitted_cascades(first)
+    wanted = [run_folder(n) for n in names]
+    hits = [r for r in records if cascade_runs(r, folder) == wanted and _close(r["target"], target)
+            and (delta is None or _close(r["delta"], delta))]
     if not hits:
-        have = "; ".join(f"{' -> '.join(r.get('runs') or [])} at target {r.get('target')}, delta {r.get('delta')}"
-                         for r in records) or "none"
-        raise DataError(f"no cascade fitted for {' -> '.join(names)} at target {target:g}"
+        have = "; ".join(f"{' -> '.join(r['runs'])} at target {r['target']:g}, delta {r['delta']:g}, measure "
+                         f"{r.get('measure', 'proba')}, tolerance {r.get('tolerance')}" for r in records) or "none"
+        raise DataError(f"no cascade fitted for {' -> '.join(str(n) for n in names)} at target {target:g}"
                         f"{f', delta {delta:g}' if delta is not None else ''} (fitted: {have}); fit one with "
                         "`rubric-induce calibrate-guarantee RUN_CHEAP RUN_STRONG --labels FILE`",
                         path=_artifact_path(first), field="cascade")
@@ -280,17 +430,8 @@ def score_cascade(scorers: Sequence[Any], names: Sequence[str], examples: Sequen
     from rubric_induce.scoring.cascade import cascade_report
 
     check_cascade(scorers, names)
-    thresholds = record.get("thresholds")
-    if not isinstance(thresholds, list) or not all(
-            t is None or (isinstance(t, (int, float)) and not isinstance(t, bool) and np.isfinite(t))
-            for t in thresholds):
-        raise DataError(f"the saved cascade's thresholds must be a list of numbers or nulls, got {thresholds!r}",
-                        path=_artifact_path(names[0]), field="cascade.thresholds")
-    _check_measure(str(record.get("measure", "proba")))
-    tol = record.get("tolerance")
-    if tol is not None and not _close(tol, float(tol) if isinstance(tol, (int, float)) else -1.0):
-        raise DataError(f"the saved cascade's tolerance must be a number, got {tol!r}",
-                        path=_artifact_path(names[0]), field="cascade.tolerance")
+    check_cascade_record(record, source=_artifact_path(names[0]))
+    thresholds = record["thresholds"]
     if len(thresholds) != len(scorers):
         raise DataError(f"the fitted cascade has {len(thresholds)} stages, {len(scorers)} runs given",
                         field="cascade")
@@ -328,13 +469,21 @@ def cost_per_call(source: str | Path | None) -> float | None:
     manifest = _artifact_path(source).parent / "manifest.json"
     try:
         doc = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError):
         return None
-    usage, backend = doc.get("usage") or {}, doc.get("backend") or {}
+    usage = doc.get("usage") if isinstance(doc, Mapping) else None
+    backend = doc.get("backend") if isinstance(doc, Mapping) else None
     model = backend.get("model") if isinstance(backend, Mapping) else None
-    calls = int(usage.get("calls") or 0)
-    if not calls or not model:
+    if not isinstance(usage, Mapping) or not isinstance(model, str) or not model:
+        return None  # a damaged manifest prices nothing: the calls are still counted
+
+    def count(key: str) -> int | None:
+        v = usage.get(key) or 0
+        return int(v) if is_finite_number(v) and v >= 0 else None
+
+    calls, prompt, completion, cached = (count(k) for k in ("calls", "prompt_tokens", "completion_tokens",
+                                                           "cached_tokens"))
+    if not calls or None in (prompt, completion, cached):
         return None
-    total = cost(model, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
-                 cached_tokens=int(usage.get("cached_tokens") or 0))
-    return None if total is None else total / calls
+    total = cost(model, prompt, completion, cached_tokens=cached)
+    return None if total is None or not np.isfinite(total) else total / calls
