@@ -1,4 +1,4 @@
-"""``rubric-induce plan CONFIG``: what a run's probe stage will cost, before any LLM call."""
+"""``rubric-induce plan CONFIG``: what a run's probe stage will cost, and how long each stage will take."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +8,7 @@ import click
 from rubric_induce.cli._shared import backend_params_from, backend_params_options
 from rubric_induce.core.errors import DataError
 
-__all__ = ["command", "plan_options", "show_plan"]
+__all__ = ["command", "plan_options", "show_plan", "warn_if_long"]
 
 
 def plan_options(f):
@@ -25,7 +25,8 @@ def plan_options(f):
 
 def show_plan(config_path: Path, *, out_dir: Path | None, backend_spec: str | None, backend_opts: dict,
               limit: int | None, shard: str | None, prices_path: Path | None, assume_rubrics: int | None,
-              plan_json: Path | None):
+              plan_json: Path | None, timing: bool = False):
+    """Print the probe plan (no LLM call); with ``timing``, also the measured time estimate per stage."""
     from rubric_induce.pipeline import load_config
     from rubric_induce.pipeline.probejob import plan_run
 
@@ -36,8 +37,21 @@ def show_plan(config_path: Path, *, out_dir: Path | None, backend_spec: str | No
         raise DataError(exc.message, path=cfg.source, field=exc.field) from None
     if limit is not None:
         cfg.override("run", limit=limit)
-    plan = plan_run(cfg, out=out_dir, prices=prices_path, shard=shard, assume_rubrics=assume_rubrics)
+    if timing:
+        from rubric_induce.pipeline.timeplan import time_run
+        from rubric_induce.probing.timing import long_run_warning
+
+        click.echo("timing a few real calls (uncached) ...", err=True)
+        plan, timed = time_run(cfg, out=out_dir, prices=prices_path, shard=shard, assume_rubrics=assume_rubrics)
+        plan.time = timed.to_dict()
+    else:
+        plan, timed = plan_run(cfg, out=out_dir, prices=prices_path, shard=shard, assume_rubrics=assume_rubrics), None
     click.echo(plan.format())
+    if timed is not None:
+        click.echo(timed.format())
+        warning = long_run_warning(timed, command=f"rubric-induce plan {config_path}")
+        if warning:
+            click.echo(warning, err=True)
     if plan_json is not None:
         plan.save(plan_json)
         click.echo(f"plan: {plan_json}", err=True)
@@ -54,9 +68,12 @@ def show_plan(config_path: Path, *, out_dir: Path | None, backend_spec: str | No
 @click.option("--limit", type=int, default=None, help="Override [run] limit (first N examples).")
 @click.option("--shard", default=None, metavar="I/N", help="Plan only shard I of N (texts split by a hash of their id).")
 @plan_options
-def command(config_path, out_dir, backend_spec, limit, shard, prices_path, assume_rubrics, plan_json,
+@click.option("--time/--no-time", "timing", default=True, show_default=True,
+              help="Time a few real calls (probes and the first generation replies, without the run's cache) and "
+                   "print an estimated wall time per stage; --no-time makes no LLM call.")
+def command(config_path, out_dir, backend_spec, limit, shard, prices_path, assume_rubrics, plan_json, timing,
             **backend_opts) -> None:
-    """Plan the probe stage of a run from CONFIG without any LLM call.
+    """Plan a run from CONFIG: probe calls, tokens and cost, and a measured wall time per stage.
 
     Prints the number of probe calls, how many the run's call cache already holds, the prompt
     tokens (each text's shared prefix, counted once, and each probe's unique suffix), the
@@ -65,9 +82,33 @@ def command(config_path, out_dir, backend_spec, limit, shard, prices_path, assum
     included rubrics plus --assume-rubrics generated ones (an estimate). Refuses a logprobs
     estimator on a model that returns no logprobs (exit 2).
 
+    Then (unless --no-time) it times a few of the run's own calls against the backend, bypassing
+    the run's call cache (nothing is written there), and prints the estimated wall time of every
+    stage (generate, dedup, probe, select, calibrate, artifact, evaluate, feedback, report) and
+    the total, with a warning above RUBRIC_INDUCE_LONG_RUN_MINUTES (default 40).
+
     \b
     Example:
       rubric-induce plan rubric_induce/resources/demo_uss.toml --backend openai/gpt-4o-mini
     """
     show_plan(config_path, out_dir=out_dir, backend_spec=backend_spec, backend_opts=backend_opts, limit=limit,
-              shard=shard, prices_path=prices_path, assume_rubrics=assume_rubrics, plan_json=plan_json)
+              shard=shard, prices_path=prices_path, assume_rubrics=assume_rubrics, plan_json=plan_json, timing=timing)
+
+
+def warn_if_long(cfg, out_dir: Path | None, config_path: Path, echo, *, force: tuple[str, ...] = ()) -> None:
+    """Before ``run``'s first stage: one line when the run on the embedded model is estimated above
+    RUBRIC_INDUCE_LONG_RUN_MINUTES (default 40; 0: never). A failed estimate is said, never fatal;
+    a data error is left for the run to report."""
+    from rubric_induce.core.errors import RubricInduceError
+    from rubric_induce.pipeline.timeplan import long_run_check
+
+    try:
+        command = f"rubric-induce plan {config_path}" + (f" --out {out_dir}" if out_dir else "")
+        warning, _ = long_run_check(cfg, out=out_dir, command=command, force=force)
+    except DataError:
+        return  # the run reads the same config and data and says what is wrong
+    except RubricInduceError as exc:
+        echo(f"note: no time estimate before the run ({exc})")
+        return
+    if warning:
+        echo(warning)

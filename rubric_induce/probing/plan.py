@@ -25,9 +25,11 @@ call, a logprobs estimator on a model known to return none (:func:`check_logprob
 """
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from dataclasses import fields as dc_fields
 from pathlib import Path
 from typing import Any
 
@@ -114,13 +116,22 @@ class ProbePlan:
     #: The same job probed the other way (``probe.packing`` independent <-> packed), priced alike:
     #: ``packing``, ``calls``, ``prompt_tokens``, ``completion_tokens``, ``cost_usd``; None when not computed.
     alternative: dict[str, Any] | None = None
+    #: The measured wall-time estimate (:meth:`rubric_induce.probing.timing.TimePlan.to_dict`), when one was made.
+    time: dict[str, Any] | None = None
+    #: The calls still to make, each once, in the probe stage's order (not saved: the time estimate of
+    #: :mod:`rubric_induce.probing.timing` times a few of them and sizes the rest).
+    pending: list[ProbeCall] = field(default_factory=list, repr=False, compare=False)
+    #: Prompt tokens of each pending call, by text in the stage's order (not saved).
+    text_sizes: dict[str, list[int]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def to_make(self) -> int:
         return self.calls - self.cached
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": "rubric-induce-probe-plan", "format_version": 1, **asdict(self), "to_make": self.to_make}
+        data = {f.name: getattr(self, f.name) for f in dc_fields(self) if f.name not in _NOT_SAVED}
+        return {"format": "rubric-induce-probe-plan", "format_version": 1, **copy.deepcopy(data),
+                "to_make": self.to_make}
 
     def save(self, path: str | Path) -> Path:
         """The plan as JSON (credentials in the backend's URL redacted)."""
@@ -162,6 +173,9 @@ class ProbePlan:
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  not in this plan: {e}" for e in self.excluded]
         return "\n".join(lines)
+
+
+_NOT_SAVED = ("pending", "text_sizes")
 
 
 def _flat(messages: Sequence[Mapping[str, str]]) -> str:
@@ -220,6 +234,7 @@ def plan_from_calls(calls: Sequence[ProbeCall], backend: Backend, *, cache: Any 
     for c in todo:
         by_text.setdefault(c.example_id, []).append(c)
     count_memo: dict[str, int] = {}
+    text_sizes: dict[str, list[int]] = {}
     prompt = completion = shared_total = suffix = cached_tokens = cacheable_total = 0
     for calls_of_text in by_text.values():
         flats = [_flat(c.messages) for c in calls_of_text]
@@ -232,6 +247,7 @@ def plan_from_calls(calls: Sequence[ProbeCall], backend: Backend, *, cache: Any 
                 n += max_analysis_tokens
             sizes.append(n)
             completion += c.max_completion_tokens
+        text_sizes[calls_of_text[0].example_id] = sizes
         common = flats[0]
         for f in flats[1:]:
             common = common[:_common_prefix(common, f)]
@@ -273,7 +289,7 @@ def plan_from_calls(calls: Sequence[ProbeCall], backend: Backend, *, cache: Any 
         calls=len(calls), cached=len(calls) - len(todo), dependent=dependent, prompt_tokens=prompt,
         shared_prefix_tokens=shared_total, unique_suffix_tokens=suffix, cacheable_tokens=cacheable_total,
         completion_tokens=completion, cost_usd=costs, price=None if price is None else price.to_dict(),
-        token_count=counting, params=dict(params or {}), notes=notes)
+        token_count=counting, params=dict(params or {}), notes=notes, pending=todo, text_sizes=text_sizes)
 
 
 def _cached_keys(cache: Any, keys: list[str]) -> set[str]:
