@@ -42,6 +42,7 @@ AREAS = {
     "test_view_damaged.py": "`view` on damaged or hostile run folders: notes or exit 2, nothing read from outside",
     "test_damaged_artifacts.py": "damaged scorer artifacts and score inputs: file/field errors, fuzz, no traceback",
     "test_config_types.py": "numbers and booleans quoted as strings in a config name their field",
+    "test_json_input.py": "lone surrogates, 5,000-digit integers, YAML alias bombs: exit 2 naming file, line, field",
     "test_guarantee_input.py": "guarantees of human agreement read back from damaged artifacts; odd calibration data",
 }
 

@@ -14,9 +14,9 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from rubric_induce.core.errors import DataError
-from rubric_induce.core.textfiles import decode_text, not_utf8, open_binary, read_table_file, read_text
+from rubric_induce.core.textfiles import decode_text, not_utf8, open_binary, parse_json, read_table_file, read_text
 
-__all__ = ["read_jsonl", "read_text", "read_table_file", "decode_text", "write_jsonl", "append_jsonl", "read_json", "write_json", "atomic_write_text", "atomic_write_lines", "JsonArrayWriter", "jsonable"]
+__all__ = ["read_jsonl", "read_text", "read_table_file", "decode_text", "parse_json", "write_jsonl", "append_jsonl", "read_json", "write_json", "atomic_write_text", "atomic_write_lines", "JsonArrayWriter", "jsonable"]
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -34,13 +34,7 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise not_utf8(path, line_no, exc) from None
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"malformed JSON ({exc.msg} at column {exc.colno})",
-                                path=path, line=line_no) from None
-            except RecursionError:
-                raise DataError("malformed JSON (nested too deeply)", path=path, line=line_no) from None
+            obj = parse_json(line, path=path, line=line_no)  # lone surrogates, over-long integers: named
             if not isinstance(obj, dict):
                 raise DataError(f"expected a JSON object, got {type(obj).__name__}",
                                 path=path, line=line_no)
@@ -48,14 +42,9 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def read_json(path: str | Path) -> Any:
-    path = Path(path)
-    text = read_text(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"malformed JSON ({exc.msg})", path=path, line=exc.lineno) from None
-    except RecursionError:
-        raise DataError("malformed JSON (nested too deeply)", path=path) from None
+    """A whole JSON file; malformed JSON, a lone surrogate escape or an over-long integer is a
+    :class:`DataError` naming the file, line and field (:func:`~rubric_induce.core.textfiles.parse_json`)."""
+    return parse_json(read_text(path), path=path)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -186,22 +186,22 @@ def _load_yaml_or_json(path: Path) -> Any:
 
     text = read_text(path)  # not UTF-8: an error naming the line, not a traceback
     try:
-        import yaml
+        import yaml  # noqa: F401 (parse_yaml needs it)
     except ImportError:
-        try:  # what promptfoo_yaml writes without PyYAML: comment lines, then JSON
-            return json.loads("\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#")))
+        # what promptfoo_yaml writes without PyYAML: comment lines (blanked, so lines keep their numbers), then JSON
+        body = "\n".join("" if ln.lstrip().startswith("#") else ln for ln in text.splitlines())
+        try:
+            json.loads(body)
         except json.JSONDecodeError:
             raise DataError("reading a YAML promptfoo config needs PyYAML (pip install pyyaml)", path=path) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:  # one line: the problem, at the line (and column) it names
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        col = f" (column {mark.column + 1})" if mark is not None else ""
-        raise DataError(f"invalid YAML: {' '.join(str(problem).split())}{col}", path=path,
-                        line=mark.line + 1 if mark is not None else None) from None
-    except RecursionError:
-        raise DataError("invalid YAML (nested too deeply)", path=path) from None
+        except ValueError:
+            pass  # an integer too long to read: parse_json names its line and field
+        from rubric_induce.core.textfiles import parse_json
+
+        return parse_json(body, path=path)
+    from rubric_induce.core.textfiles import parse_yaml
+
+    return parse_yaml(text, path=path)  # aliases bounded before they expand; bad scalars named
 
 
 def promptfoo_to_rubrics(doc: Any, *, path: str | Path | None = None) -> RubricSet:

@@ -216,21 +216,22 @@ def load_config(path: str | Path) -> RunConfig:
     text = read_text(path)  # UTF-8 with or without a byte-order mark; other bytes name their line
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
-            import yaml
+            import yaml  # noqa: F401 (parse_yaml needs it)
         except ImportError:
             raise MissingDependencyError("pyyaml", "YAML configs (or write the config as TOML)") from None
-        try:
-            raw = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise DataError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path=path,
-                            line=mark.line + 1 if mark else None) from None
+        from rubric_induce.core.textfiles import parse_yaml
+
+        raw = parse_yaml(text, path=path) or {}  # an alias bomb, a lone surrogate: exit 2 naming the line
     else:
         try:
             raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             m = re.search(r"line (\d+)", str(exc))
             raise DataError(f"invalid TOML: {exc}", path=path, line=int(m.group(1)) if m else None) from None
+        except ValueError:  # an integer past Python's 4300-digit limit (tomllib lets it through)
+            from rubric_induce.core.textfiles import long_integer_error
+
+            raise long_integer_error(text, path) from None
     try:
         return config_from_dict(raw, source=str(path))
     except DataError as exc:
