@@ -113,6 +113,9 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
                    "`rubric-induce cache merge <each shard's cache> -o <this run's cache> --overwrite`, then rerun "
                    "without --shard (its probe stage is then all cache hits)", err=True)
         return
+    from rubric_induce.cli.plan import warn_if_long  # one line before a long run on the embedded model
+
+    warn_if_long(cfg, out_dir, config_path, lambda m: click.echo(m, err=True), force=tuple(force))
     try:
         result = run_pipeline(cfg, out=out_dir, stop_after=stop_after, force=tuple(force),
                               progress=show_progress(progress), echo=lambda m: click.echo(m, err=True))

@@ -24,7 +24,7 @@ from rubric_induce.generation.registry import GENERATORS, POOL_FILE, GenerateRes
 from rubric_induce.generation.rubicon import RubiconParams, balanced_sample
 
 __all__ = ["GenerateParams", "RubiconParams", "AutoCalibrateParams", "ContrastiveParams", "Generator", "GENERATORS",
-           "GenerateResult", "generate", "POOL_FILE"]
+           "GenerateResult", "generate", "POOL_FILE", "planned_calls"]
 
 @dataclass(frozen=True)
 class GenerateParams(Params):
@@ -104,7 +104,7 @@ def generate(
 
         try:
             # no bars (stderr not a terminal): a line every 30 s, since minutes of silence look like a hang
-            with heartbeat(f"generate ({params.method})", _planned_calls(opts, len(shown)), enabled=not progress):
+            with heartbeat(f"generate ({params.method})", planned_calls(opts, len(shown)), enabled=not progress):
                 generated = gen.run(shown, backend, opts, label=label, label_threshold=label_threshold,
                                     domain=domain, seed=seed, fields=fields, progress=progress, task=task)
             generated.extra["n_shown"] = len(shown)
@@ -131,7 +131,7 @@ def generate(
     return GenerateResult(pool, params.method, len(examples), n_included=len(pool) - n_generated, extra=extra)
 
 
-def _planned_calls(opts: Params, n_shown: int) -> int | None:
+def planned_calls(opts: Params, n_shown: int) -> int | None:
     """About how many calls generation makes (rubicon/spur: one per example, then the summarizing
     batches of their patterns at most); None when unknown in advance (autocalibrate)."""
     if isinstance(opts, RubiconParams):
