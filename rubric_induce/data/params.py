@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.errors import DataError
-from rubric_induce.core.params import Params, param
+from rubric_induce.core.params import Params, param, suggest
 from rubric_induce.data.mapping import InputMapping
 from rubric_induce.data.model import Example, LabelScale
 from rubric_induce.data.pairs import Pair, PairMapping
@@ -52,6 +52,10 @@ class DataParams(Params):
                                    "scale holds 0, e.g. [0, 10]). Without one, any number is taken.")
 
     def __post_init__(self) -> None:
+        if self.kind not in DATA_KINDS:  # before the mapping, whose reading depends on it
+            case = " (in lower case)" if str(self.kind).lower() in DATA_KINDS else ""
+            raise DataError(f"unknown value {self.kind!r}{suggest(str(self.kind), DATA_KINDS)}; choose from "
+                            f"{', '.join(DATA_KINDS)}{case}", field="data.kind")
         if isinstance(self.mapping, Mapping):  # a [data.mapping] table
             cls = PairMapping if self.kind == "pairwise" else InputMapping
             object.__setattr__(self, "mapping", cls.from_mapping(self.mapping))

@@ -257,9 +257,24 @@ def _known(row: Mapping[str, Any], key: str) -> str:
     import difflib
 
     names = [str(k) for k in row]
-    close = difflib.get_close_matches(key, names, n=1)
+    # a dotted key is matched against whole dotted paths: "scores.overal" suggests "scores.overall"
+    close = difflib.get_close_matches(key, _dotted_paths(row) if "." in key else names, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return f" (columns: {', '.join(names)}{hint})" if names else ""
+
+
+def _dotted_paths(row: Mapping[str, Any], limit: int = 2000) -> list[str]:
+    """Every key of ``row`` and of the objects nested in it as a dotted path (``scores``,
+    ``scores.overall``), breadth first, at most ``limit`` of them."""
+    out: list[str] = []
+    queue: list[tuple[str, Mapping[str, Any]]] = [("", row)]
+    while queue and len(out) < limit:
+        prefix, obj = queue.pop(0)
+        for k, v in obj.items():
+            out.append(f"{prefix}{k}")
+            if isinstance(v, Mapping):
+                queue.append((f"{prefix}{k}.", v))
+    return out[:limit]
 
 
 def _label(value: Any, name: str, key: str, prefix: str, loc: Mapping[str, Any],

@@ -211,6 +211,25 @@ def _check_backend(spec: str, doc: Mapping[str, Any], doc_path: Path, *, from_ar
         raise DataError(getattr(exc, "message", str(exc)), path=doc_path, field=field) from None
 
 
+def _check_local_model(spec: Any, doc_path: Path) -> None:
+    """An artifact's ``local/<path>`` must name a GGUF file (an artifact naming ``/etc/passwd`` is bad
+    input, not a failure of the embedded model): checked by its first bytes when the backend is first
+    needed (scoring existing probes opens none), before anything loads the file."""
+    from rubric_induce.backends import parse_backend_spec
+
+    if not isinstance(spec, str):
+        return
+    kind, model, _ = parse_backend_spec(spec)
+    if kind != "local" or not model:
+        return
+    from rubric_induce.backends.local import gguf_problem
+
+    problem = gguf_problem(model)
+    if problem is not None:
+        raise DataError(f"the local model {model!r} is {problem}: give a .gguf file, or score with --backend",
+                        path=doc_path, field="backend")
+
+
 def _same_rubrics(model: Any, rubric_ids: list[str], config: Path, *, exact: bool) -> None:
     """The rubrics a calibration model reads (its ``input_names_``, one input block each) are the
     selected set's (``exact``: the same, in the same order; else all in the set): a set edited
@@ -301,6 +320,8 @@ class RubricScorer:
     def backend(self):
         """The LLM backend, opened on first use (loading a scorer to score probes loads no model)."""
         if self._backend is None and self._backend_spec is not None:
+            if not self._backend_spec[-1] and self.source:  # a spec read from the artifact: bad input, not a failure
+                _check_local_model(self._backend_spec[0], Path(self.source))
             self._backend = _open(*self._backend_spec)
         return self._backend
 

@@ -523,3 +523,30 @@ def test_score_input_with_a_bom_is_read_and_bad_bytes_name_the_line(finished_run
     assert rc == 2 and "bad.jsonl, line 2" in out and "not UTF-8" in out
     rc, out = invoke("score", out_dir, "--input", good, "--judge", "anotator1")
     assert rc == 2 and "did you mean 'annotator1'" in out
+
+
+# --------------------------------------------------------------------------------------------
+# issue 40: the field the user got wrong, and the closest full dotted path
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind, hint", [("Pairwise", "did you mean 'pairwise'?"), ("PAIRWISE", "in lower case"),
+                                        ("pairwse", "did you mean 'pairwise'?")])
+def test_a_misspelt_data_kind_next_to_a_pair_mapping_names_data_kind(make_run, kind, hint):
+    """`kind = "Pairwise"` beside a `[data.mapping]` pair table reported `data.mapping.layout` (the mapping was
+    read as a pointwise one first); the error is the kind's, with the spelling that works."""
+    cfg = make_run(data__kind=f'"{kind}"')
+    cfg.write_text(cfg.read_text(encoding="utf-8") + '\n[data.mapping]\nlayout = "ab"\n', encoding="utf-8")
+    out = check_fails(cfg, "field 'data.kind'", f"unknown value '{kind}'", hint)
+    assert "data.mapping" not in out
+
+
+def test_a_misspelt_dotted_label_path_suggests_the_full_path(tmp_path):
+    """`scores.overal` in a JSON array with nested scores suggested `scores`; now `scores.overall`."""
+    rows = [{"mr": f"name[Hotel {i}]", "scores": {"overall": 1 + i % 5, "naturalness": 3, "informativeness": 4}}
+            for i in range(8)]
+    data = tmp_path / "hotels.json"
+    data.write_text(json.dumps(rows), encoding="utf-8")
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text(f'[task]\ndescription = "hotel descriptions"\n[data]\nexamples = "{data.as_posix()}"\n'
+                   'label = "quality"\n[data.mapping]\ntext = ["mr"]\nlabels = {quality = "scores.overal"}\n',
+                   encoding="utf-8")
+    check_fails(cfg, str(data), "field 'scores.overal'", "did you mean 'scores.overall'?")

@@ -116,6 +116,9 @@ def test_a_damaged_artifact_json_names_the_file_and_field(small, key, value, phr
 
 @pytest.mark.parametrize("backend, options, field", [
     ("nonsense", {}, "field 'backend'"),
+    ("local//etc/passwd", {}, "field 'backend'"),      # issue 40, A8: exit 2 (was 1), nothing loaded
+    ("local//tmp", {}, "field 'backend'"),             # a folder
+    ("local//no/such/model.gguf", {}, "field 'backend'"),
     ("openai-compatible/m@http://127.0.0.1:9/v1", {"timeout": "x"}, "field 'backend_options.timeout'"),
     ("openai-compatible/m@http://127.0.0.1:9/v1", {"extra_body": {"model": "x"}},
      "field 'backend_options.extra_body.model'"),
