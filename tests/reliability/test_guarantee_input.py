@@ -256,3 +256,21 @@ def test_probes_with_no_evidence_are_refused_not_fitted(home, tmp_path, kind):
     _one_error(rc, text, "field 'probes'", "p.jsonl")
     assert ("share no rubric" in text) == (kind == "other_run") and "100.0%" not in text
     assert (home / "run" / "artifact.json").read_text() == before  # nothing written
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(sorted(CASCADE)), ANY, max_size=6), st.booleans())
+def test_a_cascade_record_checks_into_a_usable_one_or_a_data_error(changes, on_good):
+    from rubric_induce.scoring.cascade import route
+    from rubric_induce.scoring.selective import cascade_runs, check_cascade_record
+
+    doc = {**CASCADE, **changes} if on_good else changes
+    try:
+        record = check_cascade_record(doc, where="cascades[0]")
+    except DataError as exc:
+        assert exc.field and exc.field.startswith("cascades[0]")
+        return
+    assert 0 < record["target"] < 1 and 0 < record["delta"] < 1
+    assert len(cascade_runs(record, "/tmp")) == len(record["thresholds"]) >= 2
+    route(np.zeros((len(record["thresholds"]), 3)), record["thresholds"])  # usable
+    f"{1 - record['delta']:g} {record['target']:g}"  # the summary line formats
