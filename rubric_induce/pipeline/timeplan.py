@@ -24,6 +24,7 @@ from typing import Any
 
 from rubric_induce.backends.base import Backend
 from rubric_induce.backends.options import CallOptions
+from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.pipeline.config import RunConfig, load_config
 from rubric_induce.probing.timing import ChatTiming, EnoughCalls, StageTime, TimedBackend, TimePlan, time_probes
 
@@ -71,6 +72,10 @@ def _time_generation(ctx, backend: Backend, n_calls: int, clock: Callable[[], fl
                  fields=cfg.data.fields, task=cfg.task_resolved)
     except EnoughCalls:
         pass
+    except DataError:
+        raise
+    except RubricInduceError:  # generation gave up (no usable rubric): the calls it made are still timed
+        pass
     return timed
 
 
@@ -107,7 +112,12 @@ def _generate_stage(ctx, backend, done: set[str], generation_calls: int, clock) 
                                            f"replies add more): {timed_part}", llm=True), chats
 
 
-def _probe_stage(plan, timing, done: set[str]) -> StageTime:
+def _assumed(plan, cfg: RunConfig) -> bool:
+    """The plan's pool is a guess (generate has not run and will add rubrics)."""
+    return plan.params.get("rubrics") == "assumed" and cfg.generate.method != "none"
+
+
+def _probe_stage(plan, timing, done: set[str], assumed: bool) -> StageTime:
     if "probe" in done:
         return StageTime("probe", 0.0, "done", llm=True, done=True)
     if plan.to_make == 0:
@@ -115,9 +125,9 @@ def _probe_stage(plan, timing, done: set[str]) -> StageTime:
     if timing is None:
         return StageTime("probe", None, "not estimated: no probe call could be timed", llm=True)
     cached = f", {plan.cached:,} cached" if plan.cached else ""
-    assumed = " (pool assumed: generate has not run)" if plan.params.get("rubrics") == "assumed" else ""
+    guess = " (pool assumed: generate has not run)" if assumed else ""
     return StageTime("probe", timing.seconds(plan.text_sizes),
-                     f"{plan.to_make:,} call(s){cached}{assumed}; {timing.describe()}", llm=True)
+                     f"{plan.to_make:,} call(s){cached}{guess}; {timing.describe()}", llm=True)
 
 
 def _feedback_stage(cfg: RunConfig, done: set[str], chat: ChatTiming | None) -> StageTime:
@@ -195,12 +205,12 @@ def time_run(config: RunConfig | str | Path, *, out: str | Path | None = None, b
     finally:
         if backend is None:
             inner.close()
-    stages = [gen, _quiet_stage("dedup", cfg, done), _probe_stage(plan, timing, done)]
+    stages = [gen, _quiet_stage("dedup", cfg, done), _probe_stage(plan, timing, done, _assumed(plan, cfg))]
     stages += [_quiet_stage(n, cfg, done) for n in ("select", "calibrate", "artifact", "evaluate")]
     stages += [_feedback_stage(cfg, done, chat), _quiet_stage("report", cfg, done)]
     label = f"{inner.kind}/{inner.model}"
     notes = []
-    if plan.params.get("rubrics") == "assumed":
+    if _assumed(plan, cfg):
         notes.append("the probe stage is sized for an assumed pool (--assume-rubrics); plan again after "
                      "`run --stop-after dedup` for the real one")
     all_done = all(s.done or s.seconds == 0 for s in stages if s.llm)
