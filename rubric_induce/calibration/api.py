@@ -18,9 +18,12 @@ from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import Params, param, resolve_params
 
 __all__ = ["CalibrateParams", "CalibrateResult", "calibrate", "calibrator_features", "calibrated_rows", "fit_width",
-           "resolve_judge", "SHARED_JUDGE", "UNSEEN_JUDGE", "CALIBRATION_DIR", "remove_saved"]
+           "resolve_judge", "SHARED_JUDGE", "UNSEEN_JUDGE", "CALIBRATION_DIR", "ASPECTS_DIR", "remove_saved",
+           "aspect_folders", "run_questions"]
 
 CALIBRATION_DIR = "calibration"
+#: The folder, inside a calibration folder, that holds the other aspects' heads (one folder each).
+ASPECTS_DIR = "aspects"
 #: Judges with fewer training ratings than this get judge-specific weights from almost no data:
 #: calibrate warns about them (and lists them in its summary as ``few_ratings``).
 FEW_RATINGS = 3
@@ -77,6 +80,11 @@ class CalibrateParams(Params):
     enabled: bool = param(True, help="Train the calibration network (off: NetSAT only).", hidden=True)
     question: str | None = param(None, help="The question (label) to calibrate and report "
                                             "(default in a run: data.label).")
+    questions: tuple[str, ...] = param((), help="Several questions (aspects) to calibrate, one fine-tuned head "
+                                                "each on one shared multi-task pre-training; the first is the main "
+                                                "one (score's prediction). Default in a run: every label "
+                                                "[data.mapping] names when it names several (data.label first), "
+                                                "else calibrate.question or data.label alone.")
     search: bool = param(False, help="Optuna hyperparameter search (nested in the cross-validation).")
     trials: int = param(10, ge=1, help="Optuna trials of the search.")
     cv_folds: int = param(5, ge=0, help="Folds (by text) of the cross-validated report; 0 = none.")
@@ -90,6 +98,15 @@ class CalibrateParams(Params):
                                                                 "answer_weight, ...).")
 
     def check(self) -> None:
+        if self.question is not None and self.questions:
+            raise DataError("give calibrate.question (one) or calibrate.questions (several), not both",
+                            field="calibrate.questions")
+        bad = [q for q in self.questions if not isinstance(q, str) or not q.strip()]
+        if bad:
+            raise DataError(f"must be label names, got {list(self.questions)}", field="calibrate.questions")
+        twice = sorted({q for q in self.questions if self.questions.count(q) > 1})
+        if twice:
+            raise DataError(f"names {twice[0]!r} twice", field="calibrate.questions")
         if "not_applicable" in self.options:
             raise DataError("set calibrate.not_applicable instead (the data and the network must agree on it)",
                             field="calibrate.options.not_applicable")
@@ -142,6 +159,9 @@ class CalibrateResult:
     report_markdown: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     adaptive: Any = None  # the AdaptiveModel (None: not trained), saved in <folder>/adaptive/
+    #: The other aspects' calibrators (``calibrate.questions`` after the first), by question, in order;
+    #: each shares the main one's pre-training and is saved in ``<folder>/aspects/``.
+    heads: dict[str, Any] = field(default_factory=dict)
     _figures: list[tuple[str, np.ndarray, np.ndarray, str]] = field(default_factory=list, repr=False)
 
     def summary(self) -> dict[str, Any]:
@@ -150,7 +170,20 @@ class CalibrateResult:
         cv = self.metrics.get("cv")
         if cv:
             out["cv_pearson"] = cv.get("pearson")
+        if self.heads:
+            out["questions"] = self.questions
+            out["aspects"] = {q: {"cv_pearson": (m.get("cv") or {}).get("pearson")}
+                              for q, m in self.metrics.get("aspects", {}).items()}
         return out
+
+    @property
+    def questions(self) -> list[str]:
+        """Every calibrated question (aspect), the main one first."""
+        return [self.question, *self.heads]
+
+    def calibrators(self) -> dict[str, Any]:
+        """``{question: calibrator}`` of every aspect, the main one first."""
+        return {self.question: self.calibrator, **self.heads}
 
     def few_ratings(self) -> dict[str, int]:
         """Judges with fewer than :data:`FEW_RATINGS` ratings of the question in training, and their counts."""
@@ -178,7 +211,12 @@ class CalibrateResult:
 
         target = Path(directory)
         remove_saved(target)
-        save_calibrator(self.calibrator, target, extra={"question": self.question, **self.extra})
+        folders = aspect_folders(list(self.heads))
+        aspects = {"aspects": [{"question": q, "folder": folders[q]} for q in self.heads]} if self.heads else {}
+        save_calibrator(self.calibrator, target, extra={"question": self.question, **self.extra, **aspects})
+        for q, head in self.heads.items():
+            save_calibrator(head, target / folders[q], extra={"question": q, "main_question": self.question,
+                                                              "seed": self.extra.get("seed")})
         if self.adaptive is not None:
             from rubric_induce.calibration.adaptive import ADAPTIVE_DIR, save_adaptive
 
@@ -210,6 +248,20 @@ def remove_saved(directory: str | Path) -> None:
     from rubric_induce.core.safepaths import check_links
 
     check_links(target)  # a link planted in the folder (e.g. adaptive/) must not lead removals outside
+    aspects = target / ASPECTS_DIR
+    if aspects.is_dir():
+        for folder in aspects.iterdir():
+            if folder.is_dir():
+                for name in (CONFIG_NAME, "weights.safetensors", "weights.npz"):
+                    (folder / name).unlink(missing_ok=True)
+                try:
+                    folder.rmdir()
+                except OSError:
+                    pass
+        try:
+            aspects.rmdir()
+        except OSError:
+            pass
     sub = target / ADAPTIVE_DIR
     if sub.is_dir():
         for name in (ADAPTIVE_CONFIG, "adaptive.safetensors", "adaptive.npz"):
@@ -229,6 +281,37 @@ def remove_saved(directory: str | Path) -> None:
         pass
 
 
+def aspect_folders(questions: Sequence[str]) -> dict[str, str]:
+    """Each extra aspect's folder inside the calibration folder: ``aspects/<n>-<name>`` (numbered,
+    so two names that read alike as file names never share one)."""
+    return {q: f"{ASPECTS_DIR}/{i}-{_file_part(q)}" for i, q in enumerate(questions, start=1)}
+
+
+def run_questions(params: CalibrateParams, data: Any) -> tuple[list[str], bool]:
+    """The questions a run calibrates, main first, and whether the config named them.
+
+    ``calibrate.questions`` when given (named); else ``calibrate.question`` alone (named); else,
+    when ``[data.mapping]`` (or ``data.label_fields``) names several labels, all of them with
+    ``data.label`` first (not named: one the data cannot calibrate is left out with a warning);
+    else ``data.label`` alone, as a run always did. ``data``: the run's
+    :class:`~rubric_induce.data.params.DataParams`."""
+    if params.questions:
+        return list(params.questions), True
+    if params.question:
+        return [params.question], True
+    mapped: list[str] = []
+    mapping = data.input_mapping() if data.kind != "pairwise" else None
+    if mapping is not None:
+        if mapping.labels is not None:
+            mapped += list(mapping.labels)
+        for cols in (mapping.judges or {}).values():
+            mapped += list(cols)
+    mapped = list(dict.fromkeys(mapped))
+    if len(mapped) < 2:
+        return [data.label], False
+    return [data.label, *(q for q in mapped if q != data.label)], False
+
+
 def _metrics_md(title: str, metrics: dict[str, float]) -> str:
     def f(v: Any) -> str:
         return "—" if v is None or not np.isfinite(v) else f"{v:.3f}"
@@ -245,6 +328,10 @@ def calibrate(train, params: CalibrateParams | None = None, *, test=None, seed: 
     With ``params.search`` an optuna search picks the network's hyperparameters; with
     ``params.cv_folds >= 2`` a cross-validation by text (nested when searching) reports RMSE and
     correlations and smECE per answer. ``test``: optional held-out data scored with the final fit.
+    ``params.questions`` (several aspects): the network is pre-trained once on every question of
+    ``train`` and a copy fine-tuned per aspect (:meth:`Calibrator.fit_heads`); the first aspect is
+    the main one (searched, cross-validated, adaptive model, exactly as alone), the others are
+    cross-validated with the same folds and the main one's hyperparameters (``metrics["aspects"]``).
     Defaults not set in ``params.options``: ``random_state = seed``, early stopping from 20
     training texts up, one torch thread (small networks train faster on one).
     """
@@ -254,9 +341,12 @@ def calibrate(train, params: CalibrateParams | None = None, *, test=None, seed: 
     from rubric_induce.calibration.search import cross_val_predict, search_hyperparameters
 
     say = echo or (lambda *_: None)
-    question = params.question or train.question_names[0]
-    if question not in train.question_names:
-        raise DataError(f"question {question!r} is not among {train.question_names}", field="calibrate.question")
+    aspects = list(params.questions) or [params.question or train.question_names[0]]
+    question = aspects[0]
+    for name in aspects:
+        if name not in train.question_names:
+            raise DataError(f"question {name!r} is not among {train.question_names}",
+                            field="calibrate.questions" if params.questions else "calibrate.question")
     n_texts = len(train.text_ids)
     if n_texts < 4:
         raise DataError(f"only {n_texts} training texts carry label {question!r}; calibration needs more "
@@ -305,11 +395,20 @@ def calibrate(train, params: CalibrateParams | None = None, *, test=None, seed: 
                     lines.append(f"| {v:g} | {e:.3f} | {name} |\n")
         say("fitting on all training texts ...")
         X, J, Y, kw = train.fit_args()
-        cal = tuned.clone().fit(X, J, Y, **kw)
+        if len(aspects) == 1:
+            cal, heads = tuned.clone().fit(X, J, Y, **kw), {}
+        else:
+            say(f"fitting {len(aspects)} aspect heads on one shared pre-training ...")
+            heads = tuned.clone().fit_heads(X, J, Y, questions=aspects, **kw)
+            cal = heads.pop(question)
+            metrics["aspects"] = _aspect_metrics(tuned, train, list(heads), folds, seed, lines)
     if test is not None:
         pred = cal.predict(test.row_X, judge_ids=test.row_judge)
         metrics["test"] = regression_metrics(pred, test.target(question))
         lines.append("\n" + _metrics_md(f"test ({len(test.text_ids)} texts, {test.n_rows} rows)", metrics["test"]))
+        for name, head in heads.items():
+            pred = head.predict(test.row_X, judge_ids=test.row_judge)
+            metrics["aspects"][name]["test"] = regression_metrics(pred, test.target(name))
     adaptive = None
     if params.adaptive:
         adaptive = _fit_adaptive(train, question, tuned, params, seed, say)
@@ -328,7 +427,34 @@ def calibrate(train, params: CalibrateParams | None = None, *, test=None, seed: 
         say(f"warning: {result.warning()}")
     result._figures = figures
     result.adaptive = adaptive
+    result.heads = heads
     return result
+
+
+def _aspect_metrics(tuned, train, names: list[str], folds: int, seed: int, lines: list[str]) -> dict[str, Any]:
+    """Cross-validated metrics of the extra aspects (``names``): per fold of the main question's
+    folds, one shared pre-training and a head per aspect, as the final fit; ``{}`` per aspect
+    without cross-validation. Appends a report section per aspect to ``lines``."""
+    from rubric_induce.calibration.metrics import regression_metrics
+    from rubric_induce.calibration.search import group_kfold
+
+    out: dict[str, Any] = {q: {} for q in names}
+    if folds < 2:
+        return out
+    pred = {q: np.full(train.n_rows, np.nan) for q in names}
+    for test_texts in group_kfold(len(train.text_ids), folds, seed):
+        rows = np.flatnonzero(np.isin(train.row_text, test_texts))
+        tr = train.subset_texts(np.setdiff1d(np.arange(len(train.text_ids)), test_texts))
+        te = train.subset_texts(test_texts)
+        X, J, Y, kw = tr.fit_args()
+        heads = tuned.clone().fit_heads(X, J, Y, questions=names, **kw)
+        for q, head in heads.items():
+            pred[q][rows] = head.predict(te.row_X, judge_ids=te.row_judge)
+    for q in names:
+        out[q]["cv"] = regression_metrics(pred[q], train.target(q))
+        lines.append("\n" + _metrics_md(f"aspect {q}: {folds}-fold cross-validation (shared pre-training, its own "
+                                         "fine-tuned head)", out[q]["cv"]))
+    return out
 
 
 def _file_part(text: str) -> str:

@@ -22,7 +22,7 @@ from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.data.jsonl import jsonable
 
 __all__ = ["save_calibrator", "load_calibrator", "non_finite_tensors", "write_weights", "read_config", "CONFIG_NAME",
-           "FORMAT_VERSION", "check_network_config", "weights_path", "damaged", "REBUILD_ERRORS"]
+           "FORMAT_VERSION", "check_network_config", "weights_path", "damaged", "REBUILD_ERRORS", "load_heads"]
 
 CONFIG_NAME = "calibrator.json"
 FORMAT_VERSION = 1
@@ -305,3 +305,40 @@ def load_calibrator(directory: str | Path) -> Calibrator:
         nets.append(load_network_state(net, tensors, f"{m}.", wpath))
     cal.networks_ = nets
     return cal
+
+
+def load_heads(directory: str | Path, main: Calibrator | None = None) -> dict[str, Calibrator]:
+    """Every aspect's calibrator saved in ``directory``, ``{question: calibrator}``, the main one
+    first: the one in ``directory`` itself, then those its config lists under ``extra.aspects``
+    (``[{"question": name, "folder": "aspects/1-name"}, ...]``, written when a run calibrates
+    several questions). A folder saved before aspects existed holds the main one alone.
+    ``main``: the calibrator already loaded from ``directory`` (read again when None)."""
+    from rubric_induce.core.safepaths import inside_folder
+
+    directory = Path(directory)
+    main = load_calibrator(directory) if main is None else main
+    path = directory / CONFIG_NAME
+    out = {main.question_names_[main.main_question_index_]: main}
+    extra = getattr(main, "artifact_extra_", None)
+    entries = extra.get("aspects", []) if isinstance(extra, Mapping) else []
+    if not isinstance(entries, list):
+        raise _bad(path, "extra.aspects", "a list of {question, folder} objects", entries)
+    for k, entry in enumerate(entries):
+        where = f"extra.aspects[{k}]"
+        if (not isinstance(entry, Mapping) or not isinstance(entry.get("question"), str)
+                or not isinstance(entry.get("folder"), str) or not entry["folder"].strip()):
+            raise _bad(path, where, "an object with a question name and a folder", entry)
+        name = entry["question"]
+        if name in out:
+            raise DataError(f"names question {name!r} twice", path=path, field=f"{where}.question")
+        folder = inside_folder(directory, entry["folder"], path=path, field=f"{where}.folder")
+        head = load_calibrator(folder)
+        if head.question_names_[head.main_question_index_] != name:
+            raise DataError(f"the head in {entry['folder']} predicts "
+                            f"{head.question_names_[head.main_question_index_]!r}, not {name!r}", path=path,
+                            field=f"{where}.question")
+        if head.input_names_ != main.input_names_ or head.n_features_in_shape_ != main.n_features_in_shape_:
+            raise DataError(f"the head of {name!r} reads other inputs than the main calibrator: rerun the "
+                            "calibrate stage", path=path, field=f"{where}.folder")
+        out[name] = head
+    return out

@@ -232,9 +232,73 @@ class Calibrator(Estimator):
         ``groups`` (e.g. text ids) keeps every text's rows on one side of the early-stopping
         split. Returns ``self``.
         """
-        torch = require_torch()
-        from rubric_induce.calibration.network import CalibrationNetwork
+        require_torch()
+        Xf, J, Y, G, main, scales = self._prepare(X, judge_ids, targets, scales, groups, question_names, input_names)
+        nets, histories = [], []
+        with _threads(self.n_threads):
+            for m in range(int(self.n_ensemble)):
+                seed = int(self.random_state) + 1000 * m
+                net, trainer = self._pretrained(Xf, J, Y, G, seed, scales)
+                if self.finetune:
+                    self._phase(net, trainer, "finetune", [main], int(self.finetune_epochs))
+                net.eval()
+                nets.append(net)
+                histories.append(trainer["history"])
+        self.networks_ = nets
+        self.history_ = histories
+        return self
 
+    def fit_heads(self, X: Any, judge_ids: Sequence[Any], targets: Any, *, questions: Sequence[str | int],
+                  scales: Sequence[Sequence[float]] | None = None, groups: Sequence[Any] | None = None,
+                  question_names: Sequence[str] | None = None,
+                  input_names: Sequence[str] | None = None) -> dict[str, Calibrator]:
+        """One fitted calibrator per question of ``questions`` (names or indices), sharing one
+        multi-task pre-training: the network is pre-trained once on every question, then a copy of
+        it (weights, optimiser state and batch order) is fine-tuned on each question in turn
+        (LLM-RUBRIC's recipe, with a fine-tuned head per aspect). Each head predicts its own
+        question by default (its ``main_question``); a head's numbers are those :meth:`fit` gives
+        with that ``main_question`` on the same data. Returns ``{question name: Calibrator}`` in
+        the order given; ``self`` stays unfitted."""
+        require_torch()
+        if not questions:
+            raise DataError("fit_heads needs at least one question", field="questions")
+        first = self.clone(main_question=questions[0])
+        Xf, J, Y, G, _, scales = first._prepare(X, judge_ids, targets, scales, groups, question_names, input_names,
+                                                heads=questions)
+        index = [first._main_index(first.question_names_, q) for q in questions]
+        if len(set(index)) != len(index):
+            raise DataError(f"a question is named twice in {list(questions)}", field="questions")
+        fitted = {first.question_names_[q]: ([], []) for q in index}
+        with _threads(self.n_threads):
+            for m in range(int(self.n_ensemble)):
+                seed = int(self.random_state) + 1000 * m
+                net, trainer = first._pretrained(Xf, J, Y, G, seed, scales)
+                for q in index:
+                    head, opt = copy.deepcopy((net, trainer["opt"]))  # the optimiser follows the copy's weights
+                    state = {**trainer, "opt": opt, "gen": torch_generator(trainer["gen"].get_state()),
+                             "history": copy.deepcopy(trainer["history"])}
+                    if self.finetune:
+                        first._phase(head, state, "finetune", [q], int(self.finetune_epochs))
+                    head.eval()
+                    fitted[first.question_names_[q]][0].append(head)
+                    fitted[first.question_names_[q]][1].append(state["history"])
+        out = {}
+        for q in index:
+            name = first.question_names_[q]
+            head = self.clone(main_question=name)
+            for attr in ("n_features_in_shape_", "question_names_", "input_names_", "scales_", "judges_",
+                         "judge_counts_", "unanswered_questions_", "n_rows_ignored_"):
+                setattr(head, attr, copy.deepcopy(getattr(first, attr)))
+            head.main_question_index_ = q
+            head.networks_, head.history_ = fitted[name]
+            out[name] = head
+        return out
+
+    def _prepare(self, X, judge_ids, targets, scales, groups, question_names, input_names, *, heads=None):
+        """Check the training data, set the data-derived fitted attributes (question names,
+        scales, judge vocabulary, ...) and return the training tensors' arrays
+        ``(X, judge index, answer codes, groups, main index, scales)`` of the rows with an answer.
+        ``heads``: the questions that must each have an applicable answer (default: the main one)."""
         self._check_params()
         Xa = check_features(X)
         n = Xa.shape[0]
@@ -267,15 +331,17 @@ class Calibrator(Estimator):
                 raise DataError(f"scale of {names[q]!r} needs at least 2 distinct values, got {list(s)}",
                                 field="scales")
         main = self._main_index(names)
+        heads = [main] if heads is None else [self._main_index(names, h) for h in heads]
         codes = encode_targets(y, scales, self.not_applicable)
         answered = (codes >= 0).sum(axis=0)
-        if answered[main] == 0:
-            raise DataError(f"the main question {names[main]!r} has no applicable answer in the training data",
-                            field="targets")
+        for q in heads:
+            if answered[q] == 0:
+                raise DataError(f"the {'main ' if q == main else ''}question {names[q]!r} has no applicable answer in "
+                                "the training data", field="targets")
         unanswered = [names[q] for q in range(n_q) if answered[q] == 0]
         if unanswered:
             warnings.warn(f"questions never answered in the training data (their heads stay untrained): "
-                          f"{unanswered}", stacklevel=2)
+                          f"{unanswered}", stacklevel=3)
         keep = (codes >= 0).any(axis=1)
         vocab = sorted(set(judges[r] for r in np.flatnonzero(keep)), key=judge_key)
         jindex = {j: k for k, j in enumerate(vocab)}
@@ -299,29 +365,24 @@ class Calibrator(Estimator):
         J = np.asarray([jindex[judges[r]] for r in rows], dtype=np.int64)
         Y = codes[rows]
         G = groups_arr[rows]
+        return Xf, J, Y, G, main, scales
 
-        prev = torch.get_num_threads()
-        if self.n_threads:
-            torch.set_num_threads(int(self.n_threads))
-        try:
-            nets, histories = [], []
-            for m in range(int(self.n_ensemble)):
-                seed = int(self.random_state) + 1000 * m
-                torch.manual_seed(seed)
-                net = CalibrationNetwork(Xf.shape[1], len(vocab), [len(s) for s in scales], tuple(self.hidden),
-                                         personalized=self.personalized, head=self.head, init=self.init)
-                hist = self._train(net, Xf, J, Y, G, main, seed)
-                net.eval()
-                nets.append(net)
-                histories.append(hist)
-        finally:
-            torch.set_num_threads(prev)
-        self.networks_ = nets
-        self.history_ = histories
-        return self
 
-    def _main_index(self, names: Sequence[str]) -> int:
-        mq = self.main_question
+    def _pretrained(self, Xf, J, Y, G, seed: int, scales) -> tuple[Any, dict[str, Any]]:
+        """A new network (seeded) and its trainer state, after the multi-task pre-training phase."""
+        torch = require_torch()
+        from rubric_induce.calibration.network import CalibrationNetwork
+
+        torch.manual_seed(seed)
+        net = CalibrationNetwork(Xf.shape[1], len(self.judges_), [len(s) for s in scales], tuple(self.hidden),
+                                 personalized=self.personalized, head=self.head, init=self.init)
+        trainer = self._trainer(net, Xf, J, Y, G, seed)
+        if self.pretrain:
+            self._phase(net, trainer, "pretrain", None, int(self.pretrain_epochs))
+        return net, trainer
+
+    def _main_index(self, names: Sequence[str], question: int | str | None = None) -> int:
+        mq = self.main_question if question is None else question
         if isinstance(mq, str):
             if mq not in names:
                 raise DataError(f"main question {mq!r} is not among the questions {list(names)}",
@@ -332,10 +393,10 @@ class Calibrator(Estimator):
                             field="main_question")
         return int(mq)
 
-    def _train(self, net, X, J, Y, G, main, seed) -> dict[str, Any]:
+    def _trainer(self, net, X, J, Y, G, seed) -> dict[str, Any]:
+        """The training state of ``net``: the early-stopping split (by group), tensors, the AdamW
+        optimiser and the seeded batch-order generator, and the history the phases fill."""
         torch = require_torch()
-        from rubric_induce.calibration.network import masked_nll
-
         rng = np.random.default_rng(seed)
         train_rows, val_rows = np.arange(len(X)), np.array([], dtype=np.int64)
         if self.early_stopping:
@@ -345,7 +406,6 @@ class Calibrator(Estimator):
                 val_groups = set(rng.choice(uniq, size=n_val, replace=False).tolist())
                 is_val = np.array([g in val_groups for g in G])
                 train_rows, val_rows = np.flatnonzero(~is_val), np.flatnonzero(is_val)
-        Xt, Jt, Yt = torch.from_numpy(X), torch.from_numpy(J), torch.from_numpy(Y)
         jwd = self.weight_decay if self.judge_weight_decay is None else self.judge_weight_decay
         groups = [{"params": net.shared_parameters(), "weight_decay": float(self.weight_decay)}]
         if self.personalized:
@@ -354,48 +414,52 @@ class Calibrator(Estimator):
             opt = torch.optim.AdamW(groups, lr=float(self.learning_rate), fused=True)
         except (RuntimeError, TypeError):  # pragma: no cover - builds without fused CPU kernels
             opt = torch.optim.AdamW(groups, lr=float(self.learning_rate))
-        gen = torch.Generator().manual_seed(seed)
-        history: dict[str, Any] = {"n_train_rows": int(len(train_rows)), "n_val_rows": int(len(val_rows))}
-        phases = []
-        if self.pretrain:
-            phases.append(("pretrain", None, int(self.pretrain_epochs)))
-        if self.finetune:
-            phases.append(("finetune", [main], int(self.finetune_epochs)))
-        for name, qs, epochs in phases:
-            cols = list(range(Y.shape[1])) if qs is None else qs
-            rows = train_rows[(Y[train_rows][:, cols] >= 0).any(axis=1)]
-            vrows = val_rows[(Y[val_rows][:, cols] >= 0).any(axis=1)] if len(val_rows) else val_rows
-            best, best_state, best_epoch, since = math.inf, None, 0, 0
-            curve = []
-            bs = max(1, min(int(self.batch_size), len(rows)))
-            rows_t = torch.from_numpy(rows)
-            for epoch in range(1, epochs + 1):
-                net.train()
-                perm = rows_t[torch.randperm(len(rows), generator=gen)]
-                for start in range(0, len(perm), bs):
-                    b = perm[start:start + bs]
-                    loss = masked_nll(net(Xt[b], Jt[b]), Yt[b], qs)
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                if len(vrows):
-                    with torch.no_grad():
-                        net.eval()
-                        vb = torch.from_numpy(vrows)
-                        v = float(masked_nll(net(Xt[vb], Jt[vb]), Yt[vb], qs))
-                    curve.append(v)
-                    if v < best - 1e-5:
-                        best, best_epoch, since = v, epoch, 0
-                        best_state = copy.deepcopy(net.state_dict())
-                    else:
-                        since += 1
-                        if since >= int(self.patience):
-                            break
-            if best_state is not None:
-                net.load_state_dict(best_state)
-            history[name] = {"epochs_run": len(curve) if curve else epochs, "best_epoch": best_epoch or epochs,
-                             "val_nll": curve}
-        return history
+        return {"X": torch.from_numpy(X), "J": torch.from_numpy(J), "Y": torch.from_numpy(Y), "codes": Y,
+                "train_rows": train_rows, "val_rows": val_rows, "opt": opt,
+                "gen": torch.Generator().manual_seed(seed),
+                "history": {"n_train_rows": int(len(train_rows)), "n_val_rows": int(len(val_rows))}}
+
+    def _phase(self, net, trainer: dict[str, Any], name: str, qs: list[int] | None, epochs: int) -> None:
+        """One training phase (``qs``: the questions of the loss, None = all) with early stopping on
+        the held-out texts; the best epoch's parameters are kept and the phase recorded in the history."""
+        torch = require_torch()
+        from rubric_induce.calibration.network import masked_nll
+
+        Xt, Jt, Yt, Y = trainer["X"], trainer["J"], trainer["Y"], trainer["codes"]
+        train_rows, val_rows, opt, gen = trainer["train_rows"], trainer["val_rows"], trainer["opt"], trainer["gen"]
+        cols = list(range(Y.shape[1])) if qs is None else qs
+        rows = train_rows[(Y[train_rows][:, cols] >= 0).any(axis=1)]
+        vrows = val_rows[(Y[val_rows][:, cols] >= 0).any(axis=1)] if len(val_rows) else val_rows
+        best, best_state, best_epoch, since = math.inf, None, 0, 0
+        curve = []
+        bs = max(1, min(int(self.batch_size), len(rows)))
+        rows_t = torch.from_numpy(rows)
+        for epoch in range(1, epochs + 1):
+            net.train()
+            perm = rows_t[torch.randperm(len(rows), generator=gen)]
+            for start in range(0, len(perm), bs):
+                b = perm[start:start + bs]
+                loss = masked_nll(net(Xt[b], Jt[b]), Yt[b], qs)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            if len(vrows):
+                with torch.no_grad():
+                    net.eval()
+                    vb = torch.from_numpy(vrows)
+                    v = float(masked_nll(net(Xt[vb], Jt[vb]), Yt[vb], qs))
+                curve.append(v)
+                if v < best - 1e-5:
+                    best, best_epoch, since = v, epoch, 0
+                    best_state = copy.deepcopy(net.state_dict())
+                else:
+                    since += 1
+                    if since >= int(self.patience):
+                        break
+        if best_state is not None:
+            net.load_state_dict(best_state)
+        trainer["history"][name] = {"epochs_run": len(curve) if curve else epochs, "best_epoch": best_epoch or epochs,
+                                    "val_nll": curve}
 
     # -- prediction ----------------------------------------------------------------------------
     def _judge_index(self, judge: Any, n: int, judge_ids: Sequence[Any] | None) -> list[np.ndarray]:
@@ -510,6 +574,29 @@ class Calibrator(Estimator):
         p = self.predict_proba(np.asarray(X)[ok], judge_ids=[str(j) for j, o in zip(judge_ids, ok) if o],
                                question=q)
         return float(np.mean(np.log(np.clip(p[np.arange(ok.sum()), codes[ok]], 1e-12, None))))
+
+
+class _threads:
+    """torch intra-op threads set to ``n`` inside the block (None: left as they are), then restored."""
+
+    def __init__(self, n: int | None) -> None:
+        self.n = n
+
+    def __enter__(self) -> None:
+        torch = require_torch()
+        self.prev = torch.get_num_threads()
+        if self.n:
+            torch.set_num_threads(int(self.n))
+
+    def __exit__(self, *exc: Any) -> None:
+        require_torch().set_num_threads(self.prev)
+
+
+def torch_generator(state: Any) -> Any:
+    """A torch generator in ``state`` (a copy of another's batch order from here on)."""
+    gen = require_torch().Generator()
+    gen.set_state(state)
+    return gen
 
 
 def judge_key(judge: str) -> tuple[int, str]:

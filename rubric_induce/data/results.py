@@ -44,6 +44,22 @@ class ScoreResult:
     # pairwise runs (a Bradley-Terry head; None otherwise): the response's strength under the head's shared
     # weights, its pointwise reward: the head's P(A > B) depends on strength(A) - strength(B) only
     strength: float | None = None
+    # runs that calibrate several questions (``[calibrate] questions``; None otherwise): every aspect's
+    # calibrated numbers, the main one (``question``, whose numbers ``prediction`` ... ``scale`` repeat)
+    # first: {aspect: {"prediction", "uncertainty", "proba", "scale"}}
+    aspects: dict[str, dict[str, Any]] | None = None
+
+    @property
+    def predictions(self) -> dict[str, float | None]:
+        """The calibrated prediction of every aspect, ``{question: prediction}`` (the main one first;
+        one entry for a run that calibrates one question; empty when uncalibrated)."""
+        if self.aspects:
+            return {q: a.get("prediction") for q, a in self.aspects.items()}
+        return {} if self.prediction is None and self.question is None else {str(self.question): self.prediction}
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The JSONL row (``aspects`` only when the run calibrated several questions)."""
+        out = asdict(self)
+        if out["aspects"] is None:
+            del out["aspects"]
+        return out

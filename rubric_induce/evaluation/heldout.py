@@ -136,7 +136,8 @@ class ScoredColumns:
             "prediction": floats(lambda r: r.prediction), "proba": proba, "proba_len": proba_len,
             "scale": scale, "scale_len": scale_len,
             "surprise": np.array([np.nan if v is None else float(v) for v in surprise], dtype=float).reshape(m),
-            "surprise_set": np.array([v is not None for v in surprise], dtype=bool).reshape(m)})
+            "surprise_set": np.array([v is not None for v in surprise], dtype=bool).reshape(m),
+            "aspects": _aspect_predictions(results)})
         self.n += m
 
     def finish(self) -> ScoredColumns:
@@ -144,6 +145,10 @@ class ScoredColumns:
         for key in ("netsat", "threshold", "prediction", "proba_len", "scale_len", "surprise", "surprise_set"):
             setattr(self, key, np.concatenate([p[key] for p in parts]) if parts else
                     np.zeros(0, dtype=bool if key == "surprise_set" else np.int64 if key.endswith("_len") else float))
+        names = list(dict.fromkeys(q for p in parts for q in p["aspects"]))
+        #: Each calibrated aspect's prediction per text (NaN: none), when the run calibrated several.
+        self.aspects = {q: np.concatenate([p["aspects"].get(q, np.full(len(p["netsat"]), np.nan)) for p in parts])
+                        for q in names}
         for key in ("proba", "scale"):
             width = max((p[key].shape[1] for p in parts), default=0)
             setattr(self, key, np.concatenate([np.pad(p[key], ((0, 0), (0, width - p[key].shape[1])),
@@ -158,6 +163,13 @@ class ScoredColumns:
         """Text ``i``'s ``proba`` or ``scale`` as the result held it (None: none)."""
         n = int(getattr(self, f"{key}_len")[i])
         return None if n < 0 else getattr(self, key)[i, :n].tolist()
+
+
+def _aspect_predictions(results: Sequence[ScoreResult]) -> dict[str, np.ndarray]:
+    """Each aspect's prediction per result (``ScoreResult.aspects``; NaN where a result has none)."""
+    names = list(dict.fromkeys(q for r in results for q in (getattr(r, "aspects", None) or {})))
+    return {q: np.array([np.nan if (a := (getattr(r, "aspects", None) or {}).get(q)) is None or a.get("prediction")
+                         is None else float(a["prediction"]) for r in results], dtype=float) for q in names}
 
 
 def _value(v: float) -> float | None:
@@ -336,6 +348,7 @@ def evaluate(
     rubrics: Sequence[Rubric] = (),
     selected: Sequence[str] = (),
     answer_reference: float | None = None,
+    aspects: Sequence[str] = (),
     **overrides: Any,
 ) -> EvaluationResult:
     """Metrics of scored held-out ``examples``, each next to a baseline, with warnings.
@@ -358,6 +371,10 @@ def evaluate(
 
     ``label_threshold``: the threshold that made a graded label binary; the binary rows then use
     the aspect ``label>=T`` (:func:`binary_aspect`), so ``question == label`` never collides.
+
+    ``aspects``: the run's other calibrated questions (``[calibrate] questions`` after ``question``):
+    one table each (:func:`~rubric_induce.evaluation.aspects.aspect_tables`, from the results'
+    ``aspects``), in ``summary["aspects"]`` and as score rows of that aspect.
 
     ``results`` may also be :class:`ScoredColumns` (per-text arrays), ``judge_results`` values
     arrays of predictions (NaN: none) and ``probes`` a :class:`~rubric_induce.probing.checks.ProbeStats`:
@@ -469,6 +486,19 @@ def evaluate(
                         f"baseline's {_num(const['rmse'])} (always the training mean {_num(const['mean'])}).")
             text += "\nA constant prediction has no correlation (undefined); compare it by RMSE.\n"
         sections.append(text)
+    extra = None
+    if question is not None and aspects:
+        from rubric_induce.evaluation.aspects import aspect_tables
+
+        extra = aspect_tables(list(aspects), getattr(cols, "aspects", {}),
+                              {q: np.array([human_value(ex, q) for ex in examples]) for q in aspects}, netsat,
+                              train_values={q: [human_value(ex, q) for ex in train] for q in aspects} if train else None,
+                              n_boot=params.bootstrap, seed=seed, constant_warning=constant_warning)
+        summary["questions"] = [question, *aspects]
+        summary["aspects"] = extra.summary
+        warnings += extra.warnings
+        row_count += extra.n_rows(netsat)
+        sections.append(extra.markdown)
     judge_q = question or label
     judge_pred = None
     if judge_results:
@@ -524,6 +554,8 @@ def evaluate(
             if np.isfinite(netsat[i]) and not same_rows:
                 yield ScoreRow(example_id=ex.id, group=ex.group, aspect=question, system="netsat",
                                score=float(netsat[i]), human=None if np.isnan(h) else float(h))
+        if extra is not None:
+            yield from extra.rows(examples, netsat)
 
     streamed = isinstance(results, ScoredColumns)
     rows: Sequence[ScoreRow] = _Rows(make_rows, row_count) if streamed else list(make_rows())

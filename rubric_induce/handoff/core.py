@@ -621,7 +621,14 @@ def _rubric_set_of(source: Any, rubrics_path: str | Path | None) -> RubricSet:
         if head is not None:
             manifest[PAIRWISE_HEAD_KEY] = head.to_dict()
             manifest["pair_feature"] = source.pair_feature  # what the weights read: score differences or probe margins
+    if len(source.questions) > 1:  # a run that calibrated several aspects: `score` predicts each of them
+        manifest[ASPECTS_KEY] = list(source.questions)
     return RubricSet(source.rubrics, manifest, threshold=source.threshold)
+
+
+#: Manifest key, in a json / jsonl export of a run that calibrated several questions, listing them
+#: (main first): the rubrics are the same for every aspect; the run's ``score`` predicts each one.
+ASPECTS_KEY = "calibrated_aspects"
 
 
 #: Manifest key of a pairwise set's Bradley-Terry head (``BradleyTerryHead.to_dict``: weights in rubric order)
@@ -630,6 +637,9 @@ PAIRWISE_HEAD_KEY = "bradley_terry"
 
 
 def _pairwise_note(source: Any) -> str:
+    if len(getattr(source, "questions", [])) > 1:
+        return (f" (calibrated aspects {', '.join(source.questions)} in manifest.{ASPECTS_KEY}: the run's `score` "
+                "predicts each)")
     if not source.pairwise:
         return ""
     head = f", its Bradley-Terry weights in manifest.{PAIRWISE_HEAD_KEY}" if source.head() is not None else ""

@@ -207,6 +207,8 @@ def _feedback(res: ScoreResult, value: float, passed: bool) -> str:
         head += f" vs threshold {res.threshold:.2f}"
     if res.prediction is not None:
         head += f"; calibrated {res.prediction:.2f} ± {res.uncertainty:.2f}"
+    if res.aspects:  # several calibrated aspects: each one's prediction
+        head += "; aspects " + ", ".join(f"{q} {a['prediction']:.2f}" for q, a in res.aspects.items())
     lines = [head + ".", "Strongest rubrics:"]
     for d in res.drivers[:_FEEDBACK_DRIVERS]:
         effect = d.get("prediction_effect", d.get("netsat_contribution"))
@@ -227,7 +229,7 @@ class RubricMetric:
     def __init__(self, scorer: ScorerSource | Any, render: Render | None = None, *, target: str = "label",
                  judge: str | Sequence[str] | None = None, aggregate: str = "mean", normalise: bool = True,
                  pass_threshold: float | None = None, bool_on_trace: bool = True, backend: Any = None,
-                 cache: str | Path | bool | None = None, cache_size: int = 4096) -> None:
+                 cache: str | Path | bool | None = None, cache_size: int = 4096, aspect: str | None = None) -> None:
         if target not in TARGETS:
             raise RubricInduceError(f"unknown target {target!r}; choose from {', '.join(TARGETS)}")
         core = getattr(scorer, "_scoring", None)
@@ -249,6 +251,13 @@ class RubricMetric:
             raise RubricInduceError("target='strength' needs a pairwise run whose Bradley-Terry head reads score "
                                     "differences (select.pair_feature = 'difference'); use target='label', 'score' "
                                     "or 'prediction', or compare pairs")
+        if aspect is not None:
+            if target != "prediction":
+                raise RubricInduceError(f"aspect={aspect!r} picks a calibrated aspect's prediction: use it with "
+                                        "target='prediction'")
+            s.resolve_aspect(aspect)  # an aspect the run did not calibrate: an error naming those it did
+        #: The calibrated aspect whose prediction ``target="prediction"`` reads (None: the main one).
+        self.aspect = None if aspect is None or aspect == s.questions[0] else aspect
         self.target = target
         self.normalise = normalise
         self.pass_threshold = pass_threshold
@@ -277,9 +286,17 @@ class RubricMetric:
             if res.strength is None:
                 raise RubricInduceError(f"text {res.id} has no Bradley-Terry strength")
             return float(res.strength)
+        if self.aspect is not None:
+            return float(self._aspect_numbers(res)["prediction"])
         if res.prediction is None:
             raise RubricInduceError(f"text {res.id} has no calibrated prediction")
         return float(res.prediction)
+
+    def _aspect_numbers(self, res: ScoreResult) -> dict[str, Any]:
+        numbers = (res.aspects or {}).get(self.aspect)
+        if numbers is None or numbers.get("prediction") is None:
+            raise RubricInduceError(f"text {res.id} has no calibrated prediction of aspect {self.aspect!r}")
+        return numbers
 
     def value(self, res: ScoreResult) -> float:
         """The metric's float: :meth:`raw`, mapped onto [0, 1] when ``normalise``.
@@ -295,8 +312,13 @@ class RubricMetric:
         if self.target == "score":
             lo, hi = self._scoring.netsat_range
         else:
-            lo, hi = min(res.scale), max(res.scale)
+            lo, hi = self._scale_range(res)
         return float(np.clip((raw - lo) / (hi - lo), 0.0, 1.0)) if hi > lo else 0.0
+
+    def _scale_range(self, res: ScoreResult) -> tuple[float, float]:
+        """The answer scale's [min, max] of the predicted aspect."""
+        scale = self._aspect_numbers(res)["scale"] if self.aspect is not None else res.scale
+        return min(scale), max(scale)
 
     def passed(self, res: ScoreResult) -> bool:
         """Pass/fail for bootstrapping.
@@ -316,7 +338,7 @@ class RubricMetric:
         if self.target == "score":
             lo, hi = self._scoring.netsat_range
         elif self.target == "prediction":
-            lo, hi = min(res.scale), max(res.scale)
+            lo, hi = self._scale_range(res)
         else:
             lo, hi = 0.0, 1.0
         return (raw - lo) / (hi - lo) >= 0.5 if hi > lo else False
@@ -356,7 +378,9 @@ def rubric_metric(scorer: ScorerSource | Any, render: Render | None = None, *, t
     bool, see :meth:`RubricMetric.passed`. ``judge``: whose calibrated opinion to predict (see
     :meth:`RubricScorer.score`). Further options: ``aggregate``, ``pass_threshold``,
     ``bool_on_trace`` (False for GEPA, which wants floats with traces), ``backend`` / ``cache``
-    (as in :meth:`RubricScorer.load`) and ``cache_size`` (memoised results; 0 = none).
+    (as in :meth:`RubricScorer.load`) and ``cache_size`` (memoised results; 0 = none). ``aspect``
+    (with ``target="prediction"``, a run that calibrated several questions): the aspect whose
+    prediction is the metric (default: the main one; :attr:`RubricScorer.questions` lists them).
     """
     return RubricMetric(scorer, render, target=target, judge=judge, normalise=normalise, **options)
 
@@ -401,7 +425,9 @@ def _judge_class() -> type:
 
             Keyword fields are judged as an example without a prediction (the default render
             joins them). ``score`` is the calibrated prediction when the artifact is calibrated,
-            else NetSAT; ``label`` is NetSAT > the selected threshold (None without one).
+            else NetSAT; ``label`` is NetSAT > the selected threshold (None without one);
+            ``predictions`` every calibrated aspect's prediction (``{question: value}``) and
+            ``aspects`` their numbers (a run with several calibrated questions; else None).
             """
             if example is None and prediction is None:
                 if not fields:
@@ -416,7 +442,7 @@ def _judge_class() -> type:
             return dspy.Prediction(score=score, label=res.label, uncertainty=res.uncertainty,
                                    netsat=res.netsat, threshold=res.threshold, prediction=res.prediction,
                                    proba=res.proba, scale=res.scale, drivers=res.drivers, text=rendered,
-                                   id=res.id)
+                                   id=res.id, predictions=res.predictions, aspects=res.aspects)
 
     RubricJudge.__module__ = __name__
     return RubricJudge

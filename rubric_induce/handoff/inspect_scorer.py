@@ -12,9 +12,10 @@ when the run was calibrated, the calibrated prediction. The calls are inspect's,
 ``mockllm/model`` with custom outputs runs it offline.
 
 The :class:`Score` value is a dict: one entry per rubric id (its expected answer value on its own
-scale), ``netsat``, ``label`` (0/1, with a threshold) and ``prediction`` (calibrated runs); the
+scale), ``netsat``, ``label`` (0/1, with a threshold) and ``prediction`` (calibrated runs; a run
+that calibrated several questions adds ``prediction_<aspect>`` for each of them); the
 metrics are ``mean`` and ``stderr`` of every entry. ``metadata`` holds the answer distributions,
-the drivers and the calibrated distribution.
+the drivers and the calibrated distribution (and every aspect's numbers under ``aspects``).
 
 Which text is judged: with one probed field, the sample's output (``state.output.completion``);
 with several, each field from the sample's ``metadata`` when present, the last missing one from
@@ -287,12 +288,14 @@ def _registered() -> Callable[..., Any]:
                 value["label"] = int(res.label)
             if res.prediction is not None:
                 value["prediction"] = float(res.prediction)
+            for q, numbers in (res.aspects or {}).items():  # several calibrated aspects: one entry each
+                value[f"prediction_{q}"] = float(numbers["prediction"])
             from rubric_induce.handoff.promptfoo import grading_result
 
             explanation = grading_result(res, prober.scorer.rubrics, prober.scorer.threshold)["reason"]
             metadata = {"distributions": res.distributions, "drivers": res.drivers, "threshold": res.threshold,
                         "proba": res.proba, "scale": res.scale, "uncertainty": res.uncertainty,
-                        "question": res.question}
+                        "question": res.question, **({"aspects": res.aspects} if res.aspects else {})}
             return Score(value=value, answer=None if res.label is None else str(res.label),
                          explanation=explanation, metadata=metadata)
 

@@ -294,7 +294,8 @@ def promptfoo_assert(output: Any, context: Mapping[str, Any] | None, *, run: str
     ``score``: the calibrated prediction mapped onto [0, 1] by its answer scale when the run has a
     calibrator, else the mean oriented rubric score (NetSAT's place between its ends).
     ``pass``: NetSAT above the selected threshold (``score >= 0.5`` without one).
-    ``namedScores``: ``netsat`` and, when calibrated, ``prediction`` (on the judges' scale).
+    ``namedScores``: ``netsat`` and, when calibrated, ``prediction`` (on the judges' scale), and
+    ``prediction_<aspect>`` for each other aspect of a run that calibrated several questions.
     Multi-field rubric sets read their other fields from the test's ``vars`` (see
     :func:`~rubric_induce.handoff.common.fill_fields`).
     """
@@ -344,6 +345,9 @@ def grading_result(res: Any, rubrics: Any, threshold: float | None) -> dict[str,
         score = (res.prediction - lo) / (hi - lo) if hi > lo else 0.0
         named["prediction"] = res.prediction
         reason += f"; calibrated {res.question or 'prediction'} {res.prediction:.2f} ± {res.uncertainty:.2f}"
+    for q, numbers in list((res.aspects or {}).items())[1:]:  # the other calibrated aspects, one named score each
+        named[f"prediction_{q}"] = numbers["prediction"]
+        reason += f"; {q} {numbers['prediction']:.2f}"
     passed = bool(res.label) if res.label is not None else score >= 0.5
     top = [d for d in res.drivers[:3]]
     if top:

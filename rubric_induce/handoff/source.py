@@ -34,6 +34,9 @@ class HandoffSource:
     artifact: Path | None = None      # artifact.json of a run / artifact folder (None: rubrics only)
     calibrated: bool = False          # the artifact holds a calibration network
     question: str | None = None       # the calibrated question
+    #: Every calibrated question (aspect), main first, when the run calibrated several (``[calibrate]
+    #: questions``); empty otherwise. ``score`` and the scorer give a prediction for each.
+    questions: list[str] = field(default_factory=list)
     probe: dict[str, Any] = field(default_factory=dict)
     task: Any = None                  # the run's TaskParams (None: the generic task)
     scorer: Any = None                # a RubricScorer given by the caller
@@ -94,6 +97,7 @@ def load_source(source: SourceLike) -> HandoffSource:
                              fields=source.fields, calibrated=source.calibrator is not None,
                              question=source.question, probe=dict(source.probe_options), task=source.task,
                              artifact=Path(src_path) if src_path else None, scorer=source,
+                             questions=list(getattr(source, "questions", [])) if getattr(source, "heads", None) else [],
                              kind=getattr(source, "kind", "pointwise"),
                              pair_feature=getattr(source, "pair_feature", "difference"))
     if isinstance(source, (RubricSet, RubricPool)):
@@ -186,7 +190,26 @@ def _from_artifact(path: Path) -> HandoffSource:
                          name=path.parent.name, fields=list(fields) if fields else None, artifact=path,
                          calibrated=bool(doc.get("calibration")), question=_str_or_none(doc.get("question")),
                          probe=dict(probe), task=task, rubric_set=rubric_set, kind=kind, pairwise_head=head,
-                         pair_feature=doc.get("pair_feature", "difference"))
+                         pair_feature=doc.get("pair_feature", "difference"), questions=_aspects(path, doc))
+
+
+def _aspects(path: Path, doc: dict[str, Any]) -> list[str]:
+    """The calibrated aspects an artifact's calibration folder lists (its ``calibrator.json``'s
+    ``extra.aspects``), main first; empty for one calibrated question, or when the file cannot be
+    read (loading the scorer then names the damage)."""
+    import json
+
+    if not isinstance(doc.get("calibration"), str) or not doc.get("question"):
+        return []
+    from rubric_induce.core.safepaths import inside_folder
+
+    try:
+        cfg = inside_folder(path.parent, f"{doc['calibration']}/calibrator.json", path=path, field="calibration")
+        extra = json.loads(cfg.read_text(encoding="utf-8")).get("extra") or {}
+        names = [a["question"] for a in extra.get("aspects") or [] if isinstance(a.get("question"), str)]
+    except (OSError, ValueError, AttributeError, TypeError, DataError):
+        return []
+    return [str(doc["question"]), *names] if names else []
 
 
 # ----------------------------------------------------------------------------- shared scale helpers

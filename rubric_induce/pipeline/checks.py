@@ -70,11 +70,23 @@ def check_run_inputs(ctx: RunContext, *, calibrate: bool = True) -> None:
 
 
 def _check_calibrate(ctx: RunContext) -> None:
-    """The calibrate stage's data checks, run before the LLM stages instead of after them."""
+    """The calibrate stage's data checks, run before the LLM stages instead of after them: for the
+    main question, and for every aspect ``calibrate.questions`` names."""
+    from rubric_induce.calibration.api import run_questions
+
+    cfg = ctx.config
+    aspects, named = run_questions(cfg.calibrate, cfg.data)
+    field = ("calibrate.questions" if cfg.calibrate.questions else "calibrate.question" if cfg.calibrate.question
+             else "data.label")
+    for question in aspects if named else aspects[:1]:
+        _check_question(ctx, question, field)
+
+
+def _check_question(ctx: RunContext, question: str, field: str) -> None:
+    """One calibrated question's checks: rated by the examples, by at least 4 training texts, with
+    at least two answers (and a warning for a lone far-out answer or a continuous label)."""
     cfg = ctx.config
     src = cfg.source
-    question = cfg.calibrate.question or cfg.data.label
-    field = "calibrate.question" if cfg.calibrate.question else "data.label"
     known = known_questions(ctx.examples)
     if question not in known:
         raise DataError(f"no example has a label or judgment {question!r}{suggest(question, known)}; "

@@ -55,6 +55,9 @@ def preflight_pairs(ctx: RunContext) -> None:
     if cfg.calibrate.question not in (None, cfg.data.label):
         raise DataError("a pairwise run calibrates the pairs' preference; calibrate.question does not apply",
                         path=cfg.source, field="calibrate.question")
+    if cfg.calibrate.questions:
+        raise DataError("a pairwise run calibrates the pairs' preference; calibrate.questions does not apply",
+                        path=cfg.source, field="calibrate.questions")
 
 
 def _alpha(cfg) -> float:

@@ -178,7 +178,8 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
     from rubric_induce.data.probes import ProbeTable
 
     params = cfg.calibrate
-    question = params.question or cfg.data.label
+    aspects = _aspects(ctx)
+    question = aspects[0]
     chosen = RubricSet.load(ctx.out / SELECTED_FILE)
     train = [e for e in ctx.train if e.labels.get(question) is not None or
              any(question in j.labels for j in e.judgments)]
@@ -187,15 +188,54 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
 
         raise DataError(f"only {len(train)} training examples carry label {question!r}; calibration needs "
                         "more (or set calibrate.enabled = false)", path=cfg.source, field="calibrate.question")
-    data = from_probes(ProbeTable.load(ctx.out / PROBES_FILE), train, questions=[question], rubric_ids=chosen.ids,
+    if len(aspects) > 1:  # the multi-task pre-training reads every aspect: a text rated on any of them
+        train = [e for e in ctx.train if any(_carries(e, q) for q in aspects)]
+    data = from_probes(ProbeTable.load(ctx.out / PROBES_FILE), train, questions=aspects, rubric_ids=chosen.ids,
                        not_applicable=params.not_applicable, ranges=cfg.data.scales or None)
-    result = run_calibrate(data, params.replace(question=question), seed=cfg.run.seed)
+    one = params.replace(question=question, questions=()) if len(aspects) == 1 else \
+        params.replace(question=None, questions=tuple(aspects))
+    result = run_calibrate(data, one, seed=cfg.run.seed)
     result.extra["rubric_ids"] = chosen.ids
     result.save(target)
-    ctx.echo(f"  calibrated {question!r} on {result.n_texts} texts, {result.n_rows} rows, {len(result.judges)} judge(s)")
+    if len(aspects) > 1:
+        ctx.echo(f"  calibrated {len(aspects)} aspects ({', '.join(map(repr, aspects))}; main {question!r}, one "
+                 f"shared pre-training) on {result.n_texts} texts, {result.n_rows} rows, {len(result.judges)} judge(s)")
+    else:
+        ctx.echo(f"  calibrated {question!r} on {result.n_texts} texts, {result.n_rows} rows, "
+                 f"{len(result.judges)} judge(s)")
     if result.warning():
         ctx.echo(f"  warning: {result.warning()}")
     return result.summary()
+
+
+def _carries(ex, question: str) -> bool:
+    """Whether example ``ex`` has a label or a judgment of ``question``."""
+    return ex.labels.get(question) is not None or any(j.labels.get(question) is not None for j in ex.judgments)
+
+
+def _aspects(ctx: RunContext) -> list[str]:
+    """The questions the calibrate stage fits, main first (:func:`~rubric_induce.calibration.api.run_questions`).
+    Aspects taken by default from ``[data.mapping]`` that the training split cannot calibrate (fewer
+    than 4 texts rated, or fewer than 2 answers) are left out with a warning; named ones are checked
+    before any LLM call (``run --check``)."""
+    from rubric_induce.calibration.api import run_questions
+
+    cfg = ctx.config
+    aspects, named = run_questions(cfg.calibrate, cfg.data)
+    if named or len(aspects) == 1:
+        return aspects
+    na = {float(v) for v in cfg.calibrate.not_applicable}
+    kept = aspects[:1]
+    for q in aspects[1:]:
+        rated = [e for e in ctx.train if _carries(e, q)]
+        answers = {float(v) for e in rated for v in [e.labels.get(q), *(j.labels.get(q) for j in e.judgments)]
+                   if v is not None and float(v) not in na}
+        if len(rated) < 4 or len(answers) < 2:
+            ctx.echo(f"  warning: aspect {q!r} (mapped in [data.mapping]) is left out of calibration: {len(rated)} "
+                     f"training text(s) rated, {len(answers)} distinct answer(s)")
+        else:
+            kept.append(q)
+    return kept
 
 
 def artifact(ctx: RunContext) -> dict[str, Any]:
@@ -267,7 +307,8 @@ def evaluate(ctx: RunContext) -> dict[str, Any]:
                              train_y=ctx.y[ctx.split[0]], trained_judges=scorer.judges,
                              rubrics=list(RubricPool.load(ctx.out / DEDUP_POOL_FILE)),
                              selected=[r.id for r in scorer.rubrics],
-                             answer_reference=getattr(scorer.adaptive, "answer_surprise_reference_", None))
+                             answer_reference=getattr(scorer.adaptive, "answer_surprise_reference_", None),
+                             aspects=list(scorer.heads))  # the other calibrated aspects: a table each
     for w in result.summary.get("warnings", []):
         ctx.echo(f"  warning: {w.split(': ', 1)[0]} (see evaluation.md)")
     return result.brief()

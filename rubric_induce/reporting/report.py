@@ -636,6 +636,9 @@ def render_run_report(
     lines = [f"# Run report: {md_text(run_dir.resolve().name)}", ""]
     if preface:
         lines += [preface.rstrip(), ""]
+    from rubric_induce.reporting.aspects import aspects_section
+
+    lines += aspects_section(run_dir)  # a run with several calibrated aspects: a table each
     for path in score_files:
         lines += _scores_section(path.resolve(), run_dir.resolve(), figs, plt, n_boot=n_boot, alpha=alpha,
                                  seed=seed)

@@ -283,7 +283,7 @@ class RubricScorer:
                  probe_options: Mapping[str, Any] | None = None, fields: Sequence[str] | None = None,
                  backend: Any = None, label: str | None = None, source: str | None = None,
                  columns: Mapping[str, Any] | None = None, task: TaskParams | None = None,
-                 adaptive: AdaptiveModel | None = None) -> None:
+                 adaptive: AdaptiveModel | None = None, heads: Mapping[str, Calibrator] | None = None) -> None:
         from rubric_induce.core.task import TaskParams
 
         self.rubrics = list(rubrics)
@@ -294,6 +294,9 @@ class RubricScorer:
         #: The adaptive-scoring model (:class:`~rubric_induce.calibration.adaptive.AdaptiveModel`), when the run trained one.
         self.adaptive = adaptive
         self.question = question
+        #: The other aspects' calibrators (``[calibrate] questions`` after the first), by question: each
+        #: result then holds every aspect's numbers in ``aspects`` (empty: one question calibrated).
+        self.heads = dict(heads or {})
         self.judges = list(judges)
         self.score_mode = score_mode
         self.probe_options = dict(probe_options or {})
@@ -379,13 +382,17 @@ class RubricScorer:
         base = doc_path.parent
         adaptive = None
         rubric_set = _load_rubrics(_inside(base, doc["rubrics"], doc_path, "rubrics"), doc_path)
-        calibrator = None
+        calibrator, heads = None, {}
         if doc.get("calibration"):
             from rubric_induce.calibration.artifacts import load_calibrator
 
             cal_dir = _inside(base, doc["calibration"], doc_path, "calibration")
             calibrator = load_calibrator(cal_dir)
             _same_rubrics(calibrator, rubric_set.ids, cal_dir / "calibrator.json", exact=True)
+            from rubric_induce.calibration.artifacts import load_heads
+
+            heads = load_heads(cal_dir, calibrator)  # the other aspects' heads (none in a one-question run)
+            heads.pop(next(iter(heads)))
             from rubric_induce.calibration.adaptive import ADAPTIVE_CONFIG, ADAPTIVE_DIR, load_adaptive
 
             if (cal_dir / ADAPTIVE_DIR / ADAPTIVE_CONFIG).exists():
@@ -417,7 +424,7 @@ class RubricScorer:
         scorer = cls(list(rubric_set), threshold=threshold, calibrator=calibrator, question=doc.get("question"),
                      judges=doc.get("judges") or [], score_mode=doc.get("score_mode", "expected"),
                      probe_options=doc.get("probe") or {}, fields=doc.get("fields"), label=doc.get("label"),
-                     source=str(doc_path), columns=doc.get("input"), task=task, adaptive=adaptive)
+                     source=str(doc_path), columns=doc.get("input"), task=task, adaptive=adaptive, heads=heads)
         scorer.backend_options = {**(doc.get("backend_options") or {}), **dict(backend_options or {})}
         scorer.kind = doc.get("kind", "pointwise")
         scorer.pairwise_head = pairwise_head
@@ -652,15 +659,37 @@ class RubricScorer:
         return scored.results(0, len(ids))
 
     def predict_probes(self, arr, examples: Sequence[Example | str], *, judge: str | Sequence[str] | None = None,
-                       aggregate: str = "mean", unseen_judge: str = "error") -> np.ndarray:
+                       aggregate: str = "mean", unseen_judge: str = "error", aspect: str | None = None) -> np.ndarray:
         """The calibrated predictions alone (one per text, as :meth:`score_probes` gives them, without
         the drivers' extra network passes) from :class:`~rubric_induce.data.probes.ProbeArrays`;
-        the evaluate stage predicts each held-out judge's texts so. Needs a calibrated run."""
+        the evaluate stage predicts each held-out judge's texts so. Needs a calibrated run.
+        ``aspect``: another calibrated question's head (:attr:`questions`; None: the main one)."""
         if self.calibrator is None:
             raise RubricInduceError("predict_probes needs a calibrated run (this scorer has no calibrator)")
         ids = [e.id if isinstance(e, Example) else str(e) for e in examples]
         sub = arr.take(ids, [r.id for r in self.rubrics])
-        return self._calibration(sub, ids, judge, aggregate, unseen_judge, occlusion=False)["prediction"]
+        return self._calibration(sub, ids, judge, aggregate, unseen_judge, occlusion=False,
+                                 aspect=self.resolve_aspect(aspect))["prediction"]
+
+    @property
+    def questions(self) -> list[str]:
+        """Every calibrated question (aspect), the main one first (empty when uncalibrated)."""
+        if self.calibrator is None:
+            return []
+        main = self.question or self.calibrator.question_names_[self.calibrator.main_question_index_]
+        return [main, *self.heads]
+
+    def resolve_aspect(self, aspect: str | None) -> str | None:
+        """``aspect`` checked against :attr:`questions`: None for the main question (or None), else the
+        name of another aspect's head; an aspect the run did not calibrate is a DataError naming those."""
+        if aspect is None or aspect == self.questions[0]:
+            return None
+        if aspect not in self.heads:
+            from rubric_induce.core.params import suggest
+
+            raise DataError(f"unknown aspect {aspect!r}{suggest(aspect, self.questions)}; this run calibrated "
+                            f"{', '.join(self.questions)}", field="aspect")
+        return aspect
 
     def _scored(self, arr, ids: list[str], judge, aggregate: str, unseen_judge: str, answer_check: bool,
                 guarantee: Any) -> _Scored:
@@ -674,6 +703,8 @@ class RubricScorer:
         scored.units = unit_scores(arr, self.rubrics, example_ids=ids, score=self.score_mode, fill=0.0)
         if self.calibrator is not None:
             scored.cal = self._calibration(arr, ids, judge, aggregate, unseen_judge)
+            scored.heads = {q: self._calibration(arr, ids, judge, aggregate, unseen_judge, occlusion=False, aspect=q)
+                            for q in self.heads}
         if self.has_strength and ids:
             from rubric_induce.selection.pair_features import signed_units
 
@@ -954,13 +985,14 @@ class RubricScorer:
         return make
 
     def _calibration(self, arr, ids: Sequence[str], judge, aggregate: str, unseen_judge: str = "error", *,
-                     occlusion: bool = True) -> dict[str, Any]:
+                     occlusion: bool = True, aspect: str | None = None) -> dict[str, Any]:
         """The calibrated numbers of every text of ``arr``: prediction, sd, distribution and scale,
-        and (``occlusion``) each rubric's effect on the prediction (the drivers)."""
+        and (``occlusion``) each rubric's effect on the prediction (the drivers). ``aspect``: the
+        head of another calibrated question (None: the main calibrator)."""
         from rubric_induce.calibration.api import calibrated_rows, fit_width, resolve_judge
         from rubric_induce.calibration.data import features_from_arrays
 
-        cal = self.calibrator
+        cal = self.calibrator if aspect is None else self.heads[aspect]
         X = fit_width(cal, features_from_arrays(arr), source=self.source)  # the selected rubrics may be narrower
         who = judge if judge is not None else (self.judges or None)
         if isinstance(who, str):
@@ -968,7 +1000,7 @@ class RubricScorer:
         else:
             who_list = list(who) if who else None
         resolved = resolve_judge(cal, who_list, unseen_judge)  # "shared" -> None: the shared weights
-        q = self.question
+        q = self.question if aspect is None else aspect
         with _torch_threads(1):  # tiny networks: thread start-up costs more than it saves
             rows = calibrated_rows(cal, X, resolved, question=q, aggregate=aggregate, unseen_judge="shared")
             _require_finite(ids, rows["prediction"], rows["sd"], rows["proba"], self.source)
@@ -1042,6 +1074,7 @@ class _Scored:
         self.scorer, self.arr, self.ids = scorer, arr, ids
         self.units: np.ndarray | None = None
         self.cal: dict[str, Any] | None = None
+        self.heads: dict[str, dict[str, Any]] = {}  # the other aspects' calibrated numbers, by question
         self.surprise: np.ndarray | None = None
         self.strength: np.ndarray | None = None
         self.confidence: list[float | None] | None = None
@@ -1066,6 +1099,9 @@ class _Scored:
                 by_id = {d["rubric_id"]: d for d in res.drivers}
                 for j, r in enumerate(sc.rubrics):
                     by_id[r.id]["prediction_effect"] = float(effects[i, j])
+                if self.heads:  # several aspects: each one's numbers, the main one first
+                    res.aspects = {res.question: _aspect_numbers(c, i)}
+                    res.aspects.update({q: _aspect_numbers(h, i) for q, h in self.heads.items()})
         if self.strength is not None:
             for res, v in zip(results, self.strength[start:stop]):
                 if res.netsat is not None:  # every rubric probed (a failed probe leaves it unset, as NetSAT)
@@ -1080,6 +1116,12 @@ class _Scored:
             for res, c, a in zip(results, self.confidence[start:stop], self.answered[start:stop]):
                 res.confidence, res.answered = c, a
         return results
+
+
+def _aspect_numbers(c: Mapping[str, Any], i: int) -> dict[str, Any]:
+    """Text ``i``'s calibrated numbers of one aspect, as a result's ``aspects`` holds them."""
+    return {"prediction": float(c["prediction"][i]), "uncertainty": float(c["sd"][i]),
+            "proba": [float(p) for p in c["proba"][i]], "scale": list(c["scale"])}
 
 
 _OCCLUSION_ROWS = 1 << 13  # network rows per occlusion batch: bounded memory, whatever the number of texts

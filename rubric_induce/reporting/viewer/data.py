@@ -242,6 +242,8 @@ def _summary(files: _Files, manifest: dict[str, Any], config: dict[str, Any]) ->
             **{k: _count(data.get(k)) for k in ("n_examples", "n_train", "n_test")},
             "label": _str(data.get("label")) or _str(_dict(config.get("data")).get("label")),
             "question": _str(_dict(config.get("calibrate")).get("question")),
+            # every calibrated aspect, main first (a run with [calibrate] questions; empty otherwise)
+            "questions": _strs(_dict(_dict(files.json("stages/calibrate.json")).get("summary")).get("questions")),
             "totals": {k: (_r(v, 6) if k == "cost_usd" else _count(v)) for k, v in total.items()}, "stages": stages}
 
 
@@ -266,7 +268,24 @@ def _headline(ev: dict[str, Any] | None) -> dict[str, Any] | None:
             out[k] = entries
     if isinstance(ev.get("warnings"), list):
         out["warnings"] = [str(w) for w in ev["warnings"]]
+    aspects = _aspects_headline(ev)
+    if aspects:
+        out["aspects"] = aspects
     return out
+
+
+def _aspects_headline(ev: dict[str, Any]) -> list[dict[str, Any]]:
+    """One held-out table per calibrated aspect (a run with ``[calibrate] questions``): the main
+    question's, then each other aspect's, as ``{"question", "calibrated": {system: metrics},
+    "constant": metrics}`` (empty for a run that calibrates one question)."""
+    extra = {q: v for q, v in _dict(ev.get("aspects")).items() if isinstance(v, dict)}
+    if not extra:
+        return []
+    main = {"question": _str(ev.get("question")), "calibrated": _dict(ev.get("calibrated")),
+            "constant": _dict(_dict(ev.get("baselines")).get("constant"))}
+    rest = [{"question": str(q), "calibrated": {k: m for k, m in _dict(v.get("calibrated")).items() if isinstance(m, dict)},
+             "constant": _dict(_dict(v.get("baselines")).get("constant"))} for q, v in extra.items()]
+    return [main, *rest]
 
 
 # --------------------------------------------------------------------------- rubrics
