@@ -148,8 +148,10 @@ def _fit_one(scorer, run, fresh, y, probes_path, targets, delta, measure, tolera
 
 
 def _fit_cascade(scorers, runs, fresh, y, targets, delta, measure, tolerance, method, labels_path, progress):
+    import numpy as np
+
     from rubric_induce.scoring.cascade import fit_cascade
-    from rubric_induce.scoring.guarantee import agreement
+    from rubric_induce.scoring.guarantee import agreement, largest_target
     from rubric_induce.scoring.selective import (
         CASCADES_KEY,
         cascade_record,
@@ -171,6 +173,14 @@ def _fit_cascade(scorers, runs, fresh, y, targets, delta, measure, tolerance, me
         answer, conf, _ = judge_answers(s, results, arr, measure=measure, tolerance=tol)
         confs.append(conf)
         agreed.append(agreement(answer, y, tolerance=tol))
+    seen = ", ".join(f"{Path(n).name} {a[np.isfinite(c)].mean():.3f}" if np.isfinite(c).any() else f"{Path(n).name} -"
+                     for n, c, a in zip(names, confs, agreed))
+    k = len(names)
+    echo(f"agreement on the {len(fresh)} calibration text(s), every one answered: {seen}")
+    echo(f"the largest target {len(fresh)} text(s) could support at delta {delta:g} is "
+         f"{largest_target(len(fresh), delta):.3f}"
+         + (f" (each of {k} stages at delta/{k}: {largest_target(len(fresh), delta / k):.3f})"
+            if method == "bonferroni" else "") + ", even if every one agreed")
     records = []
     for t in targets:
         fitted = fit_cascade(confs, agreed, target=t, delta=delta, method=method, stages=names,

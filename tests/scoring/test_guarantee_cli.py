@@ -167,6 +167,8 @@ def test_cascade_records_name_runs_relative_so_a_moved_folder_keeps_them(fake_ru
     record = json.loads((home / "cheap" / "artifact.json").read_text())["cascades"][0]
     assert record["runs"] == [".", "../strong"]  # was: absolute paths
     assert "tolerance 1 (default: one step of the run's scale" in out
+    assert "agreement on the 24 calibration text(s), every one answered: cheap " in out
+    assert f"is {0.1 ** (1 / 24):.3f} (each of 2 stages at delta/2: {0.05 ** (1 / 24):.3f})" in out
     moved = shutil.move(str(home), str(tmp_path / "elsewhere"))
     moved = Path(moved)
     rc, out = _invoke("score", "--cascade", moved / "cheap", moved / "strong", "--input", moved / "new.jsonl",
