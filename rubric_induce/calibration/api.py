@@ -84,7 +84,8 @@ class CalibrateParams(Params):
                                                 "each on one shared multi-task pre-training; the first is the main "
                                                 "one (score's prediction). Default in a run: every label "
                                                 "[data.mapping] names when it names several (data.label first), "
-                                                "else calibrate.question or data.label alone.")
+                                                "else calibrate.question or data.label alone.",
+                                  hidden=True)  # a run's option: the calibrate command fits one head
     search: bool = param(False, help="Optuna hyperparameter search (nested in the cross-validation).")
     trials: int = param(10, ge=1, help="Optuna trials of the search.")
     cv_folds: int = param(5, ge=0, help="Folds (by text) of the cross-validated report; 0 = none.")

@@ -21,7 +21,7 @@ __all__ = ["command"]
               default=None, help="Examples with per-judge judgments (or aggregate labels): rubric-induce JSONL, or "
                                  "flat JSONL/JSON/CSV/TSV read through --mapping-file.")
 @mapping_file_option
-@click_options(CalibrateParams, exclude=("question", "questions"))
+@click_options(CalibrateParams, exclude=("question",))
 @click.option("--question", "--main-question", "question", default=None,
               help="Question to fine-tune on and report (default: Q0 with --dataset llm_rubric; required "
                    "with --probes).")
