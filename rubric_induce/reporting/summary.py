@@ -170,9 +170,17 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
     label = data.get("label") or (config.get("data") or {}).get("label")
     question = (config.get("calibrate") or {}).get("question") or label
     spec = (manifest.get("backend") or {}).get("spec") or (config.get("backend") or {}).get("spec")
-    lines = [f"Config {md_code(manifest.get('config_file'))}; {md_text(data.get('n_examples', '?'))} examples "
-             f"({md_text(data.get('n_train', '?'))} train / {md_text(data.get('n_test', '?'))} held out, split by "
-             f"group, seed {md_text(manifest.get('seed'))}); label {md_code(label)}; backend {md_code(spec)}.", "",
+    pairwise = data.get("kind") == "pairwise"
+    if pairwise:  # the pairs are the data; each response's 1/0 label is internal to the run
+        opening = (f"Config {md_code(manifest.get('config_file'))}; {md_text(data.get('n_pairs', '?'))} pairs "
+                   f"({md_text(data.get('n_train_pairs', '?'))} train / {md_text(data.get('n_test_pairs', '?'))} "
+                   f"held out, split by pair, seed {md_text(manifest.get('seed'))}), each response probed on its "
+                   f"own ({md_text(data.get('n_examples', '?'))} responses); backend {md_code(spec)}.")
+    else:
+        opening = (f"Config {md_code(manifest.get('config_file'))}; {md_text(data.get('n_examples', '?'))} examples "
+                   f"({md_text(data.get('n_train', '?'))} train / {md_text(data.get('n_test', '?'))} held out, split "
+                   f"by group, seed {md_text(manifest.get('seed'))}); label {md_code(label)}; backend {md_code(spec)}.")
+    lines = [opening, "",
              "## Pipeline", "",
              "| stage | seconds | LLM calls (cached) | prompt + completion tokens | result |",
              "|---|---|---|---|---|"]
@@ -225,7 +233,8 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
     if (out / "selected.jsonl").exists():
         chosen = RubricSet.load(out / "selected.jsonl")
         thr = "n/a" if chosen.threshold is None else f"{chosen.threshold:.3f}"
-        lines += ["", f"## Selected rubrics (NetSAT threshold {thr})", ""]
+        lines += ["", "## Selected rubrics (compared by the Bradley-Terry head)" if pairwise
+                  else f"## Selected rubrics (NetSAT threshold {thr})", ""]
         lines += [f"{i}. **{md_text(r.polarity or r.aspect or '')}** {md_text(r.text)} <sub>{md_code(r.id)}, "
                   f"{md_text(r.provenance.get('method', '?'))}</sub>" for i, r in enumerate(chosen, 1)]
     ev = _load(out / "evaluation.json") or _load(out / "stages" / "evaluate.json").get("summary") or {}
@@ -233,7 +242,16 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
     lines += _headline(ev, question)
     if (out / "feedback.md").exists():
         lines += ["", "LLM-written strengths and weaknesses: [feedback.md](feedback.md)."]
-    lines += ["", "Score new texts with this run: " + md_code(f"rubric-induce score {out} --input texts.jsonl "
-                                                            "--out scores.jsonl")
-              + ", or `RubricScorer.load(...)` in Python.", ""]
+    lines += ["", *_next_step(out, pairwise), ""]
     return "\n".join(lines)
+
+
+def _next_step(out: Path, pairwise: bool) -> list[str]:
+    """How to use the run on new data: ``compare`` for a pairwise run's new pairs, ``score`` otherwise."""
+    if pairwise:
+        return ["Compare new pairs with this run: " + md_code(f"rubric-induce compare {out} --pairs pairs.jsonl "
+                                                              "--out verdicts.jsonl")
+                + " (P(A ≻ B) from the Bradley-Terry head), or `RubricScorer.load(...).compare_pairs(...)` in Python."]
+    return ["Score new texts with this run: " + md_code(f"rubric-induce score {out} --input texts.jsonl "
+                                                        "--out scores.jsonl")
+            + ", or `RubricScorer.load(...)` in Python."]

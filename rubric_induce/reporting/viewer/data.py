@@ -13,9 +13,8 @@ neither can be read, the table lists the probed example ids without their text.
 from __future__ import annotations
 
 import json
-import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,14 +23,29 @@ import numpy as np
 
 from rubric_induce.core.safepaths import lies_inside
 from rubric_induce.data import Example
+from rubric_induce.reporting.viewer.pairs import (
+    PAIRWISE_EVALUATION,
+    consistency_reasons,
+    is_pairwise,
+    pairs_view,
+    pairwise_summary,
+    pairwise_view,
+    position_consistency,
+)
+from rubric_induce.reporting.viewer.values import MAX_TEXT_CHARS, id_order
+from rubric_induce.reporting.viewer.values import as_dict as _dict
+from rubric_induce.reporting.viewer.values import as_str as _str
+from rubric_induce.reporting.viewer.values import as_strs as _strs
+from rubric_induce.reporting.viewer.values import count as _count
+from rubric_induce.reporting.viewer.values import rounded as _r
 
-__all__ = ["build_view_data", "VIEW_FORMAT", "MAX_TEXT_CHARS", "is_run_dir", "check_run_dir", "visible_bidi"]
+__all__ = ["build_view_data", "VIEW_FORMAT", "MAX_TEXT_CHARS", "is_run_dir", "check_run_dir", "visible_bidi",
+           "id_order"]
 
 #: ``(config.json as a dict, run folder, allow_outside) -> (examples or None, why not)``
 ExampleLoader = Callable[[dict, Path, bool], "tuple[list[Example] | None, str | None]"]
 
 VIEW_FORMAT = "rubric-induce-view"
-MAX_TEXT_CHARS = 6000    # a text longer than this is cut in the page (the full text stays in the data file)
 _CURVE_POINTS = 80       # precision curves are thinned to at most this many thresholds
 _RELIABILITY_BINS = 10
 #: Unicode controls that reorder the text around them (embeddings, overrides, isolates, marks): a
@@ -42,33 +56,6 @@ BIDI_CONTROLS = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 def visible_bidi(text: str) -> str:
     """``text`` with each bidi control character shown as ``⟨U+202E⟩`` instead of applied."""
     return BIDI_CONTROLS.sub(lambda m: f"\u27e8U+{ord(m.group()):04X}\u27e9", text)
-
-
-def _r(x: Any, digits: int = 4) -> float | None:
-    """A finite float rounded for the page, else None (a bool, a string or a huge int too)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return round(v, digits) if math.isfinite(v) else None
-
-
-def _dict(x: Any) -> dict[str, Any]:
-    """``x`` when a received file holds an object there, else an empty one (a damaged part reads as absent)."""
-    return x if isinstance(x, dict) else {}
-
-
-def _str(x: Any) -> str | None:
-    return x if isinstance(x, str) else None
-
-
-def _strs(x: Any) -> list[str]:
-    """The strings of a list (a lone string counts as a list of one): ids from a received file."""
-    if isinstance(x, str):
-        return [x]
-    return [v for v in x if isinstance(v, str)] if isinstance(x, list) else []
 
 
 class _Files:
@@ -235,7 +222,7 @@ def _summary(files: _Files, manifest: dict[str, Any], config: dict[str, Any]) ->
                        "cost_usd": _r(usage.get("cost_usd"), 6), "result": brief})
     backend = _dict(manifest.get("backend"))
     return {"run": out.resolve().name, "config_file": _str(manifest.get("config_file")),
-            "status": _str(manifest.get("status")), "started": _str(manifest.get("started")),
+            "status": _str(manifest.get("status")), **_started(manifest),
             "backend": _str(backend.get("spec")) or _str(_dict(config.get("backend")).get("spec")),
             "model": _str(backend.get("model")), "seed": _count(manifest.get("seed")),
             "versions": _dict(manifest.get("versions")),
@@ -247,10 +234,21 @@ def _summary(files: _Files, manifest: dict[str, Any], config: dict[str, Any]) ->
             "totals": {k: (_r(v, 6) if k == "cost_usd" else _count(v)) for k, v in total.items()}, "stages": stages}
 
 
-def _count(x: Any) -> int | None:
-    """A whole number for the page (a count, a seed), else None."""
-    v = _r(x, 0)
-    return int(v) if v is not None and abs(v) < 2 ** 53 else None
+def _started(manifest: dict[str, Any]) -> dict[str, str | None]:
+    """When the run first started and, when it was resumed since, when it last started (the manifest's
+    ``first_started`` and ``started``; a manifest before ``first_started`` existed has only ``started``)."""
+    first, last = _str(manifest.get("first_started")), _str(manifest.get("started"))
+    return {"started": first or last, "resumed": last if first and last and last != first else None}
+
+
+def _calibration_metrics(files: _Files) -> dict[str, Any] | None:
+    """``calibration/metrics.json`` with ``smece`` (answer value -> smooth ECE) as ``[value, smECE]``
+    pairs in numeric order of the value (a JSON object would not keep 1.5 between 1 and 2 in the page)."""
+    metrics = files.json("calibration/metrics.json")
+    if metrics is None:
+        return None
+    smece = {str(k): _r(v) for k, v in _dict(metrics.get("smece")).items()}  # another shape: none shown
+    return {**metrics, "smece": [[k, smece[k]] for k in id_order(list(smece))]}
 
 
 def _headline(ev: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -382,9 +380,11 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
     notes = files.notes
     manifest = files.json("manifest.json") or {}
     config = files.json("config.json") or {}
-    ev = files.json("evaluation.json")
-    if ev is None:
-        notes.append("No held-out evaluation in this run (evaluation.json is absent).")
+    pairwise = is_pairwise(manifest, config)  # a pairwise run's evaluation is pairwise_evaluation.json
+    ev = None if pairwise else files.json("evaluation.json")
+    eval_file = PAIRWISE_EVALUATION if pairwise else "evaluation.json"
+    if files.path(eval_file) is None:
+        notes.append(f"No held-out evaluation in this run ({eval_file} is absent).")
     data_cfg = _dict(config.get("data"))
     label = _str(_dict(manifest.get("data")).get("label")) or _str(data_cfg.get("label"))
     fields = data_cfg.get("fields")
@@ -457,7 +457,8 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
     from rubric_induce.reporting.guarantee import viewer_guarantee
 
     guarantee = viewer_guarantee(scorer, table, examples, results, notes) if table is not None else None
-    if scorer is None or scorer.calibrator is None:
+    pair_data = pairwise_view(files, scorer, notes) if pairwise else None
+    if not pairwise and (scorer is None or scorer.calibrator is None):
         notes.append("No calibration in this run: no calibrated predictions, per-judge view or reliability diagrams.")
 
     y_key = label
@@ -496,6 +497,7 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
                                        for m in r["merged"]],
                             "health": health.get(r["id"]), "curve": curves.get(r["id"])})
     not_selected = []
+    inconsistent = consistency_reasons(files) if pairwise else {}
     for r in pool:
         if r["id"] in selected_set:
             continue
@@ -507,8 +509,12 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
             stage = "dedup"
         elif r["id"] in dropped:
             why, stage = "selector: dropped, too many failed probes", "select"
+        elif r["id"] in inconsistent:
+            why, stage = inconsistent[r["id"]], "select"
         elif selected_rows:
-            why, stage = "selector: not chosen (another rubric added more correctness and sharpness)", "select"
+            why = ("selector: not chosen (the chosen rubrics already decided the training pairs)" if pairwise else
+                   "selector: not chosen (another rubric added more correctness and sharpness)")
+            stage = "select"
         else:
             why, stage = "no selection in this run", "select"
         not_selected.append({"id": r["id"], "text": r["text"], "polarity": r["polarity"], "stage": stage,
@@ -576,9 +582,14 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
             row["ratings"] = {name: _r(ratings[i, k], 3) for k, name in enumerate(raters) if np.isfinite(ratings[i, k])}
         if judge_preds:
             row["jpred"] = {name: judge_preds[name].get(ex.id) for name in judge_names}
+            # each judge's error with the sign of "err": prediction minus that judge's rating
+            row["jerr"] = {name: _r(p - row["ratings"][name], 3) for name, p in row["jpred"].items()
+                           if p is not None and name in row.get("ratings", {})}
         if cited.get(ex.id):
             row["feedback"] = cited[ex.id]
         texts.append(row)
+    rank = {i: k for k, i in enumerate(id_order([t["id"] for t in texts]))}
+    texts.sort(key=lambda t: rank[t["id"]])  # the page's id order (24 before 153); other sorts tie-break on it
 
     try:
         reliability = _judge_reliability(judge_preds, judge_names, examples, ratings, raters, test_set, question)
@@ -588,90 +599,20 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
     return {
         "format": VIEW_FORMAT, "format_version": 1,
         "generated": generated or datetime.now(UTC).replace(microsecond=0).isoformat(),
-        "summary": _summary(files, manifest, config),
+        "summary": {**_summary(files, manifest, config), **(pairwise_summary(manifest) if pairwise else {})},
         "config": config, "headline": _headline(ev), "threshold": threshold,
         "selection": {k: sel_manifest[k] for k in ("method", "alpha", "n_train", "n_pool", "score_mode", "label")
                       if isinstance(sel_manifest.get(k), (str, int, float)) and not isinstance(sel_manifest[k], bool)},
         "rubrics": rubrics_out, "not_selected": not_selected,
         "judges": _judges_view(ev, texts, raters),
         "reliability": _reliability(files) + reliability,
-        "calibration": files.json("calibration/metrics.json"),
+        "calibration": _calibration_metrics(files),
         "feedback": _feedback_summary(files),
         "texts": texts, "notes": notes, "guarantee": guarantee,
-        "pairs": _pairs_view(examples, test_set, scorer, table, notes, selected_ids),
-        "position_consistency": _position_consistency(files),
-        "columns": {"label": y_key, "question": ratings_q, "judges": list(raters)},
+        "pairs": pairs_view(examples, test_set, scorer, table, notes, selected_ids),
+        "position_consistency": position_consistency(files), "pairwise": pair_data,
+        "columns": {"label": "preferred" if pairwise else y_key, "question": ratings_q, "judges": list(raters)},
     }
-
-
-#: The most pairs the viewer shows side by side (the first ones, in file order).
-MAX_PAIRS = 300
-
-
-def _position_consistency(files: Any) -> dict[str, Any] | None:
-    """The pairwise probe's position consistency over all held-out cells (pairwise_evaluation.json), or None."""
-    pc = _dict(_dict(_dict(files.json("pairwise_evaluation.json")).get("position_consistency")).get("all"))
-    if not pc:
-        return None
-    return {k: _r(pc.get(k), 4) for k in ("n", "consistent", "first_rate", "mean_p_first")}
-
-
-def _verdicts(index: Mapping[tuple[str, str], Any], pair_id: str, rubric_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """Per selected rubric, the pairwise probe's P(first shown wins) with A shown first ("ab") and with
-    B shown first ("ba"); [] when the pair has no pairwise probe."""
-    from rubric_induce.data.pair_examples import order_id
-
-    out = []
-    for rid in rubric_ids:
-        row: dict[str, Any] = {"rubric": rid}
-        for order in ("AB", "BA"):
-            rec = index.get((order_id(pair_id, order), rid))
-            row[order.lower()] = _r(rec.expected, 3) if rec is not None and rec.ok and rec.order == order else None
-        if row["ab"] is not None or row["ba"] is not None:
-            out.append(row)
-    return out
-
-
-def _pairs_view(examples: Sequence[Example], test_set: set, scorer: Any, table: Any, notes: list[str],
-                rubric_ids: Sequence[str] = ()) -> list:
-    """A pairwise run's pairs (examples ``<pair>/A``, ``<pair>/B``): prompt, both responses, the gold
-    preference, P(A ≻ B) from the run's Bradley-Terry head where it has one and, where the run used
-    the pairwise probe, each selected rubric's verdict in both presentation orders; [] otherwise."""
-    sides: dict[str, dict[str, Example]] = {}
-    for ex in examples:
-        meta = ex.meta or {}
-        if isinstance(meta.get("pair"), str) and meta.get("side") in ("A", "B"):
-            sides.setdefault(meta["pair"], {})[meta["side"]] = ex
-    pairs = [(pid, s) for pid, s in sides.items() if len(s) == 2][:MAX_PAIRS]
-    if not pairs:
-        return []
-    probs: dict[str, float] = {}
-    head = getattr(scorer, "pairwise_head", None)
-    if head is not None and table is not None:
-        try:
-            from rubric_induce.selection.pair_features import pair_features
-
-            p = head.predict_proba(pair_features(table, scorer.rubrics, [pid for pid, _ in pairs],
-                                                 getattr(scorer, "pair_feature", "difference"), fill=False))
-            probs = {pid: float(v) for (pid, _), v in zip(pairs, p[:, 0])}
-        except Exception as exc:  # noqa: BLE001 - a missing probe is a note, not a broken page
-            notes.append(f"P(A ≻ B) is not shown: {exc}")
-    out = []
-    for pid, s in pairs:
-        a, b = s["A"], s["B"]
-        la, lb = (a.labels or {}), (b.labels or {})
-        ya, yb = next(iter(la.values()), None), next(iter(lb.values()), None)
-        preferred = "A" if (ya or 0) > (yb or 0) else "B" if (yb or 0) > (ya or 0) else "tie"
-        out.append({"id": pid, "split": "test" if a.id in test_set else "train",
-                    "prompt": str(a.fields.get("prompt", ""))[:MAX_TEXT_CHARS],
-                    "a": str(a.fields.get("response", ""))[:MAX_TEXT_CHARS],
-                    "b": str(b.fields.get("response", ""))[:MAX_TEXT_CHARS],
-                    "preferred": preferred, "p_a": _r(probs.get(pid), 3)})
-    if table is not None and rubric_ids and any(rec.order is not None for rec in table.records):
-        index = {(rec.example_id, rec.rubric_id): rec for rec in table.records if rec.order is not None}
-        for row in out:
-            row["verdicts"] = _verdicts(index, row["id"], rubric_ids)
-    return out
 
 
 def _judge_predictions(scorer, table, examples: Sequence[Example]) -> tuple[list[str], dict[str, dict[str, Any]]]:
@@ -741,8 +682,8 @@ def _binned(prob: np.ndarray, outcome: np.ndarray, **info: Any) -> dict[str, Any
 
 def _judges_view(ev: dict[str, Any] | None, texts: list[dict[str, Any]], raters: list[str]) -> dict[str, Any] | None:
     """Per judge: n ratings, bias (mean of rating minus the mean of the other judges on the same
-    texts: negative = harsh), the mean residual against its own calibrated prediction, and the
-    held-out correlations of the evaluation."""
+    texts: negative = harsh), the mean error of its own calibrated prediction (prediction minus
+    rating, the sign of every error on the page), and the held-out correlations of the evaluation."""
     if not raters:
         return None
     ev_judges = _dict(_dict(ev).get("judges"))
@@ -762,10 +703,10 @@ def _judges_view(ev: dict[str, Any] | None, texts: list[dict[str, Any]], raters:
                 diffs.append(rt[name] - float(np.mean(others)))
             jp = (t.get("jpred") or {}).get(name)
             if jp is not None:
-                resid.append(rt[name] - jp)
+                resid.append(jp - rt[name])  # the sign of each text's error: prediction minus rating
         e = ev_rows.get(name) or {}
         rows.append({"judge": name, "n": n, "bias": _r(np.mean(diffs)) if diffs else None, "n_bias": len(diffs),
-                     "residual": _r(np.mean(resid)) if resid else None,
+                     "error": _r(np.mean(resid)) if resid else None,
                      "mean": _r(np.mean([t["ratings"][name] for t in texts if name in (t.get("ratings") or {})])),
                      "heldout": {k: e.get(k) for k in ("n", "n_train", "trained", "calibrated", "netsat", "ceiling",
                                                         "constant") if k in e} or None})

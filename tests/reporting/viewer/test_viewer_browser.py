@@ -210,3 +210,26 @@ def test_pairs_and_their_verdicts_render_as_text(chromium_path, viewer_run, tmp_
     assert "A first → A (0.90) · B first → B (0.80) ✗" in main  # the first shown wins both times
     assert "r2: A first → A (0.90) · B first → A (0.20) ✓" in main
     assert "the two orders agree on 50.0%" in main and "75.0% of decided verdicts" in main
+
+
+def test_inline_code_the_pager_smece_and_error_signs_as_rendered(chromium_path, viewer_run, tmp_path):
+    """Issue 40, defect 7 in the browser: backticks in a warning become <code> (markup in them stays
+    text), nothing ("null") is drawn under the texts pager, smECE lists its answers in numeric order,
+    and a text's page calls every error prediction minus rating."""
+    data = build_view_data(viewer_run, allow_outside=True, load_examples=examples_from_recorded_config)
+    data["headline"]["warnings"] = ["set `calibrate.question = <b>q</b>` first"]
+    data["calibration"]["smece"] = [["1", 0.1], ["1.5", 0.15], ["2", 0.2]]
+    page = tmp_path / "page.html"
+    page.write_text(render_view(data), encoding="utf-8")
+    summary = _main(_clean(dump_dom(chromium_path, page, "summary")))
+    assert "<code>calibrate.question = &lt;b&gt;q&lt;/b&gt;</code>" in summary and "`" not in summary
+    assert "<b>q</b>" not in summary
+    assert "1: 0.100, 1.5: 0.150, 2: 0.200" in summary
+    texts = _main(_clean(dump_dom(chromium_path, page, "texts")))
+    after_pager = texts.split('id="page-info"', 1)[1]
+    assert "null" not in re.sub(r"<[^>]+>", "", after_pager)
+    t = next(t for t in data["texts"] if t.get("jerr"))
+    one = _main(_clean(dump_dom(chromium_path, page, f"text={t['id']}")))
+    assert "error (prediction − rating)" in one and "rating − prediction" not in one
+    judge, e = next(iter(t["jerr"].items()))
+    assert re.search(rf"<td>{re.escape(judge)}</td>.*?<td class=\"num\">{e:.2f}</td>", one, re.S)

@@ -181,3 +181,62 @@ def test_a_run_stopped_after_select_still_gives_a_page(tmp_path, fake_run_config
     assert all(t["pred"] is None and t["netsat"] is None for t in d["texts"])
     assert any("calibration" in n for n in d["notes"]) and any("evaluation" in n for n in d["notes"])
     assert "<html" in render_view(d)
+
+
+# --------------------------------------------------------------------------- issue 40, defect 7
+
+def test_numeric_ids_sort_by_value_and_other_ids_naturally(viewer_run):
+    from rubric_induce.data import Example
+    from rubric_induce.reporting.viewer.data import id_order
+
+    assert id_order(["153", "188", "24", "1.5", "-2"]) == ["-2", "1.5", "24", "153", "188"]
+    assert id_order(["uss/10", "uss/9", "USS/100", "a", "uss/09b"]) == ["a", "uss/9", "uss/09b", "uss/10", "USS/100"]
+    huge = "9" * 5000  # past Python's int-string limit: compared by length and digits, never int()
+    assert id_order([huge, "x" + huge, "x7"]) == [huge, "x7", "x" + huge]
+    d = build_view_data(viewer_run, examples=[Example(id=i, fields={"text": "t"}) for i in ("153", "188", "24")],
+                        generated=FIXED)
+    assert [t["id"] for t in d["texts"]] == ["24", "153", "188"]  # the page's id order is the data's
+
+
+def test_smece_answers_are_in_numeric_order(viewer_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(viewer_run, run)
+    path = run / "calibration" / "metrics.json"
+    metrics = json.loads(path.read_text(encoding="utf-8"))
+    metrics["smece"] = {"1": 0.1, "2": 0.2, "3": 0.3, "1.5": 0.15, "2.5": 0.25, "10": 1.0}
+    path.write_text(json.dumps(metrics), encoding="utf-8")
+    d = build_view_data(run, generated=FIXED)
+    assert d["calibration"]["smece"] == [["1", 0.1], ["1.5", 0.15], ["2", 0.2], ["2.5", 0.25], ["3", 0.3], ["10", 1.0]]
+    metrics["smece"] = ["not", "an", "object"]  # a received file's other shape: nothing shown, no error
+    path.write_text(json.dumps(metrics), encoding="utf-8")
+    assert build_view_data(run, generated=FIXED)["calibration"]["smece"] == []
+
+
+def test_started_is_the_first_start_and_resumed_the_last(viewer_run, tmp_path, data):
+    manifest = json.loads((viewer_run / "manifest.json").read_text(encoding="utf-8"))
+    assert data["summary"]["started"] == manifest["first_started"] and data["summary"]["resumed"] is None
+    run = tmp_path / "run"
+    shutil.copytree(viewer_run, run)
+    manifest.update(first_started="2026-01-01T09:00:00+00:00", started="2026-01-02T10:30:00+00:00")
+    (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    s = build_view_data(run, generated=FIXED)["summary"]
+    assert (s["started"], s["resumed"]) == ("2026-01-01T09:00:00+00:00", "2026-01-02T10:30:00+00:00")
+    del manifest["first_started"]  # a run folder from before first_started was recorded
+    (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    s = build_view_data(run, generated=FIXED)["summary"]
+    assert (s["started"], s["resumed"]) == ("2026-01-02T10:30:00+00:00", None)
+
+
+def test_every_error_on_the_page_is_prediction_minus_the_human(data):
+    """A text's error and each judge's error next to it have one sign: prediction minus rating."""
+    checked = 0
+    for t in data["texts"]:
+        assert t["err"] == pytest.approx(t["pred"] - t["human"], abs=2e-3)
+        for judge, e in (t.get("jerr") or {}).items():
+            assert e == pytest.approx(t["jpred"][judge] - t["ratings"][judge], abs=2e-3)
+            checked += 1
+    assert checked
+    for row in data["judges"]["rows"]:
+        errs = [t["jerr"][row["judge"]] for t in data["texts"] if row["judge"] in (t.get("jerr") or {})]
+        if errs:
+            assert row["error"] == pytest.approx(sum(errs) / len(errs), abs=2e-3)
