@@ -209,6 +209,11 @@ ADA = "calibration/adaptive/adaptive.json"
     (CAL, "judges", "annotator1", "field 'judges'"),
     (CAL, "input_names", {"a": 1}, "field 'input_names'"),
     (CAL, "params.head", "sigmoidal", "calibrator config is damaged"),
+    # the other aspects' heads a several-aspect run lists (issue 40, item 9)
+    (CAL, "extra.aspects", "satisfaction", "field 'extra.aspects'"),
+    (CAL, "extra.aspects", [{"question": "q", "folder": "../../../etc"}], "field 'extra.aspects[0].folder'"),
+    (CAL, "extra.aspects", [{"question": "q", "folder": "."}], "field 'extra.aspects[0].question'"),
+    (CAL, "extra.aspects", [{"question": 5, "folder": "aspects/1-q"}], "field 'extra.aspects[0]'"),
     (ADA, "weights", "../weights.safetensors", "field 'weights'"),
     (ADA, "input_widths", [10 ** 9], "adaptive-model config is damaged"),
     (ADA, "params.answer_hidden", [10 ** 6, 10 ** 6], "field 'params.answer_hidden'"),
