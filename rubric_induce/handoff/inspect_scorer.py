@@ -26,8 +26,9 @@ The grader: ``model`` (a name or an inspect ``Model``) when given, else the ``gr
 when the eval binds one, else the model under evaluation. The artifact's probe settings are kept: estimator ``logprobs`` with the
 score-only / rate-explain styles asks for one token; analyze-rate generates the analysis with
 token logprobs and reads the answer after ``Rating:``; estimator ``sampling`` draws ``samples``
-replies (for models without logprobs). ``max_example_tokens`` is not applied (inspect's
-tokenizers are not rubric-induce's).
+replies (for models without logprobs). ``max_example_tokens`` is applied as ``score`` applies it: each
+text is cut to that many tokens of the run's own backend tokenizer (not inspect's), so the grader sees
+the prompt the rubrics were selected with.
 """
 from __future__ import annotations
 
