@@ -174,10 +174,11 @@ def write_rows(rows, out_path: Path | None) -> None:
 class _Tally:
     """What the summary lines after scoring read from a result, kept once its row is written."""
 
-    __slots__ = ("prediction", "answer_surprise", "asked", "calls_saved", "answered", "label")
+    __slots__ = ("prediction", "answer_surprise", "asked", "calls_saved", "answered", "label", "scale")
 
     def __init__(self, res) -> None:
         self.prediction, self.answer_surprise, self.label = res.prediction, res.answer_surprise, res.label
+        self.scale = res.scale  # the answer scale: a near-constant prediction is judged against its range
         self.asked, self.calls_saved, self.answered = res.asked, res.calls_saved, res.answered
 
 
@@ -331,7 +332,8 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
              "pairwise run without a Bradley-Terry head (calibrate disabled): rows hold NetSAT, no strength")
     from rubric_induce.evaluation.heldout import constant_warning
 
-    flat = constant_warning([r.prediction for r in results], "scored")
+    scale = next((r.scale for r in results if r.scale), None)  # near-constant: relative to the answer scale
+    flat = constant_warning([r.prediction for r in results], "scored", scale=scale)
     if flat:
         echo(f"warning: {flat}")
     shift = scorer.answer_shift(results)
@@ -390,7 +392,7 @@ def _score_with_calibrator(folder: Path, probes_path: Path, who: Any, aggregate:
         echo("note: judge 'shared': the shared weights only")
     from rubric_induce.evaluation.heldout import constant_warning
 
-    flat = constant_warning(list(out["prediction"]), "scored")
+    flat = constant_warning(list(out["prediction"]), "scored", scale=out["scale"])
     if flat:
         echo(f"warning: {flat}")
     write_rows(({"example_id": ex_id, "question": out["question"], "judge": who,

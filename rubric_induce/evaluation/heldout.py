@@ -23,7 +23,7 @@ from rubric_induce.evaluation.score_table import ScoreRow
 from rubric_induce.probing.checks import LOW_MASS, NEAR_CONSTANT_SD
 
 __all__ = ["EvaluateParams", "EvaluationResult", "evaluate", "evaluate_probes", "score_heldout", "score_columns",
-           "ScoredColumns", "human_value", "binary_aspect", "constant_warning"]
+           "ScoredColumns", "human_value", "binary_aspect", "constant_warning", "NEAR_CONSTANT_SPREAD"]
 
 
 @dataclass(frozen=True)
@@ -299,19 +299,49 @@ def evaluate_probes(scorer: Any, probes: ProbeTable | str | Path, examples: Sequ
     return result
 
 
-def constant_warning(pred: Sequence[float | None], what: str) -> str | None:
-    """A warning when calibrated predictions are one value for every text (two or more): such a
-    prediction has no correlation with anything (n/a), whatever float noise says. None otherwise."""
+#: A calibrated prediction whose spread over the texts (largest minus smallest) is at most this share of
+#: its answer scale's range is near-constant: it tells the texts apart by a sliver of the scale (0.01 on
+#: a 1-6 scale), so a correlation computed from it measures noise, however its interval looks. (A fake
+#: run's calibrator, trained on random answers, spreads over about 0.75% of its scale.)
+NEAR_CONSTANT_SPREAD = 0.002
+
+
+def _scale_range(scale: Any) -> tuple[float, float] | None:
+    """(lowest, highest) finite answer value of ``scale`` (a list of answer values, or a texts x answers
+    array padded with NaN); None when it holds no range."""
+    if scale is None:
+        return None
+    vals = np.asarray(scale, dtype=float).ravel()
+    vals = vals[np.isfinite(vals)]
+    if len(vals) < 2 or not np.ptp(vals) > 0:
+        return None
+    return float(vals.min()), float(vals.max())
+
+
+def constant_warning(pred: Sequence[float | None], what: str, scale: Any = None) -> str | None:
+    """A warning when calibrated predictions (two or more) are one value for every text, or, with the
+    answer ``scale`` (its values, or the per-text scales of :class:`ScoredColumns`), spread over at most
+    :data:`NEAR_CONSTANT_SPREAD` of its range: such a prediction carries no information about the texts
+    and its correlation is not meaningful (n/a). None otherwise."""
     from rubric_induce.core.stats import is_constant
 
     vals = np.array([np.nan if v is None else float(v) for v in pred], dtype=float)
     vals = vals[np.isfinite(vals)]
-    if len(vals) < 2 or not is_constant(vals):
+    if len(vals) < 2:
         return None
-    return (f"The calibrated prediction is constant ({vals[0]:.3f} for every one of the {len(vals)} {what} texts): "
-            "it carries no information about them and has no correlation (n/a). The calibrator learned only "
-            "the mean: check that the probes vary across texts (probe checks), and that calibrate had enough "
-            "labelled texts and epochs")
+    hint = ("The calibrator learned only the mean: check that the probes vary across texts (probe checks), and that "
+            "calibrate had enough labelled texts and epochs")
+    if is_constant(vals):
+        return (f"The calibrated prediction is constant ({vals[0]:.3f} for every one of the {len(vals)} {what} texts): "
+                f"it carries no information about them and has no correlation (n/a). {hint}")
+    span = _scale_range(scale)
+    spread = float(np.ptp(vals))
+    if span is None or spread > NEAR_CONSTANT_SPREAD * (span[1] - span[0]):
+        return None
+    return (f"The calibrated prediction is near-constant ({vals.min():.4f} to {vals.max():.4f} over the {len(vals)} "
+            f"{what} texts: a spread of {spread:.2g} on the {span[0]:g}-{span[1]:g} answer scale, under "
+            f"{NEAR_CONSTANT_SPREAD:.1%} of its range): it tells the texts apart by almost nothing, so its correlation "
+            f"is not meaningful (n/a). {hint}")
 
 
 def binary_aspect(label: str, label_threshold: float | None) -> str:
@@ -454,13 +484,21 @@ def evaluate(
         text = (f"\n## Calibrated prediction of {md_text(repr(question))} (mean over the training judges)\n\n"
                 "| system | Pearson [95% CI] | Spearman | Kendall | RMSE | n |\n|---|---|---|---|---|---|\n")
         summary["calibrated"] = {}
-        flat = constant_warning(pred, "held-out")
+        flat = constant_warning(pred, "held-out", scale=cols.scale)
         if flat:
             warnings.append(flat)
             summary["calibrated_constant"] = True
         for name, s in (("calibrated", pred), ("netsat", netsat)):
             m = np.isfinite(s) & np.isfinite(human)
             if m.sum() < 3:
+                continue
+            if name == "calibrated" and flat:  # (near-)constant: an RMSE, but no correlation to show
+                rmse = float(np.sqrt(np.mean((s[m] - human[m]) ** 2)))
+                summary["calibrated"][name] = {"pearson": None, "spearman": None, "kendall": None, "rmse": rmse,
+                                               "n": int(m.sum()), "pearson_ci": [None, None],
+                                               "correlation": "not meaningful: the prediction is (near-)constant"}
+                what = "near-constant" if "near-constant" in flat else "constant"
+                text += f"| {name} | n/a ({what}) | n/a | n/a | {_num(rmse)} | {int(m.sum())} |\n"
                 continue
             point, lo, hi = bootstrap_ci("pearson", s[m], human[m], n_boot=params.bootstrap, seed=seed)
             sp = dataset_level(s[m], human[m], "spearman").value

@@ -105,7 +105,45 @@ def test_evaluation_gives_a_constant_calibrated_prediction_no_pearson_and_a_warn
     assert cal["pearson"] is None or np.isnan(cal["pearson"])
     assert any("constant (4.459 for every one of the 30 held-out texts)" in w for w in res.summary["warnings"])
     row = next(line for line in res.markdown.splitlines() if line.startswith("| calibrated |"))
-    assert row.startswith("| calibrated | n/a [n/a, n/a] | n/a | n/a |")
+    assert row.startswith("| calibrated | n/a (constant) | n/a | n/a |")
+
+
+# issue 40, defect 5: held-out predictions spanned 3.8803-3.8810 on a 1-6 scale (training mean 4.513);
+# evaluation showed a Pearson with an interval and `score` said nothing (the check was exact equality)
+SCALE = [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0]
+
+
+def test_a_near_constant_prediction_is_flagged_relative_to_the_answer_scale():
+    from rubric_induce.evaluation.heldout import NEAR_CONSTANT_SPREAD, constant_warning
+
+    rng = np.random.default_rng(5)
+    pred = rng.uniform(3.8803, 3.8810, 30)
+    warning = constant_warning(pred, "held-out", scale=SCALE)
+    assert warning is not None and "near-constant" in warning and "3.8803" in warning and "1-6 answer scale" in warning
+    assert constant_warning(pred, "held-out") is None  # without a scale: exact equality only (as before)
+    wide = np.linspace(3.0, 3.0 + 2 * NEAR_CONSTANT_SPREAD * 5.0, 30)  # twice the tolerance on a range of 5
+    assert constant_warning(wide, "held-out", scale=SCALE) is None
+    assert "is constant" in constant_warning(np.full(5, 4.0), "held-out", scale=SCALE)
+
+
+def test_evaluation_shows_no_correlation_for_a_near_constant_prediction():
+    test, truth = _examples(30, 2)
+    train, _ = _examples(30, 3)
+    rng = np.random.default_rng(6)
+    pred = 3.8803 + 0.0007 * (truth - truth.min()) / np.ptp(truth) + rng.normal(0, 1e-5, 30)  # tracks the truth
+    results = [ScoreResult(id=e.id, distributions={}, expected={}, netsat=float(t), prediction=float(p),
+                           proba=[1 / 11] * 11, scale=SCALE) for e, t, p in zip(test, truth, pred)]
+    assert stats.correlation(pred, truth) > 0.9  # a "good" Pearson, from a spread of 0.0007
+    res = evaluate(results, test, truth, FAST, label="q", threshold=None, binary=False, question="q", train=train)
+    cal = res.summary["calibrated"]["calibrated"]
+    assert cal["pearson"] is None and cal["pearson_ci"] == [None, None] and "not meaningful" in cal["correlation"]
+    assert cal["rmse"] == pytest.approx(float(np.sqrt(np.mean((pred - truth) ** 2))))
+    assert res.summary["calibrated_constant"] is True
+    assert any("near-constant" in w for w in res.summary["warnings"])
+    row = next(line for line in res.markdown.splitlines() if line.startswith("| calibrated |"))
+    assert row.startswith("| calibrated | n/a (near-constant) | n/a | n/a |") and "[" not in row
+    netsat = next(line for line in res.markdown.splitlines() if line.startswith("| netsat |"))
+    assert "[" in netsat  # the other rows keep their intervals
 
 
 # ----------------------------------------------------------------------------- per-judge spread
@@ -173,3 +211,11 @@ def test_score_warns_about_a_constant_calibrated_prediction(tmp_path, fake_run_c
     preds = {json.loads(line)["prediction"] for line in res.output.splitlines() if line.startswith("{")}
     assert len({round(p, 5) for p in preds}) == 1
     assert "warning: The calibrated prediction is constant" in res.output
+    # issue 40, defect 5: a first layer scaled down 30 times spreads the predictions over a sliver of the
+    # scale, no longer equal: `score` warned only on exact equality
+    save_file({k: (v / 30 if k.split(".")[-1].startswith("W1") else v) for k, v in tensors.items()}, str(weights))
+    res = CliRunner().invoke(cli, ["score", str(run), "--probes", str(run / "probes.jsonl")])
+    assert res.exit_code == 0, res.output
+    preds = [json.loads(line)["prediction"] for line in res.output.splitlines() if line.startswith("{")]
+    assert 1e-4 < max(preds) - min(preds) < 0.004  # over 1e-6 of 3.05 (not equal), under 0.2% of the 2-4 scale
+    assert "warning: The calibrated prediction is near-constant" in res.output
