@@ -29,7 +29,7 @@ COMMANDS = {
     "calibrate": "calibrate", "score": "score", "report": "report", "feedback": "feedback",
     "export": "export", "import": "import_", "datasets": "datasets", "view": "view",
     "plan": "plan", "ingest": "ingest", "cache": "cache",
-    "batch-run": "batch_run", "calibrate-guarantee": "calibrate_guarantee", "compare": "compare",
+    "batch-run": "batch_run", "calibrate-guarantee": "calibrate_guarantee", "compare": "compare", "estimate": "estimate",
 }
 
 

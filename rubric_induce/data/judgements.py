@@ -208,10 +208,15 @@ def _file_scale(rows: Sequence[_Raw], objs: Sequence[Mapping[str, Any]], scale: 
 
 
 def _inferred_scale(rows: Sequence[_Raw], path: Path) -> tuple[float, ...]:
-    sizes = {len(o["probs"]) for r in rows for o in r.judges.values() if isinstance(o.get("probs"), list)}
-    if len(sizes) > 1:
-        raise DataError(f"judges give probs of different lengths {sorted(sizes)}; pass the scale (--scale)",
-                        path=path, field="judges")
+    sizes: set[int] = set()
+    for r in rows:
+        for name, o in r.judges.items():
+            if isinstance(o.get("probs"), list):
+                if sizes and len(o["probs"]) not in sizes:
+                    raise DataError(f"{len(o['probs'])} probabilities where earlier rows give {sizes.pop()}: "
+                                    "every judge's probs cover the same scale", path=path, line=r.line,
+                                    field=f"judges.{name}.probs")
+                sizes.add(len(o["probs"]))
     labels = [v for r in rows for v in ([r.label] if r.label is not None else []) + [x for _, x in r.labels]
               if isinstance(v, (int, float)) and not isinstance(v, bool)]
     answers = [o["answer"] for r in rows for o in r.judges.values()

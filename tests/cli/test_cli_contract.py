@@ -63,6 +63,7 @@ def _input_errors(f) -> dict[str, tuple[list[str], str]]:
         "batch-run": ([ex, "--endpoint", "ftp://127.0.0.1/v1", "-o", str(tmp / "b")], "--endpoint"),
         "calibrate-guarantee": ([f["empty"], "--labels", ex, "--target", "1.5"], "target"),
         "compare": ([f["empty"], "--pairs", ex], "artifact.json"),
+        "estimate": (["--judgements", ex, "--judge", "x"], "judges"),
     }
 
 

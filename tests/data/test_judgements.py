@@ -109,8 +109,9 @@ def test_file_level_errors(tmp_path):
     assert e.value.line == 2
     mixed = _write(tmp_path, [{"id": "a", "label": 0, "judges": {"x": {"probs": [1, 0]}}},
                               {"id": "b", "label": 0, "judges": {"x": {"probs": [1, 0, 0]}}}], "mixed.jsonl")
-    with pytest.raises(DataError, match="different lengths"):
+    with pytest.raises(DataError, match="3 probabilities where earlier rows give 2") as e:
         read_judgements(mixed)
+    assert e.value.line == 2 and e.value.field == "judges.x.probs"
     scales = _write(tmp_path, [{"id": "a", "scale": [0, 1], "label": 0, "judges": {"x": {"probs": [1, 0]}}},
                                {"id": "b", "scale": [1, 2], "label": 1, "judges": {"x": {"probs": [1, 0]}}}],
                     "scales.jsonl")

@@ -1,0 +1,199 @@
+"""Estimates of a whole set's mean human rating from many judge scores and few labels.
+
+Prediction-powered inference (Angelopoulos et al. 2023; PPI++ power tuning, Angelopoulos, Duchi
+and Zrnic 2023): the judge's mean over every unlabelled text, corrected by the judge's error on the
+labelled ones. The estimate is unbiased whatever the judge's bias, and its interval is valid; an
+informative judge makes it narrower than the labels alone can. Each row also carries the classical
+interval (labels alone) and the judge's own mean with a naive interval, which carries **no**
+guarantee (a biased judge's naive interval can miss the truth every time).
+
+Where each text is its own group, the intervals come from ``ppi-python`` (``ppi_mean_ci``,
+``classical_mean_ci``), the method's reference package. ``ppi-python`` has no clustered interval,
+so with groups (an article, a prompt, a dialogue: texts that are not independent) the same
+estimator gets a cluster-robust variance computed here: each group's summed contribution to the
+estimate is one independent draw. With one text per group it equals ``ppi-python``'s to rounding
+(tested), and its power-tuning weight is ``ppi-python``'s formula.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from rubric_induce.core.errors import DataError, MissingDependencyError
+
+__all__ = ["MeanEstimate", "EstimateRow", "ppi_mean", "classical_mean", "naive_mean", "estimate_row",
+           "estimate_judgements"]
+
+
+@dataclass(frozen=True)
+class MeanEstimate:
+    """A point estimate with its (1 - alpha) interval and the standard error behind it."""
+
+    estimate: float
+    low: float
+    high: float
+    se: float
+    lam: float | None = None  # PPI++'s power-tuning weight (1 = plain PPI, 0 = labels alone)
+
+    @property
+    def width(self) -> float:
+        return self.high - self.low
+
+
+@dataclass(frozen=True)
+class EstimateRow:
+    """One estimand, side by side: PPI++, labels alone, the judge alone (no guarantee)."""
+
+    what: str
+    n_labelled: int
+    n_unlabelled: int
+    n_groups: int
+    ppi: MeanEstimate
+    classical: MeanEstimate
+    naive: MeanEstimate
+    effective_labels: float  # how many labels the labelled-only interval would need for PPI's width
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["naive"]["guarantee"] = False
+        return out
+
+
+def _ppi_py() -> Any:
+    try:
+        import ppi_py
+    except ImportError:
+        raise MissingDependencyError("ppi-python", "prediction-powered estimates", "estimate") from None
+    return ppi_py
+
+
+def _z(alpha: float) -> float:
+    if not 0 < alpha < 1:
+        raise DataError(f"alpha must be in (0, 1), got {alpha!r}", field="alpha")
+    return float(stats.norm.ppf(1 - alpha / 2))
+
+
+def _interval(estimate: float, se: float, alpha: float, lam: float | None = None) -> MeanEstimate:
+    z = _z(alpha)
+    return MeanEstimate(float(estimate), float(estimate - z * se), float(estimate + z * se), float(se), lam)
+
+
+def _singletons(groups: Sequence[Any] | None, n: int) -> bool:
+    return groups is None or len(set(groups)) == n
+
+
+def _grouped_sq(values: np.ndarray, groups: Sequence[Any]) -> float:
+    """Sum over groups of the squared within-group sum (values already centred and scaled)."""
+    _, inverse = np.unique(np.asarray([str(g) for g in groups]), return_inverse=True)
+    return float(np.sum(np.bincount(inverse, weights=values) ** 2))
+
+
+def _power_weight(y: np.ndarray, f_lab: np.ndarray, f_unl: np.ndarray) -> float:
+    """PPI++'s weight for a mean (ppi-python's ``_calc_lam_glm``, clipped to [0, 1])."""
+    n, big_n = len(y), len(f_unl)
+    est = f_unl.mean() + (y - f_lab).mean()
+    g, gh = y - est, f_lab - est
+    cov = 2 * np.mean((g - g.mean()) * (gh - gh.mean()))
+    var = np.var(np.concatenate([gh, f_unl - est]), ddof=1)
+    if var <= 0:
+        return 0.0
+    return float(np.clip(cov / (2 * (1 + n / big_n) * var), 0.0, 1.0))
+
+
+def ppi_mean(y: Any, f_labelled: Any, f_unlabelled: Any, *, alpha: float = 0.1, power_tuning: bool = True,
+             groups_labelled: Sequence[Any] | None = None,
+             groups_unlabelled: Sequence[Any] | None = None) -> MeanEstimate:
+    """The prediction-powered mean of ``y`` with its (1 - alpha) interval.
+
+    ``y``: human labels; ``f_labelled``: the judge's scores on those texts; ``f_unlabelled``: its
+    scores on the texts without labels. ``power_tuning`` (PPI++) weights the judge by how much it
+    helps (0 = labels alone); off, it is plain PPI. Groups make the interval cluster-robust; a group
+    may hold labelled and unlabelled texts.
+    """
+    y, fl, fu = (np.asarray(a, dtype=float) for a in (y, f_labelled, f_unlabelled))
+    if len(y) != len(fl) or len(y) < 2 or len(fu) < 1:
+        raise DataError(f"PPI needs at least 2 labelled texts with judge scores and 1 unlabelled one, got "
+                        f"{len(y)} labelled ({len(fl)} scored) and {len(fu)} unlabelled")
+    _z(alpha)
+    n, big_n = len(y), len(fu)
+    lam = _power_weight(y, fl, fu) if power_tuning else 1.0
+    if _singletons(groups_labelled, n) and _singletons(groups_unlabelled, big_n) and \
+            not (set(map(str, groups_labelled or ())) & set(map(str, groups_unlabelled or ()))):
+        ppi = _ppi_py()
+        low, high = ppi.ppi_mean_ci(y, fl, fu, alpha=alpha, lam=lam)
+        est = float(np.ravel(ppi.ppi_mean_pointestimate(y, fl, fu, lam=lam))[0])
+        return MeanEstimate(est, float(np.ravel(low)[0]), float(np.ravel(high)[0]),
+                            float((np.ravel(high)[0] - np.ravel(low)[0]) / (2 * _z(alpha))), lam)
+    est = lam * fu.mean() + (y - lam * fl).mean()
+    rect = y - lam * fl
+    contrib = np.concatenate([lam * (fu - fu.mean()) / big_n, (rect - rect.mean()) / n])
+    groups = [*(groups_unlabelled or [f"_u{i}" for i in range(big_n)]),
+              *(groups_labelled or [f"_l{i}" for i in range(n)])]
+    return _interval(est, np.sqrt(_grouped_sq(contrib, groups)), alpha, lam)
+
+
+def classical_mean(y: Any, *, alpha: float = 0.1, groups: Sequence[Any] | None = None) -> MeanEstimate:
+    """The mean of the labels alone, with its normal (cluster-robust with groups) interval."""
+    _z(alpha)
+    y = np.asarray(y, dtype=float)
+    if len(y) < 2:
+        raise DataError(f"an interval needs at least 2 labelled texts, got {len(y)}")
+    if _singletons(groups, len(y)):
+        low, high = _ppi_py().classical_mean_ci(y, alpha=alpha)
+        return MeanEstimate(float(y.mean()), float(low), float(high), float(y.std() / np.sqrt(len(y))))
+    return _interval(y.mean(), np.sqrt(_grouped_sq((y - y.mean()) / len(y), groups)), alpha)
+
+
+def naive_mean(f: Any, *, alpha: float = 0.1, groups: Sequence[Any] | None = None) -> MeanEstimate:
+    """The judge's own mean over every text: its interval covers the judge's mean, not the humans'."""
+    return classical_mean(f, alpha=alpha, groups=groups)
+
+
+def estimate_row(what: str, y: Any, f_labelled: Any, f_unlabelled: Any, *, alpha: float = 0.1,
+                 groups_labelled: Sequence[Any] | None = None,
+                 groups_unlabelled: Sequence[Any] | None = None) -> EstimateRow:
+    """PPI++, labels alone and the judge alone for one estimand, with the labels the judge was worth."""
+    y, fl, fu = (np.asarray(a, dtype=float) for a in (y, f_labelled, f_unlabelled))
+    ppi = ppi_mean(y, fl, fu, alpha=alpha, groups_labelled=groups_labelled, groups_unlabelled=groups_unlabelled)
+    classical = classical_mean(y, alpha=alpha, groups=groups_labelled)
+    all_groups = None if groups_labelled is None and groups_unlabelled is None else \
+        [*(groups_unlabelled or [f"_u{i}" for i in range(len(fu))]),
+         *(groups_labelled or [f"_l{i}" for i in range(len(y))])]
+    naive = naive_mean(np.concatenate([fu, fl]), alpha=alpha, groups=all_groups)
+    effective = len(y) * (classical.se / ppi.se) ** 2 if ppi.se > 0 else float("inf")
+    n_groups = len(set(map(str, all_groups))) if all_groups is not None else len(y) + len(fu)
+    return EstimateRow(what, len(y), len(fu), n_groups, ppi, classical, naive, float(effective))
+
+
+def estimate_judgements(judgements: Any, judge: str, *, alpha: float = 0.1, by: str | None = None) -> list[EstimateRow]:
+    """Rows for a judgements file (:mod:`rubric_induce.data.judgements`): the mean human label over
+    every text, from the judge's expected score on every text and the labels on some; with ``by``
+    (a row key such as ``system``), one row per value too. The judge's score is its expected value
+    over the scale (on a two-answer scale, its probability of the second answer; so the estimate is
+    the share of texts labelled with the second answer). Intervals resample the rows' groups."""
+    col = judgements.judge(judge)
+    score = col.probs @ np.asarray(judgements.scale, dtype=float)
+    scored = np.isfinite(score)
+    if not scored.all():
+        missing = [judgements.lines[i] for i in np.flatnonzero(~scored)[:3]]
+        raise DataError(f"judge {judge!r} gave no output on {int((~scored).sum())} text(s) (lines {missing} ...): "
+                        "an estimate needs the judge's score on every text", path=judgements.source,
+                        field=f"judges.{judge}")
+    parts: list[tuple[str, np.ndarray]] = [("all texts", np.ones(judgements.n, dtype=bool))]
+    if by is not None:
+        values = [str(e.get(by)) if e.get(by) is not None else None for e in judgements.extra]
+        if all(v is None for v in values):
+            raise DataError(f"no row has a {by!r} field", path=judgements.source, field=by)
+        for value in sorted({v for v in values if v is not None}):
+            parts.append((f"{by} = {value}", np.array([v == value for v in values])))
+    rows = []
+    for what, mask in parts:
+        lab, unl = mask & judgements.labelled, mask & ~judgements.labelled
+        groups = np.asarray(judgements.groups, dtype=object)
+        rows.append(estimate_row(what, judgements.label[lab], score[lab], score[unl], alpha=alpha,
+                                 groups_labelled=groups[lab].tolist(), groups_unlabelled=groups[unl].tolist()))
+    return rows
