@@ -101,6 +101,12 @@ def _parse_line(path: Path, lineno: int, raw: str) -> tuple[str, str, dict[str, 
         raise _fail(path, lineno, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
         raise _fail(path, lineno, None, "not usable JSON: nested too deeply") from None
+    except ValueError:  # an integer past Python's 4300-digit limit
+        obj = None
+    if obj is None or re.search(r"\\u[dD][89a-fA-F]", text):  # that integer, or a surrogate escape: a lone one
+        from rubric_induce.core.textfiles import parse_json  # is named by field (no UTF-8 request can hold it)
+
+        obj = parse_json(text, path=path, line=lineno)
     if not isinstance(obj, dict):
         raise _fail(path, lineno, None, f"a request line must be a JSON object, got {type(obj).__name__}")
     cid = obj.get("custom_id")

@@ -139,6 +139,10 @@ def test_a_dead_worker_ends_the_run_with_an_error():
     (json.dumps(request_line(1)).replace('"max_tokens": 1', '"max_tokens": NaN'), "line 2", "field 'body'"),
     (json.dumps(request_line(1)).replace('"max_tokens": 1', '"temperature": -Infinity'), "line 2", "field 'body'"),
     ("[" * 100000, "line 2", None),
+    # issue 40, A6: JSON that parses but cannot be used: a 5,000-digit integer, a lone surrogate escape
+    (json.dumps(request_line(1)).replace('"max_tokens": 1', '"max_tokens": 1' + "0" * 4999), "line 2",
+     "field 'body.max_tokens'"),
+    (json.dumps(request_line(1)).replace('"hi 1"', '"hi \\ud800"'), "line 2", "field 'body.messages[0].content'"),
 ])
 def test_batch_run_refuses_a_body_that_is_not_json(tmp_path, raw, line, field):
     pytest.importorskip("httpx")
