@@ -56,12 +56,13 @@ class AspectTables:
 def aspect_tables(aspects: Sequence[str], predictions: Mapping[str, np.ndarray], humans: Mapping[str, np.ndarray],
                   netsat: np.ndarray, *, train_values: Mapping[str, Sequence[float]] | None = None,
                   n_boot: int = 1000, seed: int = 0,
-                  constant_warning: Callable[[Any, str], str | None] = lambda *_: None) -> AspectTables:
+                  constant_warning: Callable[[np.ndarray, str], str | None] = lambda *_: None) -> AspectTables:
     """One held-out table per aspect of ``aspects``, as the main question's table in
     :func:`~rubric_induce.evaluation.heldout.evaluate` (which passes these): ``predictions[q]`` the
     head's prediction per held-out text (NaN: none), ``humans[q]`` the human rating per held-out
     text (NaN: none), ``train_values[q]`` the training ratings (the constant baseline; None: no
-    baseline), ``constant_warning`` the evaluation's check of a constant prediction."""
+    baseline), ``constant_warning(prediction, aspect)`` the evaluation's check of a (near-)constant
+    prediction on the aspect's scale."""
     from rubric_induce.core.mdtext import md_text
     from rubric_induce.core.stats import bootstrap_ci, dataset_level
 
@@ -76,13 +77,21 @@ def aspect_tables(aspects: Sequence[str], predictions: Mapping[str, np.ndarray],
         text = (f"\n## Aspect {md_text(repr(q))}: calibrated prediction (its own fine-tuned head, mean over the "
                 "training judges)\n\n| system | Pearson [95% CI] | Spearman | Kendall | RMSE | n |\n"
                 "|---|---|---|---|---|---|\n")
-        flat = constant_warning(pred, "held-out")
+        flat = constant_warning(pred, q)
         if flat:
             out.warnings.append(f"Aspect {q!r} — {flat}")
             entry["calibrated_constant"] = True
         for name, s in (("calibrated", pred), ("netsat", netsat[:n])):
             m = np.isfinite(s) & np.isfinite(human)
             if m.sum() < 3:
+                continue
+            if name == "calibrated" and flat:  # (near-)constant: an RMSE, but no correlation to show
+                rmse = float(np.sqrt(np.mean((s[m] - human[m]) ** 2)))
+                entry["calibrated"][name] = {"pearson": None, "spearman": None, "kendall": None, "rmse": rmse,
+                                             "n": int(m.sum()), "pearson_ci": [None, None],
+                                             "correlation": "not meaningful: the prediction is (near-)constant"}
+                what = "near-constant" if "near-constant" in flat else "constant"
+                text += f"| {name} | n/a ({what}) | n/a | n/a | {_num(rmse)} | {int(m.sum())} |\n"
                 continue
             if n_boot >= 1:
                 point, lo, hi = bootstrap_ci("pearson", s[m], human[m], n_boot=n_boot, seed=seed)

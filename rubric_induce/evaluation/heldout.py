@@ -137,7 +137,7 @@ class ScoredColumns:
             "scale": scale, "scale_len": scale_len,
             "surprise": np.array([np.nan if v is None else float(v) for v in surprise], dtype=float).reshape(m),
             "surprise_set": np.array([v is not None for v in surprise], dtype=bool).reshape(m),
-            "aspects": _aspect_predictions(results)})
+            "aspects": _aspect_predictions(results), "aspect_scales": _aspect_scales(results)})
         self.n += m
 
     def finish(self) -> ScoredColumns:
@@ -149,6 +149,8 @@ class ScoredColumns:
         #: Each calibrated aspect's prediction per text (NaN: none), when the run calibrated several.
         self.aspects = {q: np.concatenate([p["aspects"].get(q, np.full(len(p["netsat"]), np.nan)) for p in parts])
                         for q in names}
+        #: Each aspect's answer scale (the near-constant check reads its range).
+        self.aspect_scales = {q: s for p in parts[::-1] for q, s in p["aspect_scales"].items()}
         for key in ("proba", "scale"):
             width = max((p[key].shape[1] for p in parts), default=0)
             setattr(self, key, np.concatenate([np.pad(p[key], ((0, 0), (0, width - p[key].shape[1])),
@@ -170,6 +172,16 @@ def _aspect_predictions(results: Sequence[ScoreResult]) -> dict[str, np.ndarray]
     names = list(dict.fromkeys(q for r in results for q in (getattr(r, "aspects", None) or {})))
     return {q: np.array([np.nan if (a := (getattr(r, "aspects", None) or {}).get(q)) is None or a.get("prediction")
                          is None else float(a["prediction"]) for r in results], dtype=float) for q in names}
+
+
+def _aspect_scales(results: Sequence[ScoreResult]) -> dict[str, list[float]]:
+    """Each aspect's answer scale, as the results give it."""
+    out: dict[str, list[float]] = {}
+    for r in results:
+        for q, a in (getattr(r, "aspects", None) or {}).items():
+            if q not in out and a.get("scale"):
+                out[q] = list(a["scale"])
+    return out
 
 
 def _value(v: float) -> float | None:
@@ -235,10 +247,10 @@ def score_columns(scorer: Any, probes: Any, examples: Sequence[Example], *, on_r
     :class:`ScoredColumns`; each judge's predictions (calibrated runs; None otherwise) are one
     array per judge (NaN where the judge did not rate the text), predicted as
     :func:`score_heldout` predicts them. The same numbers as :func:`score_heldout`, in memory
-    that grows by about 150 bytes a text beyond the probe arrays.
+    that grows by about 150 bytes a text beyond the probe arrays. A run with several calibrated
+    aspects also gets each other aspect's per-judge predictions (``cols.aspect_judges``).
     """
     from rubric_induce.data.probes import ProbeStore
-    from rubric_induce.evaluation.judges import judge_ratings
 
     examples = list(examples)
     ids = [ex.id for ex in examples]
@@ -251,15 +263,30 @@ def score_columns(scorer: Any, probes: Any, examples: Sequence[Example], *, on_r
         cols.add(chunk)
     if scorer.calibrator is None:
         return cols.finish(), None
-    judges, ratings = judge_ratings(examples, scorer.question)
+    judge_pred = _judge_predictions(scorer, arr, examples, ids, scorer.question)
+    cols = cols.finish()
+    #: Each other calibrated aspect's per-judge predictions (``{aspect: {judge: per-text array}}``).
+    cols.aspect_judges = {q: _judge_predictions(scorer, arr, examples, ids, q, aspect=q)
+                          for q in getattr(scorer, "heads", {})}
+    return cols, judge_pred
+
+
+def _judge_predictions(scorer: Any, arr: Any, examples: Sequence[Example], ids: Sequence[str], question: str, *,
+                       aspect: str | None = None) -> dict[str, np.ndarray]:
+    """For each judge who rated ``question`` on ``examples``: the calibrated prediction (of ``aspect``'s
+    head; None: the main one) for that judge on the texts they rated, NaN elsewhere."""
+    from rubric_induce.evaluation.judges import judge_ratings
+
+    judges, ratings = judge_ratings(examples, question)
     judge_pred: dict[str, np.ndarray] = {}
     for k, name in enumerate(judges):  # only the texts this judge rated (many raters, few texts each)
         rated = np.flatnonzero(np.isfinite(ratings[:, k]))
         pred = np.full(len(examples), np.nan)
         # a held-out judge the calibrator has not seen is predicted with the shared weights
-        pred[rated] = scorer.predict_probes(arr, [ids[i] for i in rated.tolist()], judge=name, unseen_judge="shared")
+        pred[rated] = scorer.predict_probes(arr, [ids[i] for i in rated.tolist()], judge=name, unseen_judge="shared",
+                                            **({"aspect": aspect} if aspect is not None else {}))
         judge_pred[name] = pred
-    return cols.finish(), judge_pred
+    return judge_pred
 
 
 def evaluate_probes(scorer: Any, probes: ProbeTable | str | Path, examples: Sequence[Example], y: np.ndarray,
@@ -531,7 +558,9 @@ def evaluate(
         extra = aspect_tables(list(aspects), getattr(cols, "aspects", {}),
                               {q: np.array([human_value(ex, q) for ex in examples]) for q in aspects}, netsat,
                               train_values={q: [human_value(ex, q) for ex in train] for q in aspects} if train else None,
-                              n_boot=params.bootstrap, seed=seed, constant_warning=constant_warning)
+                              n_boot=params.bootstrap, seed=seed,
+                              constant_warning=lambda pred, q: constant_warning(
+                                  pred, "held-out", scale=getattr(cols, "aspect_scales", {}).get(q)))
         summary["questions"] = [question, *aspects]
         summary["aspects"] = extra.summary
         warnings += extra.warnings
@@ -547,6 +576,12 @@ def evaluate(
     if info is not None:
         summary["judges"] = jsonable(info)
         sections.append(judges_markdown(info))
+    for q, preds in getattr(cols, "aspect_judges", {}).items() if extra is not None else ():
+        info_q = judge_rows(examples, q, calibrated=preds, netsat=list(netsat), train=train,  # each aspect's judges
+                            trained_judges=trained_judges, min_n=params.min_judge_n)
+        if info_q is not None and q in summary["aspects"]:
+            summary["aspects"][q]["judges"] = jsonable(info_q)
+            sections.append(judges_markdown(info_q))
     if probes is not None:
         checks = probe_checks(probes, min_sd=params.warn_sd, min_mass=params.warn_mass, rubrics=rubrics,
                               selected=selected)

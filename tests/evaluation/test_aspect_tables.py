@@ -55,6 +55,36 @@ def test_a_constant_aspect_is_flagged_and_one_question_is_unchanged():
                   bootstrap=0)
     assert ev.summary["aspects"]["other"].get("calibrated_constant") is True
     assert any(w.startswith("Aspect 'other'") for w in ev.summary["warnings"])
+    assert ev.summary["aspects"]["other"]["calibrated"]["calibrated"]["pearson"] is None
+    # near-constant on its 1-5 scale (a spread of 0.002): flagged too, no correlation shown
+    near = [_result(i, a[i], 3.0 + 1e-4 * i) for i in range(20)]
+    ev = evaluate(near, exs, a, label="main", threshold=None, binary=False, question="main", aspects=["other"],
+                  bootstrap=0)
+    assert any("near-constant" in w and w.startswith("Aspect 'other'") for w in ev.summary["warnings"])
+    assert "| calibrated | n/a (near-constant) |" in ev.markdown
     one = evaluate([_result(i, a[i], None) for i in range(20)], exs, a, label="main", threshold=None, binary=False,
                    question="main", bootstrap=0)
     assert "aspects" not in one.summary and "questions" not in one.summary and "Aspect" not in one.markdown
+
+
+def test_each_other_aspect_gets_its_per_judge_table():
+    from rubric_induce.data.model import Judgment
+
+    rng = np.random.default_rng(3)
+    exs = []
+    for i in range(24):
+        judgments = [Judgment(j, {"main": float(rng.integers(1, 6)), "other": float(rng.integers(1, 6))})
+                     for j in ("j1", "j2")]
+        exs.append(Example(id=f"t{i}", fields={"text": "x"}, labels={}, judgments=judgments, group=f"g{i}"))
+    main = np.array([np.mean([j.labels["main"] for j in ex.judgments]) for ex in exs])
+    results = [_result(i, main[i], 3.0 + 0.01 * i) for i in range(24)]
+    cols = ScoredColumns.from_results(results)
+    cols.aspect_judges = {"other": {j: np.array([ex.judgments[k].labels["other"] * 0.5 + 1 for ex in exs])
+                                    for k, j in enumerate(("j1", "j2"))}}
+    ev = evaluate(cols, exs, main, label="main", threshold=None, binary=False, question="main", aspects=["other"],
+                  bootstrap=0, min_judge_n=1)
+    judges = ev.summary["aspects"]["other"]["judges"]
+    assert judges["question"] == "other" and judges["n_judges"] == 2
+    assert judges["pooled"]["calibrated"]["pearson"] > 0.99
+    assert "## Per judge: 'other'" in ev.markdown
+    assert ev.markdown.index("## Per judge: 'main'") < ev.markdown.index("## Per judge: 'other'")
