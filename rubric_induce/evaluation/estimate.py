@@ -26,7 +26,7 @@ from scipy import stats
 from rubric_induce.core.errors import DataError, MissingDependencyError
 
 __all__ = ["MeanEstimate", "EstimateRow", "ppi_mean", "classical_mean", "naive_mean", "estimate_row",
-           "estimate_judgements"]
+           "difference_row", "estimate_judgements"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,55 @@ def _power_weight(y: np.ndarray, f_lab: np.ndarray, f_unl: np.ndarray) -> float:
     return float(np.clip(cov / (2 * (1 + n / big_n) * var), 0.0, 1.0))
 
 
+@dataclass(frozen=True)
+class _Linear:
+    """An estimate that is a sum of per-text terms: the estimate, each text's centred term and its
+    group. Groups are independent draws, so the variance is the sum over groups of the squared group
+    total; a difference of two such estimates pairs the texts of a shared group (a prompt both systems
+    answered) by construction."""
+
+    estimate: float
+    terms: np.ndarray
+    groups: list[str]
+    lam: float | None = None
+
+    @property
+    def se(self) -> float:
+        return float(np.sqrt(_grouped_sq(self.terms, self.groups)))
+
+    def minus(self, other: _Linear) -> _Linear:
+        return _Linear(self.estimate - other.estimate, np.concatenate([self.terms, -other.terms]),
+                       [*self.groups, *other.groups])
+
+    def interval(self, alpha: float) -> MeanEstimate:
+        return _interval(self.estimate, self.se, alpha, self.lam)
+
+
+def _labels(groups: Sequence[Any] | None, n: int, prefix: str) -> list[str]:
+    return [str(g) for g in groups] if groups is not None else [f"{prefix}{i}" for i in range(n)]
+
+
+def _ppi_linear(y: np.ndarray, fl: np.ndarray, fu: np.ndarray, lam: float, gl: Sequence[Any] | None,
+                gu: Sequence[Any] | None) -> _Linear:
+    rect = y - lam * fl
+    return _Linear(float(lam * fu.mean() + rect.mean()),
+                   np.concatenate([lam * (fu - fu.mean()) / len(fu), (rect - rect.mean()) / len(y)]),
+                   [*_labels(gu, len(fu), "_u"), *_labels(gl, len(y), "_l")], lam)
+
+
+def _mean_linear(values: np.ndarray, groups: Sequence[Any] | None, prefix: str = "_l") -> _Linear:
+    return _Linear(float(values.mean()), (values - values.mean()) / len(values), _labels(groups, len(values), prefix))
+
+
+def _checked(y: Any, f_labelled: Any, f_unlabelled: Any, alpha: float) -> tuple[np.ndarray, ...]:
+    y, fl, fu = (np.asarray(a, dtype=float) for a in (y, f_labelled, f_unlabelled))
+    if len(y) != len(fl) or len(y) < 2 or len(fu) < 1:
+        raise DataError(f"PPI needs at least 2 labelled texts with judge scores and 1 unlabelled one, got "
+                        f"{len(y)} labelled ({len(fl)} scored) and {len(fu)} unlabelled")
+    _z(alpha)
+    return y, fl, fu
+
+
 def ppi_mean(y: Any, f_labelled: Any, f_unlabelled: Any, *, alpha: float = 0.1, power_tuning: bool = True,
              groups_labelled: Sequence[Any] | None = None,
              groups_unlabelled: Sequence[Any] | None = None) -> MeanEstimate:
@@ -112,28 +161,17 @@ def ppi_mean(y: Any, f_labelled: Any, f_unlabelled: Any, *, alpha: float = 0.1, 
     ``y``: human labels; ``f_labelled``: the judge's scores on those texts; ``f_unlabelled``: its
     scores on the texts without labels. ``power_tuning`` (PPI++) weights the judge by how much it
     helps (0 = labels alone); off, it is plain PPI. Groups make the interval cluster-robust; a group
-    may hold labelled and unlabelled texts.
+    may hold labelled and unlabelled texts. Without groups the interval is ``ppi-python``'s.
     """
-    y, fl, fu = (np.asarray(a, dtype=float) for a in (y, f_labelled, f_unlabelled))
-    if len(y) != len(fl) or len(y) < 2 or len(fu) < 1:
-        raise DataError(f"PPI needs at least 2 labelled texts with judge scores and 1 unlabelled one, got "
-                        f"{len(y)} labelled ({len(fl)} scored) and {len(fu)} unlabelled")
-    _z(alpha)
-    n, big_n = len(y), len(fu)
+    y, fl, fu = _checked(y, f_labelled, f_unlabelled, alpha)
     lam = _power_weight(y, fl, fu) if power_tuning else 1.0
-    if _singletons(groups_labelled, n) and _singletons(groups_unlabelled, big_n) and \
+    if _singletons(groups_labelled, len(y)) and _singletons(groups_unlabelled, len(fu)) and \
             not (set(map(str, groups_labelled or ())) & set(map(str, groups_unlabelled or ()))):
         ppi = _ppi_py()
-        low, high = ppi.ppi_mean_ci(y, fl, fu, alpha=alpha, lam=lam)
+        low, high = (float(np.ravel(v)[0]) for v in ppi.ppi_mean_ci(y, fl, fu, alpha=alpha, lam=lam))
         est = float(np.ravel(ppi.ppi_mean_pointestimate(y, fl, fu, lam=lam))[0])
-        return MeanEstimate(est, float(np.ravel(low)[0]), float(np.ravel(high)[0]),
-                            float((np.ravel(high)[0] - np.ravel(low)[0]) / (2 * _z(alpha))), lam)
-    est = lam * fu.mean() + (y - lam * fl).mean()
-    rect = y - lam * fl
-    contrib = np.concatenate([lam * (fu - fu.mean()) / big_n, (rect - rect.mean()) / n])
-    groups = [*(groups_unlabelled or [f"_u{i}" for i in range(big_n)]),
-              *(groups_labelled or [f"_l{i}" for i in range(n)])]
-    return _interval(est, np.sqrt(_grouped_sq(contrib, groups)), alpha, lam)
+        return MeanEstimate(est, low, high, (high - low) / (2 * _z(alpha)), lam)
+    return _ppi_linear(y, fl, fu, lam, groups_labelled, groups_unlabelled).interval(alpha)
 
 
 def classical_mean(y: Any, *, alpha: float = 0.1, groups: Sequence[Any] | None = None) -> MeanEstimate:
@@ -145,7 +183,7 @@ def classical_mean(y: Any, *, alpha: float = 0.1, groups: Sequence[Any] | None =
     if _singletons(groups, len(y)):
         low, high = _ppi_py().classical_mean_ci(y, alpha=alpha)
         return MeanEstimate(float(y.mean()), float(low), float(high), float(y.std() / np.sqrt(len(y))))
-    return _interval(y.mean(), np.sqrt(_grouped_sq((y - y.mean()) / len(y), groups)), alpha)
+    return _mean_linear(y, groups).interval(alpha)
 
 
 def naive_mean(f: Any, *, alpha: float = 0.1, groups: Sequence[Any] | None = None) -> MeanEstimate:
@@ -153,28 +191,57 @@ def naive_mean(f: Any, *, alpha: float = 0.1, groups: Sequence[Any] | None = Non
     return classical_mean(f, alpha=alpha, groups=groups)
 
 
+def _row(what: str, n_lab: int, n_unl: int, groups: Sequence[str], ppi: MeanEstimate, classical: MeanEstimate,
+         naive: MeanEstimate) -> EstimateRow:
+    effective = n_lab * (classical.se / ppi.se) ** 2 if ppi.se > 0 else float("inf")
+    return EstimateRow(what, n_lab, n_unl, len(set(groups)), ppi, classical, naive, float(effective))
+
+
 def estimate_row(what: str, y: Any, f_labelled: Any, f_unlabelled: Any, *, alpha: float = 0.1,
                  groups_labelled: Sequence[Any] | None = None,
                  groups_unlabelled: Sequence[Any] | None = None) -> EstimateRow:
     """PPI++, labels alone and the judge alone for one estimand, with the labels the judge was worth."""
-    y, fl, fu = (np.asarray(a, dtype=float) for a in (y, f_labelled, f_unlabelled))
+    y, fl, fu = _checked(y, f_labelled, f_unlabelled, alpha)
     ppi = ppi_mean(y, fl, fu, alpha=alpha, groups_labelled=groups_labelled, groups_unlabelled=groups_unlabelled)
     classical = classical_mean(y, alpha=alpha, groups=groups_labelled)
-    all_groups = None if groups_labelled is None and groups_unlabelled is None else \
-        [*(groups_unlabelled or [f"_u{i}" for i in range(len(fu))]),
-         *(groups_labelled or [f"_l{i}" for i in range(len(y))])]
-    naive = naive_mean(np.concatenate([fu, fl]), alpha=alpha, groups=all_groups)
-    effective = len(y) * (classical.se / ppi.se) ** 2 if ppi.se > 0 else float("inf")
-    n_groups = len(set(map(str, all_groups))) if all_groups is not None else len(y) + len(fu)
-    return EstimateRow(what, len(y), len(fu), n_groups, ppi, classical, naive, float(effective))
+    groups = [*_labels(groups_unlabelled, len(fu), "_u"), *_labels(groups_labelled, len(y), "_l")]
+    naive = naive_mean(np.concatenate([fu, fl]), alpha=alpha,
+                       groups=None if groups_labelled is None and groups_unlabelled is None else groups)
+    return _row(what, len(y), len(fu), groups, ppi, classical, naive)
+
+
+def difference_row(what: str, a: tuple[Any, Any, Any], b: tuple[Any, Any, Any], *, alpha: float = 0.1,
+                   groups_a: tuple[Sequence[Any], Sequence[Any]] | None = None,
+                   groups_b: tuple[Sequence[Any], Sequence[Any]] | None = None) -> EstimateRow:
+    """The difference ``a - b`` of two sets' mean labels (e.g. two systems), each given as
+    ``(labels, judge scores on them, judge scores on the unlabelled texts)``; ``groups_*`` as
+    ``(labelled groups, unlabelled groups)``. Texts of both sets in one group (one prompt answered by
+    both systems) are paired: their terms share the group's draw. Each set keeps its own PPI++ weight."""
+    ya, fla, fua = _checked(*a, alpha)
+    yb, flb, fub = _checked(*b, alpha)
+    ga, gb = groups_a or (None, None), groups_b or (None, None)
+    # default labels differ between the sets: without groups, no text of a pairs with one of b
+    la = (_labels(ga[0], len(ya), "_al"), _labels(ga[1], len(fua), "_au"))
+    lb = (_labels(gb[0], len(yb), "_bl"), _labels(gb[1], len(fub), "_bu"))
+    ppi = _ppi_linear(ya, fla, fua, _power_weight(ya, fla, fua), *la).minus(
+        _ppi_linear(yb, flb, fub, _power_weight(yb, flb, fub), *lb))
+    classical = _mean_linear(ya, la[0]).minus(_mean_linear(yb, lb[0]))
+    naive = _mean_linear(np.concatenate([fua, fla]), [*la[1], *la[0]]).minus(
+        _mean_linear(np.concatenate([fub, flb]), [*lb[1], *lb[0]]))
+    groups = [*la[0], *la[1], *lb[0], *lb[1]]
+    return _row(what, len(ya) + len(yb), len(fua) + len(fub), groups, ppi.interval(alpha),
+                classical.interval(alpha), naive.interval(alpha))
 
 
 def estimate_judgements(judgements: Any, judge: str, *, alpha: float = 0.1, by: str | None = None) -> list[EstimateRow]:
     """Rows for a judgements file (:mod:`rubric_induce.data.judgements`): the mean human label over
     every text, from the judge's expected score on every text and the labels on some; with ``by``
-    (a row key such as ``system``), one row per value too. The judge's score is its expected value
-    over the scale (on a two-answer scale, its probability of the second answer; so the estimate is
-    the share of texts labelled with the second answer). Intervals resample the rows' groups."""
+    (a row key such as ``system``), one row per value and the difference of each value from the
+    first (sorted; paired through the rows' groups, e.g. prompts both systems answered; unadjusted
+    for multiple comparisons). The judge's score is its expected value over the scale (on a
+    two-answer scale its probability of the second answer, so the estimate is the share of texts
+    labelled with the second answer: for preference pairs, the share where the second response won).
+    Intervals resample the rows' groups."""
     col = judgements.judge(judge)
     score = col.probs @ np.asarray(judgements.scale, dtype=float)
     scored = np.isfinite(score)
@@ -183,17 +250,28 @@ def estimate_judgements(judgements: Any, judge: str, *, alpha: float = 0.1, by: 
         raise DataError(f"judge {judge!r} gave no output on {int((~scored).sum())} text(s) (lines {missing} ...): "
                         "an estimate needs the judge's score on every text", path=judgements.source,
                         field=f"judges.{judge}")
-    parts: list[tuple[str, np.ndarray]] = [("all texts", np.ones(judgements.n, dtype=bool))]
-    if by is not None:
-        values = [str(e.get(by)) if e.get(by) is not None else None for e in judgements.extra]
-        if all(v is None for v in values):
-            raise DataError(f"no row has a {by!r} field", path=judgements.source, field=by)
-        for value in sorted({v for v in values if v is not None}):
-            parts.append((f"{by} = {value}", np.array([v == value for v in values])))
-    rows = []
-    for what, mask in parts:
+    groups = np.asarray(judgements.groups, dtype=object)
+
+    def part(mask: np.ndarray) -> tuple[tuple[Any, Any, Any], tuple[list[Any], list[Any]]]:
         lab, unl = mask & judgements.labelled, mask & ~judgements.labelled
-        groups = np.asarray(judgements.groups, dtype=object)
-        rows.append(estimate_row(what, judgements.label[lab], score[lab], score[unl], alpha=alpha,
-                                 groups_labelled=groups[lab].tolist(), groups_unlabelled=groups[unl].tolist()))
+        return (judgements.label[lab], score[lab], score[unl]), (groups[lab].tolist(), groups[unl].tolist())
+
+    def row(what: str, mask: np.ndarray) -> EstimateRow:
+        (y, fl, fu), (gl, gu) = part(mask)
+        return estimate_row(what, y, fl, fu, alpha=alpha, groups_labelled=gl, groups_unlabelled=gu)
+
+    rows = [row("all texts", np.ones(judgements.n, dtype=bool))]
+    if by is None:
+        return rows
+    values = [str(e.get(by)) if e.get(by) is not None else None for e in judgements.extra]
+    if all(v is None for v in values):
+        raise DataError(f"no row has a {by!r} field", path=judgements.source, field=by)
+    masks = {v: np.array([x == v for x in values]) for v in sorted({v for v in values if v is not None})}
+    rows += [row(f"{by} = {v}", m) for v, m in masks.items()]
+    first, *others = list(masks)
+    base_data, base_groups = part(masks[first])
+    for v in others:
+        data, gs = part(masks[v])
+        rows.append(difference_row(f"{by} = {v} minus {first}", data, base_data, alpha=alpha, groups_a=gs,
+                                   groups_b=base_groups))
     return rows

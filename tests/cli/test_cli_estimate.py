@@ -35,7 +35,7 @@ def test_prints_rows_and_writes_json(tmp_path):
     assert res.exit_code == 0, res.output
     assert "all texts" in res.output and "system = A" in res.output and "no guarantee" in res.output
     data = json.loads(out.read_text())
-    assert [r["what"] for r in data["rows"]] == ["all texts", "system = A", "system = B"]
+    assert [r["what"] for r in data["rows"]] == ["all texts", "system = A", "system = B", "system = B minus A"]
     first = data["rows"][0]
     assert first["n_labelled"] == 40 and first["n_unlabelled"] == 80
     assert first["ppi"]["low"] <= first["ppi"]["estimate"] <= first["ppi"]["high"]

@@ -115,9 +115,59 @@ def test_rows_from_a_judgements_file_per_system(tmp_path):
     path = tmp_path / "j.jsonl"
     path.write_text("\n".join(lines) + "\n")
     rows = estimate_judgements(read_judgements(path), "j", by="system")
-    assert [r.what for r in rows] == ["all texts", "system = A", "system = B"]
+    assert [r.what for r in rows] == ["all texts", "system = A", "system = B", "system = B minus A"]
     assert rows[0].n_labelled == 80 and rows[0].n_unlabelled == 220 and rows[0].n_groups == 150
     assert rows[1].n_labelled + rows[2].n_labelled == 80
     assert rows[1].ppi.estimate > rows[2].ppi.estimate
     with pytest.raises(DataError, match="no row has a 'model' field"):
         estimate_judgements(read_judgements(path), "j", by="model")
+
+
+def test_paired_difference_is_narrower_than_unpaired_and_covers():
+    """Two systems answer the same prompts; a prompt effect shared by both cancels in the paired
+    difference (one group per prompt), not in an unpaired one."""
+    from rubric_induce.evaluation.estimate import difference_row
+
+    rng = np.random.default_rng(6)
+    reps, hits, paired_w, unpaired_w = 200, 0, [], []
+    for _ in range(reps):
+        prompt = rng.normal(0, 1.0, 300)
+        ya, yb = 3.3 + prompt + rng.normal(0, 0.3, 300), 3.0 + prompt + rng.normal(0, 0.3, 300)
+        fa, fb = ya + 0.5 + rng.normal(0, 0.3, 300), yb + 0.2 + rng.normal(0, 0.3, 300)
+        lab = np.zeros(300, dtype=bool)
+        lab[:40] = True
+        g = [f"p{i}" for i in range(300)]
+        gl, gu = [g[i] for i in np.flatnonzero(lab)], [g[i] for i in np.flatnonzero(~lab)]
+        a, b = (ya[lab], fa[lab], fa[~lab]), (yb[lab], fb[lab], fb[~lab])
+        paired = difference_row("A - B", a, b, groups_a=(gl, gu), groups_b=(gl, gu))
+        unpaired = difference_row("A - B", a, b)
+        hits += paired.ppi.low <= 0.3 <= paired.ppi.high
+        paired_w.append(paired.ppi.width)
+        unpaired_w.append(unpaired.ppi.width)
+    assert hits / reps >= 0.9 - 3 * np.sqrt(0.09 / reps)
+    assert np.mean(paired_w) < 0.6 * np.mean(unpaired_w)
+
+
+def test_judgements_rows_include_differences(tmp_path):
+    import json
+
+    from rubric_induce.data.judgements import read_judgements
+    from rubric_induce.evaluation.estimate import estimate_judgements
+
+    rows = []
+    rng = np.random.default_rng(7)
+    for i in range(200):
+        for system, p in (("A", 0.7), ("B", 0.4)):
+            label = int(rng.random() < p)
+            q = float(np.clip(0.25 + 0.5 * label + rng.normal(0, 0.1), 0.01, 0.99))
+            row = {"id": f"{system}{i}", "group": f"prompt{i}", "system": system, "judges": {"j": {"probs": [1 - q, q]}}}
+            if i < 40:
+                row["label"] = label
+            rows.append(json.dumps(row))
+    path = tmp_path / "j.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    out = estimate_judgements(read_judgements(path), "j", by="system")
+    assert [r.what for r in out] == ["all texts", "system = A", "system = B", "system = B minus A"]
+    diff = out[-1]
+    assert diff.ppi.estimate == pytest.approx(out[2].ppi.estimate - out[1].ppi.estimate)
+    assert diff.ppi.high < 0  # B is rated lower, and the interval says so
