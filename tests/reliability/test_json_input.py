@@ -124,15 +124,19 @@ def test_compare_names_the_pair(pairwise_artifact, tmp_path, kind):
                 str(pairs), "line 3", "field 'output_2'", phrase)
 
 
-def test_score_probes_names_the_record(fake_run, tmp_path):
+def test_score_probes_names_the_record(small, tmp_path):
     """A probe file from elsewhere: a surrogate in a record's rubric id names its line and the field."""
-    lines = (fake_run / "probes.jsonl").read_text(encoding="utf-8").splitlines()
+    from rubric_induce.scoring.scorer import RubricScorer
+
+    texts = [{"id": f"p{i}", "text": f"USER: hi {i}\nSYSTEM: hello"} for i in range(3)]
+    RubricScorer.load(small, cache=False).probe(texts).save(tmp_path / "good.jsonl")
+    lines = (tmp_path / "good.jsonl").read_text(encoding="utf-8").splitlines()
     rec = json.loads(lines[3])
     rec["rubric_id"] = "@@BAD@@"
     lines[3] = json.dumps(rec).replace('"@@BAD@@"', '"r\\udc00"')
     probes = tmp_path / "probes.jsonl"
     probes.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    clean_error(*invoke("score", fake_run, "--probes", probes), str(probes), "line 4", "field 'rubric_id'",
+    clean_error(*invoke("score", small, "--probes", probes), str(probes), "line 4", "field 'rubric_id'",
                 "\\udc00")
 
 
