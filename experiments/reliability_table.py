@@ -44,6 +44,7 @@ AREAS = {
     "test_config_types.py": "numbers and booleans quoted as strings in a config name their field",
     "test_json_input.py": "lone surrogates, 5,000-digit integers, YAML alias bombs: exit 2 naming file, line, field",
     "test_guarantee_input.py": "guarantees of human agreement read back from damaged artifacts; odd calibration data",
+    "test_packed_replies.py": "hostile probe replies (packed and independent): failed records, nothing cached, ingest lists them",
 }
 
 

@@ -9,6 +9,7 @@ cannot give logprobs say so through ``supports_logprobs`` and raise
 """
 from __future__ import annotations
 
+import math
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,6 +33,9 @@ __all__ = [
     "PRICES_PER_MTOK",
     "price_for",
     "fault_summary",
+    "check_logprob",
+    "listed_alternatives",
+    "LOGPROB_TOLERANCE",
     "prompt_cache_scope",
     "current_prompt_cache_key",
 ]
@@ -107,7 +111,9 @@ class Usage:
 
 #: The fault counters of a served backend, as they appear in a run's usage (manifest.json, markers).
 FAULT_KEYS = ("retries", "http_429", "http_5xx", "timeouts", "connection_errors", "bad_replies", "failures",
-              "retry_after_capped", "retry_wait_s")
+              "retry_after_capped", "retry_wait_s", "timeout_s")
+#: The fault counters that are seconds (floats), not counts.
+_SECONDS_KEYS = ("retry_wait_s", "timeout_s")
 
 
 @dataclass
@@ -119,7 +125,9 @@ class FaultCounts:
     a 200 whose body was not a usable completion (not JSON, an HTML page, no choices, a positive or
     non-finite logprob); ``failures``: calls that raised after their retries (or at once, for an
     error no retry can fix); ``retry_after_capped``: ``Retry-After`` waits cut to the backend's
-    ``retry_after_max``; ``retry_wait_s``: seconds slept before retries.
+    ``retry_after_max``; ``retry_wait_s``: seconds slept before retries; ``timeout_s``: seconds spent
+    on requests that timed out (from sending to giving up on them: the client's timeout, or an HTTP
+    408), lost time that ``retry_wait_s`` does not count.
     """
 
     retries: int = 0
@@ -131,6 +139,7 @@ class FaultCounts:
     failures: int = 0
     retry_after_capped: int = 0
     retry_wait_s: float = 0.0
+    timeout_s: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **counts: float) -> None:
@@ -142,7 +151,7 @@ class FaultCounts:
 
     def to_dict(self) -> dict[str, Any]:
         with self._lock:
-            return {k: (round(getattr(self, k), 3) if k == "retry_wait_s" else getattr(self, k)) for k in FAULT_KEYS}
+            return {k: (round(getattr(self, k), 3) if k in _SECONDS_KEYS else getattr(self, k)) for k in FAULT_KEYS}
 
     @property
     def any(self) -> bool:
@@ -159,7 +168,24 @@ def fault_summary(usage: Mapping[str, Any]) -> str | None:
     parts = [f"{int(usage.get('retries', 0))} retries"]
     parts += [f"{int(usage[k])} {label}" for k, label in names.items() if usage.get(k)]
     wait = float(usage.get("retry_wait_s", 0) or 0)
-    return "backend faults: " + ", ".join(parts) + f"; waited {wait:.1f} s before retries"
+    lost = float(usage.get("timeout_s", 0) or 0)
+    timed = f"{lost:.1f} s lost to timeouts, " if lost or usage.get("timeouts") else ""
+    return "backend faults: " + ", ".join(parts) + f"; {timed}{wait:.1f} s waited before retries"
+
+
+#: A logprob this far above 0 is float noise (clamped by the backends); further is no log-probability.
+LOGPROB_TOLERANCE = 1e-6
+
+
+def check_logprob(value: Any, where: str) -> float:
+    """``value`` as a logprob (a number, not a bool, not NaN, at most :data:`LOGPROB_TOLERANCE`; ``-inf``
+    allowed), or a ValueError naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}: logprob {value!r} is not a number")
+    lp = float(value)
+    if math.isnan(lp) or lp > LOGPROB_TOLERANCE:
+        raise ValueError(f"{where}: logprob {value!r} is not a log-probability (it must be <= 0)")
+    return lp
 
 
 @dataclass
@@ -169,6 +195,43 @@ class TokenLogprob:
     token: str
     logprob: float
     top: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "token") -> TokenLogprob:
+        """A token as :meth:`ChatResult.to_dict` stores it; anything else (a token that is not a string,
+        a logprob that is not one, alternatives that are not ``{text: logprob}``) is a ValueError."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{where}: not an object but {type(data).__name__}")
+        token = data.get("token")
+        if not isinstance(token, str):
+            raise ValueError(f"{where}: token {token!r} is not a string")
+        top = data.get("top", {})
+        if top is None:
+            top = {}
+        if not isinstance(top, Mapping):
+            raise ValueError(f"{where}: alternatives are {type(top).__name__}, not an object")
+        alts = {}
+        for t, lp in top.items():
+            if not isinstance(t, str):
+                raise ValueError(f"{where}: alternative token {t!r} is not a string")
+            alts[t] = check_logprob(lp, f"{where}: alternative {t!r}")
+        return cls(token, check_logprob(data.get("logprob"), f"{where} {token!r}"), alts)
+
+
+def listed_alternatives(token: str, logprob: float,
+                        top: Mapping[str, float]) -> tuple[dict[str, float], float | None]:
+    """The alternatives a backend listed at one generated position, the chosen token among them (a
+    reply without ``top_logprobs`` lists only it), and the logprob bound of every token not listed:
+    the smallest finite listed logprob (None when none is finite).
+
+    Independent probes (:meth:`Backend.answer_logprobs` of the OpenAI-compatible backend) and packed
+    or analyze-rate replies read from generated tokens all read a position through it, so an answer
+    missing from the list is *bounded* the same way everywhere, never read as impossible."""
+    alts = dict(top)
+    if token not in alts:
+        alts[token] = logprob
+    finite = [lp for lp in alts.values() if lp > -math.inf]
+    return alts, (min(finite) if finite else None)
 
 
 @dataclass
@@ -188,13 +251,25 @@ class ChatResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ChatResult:
-        toks = data.get("tokens")
+        """A reply as :meth:`to_dict` stores it (the call cache); a damaged one (text not a string,
+        tokens not a list of valid tokens: :meth:`TokenLogprob.from_dict`) is a ValueError."""
+        text, toks = data["text"], data.get("tokens")
+        if not isinstance(text, str):
+            raise ValueError(f"reply text is {type(text).__name__}, not a string")
+        if toks is not None and not isinstance(toks, list):
+            raise ValueError(f"reply tokens are {type(toks).__name__}, not a list")
         return cls(
-            text=data["text"],
+            text=text,
             usage=Usage.from_dict(data.get("usage", {})),
-            tokens=None if toks is None else [TokenLogprob(t["token"], t["logprob"], dict(t["top"])) for t in toks],
+            tokens=None if toks is None else [TokenLogprob.from_dict(t, f"tokens[{i}]") for i, t in enumerate(toks)],
             finish_reason=data.get("finish_reason"),
         )
+
+    def checked(self) -> ChatResult:
+        """This reply if it reads back from :meth:`to_dict` as it is (what the call cache and ``ingest``
+        store must be what a later run can read), else a ValueError naming the damaged field."""
+        ChatResult.from_dict(self.to_dict())
+        return self
 
 
 @dataclass
@@ -231,9 +306,13 @@ class AnswerLogprobs:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AnswerLogprobs:
-        bound = data.get("bound")
-        return cls({k: (float("-inf") if v is None else float(v)) for k, v in data["logprobs"].items()},
-                   Usage.from_dict(data.get("usage", {})), None if bound is None else float(bound))
+        """Answer logprobs as :meth:`to_dict` stores them; a damaged row (not ``{answer: logprob or
+        null}``, a logprob that is not one) is a ValueError."""
+        bound, lps = data.get("bound"), data["logprobs"]
+        if not isinstance(lps, Mapping):
+            raise ValueError(f"answer logprobs are {type(lps).__name__}, not an object")
+        return cls({str(k): (float("-inf") if v is None else check_logprob(v, f"answer {k!r}")) for k, v in lps.items()},
+                   Usage.from_dict(data.get("usage", {})), None if bound is None else check_logprob(bound, "bound"))
 
 
 class Backend(ABC):

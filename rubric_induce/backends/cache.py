@@ -427,7 +427,8 @@ class UsageTally:
         for src in sources:
             for k, v in src.to_dict().items():
                 out[k] += v
-        out["retry_wait_s"] = round(out["retry_wait_s"], 3)
+        for k in ("retry_wait_s", "timeout_s"):
+            out[k] = round(out[k], 3)
         return out
 
     def record(self, usage: Usage, *, cached: bool) -> None:
@@ -506,6 +507,20 @@ class CachedBackend(Backend):
             self.cache.warn_damaged_row(key, f"{type(exc).__name__}: {exc}")
             return None
 
+    def _storable(self, result: Any, cls: Any) -> dict[str, Any]:
+        """``result`` as the row to store, if it reads back as it is (else a BackendError: a reply that
+        cannot be stored, e.g. a token that is not text, is a failed call, never a row that a later
+        run cannot read)."""
+        from rubric_induce.core.errors import BackendError
+
+        row = result.to_dict()
+        try:
+            cls.from_dict(row)
+            json.dumps(row, ensure_ascii=False).encode("utf-8")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise BackendError(f"{self.kind}/{self.model}: bad reply, not cached: {exc}") from None
+        return row
+
     def chat(self, messages: Sequence[Message], options: CallOptions | None = None) -> ChatResult:
         opts = CallOptions.resolve(options)
         key, hit = self._lookup("chat", chat_payload(messages, opts))
@@ -515,8 +530,9 @@ class CachedBackend(Backend):
             result.usage.cached = True
             return result
         result = self.inner.chat(messages, opts)
+        row = self._storable(result, ChatResult)
         if self.cache is not None:
-            self.cache.put(key, "chat", self.model, result.to_dict(), result.usage)
+            self.cache.put(key, "chat", self.model, row, result.usage)
         self.tally.record(result.usage, cached=False)
         return result
 
@@ -536,8 +552,9 @@ class CachedBackend(Backend):
             result.usage.cached = True
             return result
         result = self.inner.answer_logprobs(messages, answers, opts, assistant_prefix=assistant_prefix)
+        row = self._storable(result, AnswerLogprobs)
         if self.cache is not None:
-            self.cache.put(key, "answer_logprobs", self.model, result.to_dict(), result.usage)
+            self.cache.put(key, "answer_logprobs", self.model, row, result.usage)
         self.tally.record(result.usage, cached=False)
         return result
 

@@ -54,6 +54,7 @@ from rubric_induce.backends.base import (
     TokenLogprob,
     Usage,
     current_prompt_cache_key,
+    listed_alternatives,
 )
 from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.pricing import cost as _price_cost
@@ -68,7 +69,7 @@ from rubric_induce.core.errors import (
     UntrustworthyLogprobsError,
 )
 
-__all__ = ["OpenAICompatibleBackend", "answer_keys", "JSON_MODES", "parse_retry_after"]
+__all__ = ["OpenAICompatibleBackend", "answer_keys", "JSON_MODES", "parse_retry_after", "environment_api_key"]
 
 #: How ``CallOptions.json_schema`` is sent: ``auto`` picks ``json_schema`` (OpenAI structured
 #: outputs) for the OpenAI API and ``json_object`` (``{"type": "json_object", "schema": ...}``,
@@ -259,7 +260,7 @@ class OpenAICompatibleBackend(Backend):
         self._count_memo: dict[str, int] = {}
 
         from_env = api_key_from_env or self.kind == "openai"
-        env_key = (os.environ.get("RUBRIC_INDUCE_API_KEY") or os.environ.get("OPENAI_API_KEY")) if from_env else None
+        env_key = environment_api_key() if from_env else None
         key = api_key or env_key
         #: Where the key sent comes from: "argument", "environment" or "none" (the placeholder).
         self.key_source = "argument" if api_key else ("environment" if env_key else "none")
@@ -331,13 +332,16 @@ class OpenAICompatibleBackend(Backend):
         message = choice.get("message")
         text = (message.get("content") if isinstance(message, Mapping) else None) or ""
         tokens = None
+        if not isinstance(text, str):
+            raise self._bad_reply(f"message.content is not text: {_snippet(text)}")
         if opts.top_logprobs > 0:
             logprobs = choice.get("logprobs")
             content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
             if content is None or (not content and text):
                 raise LogprobsUnavailableError(self._no_logprobs_message())
-            tokens = [TokenLogprob(t.get("token"), self._logprob(t.get("logprob"), t.get("token")), self._top_dict(t))
-                      for t in content]
+            if not isinstance(content, list):
+                raise self._bad_reply(f"logprobs.content is not a list: {_snippet(content)}")
+            tokens = [self._token(t, f"logprobs.content[{i}]") for i, t in enumerate(content)]
         return ChatResult(text=text, usage=self.usage_of(body, batch=batch), tokens=tokens,
                           finish_reason=choice.get("finish_reason"))
 
@@ -392,21 +396,16 @@ class OpenAICompatibleBackend(Backend):
         content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
         if not content:
             raise LogprobsUnavailableError(self._no_logprobs_message())
-        first = content[0]
-        if not isinstance(first, Mapping):
-            raise self._bad_reply(f"logprobs.content[0] is not an object: {_snippet(first)}")
-        candidates = [(t.get("token"), self._logprob(t.get("logprob"), t.get("token")))
-                      for t in (first.get("top_logprobs") or []) if isinstance(t, Mapping)]
-        if first.get("token") not in {tok for tok, _ in candidates}:
-            candidates.append((first.get("token"), self._logprob(first.get("logprob"), first.get("token"))))
+        if not isinstance(content, list):
+            raise self._bad_reply(f"logprobs.content is not a list: {_snippet(content)}")
+        first = self._token(content[0], "logprobs.content[0]")
+        # Only the top N are listed: an answer missing from them is below the smallest listed one.
+        candidates, bound = listed_alternatives(first.token, first.logprob, first.top)
         out = {answer: _NEG_INF for answer in answers}
-        for token, logprob in candidates:
-            answer = keys.get(token.strip()) if isinstance(token, str) else None
+        for token, logprob in candidates.items():
+            answer = keys.get(token.strip())
             if answer is not None:
                 out[answer] = _logaddexp(out[answer], logprob)
-        # Only the top N are listed: an answer missing from them is below the smallest listed one.
-        finite = [lp for _, lp in candidates if lp > _NEG_INF]
-        bound = min(finite) if finite else None
         return AnswerLogprobs(out, self.usage_of(body, batch=batch), bound=bound)
 
     def count_tokens(self, text: str) -> int:
@@ -527,9 +526,27 @@ class OpenAICompatibleBackend(Backend):
         self.faults.add(bad_replies=1, failures=1)
         return UntrustworthyLogprobsError(f"{self._label()}: bad reply from the server: {what}")
 
+    def _token(self, entry: Any, where: str) -> TokenLogprob:
+        """One ``logprobs.content`` entry as a token: an object whose ``token`` (and every alternative's)
+        is a string, else a bad reply (a failed call, counted; never a token a reader cannot read)."""
+        if not isinstance(entry, Mapping):
+            raise self._bad_reply(f"{where} is not an object: {_snippet(entry)}")
+        token = entry.get("token")
+        if not isinstance(token, str):
+            raise self._bad_reply(f"{where}.token is not a string: {_snippet(token)}")
+        alts = entry.get("top_logprobs")
+        if alts is not None and not isinstance(alts, list):
+            raise self._bad_reply(f"{where}.top_logprobs is not a list: {_snippet(alts)}")
+        for j, alt in enumerate(alts or []):
+            if isinstance(alt, Mapping) and not isinstance(alt.get("token"), str):
+                raise self._bad_reply(f"{where}.top_logprobs[{j}].token is not a string: {_snippet(alt.get('token'))}")
+        return TokenLogprob(token, self._logprob(entry.get("logprob"), token), self._top_dict(entry))
+
     def _logprob(self, value: Any, token: Any) -> float:
         """``value`` as a logprob; a positive (beyond float noise), NaN, +inf or non-number one is a bad reply."""
         try:
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                raise TypeError(value)
             lp = float(value)
         except (TypeError, ValueError):
             raise self._untrustworthy(f"logprob {value!r} of token {token!r} is not a number") from None
@@ -670,8 +687,10 @@ class OpenAICompatibleBackend(Backend):
         last: Exception | None = None
         for attempt in range(attempts):
             retry_after = None
+            sent = None
             try:
                 with self._slots:
+                    sent = time.monotonic()
                     raw = post("/chat/completions", body=body, cast_to=bytes)
                 return self._decode_reply(raw)
             except _BadReply as exc:
@@ -692,7 +711,7 @@ class OpenAICompatibleBackend(Backend):
                 if status == 429:
                     faults.add(http_429=1)
                 elif status == 408:
-                    faults.add(timeouts=1)
+                    faults.add(timeouts=1, timeout_s=time.monotonic() - sent)
                 elif status >= 500:
                     faults.add(http_5xx=1)
                 if not self._retryable_status(status):
@@ -704,7 +723,7 @@ class OpenAICompatibleBackend(Backend):
                                        f"{redact_text(_server_message(exc))}{hint}") from exc
                 last, retry_after = exc, _retry_after(exc)
             except openai.APITimeoutError as exc:
-                faults.add(timeouts=1)
+                faults.add(timeouts=1, timeout_s=time.monotonic() - sent if sent is not None else 0.0)
                 last = exc
             except openai.APIConnectionError as exc:
                 faults.add(connection_errors=1)
@@ -735,6 +754,12 @@ class OpenAICompatibleBackend(Backend):
             except Exception:  # not installed, or its encoding files cannot be fetched offline
                 self._tokenizer = None
         return self._tokenizer
+
+
+def environment_api_key() -> str | None:
+    """The API key the environment holds for OpenAI-compatible backends (``RUBRIC_INDUCE_API_KEY``, else
+    ``OPENAI_API_KEY``), or None."""
+    return os.environ.get("RUBRIC_INDUCE_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
 
 
 def _as_dict(response: Any) -> dict[str, Any]:

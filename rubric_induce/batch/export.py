@@ -481,6 +481,10 @@ def ingest_results(files: Sequence[str | Path], batch_dir: str | Path, cache: An
                 else:
                     top = int((entry.get("options") or {}).get("top_logprobs") or 0)
                     result = parser.parse_chat_response(body, CallOptions(top_logprobs=top), batch=True)
+                # what is stored must be what a later run reads back: the row itself, not the parse
+                row = json.dumps(result.to_dict(), ensure_ascii=False)
+                row.encode("utf-8")  # a lone surrogate: SQLite cannot store it
+                type(result).from_dict(json.loads(row))
             except (RubricInduceError, TypeError, ValueError, AttributeError, KeyError, OverflowError,
                     RecursionError) as exc:
                 report.failed[cid] = redact_text(f"unusable reply: {exc}")

@@ -382,6 +382,11 @@ def export_inspect(source: SourceLike, path: str | Path) -> Path:
 
     src = load_source(source)
     refuse_pairwise(src, "inspect", _PAIRWISE_WHY)
+    if str((src.probe or {}).get("packing") or "independent") != "independent":
+        raise DataError("this run probed its rubrics packed (probe.packing = \"packed\") and an inspect scorer asks "
+                        "one rubric a call, so its scores would differ from the run's: use `rubric-induce score` "
+                        "(or another --format), or export a run probed with packing = \"independent\"",
+                        path=src.artifact, field="probe.packing")
     if src.artifact is not None:
         where = src.run_dir
     elif isinstance(source, (str, Path)):

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.backends.base import Backend, prompt_cache_scope
+from rubric_induce.backends.base import Backend, listed_alternatives, prompt_cache_scope
 from rubric_induce.backends.concurrency import run_window
 from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.redact import redact_text
@@ -219,9 +219,22 @@ def _from_logprobs(backend: Backend, messages, scale: AnswerScale,
     answers outside a top-k backend's list are filled (0, or ``bound`` each when none is listed)."""
     # After "Rating:" the answer follows a space; scoring " 4" lets the tokenizer merge them.
     answers = [(" " + a) if prefix else a for a in scale.labels]
-    res = backend.answer_logprobs(messages, answers, assistant_prefix=prefix)
-    raw = [math.exp(res.logprobs[a]) if res.logprobs[a] > -math.inf else 0.0 for a in answers]
+    res = _checked_reply(backend, backend.answer_logprobs(messages, answers, assistant_prefix=prefix))
+    lps = [res.logprobs.get(a, -math.inf) for a in answers]
+    raw = [math.exp(lp) if lp > -math.inf else 0.0 for lp in lps]
     return _bounded(raw, scale.labels, None if res.bound is None else math.exp(res.bound))
+
+
+def _checked_reply(backend: Backend, reply: Any) -> Any:
+    """``reply`` (a :class:`~rubric_induce.backends.base.ChatResult` or
+    :class:`~rubric_induce.backends.base.AnswerLogprobs`) if it reads back as stored (text that is text,
+    tokens that are tokens, logprobs that are log-probabilities), else a
+    :class:`~rubric_induce.core.errors.BackendError`: a damaged reply is a failed probe, never a crash."""
+    try:
+        type(reply).from_dict(reply.to_dict())
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise BackendError(f"{backend.kind}/{backend.model}: bad reply: {exc}") from None
+    return reply
 
 
 def _bounded(raw: list[float], labels: Sequence[str],
@@ -258,13 +271,12 @@ def _read_after_marker(tokens, labels: Sequence[str]) -> tuple[list[float], floa
         if tok_end <= end or not text[max(starts[j], end):tok_end].strip():
             continue
         before = text[: starts[j]]
-        top = tok.top or {tok.token: tok.logprob}
+        top, bound = listed_alternatives(tok.token, tok.logprob, tok.top or {})
         out = []
         for lab in labels:
             lps = [lp for t, lp in top.items() if (before + t)[end:].strip().rstrip(".,;") == lab]
             out.append(float(np.exp(np.logaddexp.reduce(lps))) if lps else 0.0)
-        finite = [lp for lp in top.values() if lp > -math.inf]
-        return out, (math.exp(min(finite)) if finite and tok.top else None)
+        return out, (None if bound is None else math.exp(bound))
     return None
 
 
@@ -412,6 +424,12 @@ def probe_packed_once(
         raise LogprobsUnavailableError(
             f"backend {backend.kind}/{backend.model} returned no token logprobs for a packed reply; use "
             "probe.packing = \"independent\"")
+    try:
+        _checked_reply(backend, reply)
+    except BackendError as exc:  # a damaged reply: every rubric of the call failed (retried on a rerun)
+        for rec in recs:
+            rec.error, rec.call_failed = redact_text(f"call failed: {exc}"), True
+        return recs, exc
     for rec, rb, ans in zip(recs, rubrics, parse_packed_tokens(reply.tokens, [rb.scale.labels for rb in rubrics])):
         if ans.raw is None:
             rec.error = ans.error
@@ -444,7 +462,7 @@ def read_probe(backend: Backend, rec: ProbeRecord, messages, scale: AnswerScale,
     if estimator == "sampling":
         counts = dict.fromkeys(scale.labels, 0)
         for call in plan:
-            reply = backend.chat(messages, call)
+            reply = _checked_reply(backend, backend.chat(messages, call))
             label = parse_answer(reply.text, scale.labels, style)
             if label is not None:
                 counts[label] += 1
@@ -460,7 +478,7 @@ def read_probe(backend: Backend, rec: ProbeRecord, messages, scale: AnswerScale,
         return rec
     # analyze-rate: generate the analysis, then read the distribution at the answer position.
     if backend.supports_assistant_prefix:
-        reply = backend.chat(messages, plan[0])
+        reply = _checked_reply(backend, backend.chat(messages, plan[0]))
         idx = reply.text.find(RATING_MARKER)
         if idx >= 0:
             prefix = reply.text[: idx + len(RATING_MARKER)]
@@ -470,7 +488,7 @@ def read_probe(backend: Backend, rec: ProbeRecord, messages, scale: AnswerScale,
         rec.analysis = prefix[: -len(RATING_MARKER)].rstrip()
         rec.raw, rec.bounded, rec.bound = _from_logprobs(backend, messages, scale, prefix)
     else:
-        reply = backend.chat(messages, plan[0])
+        reply = _checked_reply(backend, backend.chat(messages, plan[0]))
         if reply.tokens is None:
             raise LogprobsUnavailableError(
                 f"backend {backend.kind}/{backend.model} returned no token logprobs for the analysis; "

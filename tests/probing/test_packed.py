@@ -241,7 +241,7 @@ def test_a_line_starting_with_a_word_is_bounded_not_read_further(examples, rubri
 
 def test_a_reply_out_of_order_with_a_missing_line_and_extra_text_all_at_once(examples, rubrics):
     """One reply with every trick: a preamble holding digits, lines out of order, commentary after an
-    answer, a repeated label (the first line counts), a label beyond the list, a missing line, and a
+    answer, a repeated label (the last line counts), a label beyond the list, a missing line, and a
     closing remark naming the missing label mid-sentence (not a line of its own)."""
     reply = ("Sure! Here are my ratings on the 1-5 scale:\n"
              "R3: 2 - the system repeated itself 3 times\n"
@@ -253,11 +253,11 @@ def test_a_reply_out_of_order_with_a_missing_line_and_extra_text_all_at_once(exa
     table = probe(examples[:1], rubrics, be, ProbeParams(packing="packed"))
     by_pos = {r.pack_position: r for r in table.records}
     assert by_pos[2].ok and by_pos[2].probs == pytest.approx([0, 1, 0, 0, 0])  # R3: 2, not the 3 after it
-    assert by_pos[0].ok and by_pos[0].probs == pytest.approx([0, 0, 0, 0, 1])  # the first R1 line, not the repeat
+    assert by_pos[0].ok and by_pos[0].probs == pytest.approx([1, 0, 0, 0, 0])  # the last R1 line wins
     assert not by_pos[1].ok and "'R2:'" in by_pos[1].error  # "R2:" mid-line is no answer line
     assert table.n_errors == 1 and len(be.calls) == 1
     # the text parser reads the same lines
-    assert parse_packed_text(reply, [LIK] * 3) == ["5", None, "2"]
+    assert parse_packed_text(reply, [LIK] * 3) == ["1", None, "2"]
 
 
 def test_answers_read_with_trailing_punctuation_and_a_final_line_without_newline():
@@ -283,3 +283,85 @@ def test_the_reply_shape_shown_suggests_no_answer_by_default_and_can_be_replaced
     assert shape + "\nWrite nothing else." in custom[-1]["content"] and "<answer>" not in custom[-1]["content"]
     assert custom[-1]["content"].replace(shape, "") == default[-1]["content"].replace(default_format_example(
         len(rubrics)), "")
+
+
+# ----------------------------------------------------------------------------- issue 40, A2 and A8
+def test_a_reply_without_alternatives_is_bounded_by_the_chosen_token_not_certain(examples, rubrics):
+    """A reply whose tokens list no ``top_logprobs`` (``R1: 4`` and nothing else known) is read as the
+    independent probe reads one: the chosen token's probability is listed, every other answer is
+    bounded by it; it is never a certain [0, 0, 0, 1, 0] with no bound."""
+    a1, = parse_packed_tokens(_toks("R1", ":", " 4"), [LIK])
+    assert a1.raw == pytest.approx([0, 0, 0, 0.9, 0]) and a1.bound == pytest.approx(0.9)
+
+    class NoAlternatives(FakeBackend):
+        def chat(self, messages, options=None):
+            reply = super().chat(messages, options)
+            reply.tokens = [TokenLogprob(t.token, t.logprob, {}) for t in reply.tokens]
+            return reply
+
+    table = probe(examples[:1], rubrics, NoAlternatives(replies=lambda m, **kw: "R1: 4\nR2: 2\nR3: 5"),
+                  ProbeParams(packing="packed"))
+    by_pos = {r.pack_position: r for r in table.records}
+    assert by_pos[0].is_bounded and by_pos[0].bound == pytest.approx(0.9)
+    assert by_pos[0].bounded == ["1", "2", "3", "5"] and by_pos[0].raw[3] == pytest.approx(0.9)
+    # the analyze-rate reader (answers read from generated tokens) bounds them the same way
+    from rubric_induce.backends.base import listed_alternatives
+
+    assert listed_alternatives(" 4", math.log(0.9), {}) == ({" 4": math.log(0.9)}, math.log(0.9))
+
+
+def test_an_echo_before_the_answers_never_wins():
+    """The last line of each label counts: an echo of the reply shape, or of example answers, before the
+    real answers is read past; the token and the text reader agree."""
+    text = "R1: 5\nR2: 5\n\nMy answers:\nR1: 2\nR2: 4"
+    assert parse_packed_text(text, [LIK, LIK]) == ["2", "4"]
+    pieces = "R1|:| 5|\n|R2|:| 5|\n|\n|My| answers|:|\n|R1|:| 2|\n|R2|:| 4".split("|")
+    toks = _toks(*pieces, top={2: {" 5": 0.9}, 6: {" 5": 0.9}, 15: {" 2": 0.7, " 3": 0.2}, 19: {" 4": 0.8}})
+    a1, a2 = parse_packed_tokens(toks, [LIK, LIK])
+    assert a1.raw == pytest.approx([0, 0.7, 0.2, 0, 0]) and a2.raw == pytest.approx([0, 0, 0, 0.8, 0])
+    # the placeholder shape echoed first: no answer there, the answers after it are read
+    assert parse_packed_text("R1: <answer>\nR2: <answer>\n...\nR1: 3\nR2: 1", [LIK, LIK]) == ["3", "1"]
+
+
+def test_45_is_no_answer_on_a_1_to_5_scale_for_either_reader():
+    """``R1: 45`` (the digits as two tokens) is not a confident 4: the chosen token is the start of an
+    answer the scale does not have, as the text reader says; other listed alternatives still count."""
+    assert parse_packed_text("R1: 45\nR2: 4.", [LIK, LIK]) == [None, "4"]
+    toks = _toks("R1", ":", " 4", "5", "\n", "R2", ":", " 4", ".", top={2: {" 4": 0.6, " 3": 0.3}, 7: {" 4": 0.8}})
+    a1, a2 = parse_packed_tokens(toks, [LIK, LIK])
+    assert a1.raw == pytest.approx([0, 0, 0.3, 0, 0]) and a1.bound == pytest.approx(0.3)
+    assert a2.raw == pytest.approx([0, 0, 0, 0.8, 0])
+    # with nothing else listed no answer is read: uniform below the bound, as for a line starting with a word
+    lone = parse_packed_tokens(_toks("R1", ":", " 4", "5", top={2: {" 4": 0.9}}), [LIK])[0]
+    assert lone.raw == [0, 0, 0, 0, 0] and lone.bound == pytest.approx(0.9)
+    # a ten-point scale still reads "10" written as "1" + "0" as 10
+    ten = [str(i) for i in range(1, 11)]
+    a, = parse_packed_tokens(_toks("R1", ":", " 1", "0", top={2: {" 1": 0.5, " 2": 0.4}}), [ten])
+    assert a.raw[9] == pytest.approx(0.5) and a.raw[0] == 0 and a.raw[1] == pytest.approx(0.4)
+
+
+def test_export_inspect_refuses_a_packed_run_up_front(tmp_path, rubrics):
+    """An inspect scorer asks one rubric a call: ``export --format inspect`` of a packed run is exit 2 with
+    one line saying why and what to use, and writes nothing (it used to exit 0 and fail in the eval)."""
+    from click.testing import CliRunner
+
+    from rubric_induce.cli import cli
+    from rubric_induce.data.model import RubricPool
+    from rubric_induce.scoring.scorer import write_artifact
+
+    RubricPool(rubrics).save(tmp_path / "selected.jsonl")
+    write_artifact(tmp_path, rubrics="selected.jsonl", threshold=0.0, label="sat", label_threshold=None,
+                   score_mode="expected", probe={"style": "score-only", "packing": "packed"}, fields=["text"],
+                   backend="fake", calibration=None, question=None)
+    out = tmp_path / "scorer.py"
+    res = CliRunner().invoke(cli, ["export", str(tmp_path), "--format", "inspect", "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    errors = [ln for ln in res.output.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "packed" in errors[0] and "rubric-induce score" in errors[0], res.output
+    assert not out.exists()
+    # an independent run exports as before
+    write_artifact(tmp_path, rubrics="selected.jsonl", threshold=0.0, label="sat", label_threshold=None,
+                   score_mode="expected", probe={"style": "score-only"}, fields=["text"], backend="fake",
+                   calibration=None, question=None)
+    res = CliRunner().invoke(cli, ["export", str(tmp_path), "--format", "inspect", "--out", str(out)])
+    assert res.exit_code == 0, res.output
