@@ -363,9 +363,11 @@ def _say_endpoint(scorer) -> None:
         return
     where = "artifact.json" if scorer.backend_source == "artifact" else "--backend"
     echo(f"score: backend {scorer.endpoint} (from {where})")
-    note = scorer.endpoint_note
-    if note:
-        echo(f"note: no API key is sent: {note}")
+    if scorer.endpoint_note:
+        from rubric_induce.backends.openai_compat import environment_api_key
+
+        if environment_api_key():  # without a key in the environment there is nothing to withhold: say nothing
+            echo(f"note: no API key is sent to an endpoint read from a file; to send yours: --backend {scorer.endpoint}")
 
 
 def _say_faults(scorer) -> None:

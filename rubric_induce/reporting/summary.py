@@ -86,7 +86,8 @@ def _headline(ev: dict[str, Any], question: str | None) -> list[str]:
 _FAULT_COLUMNS = (("retries", "retries"), ("http_429", "HTTP 429"), ("http_5xx", "HTTP 5xx"),
                   ("timeouts", "timeouts"), ("connection_errors", "connection errors"),
                   ("bad_replies", "bad replies"), ("failures", "failed calls"),
-                  ("retry_after_capped", "Retry-After capped"), ("retry_wait_s", "waited (s)"))
+                  ("retry_after_capped", "Retry-After capped"), ("retry_wait_s", "waited (s)"),
+                  ("timeout_s", "lost to timeouts (s)"))
 
 
 def _prompt_cache_section(manifest: dict[str, Any]) -> list[str]:
@@ -129,7 +130,7 @@ def _faults_section(manifest: dict[str, Any], out: Path) -> list[str]:
     for name, status, u in rows:
         if not any(u.get(k) for k, _ in _FAULT_COLUMNS):
             continue  # stages without faults
-        cells = [f"{float(u.get(k, 0) or 0):.1f}" if k == "retry_wait_s" else str(int(u.get(k, 0) or 0))
+        cells = [f"{float(u.get(k, 0) or 0):.1f}" if k.endswith("_s") else str(int(u.get(k, 0) or 0))
                  for k, _ in _FAULT_COLUMNS]
         lines.append(f"| {name}{' (' + status + ')' if status and not status.startswith('done') else ''} | "
                      + " | ".join(cells) + " |")

@@ -151,6 +151,35 @@ def test_mock_retry_after_ms_and_cap():
     assert backend.faults.to_dict()["retry_wait_s"] == pytest.approx(21.5, abs=1e-3)
 
 
+def test_mock_time_lost_to_timeouts_is_counted_apart_from_retry_waits():
+    """Issue 40, defect 8: "waited 3.0 s before retries" hid 4 x 60 s lost to timeouts. The seconds spent
+    on requests that timed out are counted (``timeout_s``) and said apart from the retry waits."""
+    from rubric_induce.backends.base import fault_summary
+
+    def handler(i):
+        if i <= 2:
+            time.sleep(0.05)  # the client gives up on the request after this long
+            raise httpx.ReadTimeout("timed out")
+        return httpx.Response(200, json=_ok_body())
+
+    backend, waits, n = _mock(handler, max_retries=3)
+    backend.answer_logprobs(MESSAGES, ANSWERS)
+    d = backend.faults.to_dict()
+    assert (d["timeouts"], d["retries"], n["i"]) == (2, 2, 3)
+    assert 0.1 <= d["timeout_s"] < 5 and d["retry_wait_s"] == pytest.approx(sum(waits), abs=1e-3)
+    assert f"{d['timeout_s']:.1f} s lost to timeouts" in fault_summary(d)
+    usage = {"retries": 4, "timeouts": 4, "timeout_s": 240.0, "retry_wait_s": 3.0}
+    assert fault_summary(usage) == ("backend faults: 4 retries, 4 timeouts; 240.0 s lost to timeouts, "
+                                    "3.0 s waited before retries")
+    # no timeout: the line names only the retry waits
+    assert fault_summary({"retries": 1, "http_429": 1, "retry_wait_s": 2.0}) == (
+        "backend faults: 1 retries, 1 HTTP 429; 2.0 s waited before retries")
+    # the counters reach a run's usage through the call cache's tally
+    tally = UsageTally()
+    tally.watch(backend.faults)
+    assert tally.to_dict()["timeout_s"] == d["timeout_s"]
+
+
 def test_fault_counts_survive_the_call_cache_wrapper(tmp_path):
     from rubric_induce.backends.cache import CallCache
 
@@ -182,7 +211,11 @@ def test_report_says_no_faults_or_tabulates_them(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     md = run_summary_markdown(tmp_path)
     row = next(line for line in md.split("## Backend faults")[1].splitlines() if line.startswith("| probe |"))
-    assert row == "| probe | 3 | 2 | 0 | 1 | 0 | 0 | 0 | 0 | 4.2 |"
+    assert row == "| probe | 3 | 2 | 0 | 1 | 0 | 0 | 0 | 0 | 4.2 | 0.0 |"
+    manifest["stages"]["probe"]["usage"]["timeout_s"] = 240.0  # issue 40: time lost to timeouts, apart
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    md = run_summary_markdown(tmp_path)
+    assert "| lost to timeouts (s) |" in md and "| 4.2 | 240.0 |" in md
 
     manifest["stages"]["probe"]["usage"] = {"calls": 4, "cache_hits": 0}  # fake / local: no counters
     (tmp_path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
@@ -410,3 +443,36 @@ def test_a_run_stops_on_untrustworthy_logprobs_and_the_manifest_says_why(fault_s
     if mode == "positive-logprob":  # a failed stage keeps the usage it had: the bad reply is counted
         usage = manifest["stages"]["probe"]["usage"]
         assert (usage["bad_replies"], usage["failures"]) == (1, 1)
+
+
+@pytest.mark.server
+def test_score_against_a_keyless_loopback_server_prints_no_key_note(fault_server, tmp_path, monkeypatch):
+    """Issue 40, defect 8: every ``score`` against a keyless 127.0.0.1 server printed a three-line note
+    about a key the user does not have. Without a key in the environment nothing is withheld, so
+    nothing is said; with one, a single short line says how to send it."""
+    from cli_runner import invoke
+
+    from rubric_induce.scoring.scorer import write_artifact
+
+    srv = fault_server()
+    rubrics = json.loads((RES / "demo_uss_rubrics.json").read_text(encoding="utf-8"))["rubrics"][:2]
+    (tmp_path / "selected.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rubrics), encoding="utf-8")
+    write_artifact(tmp_path, rubrics="selected.jsonl", threshold=0.0, label="sat", label_threshold=None,
+                   score_mode="expected", probe={"style": "score-only"}, fields=["text"],
+                   backend=f"openai-compatible/m@{srv.url}", calibration=None, question=None)
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text(json.dumps({"id": "t1", "text": "USER: a flight to Oslo\nSYSTEM: booked."}) + "\n",
+                     encoding="utf-8")
+    monkeypatch.setenv("RUBRIC_INDUCE_CACHE", str(tmp_path / "cache.sqlite"))
+    for name in ("OPENAI_API_KEY", "RUBRIC_INDUCE_API_KEY", "RUBRIC_INDUCE_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    code, out = invoke("score", tmp_path, "--input", texts)
+    assert code == 0, out
+    assert f"score: backend openai-compatible/m@{srv.url} (from artifact.json)" in out
+    assert "note" not in out and "API key" not in out, out
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-sent")
+    code, out = invoke("score", tmp_path, "--input", texts)
+    assert code == 0, out
+    notes = [line for line in out.splitlines() if "key" in line.lower()]
+    assert len(notes) == 1 and f"--backend openai-compatible/m@{srv.url}" in notes[0], out
+    assert "sk-test-not-sent" not in out
