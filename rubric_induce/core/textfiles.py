@@ -79,7 +79,7 @@ def read_table_file(path: str | Path, what: str) -> dict[str, Any]:
 # JSON may spell a UTF-16 surrogate as an escape (\ud800) without its partner: Python's json reads it
 # as a string that no UTF-8 file, hash or database can hold, so it fails far from the input. And an
 # integer of more than sys.get_int_max_str_digits() digits (4300) is a ValueError, not a JSON error.
-_HALF_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u([dD][89a-fA-F][0-9a-fA-F]{2})")
+_HALF_ESCAPE = re.compile(r"\\u([dD][89a-fA-F][0-9a-fA-F]{2})")  # an escaped half, or text like \\ud800
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -139,16 +139,20 @@ def _first_bad(value: Any) -> tuple[list[Any], Any] | None:
 
 def _lone_escape_at(text: str) -> int | None:
     """Offset of the first surrogate escape in ``text`` that has no partner."""
-    matches = list(_HALF_ESCAPE.finditer(text))
+    halves = []
+    for m in _HALF_ESCAPE.finditer(text):
+        k = m.start()
+        while k > 0 and text[k - 1] == "\\":
+            k -= 1
+        if (m.start() - k) % 2 == 0:  # not "\\ud800" (an escaped backslash, then text)
+            halves.append((m.start(), m.end(), int(m.group(1), 16)))
     i = 0
-    while i < len(matches):
-        m, unit = matches[i], int(matches[i].group(2), 16)
-        nxt = matches[i + 1] if i + 1 < len(matches) else None
-        if (unit < 0xDC00 and nxt is not None and nxt.start() == m.end() and not nxt.group(1)
-                and int(nxt.group(2), 16) >= 0xDC00):
+    while i < len(halves):
+        start, end, unit = halves[i]
+        if unit < 0xDC00 and i + 1 < len(halves) and halves[i + 1][0] == end and halves[i + 1][2] >= 0xDC00:
             i += 2  # a high and a low half: one character
             continue
-        return m.start() + len(m.group(1))
+        return start
     return None
 
 
@@ -169,7 +173,7 @@ def parse_json(text: str, *, path: str | Path | None = None, line: int | None = 
     except ValueError:  # an integer past sys.get_int_max_str_digits(): find it by its field
         value = json.loads(text, parse_int=_parse_int)
     else:
-        if not _HALF_ESCAPE.search(text):
+        if "\\u" not in text or not _HALF_ESCAPE.search(text):  # the common case, at the speed of `in`
             return value
     bad = _first_bad(value)
     if bad is None:
