@@ -20,6 +20,18 @@ def _terminate(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _data_line(ctx) -> str:
+    """What ``run --check`` read: examples and their label, or (a pairwise run) pairs and their preference."""
+    if ctx.pairwise:
+        sides = [p.preferred for p in ctx.pairs]
+        return (f"{len(ctx.pairs)} pairs ({len(ctx.examples)} responses; {len(ctx.train_pairs)} train / "
+                f"{len(ctx.test_pairs)} held-out pairs), preference A {sides.count('A')}, B {sides.count('B')}, "
+                f"tie {sides.count('tie')}")
+    n_train, n_test = len(ctx.split[0]), len(ctx.split[1])
+    return (f"{len(ctx.examples)} examples ({n_train} train / {n_test} held out), "
+            f"label {ctx.config.data.label!r}")
+
+
 @click.command("run")
 @click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -31,7 +43,9 @@ def _terminate(signum, frame) -> None:
 @click.option("--stop-after", type=click.Choice(_STAGES), default=None,
               help="Stop after this stage (rerun without it to continue).")
 @click.option("--force", "force", multiple=True, metavar="STAGE", type=click.Choice(_STAGES),
-              help="Rerun this stage and every later one even if finished (repeatable).")
+              help="Rerun this stage and every later one even if finished (repeatable). A stage at or before "
+                   "artifact also allows discarding guarantees fitted into artifact.json (calibrate-guarantee), "
+                   "which a rerun that rewrites what they were fitted on otherwise refuses to do.")
 @click.option("--check", is_flag=True, help="Only validate the config and the data, then exit.")
 @click.option("--plan", "plan", is_flag=True,
               help="Only print the probe stage's plan (calls, cached, tokens, cost three ways), as `rubric-induce "
@@ -54,8 +68,10 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
 
     CONFIG is a TOML (or YAML) file; see the README's "Run configs" section. Rerunning the same
     command resumes: finished stages whose output files are unchanged are skipped, and an
-    interrupted stage replays its finished LLM calls from the run's cache. One run at a time may
-    use a run directory; a non-empty folder that is not a run directory is refused.
+    interrupted stage replays its finished LLM calls from the run's cache, and each stage that
+    reruns says why. Guarantees fitted into the run by calibrate-guarantee are kept; a rerun that
+    would rewrite what they were fitted on stops (exit 2) unless --force names such a stage. One run
+    at a time may use a run directory; a non-empty folder that is not a run directory is refused.
 
     \b
     Example:
@@ -81,9 +97,7 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
         ctx = RunContext(cfg, run_dir_for(cfg, out_dir))
         check_run_dir(cfg, ctx.out, out=out_dir)  # writes nothing
         preflight(ctx)
-        n_train, n_test = len(ctx.split[0]), len(ctx.split[1])
-        click.echo(f"config OK: {len(ctx.examples)} examples ({n_train} train / {n_test} held out), "
-                   f"label {cfg.data.label!r}, backend {redact_spec(cfg.backend.spec)}")
+        click.echo(f"config OK: {_data_line(ctx)}, backend {redact_spec(cfg.backend.spec)}")
         return
     if export_dir is not None:
         from rubric_induce.pipeline.probejob import export_run_batch
@@ -124,7 +138,9 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
                    err=True)
         sys.exit(130)
     usage = result.manifest.get("usage", {})
-    click.echo(f"ran {len(result.ran)} stage(s), {len(result.skipped)} already done; "
+    off = f", {' and '.join(result.disabled)} disabled" if result.disabled else ""
+    click.echo(f"ran {sum(s not in result.disabled for s in result.ran)} stage(s), "
+               f"{sum(s not in result.disabled for s in result.skipped)} already done{off}; "
                f"{result.manifest.get('seconds', 0):.0f} s of stage time; "
                f"{int(usage.get('prompt_tokens', 0))} prompt + {int(usage.get('completion_tokens', 0))} completion "
                f"tokens, ${usage.get('cost_usd') or 0:.4f}", err=True)

@@ -10,7 +10,9 @@ Generation, dedup and probing are the pointwise stages run on each pair's two re
   the preference on more than that share of the training pairs they decide are dropped): the pool it
   keeps is written as ``consistent_pool.jsonl``, whose manifest holds the limit, the pool size before
   and after and each dropped rubric with its rate (``selected.manifest.json`` lists the dropped ones
-  too);
+  too). When every rubric is over the limit, the filter is not applied: a warning, the whole pool,
+  and ``fallback = "unfiltered"`` in that manifest (the stage's summary and the run manifest carry
+  the warning; the report says so);
 - **calibrate**: a :class:`~rubric_induce.calibration.pairwise.BradleyTerryHead` (ties by
   Davidson) over the selected rubrics' differences, with per-judge weights where pairs carry
   judges' preferences; written to ``calibration/bradley_terry.json``;
@@ -82,26 +84,12 @@ def select_pairs(ctx: RunContext) -> dict[str, Any]:
     feature = cfg.select.pair_feature  # the rubric's score difference, pairwise-probe preference, or both
     D = pair_signal(pair_features(table, pool, [p.id for p in train], feature), feature)
     y = [p.preferred for p in train]
-    inconsistent: list[dict[str, Any]] = []
     n_usable = len(pool)
     limit = cfg.select.pair_consistency
+    inconsistent: list[dict[str, Any]] = []
+    warnings: list[str] = []
     if limit is not None:  # the consistency filter: rubrics that point against the preference too often
-        from rubric_induce.selection.pair_features import consistency_filter
-
-        keep, record = consistency_filter(pool, D, [p.target for p in train], limit)
-        inconsistent = [{k: d[k] for k in ("id", "against", "decided")} for d in record["dropped"]]
-        if not keep.any():
-            raise DataError(f"every one of the {len(pool)} rubric(s) points against the preference on more than "
-                            f"{limit:.0%} of the training pairs it decides; raise select.pair_consistency or unset "
-                            "it", path=cfg.source, field="select.pair_consistency")
-        pool, D = [r for r, k in zip(pool, keep) if k], D[:, keep]
-        # the filtered pool is a pool of its own, its manifest the filter's count (the stage's output: a rerun
-        # without the filter removes it)
-        RubricPool(pool, {**record, "source": DEDUP_POOL_FILE, "seed": cfg.run.seed,
-                          "dropped_missing_probes": dropped}).save(ctx.out / CONSISTENT_POOL_FILE)
-        ctx.echo(f"  consistency filter: dropped {len(inconsistent)} rubric(s) pointing against the preference on "
-                 f"more than {limit:.0%} of the training pairs they decide ({record['n_before']} -> "
-                 f"{record['n_after']} rubrics, {CONSISTENT_POOL_FILE})")
+        pool, D, inconsistent, warnings = _consistency(ctx, pool, D, train, limit, dropped)
     selector = PairwiseSelector(n_rubrics=cfg.select.n_sat + cfg.select.n_dsat, alpha=_alpha(cfg)).fit(D, y)
     chosen = [pool[j] for j in selector.selected_]
     # Sharpness is the accuracy on the pairs the set decides: undefined (null, not NaN) when it decides none.
@@ -115,7 +103,8 @@ def select_pairs(ctx: RunContext) -> dict[str, Any]:
                 "dropped_missing_probes": dropped,
                 "history": [{**h, "rubric": pool[h["rubric"]].id} for h in selector.history_],
                 "train_metrics": m, "pair_consistency": limit, "dropped_inconsistent": inconsistent,
-                "consistent_pool": CONSISTENT_POOL_FILE if limit is not None else None, "pair_feature": feature}
+                "consistent_pool": CONSISTENT_POOL_FILE if limit is not None else None, "pair_feature": feature,
+                **({"consistency_fallback": "unfiltered", "warnings": warnings} if warnings else {})}
     RubricSet(chosen, manifest, threshold=None).save(ctx.out / SELECTED_FILE)
     ctx.echo(f"  selected {len(chosen)} of {len(pool)} usable rubrics on {len(train)} training pairs; "
              f"training pairwise accuracy {m['accuracy']:.3f}")
@@ -126,7 +115,39 @@ def select_pairs(ctx: RunContext) -> dict[str, Any]:
             "pair_consistency": limit, "consistent_pool": CONSISTENT_POOL_FILE if limit is not None else None,
             "n_train_pairs": len(train), "train_accuracy": m["accuracy"],
             "train_sharpness": m["sharpness"], "train_coverage": m["coverage"], "threshold": None,
-            "score_mode": "expected"}
+            "score_mode": "expected", **({"warnings": warnings} if warnings else {})}
+
+
+def _consistency(ctx: RunContext, pool: list, D: np.ndarray, train: list, limit: float, dropped: list[str]
+                 ) -> tuple[list, np.ndarray, list[dict[str, Any]], list[str]]:
+    """The consistency filter on the training pairs: the pool and differences it keeps, the rubrics it
+    dropped and any warning. When every rubric is over the limit (an outcome of the data, found after
+    the LLM work), the filter is not applied: the whole pool goes on, with a warning, and the filtered
+    pool's manifest says so (``fallback``)."""
+    from rubric_induce.selection.pair_features import consistency_filter
+
+    cfg = ctx.config
+    keep, record = consistency_filter(pool, D, [p.target for p in train], limit)
+    inconsistent = [{k: d[k] for k in ("id", "against", "decided")} for d in record["dropped"]]
+    warnings: list[str] = []
+    if not keep.any():
+        warning = (f"consistency filter: every one of the {len(pool)} rubric(s) points against the preference on "
+                   f"more than {limit:.0%} of the training pairs it decides; the filter is not applied and selection "
+                   "uses the whole pool (raise select.pair_consistency or unset it to silence this)")
+        ctx.echo(f"  warning: {warning}")
+        record = {**record, "fallback": "unfiltered", "n_used": len(pool)}
+        keep = np.ones(len(pool), dtype=bool)
+        inconsistent, warnings = [], [warning]
+    else:
+        ctx.echo(f"  consistency filter: dropped {len(inconsistent)} rubric(s) pointing against the preference on "
+                 f"more than {limit:.0%} of the training pairs they decide ({record['n_before']} -> "
+                 f"{record['n_after']} rubrics, {CONSISTENT_POOL_FILE})")
+    pool, D = [r for r, k in zip(pool, keep) if k], D[:, keep]
+    # the pool selection draws from is a pool of its own, its manifest the filter's count (the stage's output: a
+    # rerun without the filter removes it)
+    RubricPool(pool, {**record, "source": DEDUP_POOL_FILE, "seed": cfg.run.seed,
+                      "dropped_missing_probes": dropped}).save(ctx.out / CONSISTENT_POOL_FILE)
+    return pool, D, inconsistent, warnings
 
 
 def _judge_rows(pairs, D: np.ndarray) -> tuple[np.ndarray, list[str], list[str | None]]:

@@ -52,7 +52,7 @@ class ProbeJob:
 def _pool_current(ctx) -> bool:
     """True when the run folder's generate and dedup stages are done for this config and data (the
     runner's own fingerprints), i.e. ``run`` would probe exactly this pool."""
-    from rubric_induce.pipeline.runner import read_marker, stage_fingerprint
+    from rubric_induce.pipeline.resume import read_marker, stage_fingerprint
     from rubric_induce.pipeline.stages import STAGES
 
     previous = ""

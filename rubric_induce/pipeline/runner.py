@@ -3,8 +3,13 @@
 Resuming: a stage is done when its marker ``stages/<name>.json`` exists, its fingerprint (the
 stage's config sections, the prompt templates it uses, the data hash and the previous stage's
 fingerprint) is unchanged and every file it wrote still has the sha256 its marker recorded; a
-stage whose output changed or was damaged reruns (and says so), and so does every later one.
-LLM calls go through the run's SQLite cache, so a stage interrupted half-way (crash, Ctrl-C,
+stage that is not done reruns, and so does every later one (see :mod:`.resume`). A resumed run says
+why each stage reruns ("never ran", "config [select] changed", "output probes.jsonl changed or
+damaged since the stage finished", "select reran before it", ...), and the manifest records it
+(``stages.<name>.reason``). A stage the config turns off (``feedback.enabled = false``) says
+"disabled", not "running". Work fitted on top of the run (``calibrate-guarantee``'s guarantees in
+``artifact.json``) is kept or, when a rerun would rewrite what it was fitted on, the run refuses
+unless ``--force`` says so (see :mod:`.fitted`). LLM calls go through the run's SQLite cache, so a stage interrupted half-way (crash, Ctrl-C,
 SIGKILL) redoes only the calls it had not finished; the probe stage also streams its records to
 ``probes.jsonl`` and resumes from them (see :func:`.stages.probe`), and a probe stage that finished
 with failed calls (``call_errors`` in its summary) is run again on the next run, which probes only
@@ -23,7 +28,6 @@ one line, and a failed or interrupted stage keeps the usage it had.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -38,25 +42,35 @@ from typing import Any
 from rubric_induce import __version__
 from rubric_induce.backends.base import fault_summary
 from rubric_induce.backends.redact import redact_obj, redact_spec
-from rubric_induce.core.errors import RubricInduceError
+from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.core.safepaths import inside_folder
 from rubric_induce.data.jsonl import jsonable
 from rubric_induce.data.jsonl import write_json as _write_json
 from rubric_induce.pipeline.config import RunConfig, load_config
 from rubric_induce.pipeline.context import RunContext
+from rubric_induce.pipeline.fitted import ARTIFACT, own_record, read_fitted, strip_additions
 from rubric_induce.pipeline.folder import (
     RunLock,
     changed_files,
     check_cache_location,
     check_run_folder,
-    damaged_outputs,
     file_sha256,
     hash_outputs,
     snapshot,
 )
+from rubric_induce.pipeline.resume import (
+    StagePlan,
+    marker_path,
+    plan_stages,
+    prompt_hashes,
+    read_marker,
+    sha,
+    stage_fingerprint,
+)
 from rubric_induce.pipeline.stages import STAGE_NAMES, STAGES, Stage
 
-__all__ = ["RunResult", "run_pipeline", "run_dir_for", "preflight", "check_run_dir"]
+__all__ = ["RunResult", "run_pipeline", "run_dir_for", "preflight", "check_run_dir", "stage_fingerprint",
+           "read_marker"]
 
 
 @dataclass
@@ -66,6 +80,7 @@ class RunResult:
     skipped: list[str] = field(default_factory=list)
     summaries: dict[str, Any] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
+    disabled: list[str] = field(default_factory=list)  # stages the config turns off (in ran or skipped too)
 
     @property
     def report(self) -> Path:
@@ -160,44 +175,8 @@ def _preflight(ctx: RunContext) -> None:
                         path=cfg.source, field="run.test_size")
 
 
-def _sha(obj: Any) -> str:
-    """Fingerprint by the cache's exact serialization (nothing is hashed by a truncated ``str``)."""
-    from rubric_induce.backends.cache import canonical_json
-
-    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()[:16]
-
-
-def _prompt_hashes(names: tuple[str, ...]) -> dict[str, str]:
-    from rubric_induce.core.templates import load_prompt
-
-    out = {}
-    for name in names:
-        try:
-            out[name] = load_prompt(name).hash
-        except Exception:  # a template this install does not ship cannot change the result
-            continue
-    return out
-
-
-def stage_fingerprint(stage: Stage, cfg: RunConfig, data_hash: str, previous: str) -> str:
-    d = _redacted_config(cfg)
-    d["run"].pop("external_cache", None)  # where the cache may lie changes no result
-    d["task"] = cfg.task_resolved.to_dict()  # a description file's content, not only its name
-    return _sha({"stage": stage.name, "config": {s: d[s] for s in stage.sections}, "data": data_hash,
-                 "prompts": _prompt_hashes(stage.prompts), "previous": previous})
-
-
 def _marker(out: Path, name: str) -> Path:
-    return out / "stages" / f"{name}.json"
-
-
-def read_marker(out: Path, name: str) -> dict[str, Any] | None:
-    path = _marker(out, name)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    return doc if isinstance(doc, dict) else None
+    return marker_path(out, name)
 
 
 def _diff_usage(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
@@ -227,6 +206,11 @@ def run_pipeline(
 
     ``backend``: a Backend object to use instead of ``[backend] spec`` (tests, notebooks).
     ``stop_after``: stop after this stage. ``force``: rerun these stages (and everything after).
+
+    A resumed run says why each stage reruns (see :mod:`.resume`). Guarantees and cascades fitted
+    into ``artifact.json`` by ``calibrate-guarantee`` survive a rerun that leaves what they were
+    fitted on unchanged; a rerun that would rewrite it refuses (a :class:`DataError`, exit 2) unless
+    ``force`` names a stage at or before ``artifact`` (see :mod:`.fitted`).
     """
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     if stop_after is not None and stop_after not in STAGE_NAMES:
@@ -246,109 +230,213 @@ def run_pipeline(
                            progress=progress, echo=echo)
 
 
+@dataclass
+class _Now:
+    """The stage running now (for the usage of a stage that fails or is interrupted half-way)."""
+    name: str | None = None
+    stage: Stage | None = None
+    before: dict[str, Any] = field(default_factory=dict)
+
+
+class _Keeper:
+    """What a run does with the work fitted on top of it (see :mod:`.fitted`)."""
+
+    def __init__(self, run_dir: Path, force: tuple[str, ...], stop_after: str | None) -> None:
+        marker = read_marker(run_dir, "artifact") or {}
+        self.run_dir = run_dir
+        self.fitted = read_fitted(run_dir, (marker.get("open_outputs") or {}).get(ARTIFACT))
+        art = STAGE_NAMES.index("artifact")
+        self.consent = any(STAGE_NAMES.index(f) <= art for f in force)
+        self.last = min(art, STAGE_NAMES.index(stop_after) if stop_after else len(STAGE_NAMES))
+        self.set_aside = False
+        self.record: dict[str, Any] = {}
+
+    @property
+    def guarded(self) -> bool:
+        return self.fitted is not None and self.fitted.has_work
+
+    def check(self, plans: list[StagePlan]) -> None:
+        """Refuse, before anything is written, a rerun of a stage before ``artifact`` that would leave the
+        fitted work on rewritten files, unless ``--force`` allowed it."""
+        first = next((i for i, p in enumerate(plans) if p.rerun), None)
+        if not self.guarded or first is None or first >= STAGE_NAMES.index("artifact") or first > self.last:
+            return
+        if not self.consent:
+            raise self.fitted.refusal(plans[first].name, plans[first].why)
+
+    def before_stage(self, plan: StagePlan, echo: Callable[[str], None]) -> None:
+        """A consented rerun of a stage before ``artifact``: the fitted keys are set aside now (no stale
+        guarantee stays in the file) and written back after the artifact stage if their basis holds."""
+        if (self.guarded and self.consent and not self.set_aside and plan.rerun
+                and STAGE_NAMES.index(plan.name) < STAGE_NAMES.index("artifact")):
+            strip_additions(self.fitted)
+            self.set_aside = True
+            self.record = {"discarded": self.fitted.describe(), "why": f"{plan.name} reran ({plan.why})"}
+            echo(f"[{plan.name}] set aside {self.fitted.describe()} (--force): kept only if the artifact comes out "
+                 "unchanged")
+
+    def after_artifact(self, plan: StagePlan, echo: Callable[[str], None]) -> None:
+        """After the artifact stage reran: keep the fitted keys (basis unchanged), discard them (allowed), or
+        put artifact.json back and refuse."""
+        if self.fitted is None:
+            return
+        what = self.fitted.describe()
+        if self.fitted.settle(self.run_dir):
+            self.record = {"kept": what}
+            echo(f"[artifact] kept {what}: the artifact and the files it names are unchanged")
+            return
+        if not self.fitted.has_work:
+            return
+        if not (self.consent or self.set_aside):
+            self.fitted.put_back()
+            raise self.fitted.refusal("artifact", f"{plan.why}; it writes an artifact other than the one they were "
+                                                  f"fitted on, so {ARTIFACT} is left as it was")
+        self.record = {"discarded": what, "why": f"the artifact changed ({plan.why})"}
+        echo(f"[artifact] discarded {what}: the artifact changed; fit them again with calibrate-guarantee")
+
+
 def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any, stop_after: str | None,
                 force: tuple[str, ...], progress: bool, echo: Callable[[str], None]) -> RunResult:
     ctx = RunContext(cfg, run_dir, progress=progress, echo=echo, backend_override=backend)
     result = RunResult(run_dir)
+    resumed = any((run_dir / "stages").glob("*.json")) if (run_dir / "stages").is_dir() else False
+    keeper = _Keeper(run_dir, force, stop_after)
+    plans: list[StagePlan] | None = None
+    if keeper.guarded:  # decided before anything is written: a refused rerun leaves the folder as it was
+        try:
+            preflight(ctx)
+            plans = plan_stages(cfg, ctx.data_hash, run_dir, force)
+            keeper.check(plans)
+        except BaseException:
+            ctx.close()
+            raise
     manifest = _start_manifest(cfg, run_dir)
     _write_manifest(run_dir, manifest, ctx)  # first: a folder this run wrote in is a run folder
     (run_dir / "stages").mkdir(exist_ok=True)
     write_json(run_dir / "config.json", {"source": cfg.source, **cfg.to_dict()})
     skip = _cache_files(cache_path, run_dir)
-    previous = ""
-    forced = False
-    current = None
-    current_stage: Stage | None = None
-    before: dict[str, Any] = {}
+    now = _Now()
     try:
-        preflight(ctx)
+        if plans is None:
+            preflight(ctx)
+            plans = plan_stages(cfg, ctx.data_hash, run_dir, force)
         manifest["data"] = {"source": cfg.data.examples or cfg.data.dataset, "n_examples": len(ctx.examples),
                             "sha256": ctx.data_hash, "label": cfg.data.label,
                             "n_train": len(ctx.split[0]), "n_test": len(ctx.split[1])}
         if ctx.pairwise:
             manifest["data"].update(kind="pairwise", n_pairs=len(ctx.pairs), n_train_pairs=len(ctx.train_pairs),
                                     n_test_pairs=len(ctx.test_pairs))
-        for stage in STAGES:
-            current = stage.name
-            fp = stage_fingerprint(stage, cfg, ctx.data_hash, previous)
-            previous = fp
-            forced = forced or stage.name in force
-            marker = read_marker(run_dir, stage.name)
-            done = (not forced and marker is not None and marker.get("fingerprint") == fp
-                    and all((run_dir / o).exists() for o in stage.outputs))
-            damaged = (damaged_outputs(run_dir, marker.get("outputs") or {}, source=_marker(run_dir, stage.name))
-                       if done else [])
-            retry = int((marker or {}).get("summary", {}).get("call_errors") or 0) if done else 0
-            if retry:  # calls that failed for good last time: probe them again, keep the rest
-                done = False
-                echo(f"[{stage.name}] {retry} call(s) failed last time; retrying those (the rest is kept)")
-            if damaged:
-                done = False
-                echo(f"[{stage.name}] output {', '.join(damaged)} changed or damaged since the stage finished; "
-                     "rerunning")
-            if done:
-                result.skipped.append(stage.name)
-                result.summaries[stage.name] = marker.get("summary", {})
-                manifest["stages"][stage.name] = {**{k: marker[k] for k in ("seconds", "finished", "usage")
-                                                     if k in marker}, "status": "done (resumed)"}
-                echo(f"[{stage.name}] already done, skipped")
+        for plan in plans:
+            now.name = plan.name
+            if plan.rerun:
+                _run_stage(plan, ctx, manifest, result, now, skip, keeper, resumed=resumed)
             else:
-                forced = True  # everything after a rerun stage reruns too
-                old_outputs = (marker or {}).get("outputs") or {}
-                _marker(run_dir, stage.name).unlink(missing_ok=True)
-                echo(f"[{stage.name}] running ...")
-                manifest["stages"][stage.name] = {"status": "running"}
-                # The report is the last stage and shows the manifest: it is written as finished.
-                manifest["status"] = "finished" if stage.name == STAGE_NAMES[-1] else f"running {stage.name}"
-                _write_manifest(run_dir, manifest, ctx)
-                before, current_stage = ctx.usage(), stage
-                ctx.stage_fingerprint = fp
-                files_before = snapshot(run_dir, skip)
-                t0 = time.perf_counter()
-                summary = stage.run(ctx)
-                seconds = round(time.perf_counter() - t0, 2)
-                # the files this stage wrote, by content: a rerun trusts them only while unchanged
-                outputs = hash_outputs(run_dir, [*changed_files(files_before, snapshot(run_dir, skip)),
-                                                 *stage.outputs])
-                _remove_stale(run_dir, old_outputs, outputs, source=_marker(run_dir, stage.name))
-                usage = _stage_usage(stage, ctx, before)
-                current_stage = None
-                finished = datetime.now(UTC).isoformat(timespec="seconds")
-                write_json(_marker(run_dir, stage.name), {"stage": stage.name, "fingerprint": fp, "seconds": seconds,
-                                                          "finished": finished, "usage": usage,
-                                                          "summary": jsonable(summary), "outputs": outputs})
-                manifest["stages"][stage.name] = {"status": "done", "seconds": seconds, "finished": finished,
-                                                  "usage": usage}
-                result.ran.append(stage.name)
-                result.summaries[stage.name] = summary
-                echo(f"[{stage.name}] done in {seconds:.1f} s")
-                faults = fault_summary(usage)
-                if faults:
-                    echo(f"[{stage.name}] {faults}")
+                _skip_stage(plan, ctx, manifest, result)
             _write_manifest(run_dir, manifest, ctx)
-            if stage.name == stop_after:
+            if plan.name == stop_after:
                 break
         manifest["status"] = "finished" if stop_after in (None, STAGE_NAMES[-1]) else f"stopped after {stop_after}"
-        current = None
+        now.name = None
     except KeyboardInterrupt:
-        manifest["status"] = f"interrupted during {current}; rerun the same command to resume"
-        if current:
-            manifest["stages"][current] = {"status": "interrupted", **_partial_usage(current_stage, ctx, before)}
+        manifest["status"] = f"interrupted during {now.name}; rerun the same command to resume"
+        if now.name:
+            manifest["stages"][now.name] = {"status": "interrupted", **_partial_usage(now.stage, ctx, now.before)}
         raise
     except BaseException as exc:
-        manifest["status"] = f"failed during {current}: {type(exc).__name__}: {exc}"
-        if current:
-            manifest["stages"][current] = {"status": "failed", **_partial_usage(current_stage, ctx, before)}
-            faults = fault_summary(manifest["stages"][current].get("usage") or {})
+        manifest["status"] = f"failed during {now.name}: {type(exc).__name__}: {exc}"
+        if now.name:
+            manifest["stages"][now.name] = {"status": "failed", **_partial_usage(now.stage, ctx, now.before)}
+            faults = fault_summary(manifest["stages"][now.name].get("usage") or {})
             if faults:
-                echo(f"[{current}] {faults}")
+                echo(f"[{now.name}] {faults}")
         raise
     finally:
+        if keeper.record:
+            manifest["fitted"] = keeper.record
         manifest["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
         _write_manifest(run_dir, manifest, ctx)
         ctx.close()
         result.manifest = manifest
     return result
+
+
+def _skip_stage(plan: StagePlan, ctx: RunContext, manifest: dict[str, Any], result: RunResult) -> None:
+    marker = plan.marker or {}
+    result.skipped.append(plan.name)
+    result.summaries[plan.name] = marker.get("summary", {})
+    manifest["stages"][plan.name] = {**{k: marker[k] for k in ("seconds", "finished", "usage") if k in marker},
+                                     "status": "done (resumed)"}
+    off = plan.stage.off(ctx.config)
+    if off:
+        result.disabled.append(plan.name)
+    ctx.echo(f"[{plan.name}] {f'disabled ({off}); ' if off else ''}already done, skipped")
+
+
+def _run_stage(plan: StagePlan, ctx: RunContext, manifest: dict[str, Any], result: RunResult, now: _Now,
+               skip: set[str], keeper: _Keeper, *, resumed: bool) -> None:
+    """Run one stage: say why (a resumed run), run it, hash what it wrote, write its marker."""
+    stage, run_dir, echo = plan.stage, ctx.out, ctx.echo
+    off = stage.off(ctx.config)
+    if resumed and not off and plan.reasons != ["never ran"]:
+        echo(f"[{stage.name}] {plan.why}{'' if plan.retry else '; rerunning'}")
+    keeper.before_stage(plan, echo)
+    old_outputs = (plan.marker or {}).get("outputs") or {}
+    old_marker = _read_bytes(_marker(run_dir, stage.name))
+    _marker(run_dir, stage.name).unlink(missing_ok=True)
+    if off:  # no "running" and "done in 0.0 s" for a stage the config turns off: it only clears old files
+        echo(f"[{stage.name}] disabled ({off}); skipped")
+        result.disabled.append(stage.name)
+    else:
+        echo(f"[{stage.name}] running{' (never ran)' if resumed and plan.reasons == ['never ran'] else ''} ...")
+    manifest["stages"][stage.name] = {"status": "running", **({"reason": plan.why} if resumed else {})}
+    # The report is the last stage and shows the manifest: it is written as finished.
+    manifest["status"] = "finished" if stage.name == STAGE_NAMES[-1] else f"running {stage.name}"
+    _write_manifest(run_dir, manifest, ctx)
+    now.before, now.stage = ctx.usage(), stage
+    ctx.stage_fingerprint = plan.fingerprint
+    files_before = snapshot(run_dir, skip)
+    t0 = time.perf_counter()
+    summary = stage.run(ctx)
+    seconds = round(time.perf_counter() - t0, 2)
+    extra: dict[str, Any] = {}
+    if stage.name == "artifact":  # the keys it wrote (others may add theirs), then the fitted work
+        extra["open_outputs"] = {ARTIFACT: own_record(run_dir)}
+        try:
+            keeper.after_artifact(plan, echo)
+        except DataError:
+            if old_marker is not None:  # refused: the folder as it was
+                _marker(run_dir, stage.name).write_bytes(old_marker)
+            raise
+    # the files this stage wrote, by content: a rerun trusts them only while unchanged
+    outputs = hash_outputs(run_dir, [*changed_files(files_before, snapshot(run_dir, skip)), *stage.outputs])
+    _remove_stale(run_dir, old_outputs, outputs, source=_marker(run_dir, stage.name))
+    usage = _stage_usage(stage, ctx, now.before)
+    now.stage = None
+    finished = datetime.now(UTC).isoformat(timespec="seconds")
+    write_json(_marker(run_dir, stage.name), {"stage": stage.name, "fingerprint": plan.fingerprint,
+                                              "inputs": plan.inputs, "seconds": seconds, "finished": finished,
+                                              "usage": usage, "summary": jsonable(summary), "outputs": outputs,
+                                              **extra})
+    info = {"status": "disabled" if off else "done", "seconds": seconds, "finished": finished, "usage": usage}
+    if resumed:
+        info["reason"] = plan.why
+    if isinstance(summary, dict) and summary.get("warnings"):
+        info["warnings"] = list(summary["warnings"])
+    manifest["stages"][stage.name] = info
+    result.ran.append(stage.name)
+    result.summaries[stage.name] = summary
+    if not off:
+        echo(f"[{stage.name}] done in {seconds:.1f} s")
+    faults = fault_summary(usage)
+    if faults:
+        echo(f"[{stage.name}] {faults}")
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _partial_usage(stage: Stage | None, ctx: RunContext, before: dict[str, Any]) -> dict[str, Any]:
@@ -411,9 +499,9 @@ def _start_manifest(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
         or datetime.now(UTC).isoformat(timespec="seconds"),
         "status": "starting",
         "versions": _versions(),
-        "config_file": cfg.source, "config_sha256": _sha(_redacted_config(cfg)),
+        "config_file": cfg.source, "config_sha256": sha(_redacted_config(cfg)),
         "backend": {"spec": redact_spec(cfg.backend.spec)}, "seed": cfg.run.seed,
-        "prompts": _prompt_hashes(tuple(all_prompts)),
+        "prompts": prompt_hashes(tuple(all_prompts)),
         "stages": {}, "usage": {},
     }
 

@@ -32,6 +32,14 @@ class Stage:
     outputs: tuple[str, ...]   # files that must exist for a finished stage to count as done
     uses_llm: bool = False
     prompts: tuple[str, ...] = ()
+    switch: str | None = None  # the config section whose ``enabled = false`` turns the stage off
+
+    def off(self, config: Any) -> str | None:
+        """Why the config turns this stage off (``"feedback.enabled = false"``), or None when it runs. A
+        stage that is off still runs, to clear an earlier run's files, but the runner says "disabled"."""
+        if self.switch and not getattr(getattr(config, self.switch), "enabled", True):
+            return f"{self.switch}.enabled = false"
+        return None
 
 
 def _marker_summary(ctx: RunContext, name: str) -> dict[str, Any]:
@@ -351,11 +359,11 @@ STAGES: tuple[Stage, ...] = (
     Stage("probe", probe, ("task", "probe"), (PROBES_FILE,), uses_llm=True,
           prompts=("probe_score_only", "probe_rate_explain", "probe_analyze_rate", "probe_packed", "probe_pairwise")),
     Stage("select", select, ("select",), (SELECTED_FILE,)),
-    Stage("calibrate", calibrate, ("calibrate",), ()),
+    Stage("calibrate", calibrate, ("calibrate",), (), switch="calibrate"),
     Stage("artifact", artifact, (), ("artifact.json",)),
-    Stage("evaluate", evaluate, ("evaluate",), ()),
+    Stage("evaluate", evaluate, ("evaluate",), (), switch="evaluate"),
     Stage("feedback", feedback, ("task", "feedback"), (), uses_llm=True,
-          prompts=("feedback_group", "feedback_merge")),
+          prompts=("feedback_group", "feedback_merge"), switch="feedback"),
     Stage("report", report, ("report",), ("report.md", "view.html")),
 )
 STAGE_NAMES = tuple(s.name for s in STAGES)

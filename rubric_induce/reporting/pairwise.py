@@ -50,14 +50,21 @@ def pool_section(run_dir: str | Path) -> list[str]:
                      + (f", {shown} training pairs shown" if shown is not None else "") + "): "
                      + ", ".join(f"{n} {md_text(k.replace('_', ' '))}(s)" for k, n in kinds.items()) + ".")
     cons = _manifest(run_dir / "consistent_pool.manifest.json")
-    if cons and cons.get("filter") == "pair_consistency":
+    if cons and cons.get("filter") == "pair_consistency" and cons.get("fallback"):
+        lines.append(f"**Consistency filter not applied** (`select.pair_consistency = {cons.get('limit')}`): every "
+                     f"one of the {cons.get('n_before')} usable rubrics points against the preference on more than "
+                     f"that share of the {cons.get('n_pairs')} training pairs it decides, so selection used the whole "
+                     "pool (`consistent_pool.manifest.json`: `fallback`).")
+    elif cons and cons.get("filter") == "pair_consistency":
         lines.append(f"Consistency filter (`select.pair_consistency = {cons.get('limit')}`): kept "
                      f"{cons.get('n_after')} of {cons.get('n_before')} usable rubrics, dropped {cons.get('n_dropped')} "
                      f"that point against the preference on more than that share of the {cons.get('n_pairs')} "
                      "training pairs they decide (`consistent_pool.jsonl`).")
+    if cons and cons.get("filter") == "pair_consistency":
         dropped = cons.get("dropped") or []
         if dropped:
-            lines += ["", "| dropped rubric | kind | against | pairs decided |", "|---|---|---:|---:|"]
+            head = "over the limit" if cons.get("fallback") else "dropped rubric"
+            lines += ["", f"| {head} | kind | against | pairs decided |", "|---|---|---:|---:|"]
             for d in dropped[:20]:
                 lines.append(f"| {md_text(str(d.get('text', d.get('id'))))} | {md_text(str(d.get('kind') or '-'))} "
                              f"| {float(d.get('against', 0)):.2f} | {d.get('decided')} |")

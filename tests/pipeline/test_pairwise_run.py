@@ -296,10 +296,44 @@ def test_contrastive_on_pointwise_data_is_refused_naming_the_field(tmp_path):
     assert "cfg.toml" in last and "line 8" in last and "generate.method" in last
 
 
-@pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
-def test_consistency_filter_dropping_every_rubric_exits_2(tmp_path):
-    res = _select_with(tmp_path, "0.0", max_pairs=1)  # 4 rubrics, each against the preference somewhere
-    assert res.exit_code == 2 and "select.pair_consistency" in res.output.splitlines()[-1]
+@pytest.mark.slow  # a whole pairwise run on the fake backend: about 5 s on 2 cores
+def test_consistency_filter_dropping_every_rubric_warns_and_falls_back(tmp_path):
+    """A filter that would drop every rubric is an outcome of the data found after all the LLM work (issue 40,
+    item 2): the run goes on with the whole pool, says so in a warning, and records it in the filtered pool's
+    manifest, the selected set's manifest, the run manifest and the report."""
+    cfg = fake_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace("pair_consistency = 0.5", "pair_consistency = 0.0")
+                   .replace("max_pairs = 8", "max_pairs = 1"))  # 4 rubrics, each against the preference somewhere
+    res = CliRunner().invoke(cli, ["run", str(cfg)])
+    assert res.exit_code == 0, res.output
+    assert "warning: consistency filter: every one of the 4 rubric(s) points against the preference" in res.output
+    assert "the filter is not applied and selection uses the whole pool" in res.output
+    run = tmp_path / "run"
+    pool = json.loads((run / "consistent_pool.manifest.json").read_text())
+    assert pool["fallback"] == "unfiltered" and pool["n_after"] == 0 and pool["n_used"] == pool["n_rubrics"] == 4
+    man = json.loads((run / "selected.manifest.json").read_text())
+    assert man["consistency_fallback"] == "unfiltered" and man["n_pool"] == 4 and man["dropped_inconsistent"] == []
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "finished"
+    assert any("the filter is not applied" in w for w in manifest["stages"]["select"]["warnings"])
+    report = (run / "report.md").read_text()
+    assert "**Consistency filter not applied** (`select.pair_consistency = 0.0`): every one of the 4 usable" in report
+    assert "| over the limit | kind | against | pairs decided |" in report
+
+
+def test_check_of_a_pairwise_config_counts_pairs_and_speaks_of_the_preference(tmp_path):
+    """`run --check` on pairs (issue 40, item 3): pairs, their responses, the split in pairs and the preference,
+    not "examples" and "label 'sat'"."""
+    rows = llmbar_rows(10)
+    rows[0]["label"] = 0  # LLMBar's layout: 0 is a tie
+    cfg = fake_config(tmp_path, rows)
+    res = CliRunner().invoke(cli, ["run", str(cfg), "--check"])
+    assert res.exit_code == 0, res.output
+    line = res.output.strip().splitlines()[-1]
+    n_train = re.search(r"(\d+) train / (\d+) held-out pairs", line)
+    assert line.startswith("config OK: 10 pairs (20 responses; ") and n_train, line
+    assert int(n_train.group(1)) + int(n_train.group(2)) == 10
+    assert "preference A 4, B 5, tie 1" in line and "label" not in line and "examples" not in line
 
 
 @pytest.mark.slow  # a whole pairwise run on the fake backend: about 4 s on 2 cores
