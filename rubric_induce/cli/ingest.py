@@ -40,8 +40,10 @@ def command(results, batch_dir, cache_path, config_path, out_dir, retry_file, re
     RESULTS are JSONL files in the OpenAI Batch output shape, which `vllm run-batch` also writes:
     one line per request, {"custom_id", "response": {"status_code", "body"}, "error"}. Each
     completion is parsed exactly as a live reply, priced at the model's batch rates and stored under
-    its custom_id (the call's cache key), so `probe` and `run` afterwards make no call for it.
-    Failed, expired, unknown and duplicate ids are listed; failed and expired calls go to a retry
+    its custom_id (the call's cache key), so `probe` and `run` afterwards make no call for it. A
+    reply the live parser calls bad (a token that is not text, logprobs.content that is not a list
+    of tokens, a logprob that is not one) or that would not read back from the cache is stored
+    nowhere and listed as failed. Failed, expired, unknown and duplicate ids are listed; failed and expired calls go to a retry
     file of request lines, ready for another batch. The good lines are always kept; the exit code is
     then 1 when any line failed, expired or had an unknown id (0 with --allow-failed), 0 when all
     were good, and 2 for a malformed file (named with its line and field).

@@ -279,3 +279,20 @@ def test_ingest_lists_a_hostile_packed_reply_as_failed_and_later_runs_read_the_c
     table = probe(examples, rubrics, live, PACKED)
     assert all(r.ok for r in table.records) and live.tally.calls == 1
     cache.close()
+
+
+def test_a_reply_without_top_logprobs_is_bounded_alike_packed_or_independent(examples, rubrics):
+    """Issue 40, A2: a server that lists no alternatives (``top_logprobs: []``) gives only the chosen token
+    " 3" (p = 0.6). The packed reader and the independent one read it the same way: 3 listed, every
+    other answer bounded by 0.6, never a certain answer with no bound."""
+    def strip(out):
+        for tok in out["choices"][0]["logprobs"]["content"]:
+            tok["top_logprobs"] = []
+        return out
+
+    packed = probe(examples[:1], rubrics, served(lambda i, b: strip(packed_body(b))), PACKED).records
+    single = probe(examples[:1], rubrics, served(lambda i, b: strip(packed_body(b, pieces=[" 3"]))),
+                   ProbeParams()).records
+    for rec in packed + single:
+        assert rec.ok and rec.is_bounded and rec.bound == pytest.approx(0.6)
+        assert rec.bounded == ["1", "2", "4", "5"] and rec.raw == pytest.approx([0, 0, 0.6, 0, 0])
