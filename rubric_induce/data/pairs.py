@@ -30,7 +30,7 @@ import numpy as np
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import Params, param
-from rubric_induce.data.tables import MISSING, lookup_field, read_rows
+from rubric_induce.data.tables import MISSING, known_keys, lookup_field, read_rows
 
 __all__ = ["Pair", "PairMapping", "PREFERENCES", "PAIR_LAYOUTS", "preference_signs", "read_pairs", "pairs_from_rows",
            "pair_targets", "split_shared_prefix"]
@@ -219,7 +219,7 @@ def _columns(layout: str, row: Mapping[str, Any], mapping: PairMapping, tabular:
 def _text(row: Mapping[str, Any], col: str, tabular: bool, loc: _Loc) -> str:
     value = lookup_field(row, col, tabular)
     if value is MISSING or value is None:
-        raise loc.error("missing required field", col)
+        raise loc.error(f"missing required field{known_keys(row, col) if value is MISSING else ''}", col)
     if not isinstance(value, str):
         raise loc.error(f"expected text, got {type(value).__name__}", col)
     if not value.strip():
@@ -285,7 +285,7 @@ def split_shared_prefix(chosen: str | list, rejected: str | list, *, marker: str
 def _side(row: Mapping[str, Any], col: str, tabular: bool, loc: _Loc) -> str | list:
     value = lookup_field(row, col, tabular)
     if value is MISSING or value is None:
-        raise loc.error("missing required field", col)
+        raise loc.error(f"missing required field{known_keys(row, col) if value is MISSING else ''}", col)
     if isinstance(value, list):
         if not value:
             raise loc.error("conversation is empty", col)

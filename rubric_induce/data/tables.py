@@ -25,7 +25,7 @@ from rubric_induce.data.jsonl import read_json, read_jsonl, read_text
 from rubric_induce.data.labels import check_scale, require_two_classes
 from rubric_induce.data.model import Example, Judgment, LabelScale
 
-__all__ = ["load_generic", "examples_from_rows", "read_rows", "lookup_field", "MISSING", "FORMATS"]
+__all__ = ["load_generic", "examples_from_rows", "read_rows", "lookup_field", "known_keys", "MISSING", "FORMATS"]
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv"}
 MISSING = object()
@@ -131,7 +131,7 @@ def examples_from_rows(
         for name, key in text_fields.items():
             value = lookup_field(row, key, tabular)
             if value is MISSING or value is None:
-                raise DataError(f"{prefix}missing text column/key {key!r}{_known(row, key)}", **loc(key))
+                raise DataError(f"{prefix}missing text column/key {key!r}{known_keys(row, key)}", **loc(key))
             if not isinstance(value, str):
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     value = str(value)
@@ -146,7 +146,7 @@ def examples_from_rows(
         for name, key in label_fields.items():
             value = lookup_field(row, key, tabular)
             if value is MISSING:
-                raise DataError(f"{prefix}missing label column/key {key!r}{_known(row, key)}", **loc(key))
+                raise DataError(f"{prefix}missing label column/key {key!r}{known_keys(row, key)}", **loc(key))
             if value is None or (isinstance(value, str) and not value.strip()):
                 # not answered: fine for any label but the one a run learns (unless judges answer it)
                 if name in required and not judged:
@@ -162,7 +162,7 @@ def examples_from_rows(
             for name, key in cols.items():
                 value = lookup_field(row, key, tabular)
                 if value is MISSING:
-                    raise DataError(f"{prefix}missing judge label column/key {key!r}{_known(row, key)}",
+                    raise DataError(f"{prefix}missing judge label column/key {key!r}{known_keys(row, key)}",
                                     **loc(key))
                 blank = value is None or (isinstance(value, str) and not value.strip())
                 answers[name] = None if blank else _label(value, name, key, prefix, loc(key), label_scales,
@@ -252,7 +252,7 @@ def examples_from_rows(
     return out
 
 
-def _known(row: Mapping[str, Any], key: str) -> str:
+def known_keys(row: Mapping[str, Any], key: str) -> str:
     """`` (columns: a, b; did you mean 'x'?)``: what the row has, for a missing column or key."""
     import difflib
 

@@ -148,3 +148,13 @@ def test_llmbar_as_shipped(subset, n):
     assert len(pairs) == n and len({p.id for p in pairs}) == n
     raw = json.loads(path.read_text())
     assert [p.preferred for p in pairs] == ["A" if r["label"] == 1 else "B" for r in raw]
+
+
+def test_a_misspelt_dotted_column_suggests_the_full_path(tmp_path):
+    """Issue 40, defect 8: a dotted column that is not in the row names the closest full dotted path."""
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(json.dumps({"turn": {"prompt": "Say hi", "a": "hi", "b": "no"}, "label": 1}) + "\n",
+                    encoding="utf-8")
+    with pytest.raises(DataError, match=r"did you mean 'turn\.prompt'\?") as err:
+        read_pairs(path, {"prompt": "turn.promt", "a": "turn.a", "b": "turn.b", "label": "label"})
+    assert err.value.line == 1 and err.value.field == "turn.promt"
