@@ -17,11 +17,12 @@ also take the max of their expected values, paper Appendix A).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -250,15 +251,12 @@ class Calibrator(Estimator):
 
     def fit_heads(self, X: Any, judge_ids: Sequence[Any], targets: Any, *, questions: Sequence[str | int],
                   scales: Sequence[Sequence[float]] | None = None, groups: Sequence[Any] | None = None,
-                  question_names: Sequence[str] | None = None,
-                  input_names: Sequence[str] | None = None) -> dict[str, Calibrator]:
-        """One fitted calibrator per question of ``questions`` (names or indices), sharing one
-        multi-task pre-training: the network is pre-trained once on every question, then a copy of
-        it (weights, optimiser state and batch order) is fine-tuned on each question in turn
-        (LLM-RUBRIC's recipe, with a fine-tuned head per aspect). Each head predicts its own
-        question by default (its ``main_question``); a head's numbers are those :meth:`fit` gives
-        with that ``main_question`` on the same data. Returns ``{question name: Calibrator}`` in
-        the order given; ``self`` stays unfitted."""
+                  question_names: Sequence[str] | None = None, input_names: Sequence[str] | None = None
+                  ) -> dict[str, Calibrator]:
+        """``{question name: Calibrator}``, one per question of ``questions`` (names or indices, in
+        that order) on one multi-task pre-training: pre-trained once on every question, a copy
+        (weights, optimiser state, batch order) is fine-tuned on each (LLM-RUBRIC, a head per aspect).
+        A head is :meth:`fit` with that ``main_question`` on the same data, number for number."""
         require_torch()
         if not questions:
             raise DataError("fit_heads needs at least one question", field="questions")
@@ -295,10 +293,9 @@ class Calibrator(Estimator):
         return out
 
     def _prepare(self, X, judge_ids, targets, scales, groups, question_names, input_names, *, heads=None):
-        """Check the training data, set the data-derived fitted attributes (question names,
-        scales, judge vocabulary, ...) and return the training tensors' arrays
-        ``(X, judge index, answer codes, groups, main index, scales)`` of the rows with an answer.
-        ``heads``: the questions that must each have an applicable answer (default: the main one)."""
+        """Check the data, set the data-derived fitted attributes and return the rows with an answer as
+        ``(X, judge index, answer codes, groups, main index, scales)``; ``heads``: the questions that
+        must each have an applicable answer (default: the main one)."""
         self._check_params()
         Xa = check_features(X)
         n = Xa.shape[0]
@@ -576,20 +573,17 @@ class Calibrator(Estimator):
         return float(np.mean(np.log(np.clip(p[np.arange(ok.sum()), codes[ok]], 1e-12, None))))
 
 
-class _threads:
+@contextlib.contextmanager
+def _threads(n: int | None) -> Iterator[None]:
     """torch intra-op threads set to ``n`` inside the block (None: left as they are), then restored."""
-
-    def __init__(self, n: int | None) -> None:
-        self.n = n
-
-    def __enter__(self) -> None:
-        torch = require_torch()
-        self.prev = torch.get_num_threads()
-        if self.n:
-            torch.set_num_threads(int(self.n))
-
-    def __exit__(self, *exc: Any) -> None:
-        require_torch().set_num_threads(self.prev)
+    torch = require_torch()
+    prev = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(prev)
 
 
 def torch_generator(state: Any) -> Any:
