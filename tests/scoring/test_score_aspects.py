@@ -128,3 +128,21 @@ def test_json_export_lists_the_aspects_and_promptfoo_names_each(aspect_artifact,
     assert graded["namedScores"]["prediction"] == pytest.approx(r.prediction)
     assert graded["namedScores"]["prediction_clarity"] == pytest.approx(r.aspects["clarity"]["prediction"])
     assert graded["namedScores"]["prediction_accuracy"] == pytest.approx(r.aspects["accuracy"]["prediction"])
+
+
+def test_a_one_question_run_scores_and_saves_as_before(fake_run):
+    """The shared fake run calibrates one question (calibrate.question): no aspect folder, no
+    ``aspects`` key in a scored row, the stage summary and artifact fields of before."""
+    from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.scoring.scorer import RubricScorer
+
+    scorer = RubricScorer.load(fake_run)
+    assert scorer.heads == {} and scorer.questions == ["satisfaction"]
+    ids = [json.loads(line)["example_id"] for line in (fake_run / "probes.jsonl").read_text().splitlines()[:1]]
+    row = scorer.score_probes(ProbeTable.load(fake_run / "probes.jsonl"), ids)[0].to_dict()
+    assert "aspects" not in row and row["question"] == "satisfaction"
+    assert not (fake_run / "calibration" / "aspects").exists()
+    summary = json.loads((fake_run / "stages" / "calibrate.json").read_text(encoding="utf-8"))["summary"]
+    assert "questions" not in summary and "aspects" not in summary
+    config = json.loads((fake_run / "calibration" / "calibrator.json").read_text(encoding="utf-8"))
+    assert "aspects" not in config["extra"]
