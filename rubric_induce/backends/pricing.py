@@ -14,7 +14,6 @@ matches an entry when it equals it or is a dated snapshot of it (``gpt-4o-2024-0
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -135,14 +134,17 @@ def _read_file(path: str | Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         line = exc.object.count(b"\n", 0, exc.start) + 1
         raise DataError(f"not UTF-8 text (byte {exc.object[exc.start]:#04x})", path=p, line=line) from None
-    try:
-        if p.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import tomllib
+    if p.suffix.lower() == ".json":  # a lone surrogate escape or a 5,000-digit integer names its line and field
+        from rubric_induce.core.textfiles import parse_json
+
+        data = parse_json(text, path=p)
+    else:
+        import tomllib
+
+        try:
             data = tomllib.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise DataError(f"not valid {'JSON' if p.suffix.lower() == '.json' else 'TOML'}: {exc}", path=p) from None
+        except (ValueError, RecursionError) as exc:
+            raise DataError(f"not valid TOML: {exc}", path=p) from None
     if isinstance(data, Mapping) and isinstance(data.get("prices"), Mapping):
         data = data["prices"]  # a whole config file, or a file with a [prices] table
     if not isinstance(data, Mapping):

@@ -279,3 +279,21 @@ def test_a_run_config_with_an_alias_bomb_or_a_long_integer(tmp_path):
     toml = tmp_path / "cfg.toml"
     toml.write_text("[run]\nseed = " + LONG_INT + "\n", encoding="utf-8")
     clean_error(*invoke("run", toml, "--check"), str(toml), "line 2", "too long to read")
+
+
+@pytest.mark.parametrize("kind", list(BAD))
+def test_a_prices_file_names_the_model(tmp_path, kind):
+    """`[prices]` / `--prices` read from JSON: the value under a model's price (a surrogate in the model name
+    used to be kept, to fail where it was written)."""
+    from rubric_induce.backends.pricing import parse_prices
+    from rubric_induce.core.errors import DataError
+
+    value, phrase = BAD[kind]
+    prices = tmp_path / "prices.json"
+    entry = '{"input": 0.1, "output": ' + value + "}" if kind == "long_int" else '{"input": 0.1, "output": 0.2}'
+    model = '"gpt-4o-mini"' if kind == "long_int" else '"gpt\\ud800"'
+    prices.write_text("{\n  " + model + ": " + entry + "\n}\n", encoding="utf-8")
+    with pytest.raises(DataError, match=phrase) as err:
+        parse_prices(prices)
+    assert err.value.path == str(prices) and err.value.line == 2
+    assert err.value.field == ("gpt-4o-mini.output" if kind == "long_int" else "gpt\\ud800")
