@@ -79,7 +79,7 @@ class TrlReward:
 
     def __init__(self, scorer: ScorerSource, render: Render | None = None, *, target: str = "auto",
                  judge: str | Sequence[str] | None = None, normalise: bool = True, backend: Any = None,
-                 cache: str | Path | bool | None = None, name: str = "rubric_reward") -> None:
+                 cache: str | Path | bool | None = None, name: str = "rubric_reward", aspect: str | None = None) -> None:
         if not isinstance(scorer, RubricScorer):
             scorer = RubricScorer.load(scorer, backend=backend, cache=cache)
         elif backend is not None:
@@ -87,7 +87,8 @@ class TrlReward:
         fields = scorer.fields or ["text"]
         self.render = render or (lambda p, c: render_turn(p, c, fields))
         self.target = _target(scorer, target)
-        self._metric = RubricMetric(scorer, self.render, target=self.target, judge=judge, normalise=normalise)
+        self._metric = RubricMetric(scorer, self.render, target=self.target, judge=judge, normalise=normalise,
+                                    aspect=aspect)
         self.__name__ = name  # GRPOTrainer names each reward function's logged column by __name__
 
     @property
@@ -115,7 +116,8 @@ class TrlReward:
 
 def trl_reward(scorer: ScorerSource, render: Render | None = None, *, target: str = "auto",
                judge: str | Sequence[str] | None = None, normalise: bool = True, backend: Any = None,
-               cache: str | Path | bool | None = None, name: str = "rubric_reward") -> TrlReward:
+               cache: str | Path | bool | None = None, name: str = "rubric_reward",
+               aspect: str | None = None) -> TrlReward:
     """A TRL reward function: ``reward(prompts, completions, **kwargs) -> list[float]``.
 
     ``target``: ``"prediction"`` (the calibrated expected judge answer), ``"score"`` (NetSAT),
@@ -123,9 +125,12 @@ def trl_reward(scorer: ScorerSource, render: Render | None = None, *, target: st
     (0, 1) unless ``normalise=False``) or ``"auto"`` (strength for a pairwise run with a head, else
     prediction when the run has a calibrator, else NetSAT).
     ``render(prompt, completion)`` builds the judged text (default :func:`render_turn`).
+    ``aspect`` (a run that calibrated several questions, with target ``"prediction"`` or ``"auto"``):
+    the aspect whose prediction is the reward (default the main one); one reward function per
+    aspect (each with its own ``name``) gives GRPO a reward per aspect.
     """
     return TrlReward(scorer, render, target=target, judge=judge, normalise=normalise, backend=backend,
-                     cache=cache, name=name)
+                     cache=cache, name=name, aspect=aspect)
 
 
 def require_pairwise_judge_base() -> type:

@@ -146,3 +146,20 @@ def test_a_one_question_run_scores_and_saves_as_before(fake_run):
     assert "questions" not in summary and "aspects" not in summary
     config = json.loads((fake_run / "calibration" / "calibrator.json").read_text(encoding="utf-8"))
     assert "aspects" not in config["extra"]
+
+
+def test_a_trl_reward_per_aspect(aspect_artifact):
+    from rubric_induce.handoff.trl import render_turn, trl_reward
+    from rubric_induce.scoring.scorer import RubricScorer
+
+    scorer = RubricScorer.load(aspect_artifact)
+    prompts, completions = ["What is 2 + 2?"] * 2, ["four, clearly", "it is 5 and then it rambles on"]
+    main = trl_reward(scorer, normalise=False)(prompts, completions)
+    clarity = trl_reward(scorer, aspect="clarity", normalise=False, name="clarity_reward")
+    assert clarity.__name__ == "clarity_reward"
+    got = clarity(prompts, completions)
+    results = scorer.score([render_turn(p, c, scorer.fields or ["text"]) for p, c in zip(prompts, completions)])
+    assert got == [r.aspects["clarity"]["prediction"] for r in results]
+    assert main == [r.prediction for r in results]
+    with pytest.raises(DataError):
+        trl_reward(scorer, aspect="tone")
