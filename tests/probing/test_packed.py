@@ -365,3 +365,16 @@ def test_export_inspect_refuses_a_packed_run_up_front(tmp_path, rubrics):
                    calibration=None, question=None)
     res = CliRunner().invoke(cli, ["export", str(tmp_path), "--format", "inspect", "--out", str(out)])
     assert res.exit_code == 0, res.output
+
+
+def test_damaged_tokens_and_a_5000_digit_label_are_read_without_a_crash():
+    """The readers themselves never raise on what a damaged reply holds (issue 40, A1): a token that is
+    not text fails every question of the reply; ``R<5000 digits>:`` is no label (Python refuses to read
+    an integer of over 4,300 digits), so the lines after it are read."""
+    bad = [TokenLogprob("R1", -0.1, {}), TokenLogprob(None, -0.1, {}), TokenLogprob(" 4", -0.1, {None: -0.1})]
+    answers = parse_packed_tokens(bad, [LIK, LIK])  # type: ignore[arg-type]
+    assert all(a.raw is None and "damaged packed reply" in a.error for a in answers)
+    huge = "R" + "7" * 5000
+    assert parse_packed_text(f"{huge}: 5\nR1: 2", [LIK]) == ["2"]
+    a, = parse_packed_tokens(_toks(huge, ":", " 5", "\n", "R1", ":", " 2"), [LIK])
+    assert a.raw == pytest.approx([0, 0.9, 0, 0, 0])
