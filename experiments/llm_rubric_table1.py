@@ -252,7 +252,7 @@ def per_question_section(syn, real, tuned: Calibrator, seeds, *, questions=None,
     held-out log-likelihood), ``trials`` optuna trials each. The p-values are one-sided paired
     permutation tests (``n_permutations``) of LLM-RUBRIC's Pearson against two baselines'.
     """
-    ts = time.time()
+    ts, cpu = time.time(), time.process_time()
     questions = list(questions or syn.question_names)
     preds: dict[str, dict[str, np.ndarray]] = {}
     for q in questions:
@@ -266,10 +266,10 @@ def per_question_section(syn, real, tuned: Calibrator, seeds, *, questions=None,
            "the hyperparameters searched for Q0")
     print(f"\n### Per question (paper Table 3), real dialogues: pre-trained on every question, fine-tuned on "
           f"Q_i's own head; train on all synthetic, test on real ({how}; {len(seeds)} seed(s) averaged; "
-          f"{time.time() - ts:.0f} s)")
+          f"{time.time() - ts:.0f} s wall, {time.process_time() - cpu:.0f} s CPU)")
     metrics = print_per_question(preds, real, seed, n_permutations)
-    print("\n(n: real judgments with an applicable answer; a cell's own n when the LLM gave no distribution there. "
-          "Q8's answers 1-3 are not ordinal (paper footnote 30); scored as numbers, as in the paper. The paper's "
+    print("\n(n: real judgments with an applicable answer; a cell's own n where its inputs say not applicable "
+          "(a zeroed LLM block). Q8's answers 1-3 are not ordinal (paper footnote 30); scored as numbers, as in the paper. The paper's "
           "LLM-RUBRIC columns of Table 3 survive only for Q0.)")
     return metrics
 
