@@ -37,6 +37,10 @@ NO_LLM_SECONDS: dict[str, float] = {"dedup": 10.0, "select": 1.0, "calibrate": 2
 #: Prompt tokens per second the embedded model evaluates at best (2 idle cores; DESIGN.md): a run whose
 #: probe prompts at this rate take under a twentieth of the warning threshold is not timed before ``run``.
 OPTIMISTIC_TOKENS_PER_S = 400.0
+#: Feedback sizing: prompt tokens of one evidence line (a rubric, its score, a 400-character excerpt)
+#: and of the feedback template around the evidence.
+EVIDENCE_LINE_TOKENS = 140
+FEEDBACK_TEMPLATE_TOKENS = 300
 _CHAT_PROBE = [{"role": "user", "content": "Write twelve short sentences about what makes an answer helpful."}]
 
 
@@ -130,21 +134,35 @@ def _probe_stage(plan, timing, done: set[str], assumed: bool) -> StageTime:
                      f"{plan.to_make:,} call(s){cached}{guess}; {timing.describe()}", llm=True)
 
 
-def _feedback_stage(cfg: RunConfig, done: set[str], chat: ChatTiming | None) -> StageTime:
-    fb = cfg.feedback
+def _feedback_calls(ctx, n_rubrics: int) -> int:
+    """About how many summaries feedback asks (before retries): per group, its evidence lines (per
+    selected rubric, the ``top`` texts where it held most and least) in chunks of the context
+    budget, then one summary over the chunks when there are several."""
+    cfg = ctx.config
+    fb, sel = cfg.feedback, cfg.select
+    n_texts = len(ctx.test or ctx.train)
+    per_rubric = n_texts if fb.all_items else min(n_texts, 2 * fb.top)
+    chosen = [min(sel.n_sat, n_rubrics), min(sel.n_dsat, n_rubrics)]
+    groups = chosen if fb.group_by == "polarity" else [sum(chosen)]
+    room = max(64, fb.budget - FEEDBACK_TEMPLATE_TOKENS)
+    chunks = sum(-(-n * per_rubric * EVIDENCE_LINE_TOKENS // room) for n in groups if n)
+    return chunks + (1 if chunks > 1 else 0)
+
+
+def _feedback_stage(ctx, done: set[str], chat: ChatTiming | None, n_rubrics: int) -> StageTime:
+    fb = ctx.config.feedback
     if not fb.enabled:
         return StageTime("feedback", 0.0, "disabled")
     if "feedback" in done:
         return StageTime("feedback", 0.0, "done", llm=True, done=True)
     if chat is None:
         return StageTime("feedback", None, "not estimated: no chat call could be timed", llm=True)
-    groups = 2 if fb.group_by == "polarity" else 3  # SAT and DSAT (or a few aspects), then the overall summary
-    calls = groups + 1
+    calls = _feedback_calls(ctx, n_rubrics)
     per = chat.seconds(fb.budget, fb.max_tokens)
     return StageTime("feedback", calls * per,
-                     f"about {calls} chat call(s) at most {fb.max_tokens} tokens each, {per:.1f} s a call at "
-                     f"{chat.per_completion_token * 1000:.0f} ms/token (an upper bound per call; long evidence and "
-                     "retries of unparseable replies add calls)", llm=True)
+                     f"about {calls} chat call(s) (evidence in chunks of {fb.budget} tokens) at most {fb.max_tokens} "
+                     f"tokens each, {per:.1f} s a call at {chat.per_completion_token * 1000:.0f} ms/token (an upper "
+                     "bound per call; retries of unparseable replies add calls)", llm=True)
 
 
 def _quiet_stage(name: str, cfg: RunConfig, done: set[str]) -> StageTime:
@@ -207,7 +225,7 @@ def time_run(config: RunConfig | str | Path, *, out: str | Path | None = None, b
             inner.close()
     stages = [gen, _quiet_stage("dedup", cfg, done), _probe_stage(plan, timing, done, _assumed(plan, cfg))]
     stages += [_quiet_stage(n, cfg, done) for n in ("select", "calibrate", "artifact", "evaluate")]
-    stages += [_feedback_stage(cfg, done, chat), _quiet_stage("report", cfg, done)]
+    stages += [_feedback_stage(ctx, done, chat, plan.n_rubrics), _quiet_stage("report", cfg, done)]
     label = f"{inner.kind}/{inner.model}"
     notes = []
     if _assumed(plan, cfg):

@@ -1,7 +1,9 @@
 """`rubric-induce plan` with its measured time estimate, and `run`'s warning before a long run (fake backend)."""
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -10,8 +12,19 @@ from rubric_induce.cli import cli
 from rubric_induce.pipeline import load_config
 from rubric_induce.pipeline.timeplan import NO_LLM_SECONDS, long_run_check, time_run
 from rubric_induce.probing.timing import LONG_RUN_ENV
-from tests.probing.test_plan_timing import ClockedFake, FakeClock
 
+
+def _doubles():
+    """The fake clock and the clocked fake backend of tests/probing/test_plan_timing.py, loaded by path
+    (a ``tests`` package installed in site-packages can shadow this tree's)."""
+    spec = importlib.util.spec_from_file_location("plan_timing_doubles",
+                                                  Path(__file__).resolve().parents[1] / "probing" / "test_plan_timing.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ClockedFake, module.FakeClock
+
+
+ClockedFake, FakeClock = _doubles()
 STAGES = ["generate", "dedup", "probe", "select", "calibrate", "artifact", "evaluate", "feedback", "report"]
 
 
@@ -47,7 +60,10 @@ def test_time_run_estimates_every_stage_from_timed_calls(cfg_path, tmp_path):
     assert probe.seconds > plan.to_make * 0.1  # every later call costs 0.1 s on this clock, first calls more
     assert by["dedup"].basis == "disabled" and by["dedup"].seconds == 0
     assert by["select"].seconds == NO_LLM_SECONDS["select"]
-    assert by["feedback"].seconds > 0 and "at most 100 tokens" in by["feedback"].basis
+    # feedback: per group (2 SAT, 2 DSAT rubrics) 2 x 10 evidence lines of 140 tokens in chunks of 400 - 300
+    # tokens: 28 chunks each, then one summary over them
+    assert by["feedback"].seconds > 0 and "about 57 chat call(s)" in by["feedback"].basis
+    assert "at most 100 tokens" in by["feedback"].basis
     assert timed.total_s == pytest.approx(sum(s.seconds for s in timed.stages))
     assert timed.measured_s > 0 and timed.complete
     assert not out.exists() or not any(out.rglob("*.sqlite"))  # no call cache written or created
