@@ -279,8 +279,9 @@ def parse_yaml(text: str, *, path: str | Path | None = None) -> Any:
     field; the aliases are checked before anything is built from them."""
     import yaml
 
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # checks the characters first: a NUL is a ReaderError
         node = loader.get_single_node()
         if node is None:
             return None
@@ -300,4 +301,5 @@ def parse_yaml(text: str, *, path: str | Path | None = None) -> Any:
     except RecursionError:
         raise DataError("invalid YAML (nested too deeply)", path=path) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
