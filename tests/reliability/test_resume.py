@@ -148,6 +148,72 @@ def test_markers_without_hashes_still_resume(run_copy):
     assert _rerun(cfg, run)[0].ran == []
 
 
+# -- why a stage reruns, guarantees added to artifact.json (issue 40, items 1 and 8) ---------------
+@pytest.mark.slow
+def test_each_rerun_stage_says_why(run_copy):
+    """A changed config section, an earlier rerun, a stage that never ran and a marker written before the
+    per-input record: each rerun stage says why in one line, and the manifest records it."""
+    cfg, run = run_copy
+    cfg.write_text(cfg.read_text().replace("n_sat = 2", "n_sat = 1"), encoding="utf-8")
+    (run / "stages" / "evaluate.json").unlink()
+    result, said = _rerun(cfg, run)
+    assert result.ran[0] == "select"
+    assert "[select] config [select] changed; rerunning" in said
+    assert "[calibrate] select reran before it; rerunning" in said
+    assert "[evaluate] running (never ran) ..." in said
+    assert result.manifest["stages"]["select"]["reason"] == "config [select] changed"
+    assert result.manifest["stages"]["evaluate"]["reason"] == "never ran"
+    marker = json.loads((run / "stages" / "select.json").read_text())
+    assert set(marker["inputs"]) == {"config", "data", "prompts", "previous"}
+    for name in STAGE_NAMES:  # markers of an earlier version: no per-input record
+        path = run / "stages" / f"{name}.json"
+        doc = json.loads(path.read_text())
+        doc.pop("inputs")
+        path.write_text(json.dumps(doc))
+    cfg.write_text(cfg.read_text().replace("n_sat = 1", "n_sat = 2"), encoding="utf-8")
+    result, said = _rerun(cfg, run)
+    assert any(line.startswith("[select] its fingerprint changed (") for line in said), said
+
+
+@pytest.mark.slow
+def test_a_disabled_stage_says_so_instead_of_running(run_copy):
+    """feedback.enabled = false: no "[feedback] running ..." and "done in 0.0 s", but one line that says it is
+    disabled (issue 40, item 8); the manifest marks it "disabled"."""
+    cfg, run = run_copy
+    result, said = _rerun_forced(cfg, run, "evaluate")
+    assert "[feedback] disabled (feedback.enabled = false); skipped" in said
+    assert not any(line.startswith(("[feedback] running", "[feedback] done")) for line in said), said
+    assert result.disabled == ["feedback"]
+    assert result.manifest["stages"]["feedback"]["status"] == "disabled"
+    assert "[evaluate] --force evaluate; rerunning" in said and "[evaluate] running ..." in said
+
+
+def _rerun_forced(cfg: Path, out: Path, stage: str):
+    said: list[str] = []
+    return run_pipeline(cfg, out=out, echo=said.append, force=(stage,)), said
+
+
+@pytest.mark.slow
+def test_guarantees_added_to_the_artifact_are_not_a_damaged_output(run_copy):
+    """artifact.json with a guarantees list added after the artifact stage (as calibrate-guarantee writes it)
+    is trusted, also under a marker written before the stage recorded its own keys."""
+    from rubric_induce.data.jsonl import write_json
+
+    cfg, run = run_copy
+    for name in ("artifact",):  # a marker of an earlier version: no record of the keys it wrote
+        path = run / "stages" / f"{name}.json"
+        doc = json.loads(path.read_text())
+        doc.pop("open_outputs", None)
+        path.write_text(json.dumps(doc))
+    art = run / "artifact.json"
+    doc = json.loads(art.read_text())
+    doc["guarantees"] = [{"target": 0.8, "delta": 0.1, "measure": "proba", "threshold": 0.5}]
+    write_json(art, doc)
+    result, said = _rerun(cfg, run)
+    assert result.ran == [] and not any("changed or damaged" in line for line in said), said
+    assert json.loads(art.read_text())["guarantees"][0]["target"] == 0.8
+
+
 def test_hashing_streams_large_files(tmp_path):
     import hashlib
 
