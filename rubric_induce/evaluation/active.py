@@ -12,7 +12,12 @@ texts, each term has expectation ``y_i`` whatever the judge and whatever ``pi`` 
 ``pi_i > 0``), so with a fixed ``lam`` the estimate is unbiased for the texts' mean label; the
 terms are independent across texts (across groups, with ``groups``), so the normal interval from
 their spread is valid as the number of texts grows. ``lam`` estimated from the same labels (PPI++'s
-plug-in, the variance-minimising weight clipped to [0, 1]) keeps that validity asymptotically.
+plug-in, the variance-minimising weight clipped to [0, 1]) is cross-fitted: the texts are split
+in two halves (alternate texts, or alternate groups) and each half gets the weight fitted on the
+other, so no text's weight depends on its own label. It is off by default: with few labels a
+fitted weight made the interval too narrow (nominal 90 %, 1,500-2,000 draws: 86 % with 18 labels on
+LLM-RUBRIC fitted on the same labels and 88 % cross-fitted; 87 % and 88 % with 50 labels on the
+planted set), while ``lam = 1`` held 89-93 % in the same runs.
 
 The sampling rule: ``pi_i`` proportional to the judge's uncertainty, the standard deviation of its
 distribution over the scale (``sqrt(p (1 - p))`` for a two-answer scale), which is the rule that
@@ -89,6 +94,24 @@ def _power_weight(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.clip(-cov / var, 0.0, 1.0))
 
 
+def _crossfit_weight(a: np.ndarray, b: np.ndarray, xi: np.ndarray, groups: Sequence[Any] | None) -> np.ndarray:
+    """Per text, the power-tuning weight fitted on the other half of the texts (halves: alternate
+    texts, or alternate groups), so that no text's weight depends on its own label; 1 where the
+    other half has fewer than two labels."""
+    n = len(a)
+    if groups is None:
+        half = np.arange(n) % 2
+    else:
+        _, inverse = np.unique(np.asarray([str(g) for g in groups]), return_inverse=True)
+        half = inverse % 2
+    lam = np.ones(n)
+    for h in (0, 1):
+        other = half != h
+        if xi[other].sum() >= 2 and other.sum() >= 3:
+            lam[half == h] = _power_weight(a[other], b[other])
+    return lam
+
+
 def _se(terms: np.ndarray, groups: Sequence[Any] | None) -> float:
     n = len(terms)
     centred = terms - terms.mean()
@@ -102,13 +125,15 @@ def _se(terms: np.ndarray, groups: Sequence[Any] | None) -> float:
     return float(np.sqrt(np.sum(total**2) * g / max(g - 1, 1)) / n)
 
 
-def active_mean(y: Any, f: Any, labelled: Any, pi: Any, *, alpha: float = 0.1, power_tuning: bool = True,
+def active_mean(y: Any, f: Any, labelled: Any, pi: Any, *, alpha: float = 0.1, power_tuning: bool = False,
                 groups: Sequence[Any] | None = None) -> MeanEstimate:
     """The inverse-probability-weighted prediction-powered mean of the labels over all texts.
 
     ``y``: labels, read only where ``labelled`` (NaN elsewhere is fine); ``f``: the judge's score on
     every text; ``labelled``: the coins (:func:`draw_labels`); ``pi``: the probabilities they were
-    drawn with. ``power_tuning`` estimates ``lam`` (else ``lam = 1``, exactly unbiased). Groups make
+    drawn with. ``lam = 1`` by default (exactly unbiased, and the interval held its level in every
+    run measured); ``power_tuning`` cross-fits ``lam`` (narrower with many labels, but below nominal
+    coverage with few: see the module docstring). Groups make
     the interval cluster-robust (the coins must then still be drawn per text or per group)."""
     f = np.asarray(f, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -129,9 +154,11 @@ def active_mean(y: Any, f: Any, labelled: Any, pi: Any, *, alpha: float = 0.1, p
     w = np.where(xi, 1.0 / pi, 0.0)
     a = np.where(xi, np.nan_to_num(y) * w, 0.0)
     b = f * (1.0 - w)
-    lam = _power_weight(a, b) if power_tuning and xi.sum() >= 2 else 1.0
+    lam: float | np.ndarray = 1.0
+    if power_tuning:
+        lam = _crossfit_weight(a, b, xi, groups)
     terms = a + lam * b
     est = float(terms.mean())
     se = _se(terms, groups)
     z = float(stats.norm.ppf(1 - alpha / 2))
-    return MeanEstimate(est, est - z * se, est + z * se, se, lam)
+    return MeanEstimate(est, est - z * se, est + z * se, se, float(np.mean(lam)))

@@ -19,6 +19,7 @@ SHARED = ROOT.parent / "shared" / "data"
 def _tool(name: str):
     spec = importlib.util.spec_from_file_location(f"tool_{name}", ROOT / "experiments" / "tools" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[f"tool_{name}"] = module
     spec.loader.exec_module(module)
     return module
 
