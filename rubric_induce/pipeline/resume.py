@@ -103,13 +103,14 @@ class StagePlan:
         return "; ".join(self.reasons)
 
 
-def plan_stages(cfg: RunConfig, data_hash: str, run_dir: Path, force: tuple[str, ...] = ()) -> list[StagePlan]:
+def plan_stages(cfg: RunConfig, data_hash: str, run_dir: Path, force: tuple[str, ...] = (),
+                stages: tuple[Stage, ...] = STAGES) -> list[StagePlan]:
     """Every stage's decision, in order (see the module's docstring)."""
     plans: list[StagePlan] = []
     previous = ""
     earlier: str | None = None  # the first stage that reruns: every later one reruns after it
     forced = False
-    for stage in STAGES:
+    for stage in stages:
         fp, inputs = stage_inputs(stage, cfg, data_hash, previous)
         previous = fp
         forced = forced or stage.name in force

@@ -305,7 +305,7 @@ def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any
     if keeper.guarded:  # decided before anything is written: a refused rerun leaves the folder as it was
         try:
             preflight(ctx)
-            plans = plan_stages(cfg, ctx.data_hash, run_dir, force)
+            plans = plan_stages(cfg, ctx.data_hash, run_dir, force, STAGES)
             keeper.check(plans)
         except BaseException:
             ctx.close()
@@ -319,7 +319,7 @@ def _run_locked(cfg: RunConfig, run_dir: Path, cache_path: Path, *, backend: Any
     try:
         if plans is None:
             preflight(ctx)
-            plans = plan_stages(cfg, ctx.data_hash, run_dir, force)
+            plans = plan_stages(cfg, ctx.data_hash, run_dir, force, STAGES)
         manifest["data"] = {"source": cfg.data.examples or cfg.data.dataset, "n_examples": len(ctx.examples),
                             "sha256": ctx.data_hash, "label": cfg.data.label,
                             "n_train": len(ctx.split[0]), "n_test": len(ctx.split[1])}
