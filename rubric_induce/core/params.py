@@ -15,9 +15,11 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from rubric_induce.core.errors import DataError
+from rubric_induce.core.textfiles import read_text
 
 __all__ = ["Params", "param", "suggest", "click_options", "params_class", "options_from", "read_at_file",
            "quoted_value_error", "resolve_params"]
@@ -53,11 +55,8 @@ def read_at_file(value: str | None, resolve: Any = None, *, field: str, what: st
     """A config value given as text, or as ``@path`` whose file is read (``resolve`` turns the name
     into a path, e.g. against the config's folder); an unreadable file is a :class:`DataError`
     naming it and ``field``."""
-    from pathlib import Path
-
     if not (value and value.startswith("@")):
         return value
-    from rubric_induce.core.textfiles import read_text
 
     path = Path((resolve or Path)(value[1:]))
     if not path.exists():

@@ -12,6 +12,7 @@ from importlib import import_module
 from typing import Generic, TypeVar
 
 from rubric_induce.core.errors import RubricInduceError
+from rubric_induce.core.params import suggest
 
 __all__ = ["Registry", "UnknownNameError"]
 
@@ -51,8 +52,6 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except KeyError:
-            from rubric_induce.core.params import suggest
-
             raise UnknownNameError(f"unknown {self.kind} {name!r}{suggest(name, self.names())}; known: "
                                    + ", ".join(self.names())) from None
 

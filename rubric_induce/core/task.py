@@ -18,6 +18,7 @@ shared (not a stage), so every stage may import it.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import Params, param, read_at_file, suggest
+from rubric_induce.core.textfiles import read_table_file
 
 __all__ = ["TaskParams", "TaskWording", "ROLES", "PRESETS", "JUDGED_ROLES", "load_task_file", "plural"]
 
@@ -165,8 +167,6 @@ class TaskParams(Params):
 def load_task_file(path: str | Path) -> TaskParams:
     """A :class:`TaskParams` from a TOML or JSON file: a ``[task]`` table (e.g. a run config) or
     the task's keys at top level. ``@file`` descriptions resolve against the file's folder."""
-    from rubric_induce.core.textfiles import read_table_file
-
     path = Path(path)
     raw = read_table_file(path, "task file")
     table = raw.get("task", raw) if isinstance(raw.get("task"), Mapping) or "task" not in raw else None
@@ -334,6 +334,4 @@ def _overrides_wording(task: TaskParams) -> bool:
 
 
 def _words(text: str) -> list[str]:
-    import re
-
     return re.findall(r"[a-z0-9']+", text.lower())

@@ -19,9 +19,12 @@ and suggests the closest, and a CSV file read as JSON (or JSON read as CSV) says
 """
 from __future__ import annotations
 
+import csv
 import dataclasses
 import difflib
 import hashlib
+import io
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +32,11 @@ from typing import Any
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import Params, param
+from rubric_induce.data.examples_io import example_from_dict
+from rubric_induce.data.jsonl import read_table_file, read_text
+from rubric_induce.data.labels import require_two_classes
 from rubric_induce.data.model import Example, Judgment, LabelScale
+from rubric_induce.data.tables import FORMATS, MISSING, examples_from_rows, load_generic, lookup_field, read_rows
 
 __all__ = ["InputMapping", "MAPPING_FORMATS", "text_id", "load_mapping_file", "read_examples"]
 
@@ -58,8 +65,6 @@ def _table(value: Any, where: str, *, what: str) -> dict[str, str] | None:
 
 def _value_maps(value: Any, where: str) -> dict[str, dict[str, float]]:
     """``{label: {text answer: number}}``, checked: text keys, finite numbers."""
-    import math
-
     if not isinstance(value, Mapping):
         raise DataError(f"expected a table {{label = {{text = number}}}}, got {value!r}", field=where)
     out: dict[str, dict[str, float]] = {}
@@ -138,8 +143,6 @@ class InputMapping(Params):
     # -- files ---------------------------------------------------------------------------------
     def file_format(self, path: str | Path) -> str:
         """``jsonl``, ``json``, ``csv`` or ``tsv``: :attr:`format`, or (auto) from the file name."""
-        from rubric_induce.data.tables import FORMATS
-
         if self.format != "auto":
             return self.format
         path = Path(path)
@@ -166,8 +169,6 @@ class InputMapping(Params):
         refuse (False) the nested rubric-induce layout; None detects it from the first row.
         ``unique=False`` keeps rows with equal ids (scoring).
         """
-        from rubric_induce.data.tables import load_generic, read_rows
-
         path = Path(path)
         fmt = self.file_format(path)
         first = self._first_row(path, fmt)
@@ -218,8 +219,6 @@ class InputMapping(Params):
     def _first_row(self, path: Path, fmt: str) -> Mapping[str, Any]:
         """The first row (for JSON) or the header as a dict (CSV/TSV), with a hint when the file is
         in the other family of formats."""
-        from rubric_induce.data.tables import read_rows
-
         try:
             for _line, _record, row in read_rows(path, fmt, []):
                 return row
@@ -229,11 +228,6 @@ class InputMapping(Params):
                 raise DataError(hint, path=path, line=1, field=self.where("format")) from None
             raise
         if fmt in ("csv", "tsv"):  # a header without rows: let the loader say "no rows"
-            import csv
-            import io
-
-            from rubric_induce.data.jsonl import read_text
-
             text = read_text(path)
             header = next(csv.reader(io.StringIO(text), delimiter="\t" if fmt == "tsv" else ","), [])
             return {h.strip(): "" for h in header}
@@ -260,9 +254,6 @@ class InputMapping(Params):
     def _nested(self, rows: Iterable[tuple[int | None, int | None, Any]], path: Path | None,
                 label_scales: Mapping[str, LabelScale] | None, binary_label: str | None,
                 unique: bool, required: Sequence[str] = ()) -> list[Example]:
-        from rubric_induce.data.examples_io import example_from_dict
-        from rubric_induce.data.labels import require_two_classes
-
         if self.judge is not None or self.judges:
             raise DataError("nested rubric-induce rows carry their own judgments; judge / judges map the "
                             "columns of flat files", path=path, field=self.where("judge" if self.judge else "judges"))
@@ -292,8 +283,6 @@ class InputMapping(Params):
                       prefix: str) -> Example:
         """Select and rename the fields and labels of a nested example as mapped; a mapped column
         is looked up in ``fields`` / ``labels`` (by column, else by field name)."""
-        from rubric_induce.data.tables import MISSING, lookup_field
-
         changes: dict[str, Any] = {}
         if self.text:
             fields = {}
@@ -335,9 +324,6 @@ class InputMapping(Params):
         text mapping of flat dicts and name the field a plain string fills. Errors name
         ``texts[i]``. Equal texts are kept (each gets a result).
         """
-        from rubric_induce.data.examples_io import example_from_dict
-        from rubric_induce.data.tables import examples_from_rows
-
         if isinstance(items, (str, Mapping, Example)):
             items = [items]
         names = list(self.text) if self.text else list(fields or ["text"])
@@ -383,8 +369,6 @@ def load_mapping_file(path: str | Path) -> tuple[InputMapping, dict[str, Any]]:
     """``(mapping, scales)`` from a TOML or JSON file: a run config's ``[data.mapping]`` (and
     ``[data] scales``), a ``[mapping]`` table, or the mapping's keys at top level; what the stage
     commands (``probe``, ``select``, ``calibrate``, ...) read ``--examples`` through."""
-    from rubric_induce.data.jsonl import read_table_file
-
     path = Path(path)
     raw = read_table_file(path, "mapping file")
     data = raw.get("data") if isinstance(raw.get("data"), Mapping) else {}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.errors import DataError
+from rubric_induce.data.jsonl import read_json, read_jsonl, write_json, write_jsonl
 
 __all__ = [
     "AnswerScale",
@@ -378,8 +379,6 @@ class RubricPool:
         return [r for r in self.rubrics if r.polarity == polarity]
 
     def save(self, path: str | Path) -> Path:
-        from rubric_induce.data.jsonl import write_json, write_jsonl
-
         path = Path(path)
         write_jsonl(path, (r.to_dict() for r in self.rubrics))
         manifest = {**self.manifest, "kind": type(self).__name__, "n_rubrics": len(self.rubrics)}
@@ -388,8 +387,6 @@ class RubricPool:
 
     @classmethod
     def load(cls, path: str | Path) -> RubricPool:
-        from rubric_induce.data.jsonl import read_json, read_jsonl
-
         path = Path(path)
         rubrics = []
         for line_no, row in read_jsonl(path):

@@ -11,9 +11,13 @@ from typing import Any
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import Params, param, suggest
+from rubric_induce.data.datasets import load_dataset
+from rubric_induce.data.datasets.paths import data_root
+from rubric_induce.data.examples_io import check_labels
 from rubric_induce.data.mapping import InputMapping
 from rubric_induce.data.model import Example, LabelScale
-from rubric_induce.data.pairs import Pair, PairMapping
+from rubric_induce.data.pair_examples import pair_examples
+from rubric_induce.data.pairs import Pair, PairMapping, read_pairs
 
 __all__ = ["DataParams", "load_examples", "load_pairs", "DATA_KINDS", "SHARED_PREFIX"]
 
@@ -103,8 +107,6 @@ class DataParams(Params):
         if self.examples is None:
             return None
         if self.examples.startswith(SHARED_PREFIX):
-            from rubric_induce.data.datasets.paths import data_root
-
             root = data_root(resolve(self.data_root) if self.data_root else None)
             return root / self.examples[len(SHARED_PREFIX):].lstrip("/")
         return resolve(self.examples)
@@ -147,12 +149,8 @@ def load_examples(params: DataParams, resolve: Callable[[str], Path] = Path, *, 
         raise DataError("give exactly one of data.examples (a file) or data.dataset (a shared dataset)",
                         path=source, field="data")
     if params.kind == "pairwise":
-        from rubric_induce.data.pair_examples import pair_examples
-
         return pair_examples(load_pairs(params, resolve, limit=limit, source=source), params.label)
     if params.dataset:
-        from rubric_induce.data.datasets import load_dataset
-
         root = resolve(params.data_root) if params.data_root else None
         examples = load_dataset(params.dataset, root=root)
     else:
@@ -163,8 +161,6 @@ def load_examples(params: DataParams, resolve: Callable[[str], Path] = Path, *, 
         examples = mapping.load(path, default_labels=(params.label,), label_scales=params.label_scales() or None)
     _check_scale_names(params, examples, source)
     if params.dataset and params.scales:  # a shared dataset's loader checks its own scales; check the declared ones
-        from rubric_induce.data.examples_io import check_labels
-
         scales = params.label_scales()
         for ex in examples:
             check_labels(ex.labels, scales, path=params.dataset, field_prefix=f"{ex.id}: labels.")
@@ -177,8 +173,6 @@ def load_pairs(params: DataParams, resolve: Callable[[str], Path] = Path, *, lim
                source: str | None = None) -> list[Pair]:
     """The pairs of a pairwise run's examples file (``limit``: the first N pairs); a bad row is a
     DataError naming the file, line (or record) and field."""
-    from rubric_induce.data.pairs import read_pairs
-
     path = params.examples_path(resolve)
     if path is None:
         raise DataError("a pairwise run reads data.examples (a file of pairs)", path=source, field="data.examples")
@@ -194,8 +188,6 @@ def load_pairs(params: DataParams, resolve: Callable[[str], Path] = Path, *, lim
 
 def _check_scale_names(params: DataParams, examples: list[Example], source: str | None) -> None:
     """A declared scale must name a label the examples have (a typo would check nothing)."""
-    from rubric_induce.core.params import suggest
-
     known = {q for ex in examples for q in (*ex.labels, *(k for j in ex.judgments for k in j.labels))}
     for name in params.scales:
         if name not in known:

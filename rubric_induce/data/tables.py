@@ -13,14 +13,17 @@ judges' answers as its labels.
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import math
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.errors import DataError
+from rubric_induce.core.params import suggest
 from rubric_induce.data.jsonl import read_json, read_jsonl, read_text
 from rubric_induce.data.labels import check_scale, require_two_classes
 from rubric_induce.data.model import Example, Judgment, LabelScale
@@ -254,8 +257,6 @@ def examples_from_rows(
 
 def known_keys(row: Mapping[str, Any], key: str) -> str:
     """`` (columns: a, b; did you mean 'x'?)``: what the row has, for a missing column or key."""
-    import difflib
-
     names = [str(k) for k in row]
     # a dotted key is matched against whole dotted paths: "scores.overal" suggests "scores.overall"
     close = difflib.get_close_matches(key, _dotted_paths(row) if "." in key else names, n=1)
@@ -291,8 +292,6 @@ def _label(value: Any, name: str, key: str, prefix: str, loc: Mapping[str, Any],
     try:
         out = _number(value, prefix, loc)
     except DataError as exc:
-        import re
-
         if isinstance(value, str) and re.fullmatch(r"\s*-?\d+,\d+\s*", value):
             raise DataError(f"{exc.message}; write numbers with a decimal point ({value.strip().replace(',', '.')})",
                             path=exc.path, line=exc.line, field=exc.field) from None
@@ -344,8 +343,6 @@ def _is_number(text: str) -> bool:
 
 
 def _close_answer(text: str, table: Mapping[str, float]) -> str:
-    import difflib
-
     folded = {k.casefold(): k for k in table}
     if text.casefold() in folded:
         return f"; did you mean {folded[text.casefold()]!r}? (answers are case-sensitive)"
@@ -354,8 +351,6 @@ def _close_answer(text: str, table: Mapping[str, float]) -> str:
 
 
 def _toml_key(text: str) -> str:
-    import re
-
     return text if re.fullmatch(r"[A-Za-z0-9_-]+", text) else '"' + text.replace('"', '\\"') + '"'
 
 
@@ -436,8 +431,6 @@ def read_rows(path: Path, fmt: str, required: list[str]) -> Iterator[tuple[int |
             raise DataError(f"duplicate column names {dup}", path=path, line=1)
         for col in required:
             if col not in header:
-                from rubric_induce.core.params import suggest
-
                 for sep, name in ((";", "semicolon"), ("|", "pipe"), ("\t", "tab"), (",", "comma")):
                     split = [h.strip() for h in header[0].split(sep)] if len(header) == 1 else []
                     if len(split) > 1 and col in split:  # e.g. Excel's ';' CSV in many locales

@@ -27,9 +27,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from rubric_induce.backends import parse_backend_spec
 from rubric_induce.backends.base import Backend
-from rubric_induce.core.errors import ReplyParseError, RubricInduceError
+from rubric_induce.backends.structured import GenerationStats, ask_json, derive_seed
+from rubric_induce.core.embeddings import SentenceEmbedder, default_embedder
+from rubric_induce.core.errors import BackendError, DataError, ReplyParseError, RubricInduceError
+from rubric_induce.core.mdtext import md_text
 from rubric_induce.core.params import Params, param, resolve_params
+from rubric_induce.core.templates import load_prompt
+from rubric_induce.data.jsonl import atomic_write_text
 from rubric_induce.data.model import Rubric, RubricPool
 
 __all__ = ["DedupMember", "DedupGroup", "DedupResult", "DedupParams", "dedup",
@@ -90,8 +96,6 @@ class DedupResult:
     def save(self, out: str | Path, report: str | Path | None = None) -> Path:
         """Write the pool (``pool.dedup.jsonl`` in a run directory, or ``out`` itself when it ends
         in .jsonl) and, when de-duplication ran, the markdown report beside it."""
-        from rubric_induce.data.jsonl import atomic_write_text
-
         out = Path(out)
         path = out if out.suffix == ".jsonl" else out / DEDUP_POOL_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,11 +124,7 @@ class DedupParams(Params):
     max_judge_pairs: int = param(200, ge=0, help="At most this many pairs go to the LLM judge.")
 
     def check(self) -> None:
-        from rubric_induce.core.errors import BackendError, DataError
-
         if self.judge is not None:
-            from rubric_induce.backends import parse_backend_spec
-
             try:
                 parse_backend_spec(self.judge)
             except BackendError as exc:
@@ -147,8 +147,6 @@ def dedup(pool: RubricPool | Sequence[Rubric], params: DedupParams | None = None
         return DedupResult(RubricPool(list(src), dict(src.manifest)), [], "",
                            {"enabled": params.enabled, "n_before": len(src), "n_after": len(src)})
     if embedder is None and params.model:
-        from rubric_induce.core.embeddings import SentenceEmbedder
-
         embedder = SentenceEmbedder(params.model)
     res = _deduplicate(src, params.threshold, embedder=embedder, llm_judge_backend=judge_backend,
                       borderline=(params.borderline, None), max_judge_pairs=params.max_judge_pairs, seed=seed)
@@ -182,9 +180,6 @@ def _bucket_key(r: Rubric) -> tuple[str, str]:
 
 
 def _judge(backend: Backend, a: Rubric, b: Rubric, *, seed: int, stats) -> tuple[bool, str] | None:
-    from rubric_induce.backends.structured import ask_json
-    from rubric_induce.core.templates import load_prompt
-
     schema = {"type": "object", "required": ["same", "reason"],
               "properties": {"same": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 200}}}
 
@@ -222,8 +217,6 @@ def _deduplicate(
     if not rubrics:
         raise RubricInduceError("nothing to de-duplicate: the pool is empty")
     if embedder is None:
-        from rubric_induce.core.embeddings import default_embedder
-
         embedder = default_embedder()
     emb = np.asarray(embedder.encode([r.text for r in rubrics]), dtype=np.float32)
     norms = np.linalg.norm(emb, axis=1, keepdims=True)
@@ -250,8 +243,6 @@ def _deduplicate(
                                                if leader[i] != i}
     judge_info: dict[str, Any] = {}
     if llm_judge_backend is not None:
-        from rubric_induce.backends.structured import GenerationStats, derive_seed
-
         lo, hi = borderline
         hi = threshold if hi is None else hi
         if not lo < hi:
@@ -316,8 +307,6 @@ def _deduplicate(
 
 def _md(text: str) -> str:
     """Rubric texts and judge reasons as Markdown text: HTML, links, ``|`` and newlines escaped."""
-    from rubric_induce.core.mdtext import md_text
-
     return md_text(text)
 
 

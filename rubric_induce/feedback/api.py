@@ -32,6 +32,7 @@ from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.task import TaskParams
 from rubric_induce.core.templates import load_prompt
+from rubric_induce.data.jsonl import atomic_write_text, write_json
 from rubric_induce.data.model import Example, Rubric, RubricPool
 from rubric_induce.data.probes import ProbeTable
 from rubric_induce.data.render import excerpt, render_example
@@ -166,8 +167,6 @@ class FeedbackSummary:
     def save(self, out: str | Path, json_path: str | Path | None = None, **json_extra: Any) -> Path:
         """Write the markdown (``feedback.md`` in a run directory, or ``out`` itself when it ends in
         .md) and, with ``json_path``, the summary as JSON."""
-        from rubric_induce.data.jsonl import atomic_write_text, write_json
-
         out = Path(out)
         path = out if out.suffix == ".md" else out / FEEDBACK_FILE
         atomic_write_text(path, self.to_markdown())

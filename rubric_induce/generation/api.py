@@ -12,16 +12,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rubric_induce.backends.base import Backend
-from rubric_induce.backends.structured import GenerationError
+from rubric_induce.backends.structured import MAX_REJECTED_ITEMS, GenerationError, GenerationStats, derive_seed
 from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.core.params import Params, options_from, param, read_at_file, resolve_params
+from rubric_induce.core.progress import heartbeat
 from rubric_induce.core.task import TaskParams
 from rubric_induce.data import Example, Rubric, RubricPool
+from rubric_induce.data.render import render_example
 from rubric_induce.generation.autocalibrate import AutoCalibrateParams
 from rubric_induce.generation.contrastive import ContrastiveParams
 from rubric_induce.generation.registry import GENERATORS, POOL_FILE, GenerateResult, Generator
 from rubric_induce.generation.rubicon import RubiconParams, balanced_sample
+from rubric_induce.generation.screen import RubricScreen, screen_item
 
 __all__ = ["GenerateParams", "RubiconParams", "AutoCalibrateParams", "ContrastiveParams", "Generator", "GENERATORS",
            "GenerateResult", "generate", "POOL_FILE", "planned_calls"]
@@ -91,16 +96,11 @@ def generate(
         if gen.binary and params.per_class:
             shown = balanced_sample(shown, label, params.per_class, threshold=label_threshold, seed=seed)
         if isinstance(opts, AutoCalibrateParams) and opts.max_examples and len(shown) > opts.max_examples:
-            import numpy as np
-
-            from rubric_induce.backends.structured import derive_seed
-
             rng = np.random.default_rng(derive_seed(seed, "max_examples", opts.max_examples))
             keep = sorted(rng.choice(len(shown), size=opts.max_examples, replace=False).tolist())
             shown = [shown[i] for i in keep]
         if backend is None:
             raise RubricInduceError(f"generation with {params.method!r} needs an LLM backend")
-        from rubric_induce.core.progress import heartbeat
 
         try:
             # no bars (stderr not a terminal): a line every 30 s, since minutes of silence look like a hang
@@ -146,10 +146,6 @@ def _without_copies(pool: RubricPool, examples: Sequence[Example], fields: Seque
     """The generated rubrics that share no span of ``example_span`` words with any training text
     (the generators screen only the texts they showed the LLM); each rejection is counted in the
     pool manifest's ``stats`` with the copied span quoted."""
-    from rubric_induce.backends.structured import GenerationStats
-    from rubric_induce.data.render import render_example
-    from rubric_induce.generation.screen import RubricScreen, screen_item
-
     texts = []
     for e in examples:
         try:
@@ -160,8 +156,6 @@ def _without_copies(pool: RubricPool, examples: Sequence[Example], fields: Seque
     stats = GenerationStats()
     kept = [r for r in pool if screen_item(screen, r.text, stats)]
     if stats.rejected:
-        from rubric_induce.backends.structured import MAX_REJECTED_ITEMS
-
         old = dict(pool.manifest.get("stats") or {})
         rejected = dict(old.get("rejected") or {})
         for reason, n in stats.rejected.items():

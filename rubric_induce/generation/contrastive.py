@@ -35,6 +35,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from rubric_induce.backends.base import Backend
 from rubric_induce.backends.structured import (
     GenerationStats,
@@ -46,6 +48,7 @@ from rubric_induce.backends.structured import (
 )
 from rubric_induce.core.errors import DataError, ReplyParseError
 from rubric_induce.core.params import Params, param
+from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.task import TaskParams
 from rubric_induce.core.templates import load_prompt
 from rubric_induce.data.model import Example, Rubric, RubricPool
@@ -101,7 +104,6 @@ def sample_pairs(pairs: Sequence[Pair], max_pairs: int | None, seed: int,
         decided.append(p)
     if max_pairs is None or len(decided) <= max_pairs:
         return decided
-    import numpy as np
 
     rng = np.random.default_rng(derive_seed(seed, "contrastive_pairs", max_pairs))
     keep = sorted(rng.choice(len(decided), size=max_pairs, replace=False).tolist())
@@ -174,8 +176,6 @@ def generate_contrastive(
     rest). Returns a pool of SAT rubrics with ``kind`` and ``source_pair_ids`` in their provenance
     and ``n_by_kind`` in the manifest; raises :class:`GenerationError` rather than return an empty
     pool."""
-    from rubric_induce.core.progress import progress_bar
-
     task = (task or TaskParams()).resolved()
     words = task.wording()
     stats = GenerationStats()

@@ -34,6 +34,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from rubric_induce.backends.base import Backend
 from rubric_induce.backends.structured import (
     GenerationStats,
@@ -574,8 +576,6 @@ def balanced_sample(
 ) -> list[Example]:
     """A seeded sample of up to ``n_per_class`` positive and ``n_per_class`` negative examples
     (positives first, each class in its original order): a budget for generation runs."""
-    import numpy as np
-
     pos, neg = split_binary(examples, label, threshold=threshold)
     rng = np.random.default_rng(derive_seed(seed, "balanced_sample", label, n_per_class))
     out: list[Example] = []

@@ -32,6 +32,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from rubric_induce.backends.structured import MAX_REJECTED_ITEMS, GenerationError
+
 __all__ = ["RubricScreen", "Rejection", "rejection_reason", "copied_span", "screen_item", "record_rejection",
            "sentences", "REASONS", "LABEL", "ANNOTATION", "PROMPT", "EXAMPLE", "GENERIC"]
 
@@ -231,8 +233,6 @@ def screen_item(screen: RubricScreen | None, text: str, stats) -> bool:
 
 def record_rejection(stats, found: Rejection, text: str) -> None:
     """Count ``found`` in ``stats`` and keep its record (text, offending sentence, copied span)."""
-    from rubric_induce.backends.structured import MAX_REJECTED_ITEMS
-
     stats.reject(found.reason)
     if len(stats.rejected_items) < MAX_REJECTED_ITEMS:
         stats.rejected_items.append(found.record(text))
@@ -242,8 +242,6 @@ def no_rubrics_error(what: str, stats):
     """The :class:`~rubric_induce.backends.structured.GenerationError` of a generator that kept no rubric:
     what went wrong (failures, the first rejections with their reasons) and what helps; it carries
     ``stats`` so a caller with included rubrics can still report them."""
-    from rubric_induce.backends.structured import GenerationError
-
     rejected = "; ".join(f"{r['text']!r} ({r['reason']})" for r in stats.rejected_items[:3])
     err = GenerationError(f"{what} generation produced no rubrics: {stats.summary()}; "
                           f"first failure: {stats.failures[0].error if stats.failures else 'none'}"

@@ -7,6 +7,7 @@ behave the same everywhere.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,11 +15,20 @@ from typing import Any
 
 import numpy as np
 
+from rubric_induce.backends.redact import redact_text
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import Params, param, resolve_params, suggest
+from rubric_induce.core.stats import pearson, spearman
 from rubric_induce.data import Example, Rubric, RubricSet
-from rubric_induce.data.jsonl import jsonable
+from rubric_induce.data.jsonl import atomic_write_text, jsonable, write_json
+from rubric_induce.data.labels import check_binary, is_binary
 from rubric_induce.data.probes import probe_health_markdown  # re-exported
+from rubric_induce.selection.baselines import SELECTORS
+from rubric_induce.selection.metrics import evaluate_selection, metrics_markdown
+from rubric_induce.selection.plots import plot_precision_curves
+from rubric_induce.selection.polarity import check_polarity
+from rubric_induce.selection.scores import SCORE_MODES, signs_from_polarity, unit_scores
+from rubric_induce.selection.selector import CV_SCORINGS
 
 __all__ = ["SelectParams", "SelectResult", "select", "write_selection_report", "check_selection_labels",
            "SELECTED_FILE", "selector_class", "usable_rubrics", "NEUTRAL_FILL", "probe_health_markdown"]
@@ -28,21 +38,14 @@ _RESERVED = ("n_sat", "n_dsat")
 
 
 def selector_class(method: str):
-    from rubric_induce.selection.baselines import SELECTORS
-
     return SELECTORS[method]
 
 
 def _selector_names() -> tuple[str, ...]:
-    from rubric_induce.selection.baselines import SELECTORS
-
     return tuple(SELECTORS)
 
 
 def _option_rules() -> dict[str, tuple[Any, str]]:
-    from rubric_induce.selection.scores import SCORE_MODES
-    from rubric_induce.selection.selector import CV_SCORINGS
-
     return {
         "alpha": (lambda v: v is None or v >= 0, "a number >= 0"),
         "alphas": (lambda v: len(v) > 0 and all(a >= 0 for a in v), "a non-empty list of numbers >= 0"),
@@ -61,8 +64,6 @@ def _option_rules() -> dict[str, tuple[Any, str]]:
 
 def _check_option(key: str, value: Any, default: Any) -> None:
     """A selector option of the type of its default (numbers finite), within its known range."""
-    import math
-
     where = f"select.options.{key}"
     numbers = (value,) if not isinstance(value, (list, tuple)) else tuple(value)
     for v in numbers:
@@ -147,8 +148,6 @@ NEUTRAL_FILL = 5.0
 def _retry_hint(table, rubric_ids: Sequence[str]) -> str:
     """A note on the failed probes that are failed calls (a rerun of the probe stage retries them),
     quoting the first one's error: what the server said (e.g. an HTTP 400 about the request)."""
-    from rubric_induce.backends.redact import redact_text
-
     ids = set(rubric_ids)
     failed = [r for r in table.records if r.rubric_id in ids and getattr(r, "call_failed", False)]
     if not failed:
@@ -190,8 +189,6 @@ def usable_rubrics(table, examples: Sequence[Example], rubrics: Sequence[Rubric]
 
 def check_selection_labels(y: np.ndarray, method: str, label: str) -> bool:
     """Selection needs 0/1 labels (except top-K by correlation) with both classes; returns binary."""
-    from rubric_induce.data.labels import check_binary, is_binary
-
     binary = is_binary(y)
     if not binary and method != "topk":
         check_binary(y, label=label, both_classes=False)
@@ -242,8 +239,6 @@ class SelectResult:
 
     def decision_function(self, table, examples: Sequence[Example]) -> np.ndarray:
         """NetSAT of ``examples`` under the selected set, failed probes read as :data:`NEUTRAL_FILL`."""
-        from rubric_induce.selection.scores import signs_from_polarity, unit_scores
-
         chosen = self.chosen
         x = unit_scores(table, chosen, example_ids=[e.id for e in examples], score=self.selector.score,
                         fill=NEUTRAL_FILL)
@@ -280,9 +275,6 @@ class SelectResult:
                  precision: float = 0.9, n_boot: int = 1000) -> dict[str, Any]:
         """NetSAT metrics of the selected set on named splits (binary: A/P/R/F1, YieldRate@P,
         ΔNetSAT with bootstrap intervals; graded: Pearson and Spearman)."""
-        from rubric_induce.core.stats import pearson, spearman
-        from rubric_induce.selection.metrics import evaluate_selection
-
         binary = self.threshold is not None
         out: dict[str, Any] = {}
         for name, (exs, ys) in splits.items():
@@ -313,8 +305,6 @@ def select(
     SAT/DSAT rubrics whose probes on these (training) examples go against their polarity are then
     flipped or dropped (``params.polarity_check``, see :mod:`.polarity`)."""
     params = resolve_params(SelectParams, params, overrides)
-    from rubric_induce.selection.polarity import check_polarity
-    from rubric_induce.selection.scores import unit_scores
 
     y = np.asarray(y, dtype=float)
     check_selection_labels(y, params.method, label)
@@ -339,9 +329,6 @@ def write_selection_report(result: SelectResult, table, splits: Mapping[str, tup
     """Save the selected set and its metrics on ``splits`` into ``out_dir``: ``selected.jsonl``,
     ``metrics.json``, ``metrics.md`` and (binary labels, matplotlib) ``precision_curves.png``.
     Returns the metrics payload (with its markdown table under ``"markdown"``)."""
-    from rubric_induce.data.jsonl import atomic_write_text, write_json
-    from rubric_induce.selection.metrics import metrics_markdown
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics = result.evaluate(table, splits, precision=precision, n_boot=n_boot)
@@ -373,8 +360,6 @@ def write_selection_report(result: SelectResult, table, splits: Mapping[str, tup
         f"{i + 1}. [{r.polarity or 'aspect'}] {r.text} (`{r.id}`)" for i, r in enumerate(chosen)) + "\n"
     atomic_write_text(out_dir / "metrics.md", header + table_md + dropped + rubric_list)
     if plot and binary:
-        from rubric_induce.selection.plots import plot_precision_curves
-
         scores = {n: (result.decision_function(table, list(exs)), ys) for n, (exs, ys) in splits.items()}
         plot_precision_curves(scores, result.threshold, len(chosen), out_dir / "precision_curves.png", p=precision,
                               title=f"{method}: {len(chosen)} rubrics")

@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from rubric_induce.core.stats import spearman
 from rubric_induce.data import Rubric
+from rubric_induce.data.labels import is_binary
 
 __all__ = ["POLARITY_ACTIONS", "PolarityCheck", "check_polarity", "inverted_p"]
 
@@ -55,8 +57,6 @@ def inverted_p(x: np.ndarray, y: np.ndarray, polarity: str) -> float | None:
     e.g. constant scores or fewer than 2 texts per class)."""
     from scipy import stats
 
-    from rubric_induce.data.labels import is_binary
-
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return None
@@ -76,9 +76,6 @@ def inverted_p(x: np.ndarray, y: np.ndarray, polarity: str) -> float | None:
 
 def _effect(x: np.ndarray, y: np.ndarray) -> float:
     """Mean score on positive minus negative texts (binary) or Spearman rho (graded), on [0, 10] scores."""
-    from rubric_induce.core.stats import spearman
-    from rubric_induce.data.labels import is_binary
-
     if is_binary(y):
         return float(x[y == 1].mean() - x[y == 0].mean())
     return float(spearman(x, y))

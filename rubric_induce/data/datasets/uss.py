@@ -18,6 +18,7 @@ out of the rendered dialogue and counted in ``meta["empty_turns"]``.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.datasets._common import check_scale, dataset_file
@@ -54,8 +55,6 @@ def load_uss(
 def parse_uss(path: str | os.PathLike[str], *, corpus: str | None = None,
               binary_threshold: float = 3.0) -> list[Example]:
     """Parse a USS-format file at ``path`` (see the module docstring)."""
-    from pathlib import Path
-
     path = Path(path)
     name = corpus or path.stem
     try:
