@@ -36,7 +36,15 @@ from rubric_induce.data.examples_io import example_from_dict
 from rubric_induce.data.jsonl import read_table_file, read_text
 from rubric_induce.data.labels import require_two_classes
 from rubric_induce.data.model import Example, Judgment, LabelScale
-from rubric_induce.data.tables import FORMATS, MISSING, examples_from_rows, load_generic, lookup_field, read_rows
+from rubric_induce.data.tables import (
+    FORMATS,
+    MISSING,
+    RowOptions,
+    examples_from_rows,
+    load_generic,
+    lookup_field,
+    read_rows,
+)
 
 __all__ = ["InputMapping", "MAPPING_FORMATS", "text_id", "load_mapping_file", "read_examples"]
 
@@ -192,12 +200,11 @@ class InputMapping(Params):
                 raise DataError(f"no label {name!r} is read from this file{_close(name, known)}; labels: "
                                 f"{', '.join(known) or 'none'}", path=path, field=f"{self.where('values')}.{name}")
         try:
-            return load_generic(path, text_fields=self.text or {"text": "text"}, label_fields=labels,
-                                id_field=self.id or "id", optional_id=self.id is None, group_field=self.group,
-                                judge_field=self.judge, judge_columns=self.judges, label_scales=label_scales,
-                                format=fmt, binary_label=binary_label, unique=unique,
-                                required_labels=[n for n in default_labels if n in labels],
-                                label_values=self.values)
+            return load_generic(path, RowOptions(
+                text_fields=self.text or {"text": "text"}, label_fields=labels, id_field=self.id or "id",
+                optional_id=self.id is None, group_field=self.group, judge_field=self.judge,
+                judge_columns=self.judges, label_scales=label_scales, binary_label=binary_label, unique=unique,
+                required_labels=[n for n in default_labels if n in labels], label_values=self.values), format=fmt)
         except DataError as exc:
             hint = self._format_hint(path, fmt) if exc.line in (1, None) else None
             if hint:
@@ -352,10 +359,10 @@ class InputMapping(Params):
                 if not text:
                     raise DataError("expected a mapping of field name -> text", field=where)
                 try:
-                    out.extend(examples_from_rows(
-                        [(None, i, item)], path=None, tabular=False, text_fields=text,
-                        label_fields=self.labels or {}, id_field=id_col, optional_id=self.id is None,
-                        group_field=self.group, unique=False, label_values=self.values))
+                    options = RowOptions(text_fields=text, label_fields=self.labels or {}, id_field=id_col,
+                                         optional_id=self.id is None, group_field=self.group, unique=False,
+                                         label_values=self.values)
+                    out.extend(examples_from_rows([(None, i, item)], options, path=None, tabular=False))
                 except DataError as exc:
                     message = exc.message.replace(f"record {i}: ", "")
                     raise DataError(message, field=f"{where}.{exc.field}" if exc.field else where) from None

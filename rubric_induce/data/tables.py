@@ -19,6 +19,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,31 +29,44 @@ from rubric_induce.data.jsonl import read_json, read_jsonl, read_text
 from rubric_induce.data.labels import check_scale, require_two_classes
 from rubric_induce.data.model import Example, Judgment, LabelScale
 
-__all__ = ["load_generic", "examples_from_rows", "read_rows", "lookup_field", "known_keys", "MISSING", "FORMATS"]
+__all__ = ["load_generic", "examples_from_rows", "RowOptions", "read_rows", "lookup_field", "known_keys", "MISSING", "FORMATS"]
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv"}
 MISSING = object()
 
 
-def load_generic(
-    path: str | os.PathLike[str],
-    *,
-    text_fields: Mapping[str, str],
-    label_fields: Mapping[str, str] | None = None,
-    id_field: str | None = None,
-    group_field: str | None = None,
-    judge_field: str | None = None,
-    label_scales: Mapping[str, LabelScale] | None = None,
-    format: str | None = None,
-    binary_label: str | None = None,
-    judge_columns: Mapping[str, Mapping[str, str]] | None = None,
-    optional_id: bool = False,
-    unique: bool = True,
-    required_labels: Iterable[str] = (),
-    label_values: Mapping[str, Mapping[str, float]] | None = None,
-) -> list[Example]:
+@dataclass(frozen=True)
+class RowOptions:
+    """Which column (or dotted key) of a row holds what, and how it is read: the options of
+    :func:`load_generic` (documented there), as one value that readers pass on."""
+
+    text_fields: Mapping[str, str]
+    label_fields: Mapping[str, str] | None = None
+    id_field: str | None = None
+    group_field: str | None = None
+    judge_field: str | None = None
+    label_scales: Mapping[str, LabelScale] | None = None
+    binary_label: str | None = None
+    judge_columns: Mapping[str, Mapping[str, str]] | None = None
+    optional_id: bool = False
+    unique: bool = True
+    required_labels: Iterable[str] = ()
+    label_values: Mapping[str, Mapping[str, float]] | None = None
+
+    def required_columns(self) -> list[str]:
+        """The columns a CSV/TSV header must have."""
+        ids = (self.id_field if not self.optional_id else None, self.group_field, self.judge_field)
+        return [*self.text_fields.values(), *(self.label_fields or {}).values(),
+                *(c for cols in (self.judge_columns or {}).values() for c in cols.values()),
+                *(f for f in ids if f is not None)]
+
+
+def load_generic(path: str | os.PathLike[str], options: RowOptions | None = None, *,
+                 format: str | None = None, **fields: Any) -> list[Example]:
     """Read examples from a JSONL / JSON / CSV / TSV file.
 
+    ``options`` is a :class:`RowOptions`; its fields may instead be given as keywords
+    (``load_generic(path, text_fields={"text": "response"}, label_fields=...)``).
     ``text_fields`` maps our field name to the column or key that holds it (e.g.
     ``{"text": "response", "context": "history"}``); ``label_fields`` does the same for labels
     (numbers, or numeric strings in CSV/TSV; JSON ``true``/``false`` read as 1/0).
@@ -69,190 +83,232 @@ def load_generic(
     run learns), where it is an error naming the row. ``label_values`` (``{label: {text: number}}``)
     reads text answers such as ``good`` / ``bad`` as numbers.
     """
+    if options is None:
+        options = RowOptions(**fields)
+    elif fields:
+        raise TypeError(f"give options or its fields as keywords, not both (got {', '.join(fields)})")
     path = Path(path)
     fmt = (format or FORMATS.get(path.suffix.lower(), "")).lower()
     if fmt not in ("jsonl", "json", "csv", "tsv"):
         raise DataError(f"cannot tell the file format from {path.suffix!r}; pass format="
                         "'jsonl', 'json', 'csv' or 'tsv'", path=path)
-    required = [*text_fields.values(), *(label_fields or {}).values(),
-                *(c for cols in (judge_columns or {}).values() for c in cols.values()),
-                *(f for f in (id_field if not optional_id else None, group_field, judge_field) if f is not None)]
-    return examples_from_rows(
-        read_rows(path, fmt, required), path=path, tabular=fmt in ("csv", "tsv"), text_fields=text_fields,
-        label_fields=label_fields, id_field=id_field, group_field=group_field, judge_field=judge_field,
-        label_scales=label_scales, binary_label=binary_label, judge_columns=judge_columns,
-        optional_id=optional_id, unique=unique, required_labels=required_labels, label_values=label_values)
+    return examples_from_rows(read_rows(path, fmt, options.required_columns()), options, path=path,
+                              tabular=fmt in ("csv", "tsv"))
 
 
-def examples_from_rows(
-    rows: Iterable[tuple[int | None, int | None, Mapping[str, Any]]],
-    *,
-    path: str | os.PathLike[str] | None,
-    tabular: bool,
-    text_fields: Mapping[str, str],
-    label_fields: Mapping[str, str] | None = None,
-    id_field: str | None = None,
-    group_field: str | None = None,
-    judge_field: str | None = None,
-    label_scales: Mapping[str, LabelScale] | None = None,
-    binary_label: str | None = None,
-    judge_columns: Mapping[str, Mapping[str, str]] | None = None,
-    optional_id: bool = False,
-    unique: bool = True,
-    required_labels: Iterable[str] = (),
-    label_values: Mapping[str, Mapping[str, float]] | None = None,
-) -> list[Example]:
+def examples_from_rows(rows: Iterable[tuple[int | None, int | None, Mapping[str, Any]]], options: RowOptions, *,
+                       path: str | os.PathLike[str] | None, tabular: bool) -> list[Example]:
     """Examples from ``(line, record index, row)`` triples (a file's rows, or in-memory dicts with
-    ``path=None``): the row logic of :func:`load_generic`, whose options it takes."""
-    path = Path(path) if path is not None else None
-    label_fields = dict(label_fields or {})
-    required = set(required_labels)
-    judge_columns = {str(j): dict(cols) for j, cols in (judge_columns or {}).items()}
-    if not text_fields:
-        raise DataError("text_fields must name at least one text column", path=path, field="text_fields")
-    if judge_field is not None and judge_columns:
-        raise DataError("give a judge column (long format) or judge label columns (wide format), not both",
-                        path=path, field="judge")
-    wide_labels = list(dict.fromkeys(name for cols in judge_columns.values() for name in cols))
-    all_labels = list(dict.fromkeys([*label_fields, *wide_labels]))
-    if binary_label is not None and binary_label not in all_labels:
-        raise DataError(f"binary_label {binary_label!r} is not one of the label fields "
-                        f"{sorted(all_labels)}", path=path, field=binary_label)
-    judged = judge_field is not None or bool(judge_columns)
-    mean_scales = {
-        k: LabelScale("continuous", s.low, s.high, s.not_applicable) for k, s in (label_scales or {}).items()
-    } if judged else dict(label_scales or {})
-
-    examples: dict[str, dict[str, Any]] = {}
-    order: list[str] = []
+    ``path=None``): the row logic of :func:`load_generic`, read as ``options`` say."""
+    reader = _RowReader(options, Path(path) if path is not None else None, tabular)
     for line, record, row in rows:
-        def loc(field: str) -> dict[str, Any]:
-            return {"path": path, "line": line, "field": field}  # noqa: B023 (called at once, in this iteration)
+        reader.add(_Row(line, record, row, reader.path))
+    return reader.examples()
 
-        prefix = f"record {record}: " if record is not None else ""
+
+@dataclass(frozen=True)
+class _Row:
+    """One row and where it came from (its file line, or its record index)."""
+
+    line: int | None
+    record: int | None
+    values: Mapping[str, Any]
+    path: Path | None
+
+    @property
+    def prefix(self) -> str:
+        return f"record {self.record}: " if self.record is not None else ""
+
+    def loc(self, field: str) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "field": field}
+
+
+class _RowReader:
+    """Reads rows into examples as :class:`RowOptions` say: each row's texts, labels and judges,
+    rows of one example merged (one judgment per judge), then the judges' means."""
+
+    def __init__(self, options: RowOptions, path: Path | None, tabular: bool) -> None:
+        self.opts, self.path, self.tabular = options, path, tabular
+        self.label_fields = dict(options.label_fields or {})
+        self.required = set(options.required_labels)
+        self.judge_columns = {str(j): dict(cols) for j, cols in (options.judge_columns or {}).items()}
+        self._check_options()
+        wide_labels = list(dict.fromkeys(name for cols in self.judge_columns.values() for name in cols))
+        self.all_labels = list(dict.fromkeys([*self.label_fields, *wide_labels]))
+        if options.binary_label is not None and options.binary_label not in self.all_labels:
+            raise DataError(f"binary_label {options.binary_label!r} is not one of the label fields "
+                            f"{sorted(self.all_labels)}", path=path, field=options.binary_label)
+        self.judged = options.judge_field is not None or bool(self.judge_columns)
+        scales = options.label_scales or {}
+        self.mean_scales = {
+            k: LabelScale("continuous", s.low, s.high, s.not_applicable) for k, s in scales.items()
+        } if self.judged else dict(scales)
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.order: list[str] = []
+
+    def _check_options(self) -> None:
+        if not self.opts.text_fields:
+            raise DataError("text_fields must name at least one text column", path=self.path, field="text_fields")
+        if self.opts.judge_field is not None and self.judge_columns:
+            raise DataError("give a judge column (long format) or judge label columns (wide format), not both",
+                            path=self.path, field="judge")
+
+    def _lookup(self, row: _Row, key: str) -> Any:
+        return lookup_field(row.values, key, self.tabular)
+
+    def _texts(self, row: _Row) -> dict[str, str]:
         fields: dict[str, str] = {}
-        for name, key in text_fields.items():
-            value = lookup_field(row, key, tabular)
+        for name, key in self.opts.text_fields.items():
+            value = self._lookup(row, key)
             if value is MISSING or value is None:
-                raise DataError(f"{prefix}missing text column/key {key!r}{known_keys(row, key)}", **loc(key))
+                raise DataError(f"{row.prefix}missing text column/key {key!r}{known_keys(row.values, key)}",
+                                **row.loc(key))
             if not isinstance(value, str):
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     value = str(value)
                 elif isinstance(value, list):
-                    value = _turns_text(value, prefix, loc(key))
+                    value = _turns_text(value, row.prefix, row.loc(key))
                 else:
-                    raise DataError(f"{prefix}expected text, got {type(value).__name__}", **loc(key))
+                    raise DataError(f"{row.prefix}expected text, got {type(value).__name__}", **row.loc(key))
             if not value.strip():
-                raise DataError(f"{prefix}text is empty", **loc(key))
+                raise DataError(f"{row.prefix}text is empty", **row.loc(key))
             fields[name] = value
+        return fields
+
+    def _answer(self, row: _Row, name: str, key: str, value: Any) -> float | None:
+        return _label(value, name, key, row.prefix, row.loc(key), self.opts.label_scales,
+                      self.opts.label_values)
+
+    def _labels(self, row: _Row) -> dict[str, float | None]:
         labels: dict[str, float | None] = {}
-        for name, key in label_fields.items():
-            value = lookup_field(row, key, tabular)
+        for name, key in self.label_fields.items():
+            value = self._lookup(row, key)
             if value is MISSING:
-                raise DataError(f"{prefix}missing label column/key {key!r}{known_keys(row, key)}", **loc(key))
+                raise DataError(f"{row.prefix}missing label column/key {key!r}{known_keys(row.values, key)}",
+                                **row.loc(key))
             if value is None or (isinstance(value, str) and not value.strip()):
                 # not answered: fine for any label but the one a run learns (unless judges answer it)
-                if name in required and not judged:
+                if name in self.required and not self.judged:
                     blank = "null" if value is None else "empty"
-                    raise DataError(f"{prefix}label {name!r} is {blank}, but it is the label this run learns "
-                                    "(data.label): give every row a number, or leave such rows out", **loc(key))
+                    raise DataError(f"{row.prefix}label {name!r} is {blank}, but it is the label this run learns "
+                                    "(data.label): give every row a number, or leave such rows out", **row.loc(key))
                 labels[name] = None
                 continue
-            labels[name] = _label(value, name, key, prefix, loc(key), label_scales, label_values)
+            labels[name] = self._answer(row, name, key, value)
+        return labels
+
+    def _wide_judgments(self, row: _Row) -> list[Judgment]:
         wide: list[Judgment] = []
-        for judge_name, cols in judge_columns.items():
+        for judge_name, cols in self.judge_columns.items():
             answers: dict[str, float | None] = {}
             for name, key in cols.items():
-                value = lookup_field(row, key, tabular)
+                value = self._lookup(row, key)
                 if value is MISSING:
-                    raise DataError(f"{prefix}missing judge label column/key {key!r}{known_keys(row, key)}",
-                                    **loc(key))
+                    raise DataError(f"{row.prefix}missing judge label column/key {key!r}"
+                                    f"{known_keys(row.values, key)}", **row.loc(key))
                 blank = value is None or (isinstance(value, str) and not value.strip())
-                answers[name] = None if blank else _label(value, name, key, prefix, loc(key), label_scales,
-                                                              label_values)
+                answers[name] = None if blank else self._answer(row, name, key, value)
             wide.append(Judgment(judge=judge_name, labels=answers))
-        def required_text(key: str | None, what: str) -> str | None:
-            """The stripped value of an optional mapped column; when mapped, it must be there."""
-            if key is None:
-                return None
-            raw = lookup_field(row, key, tabular)  # noqa: B023 (called at once, in this iteration)
-            if raw is MISSING or raw is None or str(raw).strip() == "":
-                raise DataError(f"{prefix}missing {what}", **loc(key))  # noqa: B023 (called at once, in this iteration)
-            return str(raw).strip()
+        return wide
 
-        ex_id = (required_text(id_field, "id") if not optional_id or id_field is None
-                 or lookup_field(row, id_field, tabular) not in (MISSING, None, "") else None)
-        group = required_text(group_field, "group")
-        judge = required_text(judge_field, "judge")
+    def _required_text(self, row: _Row, key: str | None, what: str) -> str | None:
+        """The stripped value of an optional mapped column; when mapped, it must be there."""
+        if key is None:
+            return None
+        raw = self._lookup(row, key)
+        if raw is MISSING or raw is None or str(raw).strip() == "":
+            raise DataError(f"{row.prefix}missing {what}", **row.loc(key))
+        return str(raw).strip()
 
+    def add(self, row: _Row) -> None:
+        """Read one row: a new example, or (with a judge column) one more judgment of an earlier one."""
+        opts = self.opts
+        fields, labels, wide = self._texts(row), self._labels(row), self._wide_judgments(row)
+        ex_id = (self._required_text(row, opts.id_field, "id") if not opts.optional_id or opts.id_field is None
+                 or self._lookup(row, opts.id_field) not in (MISSING, None, "") else None)
+        group = self._required_text(row, opts.group_field, "group")
+        judge = self._required_text(row, opts.judge_field, "judge")
         key = ex_id if ex_id is not None else Example.create(fields).id
-        where_ = line if line is not None else f"record {record}"
-        if not unique:
-            key = f"{key}\x00{len(order)}"
-        if key in examples:
-            prev = examples[key]
-            if judge is None and ex_id is None:
-                raise DataError(f"{prefix}same texts as the row at {_pos(prev)}: without an id column a row's id "
-                                f"is a hash of its texts ({key}), so the two rows would be one example; add an "
-                                "id column and map it ([data.mapping] id), or drop the repeated row",
-                                **loc(next(iter(text_fields.values()))))
-            if judge is None:
-                raise DataError(f"{prefix}duplicate example id {key!r} (first at {_pos(prev)})",
-                                **loc(id_field or "text"))
-            if prev["fields"] != fields:
-                raise DataError(f"{prefix}rows with id {key!r} have different texts (first at {_pos(prev)})",
-                                **loc(next(iter(text_fields.values()))))
-            if prev["group"] != group:
-                raise DataError(f"{prefix}rows with id {key!r} have different groups (first at {_pos(prev)})",
-                                **loc(group_field or "group"))
-            if any(j.judge == judge for j in prev["judgments"]):
-                raise DataError(f"{prefix}judge {judge!r} already labelled example {key!r}",
-                                **loc(judge_field or "judge"))
+        where = row.line if row.line is not None else f"record {row.record}"
+        if not opts.unique:
+            key = f"{key}\x00{len(self.order)}"
+        if key in self.entries:
+            prev = self.entries[key]
+            self._check_same_example(row, key, prev, fields=fields, group=group, judge=judge, ex_id=ex_id)
             prev["judgments"].append(Judgment(judge=judge, labels=labels))
-            prev["where"].append(where_)
-            continue
-        order.append(key)
-        examples[key] = {
-            "fields": fields, "labels": labels, "group": group, "where": [where_], "id": ex_id,
+            prev["where"].append(where)
+            return
+        self.order.append(key)
+        self.entries[key] = {
+            "fields": fields, "labels": labels, "group": group, "where": [where], "id": ex_id,
             "judgments": [Judgment(judge=judge, labels=labels)] if judge is not None else wide,
-            "line": line, "record": record,
+            "line": row.line, "record": row.record,
         }
-    if not order:
-        raise DataError("no rows in file" if path is not None else "no texts given", path=path)
 
-    out: list[Example] = []
-    for key in order:
-        e = examples[key]
-        labels = e["labels"]
-        if judged:
-            labels = dict(labels) if judge_columns else {}
-            for name in (all_labels if judge_columns else label_fields):
-                if labels.get(name) is not None:
-                    continue  # a label column of its own wins over the judges' mean (where answered)
-                na = label_scales[name].not_applicable if label_scales and name in label_scales else ()
-                vals = [j.labels.get(name) for j in e["judgments"]]
-                answered = [v for v in vals if v is not None]
-                applicable = [v for v in answered if v not in na]
-                labels[name] = (sum(applicable) / len(applicable) if applicable
-                                else answered[0] if answered else None)
-            check_scale(labels, mean_scales, path=path, line=e["line"],
-                        record=e["record"], field_prefix="mean.")
-            for name in required:
-                if name in labels and labels[name] is None:
-                    raise DataError(f"no judge answered label {name!r} of example {key!r} (rows at "
-                                    f"{', '.join(map(str, e['where']))}), but it is the label this run learns "
-                                    "(data.label): give it an answer, or leave its rows out",
-                                    path=path, line=e["line"], field=label_fields.get(name, name))
+    def _check_same_example(self, row: _Row, key: str, prev: Mapping[str, Any], *, fields: Mapping[str, str],
+                            group: str | None, judge: str | None, ex_id: str | None) -> None:
+        """A row whose id (or texts) an earlier row has: only another judge's answer on the same example."""
+        opts, prefix, text_col = self.opts, row.prefix, next(iter(self.opts.text_fields.values()))
+        if judge is None and ex_id is None:
+            raise DataError(f"{prefix}same texts as the row at {_pos(prev)}: without an id column a row's id "
+                            f"is a hash of its texts ({key}), so the two rows would be one example; add an "
+                            "id column and map it ([data.mapping] id), or drop the repeated row", **row.loc(text_col))
+        if judge is None:
+            raise DataError(f"{prefix}duplicate example id {key!r} (first at {_pos(prev)})",
+                            **row.loc(opts.id_field or "text"))
+        if prev["fields"] != fields:
+            raise DataError(f"{prefix}rows with id {key!r} have different texts (first at {_pos(prev)})",
+                            **row.loc(text_col))
+        if prev["group"] != group:
+            raise DataError(f"{prefix}rows with id {key!r} have different groups (first at {_pos(prev)})",
+                            **row.loc(opts.group_field or "group"))
+        if any(j.judge == judge for j in prev["judgments"]):
+            raise DataError(f"{prefix}judge {judge!r} already labelled example {key!r}",
+                            **row.loc(opts.judge_field or "judge"))
+
+    def _judged_labels(self, key: str, e: Mapping[str, Any]) -> dict[str, float | None]:
+        """An example's labels with the judges' mean for each label without a column of its own."""
+        scales = self.opts.label_scales
+        labels = dict(e["labels"]) if self.judge_columns else {}
+        for name in (self.all_labels if self.judge_columns else self.label_fields):
+            if labels.get(name) is not None:
+                continue  # a label column of its own wins over the judges' mean (where answered)
+            na = scales[name].not_applicable if scales and name in scales else ()
+            vals = [j.labels.get(name) for j in e["judgments"]]
+            answered = [v for v in vals if v is not None]
+            applicable = [v for v in answered if v not in na]
+            labels[name] = (sum(applicable) / len(applicable) if applicable
+                            else answered[0] if answered else None)
+        check_scale(labels, self.mean_scales, path=self.path, line=e["line"], record=e["record"],
+                    field_prefix="mean.")
+        for name in self.required:
+            if name in labels and labels[name] is None:
+                raise DataError(f"no judge answered label {name!r} of example {key!r} (rows at "
+                                f"{', '.join(map(str, e['where']))}), but it is the label this run learns "
+                                "(data.label): give it an answer, or leave its rows out",
+                                path=self.path, line=e["line"], field=self.label_fields.get(name, name))
+        return labels
+
+    def _example(self, key: str) -> Example:
+        e, path = self.entries[key], self.path
+        labels = self._judged_labels(key, e) if self.judged else e["labels"]
         meta: dict[str, Any] = {"source": str(path)} if path is not None else {}
         if e["line"] is not None:
             meta["line"] = e["line"] if len(e["where"]) == 1 else e["where"]
         elif path is not None:
             meta["record"] = e["record"]
-        out.append(Example.create(e["fields"], labels, id=e["id"],
-                                  judgments=e["judgments"], group=e["group"], meta=meta))
-    if binary_label is not None:
-        require_two_classes(out, binary_label, path=path)
-    return out
+        return Example.create(e["fields"], labels, id=e["id"], judgments=e["judgments"], group=e["group"],
+                              meta=meta)
+
+    def examples(self) -> list[Example]:
+        """The examples read, in first-row order (refused when there are none, or when the binary
+        label holds one class)."""
+        if not self.order:
+            raise DataError("no rows in file" if self.path is not None else "no texts given", path=self.path)
+        out = [self._example(key) for key in self.order]
+        if self.opts.binary_label is not None:
+            require_two_classes(out, self.opts.binary_label, path=self.path)
+        return out
 
 
 def known_keys(row: Mapping[str, Any], key: str) -> str:
