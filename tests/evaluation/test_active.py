@@ -32,7 +32,6 @@ def test_sampling_probabilities_refuse_bad_input(bad: dict) -> None:
         sampling_probabilities(u, **{"budget": 2, **bad})
 
 
-@pytest.mark.slow
 def test_active_mean_is_unbiased_whatever_the_judge() -> None:
     """A fixed population with a badly biased judge: the weight-1 estimate averages to the truth."""
     rng = np.random.default_rng(1)
@@ -47,7 +46,6 @@ def test_active_mean_is_unbiased_whatever_the_judge() -> None:
     assert abs(f.mean() - y.mean()) > 0.15  # the judge alone is far off
 
 
-@pytest.mark.slow
 def test_active_mean_covers_on_planted_data() -> None:
     """Fresh planted populations with truth 0.4 (closed form): 90 % intervals cover about 90 %."""
     rng = np.random.default_rng(2)
