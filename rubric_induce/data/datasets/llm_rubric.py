@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -157,63 +159,14 @@ def load_llm_rubric(
     human_path = dataset_file(root, *files["human"])
     llm_path = dataset_file(root, *files["llm"])
     ids_path = dataset_file(root, *files["ids"])
-
-    rows = read_tsv(human_path, ["text_id", "annotator_id", *LLM_RUBRIC_QUESTIONS])
-    order: list[str] = []
-    judgments: dict[str, list[Judgment]] = {}
-    row_meta: dict[str, dict[str, Any]] = {}
-    dropped: list[list[str]] = []
-    for line_no, row in rows:
-        text_id = row["text_id"].strip()
-        judge = row["annotator_id"].strip()
-        if not text_id:
-            raise DataError("empty dialogue id", path=human_path, line=line_no, field="text_id")
-        if not judge:
-            raise DataError("empty judge id", path=human_path, line=line_no, field="annotator_id")
-        answers: dict[str, float | None] = {}
-        for q in LLM_RUBRIC_QUESTIONS:
-            cell = row[q].strip()
-            answers[q] = None if cell == "" else to_number(cell, path=human_path, line=line_no, field=q)
-        if split == "real":
-            # The real human file has the Q1 and Q2 columns swapped relative to the synthetic
-            # file and the paper: the no-reference system's not-applicable zeros sit in its
-            # Q1, Q3, Q4, Q5 columns instead of Q2-Q5. Swap them back so Q1/Q2 mean the same
-            # question in both splits (and in the LLM files).
-            answers["Q1"], answers["Q2"] = answers["Q2"], answers["Q1"]
-        check_scale(answers, LLM_RUBRIC_RATER_SCALES, path=human_path, line=line_no)
-        if drop_unjudgeable and answers["Q0"] == 0:
-            dropped.append([text_id, judge])
-            if text_id not in judgments:
-                order.append(text_id)
-                judgments[text_id] = []
-            continue
-        if text_id not in judgments:
-            order.append(text_id)
-            judgments[text_id] = []
-        judgments[text_id].append(Judgment(judge=judge, labels=answers))
-        if split == "real" and "dialogue_system" in row:
-            system = row["dialogue_system"].strip()
-            prev = row_meta.setdefault(text_id, {"dialogue_system": system})
-            if prev["dialogue_system"] != system:
-                raise DataError(f"dialogue {text_id!r} listed with two systems", path=human_path,
-                                line=line_no, field="dialogue_system")
-    if not order:
-        raise DataError("no judgments in file", path=human_path)
-
+    read = _read_judgments(human_path, split, drop_unjudgeable)
     released_ids = {r["text_id"].strip() for _, r in read_tsv(ids_path, ["text_id"])}
     probs, samples = _read_llm(llm_path)
-
     texts: dict[str, tuple[str, dict[str, Any], str | None]] = {}
     if split == "real":
-        texts_path = dataset_file(root, *files["texts"])
-        texts = _read_real_texts(texts_path)
-        missing = [t for t in order if t not in texts]
-        if missing:
-            raise DataError(f"{len(missing)} judged dialogues have no text, e.g. {missing[0]!r}",
-                            path=texts_path, field="_id")
-        # Keep the order of real_data.json (the same as real_dialogue_ids.tsv).
-        order = [t for t in texts if t in judgments] + [t for t in order if t not in texts]
+        texts = _real_texts_in_order(dataset_file(root, *files["texts"]), read)
 
+    order = read.order
     n = len(order)
     llm_probs = np.full((n, len(LLM_RUBRIC_QUESTIONS), N_ANSWERS), np.nan)
     llm_samples = np.zeros((n, len(LLM_RUBRIC_QUESTIONS)), dtype=np.int64)
@@ -224,35 +177,114 @@ def load_llm_rubric(
             llm_probs[i] = probs[text_id]
             llm_samples[i] = samples[text_id]
             has[i] = True
-        js = judgments[text_id]
-        labels = _aggregate(js)
-        check_scale(labels, LLM_RUBRIC_SCALES, path=human_path, field_prefix="mean.")
         meta: dict[str, Any] = {"dataset": f"llm_rubric-{split}", "in_released_ids": text_id in released_ids}
-        if split == "real":
-            text, extra, src = texts[text_id]
-            meta.update(extra)
-            meta.update(row_meta.get(text_id, {}))
-            fields = {"text": text}
-            if sources and src:
-                fields["sources"] = src
-            meta["text_available"] = True
-        else:
-            fields = {"text": f"[text not released] synthetic LLM-RUBRIC dialogue {text_id}"}
-            meta["text_available"] = False
-            meta["dialogue_system"] = text_id.split("_", 1)[0]
-        examples.append(Example.create(fields, labels, id=text_id, judgments=js, group=text_id, meta=meta))
+        examples.append(_example(text_id, read, texts, meta, sources=sources, human_path=human_path))
 
     judges = sorted({j.judge for ex in examples for j in ex.judgments}, key=_judge_key)
     meta = {
         "source": "microsoft/LLM-Rubric",
         "questions_order": list(LLM_RUBRIC_QUESTIONS),
-        "dropped_judgments": dropped,
+        "dropped_judgments": read.dropped,
         "llm_only_ids": sorted(set(probs) - set(order)),
         "q1_q2_swapped_back": split == "real",
         "text_available": split == "real",
     }
     return LLMRubricData(split=split, examples=examples, llm_probs=llm_probs, has_llm_probs=has,
                          questions=dict(QUESTIONS), judges=judges, llm_samples=llm_samples, meta=meta)
+
+
+@dataclass
+class _Judgments:
+    """The human file read: dialogue ids in first-row order, each one's judgments, the real
+    split's per-dialogue system, and the ``[dialogue, judge]`` pairs dropped as unjudgeable."""
+
+    split: str
+    order: list[str] = field(default_factory=list)
+    by_id: dict[str, list[Judgment]] = field(default_factory=dict)
+    row_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+    dropped: list[list[str]] = field(default_factory=list)
+
+    def dialogue(self, text_id: str) -> list[Judgment]:
+        if text_id not in self.by_id:
+            self.order.append(text_id)
+            self.by_id[text_id] = []
+        return self.by_id[text_id]
+
+
+def _read_judgments(human_path: Path, split: str, drop_unjudgeable: bool) -> _Judgments:
+    out = _Judgments(split)
+    for line_no, row in read_tsv(human_path, ["text_id", "annotator_id", *LLM_RUBRIC_QUESTIONS]):
+        text_id = row["text_id"].strip()
+        judge = row["annotator_id"].strip()
+        if not text_id:
+            raise DataError("empty dialogue id", path=human_path, line=line_no, field="text_id")
+        if not judge:
+            raise DataError("empty judge id", path=human_path, line=line_no, field="annotator_id")
+        answers = _answers(row, split, human_path, line_no)
+        if drop_unjudgeable and answers["Q0"] == 0:
+            out.dropped.append([text_id, judge])
+            out.dialogue(text_id)
+            continue
+        out.dialogue(text_id).append(Judgment(judge=judge, labels=answers))
+        if split == "real" and "dialogue_system" in row:
+            system = row["dialogue_system"].strip()
+            prev = out.row_meta.setdefault(text_id, {"dialogue_system": system})
+            if prev["dialogue_system"] != system:
+                raise DataError(f"dialogue {text_id!r} listed with two systems", path=human_path,
+                                line=line_no, field="dialogue_system")
+    if not out.order:
+        raise DataError("no judgments in file", path=human_path)
+    return out
+
+
+def _answers(row: dict[str, str], split: str, human_path: Path, line_no: int) -> dict[str, float | None]:
+    """One rater's answers to the questions (an empty cell: not answered), checked on the rater scales."""
+    answers: dict[str, float | None] = {}
+    for q in LLM_RUBRIC_QUESTIONS:
+        cell = row[q].strip()
+        answers[q] = None if cell == "" else to_number(cell, path=human_path, line=line_no, field=q)
+    if split == "real":
+        # The real human file has the Q1 and Q2 columns swapped relative to the synthetic
+        # file and the paper: the no-reference system's not-applicable zeros sit in its
+        # Q1, Q3, Q4, Q5 columns instead of Q2-Q5. Swap them back so Q1/Q2 mean the same
+        # question in both splits (and in the LLM files).
+        answers["Q1"], answers["Q2"] = answers["Q2"], answers["Q1"]
+    check_scale(answers, LLM_RUBRIC_RATER_SCALES, path=human_path, line=line_no)
+    return answers
+
+
+def _real_texts_in_order(texts_path: Path, read: _Judgments) -> dict[str, tuple[str, dict[str, Any], str | None]]:
+    """The real dialogues' texts; every judged dialogue must have one. Reorders ``read.order`` as
+    real_data.json (the same as real_dialogue_ids.tsv)."""
+    texts = _read_real_texts(texts_path)
+    missing = [t for t in read.order if t not in texts]
+    if missing:
+        raise DataError(f"{len(missing)} judged dialogues have no text, e.g. {missing[0]!r}",
+                        path=texts_path, field="_id")
+    read.order = [t for t in texts if t in read.by_id] + [t for t in read.order if t not in texts]
+    return texts
+
+
+def _example(text_id: str, read: _Judgments, texts: Mapping[str, tuple[str, dict[str, Any], str | None]],
+             meta: dict[str, Any], *, sources: bool, human_path: Path) -> Example:
+    """One dialogue as an example: its judgments, their mean as labels, its text (real split) or a
+    placeholder (synthetic)."""
+    js = read.by_id[text_id]
+    labels = _aggregate(js)
+    check_scale(labels, LLM_RUBRIC_SCALES, path=human_path, field_prefix="mean.")
+    if read.split == "real":
+        text, extra, src = texts[text_id]
+        meta.update(extra)
+        meta.update(read.row_meta.get(text_id, {}))
+        fields = {"text": text}
+        if sources and src:
+            fields["sources"] = src
+        meta["text_available"] = True
+    else:
+        fields = {"text": f"[text not released] synthetic LLM-RUBRIC dialogue {text_id}"}
+        meta["text_available"] = False
+        meta["dialogue_system"] = text_id.split("_", 1)[0]
+    return Example.create(fields, labels, id=text_id, judgments=js, group=text_id, meta=meta)
 
 
 def _judge_key(judge: str) -> tuple[int, str]:
