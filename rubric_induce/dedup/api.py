@@ -20,7 +20,7 @@ earlier one. The markdown report lists every merged group with its similarities 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -218,27 +218,8 @@ def _deduplicate(
         raise RubricInduceError("nothing to de-duplicate: the pool is empty")
     if embedder is None:
         embedder = default_embedder()
-    emb = np.asarray(embedder.encode([r.text for r in rubrics]), dtype=np.float32)
-    norms = np.linalg.norm(emb, axis=1, keepdims=True)
-    emb = emb / np.where(norms > 0, norms, 1.0)
-
-    buckets: dict[tuple[str, str], list[int]] = {}
-    for i, r in enumerate(rubrics):
-        buckets.setdefault(_bucket_key(r), []).append(i)
-
-    leader = np.arange(len(rubrics))
-    sims: dict[tuple[str, str], tuple[list[int], np.ndarray]] = {}
-    for key, idx in buckets.items():
-        e = emb[idx]
-        s = np.round(e @ e.T, 6)
-        reps_local, lead_local = group_by_similarity(s, threshold)
-        for pos, g in enumerate(idx):
-            leader[g] = idx[int(lead_local[pos])]
-        sims[key] = (idx, s)
-
-    def cos(i: int, j: int) -> float:
-        return float(np.round(float(emb[i] @ emb[j]), 6))
-
+    emb = _unit_embeddings(embedder, rubrics)
+    leader, sims = _group_in_buckets(rubrics, emb, threshold)
     via: dict[int, tuple[str, str | None]] = {i: ("embedding", None) for i in range(len(rubrics))
                                                if leader[i] != i}
     judge_info: dict[str, Any] = {}
@@ -247,45 +228,10 @@ def _deduplicate(
         hi = threshold if hi is None else hi
         if not lo < hi:
             raise RubricInduceError(f"borderline band must have lo < hi, got ({lo}, {hi})")
-        jstats = GenerationStats()
-        pairs = []
-        for idx, s in sims.values():
-            reps = [p for p, g in enumerate(idx) if leader[g] == g]
-            for a_pos, a in enumerate(reps):
-                for b in reps[a_pos + 1:]:
-                    v = float(s[a, b])
-                    if lo <= v < hi:
-                        pairs.append((-v, idx[a], idx[b]))
-        pairs.sort()
-        judged = merged = 0
-        for neg_v, a, b in pairs[:max_judge_pairs]:
-            if leader[a] != a or leader[b] != b:
-                continue  # one side was merged already
-            verdict = _judge(llm_judge_backend, rubrics[a], rubrics[b], seed=derive_seed(seed, "dedup", a, b),
-                             stats=jstats)
-            judged += 1
-            if verdict is None or not verdict[0]:
-                continue
-            merged += 1
-            for m in range(len(rubrics)):
-                if leader[m] == b:
-                    leader[m] = a
-                    via[m] = ("llm", f"LLM judged rubric {rubrics[b].id} (cos {-neg_v:.3f} to {rubrics[a].id}) "
-                                     f"the same: {verdict[1]}" if m == b else
-                              f"merged with its group {rubrics[b].id}, which the LLM judged the same")
-        judge_info = {"band": [lo, hi], "candidate_pairs": len(pairs), "judged": judged, "merged": merged,
-                      "model": f"{llm_judge_backend.kind}/{llm_judge_backend.model}", "stats": jstats.to_dict()}
+        merger = _LLMMerger(llm_judge_backend, rubrics, leader, via, seed)
+        judge_info = merger.merge(_borderline_pairs(sims, leader, lo, hi), (lo, hi), max_judge_pairs)
 
-    groups: dict[int, DedupGroup] = {}
-    for i, r in enumerate(rubrics):
-        rep = int(leader[i])
-        if rep == i:
-            groups.setdefault(i, DedupGroup(r))
-        else:
-            how, reason = via[i]
-            groups.setdefault(rep, DedupGroup(rubrics[rep])).members.append(
-                DedupMember(r, cos(i, rep), how, reason))
-    ordered = [groups[i] for i in sorted(groups)]
+    ordered = _groups(rubrics, emb, leader, via)
     kept = []
     for g in ordered:
         rep = g.representative
@@ -303,6 +249,95 @@ def _deduplicate(
     result.report_markdown = _report(result)
     log.info("dedup: %d -> %d rubrics (threshold %.2f)", len(rubrics), len(kept), threshold)
     return result
+
+
+def _unit_embeddings(embedder: Embedder, rubrics: Sequence[Rubric]) -> np.ndarray:
+    """The rubric texts' embeddings scaled to unit length (a zero vector stays zero)."""
+    emb = np.asarray(embedder.encode([r.text for r in rubrics]), dtype=np.float32)
+    norms = np.linalg.norm(emb, axis=1, keepdims=True)
+    return emb / np.where(norms > 0, norms, 1.0)
+
+
+def _group_in_buckets(rubrics: Sequence[Rubric], emb: np.ndarray, threshold: float
+                      ) -> tuple[np.ndarray, dict[tuple[str, str], tuple[list[int], np.ndarray]]]:
+    """Each rubric's leader (greedy, in pool order, within its (polarity, aspect) bucket) and each
+    bucket's members with their rounded cosine matrix."""
+    buckets: dict[tuple[str, str], list[int]] = {}
+    for i, r in enumerate(rubrics):
+        buckets.setdefault(_bucket_key(r), []).append(i)
+    leader = np.arange(len(rubrics))
+    sims: dict[tuple[str, str], tuple[list[int], np.ndarray]] = {}
+    for key, idx in buckets.items():
+        e = emb[idx]
+        s = np.round(e @ e.T, 6)
+        _reps_local, lead_local = group_by_similarity(s, threshold)
+        for pos, g in enumerate(idx):
+            leader[g] = idx[int(lead_local[pos])]
+        sims[key] = (idx, s)
+    return leader, sims
+
+
+def _borderline_pairs(sims: Mapping[tuple[str, str], tuple[list[int], np.ndarray]], leader: np.ndarray,
+                      lo: float, hi: float) -> list[tuple[float, int, int]]:
+    """``(-cosine, a, b)`` for representative pairs of one bucket with cosine in ``[lo, hi)``, closest first."""
+    pairs = []
+    for idx, s in sims.values():
+        reps = [p for p, g in enumerate(idx) if leader[g] == g]
+        for a_pos, a in enumerate(reps):
+            for b in reps[a_pos + 1:]:
+                v = float(s[a, b])
+                if lo <= v < hi:
+                    pairs.append((-v, idx[a], idx[b]))
+    pairs.sort()
+    return pairs
+
+
+@dataclass
+class _LLMMerger:
+    """Asks the LLM judge about borderline pairs and merges the groups it calls the same
+    (``leader`` and ``via`` are updated in place)."""
+
+    backend: Backend
+    rubrics: Sequence[Rubric]
+    leader: np.ndarray
+    via: dict[int, tuple[str, str | None]]
+    seed: int
+
+    def merge(self, pairs: list[tuple[float, int, int]], band: tuple[float, float], max_pairs: int) -> dict[str, Any]:
+        rubrics, leader, jstats = self.rubrics, self.leader, GenerationStats()
+        judged = merged = 0
+        for neg_v, a, b in pairs[:max_pairs]:
+            if leader[a] != a or leader[b] != b:
+                continue  # one side was merged already
+            verdict = _judge(self.backend, rubrics[a], rubrics[b], seed=derive_seed(self.seed, "dedup", a, b),
+                             stats=jstats)
+            judged += 1
+            if verdict is None or not verdict[0]:
+                continue
+            merged += 1
+            for m in range(len(rubrics)):
+                if leader[m] == b:
+                    leader[m] = a
+                    self.via[m] = ("llm", f"LLM judged rubric {rubrics[b].id} (cos {-neg_v:.3f} to {rubrics[a].id}) "
+                                          f"the same: {verdict[1]}" if m == b else
+                                   f"merged with its group {rubrics[b].id}, which the LLM judged the same")
+        return {"band": list(band), "candidate_pairs": len(pairs), "judged": judged, "merged": merged,
+                "model": f"{self.backend.kind}/{self.backend.model}", "stats": jstats.to_dict()}
+
+
+def _groups(rubrics: Sequence[Rubric], emb: np.ndarray, leader: np.ndarray,
+            via: Mapping[int, tuple[str, str | None]]) -> list[DedupGroup]:
+    """One group per representative, in pool order, with its members and their cosine to it."""
+    groups: dict[int, DedupGroup] = {}
+    for i, r in enumerate(rubrics):
+        rep = int(leader[i])
+        if rep == i:
+            groups.setdefault(i, DedupGroup(r))
+        else:
+            how, reason = via[i]
+            cos = float(np.round(float(emb[i] @ emb[rep]), 6))
+            groups.setdefault(rep, DedupGroup(rubrics[rep])).members.append(DedupMember(r, cos, how, reason))
+    return [groups[i] for i in sorted(groups)]
 
 
 def _md(text: str) -> str:
