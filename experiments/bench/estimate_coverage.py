@@ -186,15 +186,17 @@ def summarise(records: dict[tuple[str, int], list[tuple[float, float, float, flo
 
 
 def active_ratio(rows: list[dict[str, Any]], budgets: list[int]) -> list[dict[str, Any]]:
-    """Per budget: the labels active needs for passive PPI's (and PPI++'s) mean width, interpolated
-    linearly in log(labels) between the budgets active ran at, as a share of the passive budget."""
+    """Per budget: the labels active needs for each passive method's mean width, interpolated
+    linearly in log(labels) between the budgets active ran at, as a share of the passive budget
+    (an upper bound, flagged, where active was already as narrow at the smallest budget it ran at;
+    None where it never was)."""
     act = sorted((r["mean_labels"], r["mean_width"]) for r in rows if r["method"] == "active")
     out = []
     for b in budgets:
         entry: dict[str, Any] = {"budget": b}
         for passive in ("ppi", "ppi++", "uniform"):
             w = next((r["mean_width"] for r in rows if r["method"] == passive and r["budget"] == b), None)
-            need = None
+            need, bound = None, False
             if w is not None:
                 for (l0, w0), (l1, w1) in zip(act, act[1:]):
                     if w0 >= w >= w1 and w0 > w1:
@@ -202,8 +204,9 @@ def active_ratio(rows: list[dict[str, Any]], budgets: list[int]) -> list[dict[st
                         need = float(np.exp(np.log(l0) + t * (np.log(l1) - np.log(l0))))
                         break
                 if need is None and act and act[0][1] <= w:
-                    need = act[0][0]  # already at the smallest budget tried: at most this
+                    need, bound = act[0][0], True  # already at the smallest budget tried: at most this
             entry[f"{passive}_width"] = w
+            entry[f"ratio_vs_{passive}_is_upper_bound"] = bound
             entry[f"labels_for_{passive}_width"] = need
             entry[f"ratio_vs_{passive}"] = None if need is None else need / b
         out.append(entry)
@@ -266,7 +269,8 @@ def markdown(record: dict[str, Any]) -> str:
                      f"{r['mean_width']:.4f} | {r['mean_labels']:.1f} | {r['ms_per_rep']:.2f} |")
     for m in ("ppi", "ppi++", "uniform"):
         lines += ["", f"Labels active needs for passive {m}'s width, as a share of {m}'s budget: " + "; ".join(
-            f"{e['budget']}: {e[f'ratio_vs_{m}']:.2f}" if e[f"ratio_vs_{m}"] is not None else f"{e['budget']}: –"
+            f"{e['budget']}: {'≤ ' if e[f'ratio_vs_{m}_is_upper_bound'] else ''}{e[f'ratio_vs_{m}']:.2f}"
+            if e[f"ratio_vs_{m}"] is not None else f"{e['budget']}: –"
             for e in record["active_ratio"])]
     lines += ["", f"checks: {record['checks']}; runtime {record['runtime_s']} s"]
     return "\n".join(lines) + "\n"
