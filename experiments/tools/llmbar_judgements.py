@@ -20,7 +20,6 @@ also has ``subset``. Writes ``OUT/<subset>.jsonl`` per subset and ``OUT/pooled.j
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ for p in (ROOT, ROOT / "experiments"):
 from guaranteed_agreement import judge_view, load_llmbar_judge  # noqa: E402
 
 from rubric_induce.core.errors import DataError  # noqa: E402
+from rubric_induce.data.jsonl import read_json  # noqa: E402
 from rubric_induce.data.judgements import judgement_row, read_judgements, write_judgements  # noqa: E402
 
 JUDGES = ("GPT-4", "ChatGPT", "LLaMA2", "PaLM2", "Falcon")
@@ -45,6 +45,25 @@ def _subset_folder(root: Path, subset: str) -> Path:
         if (p / "dataset.json").is_file():
             return p
     raise DataError(f"no LLMBar subset {subset!r} (dataset.json) under {root}", path=root, field="subsets")
+
+
+def check_results(folder: Path, judge: str, n: int) -> None:
+    """Each of the judge's result files is a list of ``n`` records whose ``results`` list ends in an
+    object (what :func:`load_llmbar_judge` reads); anything else is a DataError naming the file,
+    the record and the field, before the shared reader sees it."""
+    for path in sorted((folder / "evaluators" / judge).glob("*/result.json")):
+        rows = read_json(path)
+        if not isinstance(rows, list) or len(rows) != n:
+            got = f"{len(rows)} records" if isinstance(rows, list) else type(rows).__name__
+            raise DataError(f"expected a list of {n} records (one per pair of dataset.json), got {got}", path=path)
+        for i, rec in enumerate(rows):
+            res = rec.get("results") if isinstance(rec, dict) else None
+            if not isinstance(res, list) or not res or not isinstance(res[-1], dict):
+                raise DataError(f"record {i}: expected a non-empty `results` list of objects", path=path,
+                                field="results")
+            for order in ("swap = False", "swap = True"):
+                if not isinstance(res[-1].get(order, {}), dict):
+                    raise DataError(f"record {i}: expected an object", path=path, field=f"results.{order}")
 
 
 def judge_output(pred: float, conf: float) -> dict[str, Any] | None:
@@ -58,9 +77,13 @@ def judge_output(pred: float, conf: float) -> dict[str, Any] | None:
 
 def subset_rows(root: Path, subset: str, limit: int | None = None) -> list[dict[str, Any]]:
     folder = _subset_folder(root, subset)
-    data = json.loads((folder / "dataset.json").read_text(encoding="utf-8"))
-    views = {j: judge_view(load_llmbar_judge(folder, j)) for j in JUDGES
-             if (folder / "evaluators" / j / "Swap" / "result.json").is_file()}
+    data = read_json(folder / "dataset.json")
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise DataError("expected a list of pair objects", path=folder / "dataset.json")
+    judges = [j for j in JUDGES if (folder / "evaluators" / j / "Swap" / "result.json").is_file()]
+    for j in judges:
+        check_results(folder, j, len(data))
+    views = {j: judge_view(load_llmbar_judge(folder, j)) for j in judges}
     if not views:
         raise DataError(f"no judge verdicts under {folder / 'evaluators'}", path=folder, field="evaluators")
     rows = []

@@ -78,6 +78,25 @@ def test_llmbar_converter_bad_gold_is_exit_2(tmp_path: Path, capsys: pytest.Capt
     assert "dataset.json" in err and "label" in err and "record 1" in err
 
 
+@pytest.mark.parametrize("damage, field", [
+    (lambda rows: "[{\"results\": ", None),  # malformed JSON
+    (lambda rows: json.dumps(rows[:2]), None),  # a record short
+    (lambda rows: json.dumps([rows[0], {**rows[1], "results": []}, rows[2]]), "results"),
+    (lambda rows: json.dumps([rows[0], rows[1], {**rows[2], "results": [{"swap = True": "2"}]}]),
+     "results.swap = True"),
+])
+def test_llmbar_converter_damaged_verdicts_are_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      damage, field) -> None:
+    folder = _folder(tmp_path / "data")
+    path = folder / "evaluators" / "GPT-4" / "Rating" / "result.json"
+    path.write_text(damage(json.loads(path.read_text())))
+    assert llmbar.main(["--data-root", str(tmp_path / "data"), "--subsets", "Tiny", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Rating/result.json" in err and len(err.splitlines()) == 1
+    if field:
+        assert field in err
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not (SHARED / "llmbar").is_dir(), reason="needs ../shared/data/llmbar")
 def test_llmbar_converter_on_the_released_verdicts(tmp_path: Path) -> None:
