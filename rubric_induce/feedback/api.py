@@ -14,6 +14,7 @@ stays unparseable is missing from the result; the report says how many items tha
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import Counter
@@ -386,21 +387,21 @@ def _feedback_parser(stats: GenerationStats) -> Callable[[Any], Feedback]:
 class _Summarizer:
     """Chunking by token budget and the recursive summary-of-summaries, shared by all groups."""
 
-    def __init__(self, backend: Backend, *, budget: int, max_tokens: int, seed: int, temperature: float,
-                 retries: int, stats: GenerationStats, progress: bool, task_block: str = "") -> None:
+    def __init__(self, backend: Backend, options: SummaryOptions, stats: GenerationStats,
+                 task_block: str = "") -> None:
         self.backend = backend
-        self.budget = budget
-        self.max_tokens = max_tokens
-        self.seed = seed
-        self.temperature = temperature
-        self.retries = retries
+        self.budget = options.context_budget
+        self.max_tokens = options.max_tokens
+        self.seed = options.seed
+        self.temperature = options.temperature
+        self.retries = options.retries
         self.stats = stats
         self.group_t = load_prompt("feedback_group")
         self.merge_t = load_prompt("feedback_merge")
         self.calls_by_level: Counter[int] = Counter()
         self.parse = _feedback_parser(stats)
         self.task_block = task_block
-        self._bar = progress_bar(None, desc="feedback", enabled=progress)
+        self._bar = progress_bar(None, desc="feedback", enabled=options.progress)
 
     def close(self) -> None:
         self._bar.close()
@@ -526,21 +527,25 @@ def _rubric_stats(items: Sequence[FeedbackItem]) -> list[dict[str, Any]]:
              "mean": float(np.mean(r["scores"]))} for r in rows.values()]
 
 
-def summarize_feedback(
-    items: Iterable[FeedbackItem],
-    backend: Backend,
-    *,
-    context_budget: int = 2048,
-    max_tokens: int = 320,
-    seed: int = 0,
-    temperature: float = 0.0,
-    retries: int = 2,
-    task: TaskParams | None = None,
-    progress: bool = False,
-) -> FeedbackSummary:
+@dataclass(frozen=True)
+class SummaryOptions:
+    """How :func:`summarize_feedback` calls the model: the prompt budget per call in tokens, the
+    reply cap, seed, temperature, retries per call, and a progress bar."""
+
+    context_budget: int = 2048
+    max_tokens: int = 320
+    seed: int = 0
+    temperature: float = 0.0
+    retries: int = 2
+    progress: bool = False
+
+
+def summarize_feedback(items: Iterable[FeedbackItem], backend: Backend, options: SummaryOptions | None = None, *,
+                       task: TaskParams | None = None, **overrides: Any) -> FeedbackSummary:
     """Summarize feedback per group (in order of first appearance) and overall, hierarchically.
 
     The implementation under :func:`feedback` (the stage's entry point), for items already built.
+    ``options`` (a :class:`SummaryOptions`; its fields may also be given as keywords, which win).
 
     ``context_budget`` caps the prompt of every call in tokens (``backend.count_tokens`` plus a
     few tokens per message for the chat template); keep ``context_budget + max_tokens`` within the
@@ -549,67 +554,75 @@ def summarize_feedback(
     the overall summary is that group's (no extra call). ``task`` adds the run's task description
     to every prompt (default: none).
     """
+    options = dataclasses.replace(options or SummaryOptions(), **overrides)
     items = list(items)
     _check_items(items)
-    if context_budget < 64:
-        raise RubricInduceError(f"context budget {context_budget} is too small; use at least a few hundred tokens")
+    if options.context_budget < 64:
+        raise RubricInduceError(f"context budget {options.context_budget} is too small; use at least a few "
+                                "hundred tokens")
     stats = GenerationStats()
-    sm = _Summarizer(backend, budget=context_budget, max_tokens=max_tokens, seed=seed,
-                     temperature=temperature, retries=retries, stats=stats, progress=progress,
-                     task_block=(task or TaskParams()).wording().context_block())
+    sm = _Summarizer(backend, options, stats, task_block=(task or TaskParams()).wording().context_block())
     by_group: dict[str, list[FeedbackItem]] = {}
     for it in items:
         by_group.setdefault(it.group, []).append(it)
-    groups: dict[str, GroupFeedback] = {}
     try:
-        for name, group_items in by_group.items():
-            blocks = [render_item(it) for it in group_items]
-
-            def render(chunk: list[str], part: str = "", _name: str = name) -> list[dict[str, str]]:
-                return sm.group_t.render(group=_name, part=part, feedback="\n".join(chunk),
-                                         task_block=sm.task_block)
-
-            chunks = sm.pack(blocks, render, what="item")
-            partials: list[tuple[Feedback, str | None]] = []
-            failed = lost = 0
-            for k, chunk in enumerate(chunks):
-                part = f" (part {k + 1} of {len(chunks)})" if len(chunks) > 1 else ""
-                fb = sm.ask(render(chunk, part), level=1, context={"scope": name, "level": 1, "chunk": k})
-                if fb is None:
-                    failed += 1
-                    lost += len(chunk)
-                else:
-                    partials.append((fb, f"part {k + 1}" if len(chunks) > 1 else None))
-            merged, levels, merge_failed = (partials[0][0], 0, 0) if len(partials) == 1 else (
-                sm.reduce(partials, _group_scope(name), level=2, name=name) if partials else (None, 0, 0))
-            groups[name] = GroupFeedback(
-                name=name, feedback=merged, n_items=len(group_items),
-                n_examples=len({it.example_id for it in group_items}),
-                n_rubrics=len({it.rubric_id for it in group_items}),
-                mean_score=float(np.mean([it.score for it in group_items])),
-                depth=1 + levels, n_chunks=len(chunks), failed_calls=failed + merge_failed,
-                items_lost=lost if merged is not None else len(group_items),
-                rubric_stats=_rubric_stats(group_items))
-        done = [(g.feedback, g.name) for g in groups.values() if g.feedback is not None]
-        group_depth = max(g.depth for g in groups.values())
-        if len(groups) == 1:
-            overall, depth = (done[0][0] if done else None), group_depth
-        elif not done:
-            overall, depth = None, group_depth
-        elif len(done) == 1:
-            overall, depth = done[0][0], group_depth
-            stats.note(f"only group {done[0][1]!r} has a summary; the overall summary is that one")
-        else:
-            overall, levels, _ = sm.reduce(done, "These summaries cover different rubric groups; write the "
-                                                 "overall feedback.", level=group_depth + 1, name="overall")
-            depth = group_depth + levels
+        groups = {name: _summarize_group(sm, name, group_items) for name, group_items in by_group.items()}
+        overall, depth = _overall(sm, groups)
     finally:
         sm.close()
     return FeedbackSummary(
-        groups=groups, overall=overall, depth=depth, n_items=len(items), context_budget=context_budget,
+        groups=groups, overall=overall, depth=depth, n_items=len(items), context_budget=options.context_budget,
         calls_by_level=dict(sorted(sm.calls_by_level.items())), stats=stats,
         model=f"{backend.kind}/{backend.model}",
         prompt_hashes={"feedback_group": sm.group_t.hash, "feedback_merge": sm.merge_t.hash})
+
+
+def _summarize_group(sm: _Summarizer, name: str, group_items: list[FeedbackItem]) -> GroupFeedback:
+    """One group's feedback: its items packed into chunks, one call per chunk, the partial
+    summaries merged (a summary of summaries) when there are several."""
+    blocks = [render_item(it) for it in group_items]
+
+    def render(chunk: list[str], part: str = "") -> list[dict[str, str]]:
+        return sm.group_t.render(group=name, part=part, feedback="\n".join(chunk), task_block=sm.task_block)
+
+    chunks = sm.pack(blocks, render, what="item")
+    partials: list[tuple[Feedback, str | None]] = []
+    failed = lost = 0
+    for k, chunk in enumerate(chunks):
+        part = f" (part {k + 1} of {len(chunks)})" if len(chunks) > 1 else ""
+        fb = sm.ask(render(chunk, part), level=1, context={"scope": name, "level": 1, "chunk": k})
+        if fb is None:
+            failed += 1
+            lost += len(chunk)
+        else:
+            partials.append((fb, f"part {k + 1}" if len(chunks) > 1 else None))
+    merged, levels, merge_failed = (partials[0][0], 0, 0) if len(partials) == 1 else (
+        sm.reduce(partials, _group_scope(name), level=2, name=name) if partials else (None, 0, 0))
+    return GroupFeedback(
+        name=name, feedback=merged, n_items=len(group_items),
+        n_examples=len({it.example_id for it in group_items}),
+        n_rubrics=len({it.rubric_id for it in group_items}),
+        mean_score=float(np.mean([it.score for it in group_items])),
+        depth=1 + levels, n_chunks=len(chunks), failed_calls=failed + merge_failed,
+        items_lost=lost if merged is not None else len(group_items),
+        rubric_stats=_rubric_stats(group_items))
+
+
+def _overall(sm: _Summarizer, groups: Mapping[str, GroupFeedback]) -> tuple[Feedback | None, int]:
+    """The overall feedback and the hierarchy's depth: one group's summary as it is, or a summary
+    of the groups' summaries."""
+    done = [(g.feedback, g.name) for g in groups.values() if g.feedback is not None]
+    group_depth = max(g.depth for g in groups.values())
+    if len(groups) == 1:
+        return (done[0][0] if done else None), group_depth
+    if not done:
+        return None, group_depth
+    if len(done) == 1:
+        sm.stats.note(f"only group {done[0][1]!r} has a summary; the overall summary is that one")
+        return done[0][0], group_depth
+    overall, levels, _ = sm.reduce(done, "These summaries cover different rubric groups; write the "
+                                         "overall feedback.", level=group_depth + 1, name="overall")
+    return overall, group_depth + levels
 
 
 # --------------------------------------------------------------------------------------------
@@ -647,5 +660,5 @@ def feedback(table: ProbeTable, examples: Sequence[Example], rubrics: RubricPool
     params = resolve_params(FeedbackParams, params, overrides)
     items = items_from_probes(table, examples, rubrics, fields=fields, top=None if params.all_items else params.top,
                               group_by=dict(groups) if groups is not None else params.group_by)
-    return summarize_feedback(items, backend, context_budget=params.budget, max_tokens=params.max_tokens,
-                              seed=seed, task=task, progress=progress)
+    return summarize_feedback(items, backend, SummaryOptions(context_budget=params.budget, max_tokens=params.max_tokens,
+                                                             seed=seed, progress=progress), task=task)
