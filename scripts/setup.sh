@@ -85,11 +85,11 @@ test_layer() {
   if current "$TEST_STAMP" "$TEST_CHECK" && ragas_ok; then
     return 0
   fi
-  step "[test 2/3] adding every extra, the hand-off targets and the docs tools" "about 2-3 minutes"
+  step "[test 2/3] adding every extra, the hand-off targets, the docs tools and cje-eval" "about 2-3 minutes"
   # The hand-off targets at the versions the tests were written against (inspect-ai and deepeval release
   # often); torch stays the CPU build (a constraint, so no resolver step can swap it), and llama-cpp-python
   # stays the build above (the [server] extra only adds its web packages).
-  quiet "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[all,dev,handoff-tests,docs]" "inspect-ai==0.3.285" "deepeval==4.3.1"
+  quiet "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[all,dev,handoff-tests,docs,cje]" "inspect-ai==0.3.285" "deepeval==4.3.1"
   took
   "$VENV/bin/python" -c "$TEST_CHECK"
   if ! ragas_ok; then
