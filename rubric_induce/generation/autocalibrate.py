@@ -365,63 +365,95 @@ def refine_criteria(
     ``samples`` times. Returns the new, unique refined criteria.
     """
     label = label or aspect
-    low, high = scale
     stats = stats if stats is not None else GenerationStats()
     template = load_prompt("autocal_refine")
     screen = screen or criteria_screen(examples, task, aspect=aspect, scale=scale, fields=fields,
                                        max_example_chars=max_example_chars)
-    task_short = task if isinstance(task, str) else _task_words(task).kinds
-    likert = AnswerScale.likert(int(low), int(high))
+    refiner = _Refiner(examples, backend, template, aspect=aspect, label=label, scale=scale,
+                       task_short=task if isinstance(task, str) else _task_words(task).kinds, fields=fields,
+                       max_example_chars=max_example_chars, retries=retries, screen=screen, stats=stats, seed=seed,
+                       round_index=round_index, temperature=temperature, known={s.rubric.id for s in kept})
     y = np.array([float(e.labels[label]) for e in examples])
     pool_n = min(len(examples), misaligned_pool or 2 * max(sample_sizes))
-    known = {s.rubric.id for s in kept}
-    out: dict[str, Rubric] = {}
     total = len(kept) * len(sample_sizes) * trials * samples
     bar = progress_bar(total, desc=f"refining (round {round_index + 1})", enabled=progress)
     try:
-        for _c_idx, sc in enumerate(kept):
+        for sc in kept:
             gap = np.abs(sc.predictions - y)
             gap = np.where(np.isfinite(gap), gap, np.inf)
             order = np.argsort(-gap, kind="stable")[:pool_n]
             rng = np.random.default_rng(derive_seed(seed, "refine_plan", round_index, sc.rubric.id))
-            criterion = sc.rubric.provenance.get("criterion", sc.rubric.text)
             for size in sample_sizes:
                 k = min(int(size), pool_n)
                 for trial in range(trials):
                     picked = [int(order[i]) for i in rng.choice(pool_n, size=k, replace=False)]
-                    shots = "\n\n".join(
-                        f"### Example {i}\n" + _example_block(
-                            examples[p], label, fields, max_example_chars,
-                            extra=f"\nLLM score with the old criteria: "
-                                  f"{_fmt(sc.predictions[p]) if np.isfinite(sc.predictions[p]) else 'none'}")
-                        for i, p in enumerate(picked, 1))
+                    shots = refiner.shots(sc, picked)
                     for s in range(samples):
-                        call_seed = derive_seed(seed, "refine", round_index, sc.rubric.id, size, trial, s)
-                        messages = template.render(aspect=aspect, task_short=task_short, low=str(low),
-                                                   high=str(high), criterion=criterion, examples=shots)
-                        crit = ask_json(backend, messages, _CRITERION_SCHEMA, _parse_criterion, step="refine",
-                                        stats=stats, seed=call_seed, temperature=temperature, max_tokens=400,
-                                        retries=retries, context={"parent": sc.rubric.id, "size": size,
-                                                                  "trial": trial, "sample": s})
+                        refiner.refine(sc, shots, picked, (size, trial, s))
                         bar.update()
-                        if crit is None or not _screen_criterion(crit, screen, stats):
-                            continue
-                        rubric = Rubric.create(criterion_question(aspect, crit), aspect=aspect, scale=likert,
-                                               provenance={
-                            "method": "autocalibrate", "step": "refine", "round": round_index,
-                            "model": _backend_name(backend), "prompt_hash": template.hash, "seed": seed,
-                            "call_seed": call_seed, "sample_size": size, "trial": trial, "sample": s,
-                            "temperature": temperature, "parent_id": sc.rubric.id,
-                            "parent_correlation": None if not np.isfinite(sc.correlation) else sc.correlation,
-                            "source_example_ids": [examples[p].id for p in picked], "criterion": crit,
-                        })
-                        if rubric.id in known or rubric.id in out:
-                            stats.reject("duplicate")
-                            continue
-                        out[rubric.id] = rubric
     finally:
         bar.close()
-    return list(out.values())
+    return list(refiner.out.values())
+
+
+@dataclass
+class _Refiner:
+    """One refinement round's prompt, screen and seeds, and the new criteria it has written."""
+
+    examples: Sequence[Example]
+    backend: Backend
+    template: Any
+    aspect: str
+    label: str
+    scale: tuple[int, int]
+    task_short: str
+    fields: Sequence[str] | None
+    max_example_chars: int | None
+    retries: int
+    screen: RubricScreen
+    stats: GenerationStats
+    seed: int
+    round_index: int
+    temperature: float
+    known: set[str]
+    out: dict[str, Rubric] = field(default_factory=dict)
+
+    def shots(self, sc: ScoredCriterion, picked: Sequence[int]) -> str:
+        """The few-shot block: each picked example with its human score and the old LLM score."""
+        return "\n\n".join(
+            f"### Example {i}\n" + _example_block(
+                self.examples[p], self.label, self.fields, self.max_example_chars,
+                extra=f"\nLLM score with the old criteria: "
+                      f"{_fmt(sc.predictions[p]) if np.isfinite(sc.predictions[p]) else 'none'}")
+            for i, p in enumerate(picked, 1))
+
+    def refine(self, sc: ScoredCriterion, shots: str, picked: Sequence[int], at: tuple[int, int, int]) -> None:
+        """One refinement call (``at`` = sample size, trial, sample); a new, screened criterion is kept."""
+        size, trial, s = at
+        low, high = self.scale
+        call_seed = derive_seed(self.seed, "refine", self.round_index, sc.rubric.id, size, trial, s)
+        messages = self.template.render(aspect=self.aspect, task_short=self.task_short, low=str(low),
+                                        high=str(high), criterion=sc.rubric.provenance.get("criterion", sc.rubric.text),
+                                        examples=shots)
+        crit = ask_json(self.backend, messages, _CRITERION_SCHEMA, _parse_criterion, step="refine",
+                        stats=self.stats, seed=call_seed, temperature=self.temperature, max_tokens=400,
+                        retries=self.retries, context={"parent": sc.rubric.id, "size": size,
+                                                       "trial": trial, "sample": s})
+        if crit is None or not _screen_criterion(crit, self.screen, self.stats):
+            return
+        rubric = Rubric.create(criterion_question(self.aspect, crit), aspect=self.aspect,
+                               scale=AnswerScale.likert(int(low), int(high)), provenance={
+            "method": "autocalibrate", "step": "refine", "round": self.round_index,
+            "model": _backend_name(self.backend), "prompt_hash": self.template.hash, "seed": self.seed,
+            "call_seed": call_seed, "sample_size": size, "trial": trial, "sample": s,
+            "temperature": self.temperature, "parent_id": sc.rubric.id,
+            "parent_correlation": None if not np.isfinite(sc.correlation) else sc.correlation,
+            "source_example_ids": [self.examples[p].id for p in picked], "criterion": crit,
+        })
+        if rubric.id in self.known or rubric.id in self.out:
+            self.stats.reject("duplicate")
+            return
+        self.out[rubric.id] = rubric
 
 
 def expand_levels(
@@ -523,39 +555,23 @@ def generate_autocalibrate(
     drafts = draft_criteria(data, backend, plan=plan, seed=seed, temperature=params.draft_temperature, **common)
     if not drafts:
         raise GenerationError(f"AutoCalibrate drafted no criteria: {stats.summary()}")
-    scored = revisit(data, drafts, backend, label=label, metric=params.metric, probe_options=probe_options,
-                     progress=progress)
+    run = _Rounds(data, backend, params, label=label, seed=seed, common=common, probe_options=probe_options,
+                  progress=progress)
+    scored = run.revisit(drafts)
     scores = {s.rubric.id: s.correlation for s in scored}
     candidates = list(drafts)
-    kept = scored[:params.top_k]
-    for r in range(params.rounds):
-        refined = refine_criteria(data, kept, backend, sample_sizes=params.refine_sizes,
-                                  trials=params.refine_trials, samples=params.refine_samples, seed=seed,
-                                  round_index=r, temperature=params.refine_temperature, **common)
-        refined = [c for c in refined if c.id not in scores]
-        if not refined:
-            stats.note(f"refinement round {r + 1} produced no new criteria")
-            continue
-        candidates.extend(refined)
-        rescored = revisit(data, refined, backend, label=label, metric=params.metric,
-                           probe_options=probe_options, progress=progress)
-        scores.update({s.rubric.id: s.correlation for s in rescored})
-        merged = sorted([*kept, *rescored], key=lambda s: -s.rank_key)  # stable: drafts win ties
-        kept = merged[:params.top_k]
+    kept = run.refine(scored[:params.top_k], scores, candidates)
     final = [s.rubric.with_provenance(correlation=None if not np.isfinite(s.correlation) else s.correlation,
                                       metric=params.metric) for s in kept]
     if params.levels:
         final = _with_levels(final, backend, params, seed=seed, task=prompt_task, stats=stats)
-    prompts = {n: load_prompt(n).hash for n in ("autocal_draft", "autocal_refine")}
-    if params.levels:
-        prompts["rubric_levels"] = load_prompt("rubric_levels").hash
     pool = RubricPool(final)
     pool.manifest = {
         "method": "autocalibrate", "aspect": aspect, "label": label,
         "task": prompt_task.to_dict() if isinstance(prompt_task, TaskParams) else prompt_task, "seed": seed,
         "settings": {**params.to_dict(),
                      "probe_options": {k: v for k, v in dict(probe_options or {}).items() if k != "task"}},
-        "backend": backend.identity(), "model": _backend_name(backend), "prompts": prompts,
+        "backend": backend.identity(), "model": _backend_name(backend), "prompts": _prompt_hashes(params),
         "n_examples": len(data), "n_candidates": len(candidates),
         "scores": {k: (None if not np.isfinite(v) else v) for k, v in scores.items()},
         "stats": stats.to_dict(),
@@ -563,6 +579,51 @@ def generate_autocalibrate(
     log.info("autocalibrate: %d candidates, best %s = %.3f; %s", len(candidates), params.metric,
              kept[0].correlation, stats.summary())
     return AutoCalibrateResult(pool, pool.rubrics[0], scores, candidates, stats)
+
+
+@dataclass
+class _Rounds:
+    """AutoCalibrate's revisit-and-refine loop over the labelled ``data``."""
+
+    data: list[Example]
+    backend: Backend
+    params: AutoCalibrateParams
+    label: str
+    seed: int
+    common: dict[str, Any]
+    probe_options: Mapping[str, Any] | None
+    progress: bool
+
+    def revisit(self, rubrics: Sequence[Rubric]) -> list[ScoredCriterion]:
+        return revisit(self.data, rubrics, self.backend, label=self.label, metric=self.params.metric,
+                       probe_options=self.probe_options, progress=self.progress)
+
+    def refine(self, kept: list[ScoredCriterion], scores: dict[str, float],
+               candidates: list[Rubric]) -> list[ScoredCriterion]:
+        """``params.rounds`` rounds of refining the kept criteria, probing the new ones and keeping
+        the top-K of both; ``scores`` and ``candidates`` grow with every new criterion."""
+        params, stats = self.params, self.common["stats"]
+        for r in range(params.rounds):
+            refined = refine_criteria(self.data, kept, self.backend, sample_sizes=params.refine_sizes,
+                                      trials=params.refine_trials, samples=params.refine_samples, seed=self.seed,
+                                      round_index=r, temperature=params.refine_temperature, **self.common)
+            refined = [c for c in refined if c.id not in scores]
+            if not refined:
+                stats.note(f"refinement round {r + 1} produced no new criteria")
+                continue
+            candidates.extend(refined)
+            rescored = self.revisit(refined)
+            scores.update({s.rubric.id: s.correlation for s in rescored})
+            merged = sorted([*kept, *rescored], key=lambda s: -s.rank_key)  # stable: drafts win ties
+            kept = merged[:params.top_k]
+        return kept
+
+
+def _prompt_hashes(params: AutoCalibrateParams) -> dict[str, str]:
+    prompts = {n: load_prompt(n).hash for n in ("autocal_draft", "autocal_refine")}
+    if params.levels:
+        prompts["rubric_levels"] = load_prompt("rubric_levels").hash
+    return prompts
 
 
 def _with_levels(final: list[Rubric], backend: Backend, params: AutoCalibrateParams, *, seed: int,
