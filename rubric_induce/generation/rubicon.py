@@ -506,12 +506,7 @@ def generate_rubicon(
     stats = GenerationStats()
     pos, neg = split_binary(examples, label, threshold=threshold, fields=fields, stats=stats)
     prompts = rubicon_prompts()
-    used = ["rubicon_extract"]
-    if use_ds:
-        used.append("rubicon_ds")
-    if use_cdp:
-        used += ["rubicon_cdp_extract"] + (["rubicon_cdp_summarize"] if mode == "rubicon" else [])
-    used.append("rubicon_summarize" if mode == "rubicon" else "spur_update")
+    used = _prompts_used(mode, use_ds=use_ds, use_cdp=use_cdp)
     ds_domain = (domain or "").strip() or None
     screen = rubric_screen(words, domain=ds_domain or words.description, use_ds=use_ds, use_cdp=use_cdp,
                            examples=[render_example(e, fields, max_chars=params.max_example_chars)
@@ -523,28 +518,12 @@ def generate_rubicon(
                  "batch_size": params.batch_size, "prompt_hashes": prompt_hashes}
     common = dict(seed=seed, temperature=params.temperature, retries=params.retries, stats=stats,
                   progress=progress, subjects=subjects, task=task)
+    run = _PolarityRun(backend, params, mode=mode, domain=domain, fields=fields, scale=scale, base_prov=base_prov,
+                       screen=screen, common=common)
     rubrics: list[Rubric] = []
     n_patterns: dict[str, int] = {}
     for polarity, group in (("SAT", pos), ("DSAT", neg)):
-        patterns = extract_patterns(group, backend, polarity=polarity, domain=domain, use_ds=use_ds,
-                                    use_cdp=use_cdp, top_k=params.top_k, fields=fields,
-                                    max_example_chars=params.max_example_chars, **common)
-        n_patterns[polarity] = len(patterns)
-        if not patterns:
-            stats.note(f"no {polarity} patterns could be extracted from {len(group)} examples")
-            continue
-        if mode == "rubicon":
-            made = summarize_rubrics(patterns, backend, polarity=polarity, domain=domain, use_ds=use_ds,
-                                     use_cdp=use_cdp, batch_size=params.batch_size, max_new=params.max_new,
-                                     max_shown=params.max_shown, scale=scale, provenance=base_prov,
-                                     screen=screen, **common)
-        else:
-            made = spur_update(patterns, backend, polarity=polarity, n_rubrics=params.spur_size,
-                               batch_size=params.batch_size, scale=scale, provenance=base_prov, screen=screen,
-                               **common)
-        if not made:
-            stats.note(f"no {polarity} rubrics were generated from {len(patterns)} patterns")
-        rubrics.extend(made)
+        rubrics.extend(run.rubrics(polarity, group, n_patterns))
     if not rubrics:
         raise no_rubrics_error(mode, stats)
     pool = RubricPool(rubrics)
@@ -558,6 +537,57 @@ def generate_rubicon(
     }
     log.info("%s: %d rubrics; %s", mode, len(pool), stats.summary())
     return pool
+
+
+def _prompts_used(mode: str, *, use_ds: bool, use_cdp: bool) -> list[str]:
+    """The prompts a RUBICON or SPUR run uses, in call order."""
+    used = ["rubicon_extract"]
+    if use_ds:
+        used.append("rubicon_ds")
+    if use_cdp:
+        used += ["rubicon_cdp_extract"] + (["rubicon_cdp_summarize"] if mode == "rubicon" else [])
+    used.append("rubicon_summarize" if mode == "rubicon" else "spur_update")
+    return used
+
+
+@dataclass
+class _PolarityRun:
+    """One generation run's settings, applied to each polarity's examples in turn."""
+
+    backend: Backend
+    params: RubiconParams
+    mode: str
+    domain: str | None
+    fields: Sequence[str] | None
+    scale: AnswerScale
+    base_prov: dict[str, Any]
+    screen: RubricScreen
+    common: dict[str, Any]
+
+    def rubrics(self, polarity: str, group: list[Example], n_patterns: dict[str, int]) -> list[Rubric]:
+        """Patterns extracted from one polarity's examples, then summarized (RUBICON) or folded
+        into a fixed-size set (SPUR); ``n_patterns`` records how many patterns there were."""
+        params, backend, stats = self.params, self.backend, self.common["stats"]
+        use_ds, use_cdp = bool(params.use_ds), bool(params.use_cdp)
+        patterns = extract_patterns(group, backend, polarity=polarity, domain=self.domain, use_ds=use_ds,
+                                    use_cdp=use_cdp, top_k=params.top_k, fields=self.fields,
+                                    max_example_chars=params.max_example_chars, **self.common)
+        n_patterns[polarity] = len(patterns)
+        if not patterns:
+            stats.note(f"no {polarity} patterns could be extracted from {len(group)} examples")
+            return []
+        if self.mode == "rubicon":
+            made = summarize_rubrics(patterns, backend, polarity=polarity, domain=self.domain, use_ds=use_ds,
+                                     use_cdp=use_cdp, batch_size=params.batch_size, max_new=params.max_new,
+                                     max_shown=params.max_shown, scale=self.scale, provenance=self.base_prov,
+                                     screen=self.screen, **self.common)
+        else:
+            made = spur_update(patterns, backend, polarity=polarity, n_rubrics=params.spur_size,
+                               batch_size=params.batch_size, scale=self.scale, provenance=self.base_prov,
+                               screen=self.screen, **self.common)
+        if not made:
+            stats.note(f"no {polarity} rubrics were generated from {len(patterns)} patterns")
+        return made
 
 
 def generate_spur(examples: Iterable[Example], backend: Backend, params: RubiconParams | None = None,
