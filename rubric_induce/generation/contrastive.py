@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -47,7 +47,7 @@ from rubric_induce.backends.structured import (
     string_list_schema,
 )
 from rubric_induce.core.errors import DataError, ReplyParseError
-from rubric_induce.core.params import Params, param
+from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.task import TaskParams
 from rubric_induce.core.templates import load_prompt
@@ -156,89 +156,61 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().strip(" .").split())
 
 
-def generate_contrastive(
-    pairs: Sequence[Pair],
-    backend: Backend,
-    *,
-    task: TaskParams | None = None,
-    max_pairs: int | None = None,
-    max_rules: int = 3,
-    max_principles: int = 3,
-    max_response_chars: int | None = 1500,
-    seed: int = 0,
-    temperature: float = 0.0,
-    retries: int = 2,
-    progress: bool = False,
-) -> RubricPool:
+def generate_contrastive(pairs: Sequence[Pair], backend: Backend, params: ContrastiveParams | None = None, *,
+                         task: TaskParams | None = None, seed: int = 0, progress: bool = False,
+                         **overrides: Any) -> RubricPool:
     """Hard rules and principles that separate the preferred from the rejected response of each pair.
 
+    ``params`` (:class:`ContrastiveParams`, default: its defaults) with keyword ``overrides`` of its
+    fields (``max_pairs``, ``max_rules``, ``max_principles`` ...), checked like a config.
     One JSON-constrained call per shown pair (ties skipped; ``max_pairs``: a seeded sample of the
     rest). Returns a pool of SAT rubrics with ``kind`` and ``source_pair_ids`` in their provenance
     and ``n_by_kind`` in the manifest; raises :class:`GenerationError` rather than return an empty
     pool."""
+    params = resolve_params(ContrastiveParams, params, overrides)
     task = (task or TaskParams()).resolved()
     words = task.wording()
     stats = GenerationStats()
-    shown = sample_pairs(pairs, max_pairs, seed, stats)
+    shown = sample_pairs(pairs, params.max_pairs, seed, stats)
     if not shown:
         raise DataError(f"contrastive generation needs a pair with a preferred side; the {len(pairs)} training "
                         "pair(s) are all ties", field="generate.method")
     template = load_prompt(PROMPT_NAME)
     subjects = list(words.subjects())
-    schema = _schema(max_rules, max_principles, subjects)
-    texts = [_cut(t, max_response_chars) for p in shown for t in (p.prompt, p.response_a, p.response_b)]
+    schema = _schema(params.max_rules, params.max_principles, subjects)
+    texts = [_cut(t, params.max_response_chars) for p in shown for t in (p.prompt, p.response_a, p.response_b)]
     screen = RubricScreen(class_words=words.class_words() | set(PREFERENCE_WORDS),
                           kind_words=[words.kind, words.kinds], prompt_texts=words.prompt_texts(), examples=texts)
     model = f"{backend.kind}/{backend.model}"
-    made: dict[str, dict[str, Any]] = {}  # normalised text -> {text, kind, pairs}
+    made = _Made(params, screen, stats)
     bar = progress_bar(len(shown), desc="contrastive", enabled=progress)
     try:
         for pair in shown:
-            messages = contrastive_messages(pair, task, max_rules=max_rules, max_principles=max_principles,
-                                            max_chars=max_response_chars)
+            messages = contrastive_messages(pair, task, max_rules=params.max_rules,
+                                            max_principles=params.max_principles, max_chars=params.max_response_chars)
             reply = ask_json(backend, messages, schema, _parse, step="contrastive", stats=stats,
-                             seed=derive_seed(seed, "contrastive", pair.id), temperature=temperature,
-                             max_tokens=60 * (max_rules + max_principles) + 60, retries=retries,
+                             seed=derive_seed(seed, "contrastive", pair.id), temperature=params.temperature,
+                             max_tokens=60 * (params.max_rules + params.max_principles) + 60, retries=params.retries,
                              context={"pair_id": pair.id})
             bar.update()
-            if reply is None:
-                continue
-            for kind in KINDS:
-                items = reply[kind]
-                good = [t for t in items if is_sentence(t)]
-                if len(good) < len(items):
-                    stats.reject("not a sentence", len(items) - len(good))
-                cap = max_rules if kind == HARD_RULE else max_principles
-                if len(good) > cap:
-                    stats.reject(f"beyond max_{'rules' if kind == HARD_RULE else 'principles'}", len(good) - cap)
-                for text in good[:cap]:
-                    if _PAIR_TALK.search(text.lower()):
-                        stats.reject(NAMES_THE_PAIR, text=text)
-                        continue
-                    if not screen_item(screen, text, stats):
-                        continue
-                    key = _norm(text)
-                    if key in made:
-                        stats.reject("duplicate")
-                        if pair.id not in made[key]["pairs"]:
-                            made[key]["pairs"].append(pair.id)
-                        continue
-                    made[key] = {"text": text, "kind": kind, "pairs": [pair.id]}
+            if reply is not None:
+                made.add(pair, reply)
     finally:
         bar.close()
-    if not made:
+    if not made.items:
         raise no_rubrics_error("contrastive", stats)
     rubrics = [Rubric.create(m["text"], "SAT", provenance={
         "method": "contrastive", "step": "contrastive", "kind": m["kind"], "model": model,
         "prompt_hash": template.hash, "seed": seed, "source_pair_ids": list(m["pairs"]),
-        "source_example_ids": [side_id(p, s) for p in m["pairs"] for s in ("A", "B")]}) for m in made.values()]
+        "source_example_ids": [side_id(p, s) for p in m["pairs"] for s in ("A", "B")]})
+        for m in made.items.values()]
     pool = RubricPool(rubrics)
     n_ties = sum(1 for s in stats.skipped if s.get("reason") == "tie")
     pool.manifest = {
         "method": "contrastive", "seed": seed, "task": task.to_dict(),
-        "settings": {"max_pairs": max_pairs, "max_rules": max_rules, "max_principles": max_principles,
-                     "max_response_chars": max_response_chars, "temperature": temperature, "retries": retries,
-                     "subjects": subjects},
+        "settings": {"max_pairs": params.max_pairs, "max_rules": params.max_rules,
+                     "max_principles": params.max_principles, "max_response_chars": params.max_response_chars,
+                     "temperature": params.temperature, "retries": params.retries, "subjects": subjects},
         "backend": backend.identity(), "model": model, "prompts": {PROMPT_NAME: template.hash},
         "n_pairs": {"training": len(pairs), "ties_skipped": n_ties, "shown": len(shown),
                     "shown_ids": [p.id for p in shown]},
@@ -248,6 +220,42 @@ def generate_contrastive(
     }
     log.info("contrastive: %d rubrics from %d pairs; %s", len(pool), len(shown), stats.summary())
     return pool
+
+
+@dataclass
+class _Made:
+    """The rubrics written so far, by normalised text (``{text, kind, pairs}``); screens each reply's items."""
+
+    params: ContrastiveParams
+    screen: RubricScreen
+    stats: GenerationStats
+    items: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, pair: Pair, reply: Mapping[str, list[str]]) -> None:
+        """A reply's sentences, at most the cap of each kind, that pass the screens; a repeated one
+        adds the pair to the first."""
+        stats = self.stats
+        for kind in KINDS:
+            items = reply[kind]
+            good = [t for t in items if is_sentence(t)]
+            if len(good) < len(items):
+                stats.reject("not a sentence", len(items) - len(good))
+            cap = self.params.max_rules if kind == HARD_RULE else self.params.max_principles
+            if len(good) > cap:
+                stats.reject(f"beyond max_{'rules' if kind == HARD_RULE else 'principles'}", len(good) - cap)
+            for text in good[:cap]:
+                if _PAIR_TALK.search(text.lower()):
+                    stats.reject(NAMES_THE_PAIR, text=text)
+                    continue
+                if not screen_item(self.screen, text, stats):
+                    continue
+                key = _norm(text)
+                if key in self.items:
+                    stats.reject("duplicate")
+                    if pair.id not in self.items[key]["pairs"]:
+                        self.items[key]["pairs"].append(pair.id)
+                    continue
+                self.items[key] = {"text": text, "kind": kind, "pairs": [pair.id]}
 
 
 def count_kinds(rubrics) -> dict[str, int]:
@@ -266,7 +274,5 @@ def _run_contrastive(examples: list[Example], backend: Backend, opts: Contrastiv
     except DataError as exc:
         raise DataError(f"generate.method = 'contrastive' needs pairwise data ([data] kind = \"pairwise\"): "
                         f"{exc.message}", field="generate.method") from None
-    pool = generate_contrastive(pairs, backend, task=task, max_pairs=opts.max_pairs, max_rules=opts.max_rules,
-                                max_principles=opts.max_principles, max_response_chars=opts.max_response_chars,
-                                seed=seed, temperature=opts.temperature, retries=opts.retries, progress=progress)
+    pool = generate_contrastive(pairs, backend, opts, task=task, seed=seed, progress=progress)
     return GenerateResult(pool, "contrastive", len(pairs), extra={"n_pairs_shown": pool.manifest["n_pairs"]["shown"]})
