@@ -24,7 +24,7 @@ from rubric_induce.data import Example, Rubric, RubricPool
 from rubric_induce.data.render import render_example
 from rubric_induce.generation.autocalibrate import AutoCalibrateParams
 from rubric_induce.generation.contrastive import ContrastiveParams
-from rubric_induce.generation.registry import GENERATORS, POOL_FILE, GenerateResult, Generator
+from rubric_induce.generation.registry import GENERATORS, POOL_FILE, GenerateContext, GenerateResult, Generator
 from rubric_induce.generation.rubicon import RubiconParams, balanced_sample
 from rubric_induce.generation.screen import RubricScreen, screen_item
 
@@ -105,8 +105,9 @@ def generate(
         try:
             # no bars (stderr not a terminal): a line every 30 s, since minutes of silence look like a hang
             with heartbeat(f"generate ({params.method})", planned_calls(opts, len(shown)), enabled=not progress):
-                generated = gen.run(shown, backend, opts, label=label, label_threshold=label_threshold,
-                                    domain=domain, seed=seed, fields=fields, progress=progress, task=task)
+                ctx = GenerateContext(label=label, label_threshold=label_threshold, domain=domain, seed=seed,
+                                      fields=fields, progress=progress, task=task)
+                generated = gen.run(shown, backend, opts, ctx)
             generated.extra["n_shown"] = len(shown)
         except GenerationError as exc:
             if not any(len(inc) for inc in include):

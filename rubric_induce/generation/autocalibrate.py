@@ -39,7 +39,7 @@ from rubric_induce.core.templates import load_prompt
 from rubric_induce.data.model import AnswerScale, Example, Rubric, RubricPool
 from rubric_induce.data.render import render_example
 from rubric_induce.generation.evidence import blank_example
-from rubric_induce.generation.registry import GenerateResult, generator
+from rubric_induce.generation.registry import GenerateContext, GenerateResult, generator
 from rubric_induce.generation.screen import RubricScreen, screen_item
 from rubric_induce.probing.api import probe
 
@@ -674,11 +674,10 @@ class AutoCalibrateParams(Params):
 
 @generator("autocalibrate", AutoCalibrateParams, binary=False,
            description="draft/revisit/refine criteria for one Likert aspect")
-def _run_autocalibrate(examples: list[Example], backend: Backend, opts: AutoCalibrateParams, *, label: str,
-                       label_threshold: float | None, domain: str | None, seed: int, fields,
-                       progress: bool, task: TaskParams) -> GenerateResult:
-    result = generate_autocalibrate(examples, backend, opts, label=label, task=task, seed=seed, fields=fields,
-                                    progress=progress)
+def _run_autocalibrate(examples: list[Example], backend: Backend, opts: AutoCalibrateParams,
+                       ctx: GenerateContext) -> GenerateResult:
+    result = generate_autocalibrate(examples, backend, opts, label=ctx.label, task=ctx.task, seed=ctx.seed,
+                                    fields=ctx.fields, progress=ctx.progress)
     best = result.best
     return GenerateResult(result.pool, "autocalibrate", len(examples),
                           extra={"best": best.text, "best_correlation": best.provenance.get("correlation"),

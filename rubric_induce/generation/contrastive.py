@@ -54,7 +54,7 @@ from rubric_induce.core.templates import load_prompt
 from rubric_induce.data.model import Example, Rubric, RubricPool
 from rubric_induce.data.pair_examples import pairs_from_examples, side_id
 from rubric_induce.data.pairs import Pair
-from rubric_induce.generation.registry import GenerateResult, generator
+from rubric_induce.generation.registry import GenerateContext, GenerateResult, generator
 from rubric_induce.generation.screen import RubricScreen, no_rubrics_error, screen_item
 
 __all__ = ["ContrastiveParams", "KINDS", "HARD_RULE", "PRINCIPLE", "PROMPT_NAME", "NAMES_THE_PAIR", "generate_contrastive",
@@ -266,13 +266,12 @@ def count_kinds(rubrics) -> dict[str, int]:
 # ----------------------------------------------------------------------------- the registered generator
 @generator("contrastive", ContrastiveParams, binary=False,
            description="hard rules and principles that separate preferred from rejected responses (pairwise runs)")
-def _run_contrastive(examples: list[Example], backend: Backend, opts: ContrastiveParams, *, label: str,
-                     label_threshold: float | None, domain: str | None, seed: int, fields, progress: bool,
-                     task: TaskParams) -> GenerateResult:
+def _run_contrastive(examples: list[Example], backend: Backend, opts: ContrastiveParams,
+                     ctx: GenerateContext) -> GenerateResult:
     try:
-        pairs = pairs_from_examples(examples, label)
+        pairs = pairs_from_examples(examples, ctx.label)
     except DataError as exc:
         raise DataError(f"generate.method = 'contrastive' needs pairwise data ([data] kind = \"pairwise\"): "
                         f"{exc.message}", field="generate.method") from None
-    pool = generate_contrastive(pairs, backend, opts, task=task, seed=seed, progress=progress)
+    pool = generate_contrastive(pairs, backend, opts, task=ctx.task, seed=ctx.seed, progress=ctx.progress)
     return GenerateResult(pool, "contrastive", len(pairs), extra={"n_pairs_shown": pool.manifest["n_pairs"]["shown"]})

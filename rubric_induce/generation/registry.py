@@ -3,16 +3,17 @@
 imported the first time its name is asked for (the same pattern as backends and hand-off formats)."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.params import Params
 from rubric_induce.core.registry import Registry
+from rubric_induce.core.task import TaskParams
 from rubric_induce.data import RubricPool
 
-__all__ = ["GENERATORS", "Generator", "generator", "GenerateResult", "POOL_FILE"]
+__all__ = ["GENERATORS", "Generator", "generator", "GenerateResult", "GenerateContext", "POOL_FILE"]
 
 POOL_FILE = "pool.jsonl"
 
@@ -48,6 +49,21 @@ class GenerateResult:
 
 
 @dataclass(frozen=True)
+class GenerateContext:
+    """What every generator is told about the run besides its own options: the label it learns
+    (with the threshold that makes a graded label binary), the domain text, the seed, the example
+    fields shown, the task, and whether to draw progress bars."""
+
+    label: str
+    label_threshold: float | None = None
+    domain: str | None = None
+    seed: int = 0
+    fields: Sequence[str] | None = None
+    progress: bool = False
+    task: TaskParams = field(default_factory=TaskParams)
+
+
+@dataclass(frozen=True)
 class Generator:
     """A registered generation method: its options class and the function that runs it."""
 
@@ -67,8 +83,8 @@ GENERATORS.declare("contrastive", "rubric_induce.generation.contrastive")
 
 def generator(name: str, params: type[Params], *, binary: bool, description: str = ""
               ) -> Callable[[Callable[..., GenerateResult]], Callable[..., GenerateResult]]:
-    """Register the decorated run function ``(examples, backend, opts, *, label, label_threshold, domain,
-    seed, fields, progress, task) -> GenerateResult`` as generator ``name`` with its options class."""
+    """Register the decorated run function ``(examples, backend, opts, ctx: GenerateContext) ->
+    GenerateResult`` as generator ``name`` with its options class."""
     def add(run: Callable[..., GenerateResult]) -> Callable[..., GenerateResult]:
         GENERATORS.register(name, Generator(name, params, run, binary, description))
         return run

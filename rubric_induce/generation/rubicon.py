@@ -53,7 +53,7 @@ from rubric_induce.core.templates import PromptTemplate, load_prompt
 from rubric_induce.data.model import LIKERT_5, AnswerScale, Example, Rubric, RubricPool
 from rubric_induce.data.render import render_example
 from rubric_induce.generation.evidence import blank_example
-from rubric_induce.generation.registry import GenerateResult, generator
+from rubric_induce.generation.registry import GenerateContext, GenerateResult, generator
 from rubric_induce.generation.screen import RubricScreen, no_rubrics_error, screen_item
 
 __all__ = [
@@ -647,16 +647,15 @@ class RubiconParams(Params):
 
 
 def _run_rubicon(mode: str):
-    def run(examples: list[Example], backend: Backend, opts: RubiconParams, *, label: str,
-            label_threshold: float | None, domain: str | None, seed: int, fields, progress: bool,
-            task: TaskParams) -> GenerateResult:
+    def run(examples: list[Example], backend: Backend, opts: RubiconParams, ctx: GenerateContext) -> GenerateResult:
+        task, domain = ctx.task, ctx.domain
         use_ds = opts.switched(mode, task.wording().is_conversation).use_ds
         if use_ds and not (domain and domain.strip()) and not task.description:
             raise DataError("domain sensitization needs a domain description (generate.domain / --domain) or a "
                             "task description (task.description / --task-description); or switch it off "
                             "(generate.options.use_ds = false / --no-ds)", field="generate.domain")
-        pool = generate_rubicon(examples, backend, opts, mode=mode, label=label, threshold=label_threshold,
-                                task=task, domain=domain, seed=seed, fields=fields, progress=progress)
+        pool = generate_rubicon(examples, backend, opts, mode=mode, label=ctx.label, threshold=ctx.label_threshold,
+                                task=task, domain=domain, seed=ctx.seed, fields=ctx.fields, progress=ctx.progress)
         return GenerateResult(pool, mode, len(examples))
     return run
 
