@@ -35,6 +35,7 @@ reference the tests and the benchmark compare against).
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import warnings
 from collections.abc import Sequence
@@ -95,24 +96,29 @@ def _budget_open(signs: np.ndarray, used_sat: int, used_dsat: int, n_sat: int, n
     return np.where(signs > 0, used_sat < n_sat, used_dsat < n_dsat)
 
 
-def greedy_select(
-    signed: np.ndarray,
-    y: np.ndarray,
-    signs: np.ndarray,
-    *,
-    alpha: float,
-    n_sat: int,
-    n_dsat: int,
-    n_bins: int = 64,
-    tanh_width: float = 1.0,
-    incremental: bool = True,
-    two_sided: bool = False,
-    block_elems: int = 1 << 20,
-) -> GreedyResult:
+@dataclass(frozen=True)
+class GreedyOptions:
+    """How :func:`greedy_select` scores candidates: the sharpness term's shape (``n_bins``,
+    ``tanh_width``, ``two_sided``; see :mod:`.precision`), and running sums over blocks of about
+    ``block_elems`` values (``incremental``) or each candidate's sum from scratch."""
+
+    n_bins: int = 64
+    tanh_width: float = 1.0
+    two_sided: bool = False
+    incremental: bool = True
+    block_elems: int = 1 << 20
+
+
+def greedy_select(signed: np.ndarray, y: np.ndarray, signs: np.ndarray, *, alpha: float, n_sat: int, n_dsat: int,
+                  options: GreedyOptions | None = None, **overrides: Any) -> GreedyResult:
     """Algorithm 1 on a signed score matrix [examples, rubrics] with 0/1 labels ``y``.
 
     Maximises ``LC - alpha * LS`` at each step (see the module docstring for the sign).
+    ``options`` (a :class:`GreedyOptions`; its fields may also be given as keywords, which win).
     """
+    opts = dataclasses.replace(options or GreedyOptions(), **overrides)
+    n_bins, tanh_width, two_sided = opts.n_bins, opts.tanh_width, opts.two_sided
+    incremental, block_elems = opts.incremental, opts.block_elems
     yb = np.asarray(y).astype(bool)
     signed = np.asarray(signed, dtype=float)
     m = signed.shape[1]
@@ -310,7 +316,7 @@ class RubiconSelector(BaseSelector):
 
     DEFAULT_ALPHA = 1.0
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (a scikit-learn estimator: each setting is a constructor parameter)
         self,
         alpha: float | None = None,
         n_sat: int = 10,

@@ -8,11 +8,14 @@ bases spread over the whole scale, so some of them hold on almost every text (wh
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["SyntheticPool", "SharpnessPool", "make_synthetic_pool", "make_sharpness_pool"]
+__all__ = ["SyntheticPool", "SharpnessPool", "SyntheticSpec", "SharpnessSpec", "make_synthetic_pool",
+           "make_sharpness_pool"]
 
 
 @dataclass
@@ -29,18 +32,34 @@ class SyntheticPool:
         return np.array([-1.0 if p == "DSAT" else 1.0 for p in self.polarity])
 
 
-def make_synthetic_pool(
-    n_examples: int = 400,
-    n_informative_sat: int = 10,
-    n_informative_dsat: int = 10,
-    n_noise_sat: int = 90,
-    n_noise_dsat: int = 90,
-    effect: tuple[float, float] = (2.5, 4.5),
-    noise: tuple[float, float] = (1.5, 2.5),
-    pos_rate: float = 0.5,
-    random_state: int = 0,
-) -> SyntheticPool:
-    """A seeded pool; ``effect`` and ``noise`` are (low, high) ranges drawn per rubric."""
+@dataclass(frozen=True)
+class SyntheticSpec:
+    """The knobs of :func:`make_synthetic_pool`: planted informative and noise rubrics per
+    polarity, (low, high) ranges of each rubric's effect and noise sd, the positive rate, the seed."""
+
+    n_examples: int = 400
+    n_informative_sat: int = 10
+    n_informative_dsat: int = 10
+    n_noise_sat: int = 90
+    n_noise_dsat: int = 90
+    effect: tuple[float, float] = (2.5, 4.5)
+    noise: tuple[float, float] = (1.5, 2.5)
+    pos_rate: float = 0.5
+    random_state: int = 0
+
+
+def _spec(cls: type, args: tuple, fields: dict) -> Any:
+    """``cls`` given as one instance, or built from its fields (positional in field order, or by keyword)."""
+    if len(args) == 1 and isinstance(args[0], cls) and not fields:
+        return args[0]
+    return cls(*args, **fields)
+
+
+def make_synthetic_pool(*args: Any, **fields: Any) -> SyntheticPool:
+    """A seeded pool from a :class:`SyntheticSpec` (or its fields); ``effect`` and ``noise`` are
+    (low, high) ranges drawn per rubric."""
+    (n_examples, n_informative_sat, n_informative_dsat, n_noise_sat, n_noise_dsat, effect, noise, pos_rate,
+     random_state) = dataclasses.astuple(_spec(SyntheticSpec, args, fields))
     rng = np.random.default_rng(random_state)
     y = (rng.random(n_examples) < pos_rate).astype(int)
     if n_examples >= 2 and y.min() == y.max():
@@ -77,19 +96,24 @@ class SharpnessPool(SyntheticPool):
         return {k: float((self.kind[sel] == k).mean()) for k in ("broad", "precise", "noise")}
 
 
-def make_sharpness_pool(
-    n_examples: int = 300,
-    mix: float = 0.5,
-    n_informative: int = 12,
-    n_noise: int = 40,
-    broad_shift: float = 3.0,
-    broad_sd: float = 1.0,
-    halo_sd: float = 2.5,
-    hit_rate: float = 0.3,
-    false_fire: float = 0.03,
-    pos_rate: float = 0.5,
-    random_state: int = 0,
-) -> SharpnessPool:
+@dataclass(frozen=True)
+class SharpnessSpec:
+    """The knobs of :func:`make_sharpness_pool` (see there)."""
+
+    n_examples: int = 300
+    mix: float = 0.5
+    n_informative: int = 12
+    n_noise: int = 40
+    broad_shift: float = 3.0
+    broad_sd: float = 1.0
+    halo_sd: float = 2.5
+    hit_rate: float = 0.3
+    false_fire: float = 0.03
+    pos_rate: float = 0.5
+    random_state: int = 0
+
+
+def make_sharpness_pool(*args: Any, **fields: Any) -> SharpnessPool:
     """A pool where separation (correctness) and sharpness disagree, per polarity.
 
     * **broad-but-weak** rubrics shift every text of their class a little (SAT: ``+broad_shift/2``
@@ -105,8 +129,11 @@ def make_sharpness_pool(
     ``mix`` is the share of precise rubrics among the ``n_informative`` planted ones of each
     polarity (0: all broad, 1: all precise). With the defaults a broad rubric adds about 3
     ΔNetSAT points and a precise one about 2.4, so the correctness term prefers broad rubrics
-    while the precise ones give the sharper, higher-yield sets. Columns are shuffled.
+    while the precise ones give the sharper, higher-yield sets. Columns are shuffled. Takes a
+    :class:`SharpnessSpec` or its fields (positional in field order, or by keyword).
     """
+    (n_examples, mix, n_informative, n_noise, broad_shift, broad_sd, halo_sd, hit_rate, false_fire, pos_rate,
+     random_state) = dataclasses.astuple(_spec(SharpnessSpec, args, fields))
     if not 0.0 <= mix <= 1.0:
         raise ValueError(f"mix must lie in [0, 1], got {mix}")
     rng = np.random.default_rng(random_state)
