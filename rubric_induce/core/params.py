@@ -22,16 +22,17 @@ from rubric_induce.core.errors import DataError
 from rubric_induce.core.textfiles import read_text
 
 __all__ = ["Params", "param", "suggest", "click_options", "params_class", "options_from", "read_at_file",
-           "quoted_value_error", "resolve_params"]
+           "quoted_value_error", "resolve_params", "option_values"]
 
 _META = "rubric_induce"
 P = TypeVar("P", bound="Params")
 
 
-def param(default: Any = MISSING, *, help: str, choices: Sequence[Any] | None = None,
-          ge: float | None = None, gt: float | None = None, le: float | None = None,
-          lt: float | None = None, cli: str | None = None, cli_help: str | None = None,
-          factory: Any = None, hidden: bool = False) -> Any:
+def param(  # noqa: PLR0913 (a field declaration like dataclasses.field: each check is one keyword)
+        default: Any = MISSING, *, help: str, choices: Sequence[Any] | None = None,
+        ge: float | None = None, gt: float | None = None, le: float | None = None,
+        lt: float | None = None, cli: str | None = None, cli_help: str | None = None,
+        factory: Any = None, hidden: bool = False) -> Any:
     """A parameter field: its default, a one-line help, and the checks :class:`Params` applies.
 
     ``cli`` renames the option (``"--keep"``) or, as ``"--ds/--no-ds"``, gives a flag pair;
@@ -305,6 +306,19 @@ def resolve_params(cls: type[P], params: P | None, overrides: Mapping[str, Any])
     elif not isinstance(params, cls):
         raise TypeError(f"params must be a {cls.__name__}, got {type(params).__name__}")
     return params.with_overrides(**overrides)  # type: ignore[return-value]
+
+
+def option_values(cls: type, options: Any, overrides: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The field values, in field order, of the options dataclass ``cls`` that a function takes as
+    one value: ``options`` (default: ``cls(**overrides)``) with the keyword ``overrides`` applied.
+    An unknown or missing name is a :class:`TypeError`, as for a keyword argument."""
+    if options is None:
+        options = cls(**overrides)
+    elif not isinstance(options, cls):
+        raise TypeError(f"options must be a {cls.__name__}, got {type(options).__name__}")
+    elif overrides:
+        options = dataclasses.replace(options, **overrides)
+    return tuple(getattr(options, f.name) for f in fields(options))
 
 
 def options_from(cls: type[Params], options: Mapping[str, Any], *, where: str, source: str | None = None,

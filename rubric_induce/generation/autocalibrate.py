@@ -31,7 +31,7 @@ import numpy as np
 from rubric_induce.backends.base import Backend
 from rubric_induce.backends.structured import GenerationError, GenerationStats, ask_json, clean_item, derive_seed
 from rubric_induce.core.errors import DataError, ReplyParseError, RubricInduceError
-from rubric_induce.core.params import Params, param, resolve_params
+from rubric_induce.core.params import Params, option_values, param, resolve_params
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.stats import CORRELATIONS
 from rubric_induce.core.task import TaskParams, TaskWording
@@ -52,8 +52,10 @@ __all__ = [
     "labelled_examples",
     "draft_plan",
     "draft_criteria",
+    "DraftOptions",
     "revisit",
     "refine_criteria",
+    "RefineOptions",
     "generate_autocalibrate",
     "expand_levels",
     "criterion_question",
@@ -237,34 +239,41 @@ def _example_block(ex: Example, label: str, fields, max_chars, extra: str = "") 
     return f"{text}\nHuman expert score: {_fmt(float(ex.labels[label]))}{extra}"
 
 
-def draft_criteria(
-    examples: Sequence[Example],
-    backend: Backend,
-    *,
-    aspect: str,
-    label: str | None = None,
-    task: str | TaskParams | None = None,
-    scale: tuple[int, int] = (1, 5),
-    plan: Sequence[DraftSpec] | None = None,
-    sample_sizes: Sequence[int] = (4, 6, 8, 10, 12),
-    trials: int = 4,
-    samples: int = 3,
-    seed: int = 0,
-    temperature: float = 1.0,
-    fields: Sequence[str] | None = None,
-    max_example_chars: int | None = 1500,
-    retries: int = 2,
-    screen: RubricScreen | None = None,
-    stats: GenerationStats | None = None,
-    progress: bool = False,
-) -> list[Rubric]:
+@dataclass(frozen=True, kw_only=True)
+class DraftOptions:
+    """The options of :func:`draft_criteria` (see there), as one value."""
+
+    aspect: str
+    label: str | None = None
+    task: str | TaskParams | None = None
+    scale: tuple[int, int] = (1, 5)
+    plan: Sequence[DraftSpec] | None = None
+    sample_sizes: Sequence[int] = (4, 6, 8, 10, 12)
+    trials: int = 4
+    samples: int = 3
+    seed: int = 0
+    temperature: float = 1.0
+    fields: Sequence[str] | None = None
+    max_example_chars: int | None = 1500
+    retries: int = 2
+    screen: RubricScreen | None = None
+    stats: GenerationStats | None = None
+    progress: bool = False
+
+
+def draft_criteria(examples: Sequence[Example], backend: Backend, options: DraftOptions | None = None,
+                   **overrides: Any) -> list[Rubric]:
     """Draft one criterion per :class:`DraftSpec` (the plan is built when not given).
 
     ``task``: the run's :class:`~rubric_induce.core.task.TaskParams` (or a task sentence of its
     own). Criteria that copy the task text or a long span of an example are rejected and
     counted (``screen``, default :func:`criteria_screen`). Returns unique criteria as rubrics
     (``aspect`` set, Likert ``scale``) in plan order.
+
+    ``options``: a :class:`DraftOptions`, or its fields as keywords (which win over ``options``).
     """
+    (aspect, label, task, scale, plan, sample_sizes, trials, samples, seed, temperature, fields, max_example_chars,
+     retries, screen, stats, progress) = option_values(DraftOptions, options, overrides)
     label = label or aspect
     low, high = scale
     stats = stats if stats is not None else GenerationStats()
@@ -334,36 +343,42 @@ def revisit(
     return scored[:top_k] if top_k is not None else scored
 
 
-def refine_criteria(
-    examples: Sequence[Example],
-    kept: Sequence[ScoredCriterion],
-    backend: Backend,
-    *,
-    aspect: str,
-    label: str | None = None,
-    task: str | TaskParams | None = None,
-    scale: tuple[int, int] = (1, 5),
-    sample_sizes: Sequence[int] = (1, 2, 4),
-    trials: int = 4,
-    samples: int = 2,
-    misaligned_pool: int | None = None,
-    seed: int = 0,
-    round_index: int = 0,
-    temperature: float = 1.0,
-    fields: Sequence[str] | None = None,
-    max_example_chars: int | None = 1500,
-    retries: int = 2,
-    screen: RubricScreen | None = None,
-    stats: GenerationStats | None = None,
-    progress: bool = False,
-) -> list[Rubric]:
+@dataclass(frozen=True, kw_only=True)
+class RefineOptions:
+    """The options of :func:`refine_criteria` (see there), as one value."""
+
+    aspect: str
+    label: str | None = None
+    task: str | TaskParams | None = None
+    scale: tuple[int, int] = (1, 5)
+    sample_sizes: Sequence[int] = (1, 2, 4)
+    trials: int = 4
+    samples: int = 2
+    misaligned_pool: int | None = None
+    seed: int = 0
+    round_index: int = 0
+    temperature: float = 1.0
+    fields: Sequence[str] | None = None
+    max_example_chars: int | None = 1500
+    retries: int = 2
+    screen: RubricScreen | None = None
+    stats: GenerationStats | None = None
+    progress: bool = False
+
+
+def refine_criteria(examples: Sequence[Example], kept: Sequence[ScoredCriterion], backend: Backend,
+                    options: RefineOptions | None = None, **overrides: Any) -> list[Rubric]:
     """Refine each kept criterion on few-shot samples of its most misaligned examples.
 
     Misalignment is ``|expected LLM score - human score|`` (an example without an LLM score counts
     as most misaligned). The ``misaligned_pool`` most misaligned examples (default
     ``2 * max(sample_sizes)``) are sampled, for each size and trial, and each sample is refined
     ``samples`` times. Returns the new, unique refined criteria.
+
+    ``options``: a :class:`RefineOptions`, or its fields as keywords (which win over ``options``).
     """
+    (aspect, label, task, scale, sample_sizes, trials, samples, misaligned_pool, seed, round_index, temperature,
+     fields, max_example_chars, retries, screen, stats, progress) = option_values(RefineOptions, options, overrides)
     label = label or aspect
     stats = stats if stats is not None else GenerationStats()
     template = load_prompt("autocal_refine")

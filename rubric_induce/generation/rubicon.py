@@ -46,7 +46,7 @@ from rubric_induce.backends.structured import (
     string_list_schema,
 )
 from rubric_induce.core.errors import DataError, RubricInduceError
-from rubric_induce.core.params import Params, param, resolve_params
+from rubric_induce.core.params import Params, option_values, param, resolve_params
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.task import TaskParams, TaskWording
 from rubric_induce.core.templates import PromptTemplate, load_prompt
@@ -64,6 +64,9 @@ __all__ = [
     "extract_patterns",
     "summarize_rubrics",
     "spur_update",
+    "PatternOptions",
+    "SummarizeOptions",
+    "SpurOptions",
     "generate_rubicon",
     "generate_spur",
     "rubicon_prompts",
@@ -202,32 +205,39 @@ def split_binary(
     return pos, neg
 
 
-def extract_patterns(
-    examples: Sequence[Example],
-    backend: Backend,
-    *,
-    polarity: str,
-    task: TaskParams | None = None,
-    domain: str | None = None,
-    use_ds: bool = True,
-    use_cdp: bool = True,
-    top_k: int = 3,
-    seed: int = 0,
-    temperature: float = 0.0,
-    fields: Sequence[str] | None = None,
-    max_example_chars: int | None = 6000,
-    subjects: Sequence[str] | str | None = TASK_SUBJECTS,
-    retries: int = 2,
-    stats: GenerationStats | None = None,
-    progress: bool = False,
-) -> list[Pattern]:
+@dataclass(frozen=True, kw_only=True)
+class PatternOptions:
+    """The options of :func:`extract_patterns` (see there), as one value."""
+
+    polarity: str
+    task: TaskParams | None = None
+    domain: str | None = None
+    use_ds: bool = True
+    use_cdp: bool = True
+    top_k: int = 3
+    seed: int = 0
+    temperature: float = 0.0
+    fields: Sequence[str] | None = None
+    max_example_chars: int | None = 6000
+    subjects: Sequence[str] | str | None = TASK_SUBJECTS
+    retries: int = 2
+    stats: GenerationStats | None = None
+    progress: bool = False
+
+
+def extract_patterns(examples: Sequence[Example], backend: Backend, options: PatternOptions | None = None,
+                     **overrides: Any) -> list[Pattern]:
     """Supervised extraction: up to ``top_k`` ``polarity`` patterns from each example.
 
     All ``examples`` are taken to carry the label that ``polarity`` names (SAT: positive).
     ``task`` words the prompt (default: the generic task); ``domain`` feeds DS (default: the
     task's description). Replies that cannot be parsed after ``retries`` are counted in
     ``stats.failures``.
+
+    ``options``: a :class:`PatternOptions`, or its fields as keywords (which win over ``options``).
     """
+    (polarity, task, domain, use_ds, use_cdp, top_k, seed, temperature, fields, max_example_chars, subjects,
+     retries, stats, progress) = option_values(PatternOptions, options, overrides)
     if top_k < 1:
         raise RubricInduceError("top_k must be at least 1")
     template, values, words = _step_prompt("rubicon_extract", "rubicon_cdp_extract", polarity=polarity, task=task,
@@ -310,29 +320,32 @@ def _batches(patterns: Sequence[Pattern], size: int) -> list[list[Pattern]]:
     return [list(patterns[i:i + size]) for i in range(0, len(patterns), size)]
 
 
-def summarize_rubrics(
-    patterns: Sequence[Pattern],
-    backend: Backend,
-    *,
-    polarity: str,
-    task: TaskParams | None = None,
-    domain: str | None = None,
-    use_ds: bool = True,
-    use_cdp: bool = True,
-    batch_size: int = 8,
-    max_new: int = 5,
-    max_shown: int | None = 60,
-    seed: int = 0,
-    temperature: float = 0.0,
-    scale: AnswerScale = LIKERT_5,
-    existing: Sequence[Rubric] = (),
-    subjects: Sequence[str] | str | None = TASK_SUBJECTS,
-    retries: int = 2,
-    provenance: Mapping[str, Any] | None = None,
-    screen: RubricScreen | None = None,
-    stats: GenerationStats | None = None,
-    progress: bool = False,
-) -> list[Rubric]:
+@dataclass(frozen=True, kw_only=True)
+class SummarizeOptions:
+    """The options of :func:`summarize_rubrics` (see there), as one value."""
+
+    polarity: str
+    task: TaskParams | None = None
+    domain: str | None = None
+    use_ds: bool = True
+    use_cdp: bool = True
+    batch_size: int = 8
+    max_new: int = 5
+    max_shown: int | None = 60
+    seed: int = 0
+    temperature: float = 0.0
+    scale: AnswerScale = LIKERT_5
+    existing: Sequence[Rubric] = ()
+    subjects: Sequence[str] | str | None = TASK_SUBJECTS
+    retries: int = 2
+    provenance: Mapping[str, Any] | None = None
+    screen: RubricScreen | None = None
+    stats: GenerationStats | None = None
+    progress: bool = False
+
+
+def summarize_rubrics(patterns: Sequence[Pattern], backend: Backend, options: SummarizeOptions | None = None,
+                      **overrides: Any) -> list[Rubric]:
     """RUBICON rubric summarization: fresh rubrics per mini-batch of patterns, the pool grows.
 
     Batch ``i`` is shown the rubrics of this polarity made so far (``existing`` plus batches
@@ -340,7 +353,11 @@ def summarize_rubrics(
     ones. Items that repeat a rubric already in the pool (case/space-insensitive) are rejected
     and counted, as are items the ``screen`` rejects (default: :func:`rubric_screen` of the task
     and prompt blocks). Returns the new rubrics only, in order of creation.
+
+    ``options``: a :class:`SummarizeOptions`, or its fields as keywords (which win over ``options``).
     """
+    (polarity, task, domain, use_ds, use_cdp, batch_size, max_new, max_shown, seed, temperature, scale, existing,
+     subjects, retries, provenance, screen, stats, progress) = option_values(SummarizeOptions, options, overrides)
     if batch_size < 1 or max_new < 1:
         raise RubricInduceError("batch_size and max_new must be at least 1")
     template, values, words = _step_prompt("rubicon_summarize", "rubicon_cdp_summarize", polarity=polarity,
@@ -389,29 +406,36 @@ def summarize_rubrics(
     return new
 
 
-def spur_update(
-    patterns: Sequence[Pattern],
-    backend: Backend,
-    *,
-    polarity: str,
-    task: TaskParams | None = None,
-    n_rubrics: int = 10,
-    batch_size: int = 8,
-    seed: int = 0,
-    temperature: float = 0.0,
-    scale: AnswerScale = LIKERT_5,
-    subjects: Sequence[str] | str | None = TASK_SUBJECTS,
-    retries: int = 2,
-    provenance: Mapping[str, Any] | None = None,
-    screen: RubricScreen | None = None,
-    stats: GenerationStats | None = None,
-    progress: bool = False,
-) -> list[Rubric]:
+@dataclass(frozen=True, kw_only=True)
+class SpurOptions:
+    """The options of :func:`spur_update` (see there), as one value."""
+
+    polarity: str
+    task: TaskParams | None = None
+    n_rubrics: int = 10
+    batch_size: int = 8
+    seed: int = 0
+    temperature: float = 0.0
+    scale: AnswerScale = LIKERT_5
+    subjects: Sequence[str] | str | None = TASK_SUBJECTS
+    retries: int = 2
+    provenance: Mapping[str, Any] | None = None
+    screen: RubricScreen | None = None
+    stats: GenerationStats | None = None
+    progress: bool = False
+
+
+def spur_update(patterns: Sequence[Pattern], backend: Backend, options: SpurOptions | None = None,
+                **overrides: Any) -> list[Rubric]:
     """SPUR-style summarization: one set of at most ``n_rubrics``, rewritten by every batch.
 
     A batch whose reply cannot be parsed leaves the set as it was (and is counted). A rubric
     that survives an update unchanged keeps the provenance of the batch that introduced it.
+
+    ``options``: a :class:`SpurOptions`, or its fields as keywords (which win over ``options``).
     """
+    (polarity, task, n_rubrics, batch_size, seed, temperature, scale, subjects, retries, provenance, screen, stats,
+     progress) = option_values(SpurOptions, options, overrides)
     if n_rubrics < 1 or batch_size < 1:
         raise RubricInduceError("n_rubrics and batch_size must be at least 1")
     stats = stats if stats is not None else GenerationStats()
