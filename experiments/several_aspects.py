@@ -91,7 +91,7 @@ n_dsat = 2
 
 [calibrate]
 cv_folds = 5
-options = {{ hidden = [8, 8], pretrain_epochs = 30, finetune_epochs = 30 }}
+options = {{ hidden = [8, 8], pretrain_epochs = 30, finetune_epochs = 30, batch_size = 16, learning_rate = 0.005 }}
 
 [evaluate]
 bootstrap = 1000
