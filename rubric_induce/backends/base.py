@@ -118,7 +118,8 @@ _SECONDS_KEYS = ("retry_wait_s", "timeout_s")
 
 @dataclass
 class FaultCounts:
-    """What went wrong on the wire, counted per backend (thread-safe, cumulative).
+    """What went wrong on the wire, counted per backend and per ``batch-run`` endpoint (thread-safe,
+    cumulative; :class:`~rubric_induce.batch.engines.http.EndpointStats` holds one).
 
     ``retries``: requests sent again; ``http_429`` / ``http_5xx``: such answers (``408`` counts as a
     timeout); ``timeouts`` / ``connection_errors``: requests that got no answer; ``bad_replies``:

@@ -28,21 +28,18 @@ Faults are counted in :attr:`OpenAICompatibleBackend.faults` (a
 errors, bad replies, failed calls, seconds waited), which the call cache's usage tally reads, so
 they reach a run's ``manifest.json`` and report. A 200 whose body is not a completion (malformed
 JSON, an HTML page) is retried like a 5xx; ``Retry-After`` is honoured in seconds and as an HTTP
-date, up to ``retry_after_max``; a positive or non-finite logprob is a bad reply, not retried (a
+date, up to ``retry_after_max`` (these rules live in :mod:`rubric_induce.backends.retry`, which
+``batch-run`` applies too); a positive or non-finite logprob is a bad reply, not retried (a
 server that sends one sends it again).
 """
 from __future__ import annotations
 
-import json
 import math
 import os
-import random
 import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from rubric_induce.backends.base import (
@@ -60,6 +57,13 @@ from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.pricing import cost as _price_cost
 from rubric_induce.backends.redact import endpoint_url, redact_text, redact_url, register_secret, strip_redacted
 from rubric_induce.backends.registry import BACKENDS
+from rubric_induce.backends.retry import (
+    BadReply,
+    RetryPolicy,
+    decode_json_object,
+    parse_retry_after,
+    retry_after_seconds,
+)
 from rubric_induce.core.errors import (
     BackendError,
     BackendUnavailableError,
@@ -92,10 +96,6 @@ _MESSAGE_OVERHEAD = 5
 _REPLY_OVERHEAD = 3
 # A logprob above this is not a log-probability (float noise of a softmax stays far below it).
 _LOGPROB_TOLERANCE = 1e-6
-
-
-class _BadReply(Exception):
-    """A 200 answer that is not a usable completion (retried, counted as a bad reply)."""
 
 
 def _logaddexp(a: float, b: float) -> float:
@@ -240,12 +240,13 @@ class OpenAICompatibleBackend(Backend):
         self._shown_url = redact_url(connect_url) if connect_url else None
         self.kind = "openai" if self.base_url is None else "openai-compatible"
         self.max_concurrency = int(max_concurrency)
-        self.max_retries = int(max_retries)
-        self.timeout = float(timeout)
+        if not float(timeout) > 0:
+            raise BackendError(f"timeout must be a positive number of seconds, got {timeout}")
+        #: When and how long to retry (:mod:`rubric_induce.backends.retry`, shared with ``batch-run``).
+        self.retry = RetryPolicy(max_retries=int(max_retries), backoff_base=float(backoff_base),
+                                 backoff_max=float(backoff_max), retry_after_max=float(retry_after_max),
+                                 timeout=float(timeout))
         self.top_logprobs = int(top_logprobs)
-        self.backoff_base = float(backoff_base)
-        self.backoff_max = float(backoff_max)
-        self.retry_after_max = float(retry_after_max)
         self.sleep: Callable[[float], Any] = sleep if sleep is not None else time.sleep
         self.faults = FaultCounts()
         self.price_per_mtok = None if price_per_mtok is None else tuple(map(float, price_per_mtok))
@@ -281,6 +282,18 @@ class OpenAICompatibleBackend(Backend):
         self._client = openai.OpenAI(**client_kwargs)
 
     # ------------------------------------------------------------------ public API
+
+    @property
+    def max_retries(self) -> int:
+        return self.retry.max_retries
+
+    @property
+    def timeout(self) -> float:
+        return self.retry.timeout
+
+    @property
+    def retry_after_max(self) -> float:
+        return self.retry.retry_after_max
 
     def identity(self) -> dict[str, Any]:
         # top_logprobs decides which answers are listed (and their bound), so it keys the cache.
@@ -640,36 +653,19 @@ class OpenAICompatibleBackend(Backend):
 
     @staticmethod
     def _decode_reply(raw: Any) -> dict[str, Any]:
-        """The JSON body of a 200, or :class:`_BadReply` (retried) when it is not a completion.
+        """The JSON body of a 200, or :class:`~rubric_induce.backends.retry.BadReply` (retried) when
+        it is not a completion: not a JSON object (:func:`~rubric_induce.backends.retry.decode_json_object`,
+        the rule ``batch-run`` applies too), or an object without choices.
 
         Parsed with the standard ``json`` module, as the SDK's own parser would (it reads ``NaN``
         and ``Infinity``, which :meth:`_logprob` then refuses as a bad reply, not retried)."""
         if not isinstance(raw, (bytes, bytearray, str)):  # an SDK object (an old SDK, a test double)
             body = _as_dict(raw)
         else:
-            try:
-                body = json.loads(raw)
-            except (ValueError, RecursionError) as exc:  # JSONDecodeError, or bytes that are not UTF-8
-                text = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else raw
-                if isinstance(exc, json.JSONDecodeError) and text.lstrip()[:1] in ("{", "["):
-                    raise _BadReply(f"malformed JSON ({exc.msg} at char {exc.pos}): {_snippet(text)}") from None
-                raise _BadReply(f"not a JSON completion: {_snippet(text)}") from None
-        if not isinstance(body, dict):
-            raise _BadReply(f"not a JSON completion: {_snippet(raw)}")
+            body = decode_json_object(raw)
         if not body.get("choices"):
-            raise _BadReply("a completion without choices")
+            raise BadReply("a completion without choices")
         return body
-
-    def _retryable_status(self, status: int) -> bool:
-        return status in (408, 429) or status >= 500
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        """Backoff with jitter, or the server's ``Retry-After`` (up to ``retry_after_max``) when longer."""
-        delay = min(self.backoff_max, self.backoff_base * (2 ** attempt))
-        delay *= 0.5 + 0.5 * random.random()
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self.retry_after_max))
-        return delay
 
     def _create(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Post one request body with bounded concurrency and our retry loop (faults counted); the
@@ -693,7 +689,7 @@ class OpenAICompatibleBackend(Backend):
                     sent = time.monotonic()
                     raw = post("/chat/completions", body=body, cast_to=bytes)
                 return self._decode_reply(raw)
-            except _BadReply as exc:
+            except BadReply as exc:
                 faults.add(bad_replies=1)
                 last = exc
             except openai.APIStatusError as exc:
@@ -714,14 +710,15 @@ class OpenAICompatibleBackend(Backend):
                     faults.add(timeouts=1, timeout_s=time.monotonic() - sent)
                 elif status >= 500:
                     faults.add(http_5xx=1)
-                if not self._retryable_status(status):
+                if not self.retry.retryable(status):
                     faults.add(failures=1)
                     hint = self._no_key_hint() if status in (401, 403) else ""
                     # refused credentials, no permission, no such model / endpoint: no call can succeed
                     cls = BackendUnavailableError if status in (401, 403, 404) else BackendError
                     raise cls(f"{self._label()}: HTTP {status} from the server: "
                                        f"{redact_text(_server_message(exc))}{hint}") from exc
-                last, retry_after = exc, _retry_after(exc)
+                last = exc
+                retry_after = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
             except openai.APITimeoutError as exc:
                 faults.add(timeouts=1, timeout_s=time.monotonic() - sent if sent is not None else 0.0)
                 last = exc
@@ -732,11 +729,7 @@ class OpenAICompatibleBackend(Backend):
                 faults.add(failures=1)
                 raise BackendError(f"{self._label()}: {type(exc).__name__}: {redact_text(str(exc))}") from exc
             if attempt + 1 < attempts:
-                if retry_after is not None and retry_after > self.retry_after_max:
-                    faults.add(retry_after_capped=1)
-                wait = self._delay(attempt, retry_after)
-                faults.add(retries=1, retry_wait_s=wait)
-                self.sleep(wait)
+                self.sleep(self.retry.wait(attempt, retry_after, faults))
         faults.add(failures=1)
         raise BackendError(f"{self._label()}: request failed after {attempts} attempt(s); last "
                            f"error: {_describe(last)}") from last
@@ -788,7 +781,7 @@ def _server_message(exc: Any) -> str:
 def _describe(exc: Exception | None) -> str:
     if exc is None:
         return "unknown"
-    if isinstance(exc, _BadReply):
+    if isinstance(exc, BadReply):
         return f"bad reply: {redact_text(str(exc))}"
     status = getattr(exc, "status_code", None)
     if status is not None:
@@ -802,47 +795,6 @@ def _snippet(body: Any, n: int = 200) -> str:
         body = body.decode("utf-8", "replace")
     text = " ".join(str(body).split())
     return repr(redact_text(text[:n]) + ("..." if len(text) > n else ""))
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds a ``Retry-After`` value asks for: a number of seconds or an HTTP date (RFC 9110);
-    a date in the past is 0; None when absent or unreadable."""
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when is None:
-            return None
-        if when.tzinfo is None:  # RFC 9110 dates are GMT
-
-            when = when.replace(tzinfo=UTC)
-        seconds = when.timestamp() - (time.time() if now is None else now)
-    if not math.isfinite(seconds):
-        return None
-    return max(0.0, seconds)
-
-
-def _retry_after(exc: Any) -> float | None:
-    """The wait the server asks for: ``Retry-After-Ms`` (OpenAI) or ``Retry-After`` (seconds or a date)."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            value = float(ms) / 1000.0
-            if math.isfinite(value):
-                return max(0.0, value)
-        except ValueError:
-            pass
-    return parse_retry_after(headers.get("retry-after"))
 
 
 @BACKENDS.register("openai")

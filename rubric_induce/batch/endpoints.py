@@ -1,22 +1,23 @@
-"""Endpoints and the retry policy shared by the batch engines.
+"""Endpoints of the batch engines, and the retry policy they share with the live backend.
 
 An endpoint is an OpenAI-compatible server given by its root (``http://host:8000``) or its
 ``/v1`` base URL (``http://host:8000/v1``, as for ``openai-compatible`` backends); a request line's
 path (``/v1/chat/completions``) is joined to it without doubling the ``/v1``. Credentials in the
 URL (``http://user:pass@host``) are sent as basic auth; an API key read from the environment is
 sent as ``Authorization: Bearer``. Neither is ever shown: :attr:`Endpoint.shown` is redacted.
+
+:class:`RetryPolicy` and :func:`retry_after_seconds` live in :mod:`rubric_induce.backends.retry`
+(one rule for the OpenAI-compatible backend and both engines) and are re-exported here.
 """
 from __future__ import annotations
 
-import math
 import os
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from rubric_induce.backends.openai_compat import parse_retry_after
 from rubric_induce.backends.redact import redact_url, strip_redacted
+from rubric_induce.backends.retry import RetryPolicy, retry_after_seconds
 from rubric_induce.core.errors import DataError
 
 __all__ = ["Endpoint", "RetryPolicy", "parse_endpoints", "api_key_from_env", "DEFAULT_KEY_ENV",
@@ -81,49 +82,3 @@ def api_key_from_env(env_var: str | None = None, environ: Mapping[str, str] | No
         if env.get(name):
             return env[name]
     return None
-
-
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """The wait a reply asks for: ``retry-after-ms`` (OpenAI) or ``retry-after`` (seconds or a date)."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            value = float(ms) / 1000.0
-        except ValueError:
-            value = math.nan
-        if math.isfinite(value):
-            return max(0.0, value)
-    return parse_retry_after(headers.get("retry-after"))
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Which failures are retried and how long to wait (the live backend's rules).
-
-    Retried: HTTP 408, 429 and 5xx, timeouts, connection errors and 200s whose body is not a JSON
-    object. Retry ``k`` (0-based) waits ``min(backoff_max, backoff_base * 2**k)`` times a random
-    factor in [0.5, 1), or the server's ``Retry-After`` when longer (capped at ``retry_after_max``).
-    """
-
-    max_retries: int = 5
-    backoff_base: float = 0.5
-    backoff_max: float = 30.0
-    retry_after_max: float = 120.0
-    timeout: float = 120.0
-
-    def __post_init__(self) -> None:
-        if self.max_retries < 0:
-            raise DataError(f"max_retries must be 0 or more, got {self.max_retries}", field="max_retries")
-        if not self.timeout > 0:
-            raise DataError(f"timeout must be positive, got {self.timeout}", field="timeout")
-
-    @staticmethod
-    def retryable(status: int) -> bool:
-        return status in (408, 429) or status >= 500
-
-    def delay(self, attempt: int, retry_after: float | None, rng: random.Random | None = None) -> float:
-        r = (rng or random).random()
-        wait = min(self.backoff_max, self.backoff_base * (2 ** attempt)) * (0.5 + 0.5 * r)
-        if retry_after is not None:
-            wait = max(wait, min(retry_after, self.retry_after_max))
-        return wait

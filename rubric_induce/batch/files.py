@@ -237,7 +237,7 @@ def result_line(custom_id: str, outcome: Outcome) -> dict[str, Any]:
     text = outcome.body_text if outcome.ok else redact_text(outcome.body_text)  # an error may echo the key
     try:
         body: Any = json.loads(text) if text else None
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, a 5000-digit integer, nested too deeply
         body = None
     if not isinstance(body, dict):
         body = {"error": {"message": text[:2000], "code": str(outcome.status_code)}}

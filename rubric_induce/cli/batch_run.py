@@ -99,7 +99,7 @@ def command(requests, endpoints, out_dir, engine, max_in_flight, timeout, max_re
              f"done{f', {fs.duplicates} repeated ids' if fs.duplicates else ''} -> {fs.results}")
     for st in summary.endpoint_stats:
         extra = ", ".join(f"{k} {st[k]}" for k in ("retries", "http_429", "http_5xx", "timeouts",
-                                                   "connection_errors", "bad_responses") if st.get(k))
+                                                   "connection_errors", "bad_replies") if st.get(k))
         echo(f"  {st['endpoint']}: {st.get('ok', 0)} ok, {st.get('failed', 0)} failed"
              f"{'; ' + extra if extra else ''}{' (taken out: unreachable)' if st.get('down') else ''}")
     echo(f"{summary.sent} requests in {summary.wall_s:.1f} s with engine {engine}")

@@ -213,10 +213,10 @@ def test_400_fails_immediately_with_server_message():
 def test_backoff_grows_and_is_capped():
     backend, _ = make(lambda body, n: _completion(), backoff_base=1.0, backoff_max=5.0)
     for attempt in range(6):
-        d = backend._delay(attempt, None)
+        d = backend.retry.delay(attempt, None)
         cap = min(5.0, 2.0 ** attempt)
         assert 0.5 * cap <= d <= cap
-    assert backend._delay(0, 3.0) == 3.0  # Retry-After wins when longer
+    assert backend.retry.delay(0, 3.0) == 3.0  # Retry-After wins when longer
 
 
 # ----------------------------------------------------------------------------- keys and identity

@@ -84,6 +84,15 @@ def test_result_lines_have_the_openai_batch_output_shape():
     assert none["response"] is None and none["error"] == {"code": "timeout", "message": "no answer within 5 s"}
 
 
+@pytest.mark.parametrize("body", ['{"n": ' + "9" * 5000 + "}", "[" * 100000])
+def test_an_error_body_python_cannot_parse_is_kept_as_text_not_a_crash(body):
+    """A 5000-digit integer (ValueError, not JSONDecodeError) or JSON nested too deeply in a server's
+    error body raised out of the writer and stopped the whole batch-run."""
+    line = result_line("k", Outcome(500, body))
+    assert line["response"]["status_code"] == 500
+    assert line["response"]["body"]["error"]["message"] == body[:2000]
+
+
 def test_resume_keeps_successes_and_drops_failed_and_torn_lines(tmp_path):
     out = tmp_path / "results-00000.jsonl"
     good = json.dumps(result_line("a", Outcome(200, '{"x": 1}')))

@@ -59,7 +59,7 @@ def test_faults_are_retried_and_what_cannot_be_answered_becomes_an_error_line(tm
     assert att["a"] == 1 and att["b"] == 2 and att["c"] == 3 and att["d"] == 1 and att["e"] == 4
     assert att["f"] == 2
     assert 3.0 in sleeps                                                      # Retry-After: 3 honoured
-    assert st.http_429 == 1 and st.http_5xx == 2 + 4 and st.bad_responses == 1
+    assert st.faults.http_429 == 1 and st.faults.http_5xx == 2 + 4 and st.faults.bad_replies == 1
     assert st.ok == 5 and st.failed == 3 and not st.down
 
 
@@ -82,7 +82,7 @@ def test_an_unreachable_endpoint_is_taken_out_and_its_lines_go_elsewhere(tmp_pat
                                      [_dead_url(), fault_server.url], batch_helpers, policy=policy,
                                      max_in_flight=2)
     assert len(res) == 12 and all(r["response"]["status_code"] == 200 for r in res.values())
-    assert dead.down and dead.connection_errors >= 3 and dead.ok == 0
+    assert dead.down and dead.faults.connection_errors >= 3 and dead.ok == 0
     assert live.ok == 12
 
 
@@ -129,6 +129,26 @@ def test_cli_exit_codes_and_rerun_of_failed_lines_only(tmp_path, fault_server, b
     res = batch_helpers["read_results"](tmp_path / "res" / "results-00000.jsonl")
     assert res["b"]["response"]["status_code"] == 200 and res["a"]["response"]["status_code"] == 200
     assert set(fault_server.auth) == {"Bearer sk-cli-secret"}
+
+
+def test_endpoint_rows_count_faults_under_the_live_backends_names(tmp_path, fault_server, batch_helpers):
+    """One name, one home: an endpoint's row in batch-run-summary.json holds the live backend's fault
+    counters (``FaultCounts``: ``bad_replies``, not ``bad_responses``; ``timeout_s``;
+    ``retry_after_capped``), and the CLI prints them under those names."""
+    from rubric_induce.backends.base import FAULT_KEYS
+
+    rl = batch_helpers["request_line"]
+    req = batch_helpers["write_requests"](tmp_path / "requests-00000.jsonl",
+                                          [rl("h", "h", fault=["html"]), rl("r", "r", fault=["429:5"])])
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["batch-run", req, "--endpoint", fault_server.url, "-o", str(out),
+                                   "--retry-after-max", "0", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    [row] = json.loads((out / SUMMARY_NAME).read_text())["endpoint_stats"]
+    assert set(FAULT_KEYS) - {"failures"} <= set(row) and "bad_responses" not in row
+    assert (row["ok"], row["failed"], row["bad_replies"], row["http_429"], row["retry_after_capped"]) == (2, 0, 1, 1, 1)
+    assert row["retries"] == 2 and row["timeout_s"] == 0.0
+    assert "bad_replies 1" in res.output and "http_429 1" in res.output
 
 
 def test_cli_input_errors_exit_2(tmp_path, fault_server):

@@ -11,7 +11,7 @@ the stock ``aiohttp`` session, and why:
 
 * Ray's stage raises on a line that still fails after its retries, which fails the whole job, and
   it neither retries HTTP 500 nor honours ``Retry-After``. Our session (:class:`RetryingSession`)
-  applies the same :class:`~rubric_induce.batch.endpoints.RetryPolicy` as the HTTP engine and
+  applies the same :class:`~rubric_induce.backends.retry.RetryPolicy` as the HTTP engine and
   always hands the stage an answer: an envelope with the real status code, body text and error, so
   one bad line is one error line.
 * The stage sends a batch's requests one after the other; the session starts each as soon as the
@@ -31,7 +31,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from rubric_induce.batch.endpoints import Endpoint, RetryPolicy, retry_after_seconds
+from rubric_induce.backends.redact import redact_text
+from rubric_induce.backends.retry import BadReply, RetryPolicy, decode_json_object, retry_after_seconds
+from rubric_induce.batch.endpoints import Endpoint
 from rubric_induce.batch.files import BatchRequest, Outcome
 from rubric_induce.core.errors import MissingDependencyError
 
@@ -139,10 +141,11 @@ class RetryingSession:
                     text = await resp.text(errors="replace")
                     status, rid = resp.status, resp.headers.get("x-request-id")
                     if status == 200:
-                        if text.lstrip().startswith("{"):
+                        try:
+                            decode_json_object(text)
                             return Outcome(200, text, rid)
-                        last = Outcome(error_code="bad_response",
-                                       error_message=f"HTTP 200 whose body is not a JSON object: {text[:200]!r}")
+                        except BadReply as exc:   # retried, as the live backend and the http engine do
+                            last = Outcome(error_code="bad_response", error_message=f"HTTP 200, {redact_text(str(exc))}")
                     else:
                         last = Outcome(status, text, rid)
                         if not policy.retryable(status):
@@ -151,8 +154,6 @@ class RetryingSession:
             except TimeoutError:
                 last = Outcome(error_code="timeout", error_message=f"no answer within {policy.timeout:g} s")
             except aiohttp.ClientError as exc:
-                from rubric_induce.backends.redact import redact_text
-
                 last = Outcome(error_code="connection_error",
                                error_message=f"{type(exc).__name__}: {redact_text(str(exc))}")
             if attempt < policy.max_retries:
