@@ -108,16 +108,7 @@ def _coerce(value: Any, tp: Any, where: str, text_ok: bool = False) -> Any:
         return value
     origin = typing.get_origin(base)
     if origin is tuple:
-        args = typing.get_args(base)
-        if isinstance(value, str):  # "a,b" from a command line (or one name in a config)
-            value, text_ok = [v.strip() for v in value.split(",") if v.strip()], True
-        if not isinstance(value, (list, tuple)):
-            raise DataError(f"expected a list, got {value!r}", field=where)
-        if args and args[-1] is Ellipsis:
-            return tuple(_coerce(v, args[0], f"{where}[{i}]", text_ok) for i, v in enumerate(value))
-        if args and len(args) != len(value):
-            raise DataError(f"expected {len(args)} values, got {list(value)!r}", field=where)
-        return tuple(_coerce(v, a, f"{where}[{i}]", text_ok) for i, (v, a) in enumerate(zip(value, args)))
+        return _coerce_tuple(value, base, where, text_ok)
     if origin in (dict, Mapping) or base is dict:
         if not isinstance(value, Mapping):
             raise DataError(f"expected a table of options, got {value!r}", field=where)
@@ -129,39 +120,52 @@ def _coerce(value: Any, tp: Any, where: str, text_ok: bool = False) -> Any:
             except DataError:
                 continue
         raise DataError(f"expected {_type_name(base)}, got {value!r}", field=where)
+    if base in (bool, int, float, str):
+        return _coerce_scalar(value, base, where, text_ok)
+    if isinstance(base, type) and not isinstance(value, base):
+        raise DataError(f"expected {_type_name(base)}, got {value!r}", field=where)
+    return value
+
+
+def _coerce_tuple(value: Any, base: Any, where: str, text_ok: bool) -> tuple:
+    """A list (or a comma-separated string) as a tuple of ``base``'s item types."""
+    args = typing.get_args(base)
+    if isinstance(value, str):  # "a,b" from a command line (or one name in a config)
+        value, text_ok = [v.strip() for v in value.split(",") if v.strip()], True
+    if not isinstance(value, (list, tuple)):
+        raise DataError(f"expected a list, got {value!r}", field=where)
+    if args and args[-1] is Ellipsis:
+        return tuple(_coerce(v, args[0], f"{where}[{i}]", text_ok) for i, v in enumerate(value))
+    if args and len(args) != len(value):
+        raise DataError(f"expected {len(args)} values, got {list(value)!r}", field=where)
+    return tuple(_coerce(v, a, f"{where}[{i}]", text_ok) for i, (v, a) in enumerate(zip(value, args)))
+
+
+def _coerce_scalar(value: Any, base: type, where: str, text_ok: bool) -> Any:
+    """``value`` as a bool, int, float or str (``base``); a number from text only when ``text_ok``."""
     if base is bool:
         if isinstance(value, bool):
             return value
         raise DataError(f"expected true or false, got {_shown(value, _bool_text)}", field=where)
-    if base is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, str) and text_ok:
-            try:
-                return int(value)
-            except ValueError:
-                pass
-        raise DataError(f"expected an integer, got {_shown(value, int)}", field=where)
-    if base is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            try:
-                return float(value)
-            except OverflowError:  # an integer beyond any float (10**400 in a JSON file)
-                raise DataError(f"must be a finite number, got an integer of {len(str(value))} digits",
-                                field=where) from None
-        if isinstance(value, str) and text_ok:
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise DataError(f"expected a number, got {_shown(value, float)}", field=where)
     if base is str:
         if isinstance(value, str):
             return value
         raise DataError(f"expected a string, got {value!r}", field=where)
-    if isinstance(base, type) and not isinstance(value, base):
-        raise DataError(f"expected {_type_name(base)}, got {value!r}", field=where)
-    return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and (base is float or isinstance(value, int)):
+        if base is int:
+            return value
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond any float (10**400 in a JSON file)
+            raise DataError(f"must be a finite number, got an integer of {len(str(value))} digits",
+                            field=where) from None
+    if isinstance(value, str) and text_ok:
+        try:
+            return base(value)
+        except ValueError:
+            pass
+    what = "an integer" if base is int else "a number"
+    raise DataError(f"expected {what}, got {_shown(value, base)}", field=where)
 
 
 def _shown(value: Any, parse: Any) -> str:

@@ -58,16 +58,7 @@ def example_from_dict(
     labels = row.get("labels") or {}
     if not isinstance(labels, dict):
         raise DataError("expected an object", path=path, line=line, field=f"{prefix}labels")
-    for name in ("id", "group"):
-        value = row.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise DataError(f"expected a string (or an integer), got {type(value).__name__} {value!r}",
-                            path=path, line=line, field=f"{prefix}{name}")
-        if isinstance(value, str) and not value.strip():
-            raise DataError("must not be empty (leave it out for an id derived from the text)"
-                            if name == "id" else "must not be empty", path=path, line=line, field=f"{prefix}{name}")
+    _check_id_and_group(row, path=path, line=line, prefix=prefix)
     check_label_values(labels, path=path, line=line, field_prefix=f"{prefix}labels.")
     check_labels(labels, label_scales, path=path, line=line, field_prefix=f"{prefix}labels.")
     judgments = row.get("judgments") or []
@@ -75,18 +66,7 @@ def example_from_dict(
         raise DataError(f"expected a list of {{\"judge\", \"labels\"}} objects, got {type(judgments).__name__}",
                         path=path, line=line, field=f"{prefix}judgments")
     for j, jd in enumerate(judgments):
-        where = f"{prefix}judgments[{j}]"
-        if not isinstance(jd, dict):
-            raise DataError(f"expected an object {{\"judge\", \"labels\"}}, got {type(jd).__name__}",
-                            path=path, line=line, field=where)
-        judge = jd.get("judge")
-        if judge is None or isinstance(judge, bool) or not isinstance(judge, (str, int)) or not str(judge).strip():
-            raise DataError(f"expected the judge's name (a string), got {judge!r}", path=path, line=line,
-                            field=f"{where}.judge")
-        if not isinstance(jd.get("labels"), dict):
-            raise DataError("expected an object of the judge's answers", path=path, line=line,
-                            field=f"{where}.labels")
-        check_label_values(jd["labels"], path=path, line=line, field_prefix=f"{where}.labels.")
+        _check_judgment(jd, path=path, line=line, where=f"{prefix}judgments[{j}]")
     meta = row.get("meta")
     if meta is not None and not isinstance(meta, dict):
         raise DataError(f"expected an object, got {type(meta).__name__}", path=path, line=line, field=f"{prefix}meta")
@@ -98,6 +78,35 @@ def example_from_dict(
         check_labels(judgment.labels, label_scales, path=path, line=line,
                      field_prefix=f"{prefix}judgments[{j}].labels.")
     return ex
+
+
+def _check_id_and_group(row: Mapping[str, Any], *, path: str | Path | None, line: int | None, prefix: str) -> None:
+    """``id`` and ``group``, when given, are non-empty strings (or integers)."""
+    for name in ("id", "group"):
+        value = row.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise DataError(f"expected a string (or an integer), got {type(value).__name__} {value!r}",
+                            path=path, line=line, field=f"{prefix}{name}")
+        if isinstance(value, str) and not value.strip():
+            raise DataError("must not be empty (leave it out for an id derived from the text)"
+                            if name == "id" else "must not be empty", path=path, line=line, field=f"{prefix}{name}")
+
+
+def _check_judgment(jd: Any, *, path: str | Path | None, line: int | None, where: str) -> None:
+    """One ``{"judge", "labels"}`` object: a judge's name and an object of numeric answers."""
+    if not isinstance(jd, dict):
+        raise DataError(f"expected an object {{\"judge\", \"labels\"}}, got {type(jd).__name__}",
+                        path=path, line=line, field=where)
+    judge = jd.get("judge")
+    if judge is None or isinstance(judge, bool) or not isinstance(judge, (str, int)) or not str(judge).strip():
+        raise DataError(f"expected the judge's name (a string), got {judge!r}", path=path, line=line,
+                        field=f"{where}.judge")
+    if not isinstance(jd.get("labels"), dict):
+        raise DataError("expected an object of the judge's answers", path=path, line=line,
+                        field=f"{where}.labels")
+    check_label_values(jd["labels"], path=path, line=line, field_prefix=f"{where}.labels.")
 
 
 def write_examples(path: str | Path, examples: Iterable[Example]) -> Path:

@@ -29,7 +29,8 @@ from rubric_induce.data.jsonl import read_json, read_jsonl, read_text
 from rubric_induce.data.labels import check_scale, require_two_classes
 from rubric_induce.data.model import Example, Judgment, LabelScale
 
-__all__ = ["load_generic", "examples_from_rows", "RowOptions", "read_rows", "lookup_field", "known_keys", "MISSING", "FORMATS"]
+__all__ = ["load_generic", "examples_from_rows", "RowOptions", "read_rows", "lookup_field", "known_keys", "MISSING",
+           "FORMATS"]
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv"}
 MISSING = object()
@@ -461,45 +462,12 @@ def read_rows(path: Path, fmt: str, required: list[str]) -> Iterator[tuple[int |
             yield line_no, None, obj
         return
     if fmt == "json":
-        data = read_json(path)
-        if isinstance(data, Mapping):
-            lists = [v for v in data.values() if isinstance(v, list)]
-            if len(lists) != 1:
-                raise DataError("expected a JSON array of objects (or an object holding one array)",
-                                path=path)
-            data = lists[0]
-        if not isinstance(data, list):
-            raise DataError(f"expected a JSON array of objects, got {type(data).__name__}", path=path)
-        for i, obj in enumerate(data):
-            if not isinstance(obj, Mapping):
-                raise DataError(f"record {i}: expected an object, got {type(obj).__name__}", path=path)
-            yield None, i, obj
+        yield from _json_records(path)
         return
     text = read_text(path)  # bytes, not universal newlines: "\r" inside quoted cells stays
     reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t" if fmt == "tsv" else ",")
     try:
-        header = next(reader, None)
-        if header is None or not any(h.strip() for h in header):
-            raise DataError("empty file (expected a header line)", path=path, line=1)
-        header = [h.strip() for h in header]
-        dup = sorted({h for h in header if header.count(h) > 1})
-        if dup:
-            raise DataError(f"duplicate column names {dup}", path=path, line=1)
-        for col in required:
-            if col not in header:
-                for sep, name in ((";", "semicolon"), ("|", "pipe"), ("\t", "tab"), (",", "comma")):
-                    split = [h.strip() for h in header[0].split(sep)] if len(header) == 1 else []
-                    if len(split) > 1 and col in split:  # e.g. Excel's ';' CSV in many locales
-                        how = " ([data.mapping] in a run config, --format for score)"
-                        fix = (f"give it a .tsv name or set format = \"tsv\"{how}" if sep == "\t" else
-                               f"give it a .csv name or set format = \"csv\"{how}" if sep == "," else
-                               f"save it with commas (or tabs, as .tsv), e.g. pandas.read_csv(path, sep={sep!r})"
-                               ".to_csv(out, index=False)")
-                        raise DataError(f"the header is one column {header[0][:80]!r}: this file is "
-                                        f"{name}-separated, not {'tab' if fmt == 'tsv' else 'comma'}-separated; "
-                                        f"{fix}", path=path, line=1)
-                raise DataError(f"missing column {col!r} in the header (columns: {', '.join(header)})"
-                                f"{suggest(col, header)}", path=path, line=1, field=col)
+        header = _checked_header(next(reader, None), required, fmt, path)
         start = reader.line_num + 1
         for cells in reader:
             line = start
@@ -513,3 +481,52 @@ def read_rows(path: Path, fmt: str, required: list[str]) -> Iterator[tuple[int |
             yield line, None, row
     except csv.Error as exc:
         raise DataError(f"malformed {fmt.upper()} ({exc})", path=path, line=reader.line_num) from None
+
+
+def _json_records(path: Path) -> Iterator[tuple[None, int, Mapping[str, Any]]]:
+    """The objects of a JSON array (or of the one array an object holds), with their index."""
+    data = read_json(path)
+    if isinstance(data, Mapping):
+        lists = [v for v in data.values() if isinstance(v, list)]
+        if len(lists) != 1:
+            raise DataError("expected a JSON array of objects (or an object holding one array)",
+                            path=path)
+        data = lists[0]
+    if not isinstance(data, list):
+        raise DataError(f"expected a JSON array of objects, got {type(data).__name__}", path=path)
+    for i, obj in enumerate(data):
+        if not isinstance(obj, Mapping):
+            raise DataError(f"record {i}: expected an object, got {type(obj).__name__}", path=path)
+        yield None, i, obj
+
+
+def _checked_header(header: list[str] | None, required: list[str], fmt: str, path: Path) -> list[str]:
+    """The stripped CSV/TSV header: not empty, no repeated names, every ``required`` column."""
+    if header is None or not any(h.strip() for h in header):
+        raise DataError("empty file (expected a header line)", path=path, line=1)
+    header = [h.strip() for h in header]
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise DataError(f"duplicate column names {dup}", path=path, line=1)
+    for col in required:
+        if col not in header:
+            _refuse_other_separator(header, col, fmt, path)
+            raise DataError(f"missing column {col!r} in the header (columns: {', '.join(header)})"
+                            f"{suggest(col, header)}", path=path, line=1, field=col)
+    return header
+
+
+def _refuse_other_separator(header: list[str], col: str, fmt: str, path: Path) -> None:
+    """A one-column header that holds ``col`` when split on another separator: the file was read
+    with the wrong one (e.g. Excel's ';' CSV in many locales)."""
+    for sep, name in ((";", "semicolon"), ("|", "pipe"), ("\t", "tab"), (",", "comma")):
+        split = [h.strip() for h in header[0].split(sep)] if len(header) == 1 else []
+        if len(split) > 1 and col in split:
+            how = " ([data.mapping] in a run config, --format for score)"
+            fix = (f"give it a .tsv name or set format = \"tsv\"{how}" if sep == "\t" else
+                   f"give it a .csv name or set format = \"csv\"{how}" if sep == "," else
+                   f"save it with commas (or tabs, as .tsv), e.g. pandas.read_csv(path, sep={sep!r})"
+                   ".to_csv(out, index=False)")
+            raise DataError(f"the header is one column {header[0][:80]!r}: this file is "
+                            f"{name}-separated, not {'tab' if fmt == 'tsv' else 'comma'}-separated; "
+                            f"{fix}", path=path, line=1)

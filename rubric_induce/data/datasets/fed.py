@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.datasets._common import check_scale, dataset_file, get_field, get_text, mean_or_none, where
@@ -107,20 +110,9 @@ def load_fed(root: str | os.PathLike[str] | None = None, level: str = "turn") ->
         else:
             fields = {"text": context}
             group = f"fed/{i}"
-        ann = get_field(rec, "annotations", path=path, record=i)
-        per_rater: dict[str, list[float | None]] = {}
-        for name, (key, _, _) in questions.items():
-            f = f"annotations.{key}"
-            raw = get_field(ann, key, path=path, record=i, field=f)
-            if not isinstance(raw, list) or not raw:
-                raise DataError(f"{where(i)}expected a non-empty list of answers", path=path, field=f)
-            per_rater[name] = [_answer(v, path, i, f"{f}[{k}]") for k, v in enumerate(raw)]
-        sizes = {len(v) for v in per_rater.values()}
-        if len(sizes) != 1:
-            raise DataError(f"{where(i)}questions have different numbers of annotators {sorted(sizes)}",
-                            path=path, field="annotations")
+        per_rater = _per_rater(get_field(rec, "annotations", path=path, record=i), questions, path, i)
         judgments = []
-        for k in range(sizes.pop()):
+        for k in range(len(next(iter(per_rater.values())))):
             labels = {name: vals[k] for name, vals in per_rater.items()}
             check_scale(labels, rater_scales, path=path, record=i, field_prefix="annotations.")
             judgments.append(Judgment(judge=f"annotator{k + 1}", labels=labels))
@@ -132,6 +124,22 @@ def load_fed(root: str | os.PathLike[str] | None = None, level: str = "turn") ->
     if not out:
         raise DataError(f"no {level}-level records in file", path=path)
     return out
+
+
+def _per_rater(ann: Any, questions: Mapping[str, tuple], path: Path, i: int) -> dict[str, list[float | None]]:
+    """Each question's answers, one per annotator (every question has the same number of them)."""
+    per_rater: dict[str, list[float | None]] = {}
+    for name, (key, _, _) in questions.items():
+        f = f"annotations.{key}"
+        raw = get_field(ann, key, path=path, record=i, field=f)
+        if not isinstance(raw, list) or not raw:
+            raise DataError(f"{where(i)}expected a non-empty list of answers", path=path, field=f)
+        per_rater[name] = [_answer(v, path, i, f"{f}[{k}]") for k, v in enumerate(raw)]
+    sizes = {len(v) for v in per_rater.values()}
+    if len(sizes) != 1:
+        raise DataError(f"{where(i)}questions have different numbers of annotators {sorted(sizes)}",
+                        path=path, field="annotations")
+    return per_rater
 
 
 def _answer(value: object, path, record: int, field: str) -> float | None:
