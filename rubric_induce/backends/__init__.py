@@ -32,6 +32,7 @@ from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.redact import redact_spec, split_model_url
 from rubric_induce.backends.registry import BACKENDS
 from rubric_induce.core.errors import BackendError
+from rubric_induce.core.params import suggest
 
 __all__ = ["get_backend", "parse_backend_spec", "Backend", "CallOptions", "ChatResult", "AnswerLogprobs",
            "TokenLogprob", "Usage", "Message", "BACKEND_KINDS", "BACKENDS"]
@@ -44,8 +45,6 @@ def parse_backend_spec(spec: str) -> tuple[str, str, str | None]:
     spec = spec.strip()
     kind, _, rest = spec.partition("/")
     if kind not in BACKEND_KINDS:
-        from rubric_induce.core.params import suggest
-
         raise BackendError(f"unknown backend {redact_spec(spec)!r}{suggest(kind, BACKEND_KINDS)}: expected one of "
                            + ", ".join(f"{k}[/model]" for k in BACKEND_KINDS))
     base_url = None

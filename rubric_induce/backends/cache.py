@@ -35,6 +35,7 @@ import numpy as np
 
 from rubric_induce.backends.base import FAULT_KEYS, AnswerLogprobs, Backend, ChatResult, FaultCounts, Message, Usage
 from rubric_induce.backends.options import CallOptions
+from rubric_induce.core.errors import BackendError, DataError
 
 __all__ = ["CallCache", "UsageTally", "CachedBackend", "cache_key", "canonical_json", "canonical_value",
            "default_cache_path", "chat_payload", "answer_logprobs_payload", "FLUSH_EVERY_S", "FLUSH_ROWS"]
@@ -144,8 +145,6 @@ def cache_key(identity: Mapping[str, Any], method: str, payload: Mapping[str, An
 
 
 def _damaged(path: Path, exc: BaseException) -> Exception:
-    from rubric_induce.core.errors import DataError
-
     return DataError(f"the call cache is damaged ({exc}): delete it (finished LLM calls will be made again) "
                      "or set [backend] cache (CLI --cache) to another file", path=path)
 
@@ -177,8 +176,6 @@ class CallCache:
             self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False,
                                          isolation_level=None)
         except sqlite3.OperationalError as exc:  # a folder, no permission
-            from rubric_induce.core.errors import DataError
-
             raise DataError(f"cannot open the call cache ({exc}); set [backend] cache (CLI --cache) to a "
                             "file that can be written", path=self.path) from None
         try:
@@ -511,8 +508,6 @@ class CachedBackend(Backend):
         """``result`` as the row to store, if it reads back as it is (else a BackendError: a reply that
         cannot be stored, e.g. a token that is not text, is a failed call, never a row that a later
         run cannot read)."""
-        from rubric_induce.core.errors import BackendError
-
         row = result.to_dict()
         try:
             cls.from_dict(row)

@@ -5,6 +5,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from rubric_induce.backends import get_backend, parse_backend_spec
+from rubric_induce.backends.cache import SECRET_HINTS
+from rubric_induce.backends.redact import redact_spec
+from rubric_induce.core.errors import BackendError, DataError
 from rubric_induce.core.params import Params, param
 
 __all__ = ["BackendParams", "BACKEND_OPTIONS", "OPENAI_TOP_LOGPROBS_CAP"]
@@ -61,10 +65,6 @@ class BackendParams(Params):
                                   "the call cache key.")
 
     def check(self) -> None:
-        from rubric_induce.backends import parse_backend_spec
-        from rubric_induce.backends.redact import redact_spec
-        from rubric_induce.core.errors import BackendError, DataError
-
         try:
             kind, _, _ = parse_backend_spec(self.spec)
         except BackendError as exc:
@@ -82,9 +82,6 @@ class BackendParams(Params):
         self._check_extra_body()
 
     def _check_extra_body(self) -> None:
-        from rubric_induce.backends.cache import SECRET_HINTS
-        from rubric_induce.core.errors import DataError
-
         def walk(obj: Any, path: str) -> None:
             if isinstance(obj, dict):
                 for k, v in obj.items():
@@ -117,8 +114,6 @@ class BackendParams(Params):
     def for_spec(cls, spec: str, options: Any = None) -> BackendParams:
         """``spec`` with those of ``options`` (field names) that apply to its kind; e.g. a scorer
         probed through a server and reopened on ``local`` drops ``top_logprobs``."""
-        from rubric_induce.backends import parse_backend_spec
-
         kind = parse_backend_spec(spec)[0]
         return cls(spec=spec, **{k: v for k, v in dict(options or {}).items()
                                  if k in BACKEND_OPTIONS and kind in BACKEND_OPTIONS[k]})
@@ -126,8 +121,6 @@ class BackendParams(Params):
     def options(self, kind: str | None = None) -> dict[str, Any]:
         """The set options as keyword arguments of :func:`~rubric_induce.backends.get_backend`;
         with ``kind``, only those that apply to that kind (e.g. for dedup's judge backend)."""
-        from rubric_induce.backends import parse_backend_spec
-
         kind = kind or parse_backend_spec(self.spec)[0]
         out: dict[str, Any] = {}
         for name, kinds in BACKEND_OPTIONS.items():
@@ -141,8 +134,6 @@ class BackendParams(Params):
 
         ``key_from_env=False``: the spec was read from a file the user did not write (an artifact);
         an OpenAI-compatible endpoint then gets no API key from the environment."""
-        from rubric_induce.backends import get_backend, parse_backend_spec
-
         spec = spec or self.spec
         kind = parse_backend_spec(spec)[0]
         options = self.options(kind)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.errors import DataError
+from rubric_induce.core.textfiles import parse_json
 
 __all__ = [
     "ModelPrice",
@@ -135,8 +136,6 @@ def _read_file(path: str | Path) -> dict[str, Any]:
         line = exc.object.count(b"\n", 0, exc.start) + 1
         raise DataError(f"not UTF-8 text (byte {exc.object[exc.start]:#04x})", path=p, line=line) from None
     if p.suffix.lower() == ".json":  # a lone surrogate escape or a 5,000-digit integer names its line and field
-        from rubric_induce.core.textfiles import parse_json
-
         data = parse_json(text, path=p)
     else:
         import tomllib

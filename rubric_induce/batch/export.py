@@ -39,9 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.backends.base import Backend
+from rubric_induce.backends.cache import canonical_json
+from rubric_induce.backends.openai_compat import OpenAICompatibleBackend
 from rubric_induce.backends.options import CallOptions
-from rubric_induce.backends.redact import redact_obj, redact_text
+from rubric_induce.backends.pricing import is_snapshot_of
+from rubric_induce.backends.redact import redact_obj, redact_text, strip_redacted
 from rubric_induce.core.errors import BackendError, DataError, RubricInduceError
+from rubric_induce.core.safepaths import inside_folder
+from rubric_induce.data.jsonl import write_json
 from rubric_induce.probing.calls import ProbeCall, request_body, unwrap_backend
 
 __all__ = ["MAX_LINES", "CHAT_URL", "BatchExport", "IngestReport", "export_batch", "ingest_results",
@@ -203,8 +208,6 @@ def export_batch(calls: Sequence[ProbeCall], backend: Backend, directory: str | 
         "max_lines": int(max_lines), "files": entries, "index": INDEX,
         **dict(meta or {}),
     }
-    from rubric_induce.data.jsonl import write_json
-
     write_json(directory / MANIFEST, redact_obj(manifest))
     return BatchExport(directory, files, len(todo), cached, duplicates, dependent, manifest)
 
@@ -243,8 +246,6 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
         if key not in doc:
             raise DataError("the batch manifest lacks this field", path=path, field=key)
     _check_manifest(doc, path)
-    from rubric_induce.core.safepaths import inside_folder
-
     # a received batch folder names files inside it only (links followed)
     inside_folder(directory, doc["index"], path=path, field="index")
     for entry in doc["files"]:
@@ -289,9 +290,6 @@ def _check_manifest(doc: Mapping[str, Any], path: Path) -> None:
 def backend_from_manifest(manifest: Mapping[str, Any]) -> Backend:
     """An OpenAI-compatible backend with the manifest's identity, for parsing replies only: it gets
     no API key and is never asked to call (its cache keys equal the exporter's)."""
-    from rubric_induce.backends.openai_compat import OpenAICompatibleBackend
-    from rubric_induce.backends.redact import strip_redacted
-
     ident = dict(manifest["backend"])
     kind = ident.get("kind")
     if kind not in ("openai", "openai-compatible"):
@@ -387,8 +385,6 @@ def _check_reply(body: Mapping[str, Any], model: str, path: Path, n: int) -> Non
     """A 200 body's usage (whole, non-negative token counts) and model (the export's, or a dated
     snapshot of it, as the OpenAI API answers): anything else is a DataError naming the field, so
     that a damaged or foreign results file stores nothing."""
-    from rubric_induce.backends.pricing import is_snapshot_of
-
     usage = body.get("usage")
     if usage is not None:
         if not isinstance(usage, Mapping):
@@ -430,8 +426,6 @@ def ingest_results(files: Sequence[str | Path], batch_dir: str | Path, cache: An
     calls (and, with ``retry_missing``, of calls with no result line); default
     ``<batch_dir>/retry-requests.jsonl`` when there are any.
     """
-    from rubric_induce.backends.cache import canonical_json
-
     batch_dir = Path(batch_dir)
     manifest = read_manifest(batch_dir)
     index = _read_index(batch_dir, manifest)

@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rubric_induce.backends.redact import redact_text
 from rubric_induce.core.errors import DataError
+from rubric_induce.core.safepaths import replace_with_text
+from rubric_induce.core.textfiles import parse_json
 
 __all__ = ["BatchRequest", "Outcome", "RequestFile", "scan_requests", "iter_requests", "result_path",
            "resume_results", "result_line", "ResultWriter", "encode_body"]
@@ -103,9 +106,8 @@ def _parse_line(path: Path, lineno: int, raw: str) -> tuple[str, str, dict[str, 
         raise _fail(path, lineno, None, "not usable JSON: nested too deeply") from None
     except ValueError:  # an integer past Python's 4300-digit limit
         obj = None
-    if obj is None or re.search(r"\\u[dD][89a-fA-F]", text):  # that integer, or a surrogate escape: a lone one
-        from rubric_induce.core.textfiles import parse_json  # is named by field (no UTF-8 request can hold it)
-
+    # that integer, or a surrogate escape: a lone one is named by field (no UTF-8 request can hold it)
+    if obj is None or re.search(r"\\u[dD][89a-fA-F]", text):
         obj = parse_json(text, path=path, line=lineno)
     if not isinstance(obj, dict):
         raise _fail(path, lineno, None, f"a request line must be a JSON object, got {type(obj).__name__}")
@@ -218,8 +220,6 @@ def resume_results(out: Path) -> set[str]:
             else:
                 dropped += 1
     if dropped:
-        from rubric_induce.core.safepaths import replace_with_text
-
         replace_with_text(out, "".join(keep))  # never through a planted link
     return done
 
@@ -227,8 +227,6 @@ def resume_results(out: Path) -> set[str]:
 def result_line(custom_id: str, outcome: Outcome) -> dict[str, Any]:
     """The OpenAI Batch output line for one outcome (a body that is not JSON is kept as an error
     body ``{"error": {"message": <text>}}``)."""
-    from rubric_induce.backends.redact import redact_text
-
     line_id = f"batch_req_{uuid.uuid4().hex}"
     if outcome.status_code is None:
         return {"id": line_id, "custom_id": custom_id, "response": None,

@@ -26,6 +26,8 @@ from typing import Any
 
 from rubric_induce.backends.redact import register_secret
 from rubric_induce.batch.endpoints import Endpoint, RetryPolicy, api_key_from_env, parse_endpoints
+from rubric_induce.batch.engines.http import require_httpx, run_http
+from rubric_induce.batch.engines.ray import ray_runtime, require_ray, run_ray
 from rubric_induce.batch.files import (
     BatchRequest,
     Outcome,
@@ -38,6 +40,7 @@ from rubric_induce.batch.files import (
 )
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.progress import progress_bar
+from rubric_induce.core.safepaths import replace_with_text
 
 __all__ = ["run_batch", "BatchRunSummary", "FileSummary", "ENGINES", "SUMMARY_NAME", "Endpoint",
            "RetryPolicy", "BatchRequest", "Outcome", "parse_endpoints", "api_key_from_env",
@@ -131,12 +134,8 @@ def run_batch(
     if out.exists() and not out.is_dir():
         raise DataError("the output must be a folder", path=out)
     if engine == "ray":   # a missing package fails before any file is touched
-        from rubric_induce.batch.engines.ray import require_ray
-
         require_ray()
     else:
-        from rubric_induce.batch.engines.http import require_httpx
-
         require_httpx()
     files = scan_requests([Path(p) for p in request_paths], out)
     out.mkdir(parents=True, exist_ok=True)
@@ -159,8 +158,6 @@ def run_batch(
     stats_acc: dict[str, dict[str, Any]] = {}
     runtime: Any = contextlib.nullcontext()
     if engine == "ray":
-        from rubric_induce.batch.engines.ray import ray_runtime
-
         runtime = ray_runtime(ray_address, ray_num_cpus)   # one Ray runtime for every file
     try:
         with runtime:
@@ -193,13 +190,9 @@ def _execute(engine: str, requests, eps: list[Endpoint], writer: ResultWriter, *
              max_in_flight: int, api_key: str | None, on_done, ray_concurrency: int, ray_batch_size: int,
              http_client_factory: Any) -> dict[str, dict[str, Any]]:
     if engine == "http":
-        from rubric_induce.batch.engines.http import run_http
-
         stats = run_http(requests, eps, writer.write, policy=policy, max_in_flight=max_in_flight,
                          api_key=api_key, on_done=on_done, http_client_factory=http_client_factory)
         return {s.endpoint: s.to_dict() for s in stats}
-    from rubric_induce.batch.engines.ray import run_ray
-
     return run_ray(requests, eps, writer.write, policy=policy, max_in_flight=max_in_flight, api_key=api_key,
                    concurrency=ray_concurrency, batch_size=ray_batch_size, on_done=on_done)
 
@@ -216,6 +209,4 @@ def _accumulate(acc: dict[str, dict[str, Any]], stats: dict[str, dict[str, Any]]
 
 
 def _write_summary(path: Path, summary: BatchRunSummary) -> None:
-    from rubric_induce.core.safepaths import replace_with_text
-
     replace_with_text(path, json.dumps(summary.to_dict(), indent=2) + "\n")  # never through a planted link
