@@ -17,14 +17,25 @@ Settings:
   cascade); violation is checked against the true conditional agreement (closed form).
 
 Per setting and target, over ``--splits`` random calibration/test splits (``--cal-frac`` of the
-texts to fit): the violation rate (share of splits whose agreement on the answered test texts is
-below the target; splits that answer nothing count as no violation), coverage, and the share of
-texts sent to the strong judge. Baselines: the strong judge alone (with and without a guarantee)
-and the naive consistency cascade (the cheap judge answers when its two Swap orders agree, else
-GPT-4; rows ``"naive": true``). Method ``cascade`` fits per-stage thresholds at delta/2 each
-(Bonferroni, the library's default), ``cascade-shared`` one threshold on the shared confidence
-scale (see :mod:`rubric_induce.scoring.cascade`). LLMBar/LLM-RUBRIC violations are measured on finite test halves,
-so they include the test set's own sampling noise.
+texts to fit), each row gives (``"naive": true`` marks the baselines that carry no guarantee):
+
+* ``coverage``: share of the test texts answered (planted: the true coverage);
+* ``violation_rate``: the whole labelled set is the population: a split violates when agreement over
+  every labelled text answered at the fitted thresholds (calibration and test alike) is below the
+  target; a split that issues no guarantee (no threshold, or too few calibration texts for the
+  target: ``fit_failures``) answers nothing and does not violate (planted: the true conditional
+  agreement, in closed form). This is what the guarantee bounds by delta, marginally over draws;
+* ``test_violation_rate``: the same on the test half only (adds that half's own sampling noise);
+* ``issued_share``: share of calibration draws that issue a guarantee (answer something);
+* ``conditional_violation``: ``violation_rate`` among the draws that issued one, which is what a
+  user who is shown a guarantee faces; the procedure does not bound it by delta (it can be
+  far above delta when few draws issue one);
+* ``strong_share``: share of texts sent on to the strong judge.
+
+Baselines: the strong judge alone (with and without a guarantee) and the naive consistency cascade
+(the cheap judge answers when its two Swap orders agree, else GPT-4). Method ``cascade`` fits
+per-stage thresholds at delta/2 each (Bonferroni, the library's default), ``cascade-shared`` one
+threshold on the shared confidence scale (see :mod:`rubric_induce.scoring.cascade`).
 
 Usage::
 
@@ -151,16 +162,43 @@ def _splits(n: int, cal_frac: float, splits: int, rng: np.random.Generator):
         yield perm[:m], perm[m:]
 
 
-def _summary(setting: str, method: str, target: float, delta: float, viol: list[bool], cov: list[float],
-             strong: list[float] | None, agree: list[float], n_cal: int, n_test: int, **extra) -> dict[str, Any]:
-    k = len(viol)
-    rate = float(np.mean(viol)) if k else None
-    return {"setting": setting, "method": method, "target": target, "delta": delta, "violation_rate": rate,
+def _record(issued: bool, answered: np.ndarray, correct: np.ndarray, test: np.ndarray, target: float,
+            strong: float | None = None) -> dict[str, Any]:
+    """One split's outcome. ``answered`` / ``correct``: over every labelled text at the fitted
+    thresholds (the population); ``test``: the test half's indices."""
+    pop = _test_agreement(answered, correct)
+    a = _test_agreement(answered[test], correct[test])
+    return {"issued": bool(issued), "viol": bool(issued and answered.any() and pop < target),
+            "test_viol": bool(answered[test].any() and a < target), "cov": float(answered[test].mean()),
+            "strong": strong, "agree": a}
+
+
+_NOT_ISSUED = {"issued": False, "viol": False, "test_viol": False, "cov": 0.0, "agree": np.nan}
+
+
+def _rate(flags: list[bool]) -> float | None:
+    return float(np.mean(flags)) if flags else None
+
+
+def _summary(setting: str, method: str, target: float, delta: float, recs: list[dict[str, Any]], n_cal: int,
+             n_test: int | None, *, naive: bool = False, **extra) -> dict[str, Any]:
+    """A row: coverage, violation rates (whole set, test half), issued share and the violation rate
+    among issued guarantees over the splits' records (see the module docstring)."""
+    k = len(recs)
+    rate = _rate([r["viol"] for r in recs])
+    issued = [r for r in recs if r["issued"]]
+    strong = [r["strong"] for r in recs if r.get("strong") is not None]
+    agree = [r["agree"] for r in recs]
+    return {"setting": setting, "method": method, "target": target, "delta": delta,
+            "coverage": _rate([r["cov"] for r in recs]), "violation_rate": rate,
             "mc_se": math.sqrt(rate * (1 - rate) / k) if k and rate is not None else None,
-            "coverage": float(np.mean(cov)) if cov else None,
+            "test_violation_rate": None if n_test is None else _rate([r["test_viol"] for r in recs]),
+            "issued_share": None if naive else _rate([r["issued"] for r in recs]),
+            "conditional_violation": None if naive else _rate([r["viol"] for r in issued]),
             "strong_share": float(np.mean(strong)) if strong else None,
             "agreement": float(np.nanmean(agree)) if agree and np.isfinite(agree).any() else None,
-            "n_splits": k, "n_cal": n_cal, "n_test": n_test, "naive": False, **extra}
+            "n_splits": k, "n_issued": None if naive else len(issued), "n_cal": n_cal, "n_test": n_test,
+            "naive": naive, "guaranteed": not naive, **extra}
 
 
 def _test_agreement(answered: np.ndarray, correct: np.ndarray) -> float:
@@ -180,50 +218,41 @@ def llmbar_setting(name: str, data: dict[str, Any], cheap: str, targets: list[fl
     setting = f"llmbar/{name}: {cheap} -> {STRONG}"
     rows = []
     n = len(gold)
+    every = np.arange(n)
     for target in targets:
         rng = np.random.default_rng(seed)
-        acc = {k: {"viol": [], "cov": [], "strong": [], "agree": []} for k in
-               ("cascade", "cascade-shared", "strong-guaranteed", "strong-alone", "naive")}
+        acc: dict[str, list[dict[str, Any]]] = {k: [] for k in
+                                                 ("cascade", "cascade-shared", "strong-guaranteed", "strong-alone",
+                                                  "naive")}
         failures = {"cascade": 0, "cascade-shared": 0}
         for cal, test in _splits(n, cal_frac, splits, rng):
             for method in ("bonferroni", "shared"):
                 key = "cascade" if method == "bonferroni" else "cascade-shared"
                 try:
                     cg = fit_cascade(C[:, cal], A[:, cal], target=target, delta=delta, method=method)
-                except DataError:  # too few calibration texts for the target: reported as fit_failures
+                except DataError:  # too few calibration texts for the target: no guarantee issued
                     failures[key] += 1
+                    acc[key].append({**_NOT_ISSUED, "strong": 1.0})
                     continue
-                st = route(C[:, test], cg.thresholds)
+                st = route(C, cg.thresholds)
                 ans = st >= 0
-                corr = np.zeros(len(test), bool)
-                corr[ans] = A[st[ans], test[ans]]
-                a = _test_agreement(ans, corr)
-                acc[key]["viol"].append(bool(ans.any() and a < target))
-                acc[key]["cov"].append(float(ans.mean()))
-                acc[key]["strong"].append(float((st != 0).mean()))  # every text stage 0 did not answer goes on
-                acc[key]["agree"].append(a)
+                corr = np.zeros(n, bool)
+                corr[ans] = A[st[ans], every[ans]]
+                issued = any(t is not None for t in cg.thresholds)
+                # every text stage 0 did not answer goes on
+                acc[key].append(_record(issued, ans, corr, test, target, float((st[test] != 0).mean())))
             g = fit_guarantee(C[1, cal], A[1, cal], target=target, delta=delta)
-            ans = g.answers(C[1, test])
-            a = _test_agreement(ans, A[1, test])
-            acc["strong-guaranteed"]["viol"].append(bool(ans.any() and a < target))
-            acc["strong-guaranteed"]["cov"].append(float(ans.mean()))
-            acc["strong-guaranteed"]["strong"].append(1.0)
-            acc["strong-guaranteed"]["agree"].append(a)
-            for key, corr, strong in (("strong-alone", A[1, test], 1.0),
-                                      ("naive", naive_correct[test], float((~consistent[test]).mean()))):
-                a = float(corr.mean())
-                acc[key]["viol"].append(bool(a < target))
-                acc[key]["cov"].append(1.0)
-                acc[key]["strong"].append(strong)
-                acc[key]["agree"].append(a)
+            acc["strong-guaranteed"].append(_record(g.threshold is not None, g.answers(C[1]), A[1], test, target,
+                                                    1.0))
+            always = np.ones(n, bool)
+            acc["strong-alone"].append(_record(True, always, A[1], test, target, 1.0))
+            acc["naive"].append(_record(True, always, naive_correct, test, target,
+                                        float((~consistent[test]).mean())))
         m = int(round(cal_frac * n))
-        for key, v in acc.items():
-            row = _summary(setting, key, target, delta, v["viol"], v["cov"], v["strong"], v["agree"], m, n - m)
-            row["naive"] = key == "naive"
-            row["guaranteed"] = key in ("cascade", "cascade-shared", "strong-guaranteed")
-            if key in failures:
-                row["fit_failures"] = failures[key]
-            rows.append(row)
+        for key, recs in acc.items():
+            extra = {"fit_failures": failures[key]} if key in failures else {}
+            rows.append(_summary(setting, key, target, delta, recs, m, n - m,
+                                 naive=key in ("strong-alone", "naive"), **extra))
     return rows
 
 
@@ -265,25 +294,22 @@ def llm_rubric_settings(pr: dict[str, np.ndarray], targets: list[float], delta: 
         for target in targets:
             for measure, conf in confs.items():
                 rng = np.random.default_rng(seed)
-                v, cov, agree, fails = [], [], [], 0
+                recs, fails = [], 0
                 for cal, test in _splits(n, cal_frac, splits, rng):
                     try:
                         g = fit_guarantee(conf[cal], agreed[cal], target=target, delta=delta, measure=measure)
-                    except DataError:
+                    except DataError:  # too few calibration texts: no guarantee issued
                         fails += 1
+                        recs.append(dict(_NOT_ISSUED))
                         continue
-                    ans = g.answers(conf[test])
-                    a = _test_agreement(ans, agreed[test])
-                    v.append(bool(ans.any() and a < target))
-                    cov.append(float(ans.mean()))
-                    agree.append(a)
-                rows.append(_summary(f"llm_rubric/Q0 tol={tol:g}", f"selective-{measure}", target, delta, v, cov,
-                                     None, agree, m, n - m, guaranteed=True, fit_failures=fails))
+                    recs.append(_record(g.threshold is not None, g.answers(conf), agreed, test, target))
+                rows.append(_summary(f"llm_rubric/Q0 tol={tol:g}", f"selective-{measure}", target, delta, recs,
+                                     m, n - m, fit_failures=fails))
             rng = np.random.default_rng(seed)
-            base = [float(agreed[test].mean()) for _, test in _splits(n, cal_frac, splits, rng)]
-            rows.append(_summary(f"llm_rubric/Q0 tol={tol:g}", "no-abstention", target, delta,
-                                 [a < target for a in base], [1.0] * len(base), None, base, m, n - m,
-                                 guaranteed=False))
+            always = np.ones(n, bool)
+            base = [_record(True, always, agreed, test, target) for _, test in _splits(n, cal_frac, splits, rng)]
+            rows.append(_summary(f"llm_rubric/Q0 tol={tol:g}", "no-abstention", target, delta, base, m, n - m,
+                                 naive=True))
     return rows
 
 
@@ -294,32 +320,33 @@ def planted_settings(targets: list[float], delta: float, splits: int, n_cal: int
     two = [PlantedStage(floor=0.3, power=2.0), PlantedStage(floor=0.6, power=1.0)]
     for target in targets:
         rng = np.random.default_rng(seed)
-        v, cov, agree = [], [], []
+        recs = []
         for _ in range(splits):
             C, A = planted(one, n_cal, rng)
             g = fit_guarantee(C[0], A[0], target=target, delta=delta)
             truth = true_agreement(one[0], g.threshold)
-            v.append(truth is not None and truth < target)
-            cov.append(0.0 if g.threshold is None else 1.0 - g.threshold)
-            agree.append(np.nan if truth is None else truth)
-        rows.append(_summary("planted/one judge", "selective", target, delta, v, cov, None, agree, n_cal, 0,
-                             guaranteed=True, truth="closed form"))
+            recs.append(_planted_record(truth, target, 0.0 if g.threshold is None else 1.0 - g.threshold))
+        rows.append(_summary("planted/one judge", "selective", target, delta, recs, n_cal, None,
+                             truth="closed form"))
         for method in ("bonferroni", "shared"):
             rng = np.random.default_rng(seed)
-            v, cov, strong, agree = [], [], [], []
+            recs = []
             for _ in range(splits):
                 C, A = planted(two, n_cal, rng)
                 cg = fit_cascade(C, A, target=target, delta=delta, method=method)
                 truth = true_cascade_agreement(two, cg.thresholds)
-                v.append(truth is not None and truth < target)
                 t0 = cg.thresholds[0]
-                cov.append(_true_cascade_coverage(cg.thresholds))
-                strong.append(1.0 if t0 is None else min(max(t0, 0.0), 1.0))  # P(c0 < t0): sent on
-                agree.append(np.nan if truth is None else truth)
+                recs.append(_planted_record(truth, target, _true_cascade_coverage(cg.thresholds),
+                                            1.0 if t0 is None else min(max(t0, 0.0), 1.0)))  # P(c0 < t0): sent on
             rows.append(_summary("planted/cascade", "cascade" if method == "bonferroni" else "cascade-shared",
-                                 target, delta, v, cov, strong, agree, n_cal, 0, guaranteed=True,
-                                 truth="closed form"))
+                                 target, delta, recs, n_cal, None, truth="closed form"))
     return rows
+
+
+def _planted_record(truth: float | None, target: float, coverage: float, strong: float | None = None) -> dict:
+    """A planted draw: the population is infinite, so the true conditional agreement decides."""
+    return {"issued": truth is not None, "viol": truth is not None and truth < target, "test_viol": False,
+            "cov": coverage, "strong": strong, "agree": np.nan if truth is None else truth}
 
 
 def _true_cascade_coverage(thresholds: list[float | None]) -> float:
@@ -337,12 +364,15 @@ def _true_cascade_coverage(thresholds: list[float | None]) -> float:
 def table(rows: list[dict[str, Any]]) -> str:
     def f(v, p=3):
         return "—" if v is None else (f"{v:.{p}f}" if isinstance(v, float) else str(v))
-    lines = ["| setting | method | target | violation rate (± MC se) | coverage | strong share | agreement | splits |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| setting | method | target | coverage | violation rate, whole set (± MC se) | test-half violation | "
+             "issued share | violation when issued | strong share | agreement | splits |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         name = r["method"] + (" (naive)" if r.get("naive") else "")
-        lines.append(f"| {r['setting']} | {name} | {r['target']:g} | {f(r['violation_rate'])} ± {f(r['mc_se'])} | "
-                     f"{f(r['coverage'])} | {f(r['strong_share'])} | {f(r['agreement'])} | {r['n_splits']} |")
+        lines.append(f"| {r['setting']} | {name} | {r['target']:g} | {f(r['coverage'])} | "
+                     f"{f(r['violation_rate'])} ± {f(r['mc_se'])} | {f(r['test_violation_rate'])} | "
+                     f"{f(r['issued_share'])} | {f(r['conditional_violation'])} | {f(r['strong_share'])} | "
+                     f"{f(r['agreement'])} | {r['n_splits']} |")
     return "\n".join(lines)
 
 
