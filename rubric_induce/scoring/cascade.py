@@ -32,7 +32,6 @@ from rubric_induce.core.errors import DataError
 from rubric_induce.scoring.guarantee import (
     candidate_thresholds,
     check_level,
-    clopper_pearson_upper,
     fit_guarantee,
     fixed_sequence,
     is_finite_number,
@@ -58,10 +57,17 @@ class CascadeGuarantee:
     coverage: float = 0.0
     stage_coverage: list[float] = field(default_factory=list)
     agreement: float | None = None
-    upper_error: float | None = None
 
     def route(self, confidences: Any) -> np.ndarray:
         return route(confidences, self.thresholds)
+
+    @property
+    def error_bound(self) -> float | None:
+        """``1 - target`` when some stage answers (None otherwise): with probability >= ``1 - delta``
+        over calibration draws, a draw issues no guarantee or the cascade's error on its answers is
+        at most this. Older artifacts' ``upper_error`` (a Clopper-Pearson bound at the chosen
+        thresholds, not valid after choosing them) is ignored by :meth:`from_dict`."""
+        return None if all(t is None for t in self.thresholds) else 1.0 - self.target
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,8 +102,7 @@ class CascadeGuarantee:
                             path=source, field=f"{where}.thresholds")
         vals["n"] = int(number("n", 0, float("inf"))) if "n" in vals else 0
         vals["coverage"] = number("coverage", 0.0, 1.0) if "coverage" in vals else 0.0
-        for key in ("agreement", "upper_error"):
-            vals[key] = None if vals.get(key) is None else number(key, 0.0, 1.0)
+        vals["agreement"] = None if vals.get("agreement") is None else number("agreement", 0.0, 1.0)
         if vals.get("method", "bonferroni") not in CASCADE_METHODS:
             raise DataError(f"a saved cascade has method {vals.get('method')!r}; expected one of "
                             f"{', '.join(CASCADE_METHODS)}", path=source, field=f"{where}.method")
@@ -189,8 +194,7 @@ def fit_cascade(confidences: Any, agreed: Any, *, target: float, delta: float = 
     errors = m - int(correct.sum())
     return CascadeGuarantee(target=target, delta=delta, n=n, thresholds=thresholds, method=method, stages=names,
                             coverage=m / n, stage_coverage=[float((stage == k).mean()) for k in range(K)],
-                            agreement=(1.0 - errors / m) if m else None,
-                            upper_error=clopper_pearson_upper(errors, m, delta) if m else None)
+                            agreement=(1.0 - errors / m) if m else None)
 
 
 def cascade_report(stage: Any, names: Sequence[str], *, calls_per_text: Sequence[int] | None = None,
