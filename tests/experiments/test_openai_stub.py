@@ -7,8 +7,7 @@ import math
 import urllib.request
 
 import pytest
-
-from tests.experiments.experiment_loader import load_experiment
+from experiment_loader import load_experiment
 
 pytest.importorskip("openai")
 

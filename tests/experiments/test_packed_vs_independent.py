@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.experiments.experiment_loader import load_experiment
+from experiment_loader import load_experiment
 
 pvi = load_experiment("packed_vs_independent")
 

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from tests.experiments.experiment_loader import load_experiment
+from experiment_loader import load_experiment
 
 jury = load_experiment("pairwise_jury")
 LLMBAR = Path("/work/shared/data/llmbar")

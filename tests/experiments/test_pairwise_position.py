@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.experiments.experiment_loader import check_run_record, load_experiment
+from experiment_loader import check_run_record, load_experiment
 
 position = load_experiment("pairwise_position")
 
