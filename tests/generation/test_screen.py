@@ -89,7 +89,9 @@ def test_span_rule_is_exactly_min_span_consecutive_words(words, start, n):
 def test_class_words_plus_content_are_kept_class_words_alone_are_not(extra):
     screen = RubricScreen(class_words=["consistent", "inconsistent"], kind_words=["summary"])
     assert screen.reason("The summary is consistent.") == LABEL
-    content = [w for w in extra if w not in {"consistent", "inconsistent"} and
+    parties = ("user users assistant assistants system bot agent conversation conversations dialogue dialog chat "
+               "text texts output outputs response responses summary summaries answer answers").split()
+    content = [w for w in extra if w not in {"consistent", "inconsistent", *parties} and
                w not in "a an the this that these those it its is are was were be been being am has have had do "
                         "does did not no very overall so too as of in on at to for with by from and or but than "
                         "then there here they them their he she his her we our you your me my one".split()]
