@@ -29,7 +29,7 @@ texts to fit), each row gives (``"naive": true`` marks the baselines that carry 
 * ``issued_share``: share of calibration draws that issue a guarantee (answer something);
 * ``conditional_violation``: ``violation_rate`` among the draws that issued one, which is what a
   user who is shown a guarantee faces; the procedure does not bound it by delta (it can be
-  far above delta when few draws issue one);
+  far above delta when few draws issue one); ``conditional_test_violation`` the same on the test half;
 * ``strong_share``: share of texts sent on to the strong judge.
 
 Baselines: the strong judge alone (with and without a guarantee) and the naive consistency cascade
@@ -195,6 +195,7 @@ def _summary(setting: str, method: str, target: float, delta: float, recs: list[
             "test_violation_rate": None if n_test is None else _rate([r["test_viol"] for r in recs]),
             "issued_share": None if naive else _rate([r["issued"] for r in recs]),
             "conditional_violation": None if naive else _rate([r["viol"] for r in issued]),
+            "conditional_test_violation": None if naive or n_test is None else _rate([r["test_viol"] for r in issued]),
             "strong_share": float(np.mean(strong)) if strong else None,
             "agreement": float(np.nanmean(agree)) if agree and np.isfinite(agree).any() else None,
             "n_splits": k, "n_issued": None if naive else len(issued), "n_cal": n_cal, "n_test": n_test,

@@ -7,7 +7,7 @@ import numpy as np
 from experiment_loader import load_experiment
 
 KEYS = {"target", "delta", "coverage", "violation_rate", "test_violation_rate", "issued_share",
-        "conditional_violation", "strong_share", "n_splits", "naive"}
+        "conditional_violation", "conditional_test_violation", "strong_share", "n_splits", "naive"}
 
 
 def test_writes_results_per_setting_and_target(shared_data_root, tmp_path):
