@@ -144,8 +144,8 @@ class Guarantee:
             return (f"guarantee: no threshold reaches agreement >= {self.target:g} with probability "
                     f">= {1 - self.delta:g} on {self.n} calibration texts; every text is abstained")
         return (f"guarantee: agreement with humans >= {self.target:g} on answered texts with probability "
-                f">= {1 - self.delta:g} (fixed-sequence test on {self.n} calibration texts; measure "
-                f"{self.measure}, threshold {self.threshold:.4g}, expected coverage {self.coverage:.1%})")
+                f">= {1 - self.delta:g} over calibration draws (fixed-sequence test on {self.n} calibration texts; "
+                f"measure {self.measure}, threshold {self.threshold:.4g}, expected coverage {self.coverage:.1%})")
 
 
 def check_level(value: Any, name: str) -> float:

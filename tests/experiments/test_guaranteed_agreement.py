@@ -32,7 +32,8 @@ def test_writes_results_per_setting_and_target(shared_data_root, tmp_path):
         assert abs(r["violation_rate"] - r["issued_share"] * cond) < 1e-9
         assert (r["conditional_violation"] is None) == (r["issued_share"] == 0)
     # GPTOut at 0.9: 24 calibration texts, 29 needed at delta / 2: no draw issues a cascade guarantee
-    bonf = next(r for r in rows if r["method"] == "cascade" and r["target"] == 0.9 and r["setting"].startswith("llmbar"))
+    bonf = next(r for r in rows
+                if r["method"] == "cascade" and r["target"] == 0.9 and r["setting"].startswith("llmbar"))
     assert bonf["fit_failures"] == 5 and bonf["issued_share"] == 0.0 and bonf["violation_rate"] == 0.0
     settings = {r["setting"] for r in rows}
     assert "llmbar/GPTOut: ChatGPT -> GPT-4" in settings and "planted/cascade" in settings
