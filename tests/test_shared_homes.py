@@ -183,7 +183,7 @@ SHARED = {"core", "data", "backends"}
 ALLOWED_CROSS_STAGE = {
     # AutoCalibrate scores each drafted criterion by probing it on labelled examples: the algorithm
     # runs the probing stage inside generation, so this edge is the method itself, not shared code.
-    ("rubric_induce.generation.autocalibrate", "rubric_induce.probing.api"),
+    ("rubric_induce.generation.criteria", "rubric_induce.probing.api"),
     # The held-out probe checks (failed and bounded probes) are probing's own diagnostics; the
     # evaluation reports them for the held-out texts with the same function the probe stage uses.
     ("rubric_induce.evaluation.heldout", "rubric_induce.probing.checks"),

@@ -37,15 +37,20 @@ def show_plan(config_path: Path, *, out_dir: Path | None, backend_spec: str | No
         raise DataError(exc.message, path=cfg.source, field=exc.field) from None
     if limit is not None:
         cfg.override("run", limit=limit)
+    # the plan first: a bad config, shard or estimator is refused before any LLM call
+    plan, timed = plan_run(cfg, out=out_dir, prices=prices_path, shard=shard, assume_rubrics=assume_rubrics), None
     if timing:
+        from rubric_induce.core.errors import BackendError
         from rubric_induce.pipeline.timeplan import time_run
         from rubric_induce.probing.timing import long_run_warning
 
         click.echo("timing a few real calls (uncached) ...", err=True)
-        plan, timed = time_run(cfg, out=out_dir, prices=prices_path, shard=shard, assume_rubrics=assume_rubrics)
-        plan.time = timed.to_dict()
-    else:
-        plan, timed = plan_run(cfg, out=out_dir, prices=prices_path, shard=shard, assume_rubrics=assume_rubrics), None
+        try:
+            plan, timed = time_run(cfg, out=out_dir, prices=prices_path, shard=shard, assume_rubrics=assume_rubrics)
+            plan.time = timed.to_dict()
+        except BackendError as exc:  # the plan stands without a time estimate; say why
+            click.echo(f"note: no time estimate: the backend did not answer the timing calls ({exc}); "
+                       "--no-time skips them", err=True)
     click.echo(plan.format())
     if timed is not None:
         click.echo(timed.format())
