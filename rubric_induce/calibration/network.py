@@ -142,11 +142,6 @@ class CalibrationNetwork(nn.Module):
             out = out + kron @ wa.reshape(kron.shape[1], -1)
         return out
 
-    def hidden_state(self, x: torch.Tensor, judges: torch.Tensor) -> torch.Tensor:
-        oh = self._onehot(judges, x.dtype) if self.personalized is True else None
-        z1 = torch.sigmoid(self._affine(x, self.W1, self.W1a, oh))
-        return torch.sigmoid(self._affine(z1, self.W2, self.W2a, oh))
-
     def forward(self, x: torch.Tensor, judges: torch.Tensor) -> torch.Tensor:
         """Log-probabilities ``[batch, questions, k_max]``; padded answers get ~-1e9."""
         oh = self._onehot(judges, x.dtype)
