@@ -17,6 +17,7 @@ current in the run folder is shown as done; probe calls the run's cache holds ar
 """
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 
 from rubric_induce.backends.base import Backend
 from rubric_induce.backends.options import CallOptions
-from rubric_induce.core.errors import DataError, RubricInduceError
+from rubric_induce.core.errors import BackendError, DataError, RubricInduceError
 from rubric_induce.pipeline.config import RunConfig, load_config
 from rubric_induce.probing.timing import ChatTiming, EnoughCalls, StageTime, TimedBackend, TimePlan, time_probes
 
@@ -186,6 +187,24 @@ def _chat_timing(backend: Backend, samples: list, prompt_line: tuple[float, floa
     return chat
 
 
+def _timing_backend(cfg: RunConfig) -> Backend:
+    """The run's backend for timing calls: uncached, and without retries on a served model (a timing
+    call that fails says so at once; a retried one would measure the waits, not the model). The
+    remote API without a key in the environment is not timed (planning alone needs none)."""
+    from rubric_induce.backends import parse_backend_spec
+    from rubric_induce.backends.openai_compat import environment_api_key
+    from rubric_induce.pipeline.probejob import open_plan_backend
+
+    kind = parse_backend_spec(cfg.backend.spec)[0]
+    if kind == "openai" and environment_api_key() is None:
+        raise BackendError("no API key in the environment (OPENAI_API_KEY or RUBRIC_INDUCE_API_KEY): the timing "
+                           "calls need one")
+    if kind in ("openai", "openai-compatible"):
+        cfg = copy.copy(cfg)
+        cfg.backend = cfg.backend.with_overrides(max_retries=0)
+    return open_plan_backend(cfg)
+
+
 def time_run(config: RunConfig | str | Path, *, out: str | Path | None = None, backend: Backend | None = None,
              prices: Any = None, shard: Any = None, assume_rubrics: int | None = None, probe_texts: int = 2,
              per_text: int = 3, generation_calls: int = 2, force: tuple[str, ...] = (),
@@ -198,12 +217,12 @@ def time_run(config: RunConfig | str | Path, *, out: str | Path | None = None, b
     stage's first ``generation_calls`` replies, and, when feedback runs and generation does not, one
     short chat call. ``force``: stages ``run --force`` reruns (they and every later one count as not done)."""
     from rubric_induce.pipeline.context import RunContext
-    from rubric_induce.pipeline.probejob import open_plan_backend, plan_run
+    from rubric_induce.pipeline.probejob import plan_run
     from rubric_induce.pipeline.runner import preflight, run_dir_for
 
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     t0 = clock()
-    inner = backend or open_plan_backend(cfg)
+    inner = backend or _timing_backend(cfg)
     start_s = 0.0 if backend is not None else clock() - t0
     try:
         plan = plan_run(cfg, out=out, backend=inner, prices=prices, shard=shard, assume_rubrics=assume_rubrics)
@@ -248,7 +267,7 @@ def long_run_check(config: RunConfig | str | Path, *, out: str | Path | None = N
     estimate is :func:`time_run` with fewer timed calls."""
     from rubric_induce.backends import parse_backend_spec
     from rubric_induce.pipeline.context import RunContext
-    from rubric_induce.pipeline.probejob import open_plan_backend, plan_run
+    from rubric_induce.pipeline.probejob import plan_run
     from rubric_induce.pipeline.runner import preflight, run_dir_for
     from rubric_induce.probing.timing import long_run_minutes, long_run_warning
 
@@ -262,7 +281,7 @@ def long_run_check(config: RunConfig | str | Path, *, out: str | Path | None = N
     done = _done_stages(ctx, force)
     if {"generate", "probe"} <= done and (not cfg.feedback.enabled or "feedback" in done):
         return None, None
-    inner = backend or open_plan_backend(cfg)
+    inner = backend or _timing_backend(cfg)
     try:
         plan = plan_run(cfg, out=out, backend=inner)
         evaluated = plan.shared_prefix_tokens + plan.unique_suffix_tokens

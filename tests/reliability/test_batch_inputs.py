@@ -297,6 +297,16 @@ def test_plan_with_high_but_real_prices_writes_its_json(tmp_path, plan_config):
     json.loads((tmp_path / "plan.json").read_text(encoding="utf-8"))
 
 
+def test_plan_against_a_remote_api_without_a_key_makes_no_timing_call(tmp_path, plan_config, monkeypatch):
+    """The plan stands without a time estimate and says why; no call goes out with a placeholder key."""
+    for name in ("OPENAI_API_KEY", "RUBRIC_INDUCE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    code, out = invoke("plan", plan_config, "--plan-json", tmp_path / "plan.json")
+    assert code == 0, out
+    assert "no time estimate" in out and "no API key" in out and "Connection error" not in out
+    assert json.loads((tmp_path / "plan.json").read_text(encoding="utf-8"))["time"] is None
+
+
 # --------------------------------------------------------------------------------------------
 # cache merge
 # --------------------------------------------------------------------------------------------
