@@ -22,7 +22,7 @@ from rubric_induce.core.task import TaskParams, TaskWording
 from rubric_induce.core.templates import load_prompt
 from rubric_induce.data.model import AnswerScale, Example, Rubric
 from rubric_induce.data.render import render_example
-from rubric_induce.generation.evidence import blank_example
+from rubric_induce.generation.evidence import usable_label
 from rubric_induce.generation.screen import RubricScreen, screen_item
 from rubric_induce.probing.api import probe
 
@@ -111,16 +111,8 @@ def labelled_examples(
     stats = stats if stats is not None else GenerationStats()
     out = []
     for ex in examples:
-        try:
-            render_example(ex, fields)  # names a field the example lacks
-        except DataError as exc:
-            raise DataError(f"example {ex.id!r}: {exc}", field=exc.field) from None
-        if blank_example(ex, fields):
-            stats.skip("empty text", example_id=ex.id)
-            continue
-        value = ex.labels.get(label)
+        value = usable_label(ex, label, fields, stats)
         if value is None:
-            stats.skip(f"no {label!r} label", example_id=ex.id)
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
             raise DataError(f"example {ex.id!r}: label {label!r} must be a number, got {value!r}",

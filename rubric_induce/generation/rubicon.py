@@ -46,7 +46,7 @@ from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.core.task import TaskParams
 from rubric_induce.data.model import LIKERT_5, AnswerScale, Example, Rubric, RubricPool
 from rubric_induce.data.render import render_example
-from rubric_induce.generation.evidence import blank_example
+from rubric_induce.generation.evidence import usable_label
 from rubric_induce.generation.patterns import (
     DEFAULT_SUBJECTS,
     TASK_SUBJECTS,
@@ -113,16 +113,8 @@ def split_binary(
     n_seen = 0
     for ex in examples:
         n_seen += 1
-        try:
-            render_example(ex, fields)  # names a field the example lacks
-        except DataError as exc:
-            raise DataError(f"example {ex.id!r}: {exc}", field=exc.field) from None
-        if blank_example(ex, fields):
-            stats.skip("empty text", example_id=ex.id)
-            continue
-        value = ex.labels.get(label)
+        value = usable_label(ex, label, fields, stats)
         if value is None:
-            stats.skip(f"no {label!r} label", example_id=ex.id)
             continue
         if isinstance(value, bool):
             value = float(value)
