@@ -33,6 +33,8 @@ from rubric_induce.batch.engines.http import run_http  # noqa: E402
 from rubric_induce.batch.files import BatchRequest, encode_body  # noqa: E402
 from rubric_induce.core.errors import BackendError, DataError  # noqa: E402
 
+pytestmark = pytest.mark.slow  # over about 1 s per file on 2 cores: CI runs it, plain pytest does not
+
 MESSAGES = [{"role": "user", "content": "Rate it 1-5."}]
 OK = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "m",
                  "choices": [{"index": 0, "finish_reason": "stop",

@@ -16,6 +16,8 @@ torch = pytest.importorskip("torch")
 from rubric_induce.calibration.artifacts import load_calibrator, load_heads  # noqa: E402
 from rubric_induce.calibration.calibrator import Calibrator  # noqa: E402
 
+pytestmark = pytest.mark.slow  # over about 1 s per file on 2 cores: CI runs it, plain pytest does not
+
 SMALL = {"hidden": (8, 8), "pretrain_epochs": 8, "finetune_epochs": 8, "n_threads": 1}
 
 

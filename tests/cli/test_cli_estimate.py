@@ -9,7 +9,13 @@ from click.testing import CliRunner
 
 from rubric_induce.cli import EXIT_INPUT, cli
 
-pytest.importorskip("ppi_py")
+# importing ppi-python takes about 3 s (numba, statsmodels): slow tier, imported only when a test runs
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _ppi_py():
+    pytest.importorskip("ppi_py")
 
 
 def _file(tmp_path, n=120, labelled=40):

@@ -13,6 +13,8 @@ from rubric_induce.pipeline import load_config
 from rubric_induce.pipeline.timeplan import NO_LLM_SECONDS, long_run_check, time_run
 from rubric_induce.probing.timing import LONG_RUN_ENV
 
+pytestmark = pytest.mark.slow  # over about 1 s per file on 2 cores: CI runs it, plain pytest does not
+
 
 def _doubles():
     """The fake clock and the clocked fake backend of tests/probing/test_plan_timing.py, loaded by path

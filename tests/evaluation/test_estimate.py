@@ -5,12 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("ppi_py")
+from rubric_induce.core.errors import DataError
+from rubric_induce.evaluation.estimate import classical_mean, estimate_row, ppi_mean
 
-import ppi_py  # noqa: E402
+# importing ppi-python takes about 3 s (numba, statsmodels): slow tier, imported only when a test runs
+pytestmark = pytest.mark.slow
 
-from rubric_induce.core.errors import DataError  # noqa: E402
-from rubric_induce.evaluation.estimate import classical_mean, estimate_row, ppi_mean  # noqa: E402
+
+@pytest.fixture(autouse=True)
+def ppi_py():
+    return pytest.importorskip("ppi_py")
 
 
 def _planted(rng, n, big_n, bias=0.8, noise=0.5):
@@ -19,7 +23,7 @@ def _planted(rng, n, big_n, bias=0.8, noise=0.5):
     return truth[:n], judge[:n], judge[n:]
 
 
-def test_equals_ppi_python_without_groups():
+def test_equals_ppi_python_without_groups(ppi_py):
     rng = np.random.default_rng(0)
     y, fl, fu = _planted(rng, 40, 400)
     mine = ppi_mean(y, fl, fu, alpha=0.1)

@@ -19,6 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runconfigs import RES, small_run_config
 
+pytestmark = pytest.mark.slow  # over about 1 s per file on 2 cores: CI runs it, plain pytest does not
+
 _N = int(os.environ.get("RUBRIC_INDUCE_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(max_examples=min(_N, 40), deadline=None, derandomize=_N <= 100,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -17,6 +17,8 @@ from rubric_induce.cli import cli
 from rubric_induce.data.probes import ProbeTable
 from rubric_induce.scoring.scorer import RubricScorer
 
+pytestmark = pytest.mark.slow  # over about 1 s per file on 2 cores: CI runs it, plain pytest does not
+
 DEMO = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources" / "demo_uss_dialogues.jsonl"
 
 

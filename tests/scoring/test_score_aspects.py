@@ -12,6 +12,8 @@ from click.testing import CliRunner
 from rubric_induce.cli import cli
 from rubric_induce.core.errors import DataError
 
+pytestmark = pytest.mark.slow  # over about 1 s per file on 2 cores: CI runs it, plain pytest does not
+
 pytest.importorskip("torch")
 
 CONFIG = """
