@@ -19,10 +19,11 @@ def _fmt(part) -> str:
 def format_rows(rows, alpha: float) -> str:
     """The rows as a plain-text table (one line per estimand)."""
     level = f"{100 * (1 - alpha):g} %"
-    lines = [f"{'estimand':<24} {'labels':>6} {'texts':>6}  {'PPI++ (' + level + ')':<26} "
+    w = max([len("estimand"), *(len(r.what) for r in rows)])  # a difference's name is long; never cut it
+    lines = [f"{'estimand':<{w}} {'labels':>6} {'texts':>6}  {'PPI++ (' + level + ')':<26} "
              f"{'labels alone':<26} {'judge alone (no guarantee)':<28} labels worth"]
     for r in rows:
-        lines.append(f"{r.what[:24]:<24} {r.n_labelled:>6} {r.n_labelled + r.n_unlabelled:>6}  {_fmt(r.ppi):<26} "
+        lines.append(f"{r.what:<{w}} {r.n_labelled:>6} {r.n_labelled + r.n_unlabelled:>6}  {_fmt(r.ppi):<26} "
                      f"{_fmt(r.classical):<26} {_fmt(r.naive):<28} {r.effective_labels:.0f}")
     return "\n".join(lines)
 
