@@ -9,7 +9,7 @@ type; block ``1 + t`` is a follow-up that reads the quality sharply *only on tex
 text's own follow-up) carry nearly all the signal, while a static order needs the screen and every
 follow-up. A greedy one-step policy can find this order: the screen has the largest immediate
 gain (the type shifts the quality), then the text's own follow-up.
-Used by the tests and ``experiments/adaptive_scoring.py``.
+Used by the tests and ``experiments/bench/adaptive_scoring.py``.
 
 :func:`planted_redundant` is the opposite case, the one the LLM-RUBRIC release looks like: every
 question reads the same quality through its own small noise, so one answer predicts the others

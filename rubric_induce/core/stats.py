@@ -698,7 +698,7 @@ def leave_one_out_agreement(ratings: Any, min_others: int = 1) -> dict[str, Any]
 # answers already read (AdaptiveModel.answer_surprise); on texts like the training texts its excess
 # surprise averages what it was on the held-out training texts (answer_surprise_reference_); on
 # texts of another kind the LLM answers in patterns the model has not seen and the excess rises.
-# Measured on the LLM-RUBRIC release (experiments/adaptive_scoring.py, BENCHMARKS.md "Answer
+# Measured on the LLM-RUBRIC release (experiments/bench/adaptive_scoring.py, BENCHMARKS.md "Answer
 # check"): synthetic held-out dialogues stay within a few hundredths of a nat of the reference,
 # the real dialogues under the synthetic-trained model are 0.13-0.25 above it.
 # --------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ chosen token, whose probability bounds the rest, and none listed reads as unifor
 A reply whose tokens are not text (a damaged server reply) fails every rubric of its call.
 
 The price is fidelity: later answers are conditioned on the earlier ones in the same reply, and
-the model sees all the questions at once. ``experiments/packed_vs_independent.py`` measures it.
+the model sees all the questions at once. ``experiments/bench/packed_vs_independent.py`` measures it.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ Two ways to fit the thresholds jointly (``method``):
   wrong (LLMBar's adversarial pairs: LLaMA2 and Falcon agree with themselves in every order on
   pairs they get wrong), its answers fill the most confident candidates, the sequence fails at
   once and the whole cascade abstains, where ``"bonferroni"`` hands those texts to GPT-4
-  (``experiments/guaranteed_agreement.py``: coverage 0.00 vs 0.80 at target 0.8 on pooled LLMBar).
+  (``experiments/bench/guaranteed_agreement.py``: coverage 0.00 vs 0.80 at target 0.8 on pooled LLMBar).
 """
 from __future__ import annotations
 

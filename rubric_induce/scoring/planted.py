@@ -1,7 +1,7 @@
 """Planted selective-scoring data where the truth is known: per stage, a confidence drawn uniformly
 on [0, 1] and agreement with the human drawn with probability ``floor + (1 - floor) * c**power``,
 so the true agreement above any threshold is known in closed form (used to check that fitted
-guarantees hold, in tests and in ``experiments/guaranteed_agreement.py``)."""
+guarantees hold, in tests and in ``experiments/bench/guaranteed_agreement.py``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

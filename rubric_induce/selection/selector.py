@@ -70,7 +70,7 @@ CV_SCORINGS = ("yield_accuracy", "yield_rate", "accuracy", "delta_netsat")
 # about 0.5-1 on planted pools where the terms disagree) while the sharpness loss lives on [0, 4]
 # and one added rubric moves it by about 0.1 once the set holds a few rubrics; so alpha has to
 # reach 10-1000 before sharpness decides anything, and the old grid's top (100) was CV's choice
-# whenever sharpness mattered (experiments/selection_sharpness.py, issue 18).
+# whenever sharpness mattered (experiments/bench/selection_sharpness.py, issue 18).
 DEFAULT_ALPHAS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
 
 

@@ -93,7 +93,7 @@ def _selected(result) -> list[str]:
 def test_top_logprobs_the_server_accepts_matches_the_embedded_model(runs):
     """Measured (2 cores, on 30 dialogues): at top_logprobs 1000 all 120 probes are fully listed and agree to 6e-8 TV.
     (At 100, 17 of 120 probes had an answer digit below the 100th token: the 135M model puts ~1 %
-    on the digits there; experiments/bench_served_vs_local.py --tops 100 shows it.)"""
+    on the digits there; experiments/bench/bench_served_vs_local.py --tops 100 shows it.)"""
     (local, local_probes, _), (served, served_probes, _) = runs["local"], runs["top1000"]
     assert len(local_probes) == len(served_probes) == N_EXAMPLES * len(RUBRIC_IDS)
     assert served_probes.meta["backend"]["top_logprobs"] == 1000

@@ -145,7 +145,7 @@ def test_manifest_records_subjects_as_strings_not_letters(subjects, want):
 
 
 @pytest.mark.parametrize("text", [
-    # kept by the 135M model on the Topical-Chat naturalness CSV task (experiments/generation_screens.py)
+    # kept by the 135M model on the Topical-Chat naturalness CSV task (experiments/bench/generation_screens.py)
     "The response is a natural response to the question.",
     "The response is a mix of natural and unnatural language.",
     "The response sounds natural.",
