@@ -41,6 +41,9 @@ class EvaluateParams(Params):
                              help="Warn when the median probability on the allowed answers is below this.")
     min_judge_n: int = param(5, ge=1, help="Per-judge table: list judges with at least this many held-out "
                                            "ratings (all count in the pooled row).")
+    direct_baseline: bool = param(True, help="Also ask the LLM one direct question about each held-out text "
+                                             "(G-Eval style, on the label's scale, read from logprobs) and show it "
+                                             "beside the rubrics (one probe call per held-out text).")
 
 
 def human_value(ex: Example, question: str) -> float:
