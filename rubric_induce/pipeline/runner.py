@@ -422,6 +422,8 @@ def _run_stage(plan: StagePlan, ctx: RunContext, manifest: dict[str, Any], resul
         info["reason"] = plan.why
     if isinstance(summary, dict) and summary.get("warnings"):
         info["warnings"] = list(summary["warnings"])
+    if isinstance(summary, dict) and summary.get("direct"):  # the direct-judge baseline: its prompt and counts
+        info["direct"] = summary["direct"]
     manifest["stages"][stage.name] = info
     result.ran.append(stage.name)
     result.summaries[stage.name] = summary

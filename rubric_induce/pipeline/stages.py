@@ -14,6 +14,15 @@ from typing import Any
 
 from rubric_induce.data import RubricPool, RubricSet
 from rubric_induce.dedup.api import DEDUP_POOL_FILE
+from rubric_induce.evaluation.direct import (
+    DIRECT_FILE,
+    DIRECT_PROMPTS,
+    DIRECT_SYSTEM,
+    add_direct,
+    direct_question,
+    probe_direct,
+    target_scale,
+)
 from rubric_induce.generation.api import POOL_FILE
 from rubric_induce.pipeline.context import RunContext
 from rubric_induce.probing.api import PROBES_FILE
@@ -47,16 +56,17 @@ def _marker_summary(ctx: RunContext, name: str) -> dict[str, Any]:
 
 
 def generate(ctx: RunContext) -> dict[str, Any]:
+    from rubric_induce.generation.api import GenerateContext, read_domain
     from rubric_induce.generation.api import generate as run_generate
-    from rubric_induce.generation.api import read_domain
     from rubric_induce.handoff import import_rubrics
 
     cfg = ctx.config
     include = [import_rubrics(cfg.resolve(p)) for p in cfg.generate.include]
+    run = GenerateContext(label=cfg.data.label, label_threshold=cfg.data.label_threshold,
+                          domain=read_domain(cfg.generate.domain, cfg.resolve), seed=cfg.run.seed,
+                          fields=cfg.data.fields, task=cfg.task_resolved, progress=ctx.progress)
     result = run_generate(ctx.train, ctx.backend if cfg.generate.method != "none" else None, cfg.generate,
-                          label=cfg.data.label, label_threshold=cfg.data.label_threshold,
-                          domain=read_domain(cfg.generate.domain, cfg.resolve), include=include,
-                          seed=cfg.run.seed, fields=cfg.data.fields, task=cfg.task_resolved, progress=ctx.progress)
+                          context=run, include=include)
     result.save(ctx.out)
     s = result.summary()
     ctx.echo(f"  pool: {s['pool']} rubrics ({s['generated']} generated, {s['included']} included)")
@@ -300,9 +310,11 @@ def evaluate(ctx: RunContext) -> dict[str, Any]:
 
     cfg = ctx.config
     if not cfg.evaluate.enabled:
+        (ctx.out / DIRECT_FILE).unlink(missing_ok=True)
         return {"enabled": False}
     test = ctx.test
     if not test:
+        (ctx.out / DIRECT_FILE).unlink(missing_ok=True)
         ctx.echo("  evaluate: no held-out examples (run.test_size = 0); skipped")
         return {"enabled": True, "n_test": 0}
     scorer = RubricScorer.load(ctx.out)
@@ -317,9 +329,49 @@ def evaluate(ctx: RunContext) -> dict[str, Any]:
                              selected=[r.id for r in scorer.rubrics],
                              answer_reference=getattr(scorer.adaptive, "answer_surprise_reference_", None),
                              aspects=list(scorer.heads))  # the other calibrated aspects: a table each
+    direct = _direct_baseline(ctx, result, question)
     for w in result.summary.get("warnings", []):
         ctx.echo(f"  warning: {w.split(': ', 1)[0]} (see evaluation.md)")
-    return result.brief()
+    brief = result.brief()
+    if direct is not None:
+        brief["direct"] = direct
+    return brief
+
+
+def _direct_baseline(ctx: RunContext, result: Any, question: str | None) -> dict[str, Any] | None:
+    """The direct judge on the held-out texts (``[evaluate] direct_baseline``): its probes go to
+    ``direct_probes.jsonl`` (through the run's call cache: a rerun makes no call), its comparison into
+    the evaluation's files; returns the marker's summary of it (None when it is off)."""
+    cfg = ctx.config
+    target = question or cfg.data.label
+    if not cfg.evaluate.direct_baseline:
+        (ctx.out / DIRECT_FILE).unlink(missing_ok=True)
+        return None
+    declared = cfg.data.label_scales().get(target)
+    scale = target_scale(ctx.examples, target, declared=None if declared is None else (declared.low, declared.high),
+                         task=cfg.task_resolved)
+    if scale is None:
+        (ctx.out / DIRECT_FILE).unlink(missing_ok=True)
+        ctx.echo(f"  note: no direct-judge baseline: label {target!r} has no answer scale to ask on "
+                 "(declare one in [data] scales)")
+        return {"skipped": f"label {target!r} has no answer scale"}
+    question_rubric = direct_question(cfg.task_resolved, target, scale)
+    judge = probe_direct(ctx.test, ctx.backend, question_rubric, cfg.probe, seed=cfg.run.seed,
+                         fields=cfg.data.fields, task=cfg.task_resolved, progress=ctx.progress)
+    judge.save(ctx.out)
+    add_direct(result, judge, ctx.test, target=target, n_boot=cfg.evaluate.bootstrap, seed=cfg.run.seed)
+    result.save(ctx.out)
+    d = result.summary["direct"]
+    systems = {s: v["pearson"]["value"] for s, v in d["systems"].items()}
+    ctx.echo(f"  direct judge: Pearson {_num(systems.get(DIRECT_SYSTEM))} on {d['n']} held-out texts "
+             f"(selected rubrics {_num(systems.get('netsat'))}"
+             + (f", calibrated {_num(systems['calibrated'])}" if "calibrated" in systems else "") + ")")
+    return {"target": target, "asked": d["asked"], "failed": d["failed"], "n": d["n"], "prompt": d["prompt"],
+            "pearson": systems, "file": DIRECT_FILE}
+
+
+def _num(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
 
 
 def feedback(ctx: RunContext) -> dict[str, Any]:
@@ -361,7 +413,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("select", select, ("select",), (SELECTED_FILE,)),
     Stage("calibrate", calibrate, ("calibrate",), (), switch="calibrate"),
     Stage("artifact", artifact, (), ("artifact.json",)),
-    Stage("evaluate", evaluate, ("evaluate",), (), switch="evaluate"),
+    Stage("evaluate", evaluate, ("evaluate",), (), uses_llm=True, prompts=tuple(DIRECT_PROMPTS.values()),
+          switch="evaluate"),  # the direct judge asks the LLM (through the probe stage's templates too)
     Stage("feedback", feedback, ("task", "feedback"), (), uses_llm=True,
           prompts=("feedback_group", "feedback_merge"), switch="feedback"),
     Stage("report", report, ("report",), ("report.md", "view.html")),
