@@ -1,6 +1,8 @@
 """``rubric-induce calibrate-guarantee``: fit a guarantee of human agreement (selective scoring) for a
 calibrated run, or for a cascade of runs, on labelled texts, and write it into the (first) run's
-``artifact.json``; ``rubric-induce score --guarantee`` / ``--cascade`` then use it."""
+``artifact.json``; ``rubric-induce score --guarantee`` / ``--cascade`` then use it. With
+``--judgements FILE --stages a,b,c`` it fits one on any judges' outputs instead
+(:mod:`rubric_induce.cli.calibrate_guarantee_judgements`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +17,32 @@ __all__ = ["command"]
 
 
 @click.command("calibrate-guarantee")
-@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--labels", "labels_path", required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path),
+@click.argument("runs", nargs=-1, required=False, type=click.Path(exists=True, path_type=Path))
+@click.option("--judgements", "judgements_path", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              default=None, help="A judgements file (any judges' outputs with human labels, one JSON row per text; "
+                                 "see docs/guides/guarantee.md) instead of runs and --labels.")
+@click.option("--stages", default=None, help="With --judgements: the judges to use, comma-separated; one judge: a "
+                                             "guarantee; several: a cascade in this order (or --order cost), or a "
+                                             "jury (--method jury).")
+@click.option("--order", type=click.Choice(["given", "cost"]), default="given", show_default=True,
+              help="With --judgements, a cascade: the stages as given, or cheapest first (the file's cost per call, "
+                   "or --cost); costs are not labels, so this keeps the full delta.")
+@click.option("--stage-confidence", type=click.Choice(["own", "jury"]), default="own", show_default=True,
+              help="With --judgements, a cascade: each stage's own confidence, or the jury of every judge called "
+                   "so far.")
+@click.option("--combiner", type=click.Choice(["mean", "logistic"]), default="mean", show_default=True,
+              help="With --method jury: average the judges' distributions (no fitting), or a logistic combiner "
+                   "fitted on a third of the calibration texts (the threshold is tested on the rest).")
+@click.option("--grid", type=click.Choice(["fine", "coarse"]), default="fine", show_default=True,
+              help="With --judgements: thresholds every text from the rule start, or the older 20 steps from 20 %.")
+@click.option("--cost", "costs", multiple=True, metavar="JUDGE=COST",
+              help="With --judgements: a judge's cost per call (overrides the file's cost fields).")
+@click.option("--scale", "scale_text", default=None,
+              help="With --judgements: the answer values in order, comma-separated (default: the file's).")
+@click.option("--seed", type=int, default=0, show_default=True, help="With --combiner logistic: its fitting split.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --judgements: where to write the guarantees (default: FILE.guarantees.json beside it).")
+@click.option("--labels", "labels_path", required=False, type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Labelled texts the calibrator did not train on (texts the run probed are left out): "
                    "JSONL/JSON/CSV/TSV with the run's text columns and a label column.")
 @click.option("--label-field", default=None,
@@ -40,15 +66,17 @@ __all__ = ["command"]
               help="Graded labels: agreement = within this many scale units, a finite number >= 0 (default: one "
                    "step of the run's scale, e.g. 0.5 on a scale rated in half points; 0 on a two-answer scale). "
                    "The tolerance used is printed and saved with each guarantee.")
-@click.option("--method", type=click.Choice(["bonferroni", "shared"]), default="bonferroni", show_default=True,
+@click.option("--method", type=click.Choice(["bonferroni", "shared", "jury"]), default="bonferroni", show_default=True,
               help="Cascades: per-stage thresholds at delta/K each, or one threshold on a shared confidence scale "
-                   "(needs the runs' confidences to mean the same).")
+                   "(needs the runs' confidences to mean the same); with --judgements also jury: the judges "
+                   "combined into one confidence, one threshold at the full delta.")
 @click.option("--backend", "backend_spec", default=None, envvar="RUBRIC_INDUCE_BACKEND",
               help="Backend for probing the labelled texts (default: each run's).")
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="SQLite call cache (default: each run's).")
 @progress_option
-def command(runs, labels_path, label_field, text_field, maps, id_field, fmt, probes_path, targets, delta, measure,
+def command(runs, judgements_path, stages, order, stage_confidence, combiner, grid, costs, scale_text, seed, out_path,
+            labels_path, label_field, text_field, maps, id_field, fmt, probes_path, targets, delta, measure,
             tolerance, method, backend_spec, cache_path, progress) -> None:
     """Fit a threshold so that agreement with humans on the texts answered is at least the target,
     with probability at least 1 - delta (fixed-sequence testing, exact binomial bound).
@@ -57,7 +85,9 @@ def command(runs, labels_path, label_field, text_field, maps, id_field, fmt, pro
     Examples:
       rubric-induce calibrate-guarantee runs/demo --labels held_out.jsonl --target 0.9 --delta 0.1
       rubric-induce calibrate-guarantee runs/cheap runs/strong --labels held_out.jsonl   (a cascade)
+      rubric-induce calibrate-guarantee --judgements judged.jsonl --stages gpt-4o-mini,gpt-4o --order cost
     """
+    from rubric_induce.cli.calibrate_guarantee_judgements import fit_judgements_file
     from rubric_induce.scoring.guarantee import check_level, check_tolerance
     from rubric_induce.scoring.scorer import RubricScorer
     from rubric_induce.scoring.selective import fitted_cascades, fitted_guarantees, require_calibrated
@@ -66,6 +96,18 @@ def command(runs, labels_path, label_field, text_field, maps, id_field, fmt, pro
     delta = check_level(delta, "delta")
     if tolerance is not None:
         tolerance = check_tolerance(tolerance)
+    if judgements_path is not None:
+        if runs or labels_path is not None:
+            raise click.UsageError("--judgements replaces RUNS and --labels: give one or the other")
+        fit_judgements_file(judgements_path, {
+            "stages": stages, "method": method, "combiner": combiner, "order": order,
+            "stage_confidence": stage_confidence, "grid": grid, "tolerance": tolerance, "costs": costs,
+            "scale": scale_text, "seed": seed, "targets": targets, "delta": delta, "out": out_path})
+        return
+    if not runs or labels_path is None:
+        raise click.UsageError("give RUNS and --labels FILE, or --judgements FILE --stages a,b,c")
+    if method == "jury":
+        raise click.UsageError("--method jury goes with --judgements")
     if probes_path is not None and len(runs) > 1:
         raise click.UsageError("--probes goes with one run (each run of a cascade probes with its own rubrics)")
     scorers = [RubricScorer.load(r, backend=backend_spec, cache=cache_path) for r in runs]
