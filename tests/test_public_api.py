@@ -12,7 +12,7 @@ import rubric_induce
 from rubric_induce.core.params import resolve_params
 
 STAGES = {
-    "generation": {"generate", "GenerateParams", "GenerateResult", "RubiconParams", "AutoCalibrateParams"},
+    "generation": {"generate", "GenerateParams", "GenerateContext", "GenerateResult", "RubiconParams", "AutoCalibrateParams"},
     "dedup": {"dedup", "DedupParams", "DedupResult"},
     "probing": {"probe", "ProbeParams"},
     "selection": {"select", "SelectParams", "SelectResult"},

@@ -81,7 +81,7 @@ def command(examples_path, dataset, data_root, limit, mapping_file, method, labe
           --max-examples 40 --sample-sizes 4,8 --trials 2 --backend openai/gpt-4o-mini
     """
     bparams = backend_params_from(options, backend_spec)  # checked before any LLM call
-    from rubric_induce.generation.api import generate
+    from rubric_induce.generation.api import GenerateContext, generate
     from rubric_induce.handoff import import_rubrics
 
     if method == "contrastive":  # it reads preference pairs, which only `run` reads
@@ -116,9 +116,9 @@ def command(examples_path, dataset, data_root, limit, mapping_file, method, labe
     echo(f"generating with {method} from {len(examples)} examples using {backend.kind}/{backend.model}")
     start = time.perf_counter()
     with interruptible(backend, cache):
-        result = generate(examples, backend, params, label=label, label_threshold=label_threshold, domain=domain,
-                          include=[import_rubrics(p) for p in include], seed=seed, fields=split_list(fields),
-                          task=task, progress=show_progress(progress))
+        run = GenerateContext(label=label, label_threshold=label_threshold, domain=domain, seed=seed,
+                              fields=split_list(fields), task=task, progress=show_progress(progress))
+        result = generate(examples, backend, params, context=run, include=[import_rubrics(p) for p in include])
     elapsed = time.perf_counter() - start
     pool = result.pool
     pool.manifest["usage"] = backend.tally.to_dict()

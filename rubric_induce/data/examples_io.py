@@ -67,6 +67,10 @@ def example_from_dict(
                         path=path, line=line, field=f"{prefix}judgments")
     for j, jd in enumerate(judgments):
         _check_judgment(jd, path=path, line=line, where=f"{prefix}judgments[{j}]")
+    rationale = row.get("rationale")
+    if rationale is not None and not isinstance(rationale, str):
+        raise DataError(f"expected the rater's reason as text, got {type(rationale).__name__}", path=path,
+                        line=line, field=f"{prefix}rationale")
     meta = row.get("meta")
     if meta is not None and not isinstance(meta, dict):
         raise DataError(f"expected an object, got {type(meta).__name__}", path=path, line=line, field=f"{prefix}meta")

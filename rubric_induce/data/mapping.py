@@ -118,6 +118,9 @@ class InputMapping(Params):
     judges: dict[str, Any] | None = param(
         None, help="Wide format: {judge = {label = column}}: each judge's label columns (an empty cell = not "
                    "rated); labels = the judges' mean.")
+    rationale: str | None = param(None, help="Column holding the raters' free-text reason for the label (an empty "
+                                             "cell: none). Generation reads the reasons as evidence; probes and "
+                                             "scores never show them.")
     values: dict[str, Any] | None = param(
         None, help="Text answers as numbers, per label: {label = {text = number}}, e.g. { verdict = { good = 1, "
                    "bad = 0 } } (flat files; a judge's column of that label too). Other text is an error naming "
@@ -128,7 +131,7 @@ class InputMapping(Params):
         if self.text is not None and not self.text:
             raise DataError("name at least one text column", field=self.where("text"))
         object.__setattr__(self, "labels", _table(self.labels, self.where("labels"), what="label"))
-        for name in ("id", "group", "judge"):
+        for name in ("id", "group", "judge", "rationale"):
             value = getattr(self, name)
             if value is not None and not value.strip():
                 raise DataError("expected the name of a column, got an empty string", field=self.where(name))
@@ -204,7 +207,8 @@ class InputMapping(Params):
                 text_fields=self.text or {"text": "text"}, label_fields=labels, id_field=self.id or "id",
                 optional_id=self.id is None, group_field=self.group, judge_field=self.judge,
                 judge_columns=self.judges, label_scales=label_scales, binary_label=binary_label, unique=unique,
-                required_labels=[n for n in default_labels if n in labels], label_values=self.values), format=fmt)
+                required_labels=[n for n in default_labels if n in labels], label_values=self.values,
+                rationale_field=self.rationale), format=fmt)
         except DataError as exc:
             hint = self._format_hint(path, fmt) if exc.line in (1, None) else None
             if hint:
@@ -320,6 +324,8 @@ class InputMapping(Params):
                 value = lookup_field(row, column, False)
                 if value not in (MISSING, None) and str(value).strip():
                     changes[attr] = str(value).strip()
+        if self.rationale is not None:
+            changes["rationale"] = _nested_reason(row, self.rationale, path, line, prefix)
         return dataclasses.replace(ex, **changes) if changes else ex
 
     # -- in memory -----------------------------------------------------------------------------
@@ -370,6 +376,19 @@ class InputMapping(Params):
                 raise DataError(f"cannot score a {type(item).__name__}; give strings, mappings or Examples",
                                 field=where)
         return out
+
+
+def _nested_reason(row: Mapping[str, Any], column: str, path: Path | None, line: int | None,
+                   prefix: str) -> str | None:
+    """The reason a nested row holds at ``column`` (a dotted path; absent: an error naming it)."""
+    value = lookup_field(row, column, False)
+    if value is MISSING:
+        raise DataError(f"no key {column!r} for the rater's reason (keys: {', '.join(map(str, row))}"
+                        f"{_close(column, [str(k) for k in row])})", path=path, line=line, field=f"{prefix}{column}")
+    if value is not None and not isinstance(value, str):
+        raise DataError(f"expected the rater's reason as text, got {type(value).__name__}", path=path, line=line,
+                        field=f"{prefix}{column}")
+    return (value or "").strip() or None
 
 
 def load_mapping_file(path: str | Path) -> tuple[InputMapping, dict[str, Any]]:

@@ -180,7 +180,9 @@ class Example:
     ``fields`` holds the text parts by name (``text``, ``source``, ``conversation``, ...);
     ``labels`` the aggregate human label per question; ``judgments`` the per-judge labels
     where a dataset has them; ``group`` the unit that correlations are computed within
-    (e.g. the source article) and that splits must not cut across.
+    (e.g. the source article) and that splits must not cut across. ``rationale`` is the raters'
+    free-text reason for the label (``[data.mapping] rationale``): generation reads it as evidence;
+    it is never part of the judged text (probes and scores show ``fields`` only).
     """
 
     id: str
@@ -189,6 +191,7 @@ class Example:
     judgments: tuple[Judgment, ...] = ()
     group: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    rationale: str | None = None
 
     @classmethod
     def create(
@@ -200,6 +203,7 @@ class Example:
         judgments: Iterable[Judgment] = (),
         group: str | None = None,
         meta: Mapping[str, Any] | None = None,
+        rationale: str | None = None,
     ) -> Example:
         """Build an example; the id defaults to a hash of its fields (stable across runs).
 
@@ -215,6 +219,7 @@ class Example:
             judgments=tuple(judgments),
             group=str(group) if group is not None else None,
             meta=dict(meta or {}),
+            rationale=rationale.strip() or None if isinstance(rationale, str) else None,
         )
 
     @property
@@ -232,6 +237,8 @@ class Example:
             out["group"] = self.group
         if self.meta:
             out["meta"] = dict(self.meta)
+        if self.rationale is not None:
+            out["rationale"] = self.rationale
         return out
 
     @classmethod
@@ -243,6 +250,7 @@ class Example:
             judgments=[Judgment.from_dict(j) for j in data.get("judgments", [])],
             group=data.get("group"),
             meta=data.get("meta"),
+            rationale=data.get("rationale"),
         )
 
 

@@ -53,10 +53,12 @@ class RowOptions:
     unique: bool = True
     required_labels: Iterable[str] = ()
     label_values: Mapping[str, Mapping[str, float]] | None = None
+    rationale_field: str | None = None
 
     def required_columns(self) -> list[str]:
         """The columns a CSV/TSV header must have."""
-        ids = (self.id_field if not self.optional_id else None, self.group_field, self.judge_field)
+        ids = (self.id_field if not self.optional_id else None, self.group_field, self.judge_field,
+               self.rationale_field)
         return [*self.text_fields.values(), *(self.label_fields or {}).values(),
                 *(c for cols in (self.judge_columns or {}).values() for c in cols.values()),
                 *(f for f in ids if f is not None)]
@@ -82,7 +84,9 @@ def load_generic(path: str | os.PathLike[str], options: RowOptions | None = None
     (scoring the same text twice) instead of refusing them. A JSON ``null`` or an empty CSV cell in
     a label column means "not answered" (None), except for the ``required_labels`` (the label a
     run learns), where it is an error naming the row. ``label_values`` (``{label: {text: number}}``)
-    reads text answers such as ``good`` / ``bad`` as numbers.
+    reads text answers such as ``good`` / ``bad`` as numbers. ``rationale_field``: the column of the
+    raters' free-text reasons (an empty cell: no reason; rows of one example: their distinct reasons,
+    one per line).
     """
     if options is None:
         options = RowOptions(**fields)
@@ -221,10 +225,27 @@ class _RowReader:
             raise DataError(f"{row.prefix}missing {what}", **row.loc(key))
         return str(raw).strip()
 
+    def _reason(self, row: _Row) -> str | None:
+        """The rater's free-text reason of a row (None when blank); the mapped column must exist."""
+        key = self.opts.rationale_field
+        if key is None:
+            return None
+        value = self._lookup(row, key)
+        if value is MISSING:
+            raise DataError(f"{row.prefix}missing reason column/key {key!r}{known_keys(row.values, key)}",
+                            **row.loc(key))
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise DataError(f"{row.prefix}expected the rater's reason as text, got {type(value).__name__}",
+                            **row.loc(key))
+        return value.strip() or None
+
     def add(self, row: _Row) -> None:
         """Read one row: a new example, or (with a judge column) one more judgment of an earlier one."""
         opts = self.opts
         fields, labels, wide = self._texts(row), self._labels(row), self._wide_judgments(row)
+        reason = self._reason(row)
         ex_id = (self._required_text(row, opts.id_field, "id") if not opts.optional_id or opts.id_field is None
                  or self._lookup(row, opts.id_field) not in (MISSING, None, "") else None)
         group = self._required_text(row, opts.group_field, "group")
@@ -238,12 +259,14 @@ class _RowReader:
             self._check_same_example(row, key, prev, fields=fields, group=group, judge=judge, ex_id=ex_id)
             prev["judgments"].append(Judgment(judge=judge, labels=labels))
             prev["where"].append(where)
+            if reason is not None and reason not in prev["reasons"]:
+                prev["reasons"].append(reason)
             return
         self.order.append(key)
         self.entries[key] = {
             "fields": fields, "labels": labels, "group": group, "where": [where], "id": ex_id,
             "judgments": [Judgment(judge=judge, labels=labels)] if judge is not None else wide,
-            "line": row.line, "record": row.record,
+            "line": row.line, "record": row.record, "reasons": [reason] if reason is not None else [],
         }
 
     def _check_same_example(self, row: _Row, key: str, prev: Mapping[str, Any], *, fields: Mapping[str, str],
@@ -299,7 +322,7 @@ class _RowReader:
         elif path is not None:
             meta["record"] = e["record"]
         return Example.create(e["fields"], labels, id=e["id"], judgments=e["judgments"], group=e["group"],
-                              meta=meta)
+                              meta=meta, rationale="\n".join(e["reasons"]) or None)
 
     def examples(self) -> list[Example]:
         """The examples read, in first-row order (refused when there are none, or when the binary

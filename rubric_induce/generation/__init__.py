@@ -4,6 +4,13 @@ The stage's one entry point is :func:`generate` (``params.method`` picks the met
 options are :class:`RubiconParams` and :class:`AutoCalibrateParams`). The methods themselves live in
 :mod:`rubric_induce.generation.rubicon` and :mod:`rubric_induce.generation.autocalibrate`.
 """
-from rubric_induce.generation.api import AutoCalibrateParams, GenerateParams, GenerateResult, RubiconParams, generate
+from rubric_induce.generation.api import (
+    AutoCalibrateParams,
+    GenerateContext,
+    GenerateParams,
+    GenerateResult,
+    RubiconParams,
+    generate,
+)
 
-__all__ = ["AutoCalibrateParams", "GenerateParams", "GenerateResult", "RubiconParams", "generate"]
+__all__ = ["AutoCalibrateParams", "GenerateContext", "GenerateParams", "GenerateResult", "RubiconParams", "generate"]

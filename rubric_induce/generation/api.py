@@ -7,6 +7,7 @@ command and the experiments call the same code with the same defaults and checks
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,14 +23,15 @@ from rubric_induce.core.progress import heartbeat
 from rubric_induce.core.task import TaskParams
 from rubric_induce.data import Example, Rubric, RubricPool
 from rubric_induce.data.render import render_example
-from rubric_induce.generation.autocalibrate import AutoCalibrateParams
 from rubric_induce.generation.contrastive import ContrastiveParams
+from rubric_induce.generation.evidence import reasons
+from rubric_induce.generation.params import AutoCalibrateParams, RubiconParams
 from rubric_induce.generation.registry import GENERATORS, POOL_FILE, GenerateContext, GenerateResult, Generator
-from rubric_induce.generation.rubicon import RubiconParams, balanced_sample
+from rubric_induce.generation.rubicon import balanced_sample
 from rubric_induce.generation.screen import RubricScreen, screen_item
 
 __all__ = ["GenerateParams", "RubiconParams", "AutoCalibrateParams", "ContrastiveParams", "Generator", "GENERATORS",
-           "GenerateResult", "generate", "POOL_FILE", "planned_calls"]
+           "GenerateContext", "GenerateResult", "generate", "POOL_FILE", "planned_calls"]
 
 @dataclass(frozen=True)
 class GenerateParams(Params):
@@ -64,58 +66,56 @@ def generate(
     backend: Backend | None,
     params: GenerateParams | None = None,
     *,
-    label: str = "sat",
-    label_threshold: float | None = None,
-    domain: str | None = None,
+    context: GenerateContext | None = None,
     include: Sequence[Sequence[Rubric]] = (),
-    seed: int = 0,
-    fields: Sequence[str] | None = None,
-    task: TaskParams | None = None,
-    progress: bool = False,
     **overrides: Any,
 ) -> GenerateResult:
-    """Draft rubrics from labelled examples with ``params.method`` and mix in ``include``d pools.
+    """The generate stage: draft rubrics from labelled examples with ``params.method`` and mix in
+    the ``include``d pools.
 
-    ``task`` says what is judged and what the label means; every prompt is worded from it
-    (default: the generic task; ``@file`` descriptions are read relative to the working
-    directory, so callers with a config resolve them first). ``domain`` is the domain text itself
-    (callers resolve ``@file``; default for RUBICON's DS: the task description); ``include``
-    holds pools the caller has read. Sampling budgets (``per_class`` for rubicon/spur,
-    ``max_examples`` for autocalibrate) are applied here, seeded by ``seed``; contrastive generation
-    (pairwise runs) samples its pairs itself (``options.max_pairs``).
+    Sampling budgets (``per_class`` for rubicon/spur, ``max_examples`` for autocalibrate) are
+    applied here, seeded by ``context.seed``; contrastive generation (pairwise runs) samples its
+    pairs itself (``options.max_pairs``). Generated rubrics that copy any training text or rater
+    reason (not only the ones shown) are dropped and counted in the manifest's ``stats``.
+
+    Args:
+        examples: The labelled training examples (their ``rationale``, where the data has one, is
+            read as evidence).
+        backend: The LLM; None only with ``method = "none"`` (the included rubrics alone).
+        params: The stage's settings (default: :class:`GenerateParams` defaults).
+        context: The run (:class:`GenerateContext`): label and threshold, the domain text itself
+            (callers resolve ``@file``; default for RUBICON's DS: the task description), seed,
+            fields shown, task (default: the generic task; ``@file`` descriptions are read relative
+            to the working directory, so callers with a config resolve them first), progress bars.
+        include: Rubric pools the caller has read, mixed into the result.
+        **overrides: Fields of ``params`` (``method``, ``per_class``, ``options`` ...), checked like
+            a config; an unknown name is a :class:`TypeError`.
+
+    Returns:
+        The pool with its manifest (method, included files, seed, task, the generator's own
+        record) and the generator's extras.
+
+    Raises:
+        RubricInduceError: Generation needs a backend, or produced no rubric and none were included.
     """
     params = resolve_params(GenerateParams, params, overrides)
     examples = list(examples)
-    task = (task or TaskParams()).resolved()
+    context = context or GenerateContext()
+    task = (context.task or TaskParams()).resolved()
+    context = dataclasses.replace(context, task=task)
     opts = params.method_options()
     generated: GenerateResult | None = None
     failure: dict[str, Any] = {}
     if opts is not None:
-        gen = GENERATORS.get(params.method)
-        shown = examples
-        if gen.binary and params.per_class:
-            shown = balanced_sample(shown, label, params.per_class, threshold=label_threshold, seed=seed)
-        if isinstance(opts, AutoCalibrateParams) and opts.max_examples and len(shown) > opts.max_examples:
-            rng = np.random.default_rng(derive_seed(seed, "max_examples", opts.max_examples))
-            keep = sorted(rng.choice(len(shown), size=opts.max_examples, replace=False).tolist())
-            shown = [shown[i] for i in keep]
-        if backend is None:
-            raise RubricInduceError(f"generation with {params.method!r} needs an LLM backend")
-
         try:
-            # no bars (stderr not a terminal): a line every 30 s, since minutes of silence look like a hang
-            with heartbeat(f"generate ({params.method})", planned_calls(opts, len(shown)), enabled=not progress):
-                ctx = GenerateContext(label=label, label_threshold=label_threshold, domain=domain, seed=seed,
-                                      fields=fields, progress=progress, task=task)
-                generated = gen.run(shown, backend, opts, ctx)
-            generated.extra["n_shown"] = len(shown)
+            generated = _run_generator(examples, backend, params, opts, context)
         except GenerationError as exc:
             if not any(len(inc) for inc in include):
                 raise
             # the included rubrics still make a pool: go on with them, and say what generation did
             failure = {"generation_error": str(exc), "stats": getattr(exc, "stats", None)}
     pool = RubricPool([])
-    for r in (_without_copies(generated.pool, examples, fields) if generated else []):
+    for r in (_without_copies(generated.pool, examples, context.fields) if generated else []):
         pool.add(r)
     n_generated = len(pool)
     for inc in include:
@@ -125,11 +125,32 @@ def generate(
         raise RubricInduceError("generation produced no rubrics and none were included; add "
                                 "generate.include = ['my_rubrics.json'] or use a stronger backend")
     pool.manifest = {**(generated.pool.manifest if generated else {}), **failure, "method": params.method,
-                     "included": list(params.include), "seed": seed, "task": task.to_dict()}
+                     "included": list(params.include), "seed": context.seed, "task": task.to_dict()}
     extra = generated.extra if generated else {}
     if failure:
         extra = {**extra, "generation_error": failure["generation_error"]}
     return GenerateResult(pool, params.method, len(examples), n_included=len(pool) - n_generated, extra=extra)
+
+
+def _run_generator(examples: list[Example], backend: Backend | None, params: GenerateParams, opts: Params,
+                   context: GenerateContext) -> GenerateResult:
+    """The chosen generator on its budgeted sample of ``examples`` (``per_class`` / ``max_examples``)."""
+    gen = GENERATORS.get(params.method)
+    shown = examples
+    if gen.binary and params.per_class:
+        shown = balanced_sample(shown, context.label or "sat", params.per_class, threshold=context.label_threshold,
+                                seed=context.seed)
+    if isinstance(opts, AutoCalibrateParams) and opts.max_examples and len(shown) > opts.max_examples:
+        rng = np.random.default_rng(derive_seed(context.seed, "max_examples", opts.max_examples))
+        keep = sorted(rng.choice(len(shown), size=opts.max_examples, replace=False).tolist())
+        shown = [shown[i] for i in keep]
+    if backend is None:
+        raise RubricInduceError(f"generation with {params.method!r} needs an LLM backend")
+    # no bars (stderr not a terminal): a line every 30 s, since minutes of silence look like a hang
+    with heartbeat(f"generate ({params.method})", planned_calls(opts, len(shown)), enabled=not context.progress):
+        generated = gen.run(shown, backend, opts, context)
+    generated.extra["n_shown"] = len(shown)
+    return generated
 
 
 def planned_calls(opts: Params, n_shown: int) -> int | None:
@@ -153,7 +174,7 @@ def _without_copies(pool: RubricPool, examples: Sequence[Example], fields: Seque
             texts.append(render_example(e, fields))
         except DataError:  # a field this example lacks: its text was never shown, nor can be copied
             continue
-    screen = RubricScreen(examples=texts, criteria=True)  # the copy check alone
+    screen = RubricScreen(examples=texts, reasons=reasons(examples), criteria=True)  # the copy checks alone
     stats = GenerationStats()
     kept = [r for r in pool if screen_item(screen, r.text, stats)]
     if stats.rejected:

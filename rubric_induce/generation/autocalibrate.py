@@ -30,8 +30,8 @@ import numpy as np
 
 from rubric_induce.backends.base import Backend
 from rubric_induce.backends.structured import GenerationError, GenerationStats
-from rubric_induce.core.errors import DataError, RubricInduceError
-from rubric_induce.core.params import Params, param, resolve_params
+from rubric_induce.core.errors import RubricInduceError
+from rubric_induce.core.params import resolve_params
 from rubric_induce.core.task import TaskParams
 from rubric_induce.core.templates import load_prompt
 from rubric_induce.data.model import Example, Rubric, RubricPool
@@ -50,6 +50,8 @@ from rubric_induce.generation.criteria import (
     refine_criteria,
     revisit,
 )
+from rubric_induce.generation.evidence import REASON_PROMPT, reasons
+from rubric_induce.generation.params import AutoCalibrateParams
 from rubric_induce.generation.registry import GenerateContext, GenerateResult, generator
 
 __all__ = [
@@ -93,36 +95,42 @@ def generate_autocalibrate(
     backend: Backend,
     params: AutoCalibrateParams | None = None,
     *,
-    label: str | None = None,
-    task: TaskParams | None = None,
-    seed: int = 0,
-    fields: Sequence[str] | None = None,
+    context: GenerateContext | None = None,
     probe_options: Mapping[str, Any] | None = None,
-    progress: bool = False,
     **overrides: Any,
 ) -> AutoCalibrateResult:
     """Algorithm 1: draft, keep the top-K by correlation, refine on misaligned examples, merge.
 
-    ``params`` (:class:`AutoCalibrateParams`, default: its defaults) with keyword ``overrides`` of
-    its fields (``aspect``, ``scale``, ``top_k``, ``rounds`` ...), checked like a config. The
-    aspect defaults to ``label`` and the label to the aspect; one of them is needed. The returned
-    pool holds the final top-K (kept drafts and refined criteria together), best first; each
-    rubric's provenance has its ``correlation`` and ``metric``, and the pool manifest records
-    every setting (``params.to_dict()``). ``probe_options`` go to
-    :func:`rubric_induce.probing.api.probe`. ``task``: the run's
-    :class:`~rubric_induce.core.task.TaskParams`; it words every prompt and the probes, unless
-    ``params.task`` gives the drafting prompts a task sentence of their own.
+    Args:
+        examples: Examples with a Likert label on ``params.scale``. An example's ``rationale``
+            (the raters' reason) is shown with it while drafting, as evidence.
+        backend: The LLM that drafts, refines and (through probing) scores the criteria.
+        params: The method's settings (default: :class:`AutoCalibrateParams` defaults).
+        context: The run: ``label`` (default: the aspect; the aspect defaults to the label, and
+            one of them is needed), seed, fields shown, progress bars, and ``task`` (it words
+            every prompt and the probes, unless ``params.task`` gives the drafting prompts a task
+            sentence of their own).
+        probe_options: Keywords for :func:`rubric_induce.probing.api.probe` (the revisits).
+        **overrides: Fields of ``params`` (``aspect``, ``scale``, ``top_k``, ``rounds`` ...),
+            checked like a config; an unknown name is a :class:`TypeError`.
+
+    Returns:
+        The final top-K (kept drafts and refined criteria together), best first, in
+        ``result.pool``; each rubric's provenance has its ``correlation`` and ``metric`` (and
+        ``reason_example_ids`` where drafting showed reasons); the pool manifest records every
+        setting (``params.to_dict()``).
     """
+    context = context or GenerateContext()
     params = resolve_params(AutoCalibrateParams, params, overrides)
-    aspect = params.aspect or label
+    aspect = params.aspect or context.label
     if not aspect:
         raise RubricInduceError("AutoCalibrate needs an aspect or a label to write criteria for")
-    label = label or aspect
+    label, fields, seed, progress = context.label or aspect, context.fields, context.seed, context.progress
     low, high = params.scale
     stats = GenerationStats()
     data = labelled_examples(examples, label, low=low, high=high, fields=fields, stats=stats)
+    task = context.task.resolved() if context.task is not None else None
     if task is not None:
-        task = task.resolved()
         probe_options = {"task": task, **dict(probe_options or {})}
     prompt_task: str | TaskParams | None = params.task or task
     screen = criteria_screen(data, prompt_task, aspect=aspect, scale=params.scale, fields=fields,
@@ -151,8 +159,10 @@ def generate_autocalibrate(
         "task": prompt_task.to_dict() if isinstance(prompt_task, TaskParams) else prompt_task, "seed": seed,
         "settings": {**params.to_dict(),
                      "probe_options": {k: v for k, v in dict(probe_options or {}).items() if k != "task"}},
-        "backend": backend.identity(), "model": _backend_name(backend), "prompts": _prompt_hashes(params),
+        "backend": backend.identity(), "model": _backend_name(backend),
+        "prompts": _prompt_hashes(params, with_reasons=bool(reasons(data))),
         "n_examples": len(data), "n_candidates": len(candidates),
+        **({"n_reasons": len(reasons(data))} if reasons(data) else {}),
         "scores": {k: (None if not np.isfinite(v) else v) for k, v in scores.items()},
         "stats": stats.to_dict(),
     }
@@ -199,8 +209,10 @@ class _Rounds:
         return kept
 
 
-def _prompt_hashes(params: AutoCalibrateParams) -> dict[str, str]:
+def _prompt_hashes(params: AutoCalibrateParams, *, with_reasons: bool) -> dict[str, str]:
     prompts = {n: load_prompt(n).hash for n in ("autocal_draft", "autocal_refine")}
+    if with_reasons:
+        prompts[REASON_PROMPT] = load_prompt(REASON_PROMPT).hash
     if params.levels:
         prompts["rubric_levels"] = load_prompt("rubric_levels").hash
     return prompts
@@ -221,43 +233,11 @@ def _with_levels(final: list[Rubric], backend: Backend, params: AutoCalibratePar
 
 
 # ----------------------------------------------------------------------------- the registered generator
-@dataclass(frozen=True)
-class AutoCalibrateParams(Params):
-    """Options of AutoCalibrate (draft, revisit and refine criteria for one Likert aspect)."""
-
-    section = "generate.options"
-    aspect: str | None = param(None, help="The aspect to write criteria for (default: the label).")
-    task: str | None = param(None, help="A task sentence of its own for the drafting prompts (default: worded "
-                                        "from the run's task, [task] / --task-description).")
-    scale: tuple[int, int] = param((1, 5), help="The human score range LOW,HIGH.")
-    sample_sizes: tuple[int, ...] = param((4, 6, 8, 10, 12), ge=1, help="In-context sample sizes for drafting.")
-    trials: int = param(4, ge=1, help="Monte-Carlo trials per sample size.")
-    samples: int = param(3, ge=1, cli="--draft-samples", help="Temperature samples per drafting prompt.")
-    top_k: int = param(5, ge=1, cli="--keep", help="Criteria kept after each revisit (top-K).")
-    metric: str = param("spearman", choices=("spearman", "pearson", "kendall"),
-                        help="Correlation used to rank criteria.")
-    refine_sizes: tuple[int, ...] = param((1, 2, 4), ge=1, help="Misaligned-example sample sizes for refinement.")
-    refine_trials: int = param(4, ge=1, help="Refinement trials per sample size.")
-    refine_samples: int = param(2, ge=1, help="Temperature samples per refinement prompt.")
-    rounds: int = param(1, ge=0, help="Refine-and-filter rounds.")
-    draft_temperature: float = param(1.0, ge=0.0, help="Drafting temperature.")
-    refine_temperature: float = param(1.0, ge=0.0, help="Refinement temperature.")
-    levels: int = param(0, choices=(0, 4, 5), help="Expand the final criteria into 4 or 5 level descriptors (0 = no).")
-    max_examples: int | None = param(None, ge=3, help="Budget: a seeded sample of N labelled examples.")
-    max_example_chars: int | None = param(1500, ge=100, help="Truncate each shown example to N characters.")
-    retries: int = param(2, ge=0, help="Retries of an unparseable reply.", hidden=True)
-
-    def check(self) -> None:
-        if self.scale[1] <= self.scale[0]:
-            raise DataError(f"need LOW < HIGH, got {list(self.scale)}", field=self.where("scale"))
-
-
 @generator("autocalibrate", AutoCalibrateParams, binary=False,
            description="draft/revisit/refine criteria for one Likert aspect")
 def _run_autocalibrate(examples: list[Example], backend: Backend, opts: AutoCalibrateParams,
                        ctx: GenerateContext) -> GenerateResult:
-    result = generate_autocalibrate(examples, backend, opts, label=ctx.label, task=ctx.task, seed=ctx.seed,
-                                    fields=ctx.fields, progress=ctx.progress)
+    result = generate_autocalibrate(examples, backend, opts, context=ctx)
     best = result.best
     return GenerateResult(result.pool, "autocalibrate", len(examples),
                           extra={"best": best.text, "best_correlation": best.provenance.get("correlation"),

@@ -269,7 +269,7 @@ def count_kinds(rubrics) -> dict[str, int]:
 def _run_contrastive(examples: list[Example], backend: Backend, opts: ContrastiveParams,
                      ctx: GenerateContext) -> GenerateResult:
     try:
-        pairs = pairs_from_examples(examples, ctx.label)
+        pairs = pairs_from_examples(examples, ctx.label or "sat")
     except DataError as exc:
         raise DataError(f"generate.method = 'contrastive' needs pairwise data ([data] kind = \"pairwise\"): "
                         f"{exc.message}", field="generate.method") from None

@@ -22,7 +22,8 @@ from rubric_induce.core.task import TaskParams, TaskWording
 from rubric_induce.core.templates import load_prompt
 from rubric_induce.data.model import AnswerScale, Example, Rubric
 from rubric_induce.data.render import render_example
-from rubric_induce.generation.evidence import usable_label
+from rubric_induce.generation.evidence import reason_block, reason_ids, reasons, usable_label
+from rubric_induce.generation.params import AUTOCALIBRATE_DEFAULTS as _A
 from rubric_induce.generation.screen import RubricScreen, screen_item
 from rubric_induce.probing.api import probe
 
@@ -130,9 +131,9 @@ def labelled_examples(
 def draft_plan(
     examples: Sequence[Example],
     *,
-    sample_sizes: Sequence[int] = (4, 6, 8, 10, 12),
-    trials: int = 4,
-    samples: int = 3,
+    sample_sizes: Sequence[int] = _A.sample_sizes,
+    trials: int = _A.trials,
+    samples: int = _A.samples,
     seed: int = 0,
     stats: GenerationStats | None = None,
 ) -> list[DraftSpec]:
@@ -183,12 +184,13 @@ def _task_text(task: str | TaskParams | None, aspect: str, low: int, high: int) 
 
 
 def criteria_screen(examples: Sequence[Example], task: str | TaskParams | None, *, aspect: str,
-                    scale: tuple[int, int], fields=None, max_example_chars: int | None = 1500) -> RubricScreen:
-    """The filter for drafted/refined criteria: no copied task text, no long spans of an example."""
+                    scale: tuple[int, int], fields=None, max_example_chars: int | None = _A.max_example_chars) -> RubricScreen:
+    """The filter for drafted/refined criteria: no copied task text, no long spans of an example or
+    of a rater's reason."""
     words = _task_words(task)
     low, high = scale
     prompts = [*words.prompt_texts(), _task_text(task, aspect, low, high)]
-    return RubricScreen(prompt_texts=prompts, criteria=True,
+    return RubricScreen(prompt_texts=prompts, criteria=True, reasons=reasons(examples),
                         examples=[render_example(e, fields, max_chars=max_example_chars, marker="") for e in examples])
 
 
@@ -208,16 +210,16 @@ class DraftOptions:
     aspect: str
     label: str | None = None
     task: str | TaskParams | None = None
-    scale: tuple[int, int] = (1, 5)
+    scale: tuple[int, int] = _A.scale
     plan: Sequence[DraftSpec] | None = None
-    sample_sizes: Sequence[int] = (4, 6, 8, 10, 12)
-    trials: int = 4
-    samples: int = 3
+    sample_sizes: Sequence[int] = _A.sample_sizes
+    trials: int = _A.trials
+    samples: int = _A.samples
     seed: int = 0
-    temperature: float = 1.0
+    temperature: float = _A.draft_temperature
     fields: Sequence[str] | None = None
-    max_example_chars: int | None = 1500
-    retries: int = 2
+    max_example_chars: int | None = _A.max_example_chars
+    retries: int = _A.retries
     screen: RubricScreen | None = None
     stats: GenerationStats | None = None
     progress: bool = False
@@ -228,9 +230,11 @@ def draft_criteria(examples: Sequence[Example], backend: Backend, options: Draft
     """Draft one criterion per :class:`DraftSpec` (the plan is built when not given).
 
     ``task``: the run's :class:`~rubric_induce.core.task.TaskParams` (or a task sentence of its
-    own). Criteria that copy the task text or a long span of an example are rejected and
-    counted (``screen``, default :func:`criteria_screen`). Returns unique criteria as rubrics
-    (``aspect`` set, Likert ``scale``) in plan order.
+    own). Each shown example's rater reason (``rationale``) follows its score, as evidence; a
+    criterion records the examples whose reasons it saw (``reason_example_ids``). Criteria that
+    copy the task text or a long span of an example or a reason are rejected and counted
+    (``screen``, default :func:`criteria_screen`). Returns unique criteria as rubrics (``aspect``
+    set, Likert ``scale``) in plan order.
 
     ``options``: a :class:`DraftOptions`, or its fields as keywords (which win over ``options``).
     """
@@ -251,8 +255,11 @@ def draft_criteria(examples: Sequence[Example], backend: Backend, options: Draft
     bar = progress_bar(len(plan), desc="drafting", enabled=progress)
     try:
         for spec in plan:
-            shots = "\n\n".join(f"### Example {i}\n" + _example_block(by_id[e], label, fields, max_example_chars)
-                                for i, e in enumerate(spec.example_ids, 1))
+            shown = [by_id[e] for e in spec.example_ids]
+            shots = "\n\n".join(f"### Example {i}\n" + _example_block(ex, label, fields, max_example_chars,
+                                                                        extra=reason_block(ex))
+                                for i, ex in enumerate(shown, 1))
+            from_reasons = reason_ids(shown)
             messages = template.render(task=task, aspect=aspect, low=str(low), high=str(high), examples=shots)
             crit = ask_json(backend, messages, _CRITERION_SCHEMA, _parse_criterion, step="draft", stats=stats,
                             seed=spec.seed, temperature=temperature, max_tokens=400, retries=retries,
@@ -265,6 +272,7 @@ def draft_criteria(examples: Sequence[Example], backend: Backend, options: Draft
                 "prompt_hash": template.hash, "seed": seed, "call_seed": spec.seed,
                 "sample_size": spec.size, "trial": spec.trial, "sample": spec.sample,
                 "temperature": temperature, "source_example_ids": list(spec.example_ids), "criterion": crit,
+                **({"reason_example_ids": from_reasons} if from_reasons else {}),
             })
             if rubric.id in out:
                 stats.reject("duplicate")
@@ -311,17 +319,17 @@ class RefineOptions:
     aspect: str
     label: str | None = None
     task: str | TaskParams | None = None
-    scale: tuple[int, int] = (1, 5)
-    sample_sizes: Sequence[int] = (1, 2, 4)
-    trials: int = 4
-    samples: int = 2
+    scale: tuple[int, int] = _A.scale
+    sample_sizes: Sequence[int] = _A.refine_sizes
+    trials: int = _A.refine_trials
+    samples: int = _A.refine_samples
     misaligned_pool: int | None = None
     seed: int = 0
     round_index: int = 0
-    temperature: float = 1.0
+    temperature: float = _A.refine_temperature
     fields: Sequence[str] | None = None
-    max_example_chars: int | None = 1500
-    retries: int = 2
+    max_example_chars: int | None = _A.max_example_chars
+    retries: int = _A.retries
     screen: RubricScreen | None = None
     stats: GenerationStats | None = None
     progress: bool = False
@@ -439,7 +447,7 @@ def expand_levels(
     levels: int = 4,
     seed: int = 0,
     temperature: float = 0.0,
-    retries: int = 2,
+    retries: int = _A.retries,
     task: str | TaskParams | None = None,
     stats: GenerationStats | None = None,
 ) -> Rubric:

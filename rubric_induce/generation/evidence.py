@@ -5,6 +5,13 @@ for the LLM to read. An example with some text and a blank part is kept, because
 itself evidence (an empty reply rated 1 is what a DSAT rubric should catch), and a blank field the
 prompt does not show changes nothing. RUBICON and AutoCalibrate used to disagree here (one skipped
 an example when *any* field was blank, counting fields it never showed).
+
+The raters' free-text reasons (:attr:`Example.rationale <rubric_induce.data.model.Example.rationale>`,
+read through ``[data.mapping] rationale``) are evidence too: RUBICON's extraction and AutoCalibrate's
+drafting show an example's reason after it (:func:`reason_block`, the ``rater_reason`` prompt), each
+rubric records the ids of the examples whose reasons it was drafted from (``reason_example_ids``),
+and the screens reject a rubric that copies a reason. Examples without a reason get the prompts as
+before, byte for byte.
 """
 from __future__ import annotations
 
@@ -12,10 +19,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from rubric_induce.core.errors import DataError
+from rubric_induce.core.templates import load_prompt
 from rubric_induce.data.model import Example
 from rubric_induce.data.render import render_example
 
-__all__ = ["blank_example", "usable_label"]
+__all__ = ["blank_example", "usable_label", "REASON_PROMPT", "reason_block", "reasons", "reason_ids"]
+
+#: The block template that shows a rater's reason after its example.
+REASON_PROMPT = "rater_reason"
 
 
 def blank_example(example: Example, fields: Sequence[str] | None = None) -> bool:
@@ -41,3 +52,21 @@ def usable_label(example: Example, label: str, fields: Sequence[str] | None, sta
     if value is None:
         stats.skip(f"no {label!r} label", example_id=example.id)
     return value
+
+
+def reason_block(example: Example) -> str:
+    """The ``rater_reason`` block to append after ``example`` in a prompt: ``""`` when it has no
+    reason (so the prompt is unchanged), else a blank line and the rendered block."""
+    if not example.rationale:
+        return ""
+    return "\n\n" + "\n\n".join(m["content"] for m in load_prompt(REASON_PROMPT).render(reason=example.rationale))
+
+
+def reasons(examples: Sequence[Example]) -> list[str]:
+    """The raters' reasons of ``examples`` (those that have one), for the copy screens."""
+    return [e.rationale for e in examples if e.rationale]
+
+
+def reason_ids(examples: Sequence[Example]) -> list[str]:
+    """The ids of ``examples`` that carry a reason, in order, once each: a rubric's provenance."""
+    return list(dict.fromkeys(e.id for e in examples if e.rationale))

@@ -24,6 +24,8 @@ from rubric_induce.core.task import TaskParams, TaskWording
 from rubric_induce.core.templates import PromptTemplate, load_prompt
 from rubric_induce.data.model import LIKERT_5, AnswerScale, Example, Rubric
 from rubric_induce.data.render import render_example
+from rubric_induce.generation.evidence import REASON_PROMPT, reason_block
+from rubric_induce.generation.params import RUBICON_DEFAULTS as _R
 from rubric_induce.generation.screen import RubricScreen, screen_item
 
 __all__ = [
@@ -69,8 +71,9 @@ def _subject_list(subjects: Sequence[str] | str | None) -> list[str] | None:
 
 def rubric_screen(task: TaskParams | TaskWording | None = None, *, domain: str | None = None,
                   use_ds: bool = False, use_cdp: bool = False, examples: Sequence[str] = (),
-                  criteria: bool = False) -> RubricScreen:
-    """The filter for generated rubrics: the task's class names and every prompt text shown."""
+                  criteria: bool = False, reasons: Sequence[str] = ()) -> RubricScreen:
+    """The filter for generated rubrics: the task's class names and every prompt text shown
+    (``examples``: the example texts, ``reasons``: the raters' reasons shown with them)."""
     words = _wording(task)
     prompt_texts = list(words.prompt_texts())
     if use_ds and domain:
@@ -79,22 +82,24 @@ def rubric_screen(task: TaskParams | TaskWording | None = None, *, domain: str |
         for name in ("rubicon_cdp_extract", "rubicon_cdp_summarize"):
             prompt_texts += [m["content"] for m in load_prompt(name).render()]
     return RubricScreen(class_words=words.class_words(), kind_words=[words.kind, words.kinds],
-                        prompt_texts=prompt_texts, examples=examples, criteria=criteria)
+                        prompt_texts=prompt_texts, examples=examples, criteria=criteria, reasons=reasons)
 
 
 @dataclass(frozen=True)
 class Pattern:
-    """One extracted (dis)satisfaction pattern and the example it came from."""
+    """One extracted (dis)satisfaction pattern and the example it came from (``from_reason``: the
+    extraction prompt showed that example's rater reason)."""
 
     text: str
     polarity: str
     example_id: str
+    from_reason: bool = False
 
 
 def rubicon_prompts() -> dict[str, PromptTemplate]:
     """The templates RUBICON and SPUR use, by name (their hashes go into provenance)."""
     names = ["rubicon_extract", "rubicon_ds", "rubicon_cdp_extract", "rubicon_cdp_summarize",
-             "rubicon_summarize", "spur_update"]
+             "rubicon_summarize", "spur_update", REASON_PROMPT]
     return {n: load_prompt(n) for n in names}
 
 
@@ -119,13 +124,13 @@ class PatternOptions:
     domain: str | None = None
     use_ds: bool = True
     use_cdp: bool = True
-    top_k: int = 3
+    top_k: int = _R.top_k
     seed: int = 0
-    temperature: float = 0.0
+    temperature: float = _R.temperature
     fields: Sequence[str] | None = None
-    max_example_chars: int | None = 6000
+    max_example_chars: int | None = _R.max_example_chars
     subjects: Sequence[str] | str | None = TASK_SUBJECTS
-    retries: int = 2
+    retries: int = _R.retries
     stats: GenerationStats | None = None
     progress: bool = False
 
@@ -136,8 +141,9 @@ def extract_patterns(examples: Sequence[Example], backend: Backend, options: Pat
 
     All ``examples`` are taken to carry the label that ``polarity`` names (SAT: positive).
     ``task`` words the prompt (default: the generic task); ``domain`` feeds DS (default: the
-    task's description). Replies that cannot be parsed after ``retries`` are counted in
-    ``stats.failures``.
+    task's description). An example's rater reason (``rationale``) is shown after it, as evidence
+    (:func:`~rubric_induce.generation.evidence.reason_block`). Replies that cannot be parsed after
+    ``retries`` are counted in ``stats.failures``.
 
     ``options``: a :class:`PatternOptions`, or its fields as keywords (which win over ``options``).
     """
@@ -159,7 +165,7 @@ def extract_patterns(examples: Sequence[Example], backend: Backend, options: Pat
             if not conversation.strip():
                 stats.skip("empty text", example_id=ex.id)
                 continue
-            messages = template.render(conversation=conversation, k=str(top_k), **values)
+            messages = template.render(conversation=conversation + reason_block(ex), k=str(top_k), **values)
             items = ask_json(backend, messages, schema, parse, step="extract", stats=stats,
                              seed=derive_seed(seed, "extract", polarity, ex.id), temperature=temperature,
                              max_tokens=80 * top_k + 40, retries=retries,
@@ -168,7 +174,7 @@ def extract_patterns(examples: Sequence[Example], backend: Backend, options: Pat
                 items = _sentences(items, stats)
                 if len(items) > top_k:
                     stats.reject("beyond top_k", len(items) - top_k)
-                out.extend(Pattern(t, polarity, ex.id) for t in items[:top_k])
+                out.extend(Pattern(t, polarity, ex.id, bool(ex.rationale)) for t in items[:top_k])
             bar.update()
     finally:
         bar.close()
@@ -221,6 +227,13 @@ def _screened(items: list[str], screen: RubricScreen | None, stats: GenerationSt
     return [t for t in items if screen_item(screen, t, stats)]
 
 
+def _reason_provenance(batch: Sequence[Pattern]) -> dict[str, list[str]]:
+    """``{"reason_example_ids": [...]}``: the examples whose rater reasons the batch's patterns were
+    extracted with; empty (no key) when none were, so provenance without reasons is unchanged."""
+    ids = list(dict.fromkeys(p.example_id for p in batch if p.from_reason))
+    return {"reason_example_ids": ids} if ids else {}
+
+
 def _batches(patterns: Sequence[Pattern], size: int) -> list[list[Pattern]]:
     return [list(patterns[i:i + size]) for i in range(0, len(patterns), size)]
 
@@ -234,15 +247,15 @@ class SummarizeOptions:
     domain: str | None = None
     use_ds: bool = True
     use_cdp: bool = True
-    batch_size: int = 8
-    max_new: int = 5
-    max_shown: int | None = 60
+    batch_size: int = _R.batch_size
+    max_new: int = _R.max_new
+    max_shown: int | None = _R.max_shown
     seed: int = 0
-    temperature: float = 0.0
+    temperature: float = _R.temperature
     scale: AnswerScale = LIKERT_5
     existing: Sequence[Rubric] = ()
     subjects: Sequence[str] | str | None = TASK_SUBJECTS
-    retries: int = 2
+    retries: int = _R.retries
     provenance: Mapping[str, Any] | None = None
     screen: RubricScreen | None = None
     stats: GenerationStats | None = None
@@ -294,6 +307,7 @@ def summarize_rubrics(patterns: Sequence[Pattern], backend: Backend, options: Su
                 stats.reject("beyond max_new", len(items) - max_new)
                 items = items[:max_new]
             source_ids = list(dict.fromkeys(p.example_id for p in batch))
+            from_reasons = _reason_provenance(batch)
             for text in items:
                 key = _norm(text)
                 if key in seen:
@@ -304,7 +318,7 @@ def summarize_rubrics(patterns: Sequence[Pattern], backend: Backend, options: Su
                 new.append(Rubric.create(text, polarity, scale=scale, provenance={
                     **(provenance or {}), "step": "summarize", "batch": b, "model": _backend_name(backend),
                     "prompt_hash": template.hash, "seed": seed,
-                    "source_example_ids": source_ids, "source_patterns": [p.text for p in batch],
+                    "source_example_ids": source_ids, "source_patterns": [p.text for p in batch], **from_reasons,
                 }))
     finally:
         bar.close()
@@ -317,13 +331,13 @@ class SpurOptions:
 
     polarity: str
     task: TaskParams | None = None
-    n_rubrics: int = 10
-    batch_size: int = 8
+    n_rubrics: int = _R.spur_size
+    batch_size: int = _R.batch_size
     seed: int = 0
-    temperature: float = 0.0
+    temperature: float = _R.temperature
     scale: AnswerScale = LIKERT_5
     subjects: Sequence[str] | str | None = TASK_SUBJECTS
-    retries: int = 2
+    retries: int = _R.retries
     provenance: Mapping[str, Any] | None = None
     screen: RubricScreen | None = None
     stats: GenerationStats | None = None
@@ -382,7 +396,7 @@ def spur_update(patterns: Sequence[Pattern], backend: Backend, options: SpurOpti
                     **(provenance or {}), "step": "spur_update", "batch": b, "model": _backend_name(backend),
                     "prompt_hash": template.hash, "seed": seed,
                     "source_example_ids": list(dict.fromkeys(p.example_id for p in batch)),
-                    "source_patterns": [p.text for p in batch],
+                    "source_patterns": [p.text for p in batch], **_reason_provenance(batch),
                 }))
             current = updated
     finally:

@@ -50,17 +50,27 @@ class GenerateResult:
 
 @dataclass(frozen=True)
 class GenerateContext:
-    """What every generator is told about the run besides its own options: the label it learns
-    (with the threshold that makes a graded label binary), the domain text, the seed, the example
-    fields shown, the task, and whether to draw progress bars."""
+    """What a generator is told about the run besides its own settings (its Params).
 
-    label: str
+    Attributes:
+        label: The label it learns; None: the method's default (``sat`` for RUBICON/SPUR, the
+            aspect for AutoCalibrate).
+        label_threshold: Makes a graded label binary (``label >= threshold`` is positive).
+        domain: The domain text itself (RUBICON's DS; callers resolve ``@file``).
+        seed: The run seed every call's seed derives from.
+        fields: The example fields shown to the LLM, in order (default: all).
+        progress: Draw progress bars.
+        task: What is judged and what the label means; it words every prompt (None: the generic
+            task).
+    """
+
+    label: str | None = None
     label_threshold: float | None = None
     domain: str | None = None
     seed: int = 0
     fields: Sequence[str] | None = None
     progress: bool = False
-    task: TaskParams = field(default_factory=TaskParams)
+    task: TaskParams | None = None
 
 
 @dataclass(frozen=True)

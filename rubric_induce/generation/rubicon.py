@@ -42,11 +42,12 @@ from rubric_induce.backends.structured import (
     derive_seed,
 )
 from rubric_induce.core.errors import DataError, RubricInduceError
-from rubric_induce.core.params import Params, param, resolve_params
+from rubric_induce.core.params import resolve_params
 from rubric_induce.core.task import TaskParams
 from rubric_induce.data.model import LIKERT_5, AnswerScale, Example, Rubric, RubricPool
 from rubric_induce.data.render import render_example
-from rubric_induce.generation.evidence import usable_label
+from rubric_induce.generation.evidence import REASON_PROMPT, reasons, usable_label
+from rubric_induce.generation.params import RubiconParams
 from rubric_induce.generation.patterns import (
     DEFAULT_SUBJECTS,
     TASK_SUBJECTS,
@@ -149,60 +150,69 @@ def generate_rubicon(
     backend: Backend,
     params: RubiconParams | None = None,
     *,
+    context: GenerateContext | None = None,
     mode: str = "rubicon",
-    label: str = "sat",
-    threshold: float | None = None,
-    task: TaskParams | None = None,
-    domain: str | None = None,
-    seed: int = 0,
-    fields: Sequence[str] | None = None,
     scale: AnswerScale = LIKERT_5,
     subjects: Sequence[str] | str | None = TASK_SUBJECTS,
-    progress: bool = False,
     **overrides: Any,
 ) -> RubricPool:
     """Generate a SAT + DSAT rubric pool from binary-labelled examples (RUBICON or SPUR mode).
 
-    ``params`` (:class:`RubiconParams`, default: its defaults) with keyword ``overrides`` of its
-    fields (``top_k`` patterns per example, ``batch_size`` patterns per summarization call,
-    ``max_new`` rubrics per call (RUBICON), ``spur_size`` rubrics per polarity (SPUR), ``use_ds``,
-    ``use_cdp`` ...), checked like a config. ``label``: the 0/1 label (or a graded one with
-    ``threshold``). ``task``: what is judged and what the label means
-    (:class:`~rubric_induce.core.task.TaskParams`; default: the generic task,
-    ``TaskParams(preset="uss")`` for RUBICON's user-satisfaction wording). ``domain``: the
-    domain description for DS (default: the task's description; one of them is required while DS
-    is on). DS defaults to on for RUBICON and off for SPUR; CDP (conversation design principles)
-    to on for RUBICON on conversations, off otherwise. ``subjects``: sentence starts enforced by
-    the JSON schema on every pattern and rubric (default: from the task; None to lift it).
-    Generated rubrics that restate the label, name the annotation, or copy prompt text or a long
-    span of a shown example are rejected and counted by reason in ``stats.rejected``. Returns a
-    :class:`RubricPool` whose manifest holds the settings (``params.to_dict()``, switches
-    resolved), task, prompt hashes, backend and ``stats``; raises :class:`GenerationError` rather
-    than return an empty pool.
+    Generated rubrics that restate the label, name the annotation, or copy prompt text, a long
+    span of a shown example or a rater's reason are rejected and counted by reason in
+    ``stats.rejected``. DS defaults to on for RUBICON and off for SPUR; CDP (conversation design
+    principles) to on for RUBICON on conversations, off otherwise.
+
+    Args:
+        examples: Labelled examples; ``context.label`` must be 0/1 (or graded, with
+            ``context.label_threshold``). An example's ``rationale`` (the raters' reason) is shown
+            with it during extraction, as evidence.
+        backend: The LLM that extracts patterns and writes rubrics.
+        params: The method's settings (default: :class:`RubiconParams` defaults).
+        context: The run: label (default ``sat``), threshold, domain text for DS (default: the
+            task's description; one of them is required while DS is on), seed, fields shown, task
+            (default: the generic task; ``TaskParams(preset="uss")`` for RUBICON's wording),
+            progress bars.
+        mode: ``"rubicon"`` (a growing pool) or ``"spur"`` (a fixed-size set per polarity).
+        scale: The answer scale of the rubrics made.
+        subjects: Sentence starts enforced by the JSON schema on every pattern and rubric
+            (default: from the task; None lifts it).
+        **overrides: Fields of ``params`` (``top_k``, ``batch_size``, ``max_new``, ``use_ds`` ...),
+            checked like a config; an unknown name is a :class:`TypeError`.
+
+    Returns:
+        The pool; its manifest holds the settings (``params.to_dict()``, switches resolved), task,
+        prompt hashes, backend and ``stats``. Each rubric's provenance names its source examples
+        and, where their reasons were shown, ``reason_example_ids``.
+
+    Raises:
+        GenerationError: No rubric survived (rather than an empty pool).
     """
     if mode not in MODES:
         raise RubricInduceError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
-    task = (task or TaskParams()).resolved()
+    context = context or GenerateContext()
+    task = (context.task or TaskParams()).resolved()
     words = task.wording()
     params = resolve_params(RubiconParams, params, overrides).switched(mode, words.is_conversation)
     use_ds, use_cdp = bool(params.use_ds), bool(params.use_cdp)
+    label, fields = context.label or "sat", context.fields
     stats = GenerationStats()
-    pos, neg = split_binary(examples, label, threshold=threshold, fields=fields, stats=stats)
+    pos, neg = split_binary(examples, label, threshold=context.label_threshold, fields=fields, stats=stats)
     prompts = rubicon_prompts()
-    used = _prompts_used(mode, use_ds=use_ds, use_cdp=use_cdp)
-    ds_domain = (domain or "").strip() or None
+    used = _prompts_used(mode, use_ds=use_ds, use_cdp=use_cdp) + ([REASON_PROMPT] if reasons(pos + neg) else [])
+    ds_domain = (context.domain or "").strip() or None
     screen = rubric_screen(words, domain=ds_domain or words.description, use_ds=use_ds, use_cdp=use_cdp,
                            examples=[render_example(e, fields, max_chars=params.max_example_chars)
-                                     for e in pos + neg])
-    settings = {"label": label, "threshold": threshold, **params.to_dict(),
+                                     for e in pos + neg], reasons=reasons(pos + neg))
+    settings = {"label": label, "threshold": context.label_threshold, **params.to_dict(),
                 "fields": list(fields) if fields else None, "subjects": subject_list(subjects, words)}
     prompt_hashes = {n: prompts[n].hash for n in used}
     base_prov = {"method": mode, "use_ds": use_ds, "use_cdp": use_cdp, "top_k": params.top_k,
                  "batch_size": params.batch_size, "prompt_hashes": prompt_hashes}
-    common = dict(seed=seed, temperature=params.temperature, retries=params.retries, stats=stats,
-                  progress=progress, subjects=subjects, task=task)
-    run = _PolarityRun(backend, params, mode=mode, domain=domain, fields=fields, scale=scale, base_prov=base_prov,
-                       screen=screen, common=common)
+    common = dict(seed=context.seed, temperature=params.temperature, retries=params.retries, stats=stats,
+                  progress=context.progress, subjects=subjects, task=task)
+    run = _PolarityRun(backend, params, mode=mode, domain=context.domain, fields=fields, scale=scale,
+                       base_prov=base_prov, screen=screen, common=common)
     rubrics: list[Rubric] = []
     n_patterns: dict[str, int] = {}
     for polarity, group in (("SAT", pos), ("DSAT", neg)):
@@ -211,11 +221,12 @@ def generate_rubicon(
         raise no_rubrics_error(mode, stats)
     pool = RubricPool(rubrics)
     pool.manifest = {
-        "method": mode, "settings": settings, "seed": seed,
+        "method": mode, "settings": settings, "seed": context.seed,
         "domain": (ds_domain or words.description) if use_ds else None, "task": task.to_dict(),
         "backend": backend.identity(), "model": _backend_name(backend), "prompts": prompt_hashes,
         "n_examples": {"positive": len(pos), "negative": len(neg)}, "n_patterns": n_patterns,
         "n_by_polarity": {p: len(pool.by_polarity(p)) for p in ("SAT", "DSAT")},
+        **({"n_reasons": len(reasons(pos + neg))} if REASON_PROMPT in used else {}),
         "stats": stats.to_dict(),
     }
     log.info("%s: %d rubrics; %s", mode, len(pool), stats.summary())
@@ -275,7 +286,8 @@ class _PolarityRun:
 
 def generate_spur(examples: Iterable[Example], backend: Backend, params: RubiconParams | None = None,
                   **options: Any) -> RubricPool:
-    """The SPUR baseline: :func:`generate_rubicon` in ``mode="spur"`` (DS and CDP off by default)."""
+    """The SPUR baseline: :func:`generate_rubicon` in ``mode="spur"`` (DS and CDP off by default);
+    ``options``: its other keywords (``context``, ``scale``, ``subjects``, fields of ``params``)."""
     return generate_rubicon(examples, backend, params, mode="spur", **options)
 
 
@@ -300,45 +312,15 @@ def balanced_sample(
 
 
 # ----------------------------------------------------------------------------- the registered generator
-@dataclass(frozen=True)
-class RubiconParams(Params):
-    """Options of RUBICON (growing SAT/DSAT pool) and SPUR (fixed-size set)."""
-
-    section = "generate.options"
-    top_k: int = param(3, ge=1, help="Patterns extracted per example.")
-    batch_size: int = param(8, ge=1, help="Patterns per summarization call.")
-    max_new: int = param(5, ge=1, help="New rubrics asked for per batch (rubicon).")
-    max_shown: int | None = param(60, ge=1, help="Existing rubrics shown per summarization call (rubicon).",
-                                  hidden=True)
-    spur_size: int = param(10, ge=1, help="Rubrics per polarity in the SPUR set.")
-    use_ds: bool | None = param(None, cli="--ds/--no-ds",
-                                help="Domain sensitization block (default: on for rubicon, off for spur; "
-                                     "needs generate.domain or a task description).")
-    use_cdp: bool | None = param(None, cli="--cdp/--no-cdp",
-                                 help="Conversation design principles block (default: on for rubicon on "
-                                      "conversations, off otherwise and for spur).")
-    temperature: float = param(0.0, ge=0.0, help="Generation temperature.")
-    max_example_chars: int | None = param(6000, ge=100, help="Truncate each shown example to N characters.")
-    retries: int = param(2, ge=0, help="Retries of an unparseable reply.", hidden=True)
-
-    def switched(self, mode: str, conversation: bool) -> RubiconParams:
-        """A copy with ``use_ds`` / ``use_cdp`` decided: an unset switch takes the mode's default
-        (DS on for rubicon; CDP on for rubicon on conversations; both off for spur)."""
-        on = mode == "rubicon"
-        return self.with_overrides(use_ds=on if self.use_ds is None else self.use_ds,
-                                   use_cdp=(on and conversation) if self.use_cdp is None else self.use_cdp)
-
-
 def _run_rubicon(mode: str):
     def run(examples: list[Example], backend: Backend, opts: RubiconParams, ctx: GenerateContext) -> GenerateResult:
-        task, domain = ctx.task, ctx.domain
+        task, domain = ctx.task or TaskParams(), ctx.domain
         use_ds = opts.switched(mode, task.wording().is_conversation).use_ds
         if use_ds and not (domain and domain.strip()) and not task.description:
             raise DataError("domain sensitization needs a domain description (generate.domain / --domain) or a "
                             "task description (task.description / --task-description); or switch it off "
                             "(generate.options.use_ds = false / --no-ds)", field="generate.domain")
-        pool = generate_rubicon(examples, backend, opts, mode=mode, label=ctx.label, threshold=ctx.label_threshold,
-                                task=task, domain=domain, seed=ctx.seed, fields=ctx.fields, progress=ctx.progress)
+        pool = generate_rubicon(examples, backend, opts, context=ctx, mode=mode)
         return GenerateResult(pool, mode, len(examples))
     return run
 

@@ -13,6 +13,8 @@ item fail that, and small models produce all of them:
 - **copies an example**: it holds a span (>= ``example_span`` consecutive words, 6 by default,
   after lower-casing and dropping punctuation) of an example text (e.g. article sentences pasted
   into an AutoCalibrate criterion); the copied span is quoted in the rejection record;
+- **copies a rater's reason**: the same span test against the raters' free-text reasons shown as
+  evidence (``[data.mapping] rationale``): a reason is evidence to generalise from, not a rubric;
 - **is generic**: it says only that the text is good or meets the criteria ("The response meets
   all criteria.", "The response is a natural utterance."): every word beyond the kind of text and
   its parties is a generic word of praise or blame, or it appeals to "all criteria".
@@ -35,14 +37,15 @@ from dataclasses import dataclass, field
 from rubric_induce.backends.structured import MAX_REJECTED_ITEMS, GenerationError
 
 __all__ = ["RubricScreen", "Rejection", "rejection_reason", "copied_span", "screen_item", "record_rejection",
-           "sentences", "REASONS", "LABEL", "ANNOTATION", "PROMPT", "EXAMPLE", "GENERIC"]
+           "sentences", "REASONS", "LABEL", "ANNOTATION", "PROMPT", "EXAMPLE", "REASON", "GENERIC"]
 
 LABEL = "restates the label"
 ANNOTATION = "names the annotation"
 PROMPT = "copies prompt text"
 EXAMPLE = "copies an example"
 GENERIC = "is generic"
-REASONS = (LABEL, ANNOTATION, PROMPT, EXAMPLE, GENERIC)
+REASON = "copies a rater's reason"
+REASONS = (LABEL, ANNOTATION, PROMPT, EXAMPLE, REASON, GENERIC)
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _ANNOTATION = re.compile(
@@ -149,7 +152,8 @@ class RubricScreen:
 
     ``class_words``: words naming the label's classes; ``kind_words``: the kind of text and its
     parties (allowed next to class words); ``prompt_texts``: task description, instruction blocks
-    and few-shot examples; ``examples``: the example texts shown. ``criteria``: screen long
+    and few-shot examples; ``examples``: the example texts shown; ``reasons``: the raters' reasons
+    shown with them (screened like example texts, rejected as :data:`REASON`). ``criteria``: screen long
     AutoCalibrate criteria (they may talk about scores, so only the copy checks apply, and prompt
     text counts as copied only when the whole criterion repeats it). ``min_span``: words shared
     in a row with prompt text that make a copy; ``example_span``: the same for example texts.
@@ -163,9 +167,12 @@ class RubricScreen:
     min_prompt_words: int = 4
     criteria: bool = False
     example_span: int = 6
+    reasons: Iterable[str] = ()
     _prompt: list[list[str]] = field(init=False, repr=False)
     _prompt_grams: set[tuple[str, ...]] = field(init=False, repr=False)
     _example_grams: set[tuple[str, ...]] = field(init=False, repr=False)
+    _reason_grams: set[tuple[str, ...]] = field(init=False, repr=False)
+    _short_reasons: list[list[str]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.min_span < 2 or self.example_span < 2:
@@ -176,6 +183,10 @@ class RubricScreen:
         self._prompt_grams = set().union(*(_ngrams(w, self.min_span) for w in self._prompt)) if self._prompt else set()
         ex = [_words(t) for t in self.examples if t]
         self._example_grams = set().union(*(_ngrams(w, self.example_span) for w in ex)) if ex else set()
+        why = [_words(t) for t in self.reasons if t]
+        self._reason_grams = set().union(*(_ngrams(w, self.example_span) for w in why)) if why else set()
+        # a reason shorter than the span is a copy when the rubric holds all of it
+        self._short_reasons = [w for w in why if self.min_prompt_words <= len(w) < self.example_span]
 
     def reason(self, text: str) -> str | None:
         """Why ``text`` is rejected (one of :data:`REASONS`), or None to keep it."""
@@ -199,6 +210,11 @@ class RubricScreen:
         span = copied_span(words, self._example_grams, self.example_span)
         if span is not None:
             return Rejection(EXAMPLE, span=span)
+        span = copied_span(words, self._reason_grams, self.example_span)
+        if span is None:
+            span = next((" ".join(r) for r in self._short_reasons if _contains(words, r)), None)
+        if span is not None:
+            return Rejection(REASON, span=span)
         return None
 
     def _sentence(self, sentence: str) -> Rejection | None:

@@ -24,9 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.backends.base import Backend
+from rubric_induce.backends.cache import CallCache
 from rubric_induce.backends.options import CallOptions
 from rubric_induce.core.errors import BackendError, DataError, RubricInduceError
 from rubric_induce.pipeline.config import RunConfig, load_config
+from rubric_induce.pipeline.folder import cache_path_for
+from rubric_induce.pipeline.probejob import plan_direct, run_probe_job
 from rubric_induce.probing.timing import ChatTiming, EnoughCalls, StageTime, TimedBackend, TimePlan, time_probes
 
 __all__ = ["time_run", "long_run_check", "NO_LLM_SECONDS", "OPTIMISTIC_TOKENS_PER_S"]
@@ -65,16 +68,17 @@ def _done_stages(ctx, force: tuple[str, ...] = ()) -> set[str]:
 
 def _time_generation(ctx, backend: Backend, n_calls: int, clock: Callable[[], float]) -> TimedBackend:
     """The generate stage's first ``n_calls`` replies, timed (the stage's own library call)."""
-    from rubric_induce.generation.api import generate, read_domain
+    from rubric_induce.generation.api import GenerateContext, generate, read_domain
     from rubric_induce.handoff import import_rubrics
 
     cfg = ctx.config
     timed = TimedBackend(backend, clock=clock, stop_after=n_calls)
     include = [import_rubrics(cfg.resolve(p)) for p in cfg.generate.include]
     try:
-        generate(ctx.train, timed, cfg.generate, label=cfg.data.label, label_threshold=cfg.data.label_threshold,
-                 domain=read_domain(cfg.generate.domain, cfg.resolve), include=include, seed=cfg.run.seed,
-                 fields=cfg.data.fields, task=cfg.task_resolved)
+        generate(ctx.train, timed, cfg.generate, include=include, context=GenerateContext(
+            label=cfg.data.label, label_threshold=cfg.data.label_threshold,
+            domain=read_domain(cfg.generate.domain, cfg.resolve), seed=cfg.run.seed, fields=cfg.data.fields,
+            task=cfg.task_resolved))
     except EnoughCalls:
         pass
     except DataError:
@@ -178,6 +182,32 @@ def _quiet_stage(name: str, cfg: RunConfig, done: set[str]) -> StageTime:
     return StageTime(name, NO_LLM_SECONDS.get(name, 0.0), f"no LLM call ({what}; a fixed allowance)")
 
 
+def _direct_plan(cfg: RunConfig, out: str | Path | None, backend: Backend, shard: Any):
+    """The direct question's probe plan (:func:`~rubric_induce.pipeline.probejob.plan_direct`) with the run's
+    cache, for its calls' prompt sizes."""
+    job = run_probe_job(cfg, out=out, shard=shard)
+    path = cache_path_for(cfg.backend.cache, job.run_dir)
+    cache = CallCache(path) if path.exists() else None
+    try:
+        return plan_direct(job, backend, cache=cache)
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def _evaluate_stage(cfg: RunConfig, done: set[str], direct: Any, timing: Any) -> StageTime:
+    """The evaluate stage: a fixed allowance, plus the direct judge's probe calls sized like the probe stage's."""
+    if "evaluate" in done or not cfg.evaluate.enabled or direct is None or direct.to_make == 0:
+        return _quiet_stage("evaluate", cfg, done)
+    base = NO_LLM_SECONDS["evaluate"]
+    if timing is None:
+        return StageTime("evaluate", None, f"not estimated: {direct.to_make:,} direct-judge call(s) and no probe "
+                                           "call could be timed", llm=True)
+    return StageTime("evaluate", base + timing.seconds(direct.text_sizes),
+                     f"{direct.to_make:,} direct-judge probe call(s) on the held-out texts ([evaluate] "
+                     f"direct_baseline), sized like the probe stage's; {base:g} s for the metrics", llm=True)
+
+
 def _chat_timing(backend: Backend, samples: list, prompt_line: tuple[float, float], clock) -> ChatTiming | None:
     chat = ChatTiming.fit(samples, prompt_line)
     if chat is None:  # no generation reply timed: one short chat call
@@ -226,6 +256,7 @@ def time_run(config: RunConfig | str | Path, *, out: str | Path | None = None, b
     start_s = 0.0 if backend is not None else clock() - t0
     try:
         plan = plan_run(cfg, out=out, backend=inner, prices=prices, shard=shard, assume_rubrics=assume_rubrics)
+        direct = _direct_plan(cfg, out, inner, shard) if plan.params.get("direct_baseline") else None
         ctx = RunContext(cfg, run_dir_for(cfg, out))
         preflight(ctx)
         done = _done_stages(ctx, force)
@@ -243,7 +274,8 @@ def time_run(config: RunConfig | str | Path, *, out: str | Path | None = None, b
         if backend is None:
             inner.close()
     stages = [gen, _quiet_stage("dedup", cfg, done), _probe_stage(plan, timing, done, _assumed(plan, cfg))]
-    stages += [_quiet_stage(n, cfg, done) for n in ("select", "calibrate", "artifact", "evaluate")]
+    stages += [_quiet_stage(n, cfg, done) for n in ("select", "calibrate", "artifact")]
+    stages.append(_evaluate_stage(cfg, done, direct, timing))
     stages += [_feedback_stage(ctx, done, chat, plan.n_rubrics), _quiet_stage("report", cfg, done)]
     label = f"{inner.kind}/{inner.model}"
     notes = []

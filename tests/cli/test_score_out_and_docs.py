@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 import rubric_induce
 from rubric_induce.cli import cli
+from rubric_induce.generation.registry import GenerateContext
 
 ROOT = Path(rubric_induce.__file__).resolve().parents[1]
 BACKENDS_GUIDE = (ROOT / "docs" / "guides" / "backends.md").read_text(encoding="utf-8")
@@ -24,7 +25,7 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 def _artifact(tmp_path: Path) -> Path:
     """A scorer folder of two demo rubrics (no calibration) that the fake backend probes."""
-    from rubric_induce.scoring.scorer import write_artifact
+    from rubric_induce.scoring.artifact import write_artifact
 
     folder = tmp_path / "run"
     folder.mkdir()
@@ -91,7 +92,7 @@ def test_generation_without_bars_prints_calls_done_of_planned_and_elapsed(monkey
     examples = [Example.create({"text": f"USER: hi {i}\nSYSTEM: hello {i}"}, {"sat": i % 2}, id=f"e{i}")
                 for i in range(6)]
     params = GenerateParams(method="rubicon", options={"top_k": 2, "batch_size": 3, "use_ds": False})
-    generate(examples, FakeBackend(), params, label="sat", progress=False)
+    generate(examples, FakeBackend(), params, context=GenerateContext(label="sat", progress=False))
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("generate (rubicon): ")]
     assert lines, err

@@ -24,6 +24,7 @@ from rubric_induce.generation.autocalibrate import (
     refine_criteria,
     revisit,
 )
+from rubric_induce.generation.registry import GenerateContext
 
 SMALL = dict(sample_sizes=(2, 3), trials=2, samples=2, refine_sizes=(1, 2), refine_trials=1, refine_samples=1)
 
@@ -127,7 +128,7 @@ def test_refinement_shows_the_most_misaligned_examples(likert_examples, fake, sc
 
 def test_full_loop_merges_refined_with_kept_drafts_and_returns_the_best(likert_examples, scripted):
     backend = FakeBackend(replies=scripted, answers=oracle_answers("Refined"))
-    res = generate_autocalibrate(likert_examples, backend, aspect="coherence", top_k=3, seed=4, **SMALL)
+    res = generate_autocalibrate(likert_examples, backend, aspect="coherence", top_k=3, **SMALL, context=GenerateContext(seed=4))
     # drafts are random under the oracle, the refined criteria are perfect: a refined one wins
     assert res.best.provenance["step"] == "refine"
     assert res.best.provenance["correlation"] == pytest.approx(1.0)

@@ -16,6 +16,7 @@ from rubric_induce.data.pair_examples import pair_examples, pairs_from_examples
 from rubric_induce.data.pairs import Pair
 from rubric_induce.generation.api import GenerateParams, generate
 from rubric_induce.generation.contrastive import HARD_RULE, PRINCIPLE, generate_contrastive, sample_pairs
+from rubric_induce.generation.registry import GenerateContext
 
 TASK = TaskParams(kind="response", description="Instruction following: the response does what the user asks.")
 
@@ -130,8 +131,7 @@ def test_generate_entry_point_reads_pairs_back_from_pair_examples():
     assert pairs_from_examples([*examples, *order_examples(pairs)], "sat") == back  # a pairwise probe's texts: skipped
     mine = Rubric.create("The response answers in English.", "SAT")
     res = generate(examples, FakeBackend(replies=reply), GenerateParams(method="contrastive",
-                                                                        options={"max_pairs": 2}),
-                   task=TASK, include=[[mine]], seed=0)
+                                                                        options={"max_pairs": 2}), include=[[mine]], context=GenerateContext(task=TASK, seed=0))
     assert res.method == "contrastive" and res.n_included == 1 and mine.id in res.pool.ids
     assert res.pool.manifest["n_pairs"]["shown"] == 2 and res.pool.manifest["n_pairs"]["ties_skipped"] == 1
     assert sum(res.pool.manifest["n_by_kind"].values()) == len(res.pool) - 1
@@ -142,8 +142,7 @@ def test_copied_response_text_is_screened_and_recounted():
     copy = json.dumps({"hard_rules": ["The response says here are 3 tips about sleep number 0."],
                        "principles": ["The response stays on the topic asked about."]})
     pairs = make_pairs(2)
-    res = generate(pair_examples(pairs), FakeBackend(replies=lambda m, **k: copy),
-                   GenerateParams(method="contrastive"), task=TASK)
+    res = generate(pair_examples(pairs), FakeBackend(replies=lambda m, **k: copy), GenerateParams(method="contrastive"), context=GenerateContext(task=TASK))
     assert [r.text for r in res.pool] == ["The response stays on the topic asked about."]
     assert res.pool.manifest["n_by_kind"] == {HARD_RULE: 0, PRINCIPLE: 1}
     assert res.pool.manifest["stats"]["rejected"]["copies an example"] >= 1
@@ -153,5 +152,5 @@ def test_pointwise_examples_are_refused_naming_the_field():
     ex = [Example.create({"text": "a text"}, {"sat": 1}, id="e1"), Example.create({"text": "b"}, {"sat": 0}, id="e2")]
     fake = FakeBackend(replies=reply)
     with pytest.raises(DataError, match="pairwise") as exc:
-        generate(ex, fake, GenerateParams(method="contrastive"), task=TASK)
+        generate(ex, fake, GenerateParams(method="contrastive"), context=GenerateContext(task=TASK))
     assert exc.value.field == "generate.method" and not fake.calls

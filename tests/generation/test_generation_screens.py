@@ -14,6 +14,7 @@ from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.core.task import TaskParams
 from rubric_induce.data import Example
 from rubric_induce.generation.api import GenerateParams, generate
+from rubric_induce.generation.registry import GenerateContext
 from rubric_induce.generation.rubicon import DEFAULT_SUBJECTS, generate_rubicon, rubric_screen
 from rubric_induce.generation.screen import EXAMPLE, GENERIC, LABEL, RubricScreen, copied_span, sentences
 
@@ -113,8 +114,7 @@ def test_copy_of_a_training_text_the_llm_was_not_shown_is_rejected_with_its_span
     """per_class = 1 shows two dialogues; the copied one (e7) is not among them, yet it is training text."""
     copy = "The assistant says the lobster special tonight comes with roasted garlic butter."
     params = GenerateParams(method="rubicon", per_class=1, options={"use_ds": False, "top_k": 1, "max_new": 5})
-    result = generate(_examples(), FakeBackend(replies=_reply([copy, "The assistant names the booked time."])),
-                      params, label="sat", task=USS, seed=3)
+    result = generate(_examples(), FakeBackend(replies=_reply([copy, "The assistant names the booked time."])), params, context=GenerateContext(label="sat", task=USS, seed=3))
     assert [r.text for r in result.pool] == ["The assistant names the booked time."] * 1 or \
         {r.text for r in result.pool} == {"The assistant names the booked time."}
     stats = result.pool.manifest["stats"]
@@ -126,8 +126,7 @@ def test_copy_of_a_training_text_the_llm_was_not_shown_is_rejected_with_its_span
 
 def test_generic_two_sentence_rubric_is_rejected_in_generation():
     items = [GENERIC_TWO, "The assistant names the booked time."]
-    pool = generate_rubicon(_examples(4), FakeBackend(replies=_reply(items)), task=USS, domain="Bookings.", top_k=1,
-                            batch_size=4, max_new=10, subjects=None)
+    pool = generate_rubicon(_examples(4), FakeBackend(replies=_reply(items)), top_k=1, batch_size=4, max_new=10, subjects=None, context=GenerateContext(task=USS, domain="Bookings."))
     assert {r.text for r in pool} == {"The assistant names the booked time."}
     assert pool.manifest["stats"]["rejected"][GENERIC] == 2
     rec = next(i for i in pool.manifest["stats"]["rejected_items"] if i["reason"] == GENERIC)
@@ -139,8 +138,7 @@ def test_generic_two_sentence_rubric_is_rejected_in_generation():
                                            (("The bot",), ["The bot"]), ("The bot", ["The bot"])])
 def test_manifest_records_subjects_as_strings_not_letters(subjects, want):
     items = ["The assistant names the booked time.", "The bot names the booked time."]
-    pool = generate_rubicon(_examples(4), FakeBackend(replies=_reply(items)), task=USS, domain="Bookings.", top_k=1,
-                            batch_size=4, max_new=10, subjects=subjects)
+    pool = generate_rubicon(_examples(4), FakeBackend(replies=_reply(items)), top_k=1, batch_size=4, max_new=10, subjects=subjects, context=GenerateContext(task=USS, domain="Bookings."))
     assert pool.manifest["settings"]["subjects"] == want
 
 

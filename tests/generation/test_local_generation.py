@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from rubric_induce.data import Example
+from rubric_induce.generation.registry import GenerateContext
 
 pytestmark = pytest.mark.local_model
 
@@ -28,9 +29,7 @@ def test_embedded_model_generates_a_pool_with_provenance(tmp_path, embedded_mode
     try:
         # conversations with an AI assistant: the uss task (RUBICON's wording and sentence starts).
         # max_new=3: SmolLM2-135M often copies the prompt's few-shot rubric, which the screen rejects.
-        pool = generate_rubicon(dialogues, backend, task=TaskParams(preset="uss"),
-                                domain="A restaurant booking assistant.", top_k=1,
-                                use_cdp=False, batch_size=4, max_new=3, retries=1, max_example_chars=400)
+        pool = generate_rubicon(dialogues, backend, top_k=1, use_cdp=False, batch_size=4, max_new=3, retries=1, max_example_chars=400, context=GenerateContext(task=TaskParams(preset="uss"), domain="A restaurant booking assistant."))
     finally:
         backend.close()
     assert len(pool) > 0

@@ -12,6 +12,7 @@ from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.core.task import TaskParams
 from rubric_induce.core.templates import load_prompt, prompts_dir
 from rubric_induce.data import Example, RubricPool
+from rubric_induce.generation.registry import GenerateContext
 from rubric_induce.generation.rubicon import (
     Pattern,
     balanced_sample,
@@ -55,8 +56,7 @@ def test_extraction_caps_at_top_k_and_counts_extra(dialogues):
 
 @pytest.mark.parametrize("use_ds,use_cdp", [(True, True), (True, False), (False, True), (False, False)])
 def test_ds_and_cdp_blocks_switch_on_and_off(dialogues, fake, scripted, use_ds, use_cdp):
-    generate_rubicon(dialogues, fake, domain=DOMAIN if use_ds else None, use_ds=use_ds, use_cdp=use_cdp,
-                     top_k=1)
+    generate_rubicon(dialogues, fake, use_ds=use_ds, use_cdp=use_cdp, top_k=1, context=GenerateContext(domain=DOMAIN if use_ds else None))
     ext, summ = system(scripted.prompts["extract"][0]), system(scripted.prompts["summarize"][0])
     assert (DOMAIN in ext) is use_ds and (DOMAIN in summ) is use_ds
     assert ("Conversational responsibility" in ext) is use_cdp
@@ -66,7 +66,7 @@ def test_ds_and_cdp_blocks_switch_on_and_off(dialogues, fake, scripted, use_ds, 
 
 def test_ds_without_domain_is_a_clear_error(dialogues, fake):
     with pytest.raises(RubricInduceError, match="domain"):
-        generate_rubicon(dialogues, fake, domain=None)
+        generate_rubicon(dialogues, fake, context=GenerateContext(domain=None))
 
 
 def test_summarization_grows_the_pool_and_shows_earlier_rubrics(fake, scripted):
@@ -102,7 +102,7 @@ def test_summarization_rejects_repeats_of_existing_rubrics():
 
 
 def test_generate_rubicon_provenance_and_manifest(dialogues, fake):
-    pool = generate_rubicon(dialogues, fake, domain=DOMAIN, top_k=2, batch_size=4, max_new=3, seed=11, task=USS)
+    pool = generate_rubicon(dialogues, fake, top_k=2, batch_size=4, max_new=3, context=GenerateContext(domain=DOMAIN, seed=11, task=USS))
     assert len(pool.by_polarity("SAT")) > 0 and len(pool.by_polarity("DSAT")) > 0
     hashes = {n: t.hash for n, t in rubicon_prompts().items()}
     for r in pool:
@@ -131,7 +131,7 @@ def test_generic_task_has_no_conversation_blocks_by_default(dialogues, fake, scr
     or booking example reaches any prompt; the task's class names do."""
     task = TaskParams(description="Whether the reply completes the booking.", positive="complete",
                       negative="incomplete")
-    pool = generate_rubicon(dialogues, fake, task=task, top_k=1)
+    pool = generate_rubicon(dialogues, fake, top_k=1, context=GenerateContext(task=task))
     assert pool.manifest["settings"]["use_cdp"] is False and pool.manifest["domain"] == task.description
     texts = [m["content"] for step in ("extract", "summarize") for p in scripted.prompts[step] for m in p]
     assert texts and not any("satisf" in t or "before booking" in t or "repeats a request" in t for t in texts)
@@ -175,25 +175,25 @@ def test_spur_truncates_oversized_updates():
 def test_no_positive_examples_is_an_error(dialogues, fake):
     neg = [e for e in dialogues if e.labels["sat"] == 0]
     with pytest.raises(DataError, match="no positive examples"):
-        generate_rubicon(neg, fake, domain=DOMAIN)
+        generate_rubicon(neg, fake, context=GenerateContext(domain=DOMAIN))
 
 
 def test_no_negative_examples_is_an_error(dialogues, fake):
     pos = [e for e in dialogues if e.labels["sat"] == 1]
     with pytest.raises(DataError, match="no negative examples"):
-        generate_rubicon(pos, fake, domain=DOMAIN)
+        generate_rubicon(pos, fake, context=GenerateContext(domain=DOMAIN))
 
 
 def test_graded_label_needs_threshold(dialogues, fake):
     with pytest.raises(DataError, match="not binary"):
-        generate_rubicon(dialogues, fake, label="satisfaction", domain=DOMAIN)
-    pool = generate_rubicon(dialogues, fake, label="satisfaction", threshold=3.0, domain=DOMAIN, top_k=1)
+        generate_rubicon(dialogues, fake, context=GenerateContext(label="satisfaction", domain=DOMAIN))
+    pool = generate_rubicon(dialogues, fake, top_k=1, context=GenerateContext(label="satisfaction", label_threshold=3.0, domain=DOMAIN))
     assert pool.manifest["n_examples"] == {"positive": 3, "negative": 3}
 
 
 def test_empty_texts_are_skipped_and_counted(dialogues, fake):
     bad = Example.create({"text": "   "}, {"sat": 1}, id="empty")
-    pool = generate_rubicon([bad, *dialogues], fake, domain=DOMAIN, top_k=1)
+    pool = generate_rubicon([bad, *dialogues], fake, top_k=1, context=GenerateContext(domain=DOMAIN))
     skipped = pool.manifest["stats"]["skipped"]
     assert skipped == [{"reason": "empty text", "example_id": "empty"}]
     assert all("empty" not in r.provenance["source_example_ids"] for r in pool)
@@ -202,7 +202,7 @@ def test_empty_texts_are_skipped_and_counted(dialogues, fake):
 def test_only_empty_texts_is_an_error(fake):
     exs = [Example.create({"text": ""}, {"sat": i % 2}, id=f"x{i}") for i in range(4)]
     with pytest.raises(DataError, match="no positive examples.*4 skipped"):
-        generate_rubicon(exs, fake, domain=DOMAIN)
+        generate_rubicon(exs, fake, context=GenerateContext(domain=DOMAIN))
 
 
 def test_unparseable_replies_are_counted_not_silent(dialogues):
@@ -215,7 +215,7 @@ def test_unparseable_replies_are_counted_not_silent(dialogues):
         return '{"rubrics": ["The assistant completes the booking."]}'
 
     backend = FakeBackend(replies=replies)
-    pool = generate_rubicon(dialogues, backend, domain=DOMAIN, top_k=1, retries=1)
+    pool = generate_rubicon(dialogues, backend, top_k=1, retries=1, context=GenerateContext(domain=DOMAIN))
     stats = pool.manifest["stats"]
     assert stats["n_failures"] == 1 and stats["retries"] >= 1
     assert stats["failures"][0]["step"] == "extract" and stats["failures"][0]["context"]["example_id"] == "d0"
@@ -225,27 +225,27 @@ def test_unparseable_replies_are_counted_not_silent(dialogues):
 def test_all_replies_unparseable_raises_instead_of_empty_pool(dialogues):
     backend = FakeBackend(replies=lambda m, **k: "sorry")
     with pytest.raises(GenerationError, match="no rubrics"):
-        generate_rubicon(dialogues, backend, domain=DOMAIN, top_k=1, retries=0)
+        generate_rubicon(dialogues, backend, top_k=1, retries=0, context=GenerateContext(domain=DOMAIN))
 
 
 # ---------------------------------------------------------------- determinism and caching
 def test_same_inputs_and_seed_hit_the_cache_and_give_the_same_pool(dialogues, tmp_path):
     cache = CallCache(tmp_path / "calls.sqlite")
     first = CachedBackend(FakeBackend(), cache)
-    pool1 = generate_rubicon(dialogues, first, domain=DOMAIN, top_k=2, batch_size=3, seed=5)
+    pool1 = generate_rubicon(dialogues, first, top_k=2, batch_size=3, context=GenerateContext(domain=DOMAIN, seed=5))
     assert first.tally.calls > 0 and first.tally.cache_hits == 0
     second = CachedBackend(FakeBackend(), cache)
-    pool2 = generate_rubicon(dialogues, second, domain=DOMAIN, top_k=2, batch_size=3, seed=5)
+    pool2 = generate_rubicon(dialogues, second, top_k=2, batch_size=3, context=GenerateContext(domain=DOMAIN, seed=5))
     assert second.tally.calls == 0 and second.tally.cache_hits == first.tally.calls
     assert [r.to_dict() for r in pool1] == [r.to_dict() for r in pool2]
     # a different seed makes different requests
     third = CachedBackend(FakeBackend(), cache)
-    generate_rubicon(dialogues, third, domain=DOMAIN, top_k=2, batch_size=3, seed=6)
+    generate_rubicon(dialogues, third, top_k=2, batch_size=3, context=GenerateContext(domain=DOMAIN, seed=6))
     assert third.tally.calls > 0
 
 
 def test_pool_round_trips_with_provenance(dialogues, fake, tmp_path):
-    pool = generate_rubicon(dialogues, fake, domain=DOMAIN, top_k=1)
+    pool = generate_rubicon(dialogues, fake, top_k=1, context=GenerateContext(domain=DOMAIN))
     path = pool.save(tmp_path / "rubric_pools" / "p.jsonl")
     loaded = RubricPool.load(path)
     assert [r.to_dict() for r in loaded] == [r.to_dict() for r in pool]

@@ -12,6 +12,7 @@ from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.core.task import TaskParams
 from rubric_induce.data import Example
 from rubric_induce.generation.autocalibrate import generate_autocalibrate
+from rubric_induce.generation.registry import GenerateContext
 from rubric_induce.generation.rubicon import Pattern, generate_rubicon, rubric_screen, spur_update
 from rubric_induce.generation.screen import ANNOTATION, EXAMPLE, LABEL, PROMPT, RubricScreen, rejection_reason
 
@@ -129,8 +130,7 @@ def test_rubicon_rejects_and_counts_with_reasons():
     dialogues = [Example.create({"text": e.fields["text"].replace("Done, your table is booked.",
                                                                   "Done, your table is booked for the user today.")},
                                 e.labels, id=e.id) for e in dialogues]
-    pool = generate_rubicon(dialogues, FakeBackend(replies=_reply), task=USS, domain="Restaurant bookings.",
-                            top_k=1, batch_size=4, max_new=10, subjects=None)
+    pool = generate_rubicon(dialogues, FakeBackend(replies=_reply), top_k=1, batch_size=4, max_new=10, subjects=None, context=GenerateContext(task=USS, domain="Restaurant bookings."))
     texts = {r.text for r in pool}
     assert texts == {"The assistant names the booked time."}
     rejected = pool.manifest["stats"]["rejected"]
@@ -161,8 +161,7 @@ def test_autocalibrate_rejects_copied_article_text():
         n["i"] += 1
         return json.dumps({"criterion": copied if n["i"] % 2 else f"Good summaries keep the main point {n['i']}."})
 
-    res = generate_autocalibrate(exs, FakeBackend(replies=reply), aspect="coherence", task=QAGS, sample_sizes=(2,),
-                                 trials=2, samples=1, top_k=2, rounds=0)
+    res = generate_autocalibrate(exs, FakeBackend(replies=reply), aspect="coherence", sample_sizes=(2,), trials=2, samples=1, top_k=2, rounds=0, context=GenerateContext(task=QAGS))
     assert all(copied not in r.text for r in res.candidates)
     assert res.stats.rejected[EXAMPLE] == 1 and res.pool.manifest["stats"]["rejected"][EXAMPLE] == 1
     assert res.pool.manifest["task"]["kind"] == "summary"
@@ -193,9 +192,9 @@ def test_included_rubrics_carry_a_run_whose_generation_is_all_rejected():
         {"patterns": ["The user was satisfied."], "rubrics": ["The user was satisfied."]}))
     params = GenerateParams(method="rubicon", options={"use_ds": False, "top_k": 1, "max_new": 1})
     with pytest.raises(GenerationError, match="restates the label"):
-        generate(examples, backend, params, label="sat", task=TaskParams(preset="uss"))
+        generate(examples, backend, params, context=GenerateContext(label="sat", task=TaskParams(preset="uss")))
     hand = [Rubric.create("The assistant confirms the booking time.", "SAT")]
-    result = generate(examples, backend, params, label="sat", task=TaskParams(preset="uss"), include=[hand])
+    result = generate(examples, backend, params, include=[hand], context=GenerateContext(label="sat", task=TaskParams(preset="uss")))
     assert [r.text for r in result.pool] == [hand[0].text]
     s = result.summary()
     assert s["generated"] == 0 and s["included"] == 1 and "restates the label" in s["generation_error"]
