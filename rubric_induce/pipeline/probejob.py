@@ -20,9 +20,10 @@ from rubric_induce.backends.base import Backend
 from rubric_induce.core.errors import BackendError, DataError
 from rubric_induce.data.model import Example, Rubric
 from rubric_induce.pipeline.config import RunConfig, load_config
+from rubric_induce.pipeline.stages import direct_judge_question, direct_target
 from rubric_induce.probing.shards import Shard, parse_shard, select_shard
 
-__all__ = ["ProbeJob", "run_probe_job", "open_plan_backend", "plan_run", "run_probe_shard", "export_run_batch",
+__all__ = ["ProbeJob", "run_probe_job", "open_plan_backend", "plan_run", "plan_direct", "run_probe_shard", "export_run_batch",
            "DEFAULT_ASSUMED_RUBRICS"]
 
 #: Generated rubrics a plan assumes before the generate stage has run (override: assume_rubrics).
@@ -43,6 +44,9 @@ class ProbeJob:
     shard: Shard | None = None
     n_all_examples: int = 0
     notes: list[str] = field(default_factory=list)
+    #: The evaluate stage's direct question and the held-out texts it is asked on (None / []: not asked).
+    direct: Rubric | None = None
+    held_out: list[Example] = field(default_factory=list)
 
     def probe_kwargs(self) -> dict[str, Any]:
         cfg = self.config
@@ -129,7 +133,35 @@ def run_probe_job(config: RunConfig | str | Path, *, out: str | Path | None = No
                         path=cfg.source, field="generate.include")
     if shard is not None:
         notes.append(f"shard {shard}: {len(examples)} of {len(ctx.probe_examples)} texts")
-    return ProbeJob(cfg, run_dir, examples, rubrics, source, exact, shard, len(ctx.probe_examples), notes)
+    target = direct_target(ctx) if shard is None else None  # a shard holds probe-stage calls only
+    direct = direct_judge_question(ctx, target) if target is not None else None
+    return ProbeJob(cfg, run_dir, examples, rubrics, source, exact, shard, len(ctx.probe_examples), notes,
+                    direct=direct, held_out=ctx.test if direct is not None else [])
+
+
+def plan_direct(job: ProbeJob, backend: Backend, *, cache: Any = None, prices: Any = None):
+    """The :class:`~rubric_induce.probing.plan.ProbePlan` of the evaluate stage's direct question on the
+    held-out texts (one probe each, the run's probe settings), or None when the run asks none."""
+    from rubric_induce.evaluation.direct import direct_probe_params
+    from rubric_induce.probing.plan import plan_probes
+
+    if job.direct is None or not job.held_out:
+        return None
+    kw = job.probe_kwargs()
+    kw["params"] = direct_probe_params(kw["params"])
+    return plan_probes(job.held_out, [job.direct], backend, cache=cache, prices=prices, compare=False, **kw)
+
+
+def _direct_note(plan: Any, n_texts: int) -> tuple[dict[str, Any], str]:
+    """The direct plan as the probe plan's ``params["direct_baseline"]`` and as a line of its notes."""
+    cost = plan.cost_usd.get("plain")
+    info = {"texts": n_texts, "calls": plan.calls, "cached": plan.cached, "to_make": plan.to_make,
+            "prompt_tokens": plan.prompt_tokens, "completion_tokens": plan.completion_tokens, "cost_usd": plan.cost_usd}
+    line = (f"direct-judge baseline (evaluate stage, [evaluate] direct_baseline): {plan.calls:,} call(s) on the "
+            f"{n_texts} held-out texts ({plan.cached:,} in the cache), {plan.prompt_tokens:,} prompt + "
+            f"{plan.completion_tokens:,} completion tokens, "
+            + ("cost unknown (no price for this model)" if cost is None else f"${cost:,.4f} plain"))
+    return info, line
 
 
 def open_plan_backend(cfg: RunConfig) -> Backend:
@@ -184,12 +216,16 @@ def plan_run(config: RunConfig | str | Path, *, out: str | Path | None = None, b
     cache = CallCache(cache_path) if cache_path.exists() else None
     try:
         plan = plan_probes(job.examples, job.rubrics, inner, cache=cache, prices=table, **job.probe_kwargs())
+        direct = plan_direct(job, inner, cache=cache, prices=table)
     finally:
         if cache is not None:
             cache.close()
         if backend is None:
             inner.close()
     plan.notes = [*job.notes, *plan.notes]
+    if direct is not None:
+        plan.params["direct_baseline"], line = _direct_note(direct, len(job.held_out))
+        plan.notes.append(line)
     plan.excluded = _excluded(cfg, job.exact)
     plan.params["rubrics"] = job.rubric_source
     return plan

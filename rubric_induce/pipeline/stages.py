@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rubric_induce.data import RubricPool, RubricSet
+from rubric_induce.calibration.api import run_questions
+from rubric_induce.data import Rubric, RubricPool, RubricSet
 from rubric_induce.dedup.api import DEDUP_POOL_FILE
 from rubric_induce.evaluation.direct import (
     DIRECT_FILE,
@@ -28,7 +29,7 @@ from rubric_induce.pipeline.context import RunContext
 from rubric_induce.probing.api import PROBES_FILE
 from rubric_induce.selection.api import SELECTED_FILE
 
-__all__ = ["Stage", "STAGES", "STAGE_NAMES"]
+__all__ = ["Stage", "STAGES", "STAGE_NAMES", "direct_target", "direct_judge_question"]
 
 CALIBRATION = "calibration"
 
@@ -338,6 +339,26 @@ def evaluate(ctx: RunContext) -> dict[str, Any]:
     return brief
 
 
+def direct_target(ctx: RunContext) -> str | None:
+    """The label the direct judge rates in this run (the calibrated question, else the selection label), or
+    None when the run asks no direct question (``[evaluate] direct_baseline = false``, evaluation off, no
+    held-out texts, a pairwise run). The evaluate stage itself rates the scorer's question."""
+    cfg = ctx.config
+    if ctx.pairwise or not (cfg.evaluate.enabled and cfg.evaluate.direct_baseline) or not ctx.test:
+        return None
+    return run_questions(cfg.calibrate, cfg.data)[0][0] if cfg.calibrate.enabled else cfg.data.label
+
+
+def direct_judge_question(ctx: RunContext, target: str) -> Rubric | None:
+    """The direct question about ``target`` on its scale (``[data] scales`` when declared, else the values
+    the examples hold), worded from ``[task]``; None when the label has no answer scale to ask on."""
+    cfg = ctx.config
+    declared = cfg.data.label_scales().get(target)
+    scale = target_scale(ctx.examples, target, declared=None if declared is None else (declared.low, declared.high),
+                         task=cfg.task_resolved)
+    return None if scale is None else direct_question(cfg.task_resolved, target, scale)
+
+
 def _direct_baseline(ctx: RunContext, result: Any, question: str | None) -> dict[str, Any] | None:
     """The direct judge on the held-out texts (``[evaluate] direct_baseline``): its probes go to
     ``direct_probes.jsonl`` (through the run's call cache: a rerun makes no call), its comparison into
@@ -347,15 +368,12 @@ def _direct_baseline(ctx: RunContext, result: Any, question: str | None) -> dict
     if not cfg.evaluate.direct_baseline:
         (ctx.out / DIRECT_FILE).unlink(missing_ok=True)
         return None
-    declared = cfg.data.label_scales().get(target)
-    scale = target_scale(ctx.examples, target, declared=None if declared is None else (declared.low, declared.high),
-                         task=cfg.task_resolved)
-    if scale is None:
+    question_rubric = direct_judge_question(ctx, target)
+    if question_rubric is None:
         (ctx.out / DIRECT_FILE).unlink(missing_ok=True)
         ctx.echo(f"  note: no direct-judge baseline: label {target!r} has no answer scale to ask on "
                  "(declare one in [data] scales)")
         return {"skipped": f"label {target!r} has no answer scale"}
-    question_rubric = direct_question(cfg.task_resolved, target, scale)
     judge = probe_direct(ctx.test, ctx.backend, question_rubric, cfg.probe, seed=cfg.run.seed,
                          fields=cfg.data.fields, task=cfg.task_resolved, progress=ctx.progress)
     judge.save(ctx.out)
