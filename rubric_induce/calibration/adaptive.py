@@ -52,8 +52,9 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.calibration._torch import require_torch
-from rubric_induce.calibration.calibrator import check_features, encode_targets, judge_key
+from rubric_induce.calibration.calibrator import check_features, encode_targets
 from rubric_induce.calibration.completion import COMPLETIONS, GaussianCompletion, complete_zeros
+from rubric_induce.calibration.judges import judge_index, judge_names, judge_rows, judge_vocabulary
 from rubric_induce.core.errors import DataError, NotFittedError, RubricInduceError
 from rubric_induce.core.estimator import Estimator, param_names
 
@@ -238,7 +239,7 @@ class AdaptiveModel(Estimator):
             raise DataError(f"X must be [rows, questions, answers] (question blocks to mask), got shape {Xa.shape}",
                             field="X")
         n, n_in, k = Xa.shape
-        judges = [str(j) for j in judge_ids]
+        judges = judge_names(judge_ids)
         if len(judges) != n:
             raise DataError(f"judge_ids has {len(judges)} entries for {n} rows of X", field="judge_ids")
         y = np.asarray(targets, dtype=np.float64)
@@ -267,8 +268,8 @@ class AdaptiveModel(Estimator):
             raise DataError(f"the main question {names[main]!r} has no applicable answer in the training data",
                             field="targets")
         keep = (codes >= 0).any(axis=1)
-        vocab = sorted(set(judges[r] for r in np.flatnonzero(keep)), key=judge_key)
-        jindex = {j: i for i, j in enumerate(vocab)}
+        rows = np.flatnonzero(keep)
+        vocab = judge_vocabulary(judges[r] for r in rows)
         groups_arr = np.asarray([str(g) for g in groups]) if groups is not None else np.arange(n).astype(str)
         if len(groups_arr) != n:
             raise DataError(f"groups has {len(groups_arr)} entries for {n} rows", field="groups")
@@ -295,15 +296,15 @@ class AdaptiveModel(Estimator):
         self.scales_ = scales
         self.main_question_index_ = main
         self.judges_ = vocab
-        self.judge_counts_ = {j: int(c) for j, c in Counter(judges[r] for r in np.flatnonzero(keep)).items()}
+        kept = Counter(judges[r] for r in rows)
+        self.judge_counts_ = {j: int(kept[j]) for j in vocab}
         self.input_widths_ = [int(v) for v in widths]
         self.prototypes_ = protos
         self.class_freq_ = np.divide(w, w.sum(axis=1, keepdims=True), out=np.zeros_like(w),
                                      where=w.sum(axis=1, keepdims=True) > 0)
 
-        rows = np.flatnonzero(keep)
         X3, S3 = Xa[rows].astype(np.float32), soft[rows].astype(np.float32)
-        J = np.asarray([jindex[judges[r]] for r in rows], dtype=np.int64)
+        J = judge_index(vocab, [judges[r] for r in rows])
         Y, G = codes[rows], groups_arr[rows]
         if self.completion == "gaussian":  # one answer vector per text, however many judges read it
             _, first = np.unique(G, return_index=True)
@@ -479,22 +480,7 @@ class AdaptiveModel(Estimator):
         """One judge-index array per judge to average over (``-1``: the shared weights only):
         ``judge`` None / unseen name (shared), a name, or a list of names; or ``judge_ids`` per row."""
         check_fitted(self)
-        index = {j: i for i, j in enumerate(self.judges_)}
-        if judge_ids is not None:
-            if judge is not None:
-                raise ValueError("give either judge= or judge_ids=, not both")
-            ids = [str(j) for j in judge_ids]
-            if len(ids) != n:
-                raise DataError(f"judge_ids has {len(ids)} entries for {n} rows", field="judge_ids")
-            return [np.asarray([index.get(j, -1) for j in ids], dtype=np.int64)]
-        if judge is None:
-            return [np.full(n, -1, dtype=np.int64)]
-        if isinstance(judge, (str, int, np.integer)):
-            return [np.full(n, index.get(str(judge), -1), dtype=np.int64)]
-        names = [str(j) for j in judge]
-        if not names:
-            raise ValueError("the list of trusted judges is empty")
-        return [np.full(n, index.get(j, -1), dtype=np.int64) for j in names]
+        return judge_rows(self.judges_, judge, n, judge_ids)
 
     def check_inputs(self, X: Any, observed: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """``(X, observed)`` checked against the fitted shape; ``observed`` default: every block

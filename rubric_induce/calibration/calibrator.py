@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.calibration._torch import require_torch
+from rubric_induce.calibration.judges import judge_index, judge_names, judge_rows, judge_vocabulary
 from rubric_induce.core.errors import DataError, NotFittedError
 from rubric_induce.core.estimator import Estimator, param_names
 
@@ -299,7 +300,7 @@ class Calibrator(Estimator):
         self._check_params()
         Xa = check_features(X)
         n = Xa.shape[0]
-        judges = [str(j) for j in judge_ids]
+        judges = judge_names(judge_ids)
         if len(judges) != n:
             raise DataError(f"judge_ids has {len(judges)} entries for {n} rows of X", field="judge_ids")
         y = np.asarray(targets, dtype=np.float64)
@@ -340,8 +341,8 @@ class Calibrator(Estimator):
             warnings.warn(f"questions never answered in the training data (their heads stay untrained): "
                           f"{unanswered}", stacklevel=3)
         keep = (codes >= 0).any(axis=1)
-        vocab = sorted(set(judges[r] for r in np.flatnonzero(keep)), key=judge_key)
-        jindex = {j: k for k, j in enumerate(vocab)}
+        rows = np.flatnonzero(keep)
+        vocab = judge_vocabulary(judges[r] for r in rows)
         groups_arr = np.asarray([str(g) for g in groups]) if groups is not None else np.arange(n).astype(str)
         if len(groups_arr) != n:
             raise DataError(f"groups has {len(groups_arr)} entries for {n} rows", field="groups")
@@ -352,14 +353,13 @@ class Calibrator(Estimator):
         self.scales_ = scales
         self.main_question_index_ = main
         self.judges_ = vocab
-        kept = Counter(judges[r] for r in np.flatnonzero(keep))  # one pass (not one per judge)
+        kept = Counter(judges[r] for r in rows)  # one pass (not one per judge)
         self.judge_counts_ = {j: int(kept[j]) for j in vocab}
         self.unanswered_questions_ = unanswered
         self.n_rows_ignored_ = int((~keep).sum())
 
-        rows = np.flatnonzero(keep)
         Xf = Xa.reshape(n, -1)[rows].astype(np.float32)
-        J = np.asarray([jindex[judges[r]] for r in rows], dtype=np.int64)
+        J = judge_index(vocab, [judges[r] for r in rows])
         Y = codes[rows]
         G = groups_arr[rows]
         return Xf, J, Y, G, main, scales
@@ -459,25 +459,6 @@ class Calibrator(Estimator):
                                     "val_nll": curve}
 
     # -- prediction ----------------------------------------------------------------------------
-    def _judge_index(self, judge: Any, n: int, judge_ids: Sequence[Any] | None) -> list[np.ndarray]:
-        """One index array per judge to average over (``-1`` = shared weights only)."""
-        index = {j: k for k, j in enumerate(self.judges_)}
-        if judge_ids is not None:
-            if judge is not None:
-                raise ValueError("give either judge= or judge_ids=, not both")
-            ids = [str(j) for j in judge_ids]
-            if len(ids) != n:
-                raise DataError(f"judge_ids has {len(ids)} entries for {n} rows", field="judge_ids")
-            return [np.asarray([index.get(j, -1) for j in ids], dtype=np.int64)]
-        if judge is None:
-            return [np.full(n, -1, dtype=np.int64)]
-        if isinstance(judge, (str, int, np.integer)):
-            return [np.full(n, index.get(str(judge), -1), dtype=np.int64)]
-        judges = [str(j) for j in judge]
-        if not judges:
-            raise ValueError("the list of trusted judges is empty")
-        return [np.full(n, index.get(j, -1), dtype=np.int64) for j in judges]
-
     def question_index(self, question: int | str | None = None) -> int:
         """Index of ``question`` (a name or an index; None: the main question)."""
         return self._question(question)
@@ -511,7 +492,7 @@ class Calibrator(Estimator):
         out = []
         with torch.no_grad():
             xt = torch.from_numpy(Xf)
-            for idx in self._judge_index(judge, len(Xf), judge_ids):
+            for idx in judge_rows(self.judges_, judge, len(Xf), judge_ids):
                 jt = torch.from_numpy(idx)
                 p = np.mean([net(xt, jt)[:, q, :k].exp().double().numpy() for net in self.networks_], axis=0)
                 out.append(p / p.sum(axis=1, keepdims=True))
@@ -591,10 +572,6 @@ def torch_generator(state: Any) -> Any:
     gen = require_torch().Generator()
     gen.set_state(state)
     return gen
-
-
-def judge_key(judge: str) -> tuple[int, str]:
-    return (int(judge), "") if judge.isdigit() else (1 << 30, judge)
 
 
 #: The Calibrator's parameters (its constructor's arguments): the keys of ``[calibrate] options``.

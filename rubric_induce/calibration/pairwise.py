@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from rubric_induce.calibration.judges import judge_index, judge_vocabulary
 from rubric_induce.core.errors import DataError, NotFittedError
 from rubric_induce.core.estimator import Estimator
 from rubric_induce.data.pairs import preference_signs
@@ -72,11 +73,10 @@ class BradleyTerryHead(Estimator):
     def _judge_index(self, judge_ids: Sequence[Any] | None, n: int) -> np.ndarray:
         """Row of each pair's judge in ``judge_coef_``; -1 for none or a judge unseen in fit."""
         if judge_ids is None:
-            return np.full(n, -1)
+            return np.full(n, -1, dtype=np.int64)
         if len(judge_ids) != n:
             raise DataError(f"expected {n} judge ids, got {len(judge_ids)}", field="judge_ids")
-        pos = {j: i for i, j in enumerate(self.judges_)}
-        return np.array([pos.get(None if j is None else str(j), -1) for j in judge_ids])
+        return judge_index(self.judges_, judge_ids)
 
     def _gap(self, X: np.ndarray, jidx: np.ndarray, w: np.ndarray, V: np.ndarray, b: float) -> np.ndarray:
         s = X @ w + b
@@ -98,7 +98,7 @@ class BradleyTerryHead(Estimator):
         if n == 0:
             raise DataError("no pairs to fit", field="X")
         self.n_features_in_ = d
-        self.judges_ = sorted({str(j) for j in judge_ids if j is not None}) if judge_ids is not None else []
+        self.judges_ = judge_vocabulary(judge_ids) if judge_ids is not None else []
         jidx = self._judge_index(judge_ids, n)
         k = len(self.judges_)
         has_ties = bool((t == 0).any())
