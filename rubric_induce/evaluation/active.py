@@ -126,7 +126,7 @@ def _se(terms: np.ndarray, groups: Sequence[Any] | None) -> float:
 
 
 def active_mean(y: Any, f: Any, labelled: Any, pi: Any, *, alpha: float = 0.1, power_tuning: bool = False,
-                groups: Sequence[Any] | None = None) -> MeanEstimate:
+                groups: Sequence[Any] | None = None, bounds: tuple[float, float] | None = None) -> MeanEstimate:
     """The inverse-probability-weighted prediction-powered mean of the labels over all texts.
 
     ``y``: labels, read only where ``labelled`` (NaN elsewhere is fine); ``f``: the judge's score on
@@ -134,7 +134,9 @@ def active_mean(y: Any, f: Any, labelled: Any, pi: Any, *, alpha: float = 0.1, p
     drawn with. ``lam = 1`` by default (exactly unbiased, and the interval held its level in every
     run measured); ``power_tuning`` cross-fits ``lam`` (narrower with many labels, but below nominal
     coverage with few: see the module docstring). Groups make
-    the interval cluster-robust (the coins must then still be drawn per text or per group)."""
+    the interval cluster-robust (the coins must then still be drawn per text or per group). The
+    quantile is Student's t with (labelled texts or groups - 1) degrees of freedom, as in
+    :func:`~rubric_induce.evaluation.estimate.ppi_mean`; ``bounds`` (the scale's ends) clip it."""
     f = np.asarray(f, dtype=float)
     y = np.asarray(y, dtype=float)
     xi = np.asarray(labelled, dtype=bool)
@@ -160,5 +162,9 @@ def active_mean(y: Any, f: Any, labelled: Any, pi: Any, *, alpha: float = 0.1, p
     terms = a + lam * b
     est = float(terms.mean())
     se = _se(terms, groups)
-    z = float(stats.norm.ppf(1 - alpha / 2))
-    return MeanEstimate(est, est - z * se, est + z * se, se, float(np.mean(lam)))
+    units = len({str(g) for g, x in zip(groups, xi) if x}) if groups is not None else int(xi.sum())
+    q = float(stats.t.ppf(1 - alpha / 2, max(units - 1, 1)))
+    low, high = est - q * se, est + q * se
+    if bounds is not None:
+        low, high = max(low, bounds[0]), min(high, bounds[1])
+    return MeanEstimate(est, low, high, se, float(np.mean(lam)))
