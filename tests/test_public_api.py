@@ -15,10 +15,10 @@ STAGES = {
     "generation": {"generate", "GenerateParams", "GenerateContext", "GenerateResult", "RubiconParams", "AutoCalibrateParams"},
     "dedup": {"dedup", "DedupParams", "DedupResult"},
     "probing": {"probe", "ProbeParams"},
-    "selection": {"select", "SelectParams", "SelectResult"},
+    "selection": {"select", "SelectParams", "SelectContext", "SelectResult"},
     "calibration": {"calibrate", "CalibrateParams", "CalibrateResult"},
     "evaluation": {"evaluate", "EvaluateParams", "EvaluationResult"},
-    "feedback": {"feedback", "FeedbackParams", "FeedbackSummary"},
+    "feedback": {"feedback", "FeedbackParams", "FeedbackContext", "FeedbackSummary"},
     "reporting": {"report", "ReportParams"},
 }
 

@@ -62,7 +62,7 @@ def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit,
     from rubric_induce.data import RubricPool
     from rubric_induce.data.jsonl import read_json
     from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.feedback.api import feedback
+    from rubric_induce.feedback.api import FeedbackContext, feedback
 
     task = task_from_options(options)
     params = FeedbackParams.from_kwargs(options)
@@ -79,8 +79,8 @@ def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit,
     backend, cache = open_backend(backend_spec, cache_path, no_cache, bparams)
     echo(f"summarizing with {backend.kind}/{backend.model} (budget {params.budget} tokens)")
     with interruptible(backend, cache):
-        summary = feedback(table, examples, rubrics, backend, params, groups=groups, fields=split_list(fields),
-                           seed=seed, task=task, progress=show_progress(progress))
+        summary = feedback(table, examples, rubrics, backend, params, context=FeedbackContext(
+            groups=groups, fields=split_list(fields), seed=seed, task=task, progress=show_progress(progress)))
     summary.save(out_path, json_path, usage=backend.tally.to_dict(), probes=str(probes_path),
                  rubrics=str(rubrics_path))
     u = backend.tally.to_dict()

@@ -51,7 +51,13 @@ def command(examples_path, dataset, data_root, limit, mapping_file, probes_path,
     """
     from rubric_induce.data import RubricPool
     from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.selection.api import check_selection_labels, select, usable_rubrics, write_selection_report
+    from rubric_induce.selection.api import (
+        SelectContext,
+        check_selection_labels,
+        select,
+        usable_rubrics,
+        write_selection_report,
+    )
     from rubric_induce.selection.scores import labels_from_examples
     from rubric_induce.selection.selector import SelectionWarning
     from rubric_induce.selection.split import group_split
@@ -77,8 +83,8 @@ def command(examples_path, dataset, data_root, limit, mapping_file, probes_path,
         splits["test"] = ([examples[i] for i in test_idx], y[test_idx])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SelectionWarning)
-        result = select(table, rubrics, splits["train"][0], splits["train"][1], params, label=label,
-                        label_threshold=label_threshold, seed=seed, source=str(probes_path))
+        result = select(table, rubrics, splits["train"][0], splits["train"][1], params, context=SelectContext(
+            label=label, label_threshold=label_threshold, seed=seed, source=str(probes_path)))
         result.dropped = sorted({*dropped, *result.dropped})
         payload = write_selection_report(
             result, table, splits, out_dir, precision=precision, n_boot=n_boot, plot=plot, test_size=test_size,

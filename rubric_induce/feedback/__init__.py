@@ -2,6 +2,6 @@
 
 The stage's one entry point is :func:`feedback` (:class:`FeedbackParams`, keyword overrides allowed).
 """
-from rubric_induce.feedback.api import FeedbackParams, FeedbackSummary, feedback
+from rubric_induce.feedback.api import FeedbackContext, FeedbackParams, FeedbackSummary, feedback
 
-__all__ = ["FeedbackParams", "FeedbackSummary", "feedback"]
+__all__ = ["FeedbackContext", "FeedbackParams", "FeedbackSummary", "feedback"]

@@ -142,6 +142,7 @@ def select(ctx: RunContext) -> dict[str, Any]:
     import warnings
 
     from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.selection.api import SelectContext
     from rubric_induce.selection.api import select as run_select
     from rubric_induce.selection.selector import SelectionWarning
 
@@ -149,8 +150,9 @@ def select(ctx: RunContext) -> dict[str, Any]:
     with warnings.catch_warnings(record=True) as caught:  # said as the stage's own lines, not as Python warnings
         warnings.simplefilter("always", SelectionWarning)
         result = run_select(ProbeTable.load(ctx.out / PROBES_FILE), list(RubricPool.load(ctx.out / DEDUP_POOL_FILE)),
-                            ctx.train, ctx.y[ctx.split[0]], cfg.select, label=cfg.data.label,
-                            label_threshold=cfg.data.label_threshold, seed=cfg.run.seed, source=cfg.source)
+                            ctx.train, ctx.y[ctx.split[0]], cfg.select, context=SelectContext(
+                                label=cfg.data.label, label_threshold=cfg.data.label_threshold, seed=cfg.run.seed,
+                                source=cfg.source))
     said = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, SelectionWarning)))
     for message in said:
         ctx.echo(f"  warning: {message}")
@@ -398,12 +400,14 @@ def feedback(ctx: RunContext) -> dict[str, Any]:
         (ctx.out / "feedback.json").unlink(missing_ok=True)
         return {"enabled": False}
     from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.feedback.api import FeedbackContext
     from rubric_induce.feedback.api import feedback as run_feedback
 
     chosen = list(RubricSet.load(ctx.out / SELECTED_FILE))
     summary = run_feedback(ProbeTable.load(ctx.out / PROBES_FILE), ctx.test or ctx.train, chosen, ctx.backend,
-                           ctx.config.feedback, fields=ctx.config.data.fields, seed=ctx.config.run.seed,
-                           task=ctx.config.task_resolved, progress=ctx.progress)
+                           ctx.config.feedback, context=FeedbackContext(
+                               fields=ctx.config.data.fields, seed=ctx.config.run.seed, task=ctx.config.task_resolved,
+                               progress=ctx.progress))
     summary.save(ctx.out, ctx.out / "feedback.json")  # the JSON for the run viewer
     return {"enabled": True, "items": summary.n_items}
 

@@ -4,6 +4,6 @@ The stage's one entry point is :func:`select` (:class:`SelectParams`, keyword ov
 The selectors (scikit-learn estimators) live in :mod:`rubric_induce.selection.selector` and
 :mod:`rubric_induce.selection.baselines`, the metrics in :mod:`rubric_induce.selection.metrics`.
 """
-from rubric_induce.selection.api import SelectParams, SelectResult, select
+from rubric_induce.selection.api import SelectContext, SelectParams, SelectResult, select
 
-__all__ = ["SelectParams", "SelectResult", "select"]
+__all__ = ["SelectContext", "SelectParams", "SelectResult", "select"]

@@ -30,7 +30,7 @@ from rubric_induce.selection.polarity import check_polarity
 from rubric_induce.selection.scores import SCORE_MODES, signs_from_polarity, unit_scores
 from rubric_induce.selection.selector import CV_SCORINGS
 
-__all__ = ["SelectParams", "SelectResult", "select", "write_selection_report", "check_selection_labels",
+__all__ = ["SelectParams", "SelectContext", "SelectResult", "select", "write_selection_report", "check_selection_labels",
            "SELECTED_FILE", "selector_class", "usable_rubrics", "NEUTRAL_FILL", "probe_health_markdown"]
 
 SELECTED_FILE = "selected.jsonl"
@@ -287,6 +287,23 @@ class SelectResult:
         return out
 
 
+@dataclass(frozen=True)
+class SelectContext:
+    """What the select stage is told about the run besides its settings.
+
+    Attributes:
+        label: The name of the label ``y`` holds (for messages and the manifest).
+        label_threshold: The threshold that made a graded label binary (recorded).
+        seed: The selector's random state.
+        source: The probes file, named in errors.
+    """
+
+    label: str = "sat"
+    label_threshold: float | None = None
+    seed: int = 0
+    source: str | None = None
+
+
 def select(
     table,
     rubrics: Sequence[Rubric],
@@ -294,18 +311,35 @@ def select(
     y: np.ndarray,
     params: SelectParams | None = None,
     *,
-    label: str = "sat",
-    label_threshold: float | None = None,
-    seed: int = 0,
-    source: str | None = None,
+    context: SelectContext | None = None,
     **overrides: Any,
 ) -> SelectResult:
-    """Fit the selector of ``params`` on ``examples`` (labels ``y``, already thresholded) from their
-    probes in ``table``; rubrics without usable probes stop the run or are dropped (``params.missing``).
-    SAT/DSAT rubrics whose probes on these (training) examples go against their polarity are then
-    flipped or dropped (``params.polarity_check``, see :mod:`.polarity`)."""
-    params = resolve_params(SelectParams, params, overrides)
+    """The select stage: fit the selector of ``params`` on the training examples' probes.
 
+    Rubrics without usable probes stop the run or are dropped (``params.missing``); SAT/DSAT
+    rubrics whose probes on these (training) examples go against their polarity are then flipped
+    or dropped (``params.polarity_check``, see :mod:`.polarity`).
+
+    Args:
+        table: The probe results (a :class:`~rubric_induce.data.probes.ProbeTable`).
+        rubrics: The pool to choose from.
+        examples: The training examples.
+        y: Their labels, already thresholded (0/1; graded only for ``method = "topk"``).
+        params: The stage's settings (default: :class:`SelectParams` defaults).
+        context: The run (:class:`SelectContext`): label name, threshold, seed, source file.
+        **overrides: Fields of ``params`` (``n_sat``, ``n_dsat``, ``method``, ``options`` ...),
+            checked like a config; an unknown name is a :class:`TypeError`.
+
+    Returns:
+        The fitted selector with the pool it chose from, the rubrics dropped and the probe health.
+
+    Raises:
+        DataError: Labels of one class, too many failed probes (``missing = "error"``), or every
+            rubric against its polarity.
+    """
+    params = resolve_params(SelectParams, params, overrides)
+    context = context or SelectContext()
+    label, seed, source = context.label, context.seed, context.source
     y = np.asarray(y, dtype=float)
     check_selection_labels(y, params.method, label)
     pool, dropped = usable_rubrics(table, examples, rubrics, params.missing, source, params.max_failure_rate)
@@ -319,7 +353,7 @@ def select(
     pool, x = checked.rubrics, x[:, checked.keep]
     selector.fit(x, y, rubrics=pool)
     health = table.health([r.id for r in rubrics], [e.id for e in examples])
-    return SelectResult(selector, pool, params, len(examples), dropped, label, label_threshold, seed, health,
+    return SelectResult(selector, pool, params, len(examples), dropped, label, context.label_threshold, seed, health,
                         checked.to_dict())
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from rubric_induce.core.errors import DataError
 from rubric_induce.data import Example, Rubric
 from rubric_induce.data.probes import ProbeRecord, ProbeTable
-from rubric_induce.selection.api import SelectParams, select
+from rubric_induce.selection.api import SelectContext, SelectParams, select
 from rubric_induce.selection.polarity import check_polarity, inverted_p
 
 GOOD_SAT = Rubric.create("The response answers the question that was asked.", "SAT")
@@ -47,7 +47,7 @@ def _data(seed: int, n: int = 40, inverted_on: str = "all"):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_planted_inverted_sat_rubric_is_flipped_and_the_correct_ones_kept(seed):
     examples, y, table = _data(seed)
-    res = select(table, RUBRICS, examples, y, SelectParams(n_sat=2, n_dsat=2), seed=seed)
+    res = select(table, RUBRICS, examples, y, SelectParams(n_sat=2, n_dsat=2), context=SelectContext(seed=seed))
     pol = {r.id: r.polarity for r in res.pool}
     assert pol == {GOOD_SAT.id: "SAT", INVERTED.id: "DSAT", GOOD_DSAT.id: "DSAT", NOISE.id: "SAT"}
     flipped = next(r for r in res.pool if r.id == INVERTED.id)
