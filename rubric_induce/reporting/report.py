@@ -36,6 +36,7 @@ from rubric_induce.data.jsonl import atomic_write_text, read_json
 from rubric_induce.data.labels import is_binary
 from rubric_induce.evaluation.meta_eval import correlation_table
 from rubric_induce.evaluation.score_table import ScoreRow, read_scores
+from rubric_induce.reporting.direct import direct_section
 
 __all__ = ["render_run_report", "report", "ReportParams", "REPORT_NAME", "FIGURES_DIR"]
 
@@ -636,6 +637,7 @@ def render_run_report(
     lines = [f"# Run report: {md_text(run_dir.resolve().name)}", ""]
     if preface:
         lines += [preface.rstrip(), ""]
+    lines += direct_section(run_dir)  # the first question: do the rubrics beat asking the LLM directly?
     from rubric_induce.reporting.aspects import aspects_section
 
     lines += aspects_section(run_dir)  # a run with several calibrated aspects: a table each

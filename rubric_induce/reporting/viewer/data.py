@@ -266,6 +266,8 @@ def _headline(ev: dict[str, Any] | None) -> dict[str, Any] | None:
             out[k] = entries
     if isinstance(ev.get("warnings"), list):
         out["warnings"] = [str(w) for w in ev["warnings"]]
+    if isinstance(ev.get("direct"), dict):  # the direct-judge baseline beside the rubrics
+        out["direct"] = ev["direct"]
     aspects = _aspects_headline(ev)
     if aspects:
         out["aspects"] = aspects

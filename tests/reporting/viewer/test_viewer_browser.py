@@ -65,6 +65,14 @@ def test_rubric_texts_are_in_the_rendered_dom(chromium_path, page, data):
     assert dom.count("<svg") >= sum(1 for r in data["rubrics"] if r["curve"])  # precision curves drawn
 
 
+def test_the_summary_shows_the_direct_judge_beside_the_rubrics(chromium_path, page, data):
+    d = data["headline"]["direct"]
+    dom = _main(_clean(dump_dom(chromium_path, page, "summary")))
+    assert "Against asking the LLM directly" in dom and "direct judge" in dom
+    assert "calibrated prediction minus direct judge" in dom
+    assert f"{d['systems']['direct']['pearson']['value']:.3f}" in dom
+
+
 def _filter_word(data) -> tuple[str, int]:
     """A word in some texts but not all, and how many texts the page's filter should keep."""
     hay = [(t["id"] + "\0" + t["split"] + "\0" + t["text"]).lower() for t in data["texts"]]
