@@ -13,9 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from rubric_induce.core.mdtext import md_text
+from rubric_induce.core.stats import dataset_level
 from rubric_induce.data import Example
 from rubric_induce.data.jsonl import jsonable
 from rubric_induce.evaluation.baselines import beats, constant_baseline
+from rubric_induce.evaluation.intervals import Intervals
 from rubric_induce.evaluation.score_table import ScoreRow
 
 __all__ = ["AspectTables", "aspect_tables"]
@@ -55,17 +58,16 @@ class AspectTables:
 
 def aspect_tables(aspects: Sequence[str], predictions: Mapping[str, np.ndarray], humans: Mapping[str, np.ndarray],
                   netsat: np.ndarray, *, train_values: Mapping[str, Sequence[float]] | None = None,
-                  n_boot: int = 1000, seed: int = 0,
+                  intervals: Intervals | None = None,
                   constant_warning: Callable[[np.ndarray, str], str | None] = lambda *_: None) -> AspectTables:
     """One held-out table per aspect of ``aspects``, as the main question's table in
     :func:`~rubric_induce.evaluation.heldout.evaluate` (which passes these): ``predictions[q]`` the
     head's prediction per held-out text (NaN: none), ``humans[q]`` the human rating per held-out
     text (NaN: none), ``train_values[q]`` the training ratings (the constant baseline; None: no
     baseline), ``constant_warning(prediction, aspect)`` the evaluation's check of a (near-)constant
-    prediction on the aspect's scale."""
-    from rubric_induce.core.mdtext import md_text
-    from rubric_induce.core.stats import bootstrap_ci, dataset_level
-
+    prediction on the aspect's scale; ``intervals``: the bootstrap (its size, seed and the texts'
+    clusters; default 1000 resamples of single texts)."""
+    iv = intervals if intervals is not None else Intervals()
     out = AspectTables()
     for q in aspects:
         human = np.asarray(humans[q], dtype=float)
@@ -93,10 +95,7 @@ def aspect_tables(aspects: Sequence[str], predictions: Mapping[str, np.ndarray],
                 what = "near-constant" if "near-constant" in flat else "constant"
                 text += f"| {name} | n/a ({what}) | n/a | n/a | {_num(rmse)} | {int(m.sum())} |\n"
                 continue
-            if n_boot >= 1:
-                point, lo, hi = bootstrap_ci("pearson", s[m], human[m], n_boot=n_boot, seed=seed)
-            else:
-                point, lo, hi = dataset_level(s[m], human[m], "pearson").value, float("nan"), float("nan")
+            point, lo, hi = iv.correlation("pearson", s, human, m)
             sp = dataset_level(s[m], human[m], "spearman").value
             kt = dataset_level(s[m], human[m], "kendall").value
             rmse = float(np.sqrt(np.mean((s[m] - human[m]) ** 2))) if name == "calibrated" else float("nan")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.mdtext import md_code, md_text
+from rubric_induce.evaluation.judges import pooled_judges_line
 
 __all__ = ["run_summary_markdown"]
 
@@ -64,22 +65,9 @@ def _headline(ev: dict[str, Any], question: str | None) -> list[str]:
     if const.get("rmse") is not None:
         lines.append(f"- constant baseline (training mean {_num(const.get('mean'))}): RMSE {_num(const.get('rmse'))}; "
                      "no correlation (undefined)")
-    pooled = judges.get("pooled") or {}
-    if pooled:
-        from rubric_induce.evaluation.judges import spread_text
-
-        parts = []
-        for key, name in (("calibrated", "calibrated per judge"), ("netsat", "NetSAT"),
-                          ("ceiling", "human ceiling (each judge vs the mean of the others)")):
-            m = pooled.get(key) or {}
-            if m.get("n"):
-                spread = spread_text(m.get("spread"))
-                parts.append(f"{name} Pearson {_num(m.get('pearson'))}, Spearman {_num(m.get('spearman'))} "
-                             f"(n = {m.get('n')}{'; ' + spread if spread else ''})")
-        if parts:
-            lines.append(f"- per judge, pooled over {md_text(judges.get('n_judges'))} judge(s) of "
-                         f"{md_code(judges.get('question'))}: "
-                         + "; ".join(parts) + " (every judge in [evaluation.md](evaluation.md))")
+    line = pooled_judges_line(judges)  # the per-judge table's floor, with n and intervals
+    if line:
+        lines.append(line)
     return lines
 
 

@@ -167,8 +167,10 @@ def test_the_pooled_judge_row_shows_the_spread_and_the_negative_judges():
     own = [r["calibrated"]["pearson"] for r in info["rows"]]
     spread = info["pooled"]["calibrated"]["spread"]
     assert info["pooled"]["calibrated"]["pearson"] > 0  # the pool alone looks fine
-    assert spread == {"n_judges": 6, "min": pytest.approx(min(own)), "median": pytest.approx(np.median(own)),
-                      "max": pytest.approx(max(own)), "n_negative": 2}
+    assert {k: spread[k] for k in ("n_judges", "min", "median", "max", "n_negative", "min_n")} == {
+        "n_judges": 6, "min": pytest.approx(min(own)), "median": pytest.approx(np.median(own)),
+        "max": pytest.approx(max(own)), "n_negative": 2, "min_n": 5}
+    assert spread["min_texts"] == spread["max_texts"] == 40
     md = judges_markdown(info)
     pooled = next(line for line in md.splitlines() if line.startswith("| all judges (pooled)"))
     assert "2 of 6 negative" in pooled and f"{min(own):.3f}" in pooled
@@ -185,7 +187,7 @@ def test_the_run_summary_shows_the_spread_too(tmp_path):
     write_json(tmp_path / "manifest.json", {"format": "rubric-induce-run"})
     write_json(tmp_path / "evaluation.json", jsonable({"judges": info, "question": "q"}))
     text = run_summary_markdown(tmp_path)
-    assert "2 of 6 negative" in text and "(min / median / max)" in text
+    assert "2 of 6 negative" in text and "(min / median / max over 6 judge(s) with 5+ texts)" in text
 
 
 @pytest.mark.slow
