@@ -39,7 +39,8 @@ import numpy as np
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.jsonl import read_jsonl, write_jsonl
 
-__all__ = ["Judgements", "JudgeColumn", "read_judgements", "write_judgements", "judgement_row", "ROW_KEYS"]
+__all__ = ["Judgements", "JudgeColumn", "read_judgements", "write_judgements", "judgement_row", "ROW_KEYS",
+           "judgements_from_arrays"]
 
 #: The keys a row's reader interprets; every other key is kept in ``extra``.
 ROW_KEYS = ("id", "label", "labels", "group", "judges", "scale")
@@ -349,3 +350,27 @@ def judgement_row(text_id: str, judges: Mapping[str, Mapping[str, Any]], *, labe
 def write_judgements(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> Path:
     """Write rows (see :func:`judgement_row`) atomically as a judgements file."""
     return write_jsonl(path, rows)
+
+
+def judgements_from_arrays(label: Any, probs: Mapping[str, Any], *, scale: Sequence[float] = (0.0, 1.0),
+                           costs: Mapping[str, float] | None = None, groups: Sequence[str] | None = None,
+                           source: str = "<arrays>") -> Judgements:
+    """Judgements built in memory (simulations, converters): ``label`` per text (NaN = unlabelled),
+    ``probs`` per judge ``(n, K)`` (rows of NaN where it gave nothing), one cost per call per judge."""
+    y = np.asarray(label, dtype=float)
+    n = len(y)
+    values = np.asarray(scale, dtype=float)
+    cols: dict[str, JudgeColumn] = {}
+    for name, p in probs.items():
+        p = np.asarray(p, dtype=float)
+        if p.shape != (n, len(values)):
+            raise DataError(f"judge {name!r}: probs of shape {p.shape}, expected {(n, len(values))}", field="judges")
+        have = np.isfinite(p).all(axis=1)
+        best = np.argmax(np.where(have[:, None], p, 0.0), axis=1)
+        cost = np.full(n, np.nan if not costs or name not in costs else float(costs[name]))
+        cols[name] = JudgeColumn(name, p, np.where(have, values[best], np.nan),
+                                 np.where(have, p[np.arange(n), best], np.nan), cost)
+    ids = [str(i) for i in range(n)]
+    return Judgements(source=source, ids=ids, scale=tuple(float(v) for v in values), label=y,
+                      rater_labels=[()] * n, groups=list(groups) if groups is not None else ids, judges=cols,
+                      lines=list(range(1, n + 1)), extra=[{} for _ in range(n)])

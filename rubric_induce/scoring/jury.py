@@ -87,7 +87,8 @@ class LogisticJury:
             self.coef_ = np.zeros((1, X.shape[1]))
             self.intercept_ = np.zeros(1)
             return self
-        model = LogisticRegression(C=self.C, max_iter=1000).fit(X, y)
+        solver = "newton-cholesky" if len(self.classes_) == 2 else "lbfgs"  # a few Newton steps on two answers
+        model = LogisticRegression(C=self.C, max_iter=1000, solver=solver).fit(X, y)
         self.coef_, self.intercept_ = model.coef_, model.intercept_
         return self
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PlantedStage", "planted", "true_agreement", "true_cascade_agreement"]
+__all__ = ["PlantedStage", "planted", "true_agreement", "true_cascade_agreement", "planted_judges"]
 
 
 @dataclass(frozen=True)
@@ -51,3 +51,19 @@ def true_cascade_agreement(stages: list[PlantedStage], thresholds: list[float | 
             den += share
         reach *= t
     return num / den if den > 0 else None
+
+
+def planted_judges(n: int, rng: np.random.Generator, strengths: list[float],
+                   overconfidence: list[float] | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Labels and several judges' distributions on a two-answer scale, for checks that need a
+    population rather than a closed form: label ``y`` is 0 or 1 at even odds; judge ``j`` sees
+    ``(2y - 1) * strengths[j]`` plus standard normal noise and reports ``sigmoid`` of that times
+    ``overconfidence[j]`` (above 1: surer than it should be). Returns ``(labels, [probs (n, 2)])``."""
+    y = (rng.random(n) < 0.5).astype(float)
+    over = overconfidence or [1.0] * len(strengths)
+    probs = []
+    for s, o in zip(strengths, over):
+        z = (2 * y - 1) * s + rng.standard_normal(n)
+        p1 = 1.0 / (1.0 + np.exp(-o * z))
+        probs.append(np.stack([1 - p1, p1], axis=1))
+    return y, probs
