@@ -1,10 +1,12 @@
 """Held-out evaluation of pairwise preferences: accuracy with bootstrap intervals, baselines, subsets.
 
-Every method is a difference per pair (> 0 favours A, < 0 favours B, 0 undecided). Accuracy gives
-an undecided pair half credit (a coin flip; a preferred tie is right only when undecided);
-*strict* counts it wrong; *no ties* leaves the pairs whose preference is a tie out. Intervals are
-percentile bootstrap intervals over pairs (numpy, seeded), and the difference to the best baseline
-is a paired bootstrap on the same resamples.
+Every method is a difference per pair (> 0 favours A, < 0 favours B, 0 undecided). The headline is
+*strict* accuracy: an undecided pair counts wrong (a preferred tie is right only when undecided),
+shown with the share of undecided pairs; *half credit* (secondary) gives an undecided pair 1/2, a
+coin flip; *no ties* leaves the pairs whose preference is a tie out. Intervals are percentile
+bootstrap intervals over pairs (numpy, seeded), and the difference of the reference to each other
+method is a paired bootstrap on the same resamples, with a two-sided bootstrap p-value
+Holm-adjusted over the table's comparisons.
 
 Baselines: *always first* (A wins every pair), *longer wins* (the longer response, by characters),
 *majority side* (the side preferred more often in the training pairs, every time).
@@ -22,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.core.stats import stratified_index_chunks
+from rubric_induce.core.mdtext import md_text
+from rubric_induce.core.stats import bootstrap_p_value, holm, stratified_index_chunks
 from rubric_induce.data.pairs import Pair, preference_signs
+from rubric_induce.data.render import excerpt
 
 __all__ = ["pair_baselines", "pairwise_evaluation", "pairwise_markdown", "position_consistency", "pair_rows",
            "PAIRWISE_EVAL_FILE", "PAIRWISE_EVAL_MD", "MAX_REPORT_PAIRS"]
@@ -77,33 +81,44 @@ def _block(methods: Mapping[str, np.ndarray], t: np.ndarray, n_boot: int, rng: n
     credits, stricts = {}, {}
     for name, diff in methods.items():
         credits[name], stricts[name] = _credits(np.asarray(diff, dtype=float), t)
-    paired = {}
+    paired, paired_strict = {}, {}
     if reference is not None and reference in credits and n:
         paired = {name: credits[reference] - c for name, c in credits.items() if name != reference}
+        paired_strict = {name: stricts[reference] - c for name, c in stricts.items() if name != reference}
     # One stream: every replicate over all pairs first, then those over the pairs without a tie.
     reps = _replicate_means({**{("acc", k): v for k, v in credits.items()},
-                             **{("diff", k): v for k, v in paired.items()}}, np.arange(n), n_boot, rng)
+                             **{("diff", k): v for k, v in paired.items()},
+                             **{("strict", k): v for k, v in stricts.items()},
+                             **{("diff_strict", k): v for k, v in paired_strict.items()}}, np.arange(n), n_boot, rng)
     reps_nt = _replicate_means(credits, no_tie, n_boot, rng)
     rows = {}
     for name, credit in credits.items():
+        undecided = int((np.asarray(methods[name]) == 0).sum())
         rows[name] = {
+            "strict": float(stricts[name].mean()) if n else float("nan"), "strict_ci": _ci(reps[("strict", name)]),
+            "undecided": undecided, "undecided_share": undecided / n if n else float("nan"),
             "accuracy": float(credit.mean()) if n else float("nan"), "accuracy_ci": _ci(reps[("acc", name)]),
             "accuracy_no_ties": float(credit[no_tie].mean()) if no_tie.size else float("nan"),
             "accuracy_no_ties_ci": _ci(reps_nt[name]),
-            "strict": float(stricts[name].mean()) if n else float("nan"),
-            "undecided": int((np.asarray(methods[name]) == 0).sum()),
         }
     for name, d in paired.items():
         rows[name]["reference_minus_this"] = float(d.mean())
         rows[name]["reference_minus_this_ci"] = _ci(reps[("diff", name)])
+    p_values = {name: bootstrap_p_value(reps[("diff_strict", name)]) for name in paired_strict}
+    for (name, d), p_holm in zip(paired_strict.items(), holm(list(p_values.values()))):
+        rows[name].update({"reference_minus_this_strict": float(d.mean()),
+                           "reference_minus_this_strict_ci": _ci(reps[("diff_strict", name)]),
+                           "reference_minus_this_strict_p": p_values[name],
+                           "reference_minus_this_strict_p_holm": p_holm})
     return {"n": n, "n_ties": int((t == 0).sum()), "methods": rows}
 
 
 def pairwise_evaluation(methods: Mapping[str, Any], pairs: Sequence[Pair], *, n_boot: int = 1000, seed: int = 0,
                         reference: str | None = None) -> dict[str, Any]:
-    """Accuracy (with / without tie pairs, strict) of each method's differences on ``pairs``, with
-    95 % bootstrap intervals; ``reference`` minus each other method (paired bootstrap); and the same
-    per subset where pairs carry one."""
+    """Strict accuracy (undecided = wrong) and the undecided share, half-credit accuracy (with /
+    without tie pairs) of each method's differences on ``pairs``, with 95 % bootstrap intervals;
+    ``reference`` minus each other method (paired bootstrap; strict, with Holm-adjusted p-values
+    over the comparisons of a block, and half credit); and the same per subset where pairs carry one."""
     t = preference_signs([p.preferred for p in pairs])
     arrays = {k: np.asarray(v, dtype=float) for k, v in methods.items()}
     rng = np.random.default_rng(seed)
@@ -163,8 +178,6 @@ def pair_rows(pairs: Sequence[Pair], p_a: Any | None = None, *, rubric_ids: Sequ
     """One row per pair for the side-by-side table: id, subset, excerpts of the prompt and both
     responses, the gold preference, ``p_a`` (the predicted P(A > B), or None) and, with the
     pairwise probe's ``ab``/``ba`` arrays, per rubric P(first shown wins) in each order."""
-    from rubric_induce.data.render import excerpt
-
     out = []
     for i, p in enumerate(pairs):
         row: dict[str, Any] = {"id": p.id, "subset": p.subset, "preferred": p.preferred,
@@ -187,24 +200,31 @@ def _interval(ci: Sequence[float]) -> str:
     return "" if not ci or not all(np.isfinite(ci)) else f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
+def _p(x: float | None) -> str:
+    return "n/a" if x is None or not np.isfinite(x) else ("< 0.001" if x < 0.001 else f"{x:.3f}")
+
+
 def _table(block: Mapping[str, Any], reference: str | None) -> list[str]:
-    lines = ["| method | accuracy % [95 % CI] | no ties % [95 % CI] | strict % | undecided | "
-             f"{'reference − this, points [95 % CI]' if reference else ''} |", "|---|---|---|---|---|---|"]
+    diff_head = " reference − this, strict points [95 % CI] | p (Holm) |" if reference else ""
+    lines = ["| method | strict accuracy % [95 % CI] | undecided % | half credit % [95 % CI] | no ties % [95 % CI] |"
+             + diff_head, "|---|---|---|---|---|" + ("---|---|" if reference else "")]
     for name, r in block["methods"].items():
-        diff = ""
-        if "reference_minus_this" in r:
-            lo, hi = r["reference_minus_this_ci"]
-            diff = f"{100 * r['reference_minus_this']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
-        shown = f"**{name}**" if name == reference else name
-        lines.append(f"| {shown} | {_pct(r['accuracy'])}{_interval(r['accuracy_ci'])} | "
-                     f"{_pct(r['accuracy_no_ties'])}{_interval(r['accuracy_no_ties_ci'])} | {_pct(r['strict'])} | "
-                     f"{r['undecided']} | {diff} |")
+        cells = [f"**{md_text(name)}**" if name == reference else md_text(name),
+                 f"{_pct(r['strict'])}{_interval(r.get('strict_ci'))}", _pct(r.get("undecided_share")),
+                 f"{_pct(r['accuracy'])}{_interval(r['accuracy_ci'])}",
+                 f"{_pct(r['accuracy_no_ties'])}{_interval(r['accuracy_no_ties_ci'])}"]
+        if reference:
+            diff, p = "", ""
+            if "reference_minus_this_strict" in r:
+                lo, hi = r["reference_minus_this_strict_ci"]
+                diff = f"{100 * r['reference_minus_this_strict']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+                p = _p(r["reference_minus_this_strict_p_holm"])
+            cells += [diff, p]
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
 def _consistency_lines(pc: Mapping[str, Any]) -> list[str]:
-    from rubric_induce.core.mdtext import md_text
-
     lines = ["## Position consistency (pairwise probe, held-out pairs)", "",
              "Each selected rubric was asked which response meets it better twice: with A shown first and with B "
              "shown first. *Consistent*: the two verdicts, mapped back to A/B, agree. *First shown*: share of "
@@ -233,8 +253,6 @@ def _verdict(p_first: Any, order: str) -> str:
 
 
 def _pairs_lines(rows: Sequence[Mapping[str, Any]], n_total: int) -> list[str]:
-    from rubric_induce.core.mdtext import md_text
-
     shown = rows[:MAX_REPORT_PAIRS]
     lines = [f"## Held-out pairs side by side ({len(shown)} of {n_total})", "",
              "Gold: the preferred side; P(A ≻ B): the bold method's prediction (where it gives one). Verdicts "
@@ -256,12 +274,11 @@ def pairwise_markdown(result: Mapping[str, Any]) -> str:
     ref = result.get("reference")
     a = result["all"]
     out = ["# Pairwise evaluation (held-out pairs)", "",
-           f"{a['n']} held-out pairs ({a['n_ties']} ties). Accuracy gives an undecided pair (difference 0) half "
-           "credit; strict counts it wrong; *no ties* leaves tie pairs out. Intervals: percentile bootstrap over "
-           f"pairs ({result['n_boot']} resamples, seed {result['seed']}); the last column is the paired bootstrap "
-           "difference to the bold method.", "", *_table(a, ref), ""]
-    from rubric_induce.core.mdtext import md_text
-
+           f"{a['n']} held-out pairs ({a['n_ties']} ties). Strict accuracy counts an undecided pair (difference 0) "
+           "wrong, shown with the undecided share; half credit (secondary) gives it 1/2; *no ties* leaves tie pairs "
+           f"out. Intervals: percentile bootstrap over pairs ({result['n_boot']} resamples, seed {result['seed']}). "
+           "The last columns: the bold method minus this one in strict accuracy (paired bootstrap) and its "
+           "two-sided bootstrap p-value, Holm-adjusted over the comparisons in the table.", "", *_table(a, ref), ""]
     for name, block in result.get("subsets", {}).items():  # subset names come from the data: escaped
         out += [f"## Subset {md_text(name)} ({block['n']} pairs)", "", *_table(block, ref), ""]
     if result.get("position_consistency"):

@@ -101,3 +101,27 @@ def test_the_bootstrap_in_chunks_equals_one_draw_and_holds_no_full_index_array(m
                 assert got["subsets"][s]["methods"][name][key] == ci, (s, name, key)
     assert max(r * c for r, c in shapes) <= max(block, 8 * n)  # at least 8 replicates a chunk
     assert (len(shapes) > 6) == (block < 1000 * n)
+
+
+def test_the_table_leads_with_strict_accuracy_and_holm_adjusted_differences():
+    """An undecided method looks like a coin flip under half credit; strict accuracy (the headline)
+    counts it wrong. Differences to the reference carry Holm-adjusted p-values over the table."""
+    rng = np.random.default_rng(0)
+    n = 200
+    pairs = [Pair(f"p{i}", "q", "a", "b", "A" if rng.random() < 0.5 else "B") for i in range(n)]
+    t = np.array([1.0 if p.preferred == "A" else -1.0 for p in pairs])
+    methods = {"good": np.where(rng.random(n) < 0.8, t, -t), "silent": np.zeros(n),
+               "coin": rng.choice([-1.0, 1.0], size=n), "near": np.where(rng.random(n) < 0.78, t, -t)}
+    res = pairwise_evaluation(methods, pairs, n_boot=400, seed=0, reference="good")["all"]["methods"]
+    assert res["silent"]["accuracy"] == pytest.approx(0.5) and res["silent"]["strict"] == 0.0
+    assert res["silent"]["undecided_share"] == 1.0 and res["good"]["undecided_share"] == 0.0
+    lo, hi = res["good"]["strict_ci"]
+    assert lo <= res["good"]["strict"] <= hi
+    p_raw = [res[m]["reference_minus_this_strict_p"] for m in ("silent", "coin", "near")]
+    p_holm = [res[m]["reference_minus_this_strict_p_holm"] for m in ("silent", "coin", "near")]
+    assert all(h >= p for h, p in zip(p_holm, p_raw))
+    assert p_holm[0] < 0.01 and p_holm[1] < 0.01 and p_holm[2] > 0.05  # 'near' is not distinguishable
+    md = pairwise_markdown(pairwise_evaluation(methods, pairs, n_boot=100, seed=0, reference="good"))
+    header = next(line for line in md.splitlines() if line.startswith("| method"))
+    assert header.index("strict accuracy") < header.index("undecided") < header.index("half credit")
+    assert "p (Holm)" in header and "Holm-adjusted" in md
