@@ -44,8 +44,12 @@ def content_id(payload: Any, prefix: str, length: int = 12) -> str:
 class AnswerScale:
     """The answers an LLM may give to a rubric, as strings, and the number each one means.
 
-    ``labels`` are what the model is asked to write (``"1"`` .. ``"5"``); ``values`` are the
-    numbers used for expected values. A probe distribution is always ordered like ``labels``.
+    A probe distribution is always ordered like ``labels``.
+
+    Attributes:
+        labels: What the model is asked to write (``"1"`` .. ``"5"``; at least two).
+        values: The number each label means, for expected values (same length as ``labels``).
+        descriptions: Optional words for each answer (``"strongly disagree"`` ...), shown in probes.
     """
 
     labels: tuple[str, ...]
@@ -116,9 +120,12 @@ YES_NO = AnswerScale(("Yes", "No"), (1.0, 0.0))
 class LabelScale:
     """What a human label for one question may be: used to reject bad input early.
 
-    ``kind`` is ``binary`` (exactly two values), ``ordinal`` (integers in ``[low, high]``) or
-    ``continuous`` (any number in ``[low, high]``, e.g. a mean of several raters).
-    ``not_applicable`` lists values that mean "question does not apply" (LLM-RUBRIC's 0).
+    Attributes:
+        kind: ``binary`` (exactly two values), ``ordinal`` (integers in ``[low, high]``) or
+            ``continuous`` (any number in ``[low, high]``, e.g. a mean of several raters).
+        low: The lowest allowed value.
+        high: The highest allowed value.
+        not_applicable: Values that mean "question does not apply" (LLM-RUBRIC's 0).
     """
 
     kind: str
@@ -160,7 +167,12 @@ class LabelScale:
 
 @dataclass(frozen=True)
 class Judgment:
-    """One human judge's answers for one text, keyed by question (None = not answered)."""
+    """One human judge's answers for one text.
+
+    Attributes:
+        judge: The judge's name.
+        labels: The answers, keyed by question (None: not answered).
+    """
 
     judge: str
     labels: Mapping[str, float | None]
@@ -177,12 +189,19 @@ class Judgment:
 class Example:
     """A text to judge with its human labels.
 
-    ``fields`` holds the text parts by name (``text``, ``source``, ``conversation``, ...);
-    ``labels`` the aggregate human label per question; ``judgments`` the per-judge labels
-    where a dataset has them; ``group`` the unit that correlations are computed within
-    (e.g. the source article) and that splits must not cut across. ``rationale`` is the raters'
-    free-text reason for the label (``[data.mapping] rationale``): generation reads it as evidence;
-    it is never part of the judged text (probes and scores show ``fields`` only).
+    Build one with :meth:`create` (the id defaults to a hash of the fields).
+
+    Attributes:
+        id: The example's id (text; unique within a file).
+        fields: The text parts by name (``text``, ``source``, ``conversation``, ...).
+        labels: The aggregate human label per question (None: not answered).
+        judgments: The per-judge labels, where a dataset has them.
+        group: The unit that correlations are computed within (e.g. the source article) and
+            that splits must not cut across.
+        meta: Where the example came from (file, line) and other notes; never judged.
+        rationale: The raters' free-text reason for the label (``[data.mapping] rationale``):
+            generation reads it as evidence; it is never part of the judged text (probes and
+            scores show ``fields`` only).
     """
 
     id: str
@@ -258,10 +277,18 @@ class Example:
 class Rubric:
     """One yes/no or Likert question that an LLM answers about a text.
 
-    ``polarity`` is ``SAT`` (agreeing means good) or ``DSAT`` (agreeing means bad) for
-    RUBICON-style rubrics, None for aspect criteria. ``levels`` optionally describes each scale
-    point (RubricEval-style). ``provenance`` records how it was made (method, step, model,
-    prompt hash, seed, source example ids); it does not enter the id.
+    Build one with :meth:`create` (the id is a hash of the text, polarity, aspect and scale).
+
+    Attributes:
+        id: The rubric's id.
+        text: The question or assertion the LLM rates.
+        polarity: ``SAT`` (agreeing means good) or ``DSAT`` (agreeing means bad) for RUBICON-style
+            rubrics, None for aspect criteria.
+        aspect: The aspect a criterion rates (AutoCalibrate), else None.
+        scale: The answers the LLM may give (default: Likert 1-5).
+        levels: Optional descriptors of each scale point (RubricEval-style).
+        provenance: How it was made (method, step, model, prompt hash, seed, source example ids,
+            ``reason_example_ids``); it does not enter the id.
     """
 
     id: str
@@ -347,6 +374,10 @@ class RubricPool:
 
     A pool is what generation produces; a :class:`RubricSet` is a selected pool that may carry a
     decision threshold. Both are JSONL on disk (one rubric per line) plus ``<name>.manifest.json``.
+
+    Attributes:
+        rubrics: The rubrics in order (a repeated id keeps its first rubric).
+        manifest: How the pool was made (method, settings, prompt hashes, backend, stats).
     """
 
     rubrics: list[Rubric] = field(default_factory=list)
@@ -414,7 +445,13 @@ class RubricPool:
 
 @dataclass
 class RubricSet(RubricPool):
-    """A selected rubric set; ``threshold`` is the NetSAT decision threshold when there is one."""
+    """A selected rubric set: a :class:`RubricPool` with a decision threshold.
+
+    Attributes:
+        rubrics: The selected rubrics in order.
+        manifest: How they were selected.
+        threshold: The NetSAT decision threshold when there is one (binary labels).
+    """
 
     threshold: float | None = None
 

@@ -10,43 +10,64 @@ __all__ = ["ScoreResult"]
 
 @dataclass
 class ScoreResult:
-    """Everything the scorer knows about one text (``to_dict`` gives the JSONL row)."""
+    """Everything the scorer knows about one text (``to_dict`` gives the JSONL row).
+
+    Attributes:
+        id: The text's id.
+        distributions: Rubric id to the distribution over its answer scale.
+        expected: Rubric id to the expected answer value.
+        netsat: The sum of signed [0, 10] rubric scores (RUBICON), where the run selects SAT/DSAT.
+        label: 1 when ``netsat`` exceeds the threshold (binary tasks), else 0.
+        threshold: The NetSAT decision threshold.
+        prediction: The calibrated expected answer of the judge(s).
+        uncertainty: The standard deviation of the calibrated answer distribution.
+        proba: The calibrated answer distribution.
+        scale: Its answer values.
+        judge: The judge(s) predicted; None: an unseen judge (shared weights only).
+        question: The calibrated question.
+        drivers: Each rubric with its polarity and NetSAT contribution (when every probe succeeded).
+        errors: The failed or missing probes of this text (its NetSAT is then None).
+        asked: Adaptive scoring: the rubric ids asked, in order (None otherwise).
+        calls_saved: Adaptive scoring: the calls not made (rubrics in the set minus rubrics asked).
+        stop_reason: Adaptive scoring: why asking stopped (``stop_at``, ``budget``, ``all asked``).
+        expected_gains: Adaptive scoring: each question's expected gain when it was chosen (NaN
+            for a static order).
+        answer_surprise: With an adaptive model: how much more surprising the LLM's answers were
+            than the model expected (nats per answer; see ``RubricScorer.answer_shift``).
+        confidence: Selective scoring (``score(..., guarantee=...)``): the confidence under the
+            guarantee's measure.
+        answered: Selective scoring: whether the text is answered (False: abstained).
+        stage: In a cascade, the run that answered.
+        strength: Pairwise runs (a Bradley-Terry head): the response's strength under the head's
+            shared weights, its pointwise reward (P(A > B) depends on the difference only).
+        aspects: Runs that calibrate several questions: every aspect's calibrated numbers, the main
+            one (``question``, whose numbers ``prediction`` ... ``scale`` repeat) first,
+            ``{aspect: {"prediction", "uncertainty", "proba", "scale"}}``.
+    """
 
     id: str
-    distributions: dict[str, list[float]]  # rubric id -> distribution over its answer scale
-    expected: dict[str, float]             # rubric id -> expected answer value
-    netsat: float | None = None            # sum of signed [0, 10] rubric scores (RUBICON)
-    label: int | None = None               # 1 when netsat > threshold (binary tasks)
+    distributions: dict[str, list[float]]
+    expected: dict[str, float]
+    netsat: float | None = None
+    label: int | None = None
     threshold: float | None = None
-    prediction: float | None = None        # calibrated expected answer of the judge(s)
-    uncertainty: float | None = None       # sd of the calibrated answer distribution
-    proba: list[float] | None = None       # calibrated answer distribution
-    scale: list[float] | None = None       # its answer values
-    judge: str | list[str] | None = None   # None = unseen judge (shared weights only)
+    prediction: float | None = None
+    uncertainty: float | None = None
+    proba: list[float] | None = None
+    scale: list[float] | None = None
+    judge: str | list[str] | None = None
     question: str | None = None
     drivers: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    # adaptive scoring only (None otherwise): the rubric ids asked, in order; the calls not made
-    # (rubrics in the set minus rubrics asked); why asking stopped ("stop_at", "budget", "all asked");
-    # the expected gain of each question when it was chosen (NaN for a static order)
     asked: list[str] | None = None
     calls_saved: int | None = None
     stop_reason: str | None = None
     expected_gains: list[float] | None = None
-    # with an adaptive model in the run: how much more surprising the LLM's answers to the rubrics
-    # read were than the model expected (nats per answer; see RubricScorer.answer_shift)
     answer_surprise: float | None = None
-    # selective scoring (score(..., guarantee=...); None otherwise): the confidence under the
-    # guarantee's measure, whether the text is answered (False: abstained); in a cascade, the run that answered
     confidence: float | None = None
     answered: bool | None = None
     stage: str | None = None
-    # pairwise runs (a Bradley-Terry head; None otherwise): the response's strength under the head's shared
-    # weights, its pointwise reward: the head's P(A > B) depends on strength(A) - strength(B) only
     strength: float | None = None
-    # runs that calibrate several questions (``[calibrate] questions``; None otherwise): every aspect's
-    # calibrated numbers, the main one (``question``, whose numbers ``prediction`` ... ``scale`` repeat)
-    # first: {aspect: {"prediction", "uncertainty", "proba", "scale"}}
     aspects: dict[str, dict[str, Any]] | None = None
 
     @property

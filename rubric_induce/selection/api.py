@@ -22,7 +22,7 @@ from rubric_induce.core.stats import pearson, spearman
 from rubric_induce.data import Example, Rubric, RubricSet
 from rubric_induce.data.jsonl import atomic_write_text, jsonable, write_json
 from rubric_induce.data.labels import check_binary, is_binary
-from rubric_induce.data.probes import probe_health_markdown  # re-exported
+from rubric_induce.data.probes import ProbeTable, probe_health_markdown  # the latter re-exported
 from rubric_induce.selection.baselines import SELECTORS
 from rubric_induce.selection.metrics import evaluate_selection, metrics_markdown
 from rubric_induce.selection.plots import plot_precision_curves
@@ -305,7 +305,7 @@ class SelectContext:
 
 
 def select(
-    table,
+    table: ProbeTable,
     rubrics: Sequence[Rubric],
     examples: Sequence[Example],
     y: np.ndarray,
