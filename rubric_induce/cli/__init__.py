@@ -30,6 +30,7 @@ COMMANDS = {
     "export": "export", "import": "import_", "datasets": "datasets", "view": "view",
     "plan": "plan", "ingest": "ingest", "cache": "cache",
     "batch-run": "batch_run", "calibrate-guarantee": "calibrate_guarantee", "compare": "compare", "estimate": "estimate",
+    "suggest": "suggest",
 }
 
 

@@ -65,6 +65,7 @@ class EstimateRow:
     classical: MeanEstimate
     naive: MeanEstimate
     effective_labels: float  # how many labels the labelled-only interval would need for PPI's width
+    weighted: bool = False   # labels drawn with known probabilities: inverse-probability-weighted rows
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -359,6 +360,66 @@ def difference_row(what: str, a: tuple[Any, Any, Any], b: tuple[Any, Any, Any], 
                 classical.interval(alpha, df=df, bounds=span), naive.interval(alpha, bounds=span))
 
 
+def _weighted_linear(y: np.ndarray, f: np.ndarray, drawn: np.ndarray, pi: np.ndarray, groups: list[str]) -> _Linear:
+    """Active inference's estimate with weight 1 (:mod:`~rubric_induce.evaluation.active`): per
+    text ``f + (y - f) * drawn / pi``, unbiased for the texts' mean label under independent coins."""
+    w = np.where(drawn, 1.0 / pi, 0.0)
+    terms = np.where(drawn, np.nan_to_num(y), 0.0) * w + f * (1.0 - w)
+    return _Linear(float(terms.mean()), (terms - terms.mean()) / len(terms), groups, 1.0)
+
+
+def _drawn_probabilities(judgements: Any) -> np.ndarray | None:
+    """Each row's ``sampling_probability`` (NaN where absent), None when no row gives one; checked:
+    in (0, 1], on every labelled row, and never on a row without a label (a drawn text left
+    unlabelled would bias the weighted estimate)."""
+    raw = [e.get("sampling_probability") for e in judgements.extra] if judgements.extra else []
+    if all(v is None for v in raw):
+        return None
+    pi = np.full(judgements.n, np.nan)
+    for i, v in enumerate(raw):
+        where = {"path": judgements.source, "line": judgements.lines[i], "field": "sampling_probability"}
+        if v is None:
+            if judgements.labelled[i]:
+                raise DataError("this labelled row has no sampling_probability while others have one: labels "
+                                "drawn with probabilities and labels chosen otherwise cannot be mixed", **where)
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+            raise DataError(f"expected a probability in (0, 1], got {v!r}", **where)
+        if not judgements.labelled[i]:
+            raise DataError("this text was drawn for the estimate (it has a sampling_probability) but has no label: "
+                            "label it (or the weighted estimate is biased)", **where)
+        pi[i] = float(v)
+    return pi
+
+
+def _weighted_row(what: str, parts: Sequence[tuple[float, tuple[Any, ...]]], alpha: float, bounds: Bounds) -> EstimateRow:
+    """A row from weighted parts ``(sign, (y, f, drawn, pi, groups))``: one part, or a difference."""
+    lins, hts, naives, groups, n_lab, n_all = [], [], [], [], 0, 0
+    for sign, (y, f, drawn, pi, gs) in parts:
+        lin, ht, nv = (_weighted_linear(y, f, drawn, pi, gs), _weighted_linear(y, 0 * f, drawn, pi, gs),
+                       _mean_linear(f, gs))
+        lins.append((sign, lin))
+        hts.append((sign, ht))
+        naives.append((sign, nv))
+        groups += [g for g, d in zip(gs, drawn) if d]
+        n_lab, n_all = n_lab + int(drawn.sum()), n_all + len(f)
+
+    def total(items: list[tuple[float, _Linear]]) -> _Linear:
+        out = items[0][1]
+        for _, lin in items[1:]:
+            out = out.minus(lin)
+        return out
+
+    span = bounds if len(parts) == 1 else (bounds[0] - bounds[1], bounds[1] - bounds[0])
+    df = len(set(groups)) - len(parts)
+    if df < 1:
+        raise DataError(f"{what}: a weighted estimate needs at least {len(parts) + 1} labelled texts (or groups)")
+    row = _row(what, n_lab, n_all - n_lab, [g for _, lin in lins for g in lin.groups],
+               total(lins).interval(alpha, df=df, bounds=span), total(hts).interval(alpha, df=df, bounds=span),
+               total(naives).interval(alpha, bounds=span))
+    return EstimateRow(**{**row.__dict__, "weighted": True})
+
+
 def estimate_judgements(judgements: Any, judge: str, *, alpha: float = 0.1, by: str | None = None) -> list[EstimateRow]:
     """Rows for a judgements file (:mod:`rubric_induce.data.judgements`): the mean human label over
     every text, from the judge's expected score on every text and the labels on some; with ``by``
@@ -367,7 +428,12 @@ def estimate_judgements(judgements: Any, judge: str, *, alpha: float = 0.1, by: 
     for multiple comparisons). The judge's score is its expected value over the scale (on a
     two-answer scale its probability of the second answer, so the estimate is the share of texts
     labelled with the second answer: for preference pairs, the share where the second response won).
-    Intervals resample the rows' groups."""
+    Intervals resample the rows' groups.
+
+    Rows with a ``sampling_probability`` (labels drawn by ``rubric-induce suggest``'s active rule,
+    or any independent coins with known probabilities) make every row weighted: active inference's
+    inverse-probability-weighted estimate (weight 1), the Horvitz-Thompson mean of the labels alone,
+    and the judge alone; the file's rows must then be the whole pool the coins were drawn from."""
     col = judgements.judge(judge)
     score = col.probs @ np.asarray(judgements.scale, dtype=float)
     scored = np.isfinite(score)
@@ -378,14 +444,27 @@ def estimate_judgements(judgements: Any, judge: str, *, alpha: float = 0.1, by: 
                         field=f"judges.{judge}")
     groups = np.asarray(judgements.groups, dtype=object)
     bounds = (float(judgements.scale[0]), float(judgements.scale[-1]))
+    pi = _drawn_probabilities(judgements)
 
     def part(mask: np.ndarray) -> tuple[tuple[Any, Any, Any], tuple[list[Any], list[Any]]]:
         lab, unl = mask & judgements.labelled, mask & ~judgements.labelled
         return (judgements.label[lab], score[lab], score[unl]), (groups[lab].tolist(), groups[unl].tolist())
 
+    def weighted(mask: np.ndarray) -> tuple[Any, ...]:
+        drawn = judgements.labelled[mask]
+        return (judgements.label[mask], score[mask], drawn, np.where(drawn, pi[mask], 1.0), groups[mask].tolist())
+
     def row(what: str, mask: np.ndarray) -> EstimateRow:
+        if pi is not None:
+            return _weighted_row(what, [(1.0, weighted(mask))], alpha, bounds)
         (y, fl, fu), (gl, gu) = part(mask)
         return estimate_row(what, y, fl, fu, alpha=alpha, groups_labelled=gl, groups_unlabelled=gu, bounds=bounds)
+
+    def difference(what: str, a: np.ndarray, b: np.ndarray) -> EstimateRow:
+        if pi is not None:
+            return _weighted_row(what, [(1.0, weighted(a)), (-1.0, weighted(b))], alpha, bounds)
+        (da, ga), (db, gb) = part(a), part(b)
+        return difference_row(what, da, db, alpha=alpha, groups_a=ga, groups_b=gb, bounds=bounds)
 
     rows = [row("all texts", np.ones(judgements.n, dtype=bool))]
     if by is None:
@@ -396,9 +475,5 @@ def estimate_judgements(judgements: Any, judge: str, *, alpha: float = 0.1, by: 
     masks = {v: np.array([x == v for x in values]) for v in sorted({v for v in values if v is not None})}
     rows += [row(f"{by} = {v}", m) for v, m in masks.items()]
     first, *others = list(masks)
-    base_data, base_groups = part(masks[first])
-    for v in others:
-        data, gs = part(masks[v])
-        rows.append(difference_row(f"{by} = {v} minus {first}", data, base_data, alpha=alpha, groups_a=gs,
-                                   groups_b=base_groups, bounds=bounds))
+    rows += [difference(f"{by} = {v} minus {first}", masks[v], masks[first]) for v in others]
     return rows
