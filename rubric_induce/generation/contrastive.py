@@ -91,6 +91,9 @@ class ContrastiveParams(Params):
     retries: int = param(2, ge=0, help="Retries of an unparseable reply.", hidden=True)
 
 
+_DEFAULTS = ContrastiveParams()
+
+
 def sample_pairs(pairs: Sequence[Pair], max_pairs: int | None, seed: int,
                  stats: GenerationStats | None = None) -> list[Pair]:
     """The decided pairs (ties skipped and counted in ``stats``), a seeded sample of ``max_pairs`` of
@@ -119,8 +122,9 @@ def _sides(pair: Pair) -> tuple[str, str]:
     return (pair.response_a, pair.response_b) if pair.preferred == "A" else (pair.response_b, pair.response_a)
 
 
-def contrastive_messages(pair: Pair, task: TaskParams | None = None, *, max_rules: int = 3,
-                         max_principles: int = 3, max_chars: int | None = 1500) -> list[dict[str, str]]:
+def contrastive_messages(pair: Pair, task: TaskParams | None = None, *, max_rules: int = _DEFAULTS.max_rules,
+                         max_principles: int = _DEFAULTS.max_principles,
+                         max_chars: int | None = _DEFAULTS.max_response_chars) -> list[dict[str, str]]:
     """The chat messages that show ``pair`` (preferred and rejected response) to the LLM."""
     words = (task or TaskParams()).wording()
     preferred, rejected = _sides(pair)
