@@ -290,7 +290,7 @@ def revisit(
     *,
     label: str,
     top_k: int | None = None,
-    metric: str = "spearman",
+    metric: str = _A.metric,
     probe_options: Mapping[str, Any] | None = None,
     progress: bool = False,
 ) -> list[ScoredCriterion]:
