@@ -302,17 +302,18 @@ def apply_judgements_guarantee(g: JudgementsGuarantee, jd: Judgements) -> dict[s
 
 
 def _spend(jd: Judgements, g: JudgementsGuarantee, reached: np.ndarray) -> dict[str, Any]:
-    """Calls and cost per text: every judge a text reached was called (each row's own cost where the
-    file gives one, else the stage's)."""
+    """Calls and cost per text: a judge was called on a text the text reached and the judge has an
+    output for (each row's own cost where the file gives one, else the stage's)."""
     n = max(jd.n, 1)
-    total = 0.0
+    total, calls = 0.0, 0
     known = True
     for k, s in enumerate(g.stages):
-        row = jd.judge(s).cost
+        col = jd.judge(s)
         fallback = g.costs[k] if k < len(g.costs) else None
-        c = np.where(np.isfinite(row), row, np.nan if fallback is None else fallback)
-        used = c[reached[k]]
-        if np.isnan(used).any():
+        c = np.where(np.isfinite(col.cost), col.cost, np.nan if fallback is None else fallback)
+        called = reached[k] & col.present
+        calls += int(called.sum())
+        if np.isnan(c[called]).any():
             known = False
-        total += float(np.nansum(used))
-    return {"calls_per_text": float(reached.sum()) / n, "cost_per_text": total / n if known else None}
+        total += float(np.nansum(c[called]))
+    return {"calls_per_text": calls / n, "cost_per_text": total / n if known else None}
