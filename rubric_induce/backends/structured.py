@@ -39,8 +39,7 @@ __all__ = [
     "RETRY_TEMPERATURE",
 ]
 
-# The logger keeps its historical name: log filters set on "rubric_induce.generation" still apply.
-log = logging.getLogger("rubric_induce.generation")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

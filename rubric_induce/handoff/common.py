@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.data import Rubric
-from rubric_induce.handoff.core import rubric_question
+from rubric_induce.handoff.checks import Checker
+from rubric_induce.handoff.llm_rubric_layout import rubric_question
 from rubric_induce.handoff.source import level_texts, ordered_levels
 
 __all__ = ["ladder", "oriented", "mean_threshold", "graded_prompt", "rubric_line", "parse_rubric_line", "fill_fields",
@@ -207,7 +208,6 @@ def restore_shape(rubric: Rubric, shapes: object, *, path=None, field: str) -> R
     from collections.abc import Mapping
     from dataclasses import replace
 
-    from rubric_induce.handoff.core import Checker
 
     if not isinstance(shapes, Mapping) or not isinstance(shapes.get(rubric.id), Mapping):
         return rubric

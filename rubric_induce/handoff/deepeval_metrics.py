@@ -47,7 +47,7 @@ from rubric_induce.handoff.common import (
     rubric_line,
     rubric_shapes,
 )
-from rubric_induce.handoff.core import rubric_question
+from rubric_induce.handoff.llm_rubric_layout import rubric_question
 from rubric_induce.handoff.registry import FORMATS, HandoffFormat, refuse_pairwise
 from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source
 

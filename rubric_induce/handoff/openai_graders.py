@@ -41,7 +41,7 @@ from rubric_induce.handoff.common import (
     rebuild_rubric,
     rubric_line,
 )
-from rubric_induce.handoff.core import rubric_question
+from rubric_induce.handoff.llm_rubric_layout import rubric_question
 from rubric_induce.handoff.registry import FORMATS, HandoffFormat, refuse_pairwise
 from rubric_induce.handoff.source import (
     SourceLike,

@@ -21,7 +21,7 @@ from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.data import AnswerScale, Rubric, RubricSet
 from rubric_induce.data.jsonl import atomic_write_text, read_json
 from rubric_induce.handoff.common import ladder, rebuild_rubric
-from rubric_induce.handoff.core import rubric_question
+from rubric_induce.handoff.llm_rubric_layout import rubric_question
 from rubric_induce.handoff.registry import FORMATS, HandoffFormat, refuse_pairwise
 from rubric_induce.handoff.source import SourceLike, check_ladder, level_texts, load_source
 

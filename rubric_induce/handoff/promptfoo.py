@@ -37,6 +37,7 @@ from typing import Any
 from rubric_induce.core.errors import DataError
 from rubric_induce.data import AnswerScale, Rubric, RubricSet
 from rubric_induce.data.jsonl import atomic_write_text
+from rubric_induce.handoff.checks import check_text
 from rubric_induce.handoff.common import (
     SHAPES_KEY,
     fill_fields,
@@ -266,8 +267,6 @@ def _rubric_from_value(value: str, metric: Any) -> Rubric:
 
 def import_promptfoo(path: str | Path) -> RubricSet:
     """Read the rubrics of a promptfoo config file (YAML or JSON)."""
-    from rubric_induce.handoff.core import check_text
-
     path = Path(path)
     return promptfoo_to_rubrics(check_text(_load_yaml_or_json(path), path=path), path=path)
 

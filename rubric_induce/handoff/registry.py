@@ -1,7 +1,7 @@
 """The hand-off format registry: each format (``json``, ``llm-rubric``, ``jsonl``, ``inspect``,
 ``deepeval``, ``promptfoo``, ``prometheus``, ``openai-graders``) is a :class:`HandoffFormat` that its
 module registers in :data:`FORMATS`; the module is imported only when the format is used, so
-:mod:`rubric_induce.handoff.core` imports no tool module and ``export`` / ``import`` dispatch by name.
+:mod:`rubric_induce.handoff.rubric_files` imports no tool module and ``export`` / ``import`` dispatch by name.
 :func:`refuse_pairwise` is the one word a format that cannot hold a pairwise set says about it."""
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ class HandoffFormat:
 
 
 FORMATS: Registry[HandoffFormat] = Registry("hand-off format")
-FORMATS.declare("json", "rubric_induce.handoff.core")
-FORMATS.declare("llm-rubric", "rubric_induce.handoff.core")
-FORMATS.declare("jsonl", "rubric_induce.handoff.core")
+FORMATS.declare("json", "rubric_induce.handoff.rubric_files")
+FORMATS.declare("llm-rubric", "rubric_induce.handoff.rubric_files")
+FORMATS.declare("jsonl", "rubric_induce.handoff.rubric_files")
 FORMATS.declare("inspect", "rubric_induce.handoff.inspect_scorer")
 FORMATS.declare("deepeval", "rubric_induce.handoff.deepeval_metrics")
 FORMATS.declare("promptfoo", "rubric_induce.handoff.promptfoo")

@@ -16,6 +16,8 @@ from typing import Any
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.data import Rubric, RubricPool, RubricSet
+from rubric_induce.handoff.llm_rubric_layout import rubric_choices
+from rubric_induce.handoff.rubric_files import import_rubrics
 
 __all__ = ["HandoffSource", "SourceLike", "load_source", "check_ladder", "ordered_levels", "level_texts"]
 
@@ -140,8 +142,6 @@ def _from_path(path: Path) -> HandoffSource:
         raise DataError("no such file or folder", path=path)
     if path.name == ARTIFACT_NAME:
         return _from_artifact(path)
-    from rubric_induce.handoff.core import import_rubrics
-
     rubric_set = import_rubrics(path)
     manifest = rubric_set.manifest or {}
     return HandoffSource(list(rubric_set), threshold=rubric_set.threshold,
@@ -232,8 +232,6 @@ def ordered_levels(rubric: Rubric, fmt: str) -> list[int]:
 def level_texts(rubric: Rubric) -> list[str]:
     """One descriptor per answer (in scale order): the rubric's levels, else the scale's
     descriptions, else the LLM-RUBRIC choice texts (fixed extent anchors for assertions)."""
-    from rubric_induce.handoff.core import rubric_choices
-
     texts = []
     for choice in rubric_choices(rubric):
         _, _, text = choice.partition(". ")

@@ -14,7 +14,7 @@ from rubric_induce.calibration.pairwise import BradleyTerryHead
 from rubric_induce.cli import cli
 from rubric_induce.core.errors import DataError
 from rubric_induce.handoff import load_source
-from rubric_induce.handoff.core import PAIRWISE_HEAD_KEY, import_rubrics
+from rubric_induce.handoff.rubric_files import PAIRWISE_HEAD_KEY, import_rubrics
 from rubric_induce.scoring.scorer import RubricScorer
 
 PROMPTS = ["Give 3 tips on sleep.", "Say hi.", "Name a prime number."]
