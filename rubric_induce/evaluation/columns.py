@@ -18,13 +18,17 @@ __all__ = ["ScoredColumns"]
 
 class ScoredColumns:
     """What :func:`evaluate` reads from the scored texts, one array entry per text: NetSAT (NaN: none),
-    the threshold, the calibrated prediction (NaN: none), its distribution and scale, and the answer
-    surprise. About 150 bytes a text against about 17 KB a :class:`ScoreResult`: the evaluate stage
-    keeps these and writes the results themselves to ``test_scores.json`` as they come.
+    the threshold, the calibrated prediction (NaN: none), its distribution, the index of its answer
+    scale (the distinct scales are kept once: a run has one or a few), and the answer surprise.
+    About 100 bytes a text against about 17 KB a :class:`ScoreResult`: the evaluate stage keeps
+    these and writes the results themselves to ``test_scores.json`` as they come. The values stay
+    float64: none of NetSAT, the prediction, its distribution or the threshold is float32-exact
+    (they are sums and softmaxes computed in float64), and the stage's outputs must not change.
     Filled chunk by chunk (:meth:`add`), read after :meth:`finish`."""
 
     def __init__(self) -> None:
         self._parts: list[dict[str, Any]] = []
+        self._scale_ids: dict[tuple[float, ...], int] = {}
         self.n = 0
 
     @classmethod
@@ -50,12 +54,14 @@ class ScoredColumns:
             return out, lens
 
         proba, proba_len = ragged(lambda r: r.proba)
-        scale, scale_len = ragged(lambda r: r.scale)
+        ids = self._scale_ids
+        scale_idx = np.array([-1 if r.scale is None else ids.setdefault(tuple(float(x) for x in r.scale), len(ids))
+                              for r in results], dtype=np.int32).reshape(m)
         surprise = [getattr(r, "answer_surprise", None) for r in results]
         self._parts.append({
             "netsat": floats(lambda r: r.netsat), "threshold": floats(lambda r: r.threshold),
             "prediction": floats(lambda r: r.prediction), "proba": proba, "proba_len": proba_len,
-            "scale": scale, "scale_len": scale_len,
+            "scale_idx": scale_idx,
             "surprise": np.array([np.nan if v is None else float(v) for v in surprise], dtype=float).reshape(m),
             "surprise_set": np.array([v is not None for v in surprise], dtype=bool).reshape(m),
             "aspects": _aspect_predictions(results), "aspect_scales": _aspect_scales(results)})
@@ -63,29 +69,43 @@ class ScoredColumns:
 
     def finish(self) -> ScoredColumns:
         parts, self._parts = self._parts, []
-        for key in ("netsat", "threshold", "prediction", "proba_len", "scale_len", "surprise", "surprise_set"):
+        for key in ("netsat", "threshold", "prediction", "proba_len", "scale_idx", "surprise", "surprise_set"):
             setattr(self, key, np.concatenate([p[key] for p in parts]) if parts else
-                    np.zeros(0, dtype=bool if key == "surprise_set" else np.int64 if key.endswith("_len") else float))
+                    np.zeros(0, dtype=bool if key == "surprise_set" else np.int32 if key == "scale_idx" else
+                             np.int64 if key.endswith("_len") else float))
+        #: The distinct answer scales, in order of first use (``scale_idx`` points into them).
+        self.scales = [list(k) for k in self._scale_ids]
         names = list(dict.fromkeys(q for p in parts for q in p["aspects"]))
         #: Each calibrated aspect's prediction per text (NaN: none), when the run calibrated several.
         self.aspects = {q: np.concatenate([p["aspects"].get(q, np.full(len(p["netsat"]), np.nan)) for p in parts])
                         for q in names}
         #: Each aspect's answer scale (the near-constant check reads its range).
         self.aspect_scales = {q: s for p in parts[::-1] for q, s in p["aspect_scales"].items()}
-        for key in ("proba", "scale"):
-            width = max((p[key].shape[1] for p in parts), default=0)
-            setattr(self, key, np.concatenate([np.pad(p[key], ((0, 0), (0, width - p[key].shape[1])),
-                                                      constant_values=np.nan) for p in parts])
-                    if parts else np.zeros((0, 0)))
+        width = max((p["proba"].shape[1] for p in parts), default=0)
+        self.proba = (np.concatenate([np.pad(p["proba"], ((0, 0), (0, width - p["proba"].shape[1])),
+                                             constant_values=np.nan) for p in parts]) if parts else np.zeros((0, 0)))
         return self
+
+    @property
+    def scale(self) -> np.ndarray:
+        """The distinct answer scales as a [scales, answers] array padded with NaN (their range is what
+        the near-constant check reads)."""
+        width = max((len(s) for s in self.scales), default=0)
+        out = np.full((len(self.scales), width), np.nan)
+        for k, s in enumerate(self.scales):
+            out[k, : len(s)] = s
+        return out
 
     def __len__(self) -> int:
         return self.n
 
     def vector(self, key: str, i: int) -> list[float] | None:
         """Text ``i``'s ``proba`` or ``scale`` as the result held it (None: none)."""
-        n = int(getattr(self, f"{key}_len")[i])
-        return None if n < 0 else getattr(self, key)[i, :n].tolist()
+        if key == "scale":
+            k = int(self.scale_idx[i])
+            return None if k < 0 else list(self.scales[k])
+        n = int(self.proba_len[i])
+        return None if n < 0 else self.proba[i, :n].tolist()
 
 
 def _aspect_predictions(results: Sequence[ScoreResult]) -> dict[str, np.ndarray]:

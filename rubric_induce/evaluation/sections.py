@@ -116,10 +116,10 @@ class Heldout:
     pred: np.ndarray | None = field(init=False)
 
     def __post_init__(self) -> None:
-        self.netsat = self.cols.netsat.copy()
+        self.netsat = self.cols.netsat  # the columns themselves (read only), not copies
         q = self.opts.question
         self.human = None if q is None else np.array([human_value(ex, q) for ex in self.examples])
-        self.pred = None if q is None else self.cols.prediction.copy()
+        self.pred = None if q is None else self.cols.prediction
 
     @property
     def aspect(self) -> str:
