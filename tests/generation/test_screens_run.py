@@ -87,6 +87,8 @@ def _reply(messages, **kw) -> str:
 def _answers(messages, answers, prefix):
     user = messages[-1]["content"]
     good = "GOOD reply" in user
+    if len(answers) != 5:  # another question than a rubric's 1-5 (the evaluate stage's direct judge)
+        return {answers[-1 if good else 0]: 0.8, answers[0 if good else -1]: 0.2}
     rubric = next((r for r in SAT + DSAT if r in user), "")
     noise = zlib.crc32(user.encode()) % 2  # a seeded wobble of one scale point
     high = (good and rubric in HIGH_ON_GOOD) or (not good and rubric in HIGH_ON_BAD)
