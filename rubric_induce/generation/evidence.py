@@ -27,6 +27,8 @@ __all__ = ["blank_example", "usable_label", "REASON_PROMPT", "reason_block", "re
 
 #: The block template that shows a rater's reason after its example.
 REASON_PROMPT = "rater_reason"
+#: A reason longer than this is cut in the prompt (the copy screens still read all of it).
+MAX_REASON_CHARS = 1500
 
 
 def blank_example(example: Example, fields: Sequence[str] | None = None) -> bool:
@@ -54,12 +56,14 @@ def usable_label(example: Example, label: str, fields: Sequence[str] | None, sta
     return value
 
 
-def reason_block(example: Example) -> str:
+def reason_block(example: Example, max_chars: int = MAX_REASON_CHARS) -> str:
     """The ``rater_reason`` block to append after ``example`` in a prompt: ``""`` when it has no
-    reason (so the prompt is unchanged), else a blank line and the rendered block."""
+    reason (so the prompt is unchanged), else a blank line and the rendered block (the reason cut
+    at ``max_chars``, so one long note cannot crowd the example out of the context)."""
     if not example.rationale:
         return ""
-    return "\n\n" + "\n\n".join(m["content"] for m in load_prompt(REASON_PROMPT).render(reason=example.rationale))
+    reason = example.rationale if len(example.rationale) <= max_chars else example.rationale[:max_chars] + "\u2026"
+    return "\n\n" + "\n\n".join(m["content"] for m in load_prompt(REASON_PROMPT).render(reason=reason))
 
 
 def reasons(examples: Sequence[Example]) -> list[str]:

@@ -109,3 +109,9 @@ def test_without_reasons_the_prompts_and_hashes_are_as_before(dialogues, scripte
     again = generate_rubicon(dialogues, FakeBackend(replies=scripted), top_k=1, context=RUN)
     assert scripted.prompts["extract"] == first and pool.manifest["prompts"] == again.manifest["prompts"]
     assert reason_block(blank[0]) == ""
+
+
+def test_a_long_reason_is_cut_in_the_prompt(dialogues):
+    long = dataclasses.replace(dialogues[0], rationale="word " * 1000)
+    block = reason_block(long, max_chars=100)
+    assert block.endswith("\u2026") and len(block) < 300 and "raters' reason" in block
