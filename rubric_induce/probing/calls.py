@@ -24,8 +24,16 @@ from rubric_induce.backends.base import AnswerLogprobs, Backend, ChatResult, Mes
 from rubric_induce.backends.cache import answer_logprobs_payload, cache_key, chat_payload
 from rubric_induce.backends.options import CallOptions
 from rubric_induce.core.errors import BackendError, RubricInduceError
+from rubric_induce.core.params import resolve_params
+from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.task import TaskParams
+from rubric_induce.core.templates import load_prompt
 from rubric_induce.data.model import Example, Rubric
+from rubric_induce.probing.api import prompt_cache_key_for, render_probe_text
+from rubric_induce.probing.packed import PACKED_TEMPLATE, pack_groups
+from rubric_induce.probing.pairwise import PAIRWISE_TEMPLATE, is_order_example
+from rubric_induce.probing.params import TEMPLATE_FOR_STYLE, ProbeParams
+from rubric_induce.probing.single import ProbeJob, probe_once, probe_packed_once
 
 __all__ = ["ProbeCall", "probe_calls", "request_body", "unwrap_backend", "probe_params", "prompt_hashes"]
 
@@ -110,9 +118,6 @@ def probe_params(params: Any = None, **options: Any):
     """The :class:`~rubric_induce.probing.api.ProbeParams` that :func:`~rubric_induce.probing.api.probe`
     would run with: ``params`` with its fields given as keyword overrides (the same rule,
     :func:`rubric_induce.core.params.resolve_params`)."""
-    from rubric_induce.core.params import resolve_params
-    from rubric_induce.probing.api import ProbeParams
-
     return resolve_params(ProbeParams, params, options)
 
 
@@ -131,9 +136,6 @@ def probe_calls(
     """Every call :func:`~rubric_induce.probing.api.probe` would make for these arguments, in its
     order (example-major), with cache keys under ``backend``'s identity. Makes no LLM call (the
     backend's tokenizer is used when ``max_example_tokens`` cuts examples)."""
-    from rubric_induce.probing.api import probe_once, prompt_cache_key_for, render_probe_text
-    from rubric_induce.probing.pairwise import is_order_example
-
     params = probe_params(params, **options)
     examples, rubrics = list(examples), list(rubrics)
     if not examples:
@@ -141,11 +143,10 @@ def probe_calls(
     if not rubrics:
         raise RubricInduceError("nothing to probe: no rubrics")
     task = (task or TaskParams()).resolved()
+    job = ProbeJob(params, seed, fields, task)
     identity = backend.identity()
     rendered: dict[str, tuple[str, int | None]] = {}
     out: list[ProbeCall] = []
-    from rubric_induce.core.progress import progress_bar
-
     bar = progress_bar(len(examples), desc="listing calls", unit="text", enabled=progress)
     for ex in examples:
         bar.update()
@@ -158,14 +159,10 @@ def probe_calls(
             if is_order_example(ex):
                 raise RubricInduceError("the pairwise probe's order examples cannot be packed; use packing = "
                                         "\"independent\"")
-            from rubric_induce.probing.api import probe_packed_once
-            from rubric_induce.probing.packed import pack_groups
-
             for group in pack_groups(ex.id, len(rubrics), seed, params.pack_size):
                 rec = _Recorder(backend)
                 asked = [rubrics[r] for r in group]
-                probe_packed_once(rec, ex, asked, style=params.style, seed=seed, fields=fields, task=task, text=text,
-                                  example_tokens=n_tokens)
+                probe_packed_once(rec, ex, asked, job, text=text, example_tokens=n_tokens)
                 for method, messages, opts, _answers, _prefix, _dep in rec.calls:
                     out.append(ProbeCall(ex.id, "+".join(rb.id for rb in asked), method, messages, opts,
                                          cache_key(identity, method, chat_payload(messages, opts)),
@@ -174,10 +171,7 @@ def probe_calls(
             continue
         for rb in rubrics:
             rec = _Recorder(backend)
-            probe_once(rec, ex, rb, style=params.style, estimator=params.estimator, n_samples=params.samples,
-                       temperature=params.temperature, seed=seed, max_analysis_tokens=params.max_analysis_tokens,
-                       fields=fields, task=task, text=text, example_tokens=n_tokens,
-                       pairwise_ties=params.pairwise_ties)
+            probe_once(rec, ex, rb, job, text=text, example_tokens=n_tokens)
             for method, messages, opts, answers, prefix, dependent in rec.calls:
                 if method == "chat":
                     payload = chat_payload(messages, opts)
@@ -195,10 +189,6 @@ def probe_calls(
 def prompt_hashes(style: str, packing: str = "independent", *, pairwise: bool = False) -> dict[str, str]:
     """``{template name: content hash}`` of the probe template a style (or packed probing) uses, and of
     the pairwise probe's with ``pairwise`` (for batch manifests)."""
-    from rubric_induce.core.templates import load_prompt
-    from rubric_induce.probing.api import TEMPLATE_FOR_STYLE
-    from rubric_induce.probing.packed import PACKED_TEMPLATE
-    from rubric_induce.probing.pairwise import PAIRWISE_TEMPLATE
 
     tmpl = load_prompt(PACKED_TEMPLATE if packing == "packed" else TEMPLATE_FOR_STYLE[style])
     out = {tmpl.name: tmpl.hash}

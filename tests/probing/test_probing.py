@@ -12,7 +12,8 @@ from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.core.errors import LogprobsUnavailableError, RubricInduceError
 from rubric_induce.data import AnswerScale, Example, Rubric
 from rubric_induce.data.probes import ProbeTable
-from rubric_induce.probing.api import _read_after_marker, build_messages, parse_answer, probe
+from rubric_induce.probing.api import build_messages, parse_answer, probe
+from rubric_induce.probing.single import _read_after_marker
 
 
 def test_prompt_puts_example_first_and_rubric_last(examples, rubrics):
