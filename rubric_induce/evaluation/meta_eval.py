@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.core.stats import bootstrap_ci, correlation_function, summary_level
+from rubric_induce.core.stats import bootstrap_ci, cluster_ids, correlation_function, summary_level
 
 __all__ = ["correlation_table"]
 
@@ -38,7 +38,9 @@ def correlation_table(
     ``n_groups`` (groups used at the summary level, 0 when no row has a group), and for each method
     ``dataset_<m>``, ``dataset_<m>_low``, ``dataset_<m>_high`` and the same for ``summary_<m>``
     (NaN without groups, or with fewer than 3 groups of 3+ texts: ``summary_reason`` says which).
-    Summary-level intervals resample whole groups. Every cell uses the same seed, so cells are
+    Where rows carry groups, every interval resamples whole groups (a row without one is its own),
+    dataset level included: a source document's outputs are not independent draws
+    (``resampled``: ``"groups"`` or ``"items"``). Every cell uses the same seed, so cells are
     compared on the same resamples.
     """
     for m in methods:
@@ -52,11 +54,12 @@ def correlation_table(
         score = np.array([np.nan if _field(r, "score") is None else float(_field(r, "score")) for r in cell])
         groups = [_field(r, "group") for r in cell]
         has_groups = any(g is not None for g in groups)
+        clusters = cluster_ids(groups) if has_groups else None
         res: dict[str, Any] = {"aspect": aspect, "system": system,
                                "n": int(np.sum(np.isfinite(score) & np.isfinite(human))), "n_groups": 0,
-                               "has_groups": has_groups}
+                               "has_groups": has_groups, "resampled": "groups" if has_groups else "items"}
         for m in methods:
-            point, low, high = bootstrap_ci(m, score, human, n_boot=n_boot, alpha=alpha, seed=seed)
+            point, low, high = bootstrap_ci(m, score, human, groups=clusters, n_boot=n_boot, alpha=alpha, seed=seed)
             res.update({f"dataset_{m}": point, f"dataset_{m}_low": low, f"dataset_{m}_high": high})
             if has_groups:
                 summ = summary_level(score, human, groups, m)

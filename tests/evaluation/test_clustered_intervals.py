@@ -159,3 +159,17 @@ def test_agreement_on_unanimous_and_split_texts():
 def test_holm_adjusts_a_family_of_p_values():
     assert holm([0.01, 0.04, 0.03, float("nan")]) == pytest.approx([0.03, 0.06, 0.06, float("nan")], nan_ok=True)
     assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+
+
+def test_the_meta_evaluation_table_resamples_groups_where_rows_have_them():
+    from rubric_induce.evaluation.meta_eval import correlation_table
+
+    pred, human, groups = _planted(np.random.default_rng(4), 30, 8)
+    rows = [{"aspect": "a", "system": "s", "score": p, "human": h, "group": f"g{g}"} for p, h, g in
+            zip(pred, human, groups)]
+    grouped = correlation_table(rows, methods=("pearson",), n_boot=500)[0]
+    plain = correlation_table([{**r, "group": None} for r in rows], methods=("pearson",), n_boot=500)[0]
+    assert grouped["resampled"] == "groups" and plain["resampled"] == "items"
+    assert grouped["dataset_pearson"] == plain["dataset_pearson"]
+    width = {name: t["dataset_pearson_high"] - t["dataset_pearson_low"] for name, t in (("g", grouped), ("p", plain))}
+    assert width["g"] > 1.5 * width["p"]
