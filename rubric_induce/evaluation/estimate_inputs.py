@@ -43,6 +43,7 @@ class LabelRecord:
     rater: str | None = None
     sampling_probability: float | None = None
     line: int = 0
+    reason: str | None = None  # the rater's free-text reason, where the labelling tool asked for one
 
 
 def read_table(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

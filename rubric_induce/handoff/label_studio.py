@@ -1,8 +1,8 @@
 """Label Studio hand-off: suggested texts out as tasks with a labelling config, annotations back as labels.
 
 - :func:`labelling_config`: a Label Studio labelling config (XML) from the run's scale and rubrics:
-  one ``<Text>`` per text field, the question, the rubrics as guidance, and one ``<Choice>`` per
-  scale value (``name="label"``). Every string from the run (rubric texts, the question, scale
+  one ``<Text>`` per text field, the question, the rubrics as guidance, one ``<Choice>`` per
+  scale value (``name="label"``) and an optional free-text reason (``<TextArea name="comment">``). Every string from the run (rubric texts, the question, scale
   names) is XML-escaped by the serializer, characters XML cannot carry are dropped, and ``$`` is
   replaced by a full-width dollar sign (Label Studio reads ``$name`` in a value as a task field).
 - :func:`tasks`: one task per suggested text: ``data`` holds the text fields, ``rubric_induce_id``
@@ -10,7 +10,8 @@
   needs it back; an export keeps the task's data).
 - :func:`read_export`: Label Studio's JSON export (a list of tasks, each with ``annotations``; the
   documented "JSON" export format) as :class:`~rubric_induce.evaluation.estimate_inputs.LabelRecord`
-  rows: one per completed annotation with a choice, the annotator (``completed_by``) as the rater,
+  rows: one per completed annotation with a choice, the annotator (``completed_by``) as the rater
+  and the free-text comment as the label's ``reason``,
   so several annotators per text become per-rater labels (judges). Cancelled (skipped) annotations
   and annotations without a choice give no label. Malformed input is a :class:`DataError` naming
   the file, the task's index and the field.
@@ -35,6 +36,8 @@ __all__ = ["labelling_config", "tasks", "read_export", "write_handoff", "CHOICES
 
 #: The ``<Choices>`` name the labels are read back from.
 CHOICES_NAME = "label"
+#: The optional free-text reason (``<TextArea>``); read back as each label's ``reason``.
+COMMENT_NAME = "comment"
 #: The task data key that carries the text's id.
 ID_KEY = "rubric_induce_id"
 _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -50,7 +53,7 @@ def _field_name(name: str, taken: set[str]) -> str:
     if base[0].isdigit():
         base = "f_" + base
     out, k = base, 2
-    while out in taken or out in (CHOICES_NAME, ID_KEY):
+    while out in taken or out in (CHOICES_NAME, COMMENT_NAME, ID_KEY):
         out, k = f"{base}_{k}", k + 1
     taken.add(out)
     return out
@@ -93,6 +96,8 @@ def labelling_config(scale: Sequence[float], *, fields: Sequence[str] = ("text",
         if scale_names is not None:
             attrs["hint"] = safe_text(scale_names[k])
         ET.SubElement(choices, "Choice", attrs)
+    ET.SubElement(view, "TextArea", name=COMMENT_NAME, toName=first, placeholder="Why? (optional)",
+                  maxSubmissions="1", editable="true")
     ET.indent(view)
     return ET.tostring(view, encoding="unicode") + "\n"
 
@@ -164,6 +169,16 @@ def _choice(result: Any, where: str, path: Path, index: int) -> float | None:
     return None
 
 
+def _reason(result: list[Any]) -> str | None:
+    """The free-text reason (the config's ``comment`` TextArea), if the annotator wrote one."""
+    for item in result:
+        value = item.get("value") if item.get("from_name") == COMMENT_NAME else None
+        text = value.get("text") if isinstance(value, Mapping) else None
+        if isinstance(text, list) and text and all(isinstance(t, str) for t in text):
+            return "\n".join(text)
+    return None
+
+
 def _task_id(task: Mapping[str, Any], path: Path, index: int) -> str:
     data = task.get("data")
     if not isinstance(data, Mapping):
@@ -211,7 +226,8 @@ def read_export(path: str | Path) -> list[LabelRecord]:
                 continue  # skipped by the annotator
             value = _choice(ann.get("result", []), where, path, index)
             if value is not None:
-                out.append(LabelRecord(rid, value, _rater(ann, where, path, index), pi, index))
+                out.append(LabelRecord(rid, value, _rater(ann, where, path, index), pi, index,
+                                       _reason(ann.get("result", []))))
         if pi is not None and not any(r.id == rid for r in out):
             out.append(LabelRecord(rid, None, None, pi, index))  # drawn, not labelled: estimate refuses it
     return out

@@ -43,6 +43,7 @@ def test_config_parses_and_keeps_hostile_strings_as_text() -> None:
     assert names == ["prompt", "response", "f_1_weird_field"]
     assert all(t.get("value") == f"${t.get('name')}" for t in root.iter("Text"))
     assert choices.get("toName") == names[0]
+    assert [c.get("name") for c in root.iter("TextArea")] == ["comment"]  # the rater's optional reason
 
 
 def test_tasks_carry_id_purpose_and_probability() -> None:
@@ -60,6 +61,7 @@ def test_export_gives_one_label_per_completed_annotation() -> None:
     assert got == [("t1", 1.0, "1"), ("t1", 1.0, "2"), ("t2", 0.0, "1"), ("t3", 1.0, "3"),
                    ("t4", 0.0, "rater3@example.org"), ("t6", 0.0, "2"), ("t6", 1.0, "1"), ("t6", 1.0, "3")]
     # skipped (was_cancelled), submitted without a choice, no annotation, a prediction: no label
+    assert {r.reason for r in records} == {None, "the user repeats the request"}
 
 
 def _judgements(path: Path, n: int = 60) -> Path:
