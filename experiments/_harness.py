@@ -1,6 +1,6 @@
 """Shared plumbing for the paper-reproduction experiments (never imported by the library).
 
-Every experiment is one command: ``python experiments/<name>.py [--config F] [--limit N] [--seed S]
+Every experiment is one command: ``python experiments/<folder>/<name>.py [--config F] [--limit N] [--seed S]
 [--backend B] [--cache F] [--out DIR] [--set key=value ...]``. Settings come from the experiment's
 defaults, then its TOML config (``experiments/configs/<name>.toml``), then flags; the merged config is
 written to ``<out>/config.json``. LLM calls go through a SQLite call cache, so a rerun (or a run
@@ -21,10 +21,20 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "experiments" / "configs"
+FOLDERS = ("bench", "papers", "tools")  # benchmarks, paper reproductions, data tools
 # Keys every experiment takes besides its own DEFAULTS (the run directory, the call cache, the data).
 COMMON_KEYS = frozenset({"limit", "seed", "backend", "out", "cache", "data_root"})
 
-__all__ = ["ROOT", "Experiment", "start", "pyplot", "save_figure"]
+__all__ = ["ROOT", "Experiment", "script_path", "start", "pyplot", "save_figure"]
+
+
+def script_path(name: str) -> Path | None:
+    """``experiments/<folder>/<name>.py``: where the experiment called ``name`` is filed (None: nowhere)."""
+    for folder in FOLDERS:
+        path = ROOT / "experiments" / folder / f"{name}.py"
+        if path.is_file():
+            return path
+    return None
 
 
 def _coerce(text: str) -> Any:
@@ -100,7 +110,9 @@ def start(name: str, description: str, defaults: dict[str, Any],
           extra_args: list[tuple[tuple[str, ...], dict[str, Any]]] | None = None,
           argv: list[str] | None = None) -> tuple[Experiment, argparse.Namespace]:
     """Parse flags, merge defaults < TOML config < flags, create the run directory."""
-    ap = argparse.ArgumentParser(prog=f"experiments/{name}.py", description=description,
+    path = script_path(name)
+    prog = str(path.relative_to(ROOT)) if path else f"experiments/{name}.py"
+    ap = argparse.ArgumentParser(prog=prog, description=description,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", type=Path, default=CONFIGS / f"{name}.toml",
                     help="TOML config (default: %(default)s)")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run one experiment from a fresh clone: set up .venv (idempotent: 2-11 minutes the first time,
-# depending on pip's cache; a second when current), then run experiments/<name>.py with the rest.
+# depending on pip's cache; a second when current), then run experiments/<folder>/<name>.py with the rest.
 #   bash scripts/experiment.sh closer_look                 # its --limit default, see experiments/configs/
 #   bash scripts/experiment.sh end_to_end_summeval --limit 4
 #   bash scripts/experiment.sh --list
@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-list() { for f in experiments/[!_]*.py; do basename "$f" .py; done; }
+list() { for f in experiments/{bench,papers,tools}/[!_]*.py; do basename "$f" .py; done | sort; }
 
 if [ $# -eq 0 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
   sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
@@ -17,8 +17,12 @@ if [ $# -eq 0 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
 fi
 if [ "$1" = "--list" ]; then list; exit 0; fi
 
-name="${1%.py}"; name="${name#experiments/}"; shift
-if [ ! -f "experiments/$name.py" ] || [ "${name#_}" != "$name" ]; then
+name="${1%.py}"; name="${name##*/}"; shift  # a bare name, or a path such as experiments/papers/closer_look.py
+script=""
+for folder in bench papers tools; do
+  [ -f "experiments/$folder/$name.py" ] && script="experiments/$folder/$name.py"
+done
+if [ -z "$script" ] || [ "${name#_}" != "$name" ]; then
   echo "experiment.sh: no experiment '$name' under experiments/; one of:" >&2
   list | sed 's/^/  /' >&2
   exit 2
@@ -26,11 +30,11 @@ fi
 
 start=$SECONDS
 bash scripts/setup.sh
-echo "experiment.sh: set-up took $((SECONDS - start)) s; running experiments/$name.py" >&2
+echo "experiment.sh: set-up took $((SECONDS - start)) s; running $script" >&2
 start=$SECONDS
 set +e
-.venv/bin/python "experiments/$name.py" "$@"
+.venv/bin/python "$script" "$@"
 rc=$?
 set -e
-echo "experiment.sh: experiments/$name.py exited $rc after $((SECONDS - start)) s wall" >&2
+echo "experiment.sh: $script exited $rc after $((SECONDS - start)) s wall" >&2
 exit "$rc"

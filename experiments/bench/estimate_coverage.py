@@ -50,8 +50,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
 from rubric_induce.core.errors import DataError  # noqa: E402
 from rubric_induce.data.judgements import read_judgements  # noqa: E402

@@ -1,7 +1,7 @@
 """LLM-RUBRIC's real dialogues as a judgements file: the calibration network's predicted Q0
 distribution as the judge, the raters' real Q0 ratings as the labels (no LLM call).
 
-The network is trained as ``experiments/llm_rubric_table1.py`` trains it for Q0: hyperparameters
+The network is trained as ``experiments/papers/llm_rubric_table1.py`` trains it for Q0: hyperparameters
 searched by optuna with 5-fold cross-validation by dialogue on the **synthetic** dialogues only
 (objective: held-out Q0 log-likelihood), then fitted on all synthetic judgments with
 ``--seeds`` seeds; nothing is tuned on the real dialogues. That script's default is 10 trials; this
@@ -27,8 +27,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
 from rubric_induce.core.errors import DataError  # noqa: E402
 from rubric_induce.data.judgements import judgement_row, read_judgements, write_judgements  # noqa: E402

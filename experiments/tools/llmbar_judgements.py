@@ -3,7 +3,7 @@
 One row per pair: ``label`` 0 when LLMBar's gold prefers ``output_1`` (gold 1), 1 when it prefers
 ``output_2`` (gold 2): a preference pair is a two-answer scale with the first response first. Each
 released LLM (GPT-4, ChatGPT, LLaMA2, PaLM2, Falcon) is one judge, read by the same function as
-``experiments/guaranteed_agreement.py`` (:func:`load_llmbar_judge`, :func:`judge_view`): its
+``experiments/bench/guaranteed_agreement.py`` (:func:`load_llmbar_judge`, :func:`judge_view`): its
 verdicts are every released verdict of the strategies it has (Swap, Metrics, Rating), in both
 presentation orders (the last round where a second one was released), mapped back to the original
 order. The judge's ``answer`` is their majority and its ``confidence`` the share of them that agree
@@ -27,11 +27,9 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-for p in (ROOT, ROOT / "experiments"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
-from guaranteed_agreement import judge_view, load_llmbar_judge  # noqa: E402
+from bench.guaranteed_agreement import judge_view, load_llmbar_judge  # noqa: E402
 
 from rubric_induce.core.errors import DataError  # noqa: E402
 from rubric_induce.data.jsonl import read_json  # noqa: E402

@@ -10,11 +10,23 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = ("bench", "papers", "tools")  # how experiments/ is filed (experiments/_harness.py FOLDERS)
+
+
+def experiment_path(name: str) -> Path:
+    """``experiments/<folder>/<name>.py`` (the shared ``_*.py`` sit on top); ``name`` may carry its folder."""
+    folders = [""] if "/" in name or name.startswith("_") else FOLDERS
+    found = [p for folder in folders if (p := ROOT / "experiments" / folder / f"{name}.py").is_file()]
+    if len(found) != 1:
+        raise FileNotFoundError(f"experiment {name!r}: {len(found)} scripts under experiments/{{bench,papers,tools}}/")
+    return found[0]
 
 
 def load_experiment(name: str) -> ModuleType:
-    """``experiments/<name>.py`` as a module registered under ``name``."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
+    """``experiments/<folder>/<name>.py`` as a module registered under its file name."""
+    path = experiment_path(name)
+    name = path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)

@@ -1,4 +1,4 @@
-"""experiments/autocalibrate_tables.py end to end on the fake backend: splits, files, table layout."""
+"""experiments/papers/autocalibrate_tables.py end to end on the fake backend: splits, files, table layout."""
 from __future__ import annotations
 
 import importlib

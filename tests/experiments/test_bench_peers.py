@@ -1,4 +1,4 @@
-"""experiments/bench_peers.py: the recording proxy counts calls and tokens as the server reports them,
+"""experiments/bench/bench_peers.py: the recording proxy counts calls and tokens as the server reports them,
 and the verdict mappings and agreement figures mean what the script says."""
 from __future__ import annotations
 

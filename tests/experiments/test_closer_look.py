@@ -1,4 +1,4 @@
-"""experiments/closer_look.py end to end on the fake backend: files, table layout, consistent numbers."""
+"""experiments/papers/closer_look.py end to end on the fake backend: files, table layout, consistent numbers."""
 from __future__ import annotations
 
 import importlib

@@ -1,4 +1,4 @@
-"""experiments/end_to_end_summeval.py end to end on the fake backend: outputs, an article-level
+"""experiments/papers/end_to_end_summeval.py end to end on the fake backend: outputs, an article-level
 split, and score-table numbers that agree with the probes and with the reported correlations."""
 from __future__ import annotations
 

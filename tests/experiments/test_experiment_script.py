@@ -21,7 +21,7 @@ def test_lists_every_experiment_script_and_no_helper():
     res = sh("--list")
     assert res.returncode == 0, res.stderr
     listed = res.stdout.split()
-    expected = sorted(p.stem for p in (ROOT / "experiments").glob("*.py") if not p.stem.startswith("_"))
+    expected = sorted(p.stem for p in (ROOT / "experiments").glob("*/*.py") if not p.stem.startswith("_"))
     assert sorted(listed) == expected
     assert "closer_look" in listed and "end_to_end_summeval" in listed
 
@@ -56,11 +56,11 @@ def test_runs_the_experiment_with_its_arguments_and_passes_its_exit_code(tmp_pat
              "--set", "n_drafts=2", "--set", "top_k=1", timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "setup: .venv is up to date" in res.stdout
-    assert "experiments/end_to_end_summeval.py exited 0" in res.stderr
+    assert "experiments/papers/end_to_end_summeval.py exited 0" in res.stderr
     manifest = json.loads((out / "manifest.json").read_text())  # the experiment ran with the given --out
     assert manifest["command"].startswith("bash scripts/experiment.sh end_to_end_summeval --backend fake --limit 2")
     assert manifest["config"]["limit"] == 2 and manifest["config"]["aspects"] == ["fluency"]
     bad = sh("end_to_end_summeval", "--backend", "fake", "--set", "n_draft=1", "--out", str(tmp_path / "x"))
     assert bad.returncode == 2
     assert "did you mean 'n_drafts'?" in bad.stderr
-    assert "experiments/end_to_end_summeval.py exited 2" in bad.stderr
+    assert "experiments/papers/end_to_end_summeval.py exited 2" in bad.stderr

@@ -1,4 +1,4 @@
-"""experiments/guaranteed_agreement.py: runs on a folder of the LLMBar layout and writes the rows BENCHMARKS reads."""
+"""experiments/bench/guaranteed_agreement.py: runs on a folder of the LLMBar layout and writes the rows BENCHMARKS reads."""
 from __future__ import annotations
 
 import json

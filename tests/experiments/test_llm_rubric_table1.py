@@ -1,4 +1,4 @@
-"""experiments/llm_rubric_table1.py: the per-question table (LLM-RUBRIC Table 3), on a slice of the
+"""experiments/papers/llm_rubric_table1.py: the per-question table (LLM-RUBRIC Table 3), on a slice of the
 released data with tiny networks."""
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_each_question_is_fine_tuned_on_its_own_head(sliced):
 
 
 def test_unknown_question_is_a_one_line_usage_error():
-    res = subprocess.run([sys.executable, str(ROOT / "experiments" / "llm_rubric_table1.py"), "--per-question-only",
+    res = subprocess.run([sys.executable, str(ROOT / "experiments" / "papers" / "llm_rubric_table1.py"), "--per-question-only",
                           "--trials", "0", "--questions", "Q0,Q9"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 2
     assert "--questions: unknown question(s) Q9" in res.stderr and "Traceback" not in res.stderr
@@ -85,7 +85,7 @@ def test_unknown_question_is_a_one_line_usage_error():
 
 @pytest.mark.slow  # the whole data, default-size networks, two questions
 def test_per_question_only_command(tmp_path):
-    res = subprocess.run([sys.executable, str(ROOT / "experiments" / "llm_rubric_table1.py"), "--per-question-only",
+    res = subprocess.run([sys.executable, str(ROOT / "experiments" / "papers" / "llm_rubric_table1.py"), "--per-question-only",
                           "--trials", "0", "--seeds", "1", "--questions", "Q0,Q8"],
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-2000:]

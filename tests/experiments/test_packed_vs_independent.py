@@ -1,4 +1,4 @@
-"""experiments/packed_vs_independent.py on the fake backend: the fidelity comparison and the reply-shape
+"""experiments/bench/packed_vs_independent.py on the fake backend: the fidelity comparison and the reply-shape
 check run end to end and report what they claim (counts bounded by the positions asked)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""experiments/pairwise_position.py on a synthetic folder of LLMBar's layout with the fake backend: the
+"""experiments/bench/pairwise_position.py on a synthetic folder of LLMBar's layout with the fake backend: the
 pairwise probe in both orders, its position-consistency table and the run record."""
 from __future__ import annotations
 

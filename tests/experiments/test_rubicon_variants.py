@@ -1,4 +1,4 @@
-"""experiments/rubicon_variants.py end to end on the fake backend: outputs, split hygiene, and numbers
+"""experiments/papers/rubicon_variants.py end to end on the fake backend: outputs, split hygiene, and numbers
 that agree with the probes they were computed from."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The shipped run configs (experiments/run_configs/*.toml) load and pass the pre-flight checks."""
+"""The shipped run configs (examples/*.toml) load and pass the pre-flight checks."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +9,7 @@ from rubric_induce.pipeline import load_config
 from rubric_induce.pipeline.context import RunContext
 from rubric_induce.pipeline.runner import preflight
 
-CONFIGS = sorted((Path(__file__).resolve().parents[2] / "experiments" / "run_configs").glob("*.toml"))
+CONFIGS = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.toml"))
 
 
 def test_there_are_run_configs():

@@ -1,4 +1,4 @@
-"""experiments/selection_sharpness.py: its pieces (metrics, splits, the LLM-RUBRIC pool in both
+"""experiments/bench/selection_sharpness.py: its pieces (metrics, splits, the LLM-RUBRIC pool in both
 directions) and a quick end-to-end run."""
 from __future__ import annotations
 
