@@ -99,14 +99,32 @@ def fine_thresholds(confidence: Any, start: int, step: int = 1) -> list[float]:
 def fit_fine_guarantee(confidence: Any, agreed: Any, *, target: float, delta: float = 0.1,
                        rule: GridRule | None = None, measure: str = "proba", tolerance: float = 0.0,
                        source: str | None = None) -> Guarantee:
-    """:func:`~rubric_induce.scoring.guarantee.fit_guarantee` over the rule-start fine grid."""
+    """:func:`~rubric_induce.scoring.guarantee.fit_guarantee` over the rule-start fine grid (the same
+    test, run on every candidate's counts at once: answered texts and errors by cumulative sums)."""
     rule = rule or GridRule()
+    target, delta = check_level(target, "target"), check_level(delta, "delta")
     conf = np.asarray(confidence, dtype=float).ravel()
-    n_conf = int(np.isfinite(conf).sum())
-    start = rule_start(max(n_conf, 1), target, delta, rule)
-    cands = fine_thresholds(conf, start, rule.step)
-    g = fit_guarantee(conf, agreed, target=target, delta=delta, measure=measure, tolerance=tolerance,
-                      thresholds=cands, source=source)
-    return Guarantee(**{**g.to_dict(), "method": rule.describe(),
-                        "extra": {"start": start, "candidates": len(cands)}})
-
+    ok = np.asarray(agreed, dtype=bool).ravel()
+    if conf.shape != ok.shape:
+        raise DataError(f"{len(conf)} confidences for {len(ok)} agreement flags", field="confidence")
+    n = len(conf)
+    need = min_calibration_size(target, delta)
+    if n < need:
+        fit_guarantee(conf, ok, target=target, delta=delta, source=source)  # its DataError says how many
+    have = np.isfinite(conf)
+    start = rule_start(max(int(have.sum()), 1), target, delta, rule)
+    cands = np.asarray(fine_thresholds(conf, start, rule.step))
+    order = np.argsort(-conf[have], kind="stable")
+    sorted_conf, sorted_err = conf[have][order], ~ok[have][order]
+    answered = np.searchsorted(-sorted_conf, -cands, side="right")  # texts with confidence >= each candidate
+    errors = np.concatenate([[0], np.cumsum(sorted_err)])[answered]
+    passed = (answered >= need) & (binom.cdf(errors, np.maximum(answered, 1), 1.0 - target) <= delta)
+    failed = np.flatnonzero(~passed)
+    last = (failed[0] if len(failed) else len(cands)) - 1
+    tested = min(len(cands), last + 2)
+    base = {"target": target, "delta": delta, "n": n, "measure": measure, "tolerance": tolerance, "tested": tested,
+            "method": rule.describe(), "extra": {"start": start, "candidates": len(cands)}}
+    if last < 0:
+        return Guarantee(threshold=None, coverage=0.0, **base)
+    m, e = int(answered[last]), int(errors[last])
+    return Guarantee(threshold=float(cands[last]), coverage=m / n, agreement=1.0 - e / m, answered=m, **base)

@@ -150,3 +150,23 @@ def test_grid_rule_is_recorded():
     C, A = planted([PlantedStage(0.5, 1.0)], 400, np.random.default_rng(0))
     g = fit_fine_guarantee(C[0], A[0], target=0.8, rule=GridRule(step=5))
     assert g.extra["start"] == rule_start(400, 0.8, 0.1) and "every 5 text" in g.method
+
+
+def test_fine_fit_is_the_fixed_sequence_test_on_the_fine_grid():
+    """The vectorised fit gives what fit_guarantee's loop gives on the same candidates."""
+    from rubric_induce.scoring.guarantee import fit_guarantee
+
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        n = int(rng.integers(40, 300))
+        c = np.round(rng.random(n), 2)
+        c[rng.random(n) < 0.05] = np.nan
+        a = rng.random(n) < 0.6 + 0.4 * np.nan_to_num(c)
+        t, d = float(rng.choice([0.7, 0.8, 0.85, 0.9])), float(rng.choice([0.05, 0.1, 0.2]))
+        if n < rule_start(1, t, d):
+            continue
+        g1 = fit_fine_guarantee(c, a, target=t, delta=d)
+        g2 = fit_guarantee(c, a, target=t, delta=d,
+                           thresholds=fine_thresholds(c, rule_start(int(np.isfinite(c).sum()), t, d), 1))
+        assert (g1.threshold, g1.coverage, g1.agreement, g1.answered, g1.tested) == \
+            (g2.threshold, g2.coverage, g2.agreement, g2.answered, g2.tested)
