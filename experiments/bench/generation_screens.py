@@ -149,7 +149,7 @@ def measure(run_dir: Path) -> dict[str, Any]:
     from rubric_induce.data.probes import ProbeTable
     from rubric_induce.dedup.api import DEDUP_POOL_FILE
     from rubric_induce.probing.api import PROBES_FILE
-    from rubric_induce.selection.api import select
+    from rubric_induce.selection.api import SelectContext, select
 
     manifest = json.loads((run_dir / "pool.manifest.json").read_text(encoding="utf-8"))
     stats = manifest.get("stats") or {}
@@ -169,8 +169,8 @@ def measure(run_dir: Path) -> dict[str, Any]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = select(table, pool, train, y_train, cfg.select.replace(polarity_check=action),
-                         label=cfg.data.label, label_threshold=cfg.data.label_threshold, seed=cfg.run.seed,
-                         source=cfg.source)
+                         context=SelectContext(label=cfg.data.label, label_threshold=cfg.data.label_threshold,
+                                               seed=cfg.run.seed, source=cfg.source))
             metrics = res.evaluate(table, {"train": (train, y_train), "test": (test, y_test)}, n_boot=200)
         out["by_action"][action] = {
             "selected": len(res.chosen), "polarity": res.polarity.get("counts", {}),
@@ -192,7 +192,7 @@ def llm_rubric_polarity(data_root: Path, seeds: int, planted: tuple[int, ...]) -
     from rubric_induce.data import AnswerScale, Rubric
     from rubric_induce.data.datasets.llm_rubric import load_llm_rubric
     from rubric_induce.data.probes import ProbeRecord, ProbeTable
-    from rubric_induce.selection.api import SelectParams, select
+    from rubric_induce.selection.api import SelectContext, SelectParams, select
     from rubric_induce.selection.split import group_split
 
     d = load_llm_rubric(data_root, "real").with_llm_probs()
@@ -223,7 +223,7 @@ def llm_rubric_polarity(data_root: Path, seeds: int, planted: tuple[int, ...]) -
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     res = select(table, rubrics, train, y[tr], SelectParams(n_sat=4, n_dsat=4, polarity_check=action),
-                                 seed=seed)
+                                 context=SelectContext(seed=seed))
                     m = res.evaluate(table, {"test": (test, y[te])}, n_boot=10)["test"]
                 acc[action].append(_acc(m))
                 if action == "flip":
@@ -248,7 +248,7 @@ def synthetic_polarity(seeds: int, planted: tuple[int, ...], n_examples: int = 4
 
     from rubric_induce.data import AnswerScale, Example, Rubric
     from rubric_induce.data.probes import ProbeRecord, ProbeTable
-    from rubric_induce.selection.api import SelectParams, select
+    from rubric_induce.selection.api import SelectContext, SelectParams, select
     from rubric_induce.selection.split import group_split
     from rubric_induce.selection.synthetic import make_synthetic_pool
 
@@ -276,7 +276,7 @@ def synthetic_polarity(seeds: int, planted: tuple[int, ...], n_examples: int = 4
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     res = select(table, rubrics, train, y[tr], SelectParams(n_sat=4, n_dsat=4, polarity_check=action),
-                                 seed=seed)
+                                 context=SelectContext(seed=seed))
                     acc[action].append(_acc(res.evaluate(table, {"test": (test, y[te])}, n_boot=10)["test"]))
                 if action == "flip":
                     flagged = {i["id"] for i in res.polarity["inverted"]}

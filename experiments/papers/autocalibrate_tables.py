@@ -46,6 +46,7 @@ from rubric_induce.data.model import AnswerScale, Example, Rubric  # noqa: E402
 from rubric_induce.evaluation.meta_eval import correlation_table  # noqa: E402
 from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
 from rubric_induce.generation.autocalibrate import AutoCalibrateParams, generate_autocalibrate  # noqa: E402
+from rubric_induce.generation.registry import GenerateContext  # noqa: E402
 from rubric_induce.probing.api import PROBE_STYLES, probe  # noqa: E402
 
 __all__ = ["Task", "TASKS", "SYSTEMS", "PAPER_TABLE2", "PAPER_TABLE4", "PAPER_TABLE5", "main",
@@ -181,9 +182,10 @@ def _calibrate(exp: Experiment, task: Task, induction: list[Example], cfg: dict[
         refine_samples=int(cfg["refine_samples"]), rounds=int(cfg["rounds"]),
         max_example_chars=int(cfg["max_example_chars"]))
     res = generate_autocalibrate(
-        induction, exp.backend, params, label=task.label, seed=cfg["seed"], fields=list(task.fields),
-        probe_options={"style": style, "fields": list(task.fields), "seed": cfg["seed"]},
-        progress=bool(cfg["progress"]))
+        induction, exp.backend, params,
+        context=GenerateContext(label=task.label, seed=cfg["seed"], fields=list(task.fields),
+                                progress=bool(cfg["progress"])),
+        probe_options={"style": style, "fields": list(task.fields), "seed": cfg["seed"]})
     pool_path = exp.out / "pools" / f"{task.dataset}_{task.label}.jsonl"
     res.pool.save(pool_path)
     drafts = [c for c in res.candidates if c.provenance.get("step") == "draft"]

@@ -54,6 +54,7 @@ from rubric_induce.data.model import Example, Rubric, RubricPool  # noqa: E402
 from rubric_induce.data.probes import ProbeTable  # noqa: E402
 from rubric_induce.dedup import dedup  # noqa: E402
 from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
+from rubric_induce.generation.registry import GenerateContext  # noqa: E402
 from rubric_induce.generation.rubicon import balanced_sample, generate_rubicon  # noqa: E402
 from rubric_induce.probing.api import probe  # noqa: E402
 from rubric_induce.selection.baselines import BruteForceSelector, CorrectnessOnlySelector, UCBSelector
@@ -200,12 +201,12 @@ def _generate(exp: Experiment, variant: Variant, gen_examples: list[Example], cf
     info: dict[str, Any] = {"label": variant.label, "mode": variant.mode, "use_ds": use_ds, "use_cdp": use_cdp}
     try:
         pool = generate_rubicon(
-            gen_examples, exp.backend, label="sat", task=TaskParams(preset="uss"),
-            domain=DOMAIN if use_ds else None, use_ds=use_ds,
-            use_cdp=use_cdp, mode=variant.mode, top_k=int(cfg["top_k"]), batch_size=int(cfg["batch_size"]),
-            max_new=int(cfg["max_new"]), spur_size=int(cfg["spur_size"]), seed=cfg["seed"],
-            temperature=float(cfg["temperature"]), max_example_chars=cfg["max_example_chars"],
-            progress=bool(cfg["progress"]))
+            gen_examples, exp.backend,
+            context=GenerateContext(label="sat", task=TaskParams(preset="uss"), domain=DOMAIN if use_ds else None,
+                                    seed=cfg["seed"], progress=bool(cfg["progress"])),
+            use_ds=use_ds, use_cdp=use_cdp, mode=variant.mode, top_k=int(cfg["top_k"]),
+            batch_size=int(cfg["batch_size"]), max_new=int(cfg["max_new"]), spur_size=int(cfg["spur_size"]),
+            temperature=float(cfg["temperature"]), max_example_chars=cfg["max_example_chars"])
     except GenerationError as exc:
         info.update(error=str(exc), generate_s=round(time.perf_counter() - t0, 1), n_generated={"SAT": 0, "DSAT": 0})
         return None, info

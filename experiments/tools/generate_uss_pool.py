@@ -25,6 +25,7 @@ from rubric_induce.core.task import TaskParams
 from rubric_induce.data.datasets import load_uss
 from rubric_induce.data.jsonl import atomic_write_text
 from rubric_induce.dedup import dedup
+from rubric_induce.generation.registry import GenerateContext
 from rubric_induce.generation.rubicon import balanced_sample, generate_rubicon
 
 # The task/domain description for domain sensitization: the one the README demo uses.
@@ -51,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     n_pos = sum(1 for e in examples if e.labels["sat"] == 1)
     backend = CachedBackend(LocalLlamaBackend(n_threads=args.threads), CallCache(args.cache))
     t0 = time.perf_counter()
-    pool = generate_rubicon(examples, backend, task=TaskParams(preset="uss"), domain=DOMAIN, top_k=args.top_k, batch_size=args.batch_size,
-                            max_new=args.max_new, seed=args.seed, max_example_chars=args.max_example_chars,
-                            progress=sys.stderr.isatty())
+    run = GenerateContext(task=TaskParams(preset="uss"), domain=DOMAIN, seed=args.seed, progress=sys.stderr.isatty())
+    pool = generate_rubicon(examples, backend, context=run, top_k=args.top_k, batch_size=args.batch_size,
+                            max_new=args.max_new, max_example_chars=args.max_example_chars)
     t_gen = time.perf_counter() - t0
     backend.close()
     usage = backend.tally.to_dict()
