@@ -140,3 +140,27 @@ def test_a_file_that_is_not_json_lines(tmp_path):
     path.write_text('{"id": "a", "label": 0, "judges": {"big": {"answer": 0, "confidence": 0.9}}}\n{not json\n')
     code, out = _invoke("calibrate-guarantee", "--judgements", path, "--stages", "big")
     assert code == 2 and "line 2" in out, out
+
+
+def test_score_judgements_applies_the_saved_record(tmp_path):
+    from rubric_induce.core.errors import DataError
+    from rubric_induce.scoring.judgements_apply import score_judgements
+
+    rows = _pairs()
+    path = _write(tmp_path / "judged.jsonl", rows)
+    code, out = _invoke("calibrate-guarantee", "--judgements", path, "--stages", "small,big", "--method", "jury",
+                        "--target", "0.8", "--target", "0.85", "--out", tmp_path / "g.json")
+    assert code == 0, out
+    new = _write(tmp_path / "new.jsonl", [{k: v for k, v in r.items() if k not in ("label", "labels")}
+                                          for r in rows[:30]])
+    g, scored = score_judgements(new, tmp_path / "g.json", target=0.85)
+    assert g.target == 0.85 and len(scored) == 30
+    assert {r["decision"] for r in scored} <= {"answered", "abstained"}
+    assert all((r["by"] == "jury") == (r["decision"] == "answered") for r in scored)
+    with pytest.raises(DataError, match="several match"):
+        score_judgements(new, tmp_path / "g.json")
+    with pytest.raises(DataError, match="none matches"):
+        score_judgements(new, tmp_path / "g.json", target=0.9)
+    (tmp_path / "bad.json").write_text('{"guarantees": [{"kind": "jury"}]}')
+    with pytest.raises(DataError, match="guarantees\\[0\\]"):
+        score_judgements(new, tmp_path / "bad.json")

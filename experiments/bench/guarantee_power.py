@@ -1,0 +1,238 @@
+"""Guarantee power: how much of the hindsight oracle's coverage each guaranteed method reaches on a
+judgements file, over random calibration/test splits, and whether it keeps its guarantee (no LLM call).
+
+Per target, every split puts ``--cal-fraction`` of the labelled groups in calibration; each method
+is fitted there and applied to every labelled text. Methods (``"naive": true`` marks baselines
+with no guarantee):
+
+* ``strong-coarse``: the strongest stage alone (the most expensive; the last given without costs),
+  the library's older grid (20 steps from 20 % coverage);
+* ``strong-fine``: the same judge, the rule-start fine grid (``scoring/guarantee_grid.py``);
+* ``jury-mean``: every stage's distribution averaged, one threshold at the full delta;
+* ``jury-logistic``: a logistic combiner fitted on a third of the calibration groups, the threshold
+  tested on the other two thirds;
+* ``cascade-coarse``: the stages in the given order, Bonferroni (delta / K per stage), older grid;
+* ``cascade-cost``: cheapest first, each stage's confidence the jury of the judges called so far,
+  Bonferroni, fine grid;
+* ``strong-alone`` (naive): the strongest stage answers every text;
+* ``jury-naive`` (naive): the mean jury at the lowest threshold whose calibration agreement reaches
+  the target (no test).
+
+Row fields: ``coverage`` (share of the test half answered), ``violation_rate`` (whole labelled set
+as the population: a split violates when agreement over every labelled text answered at its
+thresholds is below the target; a split that issues nothing does not violate), ``mc_se``,
+``test_violation_rate`` (the same on the test half; adds that half's noise), ``issued_share``,
+``conditional_violation`` (violation among issued draws: not bounded by delta), ``oracle_coverage``
+(the largest coverage on the whole labelled set whose agreement reaches the target, over every
+stage's own confidence and the mean jury's, thresholds not splitting ties), ``coverage_ratio``,
+``strong_share`` (test texts on which the strongest stage was called), ``calls_per_text`` and
+``cost_per_text`` (over the whole labelled set; None without costs).
+
+    nice .venv/bin/python experiments/bench/guarantee_power.py \\
+        --judgements runs/guarantee_power/llmbar/pooled.jsonl --stages ChatGPT,PaLM2,GPT-4 \\
+        --cost ChatGPT=1 --cost PaLM2=1 --cost GPT-4=20 --targets 0.8 0.85 0.9 --delta 0.1 \\
+        --splits 500 --cal-fraction 0.5 --out runs/guarantee_power/llmbar
+"""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import start  # noqa: E402
+
+from rubric_induce.core.errors import DataError  # noqa: E402
+from rubric_induce.data.judgements import Judgements, read_judgements  # noqa: E402
+from rubric_induce.scoring.guarantee import default_tolerance  # noqa: E402
+from rubric_induce.scoring.judgements_guarantee import (  # noqa: E402
+    FitSpec,
+    apply_judgements_guarantee,
+    fit_judgements_guarantee,
+    stage_costs,
+)
+from rubric_induce.scoring.jury import answer_confidence, mean_jury, split_by_group  # noqa: E402
+
+NAME = "guarantee_power"
+GUARANTEED = {
+    "strong-coarse": ("strong", FitSpec(kind="guarantee", grid="coarse")),
+    "strong-fine": ("strong", FitSpec(kind="guarantee")),
+    "jury-mean": ("all", FitSpec(kind="jury")),
+    "jury-logistic": ("all", FitSpec(kind="jury", combiner="logistic")),
+    "cascade-coarse": ("all", FitSpec(kind="cascade", grid="coarse")),
+    "cascade-cost": ("all", FitSpec(kind="cascade", order="cost", stage_confidence="jury")),
+}
+NAIVE = ("strong-alone", "jury-naive")
+
+
+def oracle_coverage(pop: Judgements, stages: list[str], target: float, tol: float) -> float:
+    """Largest whole-set coverage whose agreement reaches ``target``, over each stage's confidence and
+    the mean jury's (a threshold answers every text tied with it)."""
+    views = [pop.judge(s).probs for s in stages] + ([mean_jury([pop.judge(s).probs for s in stages])]
+                                                   if len(stages) > 1 else [])
+    best = 0.0
+    for P in views:
+        answer, conf = answer_confidence(P, pop.scale, tol)
+        ok = np.isfinite(answer) & (np.abs(answer - pop.label) <= tol + 1e-9)
+        c = np.where(np.isfinite(conf), conf, -np.inf)
+        order = np.argsort(-c, kind="stable")
+        running = np.cumsum(ok[order]) / np.arange(1, pop.n + 1)
+        cut = np.append(c[order][:-1] > c[order][1:], True)  # a threshold between distinct values
+        good = np.flatnonzero(cut & (running >= target) & np.isfinite(c[order]))
+        if len(good):
+            best = max(best, (good.max() + 1) / pop.n)
+    return float(best)
+
+
+def _agrees(out: dict[str, Any], pop: Judgements, tol: float) -> np.ndarray:
+    return out["answered"] & (np.abs(out["answer"] - pop.label) <= tol + 1e-9)
+
+
+def _record(issued: bool, answered: np.ndarray, agree: np.ndarray, test: np.ndarray, target: float,
+            **extra: Any) -> dict[str, Any]:
+    pop = agree[answered].mean() if answered.any() else np.nan
+    t_ans = answered & test
+    t = agree[t_ans].mean() if t_ans.any() else np.nan
+    return {"issued": issued, "viol": bool(issued and answered.any() and pop < target),
+            "test_viol": bool(issued and t_ans.any() and t < target), "cov": float(answered[test].mean()), **extra}
+
+
+def _naive_jury(pop: Judgements, cal: np.ndarray, stages: list[str], target: float, tol: float) -> np.ndarray:
+    answer, conf = answer_confidence(mean_jury([pop.judge(s).probs for s in stages]), pop.scale, tol)
+    ok = np.isfinite(answer) & (np.abs(answer - pop.label) <= tol + 1e-9)
+    c = np.where(np.isfinite(conf), conf, -np.inf)
+    idx = np.flatnonzero(cal)[np.argsort(-c[cal], kind="stable")]
+    running = np.cumsum(ok[idx]) / np.arange(1, len(idx) + 1)
+    good = np.flatnonzero(running >= target)
+    if not len(good):
+        return np.zeros(pop.n, bool), ok
+    return c >= c[idx[good.max()]], ok
+
+
+def run_target(pop: Judgements, stages: list[str], strong: str, target: float, cfg: dict[str, Any]) -> list[dict]:
+    tol, delta = cfg["tolerance"], cfg["delta"]
+    rng = np.random.default_rng(cfg["seed"])
+    recs: dict[str, list[dict[str, Any]]] = {m: [] for m in (*GUARANTEED, *NAIVE)}
+    fails = dict.fromkeys(GUARANTEED, 0)
+    strong_at = {"strong": [strong], "all": stages}
+    for split in range(cfg["splits"]):
+        cal = split_by_group(pop.groups, cfg["cal_fraction"], rng)
+        test = ~cal
+        for name, (which, spec) in GUARANTEED.items():
+            use = strong_at[which]
+            if len(use) == 1 and which == "all":
+                continue
+            spec = FitSpec(**{**spec.__dict__, "tolerance": tol, "costs": cfg["costs"], "seed": split})
+            try:
+                g = fit_judgements_guarantee(pop.take(cal), use, target=target, delta=delta, spec=spec)
+            except DataError:  # too few calibration texts for the target: nothing issued
+                fails[name] += 1
+                recs[name].append({"issued": False, "viol": False, "test_viol": False, "cov": 0.0})
+                continue
+            out = apply_judgements_guarantee(g, pop)
+            k = g.stages.index(strong)
+            reached = (out["stage"] < 0) | (out["stage"] >= k) if g.kind == "cascade" else np.ones(pop.n, bool)
+            recs[name].append(_record(g.issued, out["answered"], _agrees(out, pop, tol), test, target,
+                                      strong=float(reached[test].mean()), calls=out["calls_per_text"],
+                                      cost=out["cost_per_text"]))
+        col = pop.judge(strong)
+        s_ans, s_conf = answer_confidence(col.probs, pop.scale, tol)
+        s_ok = np.isfinite(s_ans) & (np.abs(s_ans - pop.label) <= tol + 1e-9)
+        costs = stage_costs(pop, stages, cfg["costs"])
+        recs["strong-alone"].append(_record(True, np.isfinite(s_conf), s_ok, test, target, strong=1.0, calls=1.0,
+                                            cost=costs[stages.index(strong)]))
+        if len(stages) > 1:
+            ans, ok = _naive_jury(pop, cal, stages, target, tol)
+            total = sum(costs) if all(c is not None for c in costs) else None
+            recs["jury-naive"].append(_record(True, ans, ok, test, target, strong=1.0, calls=float(len(stages)),
+                                              cost=total))
+    oracle = oracle_coverage(pop, stages, target, tol)
+    n_cal = int(round(cfg["cal_fraction"] * pop.n))
+    return [_summary(name, r, target, delta, oracle, n_cal, pop.n - n_cal, naive=name in NAIVE,
+                     fit_failures=fails.get(name)) for name, r in recs.items() if r]
+
+
+def _mean(values: list[Any]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def _summary(method: str, recs: list[dict[str, Any]], target: float, delta: float, oracle: float, n_cal: int,
+             n_test: int, *, naive: bool, fit_failures: int | None) -> dict[str, Any]:
+    k = len(recs)
+    rate = _mean([r["viol"] for r in recs])
+    issued = [r for r in recs if r["issued"]]
+    cov = _mean([r["cov"] for r in recs])
+    return {"method": method, "target": target, "delta": delta, "n_splits": k, "coverage": cov,
+            "violation_rate": rate, "mc_se": math.sqrt(rate * (1 - rate) / k) if k else None,
+            "test_violation_rate": _mean([r["test_viol"] for r in recs]),
+            "issued_share": None if naive else _mean([r["issued"] for r in recs]),
+            "conditional_violation": None if naive else _mean([r["viol"] for r in issued]),
+            "oracle_coverage": oracle, "coverage_ratio": (cov / oracle) if oracle and cov is not None else None,
+            "strong_share": _mean([r.get("strong") for r in issued or recs]),
+            "calls_per_text": _mean([r.get("calls") for r in issued or recs]),
+            "cost_per_text": _mean([r.get("cost") for r in issued or recs]),
+            "naive": naive, "guaranteed": not naive, "fit_failures": fit_failures, "n_cal": n_cal, "n_test": n_test}
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    def f(v: Any, p: int = 3) -> str:
+        return "—" if v is None else (f"{v:.{p}f}" if isinstance(v, float) else str(v))
+
+    lines = ["| method | target | coverage | oracle | ratio | violation (± MC se) | test-half violation | issued | "
+             "violation when issued | strong share | calls/text | cost/text |", "|" + "---|" * 12]
+    for r in rows:
+        name = r["method"] + (" (naive)" if r["naive"] else "")
+        lines.append(f"| {name} | {r['target']:g} | {f(r['coverage'])} | {f(r['oracle_coverage'])} | "
+                     f"{f(r['coverage_ratio'], 2)} | {f(r['violation_rate'])} ± {f(r['mc_se'])} | "
+                     f"{f(r['test_violation_rate'])} | {f(r['issued_share'])} | {f(r['conditional_violation'])} | "
+                     f"{f(r['strong_share'], 2)} | {f(r['calls_per_text'], 2)} | {f(r['cost_per_text'], 2)} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    exp, args = start(NAME, __doc__, {}, extra_args=[
+        (("--judgements",), {"type": Path, "required": True, "help": "a judgements file (docs/guides/guarantee.md)"}),
+        (("--stages",), {"required": True, "help": "judges, comma-separated (the strongest last without costs)"}),
+        (("--targets",), {"type": float, "nargs": "+", "default": [0.8, 0.85, 0.9]}),
+        (("--delta",), {"type": float, "default": 0.1}),
+        (("--splits",), {"type": int, "default": 500}),
+        (("--cal-fraction",), {"type": float, "default": 0.5}),
+        (("--tolerance",), {"type": float, "default": None, "help": "default: one step of a graded scale, else 0"}),
+        (("--cost",), {"action": "append", "default": [], "metavar": "JUDGE=COST"}),
+    ], argv=argv)
+    from rubric_induce.cli.calibrate_guarantee_judgements import parse_costs, parse_stages
+
+    try:
+        jd = read_judgements(args.judgements)
+        stages, costs = parse_stages(args.stages), parse_costs(tuple(args.cost))
+        for s in stages:
+            jd.judge(s)
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    pop = jd.take(jd.labelled)
+    known = stage_costs(pop, stages, costs)
+    strong = stages[int(np.argmax([c for c in known]))] if all(c is not None for c in known) else stages[-1]
+    tol = default_tolerance(pop.scale) if args.tolerance is None else args.tolerance
+    cfg = {"seed": exp.config["seed"], "splits": args.splits, "cal_fraction": args.cal_fraction, "delta": args.delta,
+           "tolerance": tol, "costs": costs}
+    rows: list[dict[str, Any]] = []
+    for target in args.targets:
+        rows += run_target(pop, stages, strong, target, cfg)
+    exp.config.update({"judgements": str(args.judgements), "stages": stages, "strong": strong, "costs": costs,
+                       "tolerance": tol, "n_labelled": pop.n, **{k: cfg[k] for k in ("splits", "cal_fraction", "delta")},
+                       "targets": args.targets})
+    report = (f"# Guarantee power: {args.judgements} ({pop.n} labelled texts, stages {', '.join(stages)}, strongest "
+              f"{strong}, tolerance {tol:g}, delta {args.delta:g}, {args.splits} splits)\n\n{table(rows)}")
+    exp.finish(rows, report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Applying a saved judgements guarantee to new judge outputs: for ``score`` (and anything else that
+answers or abstains texts from a judgements file): the records written by ``calibrate-guarantee
+--judgements`` read back and checked, the one for a target picked, and per text ``answered`` /
+``abstained`` with the answer, its confidence and the judge (or jury) that answered.
+
+``score`` calls :func:`score_judgements` for ``--judgements FILE --guarantee-file G.json`` (a row per
+text, as :func:`scored_rows` lays it out); no label is read, so the file may be unlabelled.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rubric_induce.core.errors import DataError
+from rubric_induce.data.judgements import Judgements, read_judgements
+from rubric_induce.scoring.judgements_guarantee import JudgementsGuarantee, apply_judgements_guarantee
+
+__all__ = ["load_judgements_guarantees", "pick_guarantee", "scored_rows", "score_judgements"]
+
+
+def load_judgements_guarantees(path: str | Path) -> list[JudgementsGuarantee]:
+    """The records of a ``*.guarantees.json`` file; a damaged one is a DataError naming its field."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as exc:
+        raise DataError(f"cannot read the guarantees file: {exc}", path=path) from None
+    records = doc.get("guarantees") if isinstance(doc, dict) else None
+    if not isinstance(records, list) or not records:
+        raise DataError("expected an object with a non-empty 'guarantees' list (calibrate-guarantee --judgements "
+                        "writes one)", path=path, field="guarantees")
+    return [JudgementsGuarantee.from_dict(r, source=str(path), where=f"guarantees[{i}]") for i, r in enumerate(records)]
+
+
+def pick_guarantee(records: Sequence[JudgementsGuarantee], target: float | None = None,
+                   delta: float | None = None, *, source: str | None = None) -> JudgementsGuarantee:
+    """The record for ``target`` (and ``delta`` when given); without a target, the only record."""
+    found = [g for g in records if (target is None or abs(g.target - target) < 1e-9)
+             and (delta is None or abs(g.delta - delta) < 1e-9)]
+    if found and len({(g.target, g.delta) for g in found}) == 1:
+        return found[-1]  # one record (or the same one refitted: the latest)
+    have = ", ".join(f"target {g.target:g} delta {g.delta:g}" for g in records)
+    why = "several match: give --target (and --delta)" if found else "none matches"
+    raise DataError(f"{why}; the file holds {have}", path=source, field="target")
+
+
+def scored_rows(g: JudgementsGuarantee, jd: Judgements) -> list[dict[str, Any]]:
+    """One row per text: id, ``decision`` (answered / abstained), answer, confidence, who answered."""
+    out = apply_judgements_guarantee(g, jd)
+    names = g.stages if g.kind == "cascade" else ["jury" if g.kind == "jury" else g.stages[0]] * len(g.stages)
+    rows = []
+    for i, text_id in enumerate(jd.ids):
+        answered = bool(out["answered"][i])
+        rows.append({"id": text_id, "decision": "answered" if answered else "abstained",
+                     "answer": float(out["answer"][i]) if answered else None,
+                     "confidence": float(out["confidence"][i]) if answered else None,
+                     "by": names[int(out["stage"][i])] if answered else None})
+    return rows
+
+
+def score_judgements(judgements: str | Path, guarantees: str | Path, *, target: float | None = None,
+                     delta: float | None = None) -> tuple[JudgementsGuarantee, list[dict[str, Any]]]:
+    """Read both files, pick the guarantee and answer or abstain every text of ``judgements``."""
+    g = pick_guarantee(load_judgements_guarantees(guarantees), target, delta, source=str(guarantees))
+    jd = read_judgements(judgements, scale=g.scale)
+    return g, scored_rows(g, jd)
