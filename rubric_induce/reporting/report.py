@@ -34,6 +34,7 @@ from rubric_induce.core.params import Params, param, resolve_params
 from rubric_induce.core.stats import CORRELATIONS, quadratic_weighted_kappa, rankdata, williams_test_scores
 from rubric_induce.data.jsonl import atomic_write_text, read_json
 from rubric_induce.data.labels import is_binary
+from rubric_induce.evaluation.estimate_section import estimate_section
 from rubric_induce.evaluation.meta_eval import correlation_table
 from rubric_induce.evaluation.score_table import ScoreRow, read_scores
 from rubric_induce.reporting.direct import direct_section
@@ -568,6 +569,7 @@ def _scores_section(path: Path, run_dir: Path, figures: _Figures, plt, *, n_boot
     lines += _binary_section(cells, figures, slug, plt)
     lines += _distribution_section(cells, figures, slug, plt, seed)
     lines += _reliability_section(cells, figures, slug, plt)
+    lines += estimate_section(rows, alpha=alpha)  # mean human rating: labels, judge, PPI++
     return lines
 
 
