@@ -70,8 +70,9 @@ def generate(
     include: Sequence[Sequence[Rubric]] = (),
     **overrides: Any,
 ) -> GenerateResult:
-    """The generate stage: draft rubrics from labelled examples with ``params.method`` and mix in
-    the ``include``d pools.
+    """The generate stage: rubrics drafted from labelled examples, with the included pools mixed in.
+
+    ``params.method`` picks the generator.
 
     Sampling budgets (``per_class`` for rubicon/spur, ``max_examples`` for autocalibrate) are
     applied here, seeded by ``context.seed``; contrastive generation (pairwise runs) samples its
