@@ -158,10 +158,8 @@ def generate_rubicon(
 ) -> RubricPool:
     """Generate a SAT + DSAT rubric pool from binary-labelled examples (RUBICON or SPUR mode).
 
-    Generated rubrics that restate the label, name the annotation, or copy prompt text, a long
-    span of a shown example or a rater's reason are rejected and counted by reason in
-    ``stats.rejected``. DS defaults to on for RUBICON and off for SPUR; CDP (conversation design
-    principles) to on for RUBICON on conversations, off otherwise.
+    Rubrics that restate the label, name the annotation, or copy prompt text, a shown example or
+    a rater's reason are rejected and counted by reason in ``stats.rejected``.
 
     Args:
         examples: Labelled examples; ``context.label`` must be 0/1 (or graded, with
@@ -173,7 +171,8 @@ def generate_rubicon(
             task's description; one of them is required while DS is on), seed, fields shown, task
             (default: the generic task; ``TaskParams(preset="uss")`` for RUBICON's wording),
             progress bars.
-        mode: ``"rubicon"`` (a growing pool) or ``"spur"`` (a fixed-size set per polarity).
+        mode: ``"rubicon"`` (a growing pool; DS on, CDP on for conversations) or ``"spur"`` (a
+            fixed-size set per polarity; DS and CDP off), unless ``use_ds``/``use_cdp`` say.
         scale: The answer scale of the rubrics made.
         subjects: Sentence starts enforced by the JSON schema on every pattern and rubric
             (default: from the task; None lifts it).
@@ -198,35 +197,32 @@ def generate_rubicon(
     label, fields = context.label or "sat", context.fields
     stats = GenerationStats()
     pos, neg = split_binary(examples, label, threshold=context.label_threshold, fields=fields, stats=stats)
-    prompts = rubicon_prompts()
-    used = _prompts_used(mode, use_ds=use_ds, use_cdp=use_cdp) + ([REASON_PROMPT] if reasons(pos + neg) else [])
+    why = reasons(pos + neg)
+    used = _prompts_used(mode, use_ds=use_ds, use_cdp=use_cdp) + ([REASON_PROMPT] if why else [])
     ds_domain = (context.domain or "").strip() or None
     screen = rubric_screen(words, domain=ds_domain or words.description, use_ds=use_ds, use_cdp=use_cdp,
                            examples=[render_example(e, fields, max_chars=params.max_example_chars)
-                                     for e in pos + neg], reasons=reasons(pos + neg))
-    settings = {"label": label, "threshold": context.label_threshold, **params.to_dict(),
-                "fields": list(fields) if fields else None, "subjects": subject_list(subjects, words)}
-    prompt_hashes = {n: prompts[n].hash for n in used}
+                                     for e in pos + neg], reasons=why)
+    prompt_hashes = {n: t.hash for n, t in rubicon_prompts().items() if n in used}
     base_prov = {"method": mode, "use_ds": use_ds, "use_cdp": use_cdp, "top_k": params.top_k,
                  "batch_size": params.batch_size, "prompt_hashes": prompt_hashes}
     common = dict(seed=context.seed, temperature=params.temperature, retries=params.retries, stats=stats,
                   progress=context.progress, subjects=subjects, task=task)
     run = _PolarityRun(backend, params, mode=mode, domain=context.domain, fields=fields, scale=scale,
                        base_prov=base_prov, screen=screen, common=common)
-    rubrics: list[Rubric] = []
-    n_patterns: dict[str, int] = {}
-    for polarity, group in (("SAT", pos), ("DSAT", neg)):
-        rubrics.extend(run.rubrics(polarity, group, n_patterns))
+    rubrics, n_patterns = run.both(pos, neg)
     if not rubrics:
         raise no_rubrics_error(mode, stats)
     pool = RubricPool(rubrics)
+    settings = {"label": label, "threshold": context.label_threshold, **params.to_dict(),
+                "fields": list(fields) if fields else None, "subjects": subject_list(subjects, words)}
     pool.manifest = {
         "method": mode, "settings": settings, "seed": context.seed,
         "domain": (ds_domain or words.description) if use_ds else None, "task": task.to_dict(),
         "backend": backend.identity(), "model": _backend_name(backend), "prompts": prompt_hashes,
         "n_examples": {"positive": len(pos), "negative": len(neg)}, "n_patterns": n_patterns,
         "n_by_polarity": {p: len(pool.by_polarity(p)) for p in ("SAT", "DSAT")},
-        **({"n_reasons": len(reasons(pos + neg))} if REASON_PROMPT in used else {}),
+        **({"n_reasons": len(why)} if why else {}),
         "stats": stats.to_dict(),
     }
     log.info("%s: %d rubrics; %s", mode, len(pool), stats.summary())
@@ -257,6 +253,15 @@ class _PolarityRun:
     base_prov: dict[str, Any]
     screen: RubricScreen
     common: dict[str, Any]
+
+    def both(self, pos: list[Example], neg: list[Example]) -> tuple[list[Rubric], dict[str, int]]:
+        """The SAT rubrics from the positive examples, then the DSAT ones from the negative, and
+        how many patterns each polarity had."""
+        made: list[Rubric] = []
+        n_patterns: dict[str, int] = {}
+        for polarity, group in (("SAT", pos), ("DSAT", neg)):
+            made.extend(self.rubrics(polarity, group, n_patterns))
+        return made, n_patterns
 
     def rubrics(self, polarity: str, group: list[Example], n_patterns: dict[str, int]) -> list[Rubric]:
         """Patterns extracted from one polarity's examples, then summarized (RUBICON) or folded
