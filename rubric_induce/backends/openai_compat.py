@@ -35,11 +35,10 @@ server that sends one sends it again).
 from __future__ import annotations
 
 import math
-import os
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rubric_induce.backends.base import (
@@ -53,6 +52,20 @@ from rubric_induce.backends.base import (
     current_prompt_cache_key,
     listed_alternatives,
 )
+from rubric_induce.backends.openai_options import JSON_MODES, OpenAIOptions, environment_api_key
+from rubric_induce.backends.openai_replies import (
+    CONTEXT_OVERFLOW,
+    LOGPROBS_REFUSED,
+    NEG_INF,
+    answer_keys,
+    as_dict,
+    describe_error,
+    logaddexp,
+    server_message,
+    snippet,
+    usage_count,
+)
+from rubric_induce.backends.openai_tokens import ServerTokenCounter, load_tiktoken
 from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.pricing import cost as _price_cost
 from rubric_induce.backends.redact import endpoint_url, redact_text, redact_url, register_secret, strip_redacted
@@ -73,66 +86,12 @@ from rubric_induce.core.errors import (
     UntrustworthyLogprobsError,
 )
 
-__all__ = ["OpenAICompatibleBackend", "answer_keys", "JSON_MODES", "parse_retry_after", "environment_api_key"]
-
-#: How ``CallOptions.json_schema`` is sent: ``auto`` picks ``json_schema`` (OpenAI structured
-#: outputs) for the OpenAI API and ``json_object`` (``{"type": "json_object", "schema": ...}``,
-#: understood by llama.cpp server and vLLM) for compatible servers; ``none`` sends no
-#: ``response_format`` and relies on the prompt alone.
-JSON_MODES = ("auto", "json_schema", "json_object", "none")
+__all__ = ["OpenAICompatibleBackend", "OpenAIOptions", "answer_keys", "JSON_MODES", "parse_retry_after",
+           "environment_api_key"]
 
 _NO_KEY_PLACEHOLDER = "sk-no-key"
-# How servers refuse logprobs: llama.cpp server started with ``--logits_all false`` answers HTTP 500
-# "logprobs is not supported for models created with logits_all=False"; retrying cannot help.
-_LOGPROBS_REFUSED = re.compile(r"logprobs?\b.*\bnot (supported|available|enabled)|logits_all", re.I)
-_NEG_INF = float("-inf")
-# How servers refuse an over-long prompt: llama.cpp server "exceeds the available context size",
-# "the request exceeds the available context"; vLLM / OpenAI "maximum context length is ...".
-_CONTEXT_OVERFLOW = re.compile(r"context (size|length|window)|exceeds? the (available )?context|"
-                               r"too many tokens|n_ctx", re.I)
-# Chat-format tokens around each message and before the reply when a server counts content only
-# (ChatML: <|im_start|>role\n ... <|im_end|>\n is 5 tokens; <|im_start|>assistant\n is 3).
-_MESSAGE_OVERHEAD = 5
-_REPLY_OVERHEAD = 3
 # A logprob above this is not a log-probability (float noise of a softmax stays far below it).
 _LOGPROB_TOLERANCE = 1e-6
-
-
-def _logaddexp(a: float, b: float) -> float:
-    if a == _NEG_INF:
-        return b
-    if b == _NEG_INF:
-        return a
-    hi, lo = (a, b) if a >= b else (b, a)
-    return hi + math.log1p(math.exp(lo - hi))
-
-
-def answer_keys(answers: Sequence[str]) -> dict[str, str]:
-    """Map the text a first token must have (stripped) to the answer it stands for.
-
-    A one-word answer (``"4"``, ``"Yes"``) is matched in full. A multi-word answer such as
-    ``"Not sure"`` cannot be seen whole in one token, so it is matched by its first word
-    (``"Not"``), which must then be unique: ``["Not sure", "Not at all"]`` or
-    ``["Not", "Not sure"]`` are ambiguous and rejected. Answers that one tokenizer splits inside
-    a word (``"10"`` on a digit-per-token model) cannot be read this way; use a scale whose
-    answers are single tokens, or the sampling estimator.
-    """
-    if not answers:
-        raise BackendError("answer_logprobs needs at least one answer string")
-    keys: dict[str, str] = {}
-    for answer in answers:
-        if not isinstance(answer, str) or not answer.strip():
-            raise BackendError(f"answer strings must be non-empty text, got {answer!r}")
-        words = answer.split()
-        key = words[0]
-        if key in keys:
-            other = keys[key]
-            raise BackendError(
-                f"answers {other!r} and {answer!r} both start with the token text {key!r}: the "
-                "first generated token cannot tell them apart. Use answers whose first words "
-                "differ (e.g. 'Unsure' instead of 'Not sure'), or the sampling estimator.")
-        keys[key] = answer
-    return keys
 
 
 class OpenAICompatibleBackend(Backend):
@@ -148,43 +107,13 @@ class OpenAICompatibleBackend(Backend):
     api_key:
         Defaults to ``RUBRIC_INDUCE_API_KEY``, then ``OPENAI_API_KEY``. Required for the OpenAI
         API; compatible servers that need none get a placeholder.
-    max_concurrency:
-        Requests in flight at once across all threads using this backend.
-    max_retries:
-        Retries after the first attempt on 429 / 408 / 5xx / timeouts / connection errors.
-    timeout:
-        Seconds per request.
-    top_logprobs:
-        Alternatives requested per position by :meth:`answer_logprobs` (OpenAI allows 20).
-    backoff_base, backoff_max:
-        Retry ``k`` (0-based) sleeps ``min(backoff_max, backoff_base * 2**k)`` scaled by a random
-        factor in [0.5, 1) (jitter), or longer when the server sends ``Retry-After``.
-    retry_after_max:
-        Longest wait a ``Retry-After`` (or ``Retry-After-Ms``) header can ask for, in seconds
-        (default 120); a longer one waits this long and is counted (``retry_after_capped``).
-    api_key_from_env:
-        Take the key from the environment when ``api_key`` is not given (default). False for an
-        endpoint read from a file the user did not write: an ``openai-compatible`` endpoint then
-        gets the placeholder key (kind ``openai`` keeps the environment's key: its host is fixed).
-    sleep:
-        What waits between retries (default ``time.sleep``; tests pass a recorder).
-    price_per_mtok:
-        ``(input, output)`` US$ per million tokens; defaults to the known OpenAI prices for kind
-        ``openai`` and to unknown (``None``) cost for compatible servers.
-    json_mode:
-        One of :data:`JSON_MODES`.
-    extra_body:
-        Server-specific fields added to every request, e.g. ``{"repeat_penalty": 1.0}`` for a
-        llama.cpp server (whose default of 1.1 changes which token greedy decoding picks, though
-        not the reported logprobs) or ``{"top_k": -1}`` for vLLM. Part of :meth:`identity` when set.
+    options:
+        :class:`~rubric_induce.backends.openai_options.OpenAIOptions` (concurrency, retries, timeout,
+        top_logprobs, prices, JSON mode, extra body fields, ...); keyword ``overrides`` of its fields too.
     http_client:
         An ``httpx.Client`` for the SDK (tests pass one with a mock transport).
-    prompt_cache_key:
-        Send OpenAI's ``prompt_cache_key`` request field: the routing key of the calling
-        :func:`~rubric_induce.backends.base.prompt_cache_scope` (probing sets one per text, a
-        hash of the text), so a text's probes reach the machine that holds its prefix in cache.
-        Off by default (servers that do not know the field may refuse it). It changes where a
-        request is served, never its answer: it is no part of :meth:`identity` or of any cache key.
+    sleep:
+        What waits between retries (default ``time.sleep``; tests pass a recorder).
     """
 
     supports_logprobs = True
@@ -196,20 +125,10 @@ class OpenAICompatibleBackend(Backend):
         base_url: str | None = None,
         *,
         api_key: str | None = None,
-        max_concurrency: int = 8,
-        max_retries: int = 5,
-        timeout: float = 60.0,
-        top_logprobs: int = 20,
-        backoff_base: float = 0.5,
-        backoff_max: float = 30.0,
-        retry_after_max: float = 120.0,
-        price_per_mtok: tuple[float, float] | None = None,
-        json_mode: str = "auto",
-        extra_body: Mapping[str, Any] | None = None,
+        options: OpenAIOptions | None = None,
         http_client: Any = None,
-        api_key_from_env: bool = True,
         sleep: Callable[[float], Any] | None = None,
-        prompt_cache_key: bool = False,
+        **overrides: Any,
     ) -> None:
         try:
             import openai
@@ -218,18 +137,7 @@ class OpenAICompatibleBackend(Backend):
                                          extra="openai") from exc
         if not model:
             raise BackendError("the OpenAI-compatible backend needs a model name")
-        if json_mode not in JSON_MODES:
-            raise BackendError(f"json_mode={json_mode!r}: expected one of {', '.join(JSON_MODES)}")
-        if int(max_concurrency) < 1:
-            raise BackendError(f"max_concurrency must be at least 1, got {max_concurrency}")
-        if int(max_retries) < 0:
-            raise BackendError(f"max_retries must be 0 or more, got {max_retries}")
-        if not float(retry_after_max) >= 0:
-            raise BackendError(f"retry_after_max must be 0 or more seconds, got {retry_after_max}")
-        if int(top_logprobs) < 1:
-            raise BackendError(f"top_logprobs must be at least 1, got {top_logprobs}")
-        if price_per_mtok is not None and len(tuple(price_per_mtok)) != 2:
-            raise BackendError("price_per_mtok must be a pair (input, output) in US$ per 1M tokens")
+        opts = replace(options or OpenAIOptions(), **overrides)  # checked by OpenAIOptions
 
         self._openai = openai
         self.model = model
@@ -239,47 +147,52 @@ class OpenAICompatibleBackend(Backend):
         self.base_url = endpoint_url(connect_url)
         self._shown_url = redact_url(connect_url) if connect_url else None
         self.kind = "openai" if self.base_url is None else "openai-compatible"
-        self.max_concurrency = int(max_concurrency)
-        if not float(timeout) > 0:
-            raise BackendError(f"timeout must be a positive number of seconds, got {timeout}")
-        #: When and how long to retry (:mod:`rubric_induce.backends.retry`, shared with ``batch-run``).
-        self.retry = RetryPolicy(max_retries=int(max_retries), backoff_base=float(backoff_base),
-                                 backoff_max=float(backoff_max), retry_after_max=float(retry_after_max),
-                                 timeout=float(timeout))
-        self.top_logprobs = int(top_logprobs)
-        self.sleep: Callable[[float], Any] = sleep if sleep is not None else time.sleep
-        self.faults = FaultCounts()
-        self.price_per_mtok = None if price_per_mtok is None else tuple(map(float, price_per_mtok))
-        self.json_mode = json_mode
-        self.extra_body = dict(extra_body) if extra_body else None
-        self.prompt_cache_key = bool(prompt_cache_key)
-        self.supports_json_schema = json_mode != "none"
-        self._slots = threading.BoundedSemaphore(self.max_concurrency)
-        self._tokenizer: Any = None
-        self._tokenizer_loaded = False
-        self._count_method: str | None = None  # how count_prompt_tokens counts (found on first use)
-        self._count_memo: dict[str, int] = {}
-
-        from_env = api_key_from_env or self.kind == "openai"
-        env_key = environment_api_key() if from_env else None
-        key = api_key or env_key
-        #: Where the key sent comes from: "argument", "environment" or "none" (the placeholder).
-        self.key_source = "argument" if api_key else ("environment" if env_key else "none")
-        if not key:
-            if self.kind == "openai":
-                raise BackendError(
-                    f"backend openai/{model} needs an API key: set the environment variable "
-                    "OPENAI_API_KEY (or RUBRIC_INDUCE_API_KEY), or pass api_key=...")
-            key = _NO_KEY_PLACEHOLDER
-        else:
-            register_secret(key)  # a server echoing it in an error body: redacted from every message
-        self.api_key_from_env = bool(api_key_from_env)
+        self._apply(opts, sleep)
+        key = self._api_key(api_key, opts.api_key_from_env)
         client_kwargs: dict[str, Any] = {"api_key": key, "max_retries": 0, "timeout": self.timeout}
         if connect_url is not None:
             client_kwargs["base_url"] = connect_url
         if http_client is not None:
             client_kwargs["http_client"] = http_client
         self._client = openai.OpenAI(**client_kwargs)
+        self._counter = ServerTokenCounter(self._client, model, keyed=self.key_source != "none",
+                                           timeout=self.timeout)
+
+    def _apply(self, opts: OpenAIOptions, sleep: Callable[[float], Any] | None) -> None:
+        """The settings as attributes (the key is not one), and the per-backend state they decide."""
+        self.max_concurrency = int(opts.max_concurrency)
+        #: When and how long to retry (:mod:`rubric_induce.backends.retry`, shared with ``batch-run``).
+        self.retry = RetryPolicy(max_retries=int(opts.max_retries), backoff_base=float(opts.backoff_base),
+                                 backoff_max=float(opts.backoff_max), retry_after_max=float(opts.retry_after_max),
+                                 timeout=float(opts.timeout))
+        self.top_logprobs = int(opts.top_logprobs)
+        self.sleep: Callable[[float], Any] = sleep if sleep is not None else time.sleep
+        self.faults = FaultCounts()
+        self.price_per_mtok = None if opts.price_per_mtok is None else tuple(map(float, opts.price_per_mtok))
+        self.json_mode = opts.json_mode
+        self.extra_body = dict(opts.extra_body) if opts.extra_body else None
+        self.prompt_cache_key = bool(opts.prompt_cache_key)
+        self.supports_json_schema = opts.json_mode != "none"
+        self.api_key_from_env = bool(opts.api_key_from_env)
+        self._slots = threading.BoundedSemaphore(self.max_concurrency)
+        self._tokenizer: Any = None
+        self._tokenizer_loaded = False
+
+    def _api_key(self, api_key: str | None, from_env: bool) -> str:
+        """The key to send (see the module docstring for which), registered for redaction; sets
+        :attr:`key_source`. Kind ``openai`` without any key is refused."""
+        env_key = environment_api_key() if from_env or self.kind == "openai" else None
+        key = api_key or env_key
+        #: Where the key sent comes from: "argument", "environment" or "none" (the placeholder).
+        self.key_source = "argument" if api_key else ("environment" if env_key else "none")
+        if not key:
+            if self.kind == "openai":
+                raise BackendError(
+                    f"backend openai/{self.model} needs an API key: set the environment variable "
+                    "OPENAI_API_KEY (or RUBRIC_INDUCE_API_KEY), or pass api_key=...")
+            return _NO_KEY_PLACEHOLDER
+        register_secret(key)  # a server echoing it in an error body: redacted from every message
+        return key
 
     # ------------------------------------------------------------------ public API
 
@@ -340,20 +253,20 @@ class OpenAICompatibleBackend(Backend):
         usage at the model's batch rates. A reply that is not a completion raises BackendError.
         """
         opts = CallOptions.resolve(options)
-        body = _as_dict(response)
+        body = as_dict(response)
         choice = self._first_choice(body)
         message = choice.get("message")
         text = (message.get("content") if isinstance(message, Mapping) else None) or ""
         tokens = None
         if not isinstance(text, str):
-            raise self._bad_reply(f"message.content is not text: {_snippet(text)}")
+            raise self._bad_reply(f"message.content is not text: {snippet(text)}")
         if opts.top_logprobs > 0:
             logprobs = choice.get("logprobs")
             content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
             if content is None or (not content and text):
                 raise LogprobsUnavailableError(self._no_logprobs_message())
             if not isinstance(content, list):
-                raise self._bad_reply(f"logprobs.content is not a list: {_snippet(content)}")
+                raise self._bad_reply(f"logprobs.content is not a list: {snippet(content)}")
             tokens = [self._token(t, f"logprobs.content[{i}]") for i, t in enumerate(content)]
         return ChatResult(text=text, usage=self.usage_of(body, batch=batch), tokens=tokens,
                           finish_reason=choice.get("finish_reason"))
@@ -403,22 +316,22 @@ class OpenAICompatibleBackend(Backend):
         not one (positive, NaN, not a number) or no choices: :class:`BackendError`.
         """
         keys = answer_keys(answers)
-        body = _as_dict(response)
+        body = as_dict(response)
         choice = self._first_choice(body)
         logprobs = choice.get("logprobs")
         content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
         if not content:
             raise LogprobsUnavailableError(self._no_logprobs_message())
         if not isinstance(content, list):
-            raise self._bad_reply(f"logprobs.content is not a list: {_snippet(content)}")
+            raise self._bad_reply(f"logprobs.content is not a list: {snippet(content)}")
         first = self._token(content[0], "logprobs.content[0]")
         # Only the top N are listed: an answer missing from them is below the smallest listed one.
         candidates, bound = listed_alternatives(first.token, first.logprob, first.top)
-        out = {answer: _NEG_INF for answer in answers}
+        out = {answer: NEG_INF for answer in answers}
         for token, logprob in candidates.items():
             answer = keys.get(token.strip())
             if answer is not None:
-                out[answer] = _logaddexp(out[answer], logprob)
+                out[answer] = logaddexp(out[answer], logprob)
         return AnswerLogprobs(out, self.usage_of(body, batch=batch), bound=bound)
 
     def count_tokens(self, text: str) -> int:
@@ -438,79 +351,20 @@ class OpenAICompatibleBackend(Backend):
         plus OpenAI's documented overhead. :attr:`count_method` says which was used.
         """
         msgs = [dict(m) for m in messages]
-        if self.kind == "openai-compatible" and self._count_method != "estimate":
-            n = self._server_count(msgs)
+        if self.kind == "openai-compatible" and self._counter.method != "estimate":
+            n = self._counter.count(msgs)
             if n is not None:
                 return n
-        self._count_method = self._count_method or "estimate"
+        self._counter.method = self._counter.method or "estimate"
         return super().count_prompt_tokens(msgs)
 
     @property
     def count_method(self) -> str:
         """How :meth:`count_prompt_tokens` counted: the server's chat template or tokenizer, else an estimate."""
-        if self._count_method not in (None, "estimate"):
-            return self._count_method
+        if self._counter.method not in (None, "estimate"):
+            return self._counter.method
         tok = "tiktoken" if self._load_tokenizer() is not None else "4 characters a token"
         return f"estimate ({tok} plus 4 tokens a message)"
-
-    def _server_count(self, msgs: list[dict[str, str]]) -> int | None:
-        import httpx
-
-        if self.base_url is None:
-            return None
-        # The client's URL (it may carry user:pass, sent as basic auth, and query parameters) and key:
-        # kept in no attribute of ours. A keyed server (vLLM --api-key) gets the key as on chat calls.
-        base = self._client.base_url  # an httpx.URL
-        root_path = re.sub(r"/v1/?$", "", base.path.rstrip("/"))
-        headers = dict(self._client.auth_headers) if self.key_source != "none" else {}
-
-        def post(path: str, body: dict[str, Any]) -> Any:
-            try:
-                r = httpx.post(str(base.copy_with(path=root_path + path)), json=body, headers=headers,
-                               timeout=min(self.timeout, 30.0))
-            except httpx.HTTPError:
-                return None
-            if r.status_code != 200:
-                return None
-            try:
-                return r.json()
-            except ValueError:
-                return None
-
-        def count_text(text: str) -> int | None:
-            if text in self._count_memo:
-                return self._count_memo[text]
-            n = None
-            if self._count_method in (None, "server tokenizer/extras"):
-                got = post("/extras/tokenize", {"input": text, "model": self.model})
-                if isinstance(got, Mapping) and isinstance(got.get("tokens"), list):
-                    if "bos" not in self._count_memo:  # llama-cpp-python adds BOS: count it once, off
-                        empty = post("/extras/tokenize", {"input": "", "model": self.model}) or {}
-                        self._count_memo["bos"] = len(empty.get("tokens") or [])
-                    n = max(0, len(got["tokens"]) - self._count_memo["bos"])
-                    self._count_method = "server tokenizer/extras"
-            if n is None and self._count_method in (None, "server tokenizer"):
-                got = post("/tokenize", {"content": text, "add_special": False})
-                if isinstance(got, Mapping) and isinstance(got.get("tokens"), list):
-                    n = len(got["tokens"])
-                    self._count_method = "server tokenizer"
-            if n is not None:
-                self._count_memo[text] = n
-            return n
-
-        if self._count_method in (None, "server chat template"):
-            got = post("/tokenize", {"model": self.model, "messages": msgs, "add_generation_prompt": True})
-            if isinstance(got, Mapping) and isinstance(got.get("count"), int):
-                self._count_method = "server chat template"
-                return int(got["count"])
-        total = 0
-        for m in msgs:
-            n = count_text(m["content"])
-            if n is None:
-                self._count_method = "estimate"
-                return None
-            total += n + _MESSAGE_OVERHEAD
-        return total + _REPLY_OVERHEAD
 
     def close(self) -> None:
         self._client.close()
@@ -543,16 +397,16 @@ class OpenAICompatibleBackend(Backend):
         """One ``logprobs.content`` entry as a token: an object whose ``token`` (and every alternative's)
         is a string, else a bad reply (a failed call, counted; never a token a reader cannot read)."""
         if not isinstance(entry, Mapping):
-            raise self._bad_reply(f"{where} is not an object: {_snippet(entry)}")
+            raise self._bad_reply(f"{where} is not an object: {snippet(entry)}")
         token = entry.get("token")
         if not isinstance(token, str):
-            raise self._bad_reply(f"{where}.token is not a string: {_snippet(token)}")
+            raise self._bad_reply(f"{where}.token is not a string: {snippet(token)}")
         alts = entry.get("top_logprobs")
         if alts is not None and not isinstance(alts, list):
-            raise self._bad_reply(f"{where}.top_logprobs is not a list: {_snippet(alts)}")
+            raise self._bad_reply(f"{where}.top_logprobs is not a list: {snippet(alts)}")
         for j, alt in enumerate(alts or []):
             if isinstance(alt, Mapping) and not isinstance(alt.get("token"), str):
-                raise self._bad_reply(f"{where}.top_logprobs[{j}].token is not a string: {_snippet(alt.get('token'))}")
+                raise self._bad_reply(f"{where}.top_logprobs[{j}].token is not a string: {snippet(alt.get('token'))}")
         return TokenLogprob(token, self._logprob(entry.get("logprob"), token), self._top_dict(entry))
 
     def _logprob(self, value: Any, token: Any) -> float:
@@ -575,7 +429,7 @@ class OpenAICompatibleBackend(Backend):
             if not isinstance(alt, Mapping):
                 continue
             tok = alt.get("token")
-            top[tok] = _logaddexp(top.get(tok, _NEG_INF), self._logprob(alt.get("logprob"), tok))
+            top[tok] = logaddexp(top.get(tok, NEG_INF), self._logprob(alt.get("logprob"), tok))
         return top
 
     def _no_logprobs_message(self) -> str:
@@ -596,7 +450,7 @@ class OpenAICompatibleBackend(Backend):
 
     def usage_of(self, response: Any, *, batch: bool = False) -> Usage:
         """Tokens and cost of a completion; ``batch``: priced at the model's batch-API rates."""
-        body = _as_dict(response)
+        body = as_dict(response)
         usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
         p = self._tokens(usage, "prompt_tokens")
         c = self._tokens(usage, "completion_tokens")
@@ -618,25 +472,17 @@ class OpenAICompatibleBackend(Backend):
         return Usage(prompt_tokens=p, completion_tokens=c, cost_usd=cost, cached_tokens=k)
 
     def _tokens(self, usage: Mapping[str, Any], key: str) -> int:
-        """A usage count as an int; negative, fractional, non-finite or absurd (over 1e12) ones are a
-        bad reply (they would poison the tally and the cache's token columns)."""
-        value = usage.get(key, 0) or 0
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise self._bad_reply(f"usage.{key} is not a number: {_snippet(value)}")
         try:
-            number = float(value)
-        except (ValueError, OverflowError):
-            raise self._bad_reply(f"usage.{key} is not a number: {_snippet(value)}") from None
-        if not (math.isfinite(number) and number.is_integer() and 0 <= number <= 1e12):
-            raise self._bad_reply(f"usage.{key} is not a token count: {_snippet(value)}")
-        return int(number)
+            return usage_count(usage, key)
+        except ValueError as exc:
+            raise self._bad_reply(str(exc)) from None
 
     def _first_choice(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
         choices = body.get("choices")
         if not choices or not isinstance(choices, list):
             raise BackendError(f"{self._label()}: the server returned no choices")
         if not isinstance(choices[0], Mapping):
-            raise self._bad_reply(f"choices[0] is not an object: {_snippet(choices[0])}")
+            raise self._bad_reply(f"choices[0] is not an object: {snippet(choices[0])}")
         return choices[0]
 
     def _body(self, messages: Sequence[Message], params: Mapping[str, Any]) -> dict[str, Any]:
@@ -660,7 +506,7 @@ class OpenAICompatibleBackend(Backend):
         Parsed with the standard ``json`` module, as the SDK's own parser would (it reads ``NaN``
         and ``Infinity``, which :meth:`_logprob` then refuses as a bad reply, not retried)."""
         if not isinstance(raw, (bytes, bytearray, str)):  # an SDK object (an old SDK, a test double)
-            body = _as_dict(raw)
+            body = as_dict(raw)
         else:
             body = decode_json_object(raw)
         if not body.get("choices"):
@@ -693,32 +539,8 @@ class OpenAICompatibleBackend(Backend):
                 faults.add(bad_replies=1)
                 last = exc
             except openai.APIStatusError as exc:
-                status = exc.status_code
-                if body.get("logprobs") and _LOGPROBS_REFUSED.search(_server_message(exc)):
-                    raise LogprobsUnavailableError(
-                        f"{self._no_logprobs_message()} (HTTP {status}: "
-                        f"{redact_text(_server_message(exc))})") from exc
-                if _CONTEXT_OVERFLOW.search(_server_message(exc)):
-                    raise ContextOverflowError(
-                        f"{self._label()}: the prompt does not fit the model's context (HTTP "
-                        f"{status}: {redact_text(_server_message(exc))}); set probe.max_example_tokens "
-                        "(--max-example-tokens) to shorten examples, or serve the model with a larger "
-                        "context") from exc
-                if status == 429:
-                    faults.add(http_429=1)
-                elif status == 408:
-                    faults.add(timeouts=1, timeout_s=time.monotonic() - sent)
-                elif status >= 500:
-                    faults.add(http_5xx=1)
-                if not self.retry.retryable(status):
-                    faults.add(failures=1)
-                    hint = self._no_key_hint() if status in (401, 403) else ""
-                    # refused credentials, no permission, no such model / endpoint: no call can succeed
-                    cls = BackendUnavailableError if status in (401, 403, 404) else BackendError
-                    raise cls(f"{self._label()}: HTTP {status} from the server: "
-                                       f"{redact_text(_server_message(exc))}{hint}") from exc
+                retry_after = self._status_error(exc, body, sent)
                 last = exc
-                retry_after = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
             except openai.APITimeoutError as exc:
                 faults.add(timeouts=1, timeout_s=time.monotonic() - sent if sent is not None else 0.0)
                 last = exc
@@ -732,69 +554,39 @@ class OpenAICompatibleBackend(Backend):
                 self.sleep(self.retry.wait(attempt, retry_after, faults))
         faults.add(failures=1)
         raise BackendError(f"{self._label()}: request failed after {attempts} attempt(s); last "
-                           f"error: {_describe(last)}") from last
+                           f"error: {describe_error(last)}") from last
+
+    def _status_error(self, exc: Any, body: Mapping[str, Any], sent: float | None) -> float | None:
+        """An HTTP error reply, counted: raised when no retry can help (logprobs refused, a prompt over the
+        context, refused credentials, ...), else the wait the server asked for (``Retry-After``) or None."""
+        status, says = exc.status_code, server_message(exc)
+        if body.get("logprobs") and LOGPROBS_REFUSED.search(says):
+            raise LogprobsUnavailableError(
+                f"{self._no_logprobs_message()} (HTTP {status}: {redact_text(says)})") from exc
+        if CONTEXT_OVERFLOW.search(says):
+            raise ContextOverflowError(
+                f"{self._label()}: the prompt does not fit the model's context (HTTP {status}: {redact_text(says)}); "
+                "set probe.max_example_tokens (--max-example-tokens) to shorten examples, or serve the model with "
+                "a larger context") from exc
+        if status == 429:
+            self.faults.add(http_429=1)
+        elif status == 408:
+            self.faults.add(timeouts=1, timeout_s=time.monotonic() - sent)
+        elif status >= 500:
+            self.faults.add(http_5xx=1)
+        if not self.retry.retryable(status):
+            self.faults.add(failures=1)
+            hint = self._no_key_hint() if status in (401, 403) else ""
+            # refused credentials, no permission, no such model / endpoint: no call can succeed
+            cls = BackendUnavailableError if status in (401, 403, 404) else BackendError
+            raise cls(f"{self._label()}: HTTP {status} from the server: {redact_text(says)}{hint}") from exc
+        return retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
 
     def _load_tokenizer(self) -> Any:
         if not self._tokenizer_loaded:
             self._tokenizer_loaded = True
-            try:
-                import tiktoken
-
-                try:
-                    self._tokenizer = tiktoken.encoding_for_model(self.model)
-                except KeyError:
-                    self._tokenizer = tiktoken.get_encoding("o200k_base")
-            except Exception:  # not installed, or its encoding files cannot be fetched offline
-                self._tokenizer = None
+            self._tokenizer = load_tiktoken(self.model)
         return self._tokenizer
-
-
-def environment_api_key() -> str | None:
-    """The API key the environment holds for OpenAI-compatible backends (``RUBRIC_INDUCE_API_KEY``, else
-    ``OPENAI_API_KEY``), or None."""
-    return os.environ.get("RUBRIC_INDUCE_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
-
-
-def _as_dict(response: Any) -> dict[str, Any]:
-    """A completion as plain JSON values: the SDK's pydantic object dumped, a dict as it is."""
-    if isinstance(response, Mapping):
-        return dict(response)
-    dump = getattr(response, "model_dump", None)
-    if dump is not None:
-        return dump()
-    raise BackendError(f"not a chat completion: {_snippet(response)}")
-
-
-def _server_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping):
-        err = body.get("error", body)
-        if isinstance(err, Mapping) and err.get("message"):
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
-        if body.get("detail"):
-            return str(body["detail"])
-    return str(getattr(exc, "message", exc))
-
-
-def _describe(exc: Exception | None) -> str:
-    if exc is None:
-        return "unknown"
-    if isinstance(exc, BadReply):
-        return f"bad reply: {redact_text(str(exc))}"
-    status = getattr(exc, "status_code", None)
-    if status is not None:
-        return f"{type(exc).__name__}: HTTP {status}: {redact_text(_server_message(exc))}"
-    return f"{type(exc).__name__}: {redact_text(str(exc))}"
-
-
-def _snippet(body: Any, n: int = 200) -> str:
-    """The start of a reply body, on one line, for an error message."""
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    text = " ".join(str(body).split())
-    return repr(redact_text(text[:n]) + ("..." if len(text) > n else ""))
 
 
 @BACKENDS.register("openai")

@@ -290,7 +290,7 @@ def test_local_overflow_names_the_settings():
 
 
 def test_openai_overflow_is_a_context_error():
-    from rubric_induce.backends.openai_compat import _CONTEXT_OVERFLOW
+    from rubric_induce.backends.openai_replies import CONTEXT_OVERFLOW as _CONTEXT_OVERFLOW
 
     for msg in ("the request exceeds the available context size, try increasing it",
                 "This model's maximum context length is 8192 tokens"):
