@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from rubric_induce.backends.base import Backend
-from rubric_induce.core.params import Params, param, resolve_params
+from rubric_induce.core.params import resolve_params
 from rubric_induce.core.task import TaskParams
 from rubric_induce.data.model import Example, Rubric, RubricPool
 from rubric_induce.data.probes import ProbeTable
 from rubric_induce.feedback.items import GROUP_BY, FeedbackItem, group_of, items_from_probes, render_item
+from rubric_induce.feedback.params import FeedbackParams
 from rubric_induce.feedback.summarize import FEEDBACK_SCHEMA, SummaryOptions, summarize_feedback
 from rubric_induce.feedback.summary import FEEDBACK_FILE, Feedback, FeedbackSummary, GroupFeedback
 
@@ -36,22 +37,6 @@ __all__ = [
     "items_from_probes",
     "render_item",
 ]
-
-
-@dataclass(frozen=True)
-class FeedbackParams(Params):
-    """LLM-written strengths and weaknesses: evidence per rubric, context budget, reply length."""
-
-    section = "feedback"
-    enabled: bool = param(False, help="Write feedback.md in a run (one LLM call per group and level).",
-                          hidden=True)
-    budget: int = param(1500, ge=64, help="Context budget per LLM call in prompt tokens; larger feedback is "
-                                          "summarized hierarchically (chunks, then summaries of summaries).")
-    top: int = param(5, ge=1, help="Per rubric, the outputs where it held most and least (N each) become evidence.")
-    all_items: bool = param(False, help="Use every probed output as evidence (ignore top).")
-    max_tokens: int = param(320, ge=32, help="Reply length cap per call.")
-    group_by: str = param("polarity", choices=("polarity", "aspect"),
-                          help="Group rubrics by SAT/DSAT polarity or by aspect.")
 
 
 @dataclass(frozen=True)

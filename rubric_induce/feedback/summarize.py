@@ -26,6 +26,7 @@ from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.task import TaskParams
 from rubric_induce.core.templates import load_prompt
 from rubric_induce.feedback.items import FeedbackItem, render_item
+from rubric_induce.feedback.params import FEEDBACK_DEFAULTS as _F
 from rubric_induce.feedback.summary import Feedback, FeedbackSummary, GroupFeedback
 
 __all__ = ["FEEDBACK_SCHEMA", "SummaryOptions", "summarize_feedback"]
@@ -256,8 +257,8 @@ class SummaryOptions:
     """How :func:`summarize_feedback` calls the model: the prompt budget per call in tokens, the
     reply cap, seed, temperature, retries per call, and a progress bar."""
 
-    context_budget: int = 2048
-    max_tokens: int = 320
+    context_budget: int = _F.budget
+    max_tokens: int = _F.max_tokens
     seed: int = 0
     temperature: float = 0.0
     retries: int = 2
