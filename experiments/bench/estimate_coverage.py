@@ -5,8 +5,11 @@ the mean label over all its labelled rows. Each repetition reveals ``budget`` la
 uniformly (the rest count as unlabelled) and computes, from the judge's score ``f`` on every row
 (its expected label, ``probs @ scale``) and the revealed labels:
 
-* ``classical``: the labels alone (normal interval, ``ppi-python``);
-* ``ppi``: prediction-powered inference with weight 1; ``ppi++``: with PPI++ power tuning;
+* ``classical``: the labels alone (Wilson's interval for a share, else the t interval);
+* ``ppi``: prediction-powered inference with weight 1; ``ppi++``: with PPI++ power tuning (both
+  with the small-sample intervals of ``rubric_induce.evaluation.estimate``: jackknife variance,
+  t quantile; ``--normal``: ``ppi-python``'s normal intervals instead). Every interval is clipped
+  to the scale's ends;
 * ``naive-judge``: the judge's mean over every row with its normal interval (no guarantee: it
   covers the judge's mean, not the humans');
 * ``active``: active inference (``rubric_induce.evaluation.active``): each row is labelled with a
@@ -122,8 +125,8 @@ def _cje(pop: Population, revealed: np.ndarray, alpha: float, seed: int) -> tupl
 
 
 def one_rep(pop: Population, budget: int, rng: np.random.Generator, alpha: float, mix: float,
-            with_cje: bool) -> dict[str, tuple[float, float, float, float]]:
-    """Per method: (low, high, labels used, seconds)."""
+            with_cje: bool, small: bool = True) -> dict[str, tuple[float, float, float, float]]:
+    """Per method: (low, high, labels used, seconds); ``small``: the small-sample intervals."""
     n = len(pop.y)
     out: dict[str, tuple[float, float, float, float]] = {}
     revealed = np.zeros(n, dtype=bool)
@@ -132,10 +135,12 @@ def one_rep(pop: Population, budget: int, rng: np.random.Generator, alpha: float
     gu = [pop.groups[i] for i in np.flatnonzero(~revealed)] if pop.groups else None
     y, fl, fu = pop.y[revealed], pop.f[revealed], pop.f[~revealed]
     calls = {
-        "classical": lambda: classical_mean(y, alpha=alpha, groups=gl),
-        "ppi": lambda: ppi_mean(y, fl, fu, alpha=alpha, power_tuning=False, groups_labelled=gl, groups_unlabelled=gu),
-        "ppi++": lambda: ppi_mean(y, fl, fu, alpha=alpha, groups_labelled=gl, groups_unlabelled=gu),
-        "naive-judge": lambda: naive_mean(pop.f, alpha=alpha, groups=pop.groups),
+        "classical": lambda: classical_mean(y, alpha=alpha, groups=gl, bounds=pop.scale, small_sample=small),
+        "ppi": lambda: ppi_mean(y, fl, fu, alpha=alpha, power_tuning=False, groups_labelled=gl, groups_unlabelled=gu,
+                                bounds=pop.scale, small_sample=small),
+        "ppi++": lambda: ppi_mean(y, fl, fu, alpha=alpha, groups_labelled=gl, groups_unlabelled=gu, bounds=pop.scale,
+                                  small_sample=small),
+        "naive-judge": lambda: naive_mean(pop.f, alpha=alpha, groups=pop.groups, bounds=pop.scale),
     }
     for method, call in calls.items():
         t = time.perf_counter()
@@ -146,7 +151,7 @@ def one_rep(pop: Population, budget: int, rng: np.random.Generator, alpha: float
         pi = sampling_probabilities(pop.u, b, mix=mix) if method != "uniform" else np.full(n, budget / n)
         xi = draw_labels(pi, rng)
         if xi.sum() >= 2:
-            est = active_mean(pop.y, pop.f, xi, pi, alpha=alpha, groups=pop.groups)
+            est = active_mean(pop.y, pop.f, xi, pi, alpha=alpha, groups=pop.groups, bounds=pop.scale)
             out[method] = (est.low, est.high, float(xi.sum()), time.perf_counter() - t)
     if with_cje:
         t = time.perf_counter()
@@ -229,7 +234,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for rep in range(args.reps):
         pop = fixed if fixed is not None else planted_population(args.planted_n, rng)
         for b in budgets:
-            res = one_rep(pop, b, rng, args.alpha, args.mix, with_cje and rep < args.cje_reps)
+            res = one_rep(pop, b, rng, args.alpha, args.mix, with_cje and rep < args.cje_reps, not args.normal)
             for method, (low, high, labels, secs) in res.items():
                 records.setdefault((method, b), []).append((low, high, labels, secs, pop.truth))
     rows = summarise(records, nominal)
@@ -249,7 +254,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
               "truth": None if fixed is None else fixed.truth, "budgets": budgets, "skipped_budgets": skipped,
               "reps": args.reps, "cje_reps": min(args.cje_reps, args.reps) if with_cje else 0,
               "cje": "ran" if with_cje else ("--no-cje" if args.no_cje else "not installed (pip install cje-eval)"),
-              "alpha": args.alpha, "mix": args.mix, "seed": args.seed, "rows": rows, "active_ratio": ratio,
+              "alpha": args.alpha, "mix": args.mix, "seed": args.seed, "small_sample": not args.normal, "rows": rows, "active_ratio": ratio,
               "checks": checks, "command": "python experiments/bench/estimate_coverage.py " + " ".join(sys.argv[1:]),
               "runtime_s": round(time.perf_counter() - started, 1)}
     args.out.mkdir(parents=True, exist_ok=True)
@@ -285,6 +290,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--reps", type=int, default=1000)
     ap.add_argument("--cje-reps", type=int, default=200, help="repetitions that also run cje (about 0.1 s each)")
     ap.add_argument("--no-cje", action="store_true", help="skip cje even where it is installed")
+    ap.add_argument("--normal", action="store_true",
+                    help="the plain normal intervals (ppi-python's; small_sample=False) instead of the small-sample ones")
     ap.add_argument("--alpha", type=float, default=0.1, help="1 - nominal coverage")
     ap.add_argument("--mix", type=float, default=0.5, help="active: the uniform share of the sampling rule")
     ap.add_argument("--planted-n", type=int, default=2000, help="texts per planted population")
