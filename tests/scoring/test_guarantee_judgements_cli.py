@@ -15,6 +15,8 @@ from rubric_induce.cli import cli
 from rubric_induce.data.judgements import read_judgements
 from rubric_induce.scoring.judgements_guarantee import JudgementsGuarantee, apply_judgements_guarantee
 
+pytestmark = pytest.mark.slow  # about 12 s for the file on 2 cores: CI runs it, plain pytest does not
+
 
 def _invoke(*args) -> tuple[int, str]:
     res = CliRunner().invoke(cli, [str(a) for a in args])

@@ -32,12 +32,12 @@ LIMIT = DELTA + 2 * np.sqrt(DELTA * (1 - DELTA) / DRAWS)
 
 
 def test_rule_start_depends_on_target_and_delta_only():
-    assert rule_start(120, 0.85, 0.1) == rule_start(5000, 0.85, 0.1) == 34
-    assert rule_start(5000, 0.8, 0.1) < rule_start(5000, 0.85, 0.1) < rule_start(5000, 0.9, 0.1)
+    assert rule_start(120, 0.85, 0.1) == rule_start(600, 0.85, 0.1) == 34
+    assert rule_start(600, 0.8, 0.1) < rule_start(600, 0.85, 0.1) < rule_start(600, 0.9, 0.1)
     assert rule_start(10, 0.9, 0.1) == 22  # too few texts: the smallest count that can pass at all
     # at the start, a slice at agreement halfway to 1 passes at its median error count
     from scipy.stats import binom
-    m = rule_start(5000, 0.85, 0.1)
+    m = rule_start(600, 0.85, 0.1)
     assert binom.median(m, 0.075) <= accepted_errors(m, 0.85, 0.1)[0]
     assert binom.median(m - 1, 0.075) > accepted_errors(m - 1, 0.85, 0.1)[0]
 
@@ -157,7 +157,7 @@ def test_fine_fit_is_the_fixed_sequence_test_on_the_fine_grid():
     from rubric_induce.scoring.guarantee import fit_guarantee
 
     rng = np.random.default_rng(0)
-    for _ in range(60):
+    for _ in range(20):
         n = int(rng.integers(40, 300))
         c = np.round(rng.random(n), 2)
         c[rng.random(n) < 0.05] = np.nan
