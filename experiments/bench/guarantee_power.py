@@ -14,6 +14,9 @@ with no guarantee):
 * ``cascade-coarse``: the stages in the given order, Bonferroni (delta / K per stage), older grid;
 * ``cascade-cost``: cheapest first, each stage's confidence the jury of the judges called so far,
   Bonferroni, fine grid;
+* ``cascade-select``: as ``cascade-cost``, but which judges to keep is chosen by label on a third of
+  the calibration groups (the cheapest set covering at least 0.9 of the best set's coverage there) and
+  the thresholds are fitted on the other two thirds;
 * ``strong-alone`` (naive): the strongest stage answers every text;
 * ``jury-naive`` (naive): the mean jury at the lowest threshold whose calibration agreement reaches
   the target (no test).
@@ -66,6 +69,7 @@ GUARANTEED = {
     "jury-logistic": ("all", FitSpec(kind="jury", combiner="logistic")),
     "cascade-coarse": ("all", FitSpec(kind="cascade", grid="coarse")),
     "cascade-cost": ("all", FitSpec(kind="cascade", order="cost", stage_confidence="jury")),
+    "cascade-select": ("all", FitSpec(kind="cascade", order="select", stage_confidence="jury")),
 }
 NAIVE = ("strong-alone", "jury-naive")
 

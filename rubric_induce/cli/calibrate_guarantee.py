@@ -24,9 +24,11 @@ __all__ = ["command"]
 @click.option("--stages", default=None, help="With --judgements: the judges to use, comma-separated; one judge: a "
                                              "guarantee; several: a cascade in this order (or --order cost), or a "
                                              "jury (--method jury).")
-@click.option("--order", type=click.Choice(["given", "cost"]), default="given", show_default=True,
+@click.option("--order", type=click.Choice(["given", "cost", "select"]), default="given", show_default=True,
               help="With --judgements, a cascade: the stages as given, or cheapest first (the file's cost per call, "
-                   "or --cost); costs are not labels, so this keeps the full delta.")
+                   "or --cost; costs are not labels, so this keeps the full delta), or select: cheapest first, "
+                   "keeping the cheapest set of judges that covers nearly as much as the best, chosen on a third of "
+                   "the calibration texts (the thresholds are fitted on the rest).")
 @click.option("--stage-confidence", type=click.Choice(["own", "jury"]), default="own", show_default=True,
               help="With --judgements, a cascade: each stage's own confidence, or the jury of every judge called "
                    "so far.")

@@ -11,7 +11,9 @@ Methods (``kind``): ``guarantee`` (one judge), ``jury`` (every stage's distribut
 each answering when confident enough; ``bonferroni`` or ``shared`` as in
 :mod:`rubric_induce.scoring.cascade`). A cascade's stages can be put in cost order
 (``order="cost"``: cheapest first by the file's mean cost per call; costs are not labels, so the
-order is fixed before any label is read and the guarantee keeps its full delta), and each stage's
+order is fixed before any label is read and the guarantee keeps its full delta; ``order="select"``
+also chooses which judges to keep, by label, on a share of the calibration groups set aside for it,
+and fits the thresholds on the rest: :func:`select_stages`), and each stage's
 confidence can be its own judge's or the jury of every judge called so far
 (``stage_confidence="jury"``: free, since those judges were paid for already). The threshold
 search is the rule-start fine grid of :mod:`rubric_induce.scoring.guarantee_grid` (``grid="fine"``)
@@ -19,6 +21,7 @@ or the older 20-step grid from 20 % coverage (``grid="coarse"``).
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -33,9 +36,13 @@ from rubric_induce.scoring.guarantee_grid import GridRule, fit_fine_guarantee
 from rubric_induce.scoring.jury import COMBINERS, LogisticJury, answer_confidence, mean_jury, split_by_group
 
 __all__ = ["FitSpec", "JudgementsGuarantee", "fit_judgements_guarantee", "apply_judgements_guarantee",
-           "stage_costs", "cost_order", "stage_views", "KINDS", "GRIDS"]
+           "stage_costs", "cost_order", "stage_views", "select_stages", "KINDS", "GRIDS", "ORDERS"]
 
 KINDS = ("guarantee", "jury", "cascade")
+ORDERS = ("given", "cost", "select")
+#: ``order="select"`` keeps the cheapest stage set whose coverage on the selection texts is at least
+#: this share of the best set's
+SELECT_SHARE = 0.9
 GRIDS = ("fine", "coarse")
 
 
@@ -60,7 +67,7 @@ class FitSpec:
 
     def check(self) -> FitSpec:
         for name, value, allowed in (("kind", self.kind, KINDS), ("method", self.method, CASCADE_METHODS),
-                                     ("combiner", self.combiner, COMBINERS), ("order", self.order, ("given", "cost")),
+                                     ("combiner", self.combiner, COMBINERS), ("order", self.order, ORDERS),
                                      ("stage_confidence", self.stage_confidence, ("own", "jury")),
                                      ("grid", self.grid, GRIDS)):
             if value not in allowed:
@@ -214,8 +221,13 @@ def fit_judgements_guarantee(jd: Judgements, stages: Sequence[str], *, target: f
         raise DataError(f"kind 'guarantee' takes one judge, got {len(stages)}", field="stages")
     tol = default_tolerance(jd.scale) if spec.tolerance is None else float(spec.tolerance)
     lab = _labelled(jd)
-    if spec.kind == "cascade" and spec.order == "cost":
+    if spec.kind == "cascade" and spec.order in ("cost", "select"):
         stages = cost_order(jd, stages, spec.costs)
+    chosen_on = 0
+    if spec.kind == "cascade" and spec.order == "select":
+        stages, rest = select_stages(lab, stages, target=target, delta=delta, spec=spec)
+        chosen_on = int((~rest).sum())
+        lab = lab.take(rest)
     rule = GridRule() if spec.grid == "fine" else None
     common = {"stages": stages, "target": target, "delta": delta, "tolerance": tol, "scale": list(jd.scale),
               "grid": spec.grid, "costs": stage_costs(jd, stages, spec.costs), "source": jd.source}
@@ -225,11 +237,38 @@ def fit_judgements_guarantee(jd: Judgements, stages: Sequence[str], *, target: f
         cg = fit_cascade(C, ok, target=target, delta=delta, method=spec.method, stages=stages, source=jd.source,
                          rule=rule)
         out = JudgementsGuarantee(kind="cascade", thresholds=list(cg.thresholds), n=cg.n, coverage=cg.coverage,
-                                  agreement=cg.agreement, method=spec.method, stage_confidence=spec.stage_confidence,
+                                  agreement=cg.agreement, stage_confidence=spec.stage_confidence,
+                                  method=spec.method + (f"; stages chosen on {chosen_on} other texts" if chosen_on else ""),
                                   **common)
     else:
         out = _fit_single(lab, stages, target, delta, tol, spec, rule, common)
     return _with_costs(out, jd)
+
+
+def select_stages(lab: Judgements, stages: Sequence[str], *, target: float, delta: float,
+                  spec: FitSpec) -> tuple[list[str], np.ndarray]:
+    """Which judges a cascade keeps, chosen by label on ``spec.fit_share`` of the groups: every subset
+    of ``stages`` (in their order) is fitted there, and the cheapest whose coverage is at least
+    :data:`SELECT_SHARE` of the best one's wins (all of them when none answers). Returns the stages
+    and the mask of the other rows, on which alone the thresholds are then fitted: the choice never
+    sees them, so their test keeps the full delta."""
+    sel = split_by_group(lab.groups, spec.fit_share, np.random.default_rng(spec.seed))
+    part = lab.take(sel)
+    trial = replace(spec, order="given")
+    tried: list[tuple[float, float, list[str]]] = []
+    for r in range(1, len(stages) + 1):
+        for combo in itertools.combinations(stages, r):
+            try:
+                g = fit_judgements_guarantee(part, list(combo), target=target, delta=delta, spec=trial)
+            except DataError:  # too few selection texts for this target
+                continue
+            spend = g.cost_per_text if g.cost_per_text is not None else g.calls_per_text
+            tried.append((g.coverage, spend, list(combo)))
+    top = max((c for c, _, _ in tried), default=0.0)
+    if top <= 0:
+        return list(stages), ~sel
+    chosen = min((t for t in tried if t[0] >= SELECT_SHARE * top), key=lambda t: (t[1], -t[0]))
+    return chosen[2], ~sel
 
 
 def _fit_single(lab: Judgements, stages: list[str], target: float, delta: float, tol: float, spec: FitSpec,

@@ -170,3 +170,14 @@ def test_fine_fit_is_the_fixed_sequence_test_on_the_fine_grid():
                            thresholds=fine_thresholds(c, rule_start(int(np.isfinite(c).sum()), t, d), 1))
         assert (g1.threshold, g1.coverage, g1.agreement, g1.answered, g1.tested) == \
             (g2.threshold, g2.coverage, g2.agreement, g2.answered, g2.tested)
+
+
+@pytest.mark.slow
+def test_selected_cascade_keeps_violation_at_most_delta_and_prefers_cheap_sets():
+    pop = _population()
+    spec = FitSpec(kind="cascade", order="select", stage_confidence="jury")
+    rate, coverage = _violation(pop, ["strong", "mid", "cheap"], spec, 0.9)
+    assert rate <= LIMIT and coverage > 0.05
+    g = fit_judgements_guarantee(pop.take(np.arange(600)), ["strong", "mid", "cheap"], target=0.8, spec=spec)
+    assert "stages chosen on" in g.method and g.n < 600
+    assert g.stages == [s for s in ["cheap", "mid", "strong"] if s in g.stages]  # cost order kept
