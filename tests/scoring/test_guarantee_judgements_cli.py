@@ -166,3 +166,38 @@ def test_score_judgements_applies_the_saved_record(tmp_path):
     (tmp_path / "bad.json").write_text('{"guarantees": [{"kind": "jury"}]}')
     with pytest.raises(DataError, match="guarantees\\[0\\]"):
         score_judgements(new, tmp_path / "bad.json")
+
+
+def test_answers_only_on_a_graded_scale_given_on_the_command_line(tmp_path):
+    """No probs anywhere, labels and answers 1-3: the scale comes from --scale (the file cannot say
+    whether 1-3 is all of it); without it the reader refuses with exit 2 naming 'scale'."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for i in range(120):
+        y = int(rng.integers(1, 4))
+        c = float(rng.uniform(0.4, 1.0))
+        a = y if rng.random() < c else int(rng.integers(1, 4))
+        rows.append({"id": f"x{i}", "label": y, "judges": {"m": {"answer": a, "confidence": round(c, 3)}}})
+    path = _write(tmp_path / "answers.jsonl", rows)
+    code, out = _invoke("calibrate-guarantee", "--judgements", path, "--stages", "m")
+    assert code == 2 and "'scale'" in out, out
+    code, out = _invoke("calibrate-guarantee", "--judgements", path, "--stages", "m", "--scale", "1,2,3",
+                        "--tolerance", "0", "--target", "0.8", "--out", tmp_path / "g.json")
+    assert code == 0, out
+    g = json.loads((tmp_path / "g.json").read_text())["guarantees"][0]
+    assert g["scale"] == [1, 2, 3] and g["tolerance"] == 0
+
+
+def test_probs_that_miss_a_little_mass_and_a_rater_tie(tmp_path):
+    """Served logprobs often sum to a little under 1 (renormalised); a 1-1 rater tie on two answers is
+    no label (the row is skipped when fitting)."""
+    rows = _pairs(120)
+    for r in rows[:60]:
+        if "small" in r["judges"]:
+            r["judges"]["small"]["probs"] = [round(p * 0.97, 4) for p in r["judges"]["small"]["probs"]]
+    rows[3] = {**{k: v for k, v in rows[3].items() if k != "label"}, "labels": {"a": 0, "b": 1}}
+    path = _write(tmp_path / "mass.jsonl", rows)
+    code, out = _invoke("calibrate-guarantee", "--judgements", path, "--stages", "small,big", "--method", "jury",
+                        "--target", "0.8", "--out", tmp_path / "g.json")
+    assert code == 0, out
+    assert "121 row(s)" in out and "119 labelled" in out  # the tied row and the unlabelled one
