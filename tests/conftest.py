@@ -202,7 +202,7 @@ def build_pairwise_artifact(folder: Path, *, probe: dict | None = None, backend_
 
     from rubric_induce.calibration.pairwise import BradleyTerryHead
     from rubric_induce.data import RubricSet
-    from rubric_induce.scoring.scorer import write_artifact
+    from rubric_induce.scoring.artifact import write_artifact
 
     folder.mkdir(parents=True, exist_ok=True)
     prov = {"method": "manual"}
@@ -275,3 +275,11 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if in_ci() and report.skipped and _missing_package_skip(report):
         report.outcome = "failed"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``--dist loadgroup``), every Ray test runs on one worker: each worker would
+    otherwise start its own local Ray runtime, two at once on a 2-core machine."""
+    for item in items:
+        if item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.xdist_group("ray"))

@@ -29,7 +29,7 @@ def test_other_skip():
 
 def _run(folder: Path, ci: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "CI": ci}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "", "-rA", str(folder)],
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-m", "", "-rA", str(folder)],
                           cwd=HERE.parent, env=env, capture_output=True, text=True, timeout=120)
 
 
