@@ -64,6 +64,7 @@ def _input_errors(f) -> dict[str, tuple[list[str], str]]:
         "calibrate-guarantee": ([f["empty"], "--labels", ex, "--target", "1.5"], "target"),
         "compare": ([f["empty"], "--pairs", ex], "artifact.json"),
         "estimate": (["--judgements", ex, "--judge", "x"], "judges"),
+        "suggest": (["--judgements", ex, "--judge", "x"], "judges"),
     }
 
 
