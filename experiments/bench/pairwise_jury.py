@@ -14,22 +14,24 @@ the subsets), the pairwise selector (:class:`~rubric_induce.selection.pairwise.P
 picks a compact jury on the training folds and a Bradley-Terry head
 (:class:`~rubric_induce.calibration.pairwise.BradleyTerryHead`) weights it; the held-out decisions
 are compared with every single judge and strategy (no training needed), the majority vote of all
-rubrics, and all rubrics in one logistic (Bradley-Terry) head. Accuracy gives an undecided pair
-(inconsistent verdicts, a zero sum) half credit; "strict" counts it wrong; "both" is LLMBar's
+rubrics, and all rubrics in one logistic (Bradley-Terry) head. The headline is strict accuracy: an
+undecided pair (inconsistent verdicts, a zero sum) counts wrong, shown with the undecided share;
+half credit (an undecided pair counts 1/2) is a secondary column; "both" is LLMBar's
 both-orders-correct rate. Intervals: 95 % percentile bootstrap over pairs (seeded numpy), and
-paired for the differences (same resampled pairs for both methods).
+paired for the differences (same resampled pairs for both methods), which are in strict points
+with two-sided bootstrap p-values Holm-adjusted over each setting's comparisons.
 
     python experiments/bench/pairwise_jury.py --data-root ../shared/data/llmbar \
         --subsets Natural GPTInst GPTOut --out runs/pairwise_jury
 
-Writes the Markdown table to stdout and ``OUT/table.md``, and ``OUT/results.json``.
+Writes the Markdown table to stdout and ``OUT/table.md``, and ``OUT/results.json`` (the shared
+harness adds ``config.json`` and ``manifest.json``).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,8 +41,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
+from _harness import begin, parser  # noqa: E402
+
 from rubric_induce.calibration.pairwise import BradleyTerryHead  # noqa: E402
 from rubric_induce.core.errors import DataError  # noqa: E402
+from rubric_induce.core.stats import bootstrap_p_value, holm  # noqa: E402
 from rubric_induce.data.jsonl import read_json  # noqa: E402
 from rubric_induce.data.pairs import Pair, read_pairs  # noqa: E402
 from rubric_induce.selection.pairwise import PairwiseSelector, pairwise_metrics  # noqa: E402
@@ -161,17 +166,63 @@ def cross_validate(D: np.ndarray, t: np.ndarray, strata: np.ndarray, names: list
 
 
 def credit(decision: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Per-pair credit: 1 right, 0 wrong, 0.5 undecided (LLMBar has no preferred ties)."""
+    """Per-pair half credit: 1 right, 0 wrong, 0.5 undecided (LLMBar has no preferred ties)."""
     return np.where(decision == 0, np.where(t == 0, 1.0, 0.5), (np.sign(decision) == t).astype(float))
 
 
-def bootstrap_ci(values: np.ndarray, *, n_boot: int, seed: int) -> tuple[float, float]:
-    """95 % percentile interval of the mean over pairs (seeded numpy bootstrap; paired when
+def strict(decision: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per-pair strict credit: 1 right, 0 wrong or undecided (the headline)."""
+    return (np.sign(decision) == t).astype(float)
+
+
+def bootstrap_means(values: np.ndarray, *, n_boot: int, seed: int) -> np.ndarray:
+    """The mean over pairs of each of ``n_boot`` resamples (seeded numpy bootstrap; paired when
     ``values`` is a per-pair difference)."""
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(values), size=(n_boot, len(values)))
-    means = values[idx].mean(axis=1)
+    return values[idx].mean(axis=1)
+
+
+def bootstrap_ci(values: np.ndarray, *, n_boot: int, seed: int) -> tuple[float, float]:
+    """95 % percentile interval of the mean over pairs."""
+    means = bootstrap_means(values, n_boot=n_boot, seed=seed)
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def _method_rows(decisions: dict[str, np.ndarray], t: np.ndarray, D: np.ndarray, rubrics: list[str],
+                 orders: dict[str, np.ndarray], args: argparse.Namespace) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    for i, (method, dec) in enumerate(decisions.items()):
+        c, s = credit(dec, t), strict(dec, t)
+        row = {"strict": float(s.mean()), "strict_ci": bootstrap_ci(s, n_boot=args.n_boot, seed=args.seed + i),
+               "undecided": float((dec == 0).mean()),
+               "accuracy": float(c.mean()), "ci": bootstrap_ci(c, n_boot=args.n_boot, seed=args.seed + i)}
+        if method in orders:
+            o = orders[method]
+            row["both_orders"] = float(((o[:, 0] == t) & (o[:, 1] == t)).mean())
+            row["metrics"] = pairwise_metrics(D[:, rubrics.index(method)], t)
+        rows[method] = row
+    return rows
+
+
+def _jury_differences(decisions: dict[str, np.ndarray], t: np.ndarray, best: str,
+                      args: argparse.Namespace) -> dict[str, Any]:
+    """The selected jury minus each other method, in strict points: paired bootstrap interval,
+    two-sided bootstrap p-value, and that p Holm-adjusted over the setting's comparisons."""
+    jury = strict(decisions["selected jury (Bradley-Terry)"], t)
+    diffs: dict[str, Any] = {}
+    for label, other in (("selected jury (mean vote)",) * 2, ("majority vote (all)",) * 2,
+                         ("all judges, logistic head",) * 2, (args.reference,) * 2,
+                         ("best single (hindsight)", best)):
+        if other in decisions:
+            d = jury - strict(decisions[other], t)
+            means = bootstrap_means(d, n_boot=args.n_boot, seed=args.seed + 999)
+            diffs[label] = {"mean": float(d.mean()),
+                            "ci": (float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))),
+                            "p": bootstrap_p_value(means), "against": other}
+    for d, p_holm in zip(diffs.values(), holm([d["p"] for d in diffs.values()])):
+        d["p_holm"] = p_holm
+    return diffs
 
 
 def evaluate_setting(name: str, subsets: list[Subset], rubrics: list[str], args: argparse.Namespace) -> dict[str, Any]:
@@ -189,27 +240,10 @@ def evaluate_setting(name: str, subsets: list[Subset], rubrics: list[str], args:
     }
     for j, r in enumerate(rubrics):
         decisions[r] = np.sign(D[:, j])
-    rows: dict[str, Any] = {}
-    for i, (method, dec) in enumerate(decisions.items()):
-        c = credit(dec, t)
-        row = {"accuracy": float(c.mean()), "ci": bootstrap_ci(c, n_boot=args.n_boot, seed=args.seed + i),
-               "strict": float((np.sign(dec) == t).mean())}
-        if method in orders:
-            o = orders[method]
-            row["both_orders"] = float(((o[:, 0] == t) & (o[:, 1] == t)).mean())
-            row["metrics"] = pairwise_metrics(D[:, rubrics.index(method)], t)
-        rows[method] = row
-    jury = credit(decisions["selected jury (Bradley-Terry)"], t)
-    # the best single rubric is picked with hindsight (on these very pairs): an optimistic baseline
-    best = max(rubrics, key=lambda r: rows[r]["accuracy"])
-    diffs = {}
-    for label, other in (("selected jury (mean vote)",) * 2, ("majority vote (all)",) * 2,
-                         ("all judges, logistic head",) * 2, (args.reference,) * 2,
-                         ("best single (hindsight)", best)):
-        if other in decisions:
-            d = jury - credit(decisions[other], t)
-            diffs[label] = {"mean": float(d.mean()), "ci": bootstrap_ci(d, n_boot=args.n_boot, seed=args.seed + 999),
-                            "against": other}
+    rows = _method_rows(decisions, t, D, rubrics, orders, args)
+    # the best single rubric is picked with hindsight (on these very pairs, by strict accuracy): an optimistic baseline
+    best = max(rubrics, key=lambda r: rows[r]["strict"])
+    diffs = _jury_differences(decisions, t, best, args)
     counts: dict[str, int] = {}
     for jury_names in cv["juries"]:
         for r in jury_names:
@@ -225,31 +259,40 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.1f}"
 
 
+def _p(x: float) -> str:
+    return "< 0.001" if x < 0.001 else f"{x:.3f}"
+
+
 def markdown(results: list[dict[str, Any]], reference: str) -> str:
     names = [r["setting"] for r in results]
     head = "| method | " + " | ".join(f"{n} (n={r['n']})" for n, r in zip(names, results)) + " |"
-    lines = ["Accuracy % (undecided = half) [95 % bootstrap CI]; strict (undecided = wrong); "
-             "both = both orders correct (LLMBar's metric)", "", head, "|---|" + "---|" * len(results)]
+    lines = ["Strict accuracy % (undecided = wrong) [95 % bootstrap CI] · undecided % · half credit % (undecided = "
+             "1/2, secondary) · both = both orders correct (LLMBar's metric)", "", head,
+             "|---|" + "---|" * len(results)]
     methods = list(results[0]["methods"])
     for m in methods:
         cells = []
         for r in results:
             row = r["methods"][m]
-            cell = f"{_pct(row['accuracy'])} [{_pct(row['ci'][0])}, {_pct(row['ci'][1])}] · strict {_pct(row['strict'])}"
+            cell = (f"{_pct(row['strict'])} [{_pct(row['strict_ci'][0])}, {_pct(row['strict_ci'][1])}] · undecided "
+                    f"{_pct(row['undecided'])} · half {_pct(row['accuracy'])}")
             if "both_orders" in row:
                 cell += f" · both {_pct(row['both_orders'])}"
             cells.append(cell)
         label = f"**{m}**" if m.startswith("selected jury (B") or m == reference else m
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", "Selected jury (Bradley-Terry) minus other, accuracy points [95 % paired bootstrap CI]", "",
+    lines += ["", "Selected jury (Bradley-Terry) minus other, strict accuracy points [95 % paired bootstrap CI], "
+              "two-sided bootstrap p Holm-adjusted over the column's 5 comparisons", "",
               "| vs | " + " | ".join(names) + " |", "|---|" + "---|" * len(results)]
     others = list(results[0]["jury_minus"])
     for o in others:
         cells = [f"{100 * r['jury_minus'][o]['mean']:+.1f} [{100 * r['jury_minus'][o]['ci'][0]:+.1f}, "
-                 f"{100 * r['jury_minus'][o]['ci'][1]:+.1f}]" if o in r["jury_minus"] else "–" for r in results]
+                 f"{100 * r['jury_minus'][o]['ci'][1]:+.1f}] p {_p(r['jury_minus'][o]['p_holm'])}"
+                 if o in r["jury_minus"] else "–" for r in results]
         lines.append(f"| {o} | " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("Best single (hindsight) = " + "; ".join(f"{r['setting']}: {r['best_single']}" for r in results))
+    lines.append("Best single (hindsight, by strict accuracy) = "
+                 + "; ".join(f"{r['setting']}: {r['best_single']}" for r in results))
     lines += ["", "Rubrics picked by the selector (folds that picked them):", ""]
     for r in results:
         picks = ", ".join(f"{k} ({v})" for k, v in r["selected_counts"].items())
@@ -258,7 +301,12 @@ def markdown(results: list[dict[str, Any]], reference: str) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """The flags (the shared ones of ``experiments/_harness.py`` included), merged with a config."""
+    return _begin(argv)[1]
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = parser("pairwise_jury", __doc__.split("\n\n")[0])
     ap.add_argument("--data-root", type=Path, required=True, help="folder holding <subset>/dataset.json + evaluators/")
     ap.add_argument("--subsets", nargs="+", required=True, help="subset folder names, e.g. Natural GPTInst GPTOut")
     ap.add_argument("--out", type=Path, required=True, help="output folder (results.json, table.md)")
@@ -269,14 +317,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--l2", type=float, default=1e-2, help="L2 penalty of the Bradley-Terry heads")
     ap.add_argument("--n-boot", type=int, default=10000)
     ap.add_argument("--reference", default=REFERENCE, help="the single judge the jury is compared with")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _begin(argv: list[str] | None) -> tuple[Any, argparse.Namespace]:
+    ap = _parser()
+    exp, args = begin(ap, argv)
     if args.folds < 2:
         ap.error("--folds must be >= 2")
-    return args
+    args._exp = exp
+    return exp, args
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    started = time.perf_counter()
+    exp = args._exp
     subsets = [load_subset(args.data_root, s) for s in args.subsets]
     common = sorted(set.intersection(*(set(s.diffs) for s in subsets)))
     dropped = sorted(set.union(*(set(s.diffs) for s in subsets)) - set(common))
@@ -285,21 +339,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         settings.append((subsets, "pooled"))
     results = [evaluate_setting(name, subs, common, args) for subs, name in settings]
     table = markdown(results, args.reference)
-    summary = {r["setting"]: {"n": r["n"], "selected_jury_accuracy": r["selected_jury"]["accuracy"],
+    summary = {r["setting"]: {"n": r["n"], "selected_jury_strict": r["selected_jury"]["strict"],
+                              "selected_jury_strict_ci": r["selected_jury"]["strict_ci"],
+                              "selected_jury_undecided": r["selected_jury"]["undecided"],
+                              "selected_jury_accuracy": r["selected_jury"]["accuracy"],
                               "selected_jury_ci": r["selected_jury"]["ci"],
+                              "reference_strict": r["reference"]["strict"] if r["reference"] else None,
                               "reference_accuracy": r["reference"]["accuracy"] if r["reference"] else None,
                               "reference_both_orders": r["reference"].get("both_orders") if r["reference"] else None,
                               "jury_minus_reference": r["jury_minus"].get(args.reference)}
                for r in results}
     record = {"experiment": "pairwise_jury", "reference": args.reference, "rubrics": common,
               "dropped_rubrics": dropped, "summary": summary, "settings": results,
-              "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-              "command": "python experiments/bench/pairwise_jury.py " + " ".join(sys.argv[1:]),
-              "runtime_s": round(time.perf_counter() - started, 2)}
+              "config": exp.config, "command": exp.command(), "runtime_s": round(exp.elapsed(), 2)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
     (args.out / "table.md").write_text(table, encoding="utf-8")
     print(table)
+    exp.close()
     return record
 
 
