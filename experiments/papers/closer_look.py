@@ -451,8 +451,8 @@ def main(argv: list[str] | None = None) -> Path:
           f"up to {cfg['cot_steps']} evaluation steps written once per aspect by the same model.", "",
           "r = dataset-level Pearson (paper's Method 1), τ = summary-level Kendall (Method 2: within each "
           "source document / dialogue context, averaged), as in the paper's tables. "
-          "Our figures are **bold**. Intervals are 95% bootstrap (items for dataset level, whole documents for "
-          "summary level). A summary-level value on a handful of documents is an average of a handful of "
+          "Our figures are **bold**. Intervals are 95% bootstrap resampling whole documents (dataset and "
+          "summary level: a document's outputs are not independent draws). A summary-level value on a handful of documents is an average of a handful of "
           "correlations; read the intervals."]
     for spec in specs:
         info = infos[spec.name]
