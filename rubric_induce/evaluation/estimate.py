@@ -15,7 +15,9 @@ intervals here add two small-sample corrections:
 - a delete-one-group **jackknife** variance that re-fits PPI++'s weight on each deletion, so the
   interval pays for a weight fitted on the same few labels (the plug-in variance does not), and is
   cluster-robust by construction: each group (an article, a prompt: texts that are not
-  independent) is one deleted unit, its labelled and unlabelled texts together;
+  independent) is one deleted unit, its labelled and unlabelled texts together (stratified:
+  groups with labels and unlabelled-only groups are two samples; with plain PPI's fixed weight it
+  equals the plug-in variance with Bessel's correction);
 - a Student-t quantile with (labelled groups - 1) degrees of freedom instead of the normal one.
 
 Every interval is clipped to the scale's ends (``bounds``), and the classical interval of a share
@@ -212,8 +214,12 @@ def _theta(t: np.ndarray, part: _Part) -> tuple[np.ndarray, np.ndarray]:
 
 def _jackknife(parts: Sequence[tuple[float, _Part]]) -> tuple[float, float, float]:
     """The signed sum of the parts' PPI estimates, its delete-one-group jackknife standard error
-    (each deletion re-fits every part's weight) and the first part's weight."""
+    (each deletion re-fits every part's weight) and the first part's weight. The jackknife is
+    stratified: groups holding a labelled text and groups of unlabelled texts only are two samples,
+    each with its own (G_h - 1) / G_h factor, so that with a fixed weight the variance is the plug-in
+    one with Bessel's correction (a pooled factor would overstate the labelled part by n / (n - 1))."""
     est, lam0, deleted = 0.0, None, 0.0
+    labelled = np.zeros(parts[0][1].moments.shape[1], dtype=bool)
     for sign, part in parts:
         tot = part.moments.sum(axis=1)
         lam, theta = _theta(tot, part)
@@ -221,13 +227,17 @@ def _jackknife(parts: Sequence[tuple[float, _Part]]) -> tuple[float, float, floa
         lam0 = float(lam) if lam0 is None else lam0
         _, minus = _theta(tot[:, None] - part.moments, part)
         deleted = deleted + sign * minus
+        labelled |= part.moments[0] > 0
     deleted = np.asarray(deleted, dtype=float)
     ok = np.isfinite(deleted)  # a deletion that leaves a part without labels or unlabelled texts
-    g = int(ok.sum())
-    if g < 2:
+    if int((ok & labelled).sum()) < 2:
         return est, float("nan"), float(lam0)
-    d = deleted[ok]
-    return est, float(np.sqrt((g - 1) / g * np.sum((d - d.mean()) ** 2))), float(lam0)
+    var = 0.0
+    for stratum in (labelled, ~labelled):
+        d = deleted[ok & stratum]
+        if len(d) >= 2:
+            var += (len(d) - 1) / len(d) * float(np.sum((d - d.mean()) ** 2))
+    return est, float(np.sqrt(var)), float(lam0)
 
 
 def _checked(y: Any, f_labelled: Any, f_unlabelled: Any, alpha: float) -> tuple[np.ndarray, ...]:
