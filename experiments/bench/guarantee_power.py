@@ -139,8 +139,12 @@ def run_target(pop: Judgements, stages: list[str], strong: str, target: float, c
                 recs[name].append({"issued": False, "viol": False, "test_viol": False, "cov": 0.0})
                 continue
             out = apply_judgements_guarantee(g, pop)
-            k = g.stages.index(strong)
-            reached = (out["stage"] < 0) | (out["stage"] >= k) if g.kind == "cascade" else np.ones(pop.n, bool)
+            if strong not in g.stages:  # a selected cascade may leave the strongest judge out
+                reached = np.zeros(pop.n, bool)
+            elif g.kind == "cascade":
+                reached = (out["stage"] < 0) | (out["stage"] >= g.stages.index(strong))
+            else:
+                reached = np.ones(pop.n, bool)
             recs[name].append(_record(g.issued, out["answered"], _agrees(out, pop, tol), test, target,
                                       strong=float(reached[test].mean()), calls=out["calls_per_text"],
                                       cost=out["cost_per_text"]))
