@@ -78,6 +78,31 @@ class Experiment:
     def usage(self) -> dict[str, Any]:
         return self._backend.tally.to_dict() if self._backend is not None else {}
 
+    def _meta(self) -> dict[str, Any]:
+        return {"experiment": self.name, "config": self.config, "runtime_s": round(self.elapsed(), 1),
+                "usage": self.usage(), "python": platform.python_version(), "command": self.command()}
+
+    def record(self) -> Path:
+        """Write ``manifest.json`` now (a run that stops early still says what it was)."""
+        from rubric_induce.data.jsonl import write_json
+
+        return write_json(self.out / "manifest.json", self._meta())
+
+    def close(self, results: dict[str, Any] | None = None, exit_code: int = 0) -> int:
+        """End a script that prints its own report: ``manifest.json`` with the runtime and exit code,
+        ``results.json`` when there are results, and on success one line on stderr (stdout stays the
+        report's; after a failure the error stays the last line)."""
+        from rubric_induce.data.jsonl import jsonable, write_json
+
+        meta = {**self._meta(), "exit_code": exit_code}
+        write_json(self.out / "manifest.json", meta)
+        if results is not None:
+            write_json(self.out / "results.json", {**meta, "results": jsonable(results)})
+        if exit_code == 0:
+            print(f"{self.name}: {meta['runtime_s']:.0f} s; run record in {self.out}; reproduce: `{self.command()}`",
+                  file=sys.stderr)
+        return exit_code
+
     def finish(self, results: dict[str, Any], report_md: str) -> Path:
         """Write results.json and report.md (plus the generic figures when a score table exists)."""
         from rubric_induce.data.jsonl import atomic_write_text, jsonable, write_json
@@ -106,14 +131,8 @@ class Experiment:
         return path
 
 
-def start(name: str, description: str, defaults: dict[str, Any],
-          extra_args: list[tuple[tuple[str, ...], dict[str, Any]]] | None = None,
-          argv: list[str] | None = None) -> tuple[Experiment, argparse.Namespace]:
-    """Parse flags, merge defaults < TOML config < flags, create the run directory."""
-    path = script_path(name)
-    prog = str(path.relative_to(ROOT)) if path else f"experiments/{name}.py"
-    ap = argparse.ArgumentParser(prog=prog, description=description,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+def _shared_flags(ap: argparse.ArgumentParser, name: str) -> None:
+    """The flags every experiment takes (a script's own flag of the same name replaces one)."""
     ap.add_argument("--config", type=Path, default=CONFIGS / f"{name}.toml",
                     help="TOML config (default: %(default)s)")
     ap.add_argument("--limit", type=int, default=None, help="subsample size for CPU time (see the config)")
@@ -123,6 +142,40 @@ def start(name: str, description: str, defaults: dict[str, Any],
     ap.add_argument("--out", type=Path, default=None, help="run directory (default runs/<name>)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="override any config key (JSON values), repeatable")
+    for action in ap._actions:
+        action.shared = True  # type: ignore[attr-defined]  # _owns tells these from a script's own
+
+
+def _prog(name: str) -> str:
+    path = script_path(name)
+    return str(path.relative_to(ROOT)) if path else f"experiments/{name}.py"
+
+
+def _read_layers(ap: argparse.ArgumentParser, name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The TOML config's keys, then ``--set``'s (later wins). A script whose own ``--config`` means
+    something else (a run config) has no TOML layer."""
+    layered: dict[str, Any] = {}
+    if not _owns(ap, "config"):
+        if args.config.exists():
+            with open(args.config, "rb") as fh:
+                layered.update(tomllib.load(fh))
+        elif args.config != CONFIGS / f"{name}.toml":
+            ap.error(f"config file not found: {args.config}")
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            ap.error(f"--set expects KEY=VALUE, got {item!r}")
+        layered[key.strip()] = _coerce(value)
+    return layered
+
+
+def start(name: str, description: str, defaults: dict[str, Any],
+          extra_args: list[tuple[tuple[str, ...], dict[str, Any]]] | None = None,
+          argv: list[str] | None = None) -> tuple[Experiment, argparse.Namespace]:
+    """Parse flags, merge defaults < TOML config < flags, create the run directory."""
+    ap = argparse.ArgumentParser(prog=_prog(name), description=description,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    _shared_flags(ap, name)
     for flags, kwargs in extra_args or []:
         ap.add_argument(*flags, **kwargs)
     args = ap.parse_args(argv)
@@ -166,6 +219,113 @@ def start(name: str, description: str, defaults: dict[str, Any],
 
     write_json(out / "config.json", config)
     return Experiment(name, config, out, argv=list(sys.argv[1:] if argv is None else argv)), args
+
+
+def parser(name: str, description: str | None, out_file: bool = False) -> argparse.ArgumentParser:
+    """For a script with its own flags (benchmarks, tools): a parser that already takes the shared ones.
+
+    The script adds its flags (sub-commands included); one of the same name as a shared flag replaces
+    it (``bench_selection_speed --limit`` is seconds, ``packed_vs_independent --config`` a run config).
+    Then :func:`begin` parses them. ``out_file``: the script's ``--out`` is the file it writes (a data
+    tool), so the run record goes to the folder ``<out>.run/`` beside it.
+    """
+    ap = argparse.ArgumentParser(prog=_prog(name), description=description, conflict_handler="resolve",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    _shared_flags(ap, name)
+    ap.set_defaults(_experiment=name, _out_file=out_file)
+    return ap
+
+
+def _actions(ap: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """Every flag's action by destination, sub-commands' included (the first of a name wins)."""
+    found: dict[str, argparse.Action] = {}
+    for action in ap._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                for dest, sub_action in _actions(sub).items():
+                    found.setdefault(dest, sub_action)
+        elif action.dest not in ("help", argparse.SUPPRESS):
+            found.setdefault(action.dest, action)
+    return found
+
+
+def _owns(ap: argparse.ArgumentParser, dest: str) -> bool:
+    """Whether the script replaced the shared flag that writes ``dest``."""
+    action = _actions(ap).get(dest)
+    return action is not None and not getattr(action, "shared", False)
+
+
+def _typed(ap: argparse.ArgumentParser, action: argparse.Action, key: str, value: Any) -> Any:
+    """A config value for one of the script's own flags, converted and checked as the flag would be."""
+    def one(item: Any) -> Any:
+        if action.type is not None and not (isinstance(item, bool) and action.type in (int, float)):
+            try:
+                item = action.type(item) if isinstance(item, str) or action.type in (int, float) else item
+            except (TypeError, ValueError) as exc:
+                ap.error(f"config key {key!r}: {exc}")
+        if action.choices is not None and item not in action.choices:
+            ap.error(f"config key {key!r}: {item!r} is not one of {sorted(action.choices)}")
+        return item
+    if action.nargs == 0:  # store_true / store_false
+        if not isinstance(value, bool):
+            ap.error(f"config key {key!r}: expected true or false, got {value!r}")
+        return value
+    if action.nargs in ("+", "*") or isinstance(action.nargs, int):
+        return [one(item) for item in (value if isinstance(value, list) else [value])]
+    return one(value)
+
+
+def begin(ap: argparse.ArgumentParser, argv: list[str] | None = None) -> tuple[Experiment, argparse.Namespace]:
+    """Parse a :func:`parser`'s flags; layer flag defaults < TOML config < ``--set`` < flags given;
+    create the run directory; write ``config.json`` and a first ``manifest.json``.
+
+    The merged values are written back into the returned namespace, so the script reads ``args`` as
+    before. Keys are the flags' destinations (``--max-in-flight``: ``max_in_flight``).
+    """
+    args = ap.parse_args(argv)
+    name = args._experiment
+    actions = _actions(ap)
+    own = {dest: a for dest, a in actions.items() if dest not in ("overrides", "_experiment", "_out_file")}
+    layered = _read_layers(ap, name, args)
+    unknown = sorted(set(layered) - set(own) - COMMON_KEYS)
+    if unknown:
+        from rubric_induce.core.params import suggest
+
+        known = sorted(set(own) | COMMON_KEYS)
+        ap.error(f"unknown config key(s) {', '.join(f'{k!r}{suggest(k, known)}' for k in unknown)} "
+                 f"(from --config or --set); known keys: {', '.join(known)}")
+    given = set(_given(ap, argv))
+    for key, value in layered.items():
+        if key in own and key not in given:
+            setattr(args, key, _typed(ap, own[key], key, value))
+    config: dict[str, Any] = {"seed": 0, "backend": "local", "limit": None}
+    config.update({k: v for k, v in layered.items() if k in COMMON_KEYS})
+    config.update({k: getattr(args, k) for k in own if hasattr(args, k) and (getattr(args, k) is not None
+                                                                          or k not in config)})
+    out = Path(config.get("out") or ROOT / "runs" / name)
+    config["out"] = str(out)
+    if args._out_file:
+        out = out.with_name(out.name + ".run")
+    config["cache"] = str(config.get("cache") or out / "llm_calls.sqlite")
+    if not _owns(ap, "config"):
+        config.pop("config", None)  # the layers are in config.json itself
+    out.mkdir(parents=True, exist_ok=True)
+    from rubric_induce.data.jsonl import jsonable, write_json
+
+    config = jsonable(config)
+    write_json(out / "config.json", config)
+    exp = Experiment(name, config, out, argv=list(sys.argv[1:] if argv is None else argv))
+    exp.record()
+    return exp, args
+
+
+def _given(ap: argparse.ArgumentParser, argv: list[str] | None) -> list[str]:
+    """Destinations of the flags written on the command line (they beat the config and ``--set``)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    actions = _actions(ap).values()
+    flags = {opt: a.dest for a in actions for opt in a.option_strings}
+    positional = [a.dest for a in actions if not a.option_strings]
+    return positional + [flags[w.split("=", 1)[0]] for w in words if w.split("=", 1)[0] in flags]
 
 
 def pyplot():

@@ -12,7 +12,6 @@ re-probe made (must be 0) and whether its probes equal the ingested results.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -21,6 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
 
 from rubric_induce.backends.cache import CachedBackend, CallCache  # noqa: E402
 from rubric_induce.backends.llama_server import running_llama_server  # noqa: E402
@@ -92,14 +93,14 @@ def one_engine(engine: str, url: str, examples, rubrics, out: Path, max_in_fligh
             "reprobe_errors": table.n_errors}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = parser("bench_batch_bridge", __doc__.splitlines()[0])
     ap.add_argument("--texts", type=int, default=200)
     ap.add_argument("--rubrics", type=int, default=10)
     ap.add_argument("--engines", default="http,ray")
     ap.add_argument("--max-in-flight", type=int, default=2)
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_batch_bridge")
-    args = ap.parse_args()
+    exp, args = begin(ap, argv)
 
     args.out.mkdir(parents=True, exist_ok=True)
     examples = synthetic_texts(args.texts)
@@ -123,7 +124,8 @@ def main() -> None:
            or r["exported"] != r["calls"]]
     if bad:
         raise SystemExit(f"round trip incomplete: {bad}")
+    return exp.close()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

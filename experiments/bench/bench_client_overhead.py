@@ -22,7 +22,6 @@ to the CPU of the HTTP calls themselves (the SDK request and the reply's parsing
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -37,6 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
+from _harness import begin, parser
 from _openai_stub import StubProcess  # noqa: E402
 
 from rubric_induce.backends.cache import CachedBackend, CallCache  # noqa: E402
@@ -190,7 +190,7 @@ def cache_cost(bodies: list[dict[str, Any]], answers: list[str], rows: int, cach
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser("bench_client_overhead", __doc__.split("\n\n")[0])
     ap.add_argument("--texts", type=int, default=250)
     ap.add_argument("--rubrics", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-rows", default=None, metavar="N,...",
                     help="only measure the call cache's CPU per probe (all the workload's calls, no HTTP) with N "
                          "calls already in the cache file, e.g. 0,1000000")
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     examples, rubrics = workload(args.texts, args.rubrics)
     params = ProbeParams()
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -217,14 +217,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"probe() c={args.profile}: {n / wall:.0f} probes/s, {1000 * cpu / n:.3f} CPU ms/probe (profiled)")
             pstats.Stats(prof).sort_stats("tottime").print_stats(30)
             pstats.Stats(prof).sort_stats("cumulative").print_stats(45)
-            return 0
+            return exp.close()
         bodies = bodies_of(url, examples, rubrics, params)
         if args.cache_rows is not None:
             answers = list(rubrics[0].scale.labels)
             print("| calls already in the cache | cache CPU ms/probe (key, look-up, write) |\n|---|---|")
             for rows in (int(x) for x in args.cache_rows.split(",")):
                 print(f"| {rows:,} | {cache_cost(bodies, answers, rows, cache_dir):.3f} |", flush=True)
-            return 0
+            return exp.close()
         run_bare(url, bodies[:200], 8)  # warm up imports and the stub's reply cache
         run_probe(url, examples[:25], rubrics, params, 8, cache_dir, "warm")
         rows: list[dict[str, Any]] = []
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({s['cache_ms'] / s['cpu_ms']:.0%}) | {s['http_ms']:.3f} |")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "shares": shares, "n": n}, indent=1))
-    return 0
+    return exp.close()
 
 
 if __name__ == "__main__":

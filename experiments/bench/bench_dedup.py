@@ -9,7 +9,6 @@ embedding + grouping take 60 s or more.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
 import numpy as np
+from _harness import begin, parser
 
 from rubric_induce.core.embeddings import SentenceEmbedder
 from rubric_induce.data import Rubric, RubricPool
@@ -88,12 +88,12 @@ class TimedEmbedder:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser("bench_dedup", __doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--threshold", type=float, default=0.85)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--limit-s", type=float, default=60.0)
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     import torch
 
     pool = build_pool(args.n, args.seed)
@@ -119,9 +119,9 @@ def main(argv: list[str] | None = None) -> int:
           f"({result.info['n_merged_groups']} merged groups)")
     if total >= args.limit_s:
         print(f"FAIL: {total:.1f} s >= {args.limit_s:.0f} s", file=sys.stderr)
-        return 1
+        return exp.close(exit_code=1)
     print(f"OK: under {args.limit_s:.0f} s")
-    return 0
+    return exp.close()
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ Probe distributions of the two paths are compared too (max |difference| of log-p
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -32,6 +31,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
 
 from rubric_induce.backends.local import LocalLlamaBackend, default_model_path  # noqa: E402
 from rubric_induce.data import Example  # noqa: E402
@@ -90,12 +91,12 @@ def _run(backend: LocalLlamaBackend, examples, rubrics, params: ProbeParams):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser("bench_embedded_rows", __doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=12, help="demo dialogues")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-example-tokens", type=int, default=384)
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     examples, rubrics = _inputs(args.n)
     params = ProbeParams(max_example_tokens=args.max_example_tokens)
     model = default_model_path()
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| after: answer row only | {ta:.0f} | {pa:.2f} | {ta / peak:.2f} |")
     print(f"\nspeed-up after/before: {pa / pb:.2f}x; max |log p difference| between the paths: {diff:.1e}")
     print(f"target >= 0.9 of peak: {ta / peak:.2f} -> {'PASS' if ta / peak >= 0.9 else 'MISS'}")
-    return 0
+    return exp.close()
 
 
 if __name__ == "__main__":

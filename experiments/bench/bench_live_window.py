@@ -20,7 +20,6 @@ parallel evaluation; the ratio probe()/ceiling is the figure of merit.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -30,6 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
 
 from rubric_induce.backends.llama_server import running_llama_server  # noqa: E402
 from rubric_induce.backends.openai_compat import OpenAICompatibleBackend  # noqa: E402
@@ -71,7 +72,7 @@ def _ceiling(backend: OpenAICompatibleBackend, bodies: list[dict], c: int) -> fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser("bench_live_window", __doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=8, help="demo dialogues")
     ap.add_argument("--rubrics", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=2)
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="server threads")
     ap.add_argument("--max-example-tokens", type=int, default=256)
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_live_window")
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     rows = [json.loads(line) for line in (RESOURCES / "demo_uss_dialogues.jsonl").read_text().splitlines() if line]
     examples = [Example.from_dict(r) for r in rows[:args.n]]
     rubrics = list(import_rubrics(RESOURCES / "demo_uss_rubrics.json"))[:args.rubrics]
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     for c in levels:
         ceiling, ours = best[c]
         print(f"| {c} | {ceiling:.2f} | {ours:.2f} | {ours / ceiling:.2f} |")
-    return 0
+    return exp.close()
 
 
 if __name__ == "__main__":

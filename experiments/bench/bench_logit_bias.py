@@ -16,7 +16,6 @@ Run: ``python experiments/bench/bench_logit_bias.py [--bias 5] [--top 20]``.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import math
@@ -26,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
 
 PROMPTS = [
     "Answer: 'Paris is the capital of France.' How correct is this answer, from 1 (wrong) to 5 (correct)?",
@@ -64,12 +65,12 @@ def first_token(client, messages, top: int, bias: dict[str, float] | None) -> tu
     return out, first.token
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = parser("bench_logit_bias", __doc__.split("\n")[0])
     ap.add_argument("--base-url", default=None)
     ap.add_argument("--bias", type=float, default=5.0)
     ap.add_argument("--top", type=int, default=20)
-    args = ap.parse_args()
+    exp, args = begin(ap, argv)
     import openai
 
     from rubric_induce.backends.local import default_model_path
@@ -100,7 +101,8 @@ def main() -> None:
             worst_ratio = max(worst_ratio, ratio) if not math.isnan(ratio) else worst_ratio
             print(f"{i:>6} {len(plain):>7} {len(biased):>8} {dlp:>9.4f} {ratio:>9.2e}  {tok!r} ({tok_b!r})")
         print(f"worst: max|dlp| {worst_dlp:.4f}, ratio err {worst_ratio:.2e}")
+    return exp.close()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

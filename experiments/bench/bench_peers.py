@@ -47,7 +47,6 @@ falls on all of them alike. The peers are in the ``peers`` extra (``pip install
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import http.client
@@ -68,6 +67,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
 
 from rubric_induce.core.errors import MissingDependencyError, RubricInduceError  # noqa: E402
 from rubric_induce.data import Example, Rubric  # noqa: E402
@@ -568,7 +569,7 @@ def table_md(methods: dict[str, Any], reference: str = REFERENCE) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser("bench_peers", __doc__.split("\n\n")[0])
     ap.add_argument("--texts", type=Path, default=RESOURCES / "demo_uss_dialogues.jsonl",
                     help="examples JSONL ({id, fields, labels}); default: the demo dialogues")
     ap.add_argument("--rubrics", type=Path, default=RESOURCES / "demo_uss_rubrics.json",
@@ -597,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from-rows", type=Path, nargs="+", default=None,
                     help="no server: summarise the rows.json of one or more runs (stopped or not), each method "
                          "over the texts it finished, with the same --texts/--rubrics/--limit/--pick/--methods")
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     if args.limit == 0:
         args.limit = None
     import signal
@@ -610,13 +611,13 @@ def main(argv: list[str] | None = None) -> int:
         results = from_rows(args) if args.from_rows else run(args)
     except RubricInduceError as exc:
         print(f"bench_peers: {exc}", file=sys.stderr)
-        return 2
+        return exp.close(exit_code=2)
     (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str))
     c = results["conditions"]
     print(f"\n# Peers side by side: {c['texts']} texts x {c['rubrics']} rubrics, {c['server']}, one call at a time\n")
     print(results["table_md"])
     print(f"\nresults: {args.out / 'results.json'}")
-    return 0
+    return exp.close()
 
 
 if __name__ == "__main__":

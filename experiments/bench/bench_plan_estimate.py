@@ -30,7 +30,6 @@ each step (the estimate holds for the load of its moment).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -43,6 +42,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
 
 from rubric_induce.backends.llama_server import running_llama_server  # noqa: E402
 from rubric_induce.pipeline import config_from_dict, run_pipeline  # noqa: E402
@@ -173,7 +174,7 @@ def main_time(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser("bench_plan_estimate", __doc__.split("\n\n")[0])
     ap.add_argument("--limit", type=int, default=None, help="first N demo dialogues (default: all 48)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_plan_estimate")
     ap.add_argument("--assume-rubrics", type=int, default=20, help="generated rubrics a pre-generation plan assumes")
@@ -184,9 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="--time: [backend] n_threads of the embedded setting")
     ap.add_argument("--served-generate", action="store_true",
                     help="--time: the served setting generates and dedups too (default: the hand-written rubrics)")
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     if args.time:
-        return main_time(args)
+        return exp.close(exit_code=main_time(args))
     results = []
     if not args.skip_embedded:
         results.append(_measure("embedded (local)", _demo_raw(args.out / "embedded", args.limit),
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: plan made in {plan_s:.1f} s (tokens counted by {how}); shared prefix {p.shared_prefix_tokens:,} "
               f"+ unique suffix {p.unique_suffix_tokens:,} tokens; whole setting {seconds:.0f} s")
         print(f"target: plan within 10 % of the tokens used -> {err:.1%} {'PASS' if err <= 0.10 else 'MISS'}")
-    return 0 if all(v[1] <= 0.10 for v in verdicts) else 1
+    return exp.close(exit_code=0 if all(v[1] <= 0.10 for v in verdicts) else 1)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,6 @@ Prints a markdown table and exits 1 when a target is missed. Writes nothing.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -54,6 +53,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
 
 RUBRICS = [
     "The summary states only facts that appear in the article.",
@@ -166,7 +167,7 @@ def run_phase(backend, probes, reuse: bool) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser("bench_prefix_reuse", __doc__.split("\n\n")[0])
     ap.add_argument("--n-articles", type=int, default=5)
     ap.add_argument("--rubrics", type=int, default=20)
     ap.add_argument("--data-root", type=Path, default=None)
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--min-speedup", type=float, default=5.0)
     ap.add_argument("--max-floor-ratio", type=float, default=1.3)
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     if not 1 <= args.rubrics <= len(RUBRICS):
         ap.error(f"--rubrics must be 1..{len(RUBRICS)}")
 
@@ -241,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| informational: causal floor (shared prefix once + each probe's whole suffix) | {floor} "
           f"(ratio {causal_ratio:.3f}) | | info |")
     print(f"| max abs diff of answer probabilities, reuse vs scratch | {max_diff:.2e} | <= 1e-4 | {mark[ok_same]} |")
-    return 0 if (ok_speed and ok_floor and ok_same) else 1
+    return exp.close(exit_code=0 if (ok_speed and ok_floor and ok_same) else 1)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Both must select the same rubrics. Prints a markdown table; exits 1 if the incre
 """
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
@@ -26,13 +25,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
 import numpy as np
+from _harness import begin, parser
 
 from rubric_induce.selection.selector import greedy_select
 from rubric_induce.selection.synthetic import make_synthetic_pool
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    ap = parser("bench_selection_speed", __doc__)
     ap.add_argument("--examples", type=int, default=10_000)
     ap.add_argument("--rubrics", type=int, default=1_000)
     ap.add_argument("--n-sat", type=int, default=10)
@@ -41,7 +41,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3, help="incremental runs; the best is reported")
     ap.add_argument("--limit", type=float, default=5.0, help="seconds allowed for the incremental run")
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    exp, args = begin(ap, argv)
 
     n_inf = 20
     half = args.rubrics // 2
@@ -73,7 +73,7 @@ def main() -> int:
     print(f"\nsame selection: {same}; planted informative rubrics among the 20 chosen: {recovered}/20")
     ok = fast_time < args.limit and same
     print(f"target: incremental < {args.limit:g} s -> {'PASS' if ok else 'FAIL'}")
-    return 0 if ok else 1
+    return exp.close(exit_code=0 if ok else 1)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ the selected sets are equal, then the issue's targets. The runs go to ``--out``
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -22,6 +21,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
 
 from rubric_induce.backends.llama_server import running_llama_server  # noqa: E402
 from rubric_induce.data import RubricPool, RubricSet  # noqa: E402
@@ -58,13 +59,13 @@ def _run(spec: str, out: Path, inputs: tuple[Path, Path], **backend):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser("bench_served_vs_local", __doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=30, help="examples (the shortest demo dialogues)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "served_vs_local")
     ap.add_argument("--tops", default="1000,20",
                     help="top_logprobs values to run, comma-separated: the first is checked against the "
                          ">= 95 %% target, 20 (OpenAI's cap) against the no-drop target")
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     inputs = _inputs(args.out, args.n)
     start = time.perf_counter()
     local, local_probes = _run("local", args.out / "local", inputs)
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         ok20 = dropped20 == 0 and err20 == 0
         print(f"target top_logprobs=20, no rubric dropped, bounded probes counted: dropped {dropped20}, "
               f"failed {err20}, bounded {bounded20} -> {'PASS' if ok20 else 'MISS'}")
-    return 0
+    return exp.close()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ text's page; each measured ``--repeats`` times (median reported). The wall time 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import re
@@ -27,6 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
 
 from rubric_induce.pipeline import run_pipeline
 from rubric_induce.pipeline.recorded import examples_from_recorded_config
@@ -105,15 +106,15 @@ def _attr(dom: str, name: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser("bench_viewer", __doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--keep", type=Path, default=None, help="Build the run here (kept) instead of a temp folder.")
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     chromium = find_chromium()
     if chromium is None:
         print("Chromium not found (apt-get install chromium)", file=sys.stderr)
-        return 2
+        return exp.close(exit_code=2)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = args.keep or Path(tmp_name)
         tmp.mkdir(parents=True, exist_ok=True)
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 dom = res.stdout
                 if _attr(dom, "data-ready") != "1" or "Uncaught" in res.stderr:
                     print(f"render failed for {name}: {res.stderr[-800:]}", file=sys.stderr)
-                    return 1
+                    return exp.close(exit_code=1)
                 render[name].append(float(_attr(dom, "data-first-render-ms")))
                 rows[name] = _attr(dom, "data-rows")
                 if name == "summary":
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {statistics.median(render[name]):.0f} | {rows[name] or ''} |")
     for name, w in walls.items():
         print(f"chromium --dump-dom wall time, {name}: {statistics.median(w):.2f} s")
-    return 0
+    return exp.close()
 
 
 if __name__ == "__main__":

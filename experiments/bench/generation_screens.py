@@ -23,7 +23,6 @@ run's test split at the threshold selection chose.
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
@@ -33,6 +32,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
 
 
 def _data_root() -> Path:
@@ -323,7 +324,7 @@ def _print(res: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser("generation_screens", __doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     mk = sub.add_parser("make-csv", help="build the Topical-Chat naturalness CSV task and its config")
     mk.add_argument("--out", type=Path, required=True)
@@ -342,10 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     me = sub.add_parser("measure", help="rejections, polarity check and held-out accuracy of finished runs")
     me.add_argument("runs", type=Path, nargs="+")
     me.add_argument("--json", type=Path, help="also write the figures as JSON here")
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     if args.cmd == "make-csv":
         make_csv(args.out, args.rows, args.backend, args.data_root)
-        return 0
+        return exp.close()
     if args.cmd in ("llm-rubric", "synthetic"):
         rows = (llm_rubric_polarity(args.data_root, args.seeds, tuple(args.planted)) if args.cmd == "llm-rubric"
                 else synthetic_polarity(args.seeds, tuple(args.planted)))
@@ -354,13 +355,13 @@ def main(argv: list[str] | None = None) -> int:
             cells = [f"{r[f'test_accuracy_{a}']:.3f}±{r[f'test_accuracy_{a}_sd']:.3f}" for a in ("off", "flip", "drop")]
             print(f"{r['planted']:7d} {r['caught']:4d}/{r['planted_total']:<4d} {r['false_flags']:5d} "
                   + " ".join(f"{c:>13s}" for c in cells))
-        return 0
+        return exp.close()
     results = [measure(r) for r in args.runs]
     for r in results:
         _print(r)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
-    return 0
+    return exp.close()
 
 
 if __name__ == "__main__":

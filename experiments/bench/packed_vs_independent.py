@@ -42,7 +42,6 @@ their overlap.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import shutil
@@ -55,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
 import numpy as np
+from _harness import begin, parser
 
 from rubric_induce.data.model import Example, Rubric
 from rubric_induce.probing.api import ProbeParams, probe
@@ -227,7 +227,7 @@ def reply_format(args) -> dict:
         spec = _backend_spec(args, url)
         backend = _LastReply(_open_backend(spec, args))
         try:
-            from rubric_induce.probing.api import probe_packed_once
+            from rubric_induce.probing.api import ProbeJob, probe_packed_once
 
             examples, rubrics, _ = _demo(args.texts)
             rows = {}
@@ -238,7 +238,7 @@ def reply_format(args) -> dict:
                 sample = None
                 t0 = time.perf_counter()
                 for ex in examples:
-                    recs, _ = probe_packed_once(backend, ex, rubrics, seed=args.seed, fields=None, format_example=shape)
+                    recs, _ = probe_packed_once(backend, ex, rubrics, ProbeJob(seed=args.seed), format_example=shape)
                     sample = backend.text if sample is None else sample
                     for rec, rb, want in zip(recs, rubrics, shown):
                         if rec.raw is None:  # no line, or nothing after its colon
@@ -374,7 +374,7 @@ def _cost_md(rows) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser("packed_vs_independent", __doc__.splitlines()[0])
     ap.add_argument("what", choices=("fidelity", "cost", "both", "whole-run", "format"))
     ap.add_argument("--backend", default="local", help="backend spec (default: the embedded model)")
     ap.add_argument("--server-url", help="an OpenAI-compatible server (e.g. llama.cpp) to probe instead of --backend")
@@ -393,7 +393,7 @@ def main(argv=None) -> int:
     ap.add_argument("--datasets", default="demo_uss,topical_chat", help="comma-separated: demo_uss, topical_chat")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("/tmp/packed_vs_independent"))
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     args.out.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout` / kill: stop a started server too
     if args.what in ("cost", "both"):
@@ -414,7 +414,7 @@ def main(argv=None) -> int:
         res = whole_run(args)
         (args.out / "whole_run.json").write_text(json.dumps(res, indent=1))
         print(json.dumps(res, indent=1))
-    return 0
+    return exp.close()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ Exit status 1 when a case failed.
 """
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import time
@@ -19,6 +18,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
+
 SUITE = "tests/reliability"
 
 #: What each file of the suite checks (shown in the table; a file missing here shows its name).
@@ -77,16 +79,16 @@ def tally(xml_path: Path) -> dict[str, dict[str, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser("reliability_table", __doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "reliability_table")
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     args.out.mkdir(parents=True, exist_ok=True)
     xml_path = args.out / "junit.xml"
     rc, seconds = run_suite(xml_path, args.pytest_args)
     if not xml_path.exists():
         print(f"pytest wrote no report (exit {rc})", file=sys.stderr)
-        return 1
+        return exp.close(exit_code=1)
     counts = tally(xml_path)
     lines = ["| area | cases tried | held | failed | skipped | command |", "|---|---:|---:|---:|---:|---|"]
     total = {"tried": 0, "held": 0, "failed": 0, "skipped": 0}
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     print(f"\n{seconds:.0f} s; pytest exit status {rc}")
     (args.out / "table.md").write_text(table + "\n", encoding="utf-8")
-    return 0 if total["failed"] == 0 and rc in (0, 5) else 1
+    return exp.close(exit_code=0 if total["failed"] == 0 and rc in (0, 5) else 1)
 
 
 if __name__ == "__main__":

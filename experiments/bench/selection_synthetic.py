@@ -15,7 +15,6 @@ AutoCalibrate-style top-K by correlation, and random.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 import warnings
@@ -25,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
 import numpy as np
+from _harness import begin, parser
 
 from rubric_induce.selection.baselines import (
     BruteForceSelector,
@@ -49,13 +49,13 @@ POLICIES = {
 }
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    ap = parser("selection_synthetic", __doc__)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--examples", type=int, default=100, help="per seed, split 50:50 (RUBICON had 100)")
     ap.add_argument("--noise", type=float, nargs=2, default=(2.0, 4.0))
     ap.add_argument("--effect", type=float, nargs=2, default=(1.0, 3.0))
-    args = ap.parse_args()
+    exp, args = begin(ap, argv)
     warnings.simplefilter("ignore", SelectionWarning)
 
     # 1. Recovery on a larger, cleaner pool.
@@ -95,7 +95,10 @@ def main() -> int:
                  and (full[:, 1].mean() > np.array(rows[b])[:, 1].mean())
                  for b in ("UCB (score sum)", "BruteForce (score sum)", "Random"))
     print(f"\nRUBICON beats UCB, BruteForce (score sum) and Random on held-out ΔNetSAT and YR@90: {beaten}")
-    return 0 if beaten else 1
+    means = {name: dict(zip(("delta_netsat", "yield_rate", "accuracy", "precision", "recall", "f1"),
+                            np.mean(vals, axis=0))) for name, vals in rows.items()}
+    return exp.close({"planted_recovery": rec, "held_out_means": means, "planted_found": found,
+                      "rubicon_beats_baselines": beaten}, 0 if beaten else 1)
 
 
 if __name__ == "__main__":

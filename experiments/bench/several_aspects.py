@@ -15,7 +15,6 @@ Data: SummEval (Fabbri et al., 2021; MIT licence), from the shared data folder.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -24,6 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
+
 ASPECTS = ("coherence", "consistency", "fluency", "relevance")
 RUBRICS = [
     ("The summary states the article's main event.", "SAT"),
@@ -103,7 +105,7 @@ figures = false
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser("several_aspects", __doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="fake", help="fake (default) or local (the embedded model), or any spec")
     ap.add_argument("--articles", type=int, default=20)
     ap.add_argument("--systems", type=int, default=4)
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-root", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--out", default="runs/several_aspects")
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     from click.testing import CliRunner
 
     from rubric_induce.cli import cli
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     res = CliRunner().invoke(cli, ["run", str(out / "cfg.toml"), "--out", str(out / "run")], catch_exceptions=False)
     print(res.output)
     if res.exit_code:
-        return res.exit_code
+        return exp.close(exit_code=res.exit_code)
     ev = json.loads((out / "run" / "evaluation.json").read_text(encoding="utf-8"))
     md = (out / "run" / "evaluation.md").read_text(encoding="utf-8")
     print(f"run: {time.time() - t0:.0f} s; calibrated aspects: {', '.join(ev.get('questions') or [ev['question']])}\n")
@@ -141,11 +143,11 @@ def main(argv: list[str] | None = None) -> int:
                                    "--out", str(out / "scored.jsonl")], catch_exceptions=False)
     if res.exit_code:
         print(res.output)
-        return res.exit_code
+        return exp.close(exit_code=res.exit_code)
     print("score (3 held-out summaries): prediction per aspect")
     for row in map(json.loads, (out / "scored.jsonl").read_text(encoding="utf-8").splitlines()):
         print(f"  {row['id']}: " + ", ".join(f"{a} {v['prediction']:.2f}" for a, v in row["aspects"].items()))
-    return 0
+    return exp.close()
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ Nothing here is tuned on the real dialogues: they are touched only to score fitt
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -32,6 +31,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
 
 from rubric_induce.calibration.baselines import (
     ArgmaxLLM,
@@ -274,8 +275,8 @@ def per_question_section(syn, real, tuned: Calibrator, seeds, *, questions=None,
     return metrics
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = parser("llm_rubric_table1", __doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=10, help="optuna trials of the search on all synthetic data")
     ap.add_argument("--nested-trials", type=int, default=5, help="optuna trials per outer fold (synthetic CV)")
     ap.add_argument("--seeds", type=int, default=3, help="seeds averaged for the real-data rows")
@@ -296,7 +297,7 @@ def main() -> None:
                          "question uses the hyperparameters searched for Q0; each trial is 5 fits per question)")
     ap.add_argument("--per-question-only", action="store_true",
                     help="after the Q0 search, print only the per-question table (no other table)")
-    args = ap.parse_args()
+    exp, args = begin(ap, argv)
     questions = None if args.questions == "all" else [q for q in args.questions.split(",") if q and q != "none"]
     unknown = [q for q in questions or [] if q not in LLM_RUBRIC_QUESTIONS]
     if unknown:
@@ -335,7 +336,7 @@ def main() -> None:
             per_question_section(syn, real, tuned, seeds, questions=questions, trials=args.question_trials,
                                  seed=args.seed)
         print(f"\nTotal wall-clock time: {time.time() - t0:.0f} s ({args.threads} torch thread(s)).")
-        return
+        return exp.close()
     ts = time.time()
     cv_def = [cv_log_likelihood(base.clone(random_state=s), syn, 5, seed=args.seed) for s in range(3)]
     cv_rel = [cv_log_likelihood(base.clone(random_state=s, **RELEASED_RECIPE), syn, 5, seed=args.seed)
@@ -509,7 +510,8 @@ def main() -> None:
                              seed=args.seed)
 
     print(f"\nTotal wall-clock time: {time.time() - t0:.0f} s ({args.threads} torch thread(s)).")
+    return exp.close()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -18,7 +18,6 @@ rubrics; with budgets of 10 + 10 every policy would pick the whole pool).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 import warnings
@@ -41,6 +40,8 @@ from rubric_induce.selection.split import group_split
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
+from _harness import begin, parser
+
 
 def balanced(examples, n: int, seed: int):
     rng = np.random.default_rng(seed)
@@ -52,8 +53,8 @@ def balanced(examples, n: int, seed: int):
     return sorted(pick, key=lambda e: int(e.id.rsplit("/", 1)[1]))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    ap = parser("selection_uss_table3", __doc__)
     ap.add_argument("--corpus", default="SGD")
     ap.add_argument("--n-dialogues", type=int, default=60)
     ap.add_argument("--pool", type=Path, default=ROOT / "rubric_pools/demo/uss_handwritten.jsonl")
@@ -65,7 +66,7 @@ def main() -> int:
     ap.add_argument("--score", choices=["expected", "argmax"], default="expected")
     ap.add_argument("--bootstrap", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    exp, args = begin(ap, argv)
 
     examples = balanced(load_uss(corpus=args.corpus), args.n_dialogues, args.seed)
     rubrics = list(RubricPool.load(args.pool))
@@ -85,7 +86,7 @@ def main() -> int:
         table.save(args.probes_out)
     if table.n_errors:
         print(f"{table.n_errors} probes without a distribution; cannot select", file=sys.stderr)
-        return 1
+        return exp.close(exit_code=1)
 
     y = np.array([int(e.labels["sat"]) for e in examples])
     tr, te = group_split(examples, y, test_size=0.5, random_state=args.seed)
@@ -118,7 +119,7 @@ def main() -> int:
                          else f(m["value"]))
         extra = f" (alpha {sel.alpha_:g})" if hasattr(sel, "alpha_") else ""
         print(f"| {name}{extra} | {' | '.join(cells)} | {', '.join(sel.selected_ids_)} |")
-    return 0
+    return exp.close()
 
 
 if __name__ == "__main__":

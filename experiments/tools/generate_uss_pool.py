@@ -9,7 +9,6 @@ phase and the token totals; writes the pool to ``rubric_pools/uss_sgd_rubicon_sm
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import time
@@ -17,6 +16,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
 
 from rubric_induce.backends.cache import CachedBackend, CallCache
 from rubric_induce.backends.local import LocalLlamaBackend
@@ -34,7 +35,7 @@ DOMAIN = (ROOT / "rubric_induce" / "resources"
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser("generate_uss_pool", __doc__.splitlines()[0], out_file=True)
     ap.add_argument("--per-class", type=int, default=10)
     ap.add_argument("--top-k", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=10)
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache/rubric-induce/generate_uss_pool.sqlite")
     ap.add_argument("--out", type=Path, default=Path("rubric_pools/uss_sgd_rubicon_smollm2.jsonl"))
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     examples = balanced_sample(load_uss(corpus="SGD"), "sat", args.per_class, seed=args.seed)
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"replies: {st['requests']} requests, {st['retries']} retries, {st['n_failures']} unparseable; "
           f"patterns {pool.manifest['n_patterns']}; rejected items {st['rejected']}")
     print(f"wrote {args.out} and {dedup_path}")
-    return 0
+    return exp.close()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ its own group), ``labels`` = ``{rater id: Q0 rating}`` (not-applicable ratings l
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 import warnings
@@ -28,6 +27,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser
 
 from rubric_induce.core.errors import DataError  # noqa: E402
 from rubric_induce.data.judgements import judgement_row, read_judgements, write_judgements  # noqa: E402
@@ -81,14 +82,14 @@ def rows_from(pred: dict[str, Any], note: str) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser("llm_rubric_judgements", __doc__.split("\n\n")[0], out_file=True)
     ap.add_argument("--data-root", type=Path, help="the data root holding llm_rubric/ (default: ../shared/data)")
     ap.add_argument("--out", type=Path, required=True, help="the judgements file to write")
     ap.add_argument("--trials", type=int, default=2, help="optuna trials on synthetic (Table 1's default: 10)")
     ap.add_argument("--seeds", type=int, default=3, help="fits averaged (Table 1's default: 3)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     started = time.perf_counter()
     try:
         pred = network_probs(args.data_root, trials=args.trials, seeds=args.seeds, seed=args.seed,
@@ -99,10 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         jd = read_judgements(path)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exp.close(exit_code=2)
     print(f"{path}: {jd.n} dialogues, {int(jd.labelled.sum())} labelled; {note}; "
           f"{time.perf_counter() - started:.0f} s")
-    return 0
+    return exp.close()
 
 
 if __name__ == "__main__":

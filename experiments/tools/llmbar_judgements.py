@@ -19,7 +19,6 @@ also has ``subset``. Writes ``OUT/<subset>.jsonl`` per subset and ``OUT/pooled.j
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
+from _harness import begin, parser
 from bench.guaranteed_agreement import judge_view, load_llmbar_judge  # noqa: E402
 
 from rubric_induce.core.errors import DataError  # noqa: E402
@@ -110,21 +110,21 @@ def convert(root: Path, subsets: list[str], out: Path, limit: int | None = None)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser("llmbar_judgements", __doc__.split("\n\n")[0])
     ap.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data" / "llmbar",
                     help="folder holding <subset>/dataset.json and evaluators/ (default ../shared/data/llmbar)")
     ap.add_argument("--subsets", nargs="+", default=["Natural", "GPTInst", "GPTOut"])
     ap.add_argument("--out", type=Path, required=True, help="output folder")
     ap.add_argument("--limit", type=int, help="only the first N pairs of each subset (for tests)")
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     try:
         written = convert(args.data_root, args.subsets, args.out, args.limit)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exp.close(exit_code=2)
     for name, path in written.items():
         print(f"{name}: {path}")
-    return 0
+    return exp.close()
 
 
 if __name__ == "__main__":

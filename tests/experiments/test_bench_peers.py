@@ -2,6 +2,7 @@
 and the verdict mappings and agreement figures mean what the script says."""
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -144,7 +145,7 @@ def test_from_rows_summarises_each_method_over_the_texts_it_finished(tmp_path):
             row("ours-independent", "t1", 8, lambda k: k < 4), row("ours-packed", "t1", 1, lambda k: None),
             row("ours-independent", "t2", 8, lambda k: True)]  # t2: packed never ran
     (tmp_path / "rows.json").write_text(json.dumps(rows))
-    args = bp.argparse.Namespace(texts=texts, rubrics=rubrics, limit=None, seed=0, pick="random",
+    args = argparse.Namespace(texts=texts, rubrics=rubrics, limit=None, seed=0, pick="random",
                                  methods="ours-independent,ours-packed", from_rows=[tmp_path / "rows.json"],
                                  out=tmp_path / "out", server_url=None, model="smollm2", n_ctx=4096, top_logprobs=20,
                                  peer_max_tokens=512, single_call_max_tokens=1536)

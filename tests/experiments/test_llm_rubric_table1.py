@@ -2,6 +2,7 @@
 released data with tiny networks."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -76,9 +77,10 @@ def test_each_question_is_fine_tuned_on_its_own_head(sliced):
     assert not np.allclose(q0["LLM-RUBRIC"], preds["LLM-RUBRIC"])
 
 
-def test_unknown_question_is_a_one_line_usage_error():
+def test_unknown_question_is_a_one_line_usage_error(tmp_path):
     res = subprocess.run([sys.executable, str(ROOT / "experiments" / "papers" / "llm_rubric_table1.py"), "--per-question-only",
-                          "--trials", "0", "--questions", "Q0,Q9"], capture_output=True, text=True, timeout=300)
+                          "--trials", "0", "--questions", "Q0,Q9", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
     assert res.returncode == 2
     assert "--questions: unknown question(s) Q9" in res.stderr and "Traceback" not in res.stderr
 
@@ -86,10 +88,13 @@ def test_unknown_question_is_a_one_line_usage_error():
 @pytest.mark.slow  # the whole data, default-size networks, two questions
 def test_per_question_only_command(tmp_path):
     res = subprocess.run([sys.executable, str(ROOT / "experiments" / "papers" / "llm_rubric_table1.py"), "--per-question-only",
-                          "--trials", "0", "--seeds", "1", "--questions", "Q0,Q8"],
+                          "--trials", "0", "--seeds", "1", "--questions", "Q0,Q8", "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "no search (--trials 0)" in res.stdout and "### Per question" in res.stdout
     rows = [ln for ln in res.stdout.splitlines() if ln.startswith("| Q")]
     assert [r.split(" ")[1] for r in rows] == ["Q0", "Q8"] * 2
     assert "Table 1, real dialogues" not in res.stdout  # only the per-question table
+    config = json.loads((tmp_path / "config.json").read_text())  # the harness's run record
+    assert config["questions"] == "Q0,Q8" and config["trials"] == 0 and config["out"] == str(tmp_path)
+    assert json.loads((tmp_path / "manifest.json").read_text())["exit_code"] == 0
