@@ -7,16 +7,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rubric_induce.core.errors import DataError
+from rubric_induce.core.mdtext import md_text
+from rubric_induce.scoring.guarantee import Guarantee
+from rubric_induce.scoring.selective import (
+    CASCADES_KEY,
+    GUARANTEES_KEY,
+    cascade_runs,
+    check_cascade_record,
+    load_guarantee_records,
+    mark_results,
+)
+
 __all__ = ["guarantee_section", "viewer_guarantee", "pick_guarantee"]
 
 
 def _records(run_dir: Path, key: str, notes: list[str] | None = None) -> list[dict[str, Any]]:
     """The artifact's guarantee (or cascade) records that read back whole; a damaged one is left out,
     with a note saying which and why (a report or a page never fails on a hand-edited artifact)."""
-    from rubric_induce.core.errors import DataError
-    from rubric_induce.scoring.guarantee import Guarantee
-    from rubric_induce.scoring.selective import GUARANTEES_KEY, check_cascade_record, load_guarantee_records
-
     if not (run_dir / "artifact.json").is_file():
         return []
     try:
@@ -41,9 +49,6 @@ def _records(run_dir: Path, key: str, notes: list[str] | None = None) -> list[di
 def pick_guarantee(records: Sequence[dict[str, Any]]):
     """The highest target whose threshold answers something (else the first record), as a Guarantee;
     records that do not read back as a guarantee are passed over (None when none does)."""
-    from rubric_induce.core.errors import DataError
-    from rubric_induce.scoring.guarantee import Guarantee
-
     good = []
     for r in records:
         try:
@@ -58,10 +63,6 @@ def pick_guarantee(records: Sequence[dict[str, Any]]):
 
 def guarantee_section(run_dir: str | Path) -> list[str]:
     """Markdown lines: the fitted guarantees and cascades (nothing when none was fitted)."""
-    from rubric_induce.core.mdtext import md_text
-    from rubric_induce.scoring.guarantee import Guarantee
-    from rubric_induce.scoring.selective import CASCADES_KEY, GUARANTEES_KEY, cascade_runs
-
     run_dir = Path(run_dir)
     notes: list[str] = []
     singles, cascades = _records(run_dir, GUARANTEES_KEY, notes), _records(run_dir, CASCADES_KEY, notes)
@@ -106,8 +107,6 @@ def guarantee_section(run_dir: str | Path) -> list[str]:
 def viewer_guarantee(scorer: Any, table: Any, examples: Sequence[Any], results: dict[str, Any],
                      notes: list[str]) -> dict[str, Any] | None:
     """Mark the viewer's scored texts under the run's strictest usable guarantee; its summary for the page."""
-    from rubric_induce.scoring.selective import GUARANTEES_KEY, mark_results
-
     if scorer is None or scorer.calibrator is None or not results or scorer.source is None:
         return None
     g = pick_guarantee(_records(Path(scorer.source).parent, GUARANTEES_KEY, notes))

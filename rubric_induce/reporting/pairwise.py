@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rubric_induce.core.mdtext import md_text
+from rubric_induce.evaluation.pairwise import PAIRWISE_EVAL_FILE, pairwise_markdown
+
 __all__ = ["pairwise_section"]
 
 
 def pairwise_section(run_dir: str | Path) -> list[str]:
     """Markdown lines of ``pairwise_evaluation.json`` (accuracy with and without ties, intervals,
     baselines, subsets), or [] when the run has none (a damaged file: one line saying so)."""
-    from rubric_induce.evaluation.pairwise import PAIRWISE_EVAL_FILE, pairwise_markdown
-
     path = Path(run_dir) / PAIRWISE_EVAL_FILE
     if not path.is_file():
         return []
@@ -38,8 +39,6 @@ def pool_section(run_dir: str | Path) -> list[str]:
     """Markdown lines on a pairwise run's rubric pool: the generated rubrics per contrastive kind
     (``pool.manifest.json``'s ``n_by_kind``) and the consistency filter (``consistent_pool.manifest.json``:
     its limit, the pool before and after, each dropped rubric with its rate); [] when neither is there."""
-    from rubric_induce.core.mdtext import md_text
-
     run_dir = Path(run_dir)
     lines: list[str] = []
     gen = _manifest(run_dir / "pool.manifest.json") or {}

@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.mdtext import md_code, md_text
+from rubric_induce.core.safepaths import inside_folder
+from rubric_induce.data import RubricSet
+from rubric_induce.data.probes import probe_health_markdown
 from rubric_induce.evaluation.judges import pooled_judges_line
 
 __all__ = ["run_summary_markdown"]
@@ -145,37 +148,27 @@ def _screens_section(gen: dict, sel: dict) -> list[str]:
     return lines
 
 
-def run_summary_markdown(run_dir: str | Path) -> str | None:
-    """Markdown: what each stage did and cost, the selected rubrics, the held-out headline figures
-    (None when ``run_dir`` is not a ``rubric-induce run`` directory)."""
-    from rubric_induce.data import RubricSet
-
-    out = Path(run_dir)
-    manifest = _load(out / "manifest.json")
-    if manifest.get("format") != "rubric-induce-run":
-        return None
-    config = _load(out / "config.json")
+def _opening(manifest: dict, config: dict, pairwise: bool) -> str:
+    """One paragraph: the config, the data and its split, the label and the backend."""
     data = manifest.get("data") or {}
     label = data.get("label") or (config.get("data") or {}).get("label")
-    question = (config.get("calibrate") or {}).get("question") or label
     spec = (manifest.get("backend") or {}).get("spec") or (config.get("backend") or {}).get("spec")
-    pairwise = data.get("kind") == "pairwise"
     if pairwise:  # the pairs are the data; each response's 1/0 label is internal to the run
-        opening = (f"Config {md_code(manifest.get('config_file'))}; {md_text(data.get('n_pairs', '?'))} pairs "
-                   f"({md_text(data.get('n_train_pairs', '?'))} train / {md_text(data.get('n_test_pairs', '?'))} "
-                   f"held out, split by pair, seed {md_text(manifest.get('seed'))}), each response probed on its "
-                   f"own ({md_text(data.get('n_examples', '?'))} responses); backend {md_code(spec)}.")
-    else:
-        opening = (f"Config {md_code(manifest.get('config_file'))}; {md_text(data.get('n_examples', '?'))} examples "
-                   f"({md_text(data.get('n_train', '?'))} train / {md_text(data.get('n_test', '?'))} held out, split "
-                   f"by group, seed {md_text(manifest.get('seed'))}); label {md_code(label)}; backend {md_code(spec)}.")
-    lines = [opening, "",
-             "## Pipeline", "",
+        return (f"Config {md_code(manifest.get('config_file'))}; {md_text(data.get('n_pairs', '?'))} pairs "
+                f"({md_text(data.get('n_train_pairs', '?'))} train / {md_text(data.get('n_test_pairs', '?'))} "
+                f"held out, split by pair, seed {md_text(manifest.get('seed'))}), each response probed on its "
+                f"own ({md_text(data.get('n_examples', '?'))} responses); backend {md_code(spec)}.")
+    return (f"Config {md_code(manifest.get('config_file'))}; {md_text(data.get('n_examples', '?'))} examples "
+            f"({md_text(data.get('n_train', '?'))} train / {md_text(data.get('n_test', '?'))} held out, split "
+            f"by group, seed {md_text(manifest.get('seed'))}); label {md_code(label)}; backend {md_code(spec)}.")
+
+
+def _pipeline_section(out: Path, manifest: dict) -> list[str]:
+    """The stages' table (seconds, calls, tokens, a brief result) and the stages skipped for want of a package."""
+    lines = ["## Pipeline", "",
              "| stage | seconds | LLM calls (cached) | prompt + completion tokens | result |",
              "|---|---|---|---|---|"]
     stage_names = [n for n in (manifest.get("stages") or {}) if n != "report"]
-    from rubric_induce.core.safepaths import inside_folder
-
     for name in stage_names:  # each names a marker file: inside the run folder only
         inside_folder(out / "stages", f"{name}.json", path=out / "manifest.json", field="stages")
     for name in stage_names:
@@ -194,40 +187,66 @@ def run_summary_markdown(run_dir: str | Path) -> str | None:
                if (note := (_load(out / "stages" / f"{n}.json").get("summary") or {}).get("skipped"))]
     if skipped:
         lines += ["", "## Skipped for want of an optional package", ""] + [f"- {md_text(s)}" for s in skipped]
-    lines += _prompt_cache_section(manifest)
-    lines += _faults_section(manifest, out)
+    return lines
+
+
+def _probes_section(out: Path) -> list[str]:
+    """Bounded, failed, reused and truncated probes, and what selection did with them (none when all is well)."""
     probe_summ = _load(out / "stages" / "probe.json").get("summary") or {}
     sel_summ = _load(out / "stages" / "select.json").get("summary") or {}
-    if probe_summ.get("bounded") or probe_summ.get("failed") or sel_summ.get("dropped"):
-        from rubric_induce.data.probes import probe_health_markdown
+    if not (probe_summ.get("bounded") or probe_summ.get("failed") or sel_summ.get("dropped")):
+        return []
+    lines = ["", "## Probes", "",
+             f"{probe_summ.get('probes', '?')} probes: {probe_summ.get('bounded', 0)} bounded (an allowed "
+             f"answer outside the backend's top-k: kept, below the bound; raise backend.top_logprobs where "
+             f"the server allows), {probe_summ.get('failed', 0)} failed"
+             + (f" ({probe_summ['call_errors']} of them calls that failed after the backend's retries: "
+                "rerun the same command to retry just those)" if probe_summ.get("call_errors") else "")
+             + "; "
+             + (f"{probe_summ['reused']} kept from an interrupted run; " if probe_summ.get("reused") else "")
+             + f"{probe_summ.get('truncated', 0)} truncated to probe.max_example_tokens. Selection: "
+             f"{sel_summ.get('probes_filled', 0)} failed training probe(s) scored neutral, "
+             f"{sel_summ.get('dropped', 0)} rubric(s) dropped past select.max_failure_rate"
+             + (": " + ", ".join(md_code(d) for d in sel_summ.get("dropped_ids") or [])
+                if sel_summ.get("dropped") else "")
+             + "."]
+    health = {rid: {"bounded": h.get("bounded", 0), "failed": h.get("failed", 0), "absent": 0}
+              for rid, h in (probe_summ.get("per_rubric") or {}).items()}
+    return lines + probe_health_markdown(health).splitlines()
 
-        lines += ["", "## Probes", "",
-                  f"{probe_summ.get('probes', '?')} probes: {probe_summ.get('bounded', 0)} bounded (an allowed "
-                  f"answer outside the backend's top-k: kept, below the bound; raise backend.top_logprobs where "
-                  f"the server allows), {probe_summ.get('failed', 0)} failed"
-                  + (f" ({probe_summ['call_errors']} of them calls that failed after the backend's retries: "
-                     "rerun the same command to retry just those)" if probe_summ.get("call_errors") else "")
-                  + "; "
-                  + (f"{probe_summ['reused']} kept from an interrupted run; " if probe_summ.get("reused") else "")
-                  + f"{probe_summ.get('truncated', 0)} truncated to probe.max_example_tokens. Selection: "
-                  f"{sel_summ.get('probes_filled', 0)} failed training probe(s) scored neutral, "
-                  f"{sel_summ.get('dropped', 0)} rubric(s) dropped past select.max_failure_rate"
-                  + (": " + ", ".join(md_code(d) for d in sel_summ.get("dropped_ids") or [])
-                     if sel_summ.get("dropped") else "")
-                  + "."]
-        health = {rid: {"bounded": h.get("bounded", 0), "failed": h.get("failed", 0), "absent": 0}
-                  for rid, h in (probe_summ.get("per_rubric") or {}).items()}
-        lines += probe_health_markdown(health).splitlines()
+
+def _selected_section(out: Path, pairwise: bool) -> list[str]:
+    """The selected rubrics, numbered, with their polarity, id and method."""
+    if not (out / "selected.jsonl").exists():
+        return []
+    chosen = RubricSet.load(out / "selected.jsonl")
+    thr = "n/a" if chosen.threshold is None else f"{chosen.threshold:.3f}"
+    lines = ["", "## Selected rubrics (compared by the Bradley-Terry head)" if pairwise
+             else f"## Selected rubrics (NetSAT threshold {thr})", ""]
+    return lines + [f"{i}. **{md_text(r.polarity or r.aspect or '')}** {md_text(r.text)} <sub>{md_code(r.id)}, "
+                    f"{md_text(r.provenance.get('method', '?'))}</sub>" for i, r in enumerate(chosen, 1)]
+
+
+def run_summary_markdown(run_dir: str | Path) -> str | None:
+    """Markdown: what each stage did and cost, the selected rubrics, the held-out headline figures
+    (None when ``run_dir`` is not a ``rubric-induce run`` directory)."""
+    out = Path(run_dir)
+    manifest = _load(out / "manifest.json")
+    if manifest.get("format") != "rubric-induce-run":
+        return None
+    config = _load(out / "config.json")
+    data = manifest.get("data") or {}
+    label = data.get("label") or (config.get("data") or {}).get("label")
+    pairwise = data.get("kind") == "pairwise"
+    lines = [_opening(manifest, config, pairwise), "", *_pipeline_section(out, manifest)]
+    lines += _prompt_cache_section(manifest)
+    lines += _faults_section(manifest, out)
+    lines += _probes_section(out)
+    sel_summ = _load(out / "stages" / "select.json").get("summary") or {}
     lines += _screens_section(_load(out / "stages" / "generate.json").get("summary") or {}, sel_summ)
-    if (out / "selected.jsonl").exists():
-        chosen = RubricSet.load(out / "selected.jsonl")
-        thr = "n/a" if chosen.threshold is None else f"{chosen.threshold:.3f}"
-        lines += ["", "## Selected rubrics (compared by the Bradley-Terry head)" if pairwise
-                  else f"## Selected rubrics (NetSAT threshold {thr})", ""]
-        lines += [f"{i}. **{md_text(r.polarity or r.aspect or '')}** {md_text(r.text)} <sub>{md_code(r.id)}, "
-                  f"{md_text(r.provenance.get('method', '?'))}</sub>" for i, r in enumerate(chosen, 1)]
+    lines += _selected_section(out, pairwise)
     ev = _load(out / "evaluation.json") or _load(out / "stages" / "evaluate.json").get("summary") or {}
-    question = ev.get("question") or question
+    question = ev.get("question") or (config.get("calibrate") or {}).get("question") or label
     lines += _headline(ev, question)
     if (out / "feedback.md").exists():
         lines += ["", "LLM-written strengths and weaknesses: [feedback.md](feedback.md)."]

@@ -12,17 +12,24 @@ neither can be read, the table lists the probed example ids without their text.
 """
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rubric_induce.core.safepaths import lies_inside
 from rubric_induce.data import Example
+from rubric_induce.data.probes import ProbeTable
+from rubric_induce.data.render import render_example
+from rubric_induce.evaluation.judges import judge_ratings
+from rubric_induce.probing.api import PROBES_FILE
+from rubric_induce.reporting.guarantee import viewer_guarantee
+from rubric_induce.reporting.viewer.feedback import feedback_citations, feedback_summary
+from rubric_induce.reporting.viewer.files import RunFiles, check_run_dir, is_run_dir, visible_bidi
+from rubric_induce.reporting.viewer.judges import judge_predictions, judge_reliability, judges_view, score_reliability
 from rubric_induce.reporting.viewer.pairs import (
     PAIRWISE_EVALUATION,
     consistency_reasons,
@@ -38,6 +45,9 @@ from rubric_induce.reporting.viewer.values import as_str as _str
 from rubric_induce.reporting.viewer.values import as_strs as _strs
 from rubric_induce.reporting.viewer.values import count as _count
 from rubric_induce.reporting.viewer.values import rounded as _r
+from rubric_induce.scoring.scorer import RubricScorer
+from rubric_induce.selection.precision import precision_curves
+from rubric_induce.selection.scores import unit_scores
 
 __all__ = ["build_view_data", "VIEW_FORMAT", "MAX_TEXT_CHARS", "is_run_dir", "check_run_dir", "visible_bidi",
            "id_order"]
@@ -47,154 +57,9 @@ ExampleLoader = Callable[[dict, Path, bool], "tuple[list[Example] | None, str | 
 
 VIEW_FORMAT = "rubric-induce-view"
 _CURVE_POINTS = 80       # precision curves are thinned to at most this many thresholds
-_RELIABILITY_BINS = 10
-#: Unicode controls that reorder the text around them (embeddings, overrides, isolates, marks): a
-#: received rubric or text could use them to show something other than what it says.
-BIDI_CONTROLS = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def visible_bidi(text: str) -> str:
-    """``text`` with each bidi control character shown as ``⟨U+202E⟩`` instead of applied."""
-    return BIDI_CONTROLS.sub(lambda m: f"\u27e8U+{ord(m.group()):04X}\u27e9", text)
-
-
-class _Files:
-    """A run folder's files as the page reads them. A file that is missing, outside the folder
-    (through a symlink), not UTF-8, not JSON or not of the expected shape reads as None and adds a
-    note naming it: a damaged folder from someone else still gives a page, with that part marked
-    unreadable, never an exception."""
-
-    def __init__(self, out: Path) -> None:
-        self.out = out
-        self.root = out.resolve()
-        self.notes: list[str] = []
-
-    def unreadable(self, name: str, why: str) -> None:
-        self.notes.append(f"{name} could not be read ({why}); that part is not shown.")
-
-    def path(self, name: str) -> Path | None:
-        """``RUN/name`` when it exists inside the run folder, else None (with a note when outside)."""
-        p = self.out / name
-        if not (p.exists() or p.is_symlink()):
-            return None
-        if not lies_inside(p, self.root):
-            self.unreadable(name, "it points outside the run folder")
-            return None
-        return p
-
-    def text(self, name: str) -> str | None:
-        p = self.path(name)
-        if p is None:
-            return None
-        try:
-            return p.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            self.unreadable(name, f"not UTF-8 text at byte {exc.start}")
-        except OSError as exc:
-            self.unreadable(name, exc.strerror or str(exc))
-        return None
-
-    def json(self, name: str, kind: type = dict) -> Any:
-        """The JSON value of ``RUN/name`` when it is a ``kind`` (dict or list), else None."""
-        text = self.text(name)
-        if text is None:
-            return None
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            self.unreadable(name, f"line {exc.lineno}: not valid JSON: {exc.msg}")
-            return None
-        except RecursionError:
-            self.unreadable(name, "nested too deeply")
-            return None
-        if not isinstance(value, kind):
-            self.unreadable(name, f"not a JSON {'object' if kind is dict else 'array'}")
-            return None
-        return value
-
-    def rubric_rows(self, name: str) -> list[dict[str, Any]]:
-        """The rubrics of a JSONL pool file; a line that is not a valid rubric is left out (noted)."""
-        text = self.text(name)
-        rows: list[dict[str, Any]] = []
-        bad: list[str] = []
-        for lineno, line in enumerate((text or "").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(_rubric_row(json.loads(line)))
-            except json.JSONDecodeError as exc:
-                bad.append(f"line {lineno}: not valid JSON: {exc.msg}")
-            except (ValueError, RecursionError) as exc:
-                bad.append(f"line {lineno}: {exc}")
-        if bad:
-            more = f" and {len(bad) - 1} more line(s)" if len(bad) > 1 else ""
-            self.notes.append(f"{name} {bad[0]}{more}; those rubrics are not shown.")
-        return rows
-
-
-def _rubric_row(raw: Any) -> dict[str, Any]:
-    """One rubric line of a pool file with the fields the page uses checked (ValueError naming the
-    field otherwise); ``provenance`` is always a dict and ``merged`` a list of ids."""
-    from rubric_induce.data import Rubric
-
-    if not isinstance(raw, dict):
-        raise ValueError("not a JSON object")
-    for key in ("id", "text"):
-        if not isinstance(raw.get(key), str) or not raw[key]:
-            raise ValueError(f"field {key!r} is missing or not a string")
-    try:
-        rubric = Rubric.from_dict(raw)
-    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
-        raise ValueError(f"not a rubric: {type(exc).__name__}: {exc}") from None
-    prov = _dict(raw.get("provenance"))
-    scale = _dict(raw.get("scale")).get("labels")
-    return {**raw, "polarity": rubric.polarity, "aspect": _str(raw.get("aspect")),
-            "scale_labels": [str(x) for x in scale] if isinstance(scale, list) else None,
-            "provenance": prov, "merged": _strs(prov.get("dedup_merged")), "rubric": rubric}
-
-
-def check_run_dir(path: str | Path) -> dict[str, Any]:
-    """The manifest of the ``rubric-induce run`` folder ``path``; a DataError naming the file, line
-    and field when ``path`` is not one (no manifest, damaged, another format)."""
-    from rubric_induce.core.errors import DataError
-
-    file = Path(path) / "manifest.json"
-    hint = "give the folder a `rubric-induce run CONFIG` wrote"
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError):
-        raise DataError(f"not a rubric-induce run directory (no manifest.json of `rubric-induce run`); {hint}",
-                        path=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not UTF-8 text (byte {exc.start}); {hint}", path=file) from None
-    except OSError as exc:
-        raise DataError(f"cannot be read: {exc.strerror or exc}", path=file) from None
-    try:
-        manifest = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"not valid JSON: {exc.msg}; {hint}", path=file, line=exc.lineno) from None
-    except RecursionError:
-        raise DataError(f"nested too deeply; {hint}", path=file) from None
-    if not isinstance(manifest, dict) or manifest.get("format") != "rubric-induce-run":
-        raise DataError(f"not a rubric-induce run directory (the manifest is not one of `rubric-induce run`); "
-                        f"{hint}", path=file, line=1, field="format")
-    return manifest
-
-
-def is_run_dir(path: str | Path) -> bool:
-    """True when ``path`` holds a ``rubric-induce run`` manifest."""
-    from rubric_induce.core.errors import DataError
-
-    try:
-        check_run_dir(path)
-    except DataError:
-        return False
-    return True
-
-
 # --------------------------------------------------------------------------- summary
 
-def _summary(files: _Files, manifest: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+def _summary(files: RunFiles, manifest: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     out = files.out
     data = _dict(manifest.get("data"))
     infos = _dict(manifest.get("stages"))
@@ -241,7 +106,7 @@ def _started(manifest: dict[str, Any]) -> dict[str, str | None]:
     return {"started": first or last, "resumed": last if first and last and last != first else None}
 
 
-def _calibration_metrics(files: _Files) -> dict[str, Any] | None:
+def _calibration_metrics(files: RunFiles) -> dict[str, Any] | None:
     """``calibration/metrics.json`` with ``smece`` (answer value -> smooth ECE) as ``[value, smECE]``
     pairs in numeric order of the value (a JSON object would not keep 1.5 between 1 and 2 in the page)."""
     metrics = files.json("calibration/metrics.json")
@@ -309,7 +174,7 @@ def _provenance(p: dict[str, Any]) -> dict[str, Any]:
 _DEDUP_ROW = re.compile(r"^\|\s*(?P<text>.*?)\s*\|\s*`(?P<id>rb-[0-9a-f]+)`\s*\|\s*(?P<cos>[-0-9.]+|n/a)?\s*\|\s*(?P<why>.*?)\s*\|$")
 
 
-def _dedup_reasons(files: _Files) -> dict[str, str]:
+def _dedup_reasons(files: RunFiles) -> dict[str, str]:
     """Merged rubric id -> why, from ``dedup_report.md`` (its table rows name the cosine and reason)."""
     reasons: dict[str, str] = {}
     for line in (files.text("dedup_report.md") or "").splitlines():
@@ -327,8 +192,6 @@ def _thin(theta: np.ndarray, *curves: np.ndarray) -> list[list[float | None]]:
 
 def _precision_curve(score: np.ndarray, y: np.ndarray) -> dict[str, Any] | None:
     """Thresholds with Prec+ (score > t) and Prec- (score <= t), thinned; None without both classes."""
-    from rubric_induce.selection.precision import precision_curves
-
     ok = np.isfinite(score) & np.isfinite(y)
     s, yy = score[ok], y[ok]
     if len(s) < 2 or len(set(yy.tolist())) != 2:
@@ -350,8 +213,6 @@ def _human(ex: Example, key: str | None) -> float | None:
 
 
 def _example_text(ex: Example, fields: Sequence[str] | None) -> str:
-    from rubric_induce.data.render import render_example
-
     try:
         return render_example(ex, fields)
     except Exception:  # noqa: BLE001 - a text the renderer refuses still shows its fields
@@ -359,6 +220,289 @@ def _example_text(ex: Example, fields: Sequence[str] | None) -> str:
 
 
 # --------------------------------------------------------------------------- build
+
+@dataclass
+class _RunFolder:
+    """What the page reads first: the folder's files, its manifest, config and evaluation."""
+
+    files: RunFiles
+    manifest: dict[str, Any]
+    config: dict[str, Any]
+    pairwise: bool
+    ev: dict[str, Any] | None
+    data_cfg: dict[str, Any]
+    label: str | None
+
+    @classmethod
+    def read(cls, out: Path) -> _RunFolder:
+        files = RunFiles(out)
+        manifest = files.json("manifest.json") or {}
+        config = files.json("config.json") or {}
+        pairwise = is_pairwise(manifest, config)  # a pairwise run's evaluation is pairwise_evaluation.json
+        ev = None if pairwise else files.json("evaluation.json")
+        eval_file = PAIRWISE_EVALUATION if pairwise else "evaluation.json"
+        if files.path(eval_file) is None:
+            files.notes.append(f"No held-out evaluation in this run ({eval_file} is absent).")
+        data_cfg = _dict(config.get("data"))
+        label = _str(_dict(manifest.get("data")).get("label")) or _str(data_cfg.get("label"))
+        return cls(files, manifest, config, pairwise, ev, data_cfg, label)
+
+
+@dataclass
+class _RubricFiles:
+    """The rubrics at each step (pool -> dedup pool -> selected) and why each left."""
+
+    pool: list[dict[str, Any]]
+    dedup_pool: list[dict[str, Any]]
+    selected_rows: list[dict[str, Any]]
+    sel_manifest: dict[str, Any]
+    reasons: dict[str, str]
+
+    @classmethod
+    def read(cls, files: RunFiles) -> _RubricFiles:
+        pool = files.rubric_rows("pool.jsonl")
+        return cls(pool, files.rubric_rows("pool.dedup.jsonl") or pool, files.rubric_rows("selected.jsonl"),
+                   files.json("selected.manifest.json") or {}, _dedup_reasons(files))
+
+    @property
+    def threshold(self) -> float | None:
+        return _r(self.sel_manifest.get("threshold"))
+
+    @property
+    def selected_ids(self) -> list[str]:
+        return [r["id"] for r in self.selected_rows]
+
+
+@dataclass
+class _Scored:
+    """Every text scored with the run's scorer (NetSAT, calibrated prediction and sd), and each
+    trained judge's calibrated prediction."""
+
+    scorer: Any = None
+    results: dict[str, Any] = field(default_factory=dict)
+    judge_names: list[str] = field(default_factory=list)
+    judge_preds: dict[Any, Any] = field(default_factory=dict)
+    question: str | None = None
+
+
+def _probe_table(files: RunFiles) -> ProbeTable | None:
+    if files.path(PROBES_FILE) is None:
+        return None
+    try:
+        return ProbeTable.load(files.out / PROBES_FILE)
+    except Exception as exc:  # noqa: BLE001 - a damaged probe file is a note, not a broken page
+        files.notes.append(f"probes.jsonl could not be read: {exc}")
+        return None
+
+
+def _examples_and_split(run: _RunFolder, table: ProbeTable | None, examples: Sequence[Example] | None,
+                        test_ids: Sequence[str] | None, load_examples: ExampleLoader | None,
+                        allow_outside: bool) -> tuple[list[Example], set[str]]:
+    """The texts to show (given, else read through the run's config, else the probed ids without text)
+    and the held-out ids (given, else those of ``test_scores.json`` or the held-out pairs' responses)."""
+    files, notes = run.files, run.files.notes
+    if examples is None:
+        if load_examples is None:
+            why = "no examples were given and none were read from the run's config"
+        elif not run.config:
+            why = "config.json is missing"
+        else:
+            examples, why = load_examples(run.config, files.out, allow_outside)
+        if examples is None:
+            notes.append(f"Texts are not shown: {why}.")
+    if test_ids is None:
+        test_ids = [i for r in files.json("test_scores.json", list) or [] for i in _strs(_dict(r).get("id"))]
+        if not test_ids:  # a pairwise run: its held-out pairs' two responses
+            pair_ids = _strs(_dict(files.json("pairwise_evaluation.json")).get("test_pair_ids"))
+            test_ids = [f"{p}/{side}" for p in pair_ids for side in ("A", "B")]
+    if examples is None:  # ids only, from the probes
+        # (a pairwise probe's records, one per presentation order, belong to the pairs, not to texts)
+        ids = list(dict.fromkeys(rec.example_id for rec in table.records if rec.order is None)) \
+            if table is not None else []
+        examples = [Example(id=i, fields={}) for i in ids]
+    return list(examples), set(test_ids)
+
+
+def _score_texts(files: RunFiles, table: ProbeTable | None, examples: Sequence[Example]) -> _Scored:
+    """The run's scorer on every probed text; a damaged artifact is a note and no scores."""
+    if table is None or files.path("artifact.json") is None:
+        return _Scored()
+    try:
+        scorer = RubricScorer.load(files.out)
+        probed = {rec.example_id for rec in table.records}
+        scored = [ex for ex in examples if ex.id in probed]
+        # the page shows scores, not the answer check: skip its pass of the answer networks
+        results = {r.id: r for r in scorer.score_probes(table, scored, answer_check=False)} if scored else {}
+        if scorer.calibrator is None:
+            return _Scored(scorer, results)
+        names, preds = judge_predictions(scorer, table, scored)
+        return _Scored(scorer, results, names, preds, _str(scorer.question))
+    except Exception as exc:  # noqa: BLE001 - a damaged artifact is a note, not a broken page
+        files.notes.append(f"The run's scorer could not score the texts: {exc}")
+        return _Scored()
+
+
+def _rubric_curves(run: _RunFolder, rf: _RubricFiles, table: ProbeTable | None, train_ex: Sequence[Example]
+                   ) -> dict[str, Any]:
+    """Per selected rubric, its precision curve on the training texts (signed: DSAT rubrics predict the
+    negative class)."""
+    sel_rubrics = [r["rubric"] for r in rf.selected_rows]
+    label = run.label
+    if table is None or not sel_rubrics or not label:
+        return {}
+    have = {rec.example_id for rec in table.records}
+    ex_train = [ex for ex in train_ex if ex.id in have and _r(ex.labels.get(label)) is not None]
+    if not ex_train:
+        return {}
+    y = np.array([float(ex.labels[label]) for ex in ex_train])
+    lt = _r(run.data_cfg.get("label_threshold"), 12)
+    if lt is not None:
+        y = (y >= lt).astype(float)
+    try:
+        unit = unit_scores(table, sel_rubrics, example_ids=[e.id for e in ex_train],
+                           score=_str(rf.sel_manifest.get("score_mode")) or "expected")
+    except Exception:  # noqa: BLE001
+        return {}
+    return {r.id: _precision_curve((-1.0 if r.polarity == "DSAT" else 1.0) * unit[:, j], y)
+            for j, r in enumerate(sel_rubrics)}
+
+
+def _rubrics_view(rf: _RubricFiles, curves: dict[str, Any]) -> list[dict[str, Any]]:
+    """The selected rubrics in order, with provenance, what dedup merged into each, probe health and curve."""
+    pool_text = {r["id"]: r["text"] for r in rf.pool}
+    health = {k: v for k, v in _dict(rf.sel_manifest.get("probe_health")).items() if isinstance(v, dict)}
+    return [{"id": r["id"], "text": r["text"], "polarity": r["polarity"], "aspect": r["aspect"],
+             "scale": r["scale_labels"], "order": order + 1, "provenance": _provenance(r["provenance"]),
+             "merged": [{"id": m, "text": pool_text.get(m, ""), "why": rf.reasons.get(m, "")} for m in r["merged"]],
+             "health": health.get(r["id"]), "curve": curves.get(r["id"])}
+            for order, r in enumerate(rf.selected_rows)]
+
+
+def _why_not_selected(r: dict[str, Any], rf: _RubricFiles, inconsistent: dict[str, str], pairwise: bool
+                      ) -> tuple[str, str]:
+    """``(why, stage)`` a pool rubric is not in the selected set."""
+    kept_ids = {x["id"] for x in rf.dedup_pool}
+    if r["id"] not in kept_ids:
+        target = {m: x["id"] for x in rf.dedup_pool for m in x["merged"]}.get(r["id"])
+        why = f"dedup: merged into {target}" if target else "dedup: removed"
+        if rf.reasons.get(r["id"]):
+            why += f" ({rf.reasons[r['id']]})"
+        return why, "dedup"
+    if r["id"] in set(_strs(rf.sel_manifest.get("dropped_missing_probes"))):
+        return "selector: dropped, too many failed probes", "select"
+    if r["id"] in inconsistent:
+        return inconsistent[r["id"]], "select"
+    if rf.selected_rows:
+        return ("selector: not chosen (the chosen rubrics already decided the training pairs)" if pairwise else
+                "selector: not chosen (another rubric added more correctness and sharpness)"), "select"
+    return "no selection in this run", "select"
+
+
+def _not_selected(files: RunFiles, rf: _RubricFiles, pairwise: bool) -> list[dict[str, Any]]:
+    """Every rubric that did not make the selected set, with the stage that left it out and why:
+    the pool's, those only the dedup pool holds, and the generation screen's rejects."""
+    selected = set(rf.selected_ids)
+    inconsistent = consistency_reasons(files) if pairwise else {}
+    out = []
+    for r in rf.pool:
+        if r["id"] not in selected:
+            why, stage = _why_not_selected(r, rf, inconsistent, pairwise)
+            out.append({"id": r["id"], "text": r["text"], "polarity": r["polarity"], "stage": stage,
+                        "why": why, "provenance": _provenance(r["provenance"])})
+    pool_ids = {r["id"] for r in rf.pool}
+    for r in rf.dedup_pool:  # rubrics the dedup stage kept that the pool file lacks (e.g. an imported pool)
+        if r["id"] not in selected and r["id"] not in pool_ids:
+            out.append({"id": r["id"], "text": r["text"], "polarity": r["polarity"], "stage": "select",
+                        "why": "selector: not chosen", "provenance": _provenance(r["provenance"])})
+    gen_manifest = files.json("pool.manifest.json") or {}
+    method = _str(gen_manifest.get("method"))
+    rejected = _dict(gen_manifest.get("stats")).get("rejected_items")
+    for item in rejected if isinstance(rejected, list) else []:  # the generation screen's
+        if isinstance(item, dict) and _str(item.get("text")):
+            out.append({"id": "", "text": item["text"], "polarity": _str(item.get("polarity")),
+                        "stage": "generate", "why": f"generation screen: {item.get('reason', 'rejected')}",
+                        "provenance": {"method": method} if method else {}})
+    if not rf.selected_rows:
+        files.notes.append("No selected rubric set in this run (selected.jsonl is absent).")
+    return out
+
+
+@dataclass
+class _TextContext:
+    """What every text row reads: the columns' keys, the scores, the raters and the probes of the
+    selected rubrics."""
+
+    fields: Any
+    y_key: str | None
+    ratings_q: str | None
+    threshold: float | None
+    selected_ids: list[str]
+    test_set: set[str]
+    scored: _Scored
+    raters: list[str]
+    ratings: np.ndarray
+    probe_index: dict[tuple[str, str], Any]
+    cited: dict[str, list[dict[str, Any]]]
+    guarantee: Any
+
+
+def _probe_cells(ex: Example, tc: _TextContext) -> list[dict[str, Any] | None]:
+    """The text's probe of each selected rubric: its distribution, raw mass and expected answer."""
+    probes: list[dict[str, Any] | None] = []
+    for rid in tc.selected_ids:
+        rec = tc.probe_index.get((ex.id, rid))
+        if rec is None:
+            probes.append(None)
+        elif rec.error:
+            probes.append({"err": rec.error})
+        else:  # the raw (unnormalised) answer probabilities are p * mass: the page shows p and the mass Z
+            probes.append({"p": [_r(v, 3) for v in rec.probs], "mass": _r(rec.mass, 4), "e": _r(rec.expected, 3)})
+    return probes
+
+
+def _text_row(i: int, ex: Example, tc: _TextContext) -> dict[str, Any]:
+    """One text's row: its split, labels, scores, error, probes, ratings, judges' predictions and feedback."""
+    res = tc.scored.results.get(ex.id)
+    human = _human(ex, tc.ratings_q) if tc.ratings_q else None
+    y_val = _human(ex, tc.y_key)
+    pred = _r(res.prediction) if res is not None and res.prediction is not None else None
+    netsat = _r(res.netsat) if res is not None and res.netsat is not None else None
+    if pred is not None and human is not None:
+        err = _r(pred - human)
+    elif netsat is not None and tc.threshold is not None and y_val is not None and y_val in (0.0, 1.0):
+        err = float(int(netsat > tc.threshold) != int(y_val))
+    else:
+        err = None
+    text = _example_text(ex, tc.fields) if ex.fields else ""
+    row = {"id": ex.id, "split": "test" if ex.id in tc.test_set else "train",
+           "labels": {k: _r(v) for k, v in ex.labels.items() if v is not None},
+           "y": y_val, "human": human, "netsat": netsat, "pred": pred,
+           "sd": _r(res.uncertainty) if res is not None and res.uncertainty is not None else None,
+           "err": err, "text": text[:MAX_TEXT_CHARS], "cut": len(text) > MAX_TEXT_CHARS, "probes": _probe_cells(ex, tc)}
+    if tc.guarantee is not None and res is not None and res.answered is not None:
+        row["guarantee"] = "answered" if res.answered else "abstained"
+        row["conf"] = _r(res.confidence, 3) if res.confidence is not None else None
+    if tc.raters:
+        row["ratings"] = {name: _r(tc.ratings[i, k], 3) for k, name in enumerate(tc.raters)
+                          if np.isfinite(tc.ratings[i, k])}
+    preds = tc.scored.judge_preds
+    if preds:
+        row["jpred"] = {name: preds[name].get(ex.id) for name in tc.scored.judge_names}
+        # each judge's error with the sign of "err": prediction minus that judge's rating
+        row["jerr"] = {name: _r(p - row["ratings"][name], 3) for name, p in row["jpred"].items()
+                       if p is not None and name in row.get("ratings", {})}
+    if tc.cited.get(ex.id):
+        row["feedback"] = tc.cited[ex.id]
+    return row
+
+
+def _text_rows(examples: Sequence[Example], tc: _TextContext) -> list[dict[str, Any]]:
+    """One row per text, in the page's id order (24 before 153; other sorts tie-break on it)."""
+    texts = [_text_row(i, ex, tc) for i, ex in enumerate(examples)]
+    rank = {i: k for k, i in enumerate(id_order([t["id"] for t in texts]))}
+    texts.sort(key=lambda t: rank[t["id"]])
+    return texts
+
 
 def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None = None,
                     test_ids: Sequence[str] | None = None, generated: str | None = None,
@@ -374,412 +518,50 @@ def build_view_data(run_dir: str | Path, *, examples: Sequence[Example] | None =
     held-out ids (else those of ``test_scores.json``). ``generated``: the timestamp to stamp
     (now, by default; tests pass a fixed one). A damaged file gives a note, not an error.
     """
-    from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.probing.api import PROBES_FILE
-
-    out = Path(run_dir)
-    files = _Files(out)
-    notes = files.notes
-    manifest = files.json("manifest.json") or {}
-    config = files.json("config.json") or {}
-    pairwise = is_pairwise(manifest, config)  # a pairwise run's evaluation is pairwise_evaluation.json
-    ev = None if pairwise else files.json("evaluation.json")
-    eval_file = PAIRWISE_EVALUATION if pairwise else "evaluation.json"
-    if files.path(eval_file) is None:
-        notes.append(f"No held-out evaluation in this run ({eval_file} is absent).")
-    data_cfg = _dict(config.get("data"))
-    label = _str(_dict(manifest.get("data")).get("label")) or _str(data_cfg.get("label"))
-    fields = data_cfg.get("fields")
-
-    # rubrics: pool -> dedup pool -> selected
-    pool = files.rubric_rows("pool.jsonl")
-    dedup_pool = files.rubric_rows("pool.dedup.jsonl") or pool
-    selected_rows = files.rubric_rows("selected.jsonl")
-    sel_manifest = files.json("selected.manifest.json") or {}
-    threshold = _r(sel_manifest.get("threshold"))
-    selected_ids = [r["id"] for r in selected_rows]
-    kept_ids = {r["id"] for r in dedup_pool}
-    merged_into = {m: r["id"] for r in dedup_pool for m in r["merged"]}
-    pool_text = {r["id"]: r["text"] for r in pool}
-    reasons = _dedup_reasons(files)
-    dropped = set(_strs(sel_manifest.get("dropped_missing_probes")))
-    health = {k: v for k, v in _dict(sel_manifest.get("probe_health")).items() if isinstance(v, dict)}
-
-    table = None
-    if files.path(PROBES_FILE) is not None:
-        try:
-            table = ProbeTable.load(out / PROBES_FILE)
-        except Exception as exc:  # noqa: BLE001 - a damaged probe file is a note, not a broken page
-            notes.append(f"probes.jsonl could not be read: {exc}")
-
-    # examples and split
-    if examples is None:
-        if load_examples is None:
-            why = "no examples were given and none were read from the run's config"
-        elif not config:
-            why = "config.json is missing"
-        else:
-            examples, why = load_examples(config, out, allow_outside)
-        if examples is None:
-            notes.append(f"Texts are not shown: {why}.")
-    if test_ids is None:
-        test_ids = [i for r in files.json("test_scores.json", list) or [] for i in _strs(_dict(r).get("id"))]
-        if not test_ids:  # a pairwise run: its held-out pairs' two responses
-            pair_ids = _strs(_dict(files.json("pairwise_evaluation.json")).get("test_pair_ids"))
-            test_ids = [f"{p}/{side}" for p in pair_ids for side in ("A", "B")]
-    test_set = set(test_ids)
-    if examples is None:  # ids only, from the probes
-        # (a pairwise probe's records, one per presentation order, belong to the pairs, not to texts)
-        ids = list(dict.fromkeys(rec.example_id for rec in table.records if rec.order is None)) \
-            if table is not None else []
-        examples = [Example(id=i, fields={}) for i in ids]
-
-    # scores of every text with the run's scorer (NetSAT, calibrated prediction and sd)
-    results: dict[str, Any] = {}
-    scorer = None
-    judge_names: list[str] = []
-    judge_preds: dict[str, dict[str, float | None]] = {}
-    question = None
-    if table is not None and files.path("artifact.json") is not None:
-        from rubric_induce.scoring.scorer import RubricScorer
-
-        try:
-            scorer = RubricScorer.load(out)
-            probed = {rec.example_id for rec in table.records}
-            scored = [ex for ex in examples if ex.id in probed]
-            # the page shows scores, not the answer check: skip its pass of the answer networks
-            results = ({r.id: r for r in scorer.score_probes(table, scored, answer_check=False)}
-                       if scored else {})
-            if scorer.calibrator is not None:
-                question = _str(scorer.question)
-                judge_names, judge_preds = _judge_predictions(scorer, table, scored)
-        except Exception as exc:  # noqa: BLE001 - a damaged artifact is a note, not a broken page
-            notes.append(f"The run's scorer could not score the texts: {exc}")
-            scorer, results, judge_names, judge_preds = None, {}, [], {}
-    from rubric_induce.reporting.guarantee import viewer_guarantee
-
-    guarantee = viewer_guarantee(scorer, table, examples, results, notes) if table is not None else None
-    pair_data = pairwise_view(files, scorer, notes) if pairwise else None
-    if not pairwise and (scorer is None or scorer.calibrator is None):
+    run = _RunFolder.read(Path(run_dir))
+    files, notes, config = run.files, run.files.notes, run.config
+    rf = _RubricFiles.read(files)
+    table = _probe_table(files)
+    examples, test_set = _examples_and_split(run, table, examples, test_ids, load_examples, allow_outside)
+    scored = _score_texts(files, table, examples)
+    guarantee = viewer_guarantee(scored.scorer, table, examples, scored.results, notes) if table is not None else None
+    pair_data = pairwise_view(files, scored.scorer, notes) if run.pairwise else None
+    if not run.pairwise and (scored.scorer is None or scored.scorer.calibrator is None):
         notes.append("No calibration in this run: no calibrated predictions, per-judge view or reliability diagrams.")
-
-    y_key = label
-    selected_set = set(selected_ids)
-    sel_rubrics = [r["rubric"] for r in selected_rows]
-    train_ex = [ex for ex in examples if ex.id not in test_set]
-
-    # per-rubric precision curves on the training texts (signed: DSAT rubrics predict the negative class)
-    curves: dict[str, Any] = {}
-    if table is not None and sel_rubrics and label:
-        from rubric_induce.selection.scores import unit_scores
-
-        have = {rec.example_id for rec in table.records}
-        ex_train = [ex for ex in train_ex if ex.id in have and _r(ex.labels.get(label)) is not None]
-        if ex_train:
-            y = np.array([float(ex.labels[label]) for ex in ex_train])
-            lt = _r(data_cfg.get("label_threshold"), 12)
-            if lt is not None:
-                y = (y >= lt).astype(float)
-            try:
-                unit = unit_scores(table, sel_rubrics, example_ids=[e.id for e in ex_train],
-                                   score=_str(sel_manifest.get("score_mode")) or "expected")
-            except Exception:  # noqa: BLE001
-                unit = None
-            if unit is not None:
-                for j, r in enumerate(sel_rubrics):
-                    sign = -1.0 if r.polarity == "DSAT" else 1.0
-                    curves[r.id] = _precision_curve(sign * unit[:, j], y)
-
-    rubrics_out = []
-    for order, r in enumerate(selected_rows):
-        rubrics_out.append({"id": r["id"], "text": r["text"], "polarity": r["polarity"], "aspect": r["aspect"],
-                            "scale": r["scale_labels"], "order": order + 1,
-                            "provenance": _provenance(r["provenance"]),
-                            "merged": [{"id": m, "text": pool_text.get(m, ""), "why": reasons.get(m, "")}
-                                       for m in r["merged"]],
-                            "health": health.get(r["id"]), "curve": curves.get(r["id"])})
-    not_selected = []
-    inconsistent = consistency_reasons(files) if pairwise else {}
-    for r in pool:
-        if r["id"] in selected_set:
-            continue
-        if r["id"] not in kept_ids:
-            target = merged_into.get(r["id"])
-            why = f"dedup: merged into {target}" if target else "dedup: removed"
-            if reasons.get(r["id"]):
-                why += f" ({reasons[r['id']]})"
-            stage = "dedup"
-        elif r["id"] in dropped:
-            why, stage = "selector: dropped, too many failed probes", "select"
-        elif r["id"] in inconsistent:
-            why, stage = inconsistent[r["id"]], "select"
-        elif selected_rows:
-            why = ("selector: not chosen (the chosen rubrics already decided the training pairs)" if pairwise else
-                   "selector: not chosen (another rubric added more correctness and sharpness)")
-            stage = "select"
-        else:
-            why, stage = "no selection in this run", "select"
-        not_selected.append({"id": r["id"], "text": r["text"], "polarity": r["polarity"], "stage": stage,
-                             "why": why, "provenance": _provenance(r["provenance"])})
-    for r in dedup_pool:  # rubrics the dedup stage kept that the pool file lacks (e.g. an imported pool)
-        if r["id"] not in selected_set and r["id"] not in pool_text:
-            not_selected.append({"id": r["id"], "text": r["text"], "polarity": r["polarity"], "stage": "select",
-                                 "why": "selector: not chosen", "provenance": _provenance(r["provenance"])})
-    gen_manifest = files.json("pool.manifest.json") or {}
-    method = _str(gen_manifest.get("method"))
-    rejected = _dict(gen_manifest.get("stats")).get("rejected_items")
-    for item in rejected if isinstance(rejected, list) else []:  # the generation screen's
-        if isinstance(item, dict) and _str(item.get("text")):
-            not_selected.append({"id": "", "text": item["text"], "polarity": _str(item.get("polarity")),
-                                 "stage": "generate", "why": f"generation screen: {item.get('reason', 'rejected')}",
-                                 "provenance": {"method": method} if method else {}})
-    if not selected_rows:
-        notes.append("No selected rubric set in this run (selected.jsonl is absent).")
-
-    # texts: one row each, with probes of the selected rubrics
-    probe_index: dict[tuple[str, str], Any] = {}
-    if table is not None:
-        for rec in table.records:
-            if rec.rubric_id in selected_set:
-                probe_index[(rec.example_id, rec.rubric_id)] = rec
-    from rubric_induce.evaluation.judges import judge_ratings
-
-    ratings_q = question or _str(_dict(config.get("calibrate")).get("question"))
+    selected = set(rf.selected_ids)
+    sel_rubrics = [r["rubric"] for r in rf.selected_rows]
+    curves = _rubric_curves(run, rf, table, [ex for ex in examples if ex.id not in test_set])
+    rubrics_out = _rubrics_view(rf, curves)
+    not_selected = _not_selected(files, rf, run.pairwise)
+    ratings_q = scored.question or _str(_dict(config.get("calibrate")).get("question"))
     raters, ratings = (judge_ratings(examples, ratings_q) if ratings_q else ([], np.zeros((len(examples), 0))))
-    cited = _feedback_citations(files, config, table, examples, test_set, sel_rubrics)
-    texts = []
-    for i, ex in enumerate(examples):
-        res = results.get(ex.id)
-        human = _human(ex, ratings_q) if ratings_q else None
-        y_val = _human(ex, y_key)
-        pred = _r(res.prediction) if res is not None and res.prediction is not None else None
-        netsat = _r(res.netsat) if res is not None and res.netsat is not None else None
-        if pred is not None and human is not None:
-            err = _r(pred - human)
-        elif netsat is not None and threshold is not None and y_val is not None and y_val in (0.0, 1.0):
-            err = float(int(netsat > threshold) != int(y_val))
-        else:
-            err = None
-        probes = []
-        for rid in selected_ids:
-            rec = probe_index.get((ex.id, rid))
-            if rec is None:
-                probes.append(None)
-                continue
-            if rec.error:
-                probes.append({"err": rec.error})
-                continue
-            # the raw (unnormalised) answer probabilities are p * mass: the page shows p and the mass Z
-            probes.append({"p": [_r(v, 3) for v in rec.probs], "mass": _r(rec.mass, 4), "e": _r(rec.expected, 3)})
-        text = _example_text(ex, fields) if ex.fields else ""
-        row = {"id": ex.id, "split": "test" if ex.id in test_set else "train",
-               "labels": {k: _r(v) for k, v in ex.labels.items() if v is not None},
-               "y": y_val, "human": human, "netsat": netsat, "pred": pred,
-               "sd": _r(res.uncertainty) if res is not None and res.uncertainty is not None else None,
-               "err": err, "text": text[:MAX_TEXT_CHARS], "cut": len(text) > MAX_TEXT_CHARS, "probes": probes}
-        if guarantee is not None and res is not None and res.answered is not None:
-            row["guarantee"] = "answered" if res.answered else "abstained"
-            row["conf"] = _r(res.confidence, 3) if res.confidence is not None else None
-        if raters:
-            row["ratings"] = {name: _r(ratings[i, k], 3) for k, name in enumerate(raters) if np.isfinite(ratings[i, k])}
-        if judge_preds:
-            row["jpred"] = {name: judge_preds[name].get(ex.id) for name in judge_names}
-            # each judge's error with the sign of "err": prediction minus that judge's rating
-            row["jerr"] = {name: _r(p - row["ratings"][name], 3) for name, p in row["jpred"].items()
-                           if p is not None and name in row.get("ratings", {})}
-        if cited.get(ex.id):
-            row["feedback"] = cited[ex.id]
-        texts.append(row)
-    rank = {i: k for k, i in enumerate(id_order([t["id"] for t in texts]))}
-    texts.sort(key=lambda t: rank[t["id"]])  # the page's id order (24 before 153); other sorts tie-break on it
-
+    probe_index = {(rec.example_id, rec.rubric_id): rec for rec in (table.records if table is not None else [])
+                   if rec.rubric_id in selected}
+    tc = _TextContext(run.data_cfg.get("fields"), run.label, ratings_q, rf.threshold, rf.selected_ids, test_set,
+                      scored, raters, ratings, probe_index,
+                      feedback_citations(files, config, table, examples, test_set, sel_rubrics), guarantee)
+    texts = _text_rows(examples, tc)
     try:
-        reliability = _judge_reliability(judge_preds, judge_names, examples, ratings, raters, test_set, question)
+        reliability = judge_reliability(scored.judge_preds, scored.judge_names, examples, ratings, raters, test_set,
+                                        scored.question)
     except Exception as exc:  # noqa: BLE001 - the diagrams come from the artifact's calibrator
         notes.append(f"The per-judge reliability diagrams could not be drawn: {exc}")
         reliability = []
+    sel_manifest = rf.sel_manifest
     return {
         "format": VIEW_FORMAT, "format_version": 1,
         "generated": generated or datetime.now(UTC).replace(microsecond=0).isoformat(),
-        "summary": {**_summary(files, manifest, config), **(pairwise_summary(manifest) if pairwise else {})},
-        "config": config, "headline": _headline(ev), "threshold": threshold,
+        "summary": {**_summary(files, run.manifest, config), **(pairwise_summary(run.manifest) if run.pairwise else {})},
+        "config": config, "headline": _headline(run.ev), "threshold": rf.threshold,
         "selection": {k: sel_manifest[k] for k in ("method", "alpha", "n_train", "n_pool", "score_mode", "label")
                       if isinstance(sel_manifest.get(k), (str, int, float)) and not isinstance(sel_manifest[k], bool)},
         "rubrics": rubrics_out, "not_selected": not_selected,
-        "judges": _judges_view(ev, texts, raters),
-        "reliability": _reliability(files) + reliability,
+        "judges": judges_view(run.ev, texts, raters),
+        "reliability": score_reliability(files) + reliability,
         "calibration": _calibration_metrics(files),
-        "feedback": _feedback_summary(files),
+        "feedback": feedback_summary(files),
         "texts": texts, "notes": notes, "guarantee": guarantee,
-        "pairs": pairs_view(examples, test_set, scorer, table, notes, selected_ids),
+        "pairs": pairs_view(examples, test_set, scored.scorer, table, notes, rf.selected_ids),
         "position_consistency": position_consistency(files), "pairwise": pair_data,
-        "columns": {"label": "preferred" if pairwise else y_key, "question": ratings_q, "judges": list(raters)},
+        "columns": {"label": "preferred" if run.pairwise else run.label, "question": ratings_q, "judges": list(raters)},
     }
-
-
-def _judge_predictions(scorer, table, examples: Sequence[Example]) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    """Each trained judge's calibrated prediction of every text (one batch per judge); the key
-    ``(name, "proba")`` holds the judge's answer distributions and ``"scale"`` their values."""
-    from rubric_induce.calibration.api import calibrated_rows
-    from rubric_induce.calibration.data import features_from_arrays
-
-    cal = scorer.calibrator
-    names = [j for j in (scorer.judges or []) if j != "shared"]
-    if not names or not examples:
-        return [], {}
-    ids = [e.id for e in examples]
-    arr = table.arrays(example_ids=ids, rubric_ids=[r.id for r in scorer.rubrics])
-    ok = arr.ok.all(axis=1)
-    X = features_from_arrays(arr)
-    preds: dict[str, dict[str, float | None]] = {}
-    for name in names:
-        rows = calibrated_rows(cal, X, name, question=scorer.question, unseen_judge="shared")
-        preds[name] = {i: (_r(p, 3) if good else None) for i, p, good in zip(ids, rows["prediction"], ok)}
-        preds[(name, "proba")] = {i: pr for i, pr, good in zip(ids, rows["proba"], ok) if good}
-        preds["scale"] = rows["scale"]
-    return names, preds
-
-
-def _judge_reliability(judge_preds: dict[Any, Any], judge_names: list[str], examples: Sequence[Example],
-                       ratings: np.ndarray, raters: list[str], test_set: set[str], question: str | None
-                       ) -> list[dict[str, Any]]:
-    """Reliability of the calibrated answer distribution on the held-out texts, one panel per answer
-    value: each (text, judge) rating is a row, its probability the judge's calibrated P(answer = v)
-    and its outcome whether the judge gave v (the calibration report's diagrams, on held-out texts)."""
-    scale = judge_preds.get("scale")
-    if scale is None or not test_set:
-        return []
-    col = {name: k for k, name in enumerate(raters)}
-    probs, outcomes = [], []
-    for i, ex in enumerate(examples):
-        if ex.id not in test_set:
-            continue
-        for name in judge_names:
-            k = col.get(name)
-            pr = judge_preds.get((name, "proba"), {}).get(ex.id)
-            if k is None or pr is None or not np.isfinite(ratings[i, k]):
-                continue
-            probs.append(pr)
-            outcomes.append(np.isclose(scale, ratings[i, k]).astype(float))
-    if len(probs) < 2:
-        return []
-    P, O = np.array(probs), np.array(outcomes)
-    panels = []
-    for v in range(len(scale)):
-        if not O[:, v].any() and P[:, v].max() < 0.05:
-            continue
-        panels.append(_binned(P[:, v], O[:, v], aspect=question or "", system="calibrated per judge (held out)",
-                              kind=f"P(answer = {scale[v]:g})"))
-    return panels
-
-
-def _binned(prob: np.ndarray, outcome: np.ndarray, **info: Any) -> dict[str, Any]:
-    edges = np.linspace(0, 1, _RELIABILITY_BINS + 1)
-    idx = np.clip(np.digitize(prob, edges[1:-1]), 0, _RELIABILITY_BINS - 1)
-    bins = [{"p": _r(prob[idx == b].mean()), "acc": _r(outcome[idx == b].mean()), "n": int((idx == b).sum())}
-            for b in range(_RELIABILITY_BINS) if (idx == b).any()]
-    ece = float(sum(b["n"] * abs((b["p"] or 0) - (b["acc"] or 0)) for b in bins) / max(len(prob), 1))
-    return {**info, "n": int(len(prob)), "ece": _r(ece), "bins": bins}
-
-
-def _judges_view(ev: dict[str, Any] | None, texts: list[dict[str, Any]], raters: list[str]) -> dict[str, Any] | None:
-    """Per judge: n ratings, bias (mean of rating minus the mean of the other judges on the same
-    texts: negative = harsh), the mean error of its own calibrated prediction (prediction minus
-    rating, the sign of every error on the page), and the held-out correlations of the evaluation."""
-    if not raters:
-        return None
-    ev_judges = _dict(_dict(ev).get("judges"))
-    rows_in = ev_judges.get("rows")
-    ev_rows = {r["judge"]: r for r in (rows_in if isinstance(rows_in, list) else [])
-               if isinstance(r, dict) and isinstance(r.get("judge"), str)}
-    rows = []
-    for name in raters:
-        diffs, resid, n = [], [], 0
-        for t in texts:
-            rt = t.get("ratings") or {}
-            if name not in rt:
-                continue
-            n += 1
-            others = [v for k, v in rt.items() if k != name and v is not None]
-            if others:
-                diffs.append(rt[name] - float(np.mean(others)))
-            jp = (t.get("jpred") or {}).get(name)
-            if jp is not None:
-                resid.append(jp - rt[name])  # the sign of each text's error: prediction minus rating
-        e = ev_rows.get(name) or {}
-        rows.append({"judge": name, "n": n, "bias": _r(np.mean(diffs)) if diffs else None, "n_bias": len(diffs),
-                     "error": _r(np.mean(resid)) if resid else None,
-                     "mean": _r(np.mean([t["ratings"][name] for t in texts if name in (t.get("ratings") or {})])),
-                     "heldout": {k: e.get(k) for k in ("n", "n_train", "trained", "calibrated", "netsat", "ceiling",
-                                                        "constant") if k in e} or None})
-    pooled = ev_judges.get("pooled") if isinstance(ev_judges.get("pooled"), dict) else None
-    return {"rows": rows, "pooled": pooled}
-
-
-def _reliability(files: _Files) -> list[dict[str, Any]]:
-    """Reliability diagrams (binned) for every scores table cell with answer distributions, with the
-    report's definition of probability and outcome (:mod:`rubric_induce.reporting.report`)."""
-    from rubric_induce.evaluation.score_table import read_scores
-    from rubric_induce.reporting.report import reliability_inputs, score_cells
-
-    panels = []
-    for path in sorted(files.out.rglob("scores.jsonl")):
-        if not lies_inside(path, files.root):
-            continue
-        try:
-            for (aspect, system), cell in score_cells(read_scores(path)).items():
-                got = reliability_inputs(cell)
-                if got is None:
-                    continue
-                prob, outcome, kind = got
-                panels.append(_binned(np.asarray(prob, float), np.asarray(outcome, float), aspect=aspect,
-                                      system=system, kind=kind))
-        except Exception as exc:  # noqa: BLE001 - a damaged scores table is a note, not a broken page
-            files.unreadable(str(path.relative_to(files.out)), f"{type(exc).__name__}: {exc}")
-    return panels
-
-
-def _feedback_block(f: Any) -> dict[str, Any] | None:
-    """One feedback entry with the shape the page draws (summary, strengths, weaknesses)."""
-    if not isinstance(f, dict):
-        return None
-    return {"summary": str(f.get("summary") or ""), "strengths": [str(x) for x in _list(f.get("strengths"))],
-            "weaknesses": [str(x) for x in _list(f.get("weaknesses"))]}
-
-
-def _list(x: Any) -> list[Any]:
-    return x if isinstance(x, list) else []
-
-
-def _feedback_summary(files: _Files) -> dict[str, Any] | None:
-    fb = files.json("feedback.json")
-    if fb is not None:
-        return {"overall": _feedback_block(fb.get("overall")),
-                "groups": {k: {"feedback": _feedback_block(g.get("feedback")), "n_items": _count(g.get("n_items")),
-                               "mean_score": _r(g.get("mean_score"))}
-                           for k, g in _dict(fb.get("groups")).items() if isinstance(g, dict)},
-                "model": _str(fb.get("model"))}
-    markdown = files.text("feedback.md")
-    return {"markdown": markdown} if markdown is not None else None
-
-
-def _feedback_citations(files: _Files, config: dict[str, Any], table, examples: Sequence[Example],
-                        test_set: set[str], rubrics) -> dict[str, list[dict[str, Any]]]:
-    """Example id -> the feedback evidence items that cite it: the same items the feedback stage
-    built (:func:`rubric_induce.feedback.api.items_from_probes` with the run's settings)."""
-    fb_cfg = _dict(config.get("feedback"))
-    if table is None or not rubrics or not (files.out / "feedback.md").exists() or fb_cfg.get("enabled") is not True:
-        return {}
-    from rubric_induce.feedback.api import items_from_probes
-
-    pool = [ex for ex in examples if ex.id in test_set] or [ex for ex in examples if ex.id not in test_set]
-    try:
-        items = items_from_probes(table, pool, rubrics, top=None if fb_cfg.get("all_items") else fb_cfg.get("top", 5),
-                                  group_by=fb_cfg.get("group_by", "polarity"))
-    except Exception:  # noqa: BLE001 - the citations are a convenience
-        return {}
-    cited: dict[str, list[dict[str, Any]]] = {}
-    for it in items:
-        cited.setdefault(it.example_id, []).append({"rubric_id": it.rubric_id, "group": it.group,
-                                                    "score": _r(it.score, 3), "polarity": it.polarity})
-    return cited

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.data.jsonl import atomic_write_text, jsonable
+from rubric_induce.reporting.viewer.data import build_view_data, visible_bidi
 
 __all__ = ["render_view", "write_view", "VIEW_NAME", "embed_json"]
 
@@ -31,7 +32,6 @@ def render_view(data: dict[str, Any]) -> str:
     page = _template()
     if _PLACEHOLDER not in page:
         raise RuntimeError("the viewer template has no data placeholder")
-    from rubric_induce.reporting.viewer.data import visible_bidi
 
     title = visible_bidi(f"rubric-induce run {data.get('summary', {}).get('run', '')}".strip())
     page = page.replace("<title>rubric-induce run</title>",
@@ -43,8 +43,6 @@ def write_view(run_dir: str | Path, out: str | Path | None = None, *, examples=N
                generated: str | None = None, allow_outside: bool = False, load_examples=None) -> Path:
     """Build the data of ``run_dir`` and write the page (``RUN_DIR/view.html`` unless ``out``);
     ``allow_outside``, ``load_examples``: see :func:`~rubric_induce.reporting.viewer.build_view_data`."""
-    from rubric_induce.reporting.viewer.data import build_view_data
-
     run_dir = Path(run_dir)
     path = Path(out) if out is not None else run_dir / VIEW_NAME
     data = build_view_data(run_dir, examples=examples, test_ids=test_ids, generated=generated,

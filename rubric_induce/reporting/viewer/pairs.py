@@ -8,7 +8,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rubric_induce.data import Example
+from rubric_induce.data.pair_examples import order_id
 from rubric_induce.reporting.viewer.values import MAX_TEXT_CHARS, as_dict, as_str, as_strs, count, rounded
+from rubric_induce.selection.pair_features import pair_features
 
 __all__ = ["MAX_PAIRS", "PAIRWISE_EVALUATION", "is_pairwise", "pairwise_summary", "pairwise_view", "consistency_reasons",
            "pairwise_evaluation_view", "head_view", "position_consistency", "pairs_view"]
@@ -105,8 +107,6 @@ def position_consistency(files: Any) -> dict[str, Any] | None:
 def _verdicts(index: Mapping[tuple[str, str], Any], pair_id: str, rubric_ids: Sequence[str]) -> list[dict[str, Any]]:
     """Per selected rubric, the pairwise probe's P(first shown wins) with A shown first ("ab") and with
     B shown first ("ba"); [] when the pair has no pairwise probe."""
-    from rubric_induce.data.pair_examples import order_id
-
     out = []
     for rid in rubric_ids:
         row: dict[str, Any] = {"rubric": rid}
@@ -124,8 +124,6 @@ def _head_probabilities(scorer: Any, table: Any, pair_ids: list[str], notes: lis
     if head is None or table is None:
         return {}
     try:
-        from rubric_induce.selection.pair_features import pair_features
-
         p = head.predict_proba(pair_features(table, scorer.rubrics, pair_ids,
                                              getattr(scorer, "pair_feature", "difference"), fill=False))
     except Exception as exc:  # noqa: BLE001 - a missing probe is a note, not a broken page
