@@ -12,8 +12,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rubric_induce.calibration.api import run_questions
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import suggest
+from rubric_induce.generation.api import read_domain
+from rubric_induce.handoff import import_rubrics
 
 if TYPE_CHECKING:
     from rubric_induce.pipeline.context import RunContext
@@ -53,9 +56,6 @@ def check_field_names(names: Sequence[str], examples: Sequence, *, source: str |
 def check_run_inputs(ctx: RunContext, *, calibrate: bool = True) -> None:
     """The domain file and included rubric files (read), and fields, the calibrate question and its
     answers (checked against the examples)."""
-    from rubric_induce.generation.api import read_domain
-    from rubric_induce.handoff import import_rubrics
-
     cfg = ctx.config
     src = cfg.source
     read_domain(cfg.generate.domain, cfg.resolve)  # an @file that cannot be read fails now, not in generate
@@ -72,8 +72,6 @@ def check_run_inputs(ctx: RunContext, *, calibrate: bool = True) -> None:
 def _check_calibrate(ctx: RunContext) -> None:
     """The calibrate stage's data checks, run before the LLM stages instead of after them: for the
     main question, and for every aspect ``calibrate.questions`` names."""
-    from rubric_induce.calibration.api import run_questions
-
     cfg = ctx.config
     aspects, named = run_questions(cfg.calibrate, cfg.data)
     field = ("calibrate.questions" if cfg.calibrate.questions else "calibrate.question" if cfg.calibrate.question

@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.backends.params import BackendParams
+from rubric_induce.backends.pricing import parse_prices
 from rubric_induce.calibration.api import CalibrateParams
 from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.core.params import Params, param, suggest
 from rubric_induce.core.task import TaskParams
+from rubric_induce.core.textfiles import long_integer_error, parse_yaml
+from rubric_induce.data.jsonl import read_text
 from rubric_induce.data.params import DataParams
 from rubric_induce.dedup.api import DedupParams
 from rubric_induce.evaluation.heldout import EvaluateParams
@@ -115,7 +118,6 @@ def config_from_dict(raw: Mapping[str, Any], source: str | None = None) -> RunCo
         if name == "prices":  # a price table, not a parameter section: {model: {input, output, ...}}
             if not isinstance(body, Mapping):
                 raise DataError("[prices] must be a table of models", path=source, field=name)
-            from rubric_induce.backends.pricing import parse_prices
 
             prices = parse_prices(body, source=source)
             continue
@@ -194,8 +196,6 @@ def with_config_line(exc: DataError, source: str | None) -> DataError:
     if exc.line is not None or source is None or exc.path != str(source) or not exc.field:
         return exc
     try:
-        from rubric_induce.data.jsonl import read_text
-
         line = config_line(read_text(source), exc.field)
     except (DataError, OSError):
         return exc
@@ -211,7 +211,6 @@ def load_config(path: str | Path) -> RunConfig:
         raise DataError("config file not found", path=path)
     if path.is_dir():
         raise DataError("expected a config file, found a directory", path=path)
-    from rubric_induce.data.jsonl import read_text
 
     text = read_text(path)  # UTF-8 with or without a byte-order mark; other bytes name their line
     if path.suffix.lower() in (".yaml", ".yml"):
@@ -219,7 +218,6 @@ def load_config(path: str | Path) -> RunConfig:
             import yaml  # noqa: F401 (parse_yaml needs it)
         except ImportError:
             raise MissingDependencyError("pyyaml", "YAML configs (or write the config as TOML)") from None
-        from rubric_induce.core.textfiles import parse_yaml
 
         raw = parse_yaml(text, path=path) or {}  # an alias bomb, a lone surrogate: exit 2 naming the line
     else:
@@ -229,7 +227,6 @@ def load_config(path: str | Path) -> RunConfig:
             m = re.search(r"line (\d+)", str(exc))
             raise DataError(f"invalid TOML: {exc}", path=path, line=int(m.group(1)) if m else None) from None
         except ValueError:  # an integer past Python's 4300-digit limit (tomllib lets it through)
-            from rubric_induce.core.textfiles import long_integer_error
 
             raise long_integer_error(text, path) from None
     try:

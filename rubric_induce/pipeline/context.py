@@ -15,10 +15,16 @@ from typing import Any
 
 import numpy as np
 
+from rubric_induce.backends.cache import CachedBackend, CallCache
 from rubric_induce.core.errors import DataError
+from rubric_induce.core.params import suggest
 from rubric_induce.data import Example
-from rubric_induce.data.labels import is_binary
+from rubric_induce.data.labels import is_binary, labels_from_examples
+from rubric_induce.data.pair_examples import order_examples, pair_examples, pairs_in
+from rubric_induce.data.params import load_examples, load_pairs
 from rubric_induce.pipeline.config import RunConfig
+from rubric_induce.pipeline.folder import cache_path_for
+from rubric_induce.selection.split import group_split
 
 __all__ = ["RunContext"]
 
@@ -38,11 +44,8 @@ class RunContext:
     # -- data --------------------------------------------------------------------------------
     @cached_property
     def examples(self) -> list[Example]:
-        from rubric_induce.data.params import load_examples
-
         d = self.config.data
         if self.pairwise:  # each pair's two responses, <pair>/A and <pair>/B (see data.pair_examples)
-            from rubric_induce.data.pair_examples import pair_examples
 
             return pair_examples(self.pairs, d.label)
         examples = load_examples(d, self.config.resolve, limit=self.config.run.limit, source=self.config.source)
@@ -51,7 +54,6 @@ class RunContext:
             where = d.examples or d.dataset
             mapped = (f", or name its column: [data.mapping] labels = {{{d.label} = \"COLUMN\"}}"
                       if d.examples else "")
-            from rubric_induce.core.params import suggest
 
             have = sorted({q for e in examples for q in e.labels})
             raise DataError(f"{len(missing)} of {len(examples)} examples lack label {d.label!r}"
@@ -69,7 +71,6 @@ class RunContext:
         """The pairs of a pairwise run (``run.limit``: the first N pairs); [] for a pointwise run."""
         if not self.pairwise:
             return []
-        from rubric_induce.data.params import load_pairs
 
         return load_pairs(self.config.data, self.config.resolve, limit=self.config.run.limit,
                           source=self.config.source)
@@ -81,20 +82,15 @@ class RunContext:
         :mod:`rubric_induce.probing.pairwise`)."""
         if not (self.pairwise and self.config.probe.pairwise):
             return self.examples
-        from rubric_induce.data.pair_examples import order_examples
 
         return [*self.examples, *order_examples(self.pairs)]
 
     @property
     def train_pairs(self) -> list:
-        from rubric_induce.data.pair_examples import pairs_in
-
         return pairs_in(self.pairs, self.train)
 
     @property
     def test_pairs(self) -> list:
-        from rubric_induce.data.pair_examples import pairs_in
-
         return pairs_in(self.pairs, self.test)
 
     @cached_property
@@ -110,8 +106,6 @@ class RunContext:
     @cached_property
     def y(self) -> np.ndarray:
         """The selection label of every example (thresholded when data.label_threshold is set)."""
-        from rubric_induce.data.labels import labels_from_examples
-
         return labels_from_examples(self.examples, self.config.data.label, self.config.data.label_threshold)
 
     @cached_property
@@ -120,8 +114,6 @@ class RunContext:
 
     @cached_property
     def split(self) -> tuple[np.ndarray, np.ndarray]:
-        from rubric_induce.selection.split import group_split
-
         train, test = group_split(self.examples, self.y if self.binary else None,
                                   test_size=self.config.run.test_size, random_state=self.config.run.seed)
         if len(train) == 0:
@@ -145,10 +137,7 @@ class RunContext:
     def backend(self):
         """The configured backend behind the run's SQLite call cache (opened on first use)."""
         if self._backend is None:
-            from rubric_induce.backends.cache import CachedBackend, CallCache
-
             inner = self.backend_override or self.config.backend.open()
-            from rubric_induce.pipeline.folder import cache_path_for
 
             self._cache = CallCache(cache_path_for(self.config.backend.cache, self.out))
             self._backend = CachedBackend(inner, self._cache)
@@ -158,8 +147,6 @@ class RunContext:
         """Another backend (e.g. dedup's LLM judge) behind the run's call cache; closed with the run.
 
         The [backend] options travel along where they apply to its kind."""
-        from rubric_induce.backends.cache import CachedBackend
-
         _ = self.backend  # opens the run's cache
         # the run's tally: its calls, tokens and faults count in the stage that made them
         extra = CachedBackend(self.config.backend.open(spec), self._cache, tally=self._backend.tally)

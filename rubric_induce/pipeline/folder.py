@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rubric_induce.backends.redact import redact_text
 from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.core.safepaths import check_links, inside_folder, open_no_follow
 
@@ -55,7 +56,6 @@ class RunLock:
     def __init__(self, folder: str | Path, command: str | None = None) -> None:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_NAME
-        from rubric_induce.backends.redact import redact_text
 
         # the holder note is readable by anyone who can list the folder: no URL credentials in it
         self.command = redact_text(command if command is not None else " ".join(sys.argv))

@@ -26,12 +26,26 @@ from typing import Any
 
 import numpy as np
 
+from rubric_induce.calibration.api import remove_saved
+from rubric_induce.calibration.pairwise import BradleyTerryHead
 from rubric_induce.core.errors import DataError
 from rubric_induce.data import RubricPool, RubricSet
+from rubric_induce.data.jsonl import atomic_write_text, write_json
 from rubric_induce.dedup.api import DEDUP_POOL_FILE
+from rubric_induce.evaluation.pairwise import (
+    PAIRWISE_EVAL_FILE,
+    PAIRWISE_EVAL_MD,
+    pair_baselines,
+    pair_rows,
+    pairwise_evaluation,
+    pairwise_markdown,
+    position_consistency,
+)
 from rubric_induce.pipeline.context import RunContext
-from rubric_induce.probing.api import PROBES_FILE
-from rubric_induce.selection.api import SELECTED_FILE
+from rubric_induce.probing.api import PROBES_FILE, ProbeTable
+from rubric_induce.selection.api import SELECTED_FILE, usable_rubrics
+from rubric_induce.selection.pair_features import consistency_filter, order_preferences, pair_features, pair_signal
+from rubric_induce.selection.pairwise import PairwiseSelector
 
 __all__ = ["select_pairs", "calibrate_pairs", "artifact_pairs", "evaluate_pairs", "preflight_pairs",
            "HEAD_FILE", "CONSISTENT_POOL_FILE"]
@@ -70,11 +84,6 @@ def _alpha(cfg) -> float:
 
 
 def select_pairs(ctx: RunContext) -> dict[str, Any]:
-    from rubric_induce.probing.api import ProbeTable
-    from rubric_induce.selection.api import usable_rubrics
-    from rubric_induce.selection.pair_features import pair_features, pair_signal
-    from rubric_induce.selection.pairwise import PairwiseSelector
-
     cfg = ctx.config
     table = ProbeTable.load(ctx.out / PROBES_FILE)
     pool = list(RubricPool.load(ctx.out / DEDUP_POOL_FILE))
@@ -124,8 +133,6 @@ def _consistency(ctx: RunContext, pool: list, D: np.ndarray, train: list, limit:
     dropped and any warning. When every rubric is over the limit (an outcome of the data, found after
     the LLM work), the filter is not applied: the whole pool goes on, with a warning, and the filtered
     pool's manifest says so (``fallback``)."""
-    from rubric_induce.selection.pair_features import consistency_filter
-
     cfg = ctx.config
     keep, record = consistency_filter(pool, D, [p.target for p in train], limit)
     inconsistent = [{k: d[k] for k in ("id", "against", "decided")} for d in record["dropped"]]
@@ -162,11 +169,6 @@ def _judge_rows(pairs, D: np.ndarray) -> tuple[np.ndarray, list[str], list[str |
 
 
 def calibrate_pairs(ctx: RunContext) -> dict[str, Any]:
-    from rubric_induce.calibration.api import remove_saved
-    from rubric_induce.calibration.pairwise import BradleyTerryHead
-    from rubric_induce.probing.api import ProbeTable
-    from rubric_induce.selection.pair_features import pair_features
-
     cfg = ctx.config
     head_path = ctx.out / HEAD_FILE
     remove_saved(ctx.out / "calibration")  # a pointwise fit's files never sit beside the head
@@ -214,19 +216,6 @@ def artifact_pairs(ctx: RunContext) -> dict[str, Any]:
 
 
 def evaluate_pairs(ctx: RunContext) -> dict[str, Any]:
-    from rubric_induce.data.jsonl import atomic_write_text, write_json
-    from rubric_induce.evaluation.pairwise import (
-        PAIRWISE_EVAL_FILE,
-        PAIRWISE_EVAL_MD,
-        pair_baselines,
-        pair_rows,
-        pairwise_evaluation,
-        pairwise_markdown,
-        position_consistency,
-    )
-    from rubric_induce.probing.api import ProbeTable
-    from rubric_induce.selection.pair_features import order_preferences, pair_features, pair_signal
-
     cfg = ctx.config
     if not cfg.evaluate.enabled:
         return {"enabled": False}
@@ -246,8 +235,6 @@ def evaluate_pairs(ctx: RunContext) -> dict[str, Any]:
     reference = mean_name
     p_a = None
     if (ctx.out / HEAD_FILE).is_file() and cfg.calibrate.enabled:
-        from rubric_induce.calibration.pairwise import BradleyTerryHead
-
         p = BradleyTerryHead.load(ctx.out / HEAD_FILE).predict_proba(X)
         reference = "selected rubrics (Bradley-Terry)"
         methods[reference] = p[:, 0] - p[:, 2]

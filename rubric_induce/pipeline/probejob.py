@@ -16,11 +16,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rubric_induce.backends import get_backend, parse_backend_spec
 from rubric_induce.backends.base import Backend
+from rubric_induce.backends.cache import CallCache
+from rubric_induce.backends.pricing import parse_prices
+from rubric_induce.batch.export import MAX_LINES, export_batch
 from rubric_induce.core.errors import BackendError, DataError
+from rubric_induce.core.safepaths import check_links
+from rubric_induce.data import RubricPool
 from rubric_induce.data.model import Example, Rubric
-from rubric_induce.pipeline.config import RunConfig, load_config
-from rubric_induce.pipeline.stages import direct_judge_question, direct_target
+from rubric_induce.dedup.api import DEDUP_POOL_FILE
+from rubric_induce.evaluation.direct import direct_probe_params
+from rubric_induce.handoff import import_rubrics
+from rubric_induce.pipeline.config import RunConfig, load_config, with_config_line
+from rubric_induce.pipeline.context import RunContext
+from rubric_induce.pipeline.folder import RunLock, cache_path_for
+from rubric_induce.pipeline.resume import read_marker, stage_fingerprint
+from rubric_induce.pipeline.runner import preflight, run_dir_for
+from rubric_induce.pipeline.stages import STAGES, direct_judge_question, direct_target
+from rubric_induce.probing.api import probe
+from rubric_induce.probing.calls import probe_calls, prompt_hashes
+from rubric_induce.probing.plan import check_logprobs_support, plan_probes
 from rubric_induce.probing.shards import Shard, parse_shard, select_shard
 
 __all__ = ["ProbeJob", "run_probe_job", "open_plan_backend", "plan_run", "plan_direct", "run_probe_shard", "export_run_batch",
@@ -56,9 +72,6 @@ class ProbeJob:
 def _pool_current(ctx) -> bool:
     """True when the run folder's generate and dedup stages are done for this config and data (the
     runner's own fingerprints), i.e. ``run`` would probe exactly this pool."""
-    from rubric_induce.pipeline.resume import read_marker, stage_fingerprint
-    from rubric_induce.pipeline.stages import STAGES
-
     previous = ""
     for stage in STAGES:
         fp = stage_fingerprint(stage, ctx.config, ctx.data_hash, previous)
@@ -86,14 +99,8 @@ def run_probe_job(config: RunConfig | str | Path, *, out: str | Path | None = No
     de-duplicated pool is a DataError (exports and shards need the real rubrics); otherwise the
     pool is assumed: the included rubrics plus ``assume_rubrics`` generated ones.
     """
-    from rubric_induce.data import RubricPool
-    from rubric_induce.dedup.api import DEDUP_POOL_FILE
-    from rubric_induce.pipeline.context import RunContext
-    from rubric_induce.pipeline.runner import preflight, run_dir_for
-
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     run_dir = run_dir_for(cfg, out)
-    from rubric_induce.core.safepaths import check_links
 
     check_links(run_dir)  # shards and the cache are written into it: never through a planted link
     ctx = RunContext(cfg, run_dir)
@@ -117,7 +124,6 @@ def run_probe_job(config: RunConfig | str | Path, *, out: str | Path | None = No
             raise DataError(f"no rubric pool yet in {run_dir}: the probe job is known once generate and dedup have "
                             "run; run `rubric-induce run CONFIG --stop-after dedup` first (it makes the generation "
                             "calls), then export or shard the probe stage", path=pool_file)
-        from rubric_induce.handoff import import_rubrics
 
         included = [r for p in cfg.generate.include for r in import_rubrics(cfg.resolve(p))]
         n_gen = 0 if cfg.generate.method == "none" else (DEFAULT_ASSUMED_RUBRICS if assume_rubrics is None
@@ -142,9 +148,6 @@ def run_probe_job(config: RunConfig | str | Path, *, out: str | Path | None = No
 def plan_direct(job: ProbeJob, backend: Backend, *, cache: Any = None, prices: Any = None):
     """The :class:`~rubric_induce.probing.plan.ProbePlan` of the evaluate stage's direct question on the
     held-out texts (one probe each, the run's probe settings), or None when the run asks none."""
-    from rubric_induce.evaluation.direct import direct_probe_params
-    from rubric_induce.probing.plan import plan_probes
-
     if job.direct is None or not job.held_out:
         return None
     kw = job.probe_kwargs()
@@ -167,8 +170,6 @@ def _direct_note(plan: Any, n_texts: int) -> tuple[dict[str, Any], str]:
 def open_plan_backend(cfg: RunConfig) -> Backend:
     """The run's backend, uncached, for counting tokens (no call is made). A remote API without a
     key in the environment gets a placeholder one: planning needs no key."""
-    from rubric_induce.backends import get_backend, parse_backend_spec
-
     try:
         return cfg.backend.open()
     except BackendError as exc:
@@ -198,12 +199,6 @@ def plan_run(config: RunConfig | str | Path, *, out: str | Path | None = None, b
     over the built-in table and the config's ``[prices]``. Refuses (DataError, naming
     ``probe.estimator``) a logprobs estimator on a model known to return no logprobs.
     """
-    from rubric_induce.backends.cache import CallCache
-    from rubric_induce.backends.pricing import parse_prices
-    from rubric_induce.pipeline.config import with_config_line
-    from rubric_induce.pipeline.folder import cache_path_for
-    from rubric_induce.probing.plan import check_logprobs_support, plan_probes
-
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     try:
         check_logprobs_support(cfg.backend.spec.split("/", 1)[-1], cfg.probe.estimator, source=cfg.source)
@@ -240,10 +235,6 @@ def run_probe_shard(config: RunConfig | str | Path, shard: Shard | str, *, out: 
     probes are written to ``shards/probes.<shard>.jsonl``; no stage marker changes, so a later
     ``run`` (after ``cache merge`` of every shard's cache into the run's) probes from the cache.
     """
-    from rubric_induce.pipeline.context import RunContext
-    from rubric_induce.pipeline.folder import RunLock
-    from rubric_induce.probing.api import probe
-
     shard = parse_shard(shard)
     job = run_probe_job(config, out=out, shard=shard, require_pool=True)
     cfg = job.config
@@ -271,12 +262,6 @@ def export_run_batch(config: RunConfig | str | Path, directory: str | Path, *, o
     results are ingested into the run's cache (``rubric-induce ingest --config``), ``run`` makes no
     probe call for them. Returns the :class:`~rubric_induce.batch.export.BatchExport`.
     """
-    from rubric_induce.backends.cache import CallCache
-    from rubric_induce.batch.export import MAX_LINES, export_batch
-    from rubric_induce.pipeline.folder import cache_path_for
-    from rubric_induce.probing.calls import probe_calls, prompt_hashes
-    from rubric_induce.probing.plan import check_logprobs_support
-
     job = run_probe_job(config, out=out, shard=shard, require_pool=True)
     cfg = job.config
     inner = backend or cfg.backend.open()

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rubric_induce.backends.cache import canonical_json
 from rubric_induce.backends.redact import redact_obj
+from rubric_induce.core.templates import load_prompt
 from rubric_induce.pipeline.config import RunConfig
 from rubric_induce.pipeline.fitted import ARTIFACT, artifact_unchanged_but_added
 from rubric_induce.pipeline.folder import damaged_outputs
@@ -33,14 +35,10 @@ __all__ = ["StagePlan", "plan_stages", "stage_fingerprint", "stage_inputs", "rea
 
 def sha(obj: Any) -> str:
     """Fingerprint by the cache's exact serialization (nothing is hashed by a truncated ``str``)."""
-    from rubric_induce.backends.cache import canonical_json
-
     return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()[:16]
 
 
 def prompt_hashes(names: tuple[str, ...]) -> dict[str, str]:
-    from rubric_induce.core.templates import load_prompt
-
     out = {}
     for name in names:
         try:

@@ -41,12 +41,15 @@ from typing import Any
 
 from rubric_induce import __version__
 from rubric_induce.backends.base import fault_summary
+from rubric_induce.backends.pricing import register_prices
 from rubric_induce.backends.redact import redact_obj, redact_spec
 from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.core.safepaths import inside_folder
 from rubric_induce.data.jsonl import jsonable
 from rubric_induce.data.jsonl import write_json as _write_json
-from rubric_induce.pipeline.config import RunConfig, load_config
+from rubric_induce.data.labels import check_binary, labels_from_examples
+from rubric_induce.pipeline.checks import check_run_inputs
+from rubric_induce.pipeline.config import RunConfig, load_config, with_config_line
 from rubric_induce.pipeline.context import RunContext
 from rubric_induce.pipeline.fitted import ARTIFACT, own_record, read_fitted, strip_additions
 from rubric_induce.pipeline.folder import (
@@ -58,6 +61,8 @@ from rubric_induce.pipeline.folder import (
     hash_outputs,
     snapshot,
 )
+from rubric_induce.pipeline.optional import skip_notes
+from rubric_induce.pipeline.pairwise_stages import preflight_pairs
 from rubric_induce.pipeline.resume import (
     StagePlan,
     marker_path,
@@ -68,6 +73,7 @@ from rubric_induce.pipeline.resume import (
     stage_fingerprint,
 )
 from rubric_induce.pipeline.stages import STAGE_NAMES, STAGES, Stage
+from rubric_induce.probing.plan import check_logprobs_support
 
 __all__ = ["RunResult", "run_pipeline", "run_dir_for", "preflight", "check_run_dir", "stage_fingerprint",
            "read_marker"]
@@ -121,9 +127,6 @@ def preflight(ctx: RunContext) -> None:
 
     ``run --check`` runs exactly this (after loading the config and the data), nothing less and
     nothing more, so it refuses what a run would refuse before paying for its first LLM call."""
-    from rubric_induce.core.errors import DataError
-    from rubric_induce.pipeline.config import with_config_line
-
     try:
         _preflight(ctx)
     except DataError as exc:  # a config setting named: add the line that sets it
@@ -131,21 +134,14 @@ def preflight(ctx: RunContext) -> None:
 
 
 def _preflight(ctx: RunContext) -> None:
-    from rubric_induce.core.errors import DataError
-    from rubric_induce.data.labels import check_binary
-    from rubric_induce.pipeline.checks import check_run_inputs
-    from rubric_induce.pipeline.optional import skip_notes
-
     cfg = ctx.config
     for note in skip_notes(cfg):  # announced before the first LLM call, not discovered after it
         ctx.echo(f"note: {note}")
-    from rubric_induce.probing.plan import check_logprobs_support
 
     # a reasoning model (gpt-5, o1/o3/o4) returns no logprobs: refuse before generate pays for calls
     check_logprobs_support(cfg.backend.spec.split("/", 1)[-1], cfg.probe.estimator, source=cfg.source)
     _ = cfg.task_resolved  # reads a description file now: a missing one fails before any LLM call
     if ctx.pairwise:  # pairs: read (a bad row stops here), split, and enough training preferences
-        from rubric_induce.pipeline.pairwise_stages import preflight_pairs
 
         check_run_inputs(ctx, calibrate=False)
         preflight_pairs(ctx)
@@ -162,8 +158,6 @@ def _preflight(ctx: RunContext) -> None:
     if ctx.binary and len(set(ctx.y.tolist())) < 2:  # every example in one class: the label, not the split
         only = "positive" if ctx.y.size and ctx.y[0] == 1 else "negative"
         if cfg.data.label_threshold is not None:
-            from rubric_induce.data.labels import labels_from_examples
-
             raw = labels_from_examples(ctx.examples, cfg.data.label)
             raise DataError(f"with label_threshold {cfg.data.label_threshold:g} every one of the {ctx.y.size} examples "
                             f"is {only} (label {cfg.data.label!r} runs from {raw.min():g} to {raw.max():g}): "
@@ -221,7 +215,6 @@ def run_pipeline(
     run_dir = run_dir_for(cfg, out)
     cache_path = check_run_dir(cfg, run_dir, out=out)
     if cfg.prices:  # the config's rates price this process's calls (run accounting) too
-        from rubric_induce.backends.pricing import register_prices
 
         register_prices(cfg.prices)
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -12,9 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rubric_induce.calibration.api import run_questions
+from rubric_induce.calibration.api import calibrate as run_calibrate
+from rubric_induce.calibration.api import remove_saved, run_questions
+from rubric_induce.calibration.data import from_probes
+from rubric_induce.core.errors import DataError
 from rubric_induce.data import Rubric, RubricPool, RubricSet
+from rubric_induce.data.probes import ProbeTable
 from rubric_induce.dedup.api import DEDUP_POOL_FILE
+from rubric_induce.dedup.api import dedup as run_dedup
 from rubric_induce.evaluation.direct import (
     DIRECT_FILE,
     DIRECT_PROMPTS,
@@ -24,10 +29,22 @@ from rubric_induce.evaluation.direct import (
     probe_direct,
     target_scale,
 )
-from rubric_induce.generation.api import POOL_FILE
+from rubric_induce.evaluation.heldout import evaluate_probes
+from rubric_induce.feedback.api import FeedbackContext
+from rubric_induce.feedback.api import feedback as run_feedback
+from rubric_induce.generation.api import POOL_FILE, GenerateContext, read_domain
+from rubric_induce.generation.api import generate as run_generate
+from rubric_induce.handoff import import_rubrics
 from rubric_induce.pipeline.context import RunContext
-from rubric_induce.probing.api import PROBES_FILE
-from rubric_induce.selection.api import SELECTED_FILE
+from rubric_induce.pipeline.optional import skip_note
+from rubric_induce.pipeline.pairwise_stages import artifact_pairs, calibrate_pairs, evaluate_pairs, select_pairs
+from rubric_induce.probing.api import PROBES_FILE, probe_to_file
+from rubric_induce.reporting.report import report as run_report
+from rubric_induce.reporting.viewer import write_view
+from rubric_induce.scoring.scorer import RubricScorer
+from rubric_induce.selection.api import SELECTED_FILE, SelectContext
+from rubric_induce.selection.api import select as run_select
+from rubric_induce.selection.selector import SelectionWarning
 
 __all__ = ["Stage", "STAGES", "STAGE_NAMES", "direct_target", "direct_judge_question"]
 
@@ -57,10 +74,6 @@ def _marker_summary(ctx: RunContext, name: str) -> dict[str, Any]:
 
 
 def generate(ctx: RunContext) -> dict[str, Any]:
-    from rubric_induce.generation.api import GenerateContext, read_domain
-    from rubric_induce.generation.api import generate as run_generate
-    from rubric_induce.handoff import import_rubrics
-
     cfg = ctx.config
     include = [import_rubrics(cfg.resolve(p)) for p in cfg.generate.include]
     run = GenerateContext(label=cfg.data.label, label_threshold=cfg.data.label_threshold,
@@ -80,9 +93,6 @@ def generate(ctx: RunContext) -> dict[str, Any]:
 
 
 def dedup(ctx: RunContext) -> dict[str, Any]:
-    from rubric_induce.dedup.api import dedup as run_dedup
-    from rubric_induce.pipeline.optional import skip_note
-
     params, judge = ctx.config.dedup, None
     note = skip_note("dedup", ctx.config)
     if note:  # a base install: pass the pool through, say so (the report lists it too)
@@ -111,8 +121,6 @@ def probe(ctx: RunContext) -> dict[str, Any]:
     left failed calls resumes from the records on disk, so nothing finished is probed again, and
     the call cache answers whatever finished after the last record was written.
     """
-    from rubric_induce.probing.api import probe_to_file
-
     pool = RubricPool.load(ctx.out / DEDUP_POOL_FILE)
     p = ctx.config.probe
     table = probe_to_file(ctx.out / PROBES_FILE, ctx.probe_examples, list(pool), ctx.backend, p,
@@ -136,15 +144,10 @@ def probe(ctx: RunContext) -> dict[str, Any]:
 
 def select(ctx: RunContext) -> dict[str, Any]:
     if ctx.pairwise:  # [data] kind = "pairwise": see pipeline.pairwise_stages
-        from rubric_induce.pipeline.pairwise_stages import select_pairs
 
         return select_pairs(ctx)
     import warnings
 
-    from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.selection.api import SelectContext
-    from rubric_induce.selection.api import select as run_select
-    from rubric_induce.selection.selector import SelectionWarning
 
     cfg = ctx.config
     with warnings.catch_warnings(record=True) as caught:  # said as the stage's own lines, not as Python warnings
@@ -179,11 +182,8 @@ def select(ctx: RunContext) -> dict[str, Any]:
 
 def calibrate(ctx: RunContext) -> dict[str, Any]:
     if ctx.pairwise:  # [data] kind = "pairwise": see pipeline.pairwise_stages
-        from rubric_induce.pipeline.pairwise_stages import calibrate_pairs
 
         return calibrate_pairs(ctx)
-    from rubric_induce.calibration.api import remove_saved
-    from rubric_induce.pipeline.optional import skip_note
 
     cfg = ctx.config
     target = ctx.out / CALIBRATION
@@ -194,9 +194,6 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
             ctx.echo(f"  note: {note}")
             return {"enabled": False, "skipped": note}
         return {"enabled": False}
-    from rubric_induce.calibration.api import calibrate as run_calibrate
-    from rubric_induce.calibration.data import from_probes
-    from rubric_induce.data.probes import ProbeTable
 
     params = cfg.calibrate
     aspects = _aspects(ctx)
@@ -205,8 +202,6 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
     train = [e for e in ctx.train if e.labels.get(question) is not None or
              any(question in j.labels for j in e.judgments)]
     if len(train) < 4:
-        from rubric_induce.core.errors import DataError
-
         raise DataError(f"only {len(train)} training examples carry label {question!r}; calibration needs "
                         "more (or set calibrate.enabled = false)", path=cfg.source, field="calibrate.question")
     if len(aspects) > 1:  # the multi-task pre-training reads every aspect: a text rated on any of them
@@ -239,8 +234,6 @@ def _aspects(ctx: RunContext) -> list[str]:
     Aspects taken by default from ``[data.mapping]`` that the training split cannot calibrate (fewer
     than 4 texts rated, or fewer than 2 answers) are left out with a warning; named ones are checked
     before any LLM call (``run --check``)."""
-    from rubric_induce.calibration.api import run_questions
-
     cfg = ctx.config
     aspects, named = run_questions(cfg.calibrate, cfg.data)
     if named or len(aspects) == 1:
@@ -262,8 +255,6 @@ def _aspects(ctx: RunContext) -> list[str]:
 def artifact(ctx: RunContext) -> dict[str, Any]:
     """Write ``artifact.json`` so :class:`RubricScorer` can load this run directory."""
     if ctx.pairwise:
-        from rubric_induce.pipeline.pairwise_stages import artifact_pairs
-
         return artifact_pairs(ctx)
     from rubric_induce.data.probes import ProbeTable
     from rubric_induce.scoring.scorer import write_artifact
@@ -305,11 +296,8 @@ def _scoring_input(cfg, fields) -> dict[str, Any] | None:
 
 def evaluate(ctx: RunContext) -> dict[str, Any]:
     if ctx.pairwise:  # [data] kind = "pairwise": see pipeline.pairwise_stages
-        from rubric_induce.pipeline.pairwise_stages import evaluate_pairs
 
         return evaluate_pairs(ctx)
-    from rubric_induce.evaluation.heldout import evaluate_probes
-    from rubric_induce.scoring.scorer import RubricScorer
 
     cfg = ctx.config
     if not cfg.evaluate.enabled:
@@ -399,9 +387,6 @@ def feedback(ctx: RunContext) -> dict[str, Any]:
         (ctx.out / "feedback.md").unlink(missing_ok=True)
         (ctx.out / "feedback.json").unlink(missing_ok=True)
         return {"enabled": False}
-    from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.feedback.api import FeedbackContext
-    from rubric_induce.feedback.api import feedback as run_feedback
 
     chosen = list(RubricSet.load(ctx.out / SELECTED_FILE))
     summary = run_feedback(ProbeTable.load(ctx.out / PROBES_FILE), ctx.test or ctx.train, chosen, ctx.backend,
@@ -413,12 +398,7 @@ def feedback(ctx: RunContext) -> dict[str, Any]:
 
 
 def report(ctx: RunContext) -> dict[str, Any]:
-    from rubric_induce.reporting.report import report as run_report
-
     path = run_report(ctx.out, ctx.config.report, seed=ctx.config.run.seed)
-    from rubric_induce.reporting.viewer import (
-        write_view,  # the run viewer: one self-contained HTML page beside report.md
-    )
 
     view = write_view(ctx.out, examples=ctx.examples, test_ids=[ex.id for ex in ctx.test])
     return {"report": path.name, "view": view.name}

@@ -20,19 +20,37 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rubric_induce.backends import parse_backend_spec
 from rubric_induce.backends.base import Backend
 from rubric_induce.backends.cache import CallCache
+from rubric_induce.backends.openai_compat import environment_api_key
 from rubric_induce.backends.options import CallOptions
 from rubric_induce.core.errors import BackendError, DataError, RubricInduceError
+from rubric_induce.generation.api import GENERATORS, GenerateContext, generate, planned_calls, read_domain
+from rubric_induce.generation.rubicon import balanced_sample
+from rubric_induce.handoff import import_rubrics
 from rubric_induce.pipeline.config import RunConfig, load_config
+from rubric_induce.pipeline.context import RunContext
 from rubric_induce.pipeline.folder import cache_path_for
-from rubric_induce.pipeline.probejob import plan_direct, run_probe_job
-from rubric_induce.probing.timing import ChatTiming, EnoughCalls, StageTime, TimedBackend, TimePlan, time_probes
+from rubric_induce.pipeline.probejob import open_plan_backend, plan_direct, plan_run, run_probe_job
+from rubric_induce.pipeline.runner import preflight, read_marker, run_dir_for, stage_fingerprint
+from rubric_induce.pipeline.stages import STAGES
+from rubric_induce.probing.timing import (
+    ChatTiming,
+    EnoughCalls,
+    StageTime,
+    TimedBackend,
+    TimePlan,
+    long_run_minutes,
+    long_run_warning,
+    time_probes,
+)
 
-__all__ = ["time_run", "long_run_check", "NO_LLM_SECONDS", "OPTIMISTIC_TOKENS_PER_S"]
+__all__ = ["time_run", "TimingSample", "long_run_check", "NO_LLM_SECONDS", "OPTIMISTIC_TOKENS_PER_S"]
 
 #: Allowance in seconds for the stages that make no LLM call (on 2 idle cores: dedup loads the
 #: embedding model; the others take about a second; see BENCHMARKS.md).
@@ -51,9 +69,6 @@ _CHAT_PROBE = [{"role": "user", "content": "Write twelve short sentences about w
 def _done_stages(ctx, force: tuple[str, ...] = ()) -> set[str]:
     """The stages ``run`` would skip: marker fingerprint current along the chain, outputs present, and
     before any stage in ``force``."""
-    from rubric_induce.pipeline.runner import read_marker, stage_fingerprint
-    from rubric_induce.pipeline.stages import STAGES
-
     done, previous = set(), ""
     for stage in STAGES:
         fp = stage_fingerprint(stage, ctx.config, ctx.data_hash, previous)
@@ -68,9 +83,6 @@ def _done_stages(ctx, force: tuple[str, ...] = ()) -> set[str]:
 
 def _time_generation(ctx, backend: Backend, n_calls: int, clock: Callable[[], float]) -> TimedBackend:
     """The generate stage's first ``n_calls`` replies, timed (the stage's own library call)."""
-    from rubric_induce.generation.api import GenerateContext, generate, read_domain
-    from rubric_induce.handoff import import_rubrics
-
     cfg = ctx.config
     timed = TimedBackend(backend, clock=clock, stop_after=n_calls)
     include = [import_rubrics(cfg.resolve(p)) for p in cfg.generate.include]
@@ -89,9 +101,6 @@ def _time_generation(ctx, backend: Backend, n_calls: int, clock: Callable[[], fl
 
 
 def _generation_calls(ctx) -> int | None:
-    from rubric_induce.generation.api import GENERATORS, planned_calls
-    from rubric_induce.generation.rubicon import balanced_sample
-
     cfg = ctx.config
     gen, opts = GENERATORS.get(cfg.generate.method), cfg.generate.method_options()
     shown = ctx.train
@@ -221,10 +230,6 @@ def _timing_backend(cfg: RunConfig) -> Backend:
     """The run's backend for timing calls: uncached, and without retries on a served model (a timing
     call that fails says so at once; a retried one would measure the waits, not the model). The
     remote API without a key in the environment is not timed (planning alone needs none)."""
-    from rubric_induce.backends import parse_backend_spec
-    from rubric_induce.backends.openai_compat import environment_api_key
-    from rubric_induce.pipeline.probejob import open_plan_backend
-
     kind = parse_backend_spec(cfg.backend.spec)[0]
     if kind == "openai" and environment_api_key() is None:
         raise BackendError("no API key in the environment (OPENAI_API_KEY or RUBRIC_INDUCE_API_KEY): the timing "
@@ -235,37 +240,44 @@ def _timing_backend(cfg: RunConfig) -> Backend:
     return open_plan_backend(cfg)
 
 
+@dataclass(frozen=True)
+class TimingSample:
+    """How many real calls :func:`time_run` times: ``probe_texts`` x ``per_text`` probe calls and the
+    generate stage's first ``generation_calls`` replies."""
+
+    probe_texts: int = 2
+    per_text: int = 3
+    generation_calls: int = 2
+
+
 def time_run(config: RunConfig | str | Path, *, out: str | Path | None = None, backend: Backend | None = None,
-             prices: Any = None, shard: Any = None, assume_rubrics: int | None = None, probe_texts: int = 2,
-             per_text: int = 3, generation_calls: int = 2, force: tuple[str, ...] = (),
-             clock: Callable[[], float] = time.perf_counter):
+             sample: TimingSample = TimingSample(), force: tuple[str, ...] = (),
+             clock: Callable[[], float] = time.perf_counter, **plan_options: Any):
     """``(probe plan, time plan)`` of a run: the :class:`~rubric_induce.probing.plan.ProbePlan` of
-    :func:`~rubric_induce.pipeline.probejob.plan_run` and a :class:`~rubric_induce.probing.timing.TimePlan`
-    measured on ``backend`` (default: the config's, opened here without the run's cache and closed after).
+    :func:`~rubric_induce.pipeline.probejob.plan_run` (``plan_options``: its ``prices``, ``shard``,
+    ``assume_rubrics``) and a :class:`~rubric_induce.probing.timing.TimePlan` measured on ``backend``
+    (default: the config's, opened here without the run's cache and closed after).
 
-    Makes real LLM calls: ``probe_texts`` x ``per_text`` probe calls (plus a warm-up), the generate
-    stage's first ``generation_calls`` replies, and, when feedback runs and generation does not, one
-    short chat call. ``force``: stages ``run --force`` reruns (they and every later one count as not done)."""
-    from rubric_induce.pipeline.context import RunContext
-    from rubric_induce.pipeline.probejob import plan_run
-    from rubric_induce.pipeline.runner import preflight, run_dir_for
-
+    Makes real LLM calls (``sample``): a few probe calls (plus a warm-up), the generate stage's first
+    replies, and, when feedback runs and generation does not, one short chat call. ``force``: stages
+    ``run --force`` reruns (they and every later one count as not done)."""
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     t0 = clock()
     inner = backend or _timing_backend(cfg)
     start_s = 0.0 if backend is not None else clock() - t0
     try:
-        plan = plan_run(cfg, out=out, backend=inner, prices=prices, shard=shard, assume_rubrics=assume_rubrics)
-        direct = _direct_plan(cfg, out, inner, shard) if plan.params.get("direct_baseline") else None
+        plan = plan_run(cfg, out=out, backend=inner, **plan_options)
+        direct = _direct_plan(cfg, out, inner, plan_options.get("shard")) if plan.params.get("direct_baseline") \
+            else None
         ctx = RunContext(cfg, run_dir_for(cfg, out))
         preflight(ctx)
         done = _done_stages(ctx, force)
         t1 = clock()
         llm_work = plan.to_make > 0 and "probe" not in done
-        timing = time_probes(inner, plan.pending, plan.text_sizes, texts=probe_texts, per_text=per_text,
-                             clock=clock) if llm_work else None
+        timing = time_probes(inner, plan.pending, plan.text_sizes, texts=sample.probe_texts,
+                             per_text=sample.per_text, clock=clock) if llm_work else None
         prompt_line = timing.first if timing is not None else (0.0, 0.0)
-        gen, chats = _generate_stage(ctx, inner, done, generation_calls, clock)
+        gen, chats = _generate_stage(ctx, inner, done, sample.generation_calls, clock)
         chat = None
         if cfg.feedback.enabled and "feedback" not in done:
             chat = _chat_timing(inner, chats, prompt_line, clock)
@@ -297,12 +309,6 @@ def long_run_check(config: RunConfig | str | Path, *, out: str | Path | None = N
     all done; times calls only when the probe prompts at :data:`OPTIMISTIC_TOKENS_PER_S` would take a
     twentieth of the threshold or more (a small run is not worth the timing calls). Then the
     estimate is :func:`time_run` with fewer timed calls."""
-    from rubric_induce.backends import parse_backend_spec
-    from rubric_induce.pipeline.context import RunContext
-    from rubric_induce.pipeline.probejob import plan_run
-    from rubric_induce.pipeline.runner import preflight, run_dir_for
-    from rubric_induce.probing.timing import long_run_minutes, long_run_warning
-
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     limit = long_run_minutes() if minutes is None else minutes
     kind = backend.kind if backend is not None else parse_backend_spec(cfg.backend.spec)[0]
@@ -319,7 +325,8 @@ def long_run_check(config: RunConfig | str | Path, *, out: str | Path | None = N
         evaluated = plan.shared_prefix_tokens + plan.unique_suffix_tokens
         if "probe" not in done and evaluated / OPTIMISTIC_TOKENS_PER_S < limit * 60 / 20:
             return None, None
-        _, timed = time_run(cfg, out=out, backend=inner, per_text=2, generation_calls=1, force=force, clock=clock)
+        _, timed = time_run(cfg, out=out, backend=inner, sample=TimingSample(per_text=2, generation_calls=1), force=force,
+                            clock=clock)
     finally:
         if backend is None:
             inner.close()
