@@ -47,14 +47,15 @@ class LabelRecord:
 
 
 def read_table(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line or record number, row)`` of a JSONL, JSON array, CSV or TSV file (CSV cells that hold
-    a JSON list or number are decoded)."""
+    """``(line or record number, row)`` of a JSONL, JSON array, CSV or TSV file (the numeric and
+    list columns of CSV cells are decoded from JSON)."""
     suffix = path.suffix.lower()
     if suffix in (".csv", ".tsv"):
         try:
             with path.open(encoding="utf-8", newline="") as fh:
                 for i, row in enumerate(csv.DictReader(fh, delimiter="," if suffix == ".csv" else "\t"), start=2):
-                    yield i, {k: _cell(v) for k, v in row.items() if k is not None}
+                    yield i, {k: _cell(v) if k in _DECODED else (v if v != "" else None)
+                              for k, v in row.items() if k is not None}
         except (UnicodeDecodeError, csv.Error) as exc:
             raise DataError(f"cannot read the table: {exc}", path=path) from None
         return
@@ -71,6 +72,10 @@ def read_table(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield i, obj
         return
     yield from read_jsonl(path)
+
+
+#: CSV columns read as JSON (numbers, lists); every other cell stays text (an id "1e5" is not a number).
+_DECODED = frozenset({"proba", "scale", "label", "sampling_probability", "prediction", "uncertainty"})
 
 
 def _cell(value: str | None) -> Any:
