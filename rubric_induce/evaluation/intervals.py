@@ -40,8 +40,13 @@ class Intervals:
 
     @classmethod
     def of(cls, groups: Sequence[Any] | None, n_boot: int, seed: int) -> Intervals:
-        """Intervals clustered by ``groups`` (the held-out texts' groups, None where a text has none)."""
-        return cls(n_boot, seed, cluster_ids(groups))
+        """Intervals clustered by ``groups`` (the held-out texts' groups, None where a text has none);
+        when no two texts share a group, every text is its own cluster and the plain item bootstrap
+        (its draws, its class-stratified selection intervals) is the clustered one."""
+        ids = cluster_ids(groups)
+        if ids is not None and len(np.unique(ids)) == len(ids):
+            ids = None
+        return cls(n_boot, seed, ids)
 
     @property
     def clustered(self) -> bool:

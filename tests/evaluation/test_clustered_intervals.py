@@ -173,3 +173,26 @@ def test_the_meta_evaluation_table_resamples_groups_where_rows_have_them():
     assert grouped["dataset_pearson"] == plain["dataset_pearson"]
     width = {name: t["dataset_pearson_high"] - t["dataset_pearson_low"] for name, t in (("g", grouped), ("p", plain))}
     assert width["g"] > 1.5 * width["p"]
+
+
+def test_distinct_groups_give_the_item_bootstrap_and_shared_ones_change_it():
+    """Where every held-out text has a group of its own (the demo's dialogues) the intervals are the
+    item bootstrap's, to the bit; where texts share groups they resample the groups."""
+    from dataclasses import replace
+
+    from heldout_fixture import build
+
+    f = build()
+    kw = dict(label="sat", threshold=0.5, binary=True, question="satisfaction", seed=5, train=f["train"],
+              train_y=f["train_y"], judge_results=f["judge_results"])
+
+    def run(examples):
+        return evaluate(f["results"], examples, f["y"], EvaluateParams(bootstrap=200), **kw).summary
+
+    plain = run(f["examples"])
+    own = run([replace(ex, group=f"own{i}") for i, ex in enumerate(f["examples"])])
+    shared = run([replace(ex, group=f"g{i // 4}") for i, ex in enumerate(f["examples"])])
+    assert own["selection_ci"] == plain["selection_ci"] and own["calibrated"] == plain["calibrated"]
+    assert shared["calibrated"]["calibrated"]["pearson"] == plain["calibrated"]["calibrated"]["pearson"]
+    assert shared["calibrated"]["calibrated"]["pearson_ci"] != plain["calibrated"]["calibrated"]["pearson_ci"]
+    assert shared["selection_ci"] != plain["selection_ci"]
