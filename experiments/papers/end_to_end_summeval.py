@@ -11,9 +11,10 @@ drawn (seeded) and half of them, with all their summaries, are held out.
 2. **Select** per aspect: every draft is probed on the training summaries and the top
    ``top_k`` by Spearman correlation with the expert mean are kept
    (:class:`~rubric_induce.selection.baselines.TopKCorrelationSelector`, AutoCalibrate's revisit step).
-3. **Probe** the selected criteria plus one direct question per aspect ("Rate the <aspect> of
-   the text.", the AutoCalibrate paper's criteria-free GPT-4 baseline) on every summary of both
-   halves (score-only, distribution from logprobs, full article shown).
+3. **Probe** the selected criteria plus one direct question per aspect (the library's direct judge,
+   :func:`rubric_induce.evaluation.direct.direct_question`: "Rate the <aspect> of this summary as a
+   whole ...", G-Eval style, the AutoCalibrate paper's criteria-free GPT-4 baseline) on every summary of
+   both halves (score-only, distribution from logprobs, full article shown).
 4. **Calibrate**: LLM-RUBRIC's personalized network
    (:class:`~rubric_induce.calibration.calibrator.Calibrator`, small fixed configuration, the three experts as
    judges, multi-task pre-training on all four aspects, fine-tuning on one) is trained on the
@@ -22,7 +23,10 @@ drawn (seeded) and half of them, with all their summaries, are held out.
    the three experts' predicted expectations) vs the direct question's expected score vs the
    selected criteria's mean expected score (vs a calibration network fed the direct questions
    only); Pearson / Spearman / Kendall at dataset and summary level with 95% bootstrap intervals
-   (summary level resamples whole articles), and Williams tests.
+   (summary level resamples whole articles), and Williams tests. The direct-judge comparison is the
+   library's (:func:`rubric_induce.evaluation.direct.compare_direct`, as every run's ``evaluation.md``
+   has it): each system and the experts' ceiling with intervals that resample articles, and each
+   system minus the direct judge, paired.
 
     .venv/bin/python experiments/papers/end_to_end_summeval.py              # default limit (see the config)
     .venv/bin/python experiments/papers/end_to_end_summeval.py --backend fake --limit 4 --out /tmp/e2e
@@ -48,9 +52,12 @@ from rubric_induce.calibration.calibrator import Calibrator  # noqa: E402
 from rubric_induce.calibration.data import CalibrationData, from_probes  # noqa: E402
 from rubric_induce.core.errors import RubricInduceError  # noqa: E402
 from rubric_induce.core.stats import spearman, williams_test_scores  # noqa: E402
+from rubric_induce.core.task import TaskParams  # noqa: E402
 from rubric_induce.data.datasets import SUMMEVAL_ASPECTS, load_summeval  # noqa: E402
 from rubric_induce.data.model import AnswerScale, Example, Rubric, RubricPool  # noqa: E402
 from rubric_induce.data.probes import ProbeTable  # noqa: E402
+from rubric_induce.evaluation.direct import DirectJudge, compare_direct, direct_markdown, direct_question  # noqa: E402
+from rubric_induce.evaluation.judges import judge_ratings  # noqa: E402
 from rubric_induce.evaluation.meta_eval import correlation_table  # noqa: E402
 from rubric_induce.evaluation.score_table import ScoreRow, write_scores  # noqa: E402
 from rubric_induce.generation.autocalibrate import draft_criteria, draft_plan  # noqa: E402
@@ -146,9 +153,25 @@ def select_articles(examples: Sequence[Example], n: int | None, seed: int) -> li
 
 
 def direct_rubric(aspect: str) -> Rubric:
-    """The criteria-free question: what the same prompt asks without induced criteria."""
-    return Rubric.create(f"Rate the {aspect} of the text.", aspect=aspect, scale=LIKERT,
-                         provenance={"method": "direct", "experiment": NAME})
+    """The criteria-free question: the library's direct judge (what every run asks on its held-out texts),
+    worded for a summary on the experts' 1-5 scale."""
+    return direct_question(TaskParams(kind="summary"), aspect, LIKERT)
+
+
+def _direct_comparison(test: list[Example], aspects: list[str], scores: dict[str, dict[str, np.ndarray]],
+                       direct: dict[str, Rubric], cfg: dict[str, Any]) -> dict[str, Any]:
+    """Per aspect, the library's side-by-side of every system with the direct judge and the experts' ceiling
+    (:func:`~rubric_induce.evaluation.direct.compare_direct`; intervals resample articles, differences paired)."""
+    groups = [str(e.group) for e in test]
+    out = {}
+    for a in aspects:
+        human = np.array([float(e.labels[a]) for e in test])
+        _, ratings = judge_ratings(test, a)
+        out[a] = {"target": a, "question": direct[a].text, "prompt": dict(direct[a].provenance["prompt"]),
+                  "asked": len(test), "failed": int(np.isnan(scores[a]["direct"]).sum()),
+                  **compare_direct(scores[a], human, groups, ratings=ratings if ratings.shape[1] else None,
+                                   n_boot=int(cfg["n_boot"]), seed=cfg["seed"])}
+    return out
 
 
 def draft_view(example: Example, max_source_chars: int) -> Example:
@@ -386,7 +409,8 @@ def main(argv: list[str] | None = None) -> Path:
         human = np.array([float(e.labels[a]) for e in test])
         per: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         jd = col[direct[a].id]
-        per["direct"] = (arr.expected[:, jd], arr.probs[:, jd, :len(values)])
+        # the direct judge's score as every run computes it (G-Eval: the expected answer over the scale)
+        per["direct"] = (DirectJudge(direct[a], table_test).scores([e.id for e in test]), arr.probs[:, jd, :len(values)])
         if selected[a]:
             js = [col[r.id] for r in selected[a]]
             per["criteria"] = (arr.expected[:, js].mean(axis=1), arr.probs[:, js, :len(values)].mean(axis=1))
@@ -414,6 +438,7 @@ def main(argv: list[str] | None = None) -> Path:
         for s1, s2 in pairs:
             if s1 in scores[a] and s2 in scores[a]:
                 tests.append(_williams(human, scores[a], a, s1, s2))
+    direct_cmp = _direct_comparison(test, aspects, scores, direct, cfg)
     timings["statistics"] = round(time.perf_counter() - t0, 1)
     png = _plot(exp.out, aspects, cells, "SmolLM2-135M (ours)" if cfg["backend"] == "local" else str(cfg["backend"]))
 
@@ -444,6 +469,8 @@ def main(argv: list[str] | None = None) -> Path:
           "Dataset level resamples summaries; summary level resamples whole articles (with "
           f"{n_docs_te} articles the summary-level intervals are wide).", "",
           _detail_table(aspects, cells), "",
+          "## Against asking the LLM directly (the library's comparison, as in a run's evaluation.md)", "",
+          *[direct_markdown(direct_cmp[a]).replace("\n## ", "\n### ").strip("\n") + "\n" for a in aspects],
           "## Williams tests (dataset-level Pearson; * = p < 0.05)", "",
           _williams_table(tests), "",
           "## Induced and selected criteria", "",
@@ -483,7 +510,7 @@ def main(argv: list[str] | None = None) -> Path:
         "n_summaries": len(examples), "n_train": len(train), "n_test": len(test),
         "train_articles": sorted({str(e.group) for e in train}), "test_articles": sorted({str(e.group) for e in test}),
         "selection": selection_info, "generation_stats": gen_stats.to_dict(), "correlations": corr,
-        "williams": tests, "timings_s": timings, "systems": SYSTEMS, "model": model,
+        "williams": tests, "direct_comparison": direct_cmp, "timings_s": timings, "systems": SYSTEMS, "model": model,
         "paper": {"autocalibrate_table2": PAPER_AUTOCAL, "closer_look_table1_score_only": PAPER_CLOSER_LOOK},
     }
     return exp.finish(results, "\n".join(md))

@@ -84,6 +84,7 @@ def test_writes_every_output(run):
         "## AutoCalibrate Table 2 layout: summary-level Spearman ρ / Kendall τ",
         "## Closer Look Table 1 layout: dataset-level Pearson r / summary-level Kendall τ",
         "## All correlations on the held-out articles (95% bootstrap intervals)",
+        "## Against asking the LLM directly (the library's comparison, as in a run's evaluation.md)",
         "## Williams tests (dataset-level Pearson; * = p < 0.05)", "## Induced and selected criteria", "## Reading"]
 
 
@@ -157,6 +158,25 @@ def test_markdown_shows_paper_figures_beside_ours(run):
     assert "## Williams tests" in md
 
 
+@pytest.mark.slow
+def test_direct_comparison_goes_through_the_library(run, results):
+    """The direct question is the library's (direct_rating template), its score the expected answer, and the
+    comparison the library's: every system against the direct judge, paired, intervals over articles."""
+    rows = read_scores(run / "scores.jsonl")
+    md = (run / "results.md").read_text()
+    for aspect in ASPECTS:
+        d = results["direct_comparison"][aspect]
+        assert d["prompt"]["name"] == "direct_rating" and f"{aspect} of this summary" in d["question"]
+        assert set(d["systems"]) == {"direct", "criteria", "calibrated", "calibrated-direct"}
+        assert {x["system"] for x in d["differences"]} == {"criteria", "calibrated", "calibrated-direct"}
+        assert d["n"] == results["n_test"] and d["n_groups"] == len(results["test_articles"])
+        assert d["ceiling"]["raters"] == 3  # the three experts
+        direct = {r.example_id: (r.score, r.human) for r in rows if r.aspect == aspect and r.system == "direct"}
+        s, h = (np.array(v) for v in zip(*direct.values()))
+        assert d["systems"]["direct"]["pearson"]["value"] == pytest.approx(stats.pearson(s, h))
+        assert "## Against asking the LLM directly" in md and f"### Against asking the LLM directly ('{aspect}')" in md
+
+
 def test_select_articles_keeps_whole_judged_articles_in_prefix_order(summeval):
     examples = summeval
     picked = e2e.select_articles(examples, 3, seed=1)
@@ -174,4 +194,4 @@ def test_draft_view_cuts_the_article_but_keeps_the_summary(summeval):
     assert view.id == ex.id and view.fields["text"] == ex.fields["text"]
     assert view.fields["source"].endswith(" [...]") and len(view.fields["source"]) <= 306
     assert dict(view.labels) == dict(ex.labels)
-    assert e2e.direct_rubric("fluency").text == "Rate the fluency of the text."
+    assert e2e.direct_rubric("fluency").text.startswith("Rate the fluency of this summary as a whole")

@@ -84,7 +84,8 @@ def test_evaluate_scores_match_the_scorer(finished_run):
     for rec in test_scores:
         assert rec["netsat"] == pytest.approx(netsat[rec["id"]])
         assert rec["label"] == int(rec["netsat"] > scorer.threshold)
-    assert {r.system for r in rows if r.aspect == "satisfaction"} == {"calibrated", "netsat"}
+    # the direct judge rates the calibrated question too ([evaluate] direct_baseline, on by default)
+    assert {r.system for r in rows if r.aspect == "satisfaction"} == {"calibrated", "netsat", "direct"}
 
 
 def test_rerun_skips_everything(finished_run, tmp_path):
@@ -157,7 +158,9 @@ def test_crash_mid_probe_loses_no_finished_call(write_config, tmp_path):
     # the 30 probes answered before the crash come back from the streamed probes file (or the cache)
     assert probe_stage["usage"]["cache_hits"] + probe_stage["summary"]["reused"] == 30
     n_pool = sum(1 for _ in (out / "pool.dedup.jsonl").open())
-    assert len([c for c in counting.calls if c[0] == "answer_logprobs"]) == 24 * n_pool - 30
+    n_direct = resumed.summaries["evaluate"]["direct"]["asked"]  # the direct judge: one call per held-out text
+    assert n_direct > 0
+    assert len([c for c in counting.calls if c[0] == "answer_logprobs"]) == 24 * n_pool - 30 + n_direct
 
 
 def test_keyboard_interrupt_marks_the_manifest(write_config, tmp_path, monkeypatch):
