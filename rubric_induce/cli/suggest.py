@@ -53,8 +53,11 @@ def _from_scores(path: Path, input_path: Path | None) -> Pool:
     pool = Pool(list(jd.ids), jd.judges["run"].probs, jd.scale)
     if input_path is not None:
         for _line, row in read_table(input_path):
-            rid = row.get("id")
-            if rid is not None and isinstance(row.get("text"), str):
+            rid, fields = row.get("id"), row.get("fields")  # flat rows, or rubric-induce's {"fields": {...}}
+            if isinstance(fields, dict) and all(isinstance(v, str) for v in fields.values()) and fields:
+                pool.texts[str(rid)] = dict(fields)
+                pool.fields = list(fields)
+            elif rid is not None and isinstance(row.get("text"), str):
                 pool.texts[str(rid)] = {"text": row["text"]}
     return pool
 

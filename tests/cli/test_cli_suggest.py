@@ -135,3 +135,14 @@ def test_suggest_from_a_judgements_file(tmp_path) -> None:
     assert all(r["text"].startswith("answer") for r in rows)
     res = CliRunner().invoke(cli, ["suggest", "--judgements", str(path), "--for", "threshold"])
     assert res.exit_code == EXIT_INPUT and "--threshold" in res.output
+
+
+def test_suggest_from_a_score_file_with_texts(scored, pool, tmp_path) -> None:
+    out = tmp_path / "next.jsonl"
+    res = CliRunner().invoke(cli, ["suggest", "--scores", str(scored), "--input", str(pool), "-n", "12", "--for",
+                                   "estimate", "--seed", "4", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows and all(r["purpose"] == "estimate" and 0 < r["sampling_probability"] <= 1 for r in rows)
+    assert all(r["weight"] == pytest.approx(1 / r["sampling_probability"]) for r in rows)
+    assert all(r["text"].startswith("USER:") for r in rows)  # the pool's texts ride along
