@@ -41,7 +41,6 @@ Saved as JSON + safetensors (npz without safetensors), never pickle.
 """
 from __future__ import annotations
 
-import copy
 import json
 import math
 from collections import Counter
@@ -52,112 +51,38 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.calibration._torch import require_torch
+from rubric_induce.calibration.adaptive_numpy import excess_surprise, np_forward, np_state
+from rubric_induce.calibration.adaptive_training import MemberData, train_member
+from rubric_induce.calibration.artifacts import (
+    REBUILD_ERRORS,
+    check_network_config,
+    damaged,
+    load_network_state,
+    non_finite_tensors,
+    package_versions,
+    read_config,
+    read_weights,
+    weights_path,
+    write_weights,
+)
 from rubric_induce.calibration.calibrator import check_features, encode_targets
 from rubric_induce.calibration.completion import COMPLETIONS, GaussianCompletion, complete_zeros
 from rubric_induce.calibration.judges import judge_index, judge_names, judge_rows, judge_vocabulary
 from rubric_induce.core.errors import DataError, NotFittedError, RubricInduceError
 from rubric_induce.core.estimator import Estimator, param_names
+from rubric_induce.data.jsonl import jsonable
 
 __all__ = ["AdaptiveModel", "save_adaptive", "load_adaptive", "ADAPTIVE_DIR", "ADAPTIVE_CONFIG", "ADAPTIVE_PARAMS"]
 
 ADAPTIVE_DIR = "adaptive"
 ADAPTIVE_CONFIG = "adaptive.json"
 FORMAT_VERSION = 2
-#: Training mask patterns per member when the rubrics have more subsets than this (see ``_train``).
-_MASK_POOL = 512
 
 
 def check_fitted(model: AdaptiveModel) -> None:
     if not hasattr(model, "target_nets_"):
         raise NotFittedError("this AdaptiveModel is not fitted yet; call fit(X, judge_ids, targets) first (or "
                              "load one with rubric_induce.calibration.adaptive.load_adaptive)")
-
-
-def random_masks(n: int, n_blocks: int, rng: np.random.Generator, available: np.ndarray | None = None) -> np.ndarray:
-    """``[n, n_blocks]`` boolean masks: a uniform number of observed blocks (0..all), then a uniform
-    subset of that size (among ``available`` blocks when given)."""
-    keys = rng.random((n, n_blocks))
-    if available is not None:
-        keys = np.where(available, keys, 2.0)  # unavailable blocks sort last, never observed
-        n_avail = available.sum(axis=1)
-    else:
-        n_avail = np.full(n, n_blocks)
-    k = np.floor(rng.random(n) * (n_avail + 1)).astype(np.int64)
-    ranks = np.argsort(np.argsort(keys, axis=1), axis=1)
-    return ranks < k[:, None]
-
-
-def _np_state(net) -> dict[str, Any]:
-    """A network's weights as float64 numpy arrays, with what the numpy forward pass needs."""
-    st = {k: v.detach().cpu().double().numpy() for k, v in net.state_dict().items()}
-    return {"W1": st["W1"], "W2": st["W2"], "V": st["V"], "W1a": st["W1a"], "W2a": st["W2a"], "Va": st["Va"],
-            "theta": st.get("theta"), "theta_a": st.get("theta_a"), "mask": st["answer_mask"].astype(bool),
-            "personalized": net.personalized, "head": net.head, "sizes": list(net.scale_sizes)}
-
-
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * z))  # overflow-free
-
-
-def _affine(h: np.ndarray, w: np.ndarray, wa: np.ndarray | None, judges: np.ndarray | None) -> np.ndarray:
-    """``(W + W^a_j)[1; h]`` per row, the judge-specific term added judge by judge (no gather)."""
-    hb = np.concatenate([np.ones((h.shape[0], 1)), h], axis=1)
-    out = hb @ w
-    if wa is not None and judges is not None:
-        for j in np.unique(judges[judges >= 0]):
-            rows = judges == j
-            out[rows] += hb[rows] @ wa[j]
-    return out
-
-
-def np_forward(state: dict[str, Any], x: np.ndarray, judges: np.ndarray,
-               questions: np.ndarray | None = None) -> np.ndarray:
-    """Probabilities ``[rows, questions, k_max]`` of a :class:`CalibrationNetwork` in numpy
-    (padded answers 0); the same function as its torch ``forward`` (tested to agree).
-
-    ``questions`` (one index per row): only that question's distribution, ``[rows, k_max]``; for a
-    softmax head without judge-specific output weights it skips the other questions' outputs."""
-    pers = state["personalized"]
-    jh = judges if pers is True else None
-    jo = judges if pers else None
-    z1 = _sigmoid(_affine(x, state["W1"], state["W1a"], jh))
-    z2 = _sigmoid(_affine(z1, state["W2"], state["W2a"], jh))
-    V, Va = state["V"], state["Va"]
-    if questions is not None:
-        rows = np.arange(x.shape[0])
-        if jo is not None or state["head"] != "softmax":
-            return np_forward(state, x, judges)[rows, questions]
-        hb = np.concatenate([np.ones((z2.shape[0], 1)), z2], axis=1)
-        logits = np.einsum("rh,rho->ro", hb, V[questions])
-        logits = np.where(state["mask"][questions], logits, -np.inf)
-        logits = logits - logits.max(axis=-1, keepdims=True)
-        e = np.exp(logits)
-        return e / e.sum(axis=-1, keepdims=True)
-    q, hp1, o = V.shape
-    v = V.transpose(1, 0, 2).reshape(hp1, q * o)
-    va = Va.transpose(0, 2, 1, 3).reshape(Va.shape[0], hp1, q * o)
-    out = _affine(z2, v, va, jo).reshape(-1, q, o)
-    mask = state["mask"]
-    if state["head"] == "softmax":
-        logits = np.where(mask, out, -np.inf)
-        logits = logits - logits.max(axis=-1, keepdims=True)
-        e = np.exp(logits)
-        return e / e.sum(axis=-1, keepdims=True)
-    score = out[..., 0]
-    raw = np.broadcast_to(state["theta"], (x.shape[0], *state["theta"].shape)).copy()
-    if jo is not None:
-        for j in np.unique(jo[jo >= 0]):
-            raw[jo == j] += state["theta_a"][j]
-    gaps = np.logaddexp(0.0, raw[..., 1:]) + 1e-4
-    theta = np.concatenate([raw[..., :1], raw[..., :1] + np.cumsum(gaps, axis=-1)], axis=-1)
-    cdf = _sigmoid(theta - score[..., None])
-    sizes = np.asarray(state["sizes"])
-    pos = np.arange(theta.shape[-1])
-    cdf = np.where(pos[None, None, :] >= (sizes - 1)[None, :, None], 1.0, cdf)
-    full = np.concatenate([np.zeros((*score.shape, 1)), cdf, np.ones((*score.shape, 1))], axis=-1)
-    probs = np.clip(full[..., 1:] - full[..., :-1], 1e-12, None)
-    probs = np.where(mask, probs, 0.0)
-    return probs / probs.sum(axis=-1, keepdims=True)
 
 
 class AdaptiveModel(Estimator):
@@ -230,9 +155,7 @@ class AdaptiveModel(Estimator):
             input_names: Sequence[str] | None = None) -> AdaptiveModel:
         """Fit on rows ``(X[r], judge_ids[r], targets[r, :])`` (the calibrator's layout; ``X`` must be
         ``[rows, questions, answers]``: the model masks whole question blocks). Returns ``self``."""
-        torch = require_torch()
-        from rubric_induce.calibration.network import CalibrationNetwork
-
+        require_torch()
         self._check_params()
         Xa = check_features(X)
         if Xa.ndim != 3:
@@ -242,6 +165,41 @@ class AdaptiveModel(Estimator):
         judges = judge_names(judge_ids)
         if len(judges) != n:
             raise DataError(f"judge_ids has {len(judges)} entries for {n} rows of X", field="judge_ids")
+        names, scales, codes = self._targets(targets, n, scales, question_names)
+        main = self._main_index(names)
+        if not (codes[:, main] >= 0).any():
+            raise DataError(f"the main question {names[main]!r} has no applicable answer in the training data",
+                            field="targets")
+        rows = np.flatnonzero((codes >= 0).any(axis=1))
+        vocab = judge_vocabulary(judges[r] for r in rows)
+        groups_arr = np.asarray([str(g) for g in groups]) if groups is not None else np.arange(n).astype(str)
+        if len(groups_arr) != n:
+            raise DataError(f"groups has {len(groups_arr)} entries for {n} rows", field="groups")
+        in_names = list(input_names) if input_names is not None else [f"input{i}" for i in range(n_in)]
+        if len(in_names) != n_in:
+            raise DataError(f"{len(in_names)} input names for {n_in} question blocks", field="input_names")
+        soft = self._fit_answer_classes(Xa)
+        self.n_features_in_shape_ = (n_in, k)
+        self.question_names_ = names
+        self.input_names_ = in_names
+        self.scales_ = scales
+        self.main_question_index_ = main
+        self.judges_ = vocab
+        kept = Counter(judges[r] for r in rows)
+        self.judge_counts_ = {j: int(kept[j]) for j in vocab}
+        data = MemberData(Xa[rows].astype(np.float32), soft[rows].astype(np.float32),
+                          judge_index(vocab, [judges[r] for r in rows]), codes[rows], groups_arr[rows], main)
+        if self.completion == "gaussian":  # one answer vector per text, however many judges read it
+            _, first = np.unique(data.G, return_index=True)
+            self.completion_ = GaussianCompletion().fit(data.X[np.sort(first)])
+        else:
+            self.completion_ = None
+        self._fit_members(data)
+        return self
+
+    def _targets(self, targets: Any, n: int, scales: Sequence[Sequence[float]] | None,
+                 question_names: Sequence[str] | None) -> tuple[list[str], list[tuple[float, ...]], np.ndarray]:
+        """Question names, answer scales (default: the answers seen) and answer codes of ``targets``, checked."""
         y = np.asarray(targets, dtype=np.float64)
         y = y[:, None] if y.ndim == 1 else y
         if y.shape[0] != n:
@@ -262,21 +220,12 @@ class AdaptiveModel(Estimator):
         scales = [tuple(float(v) for v in s) for s in scales]
         if len(scales) != n_q:
             raise DataError(f"{len(scales)} scales for {n_q} target columns", field="scales")
-        main = self._main_index(names)
-        codes = encode_targets(y, scales, self.not_applicable)
-        if not (codes[:, main] >= 0).any():
-            raise DataError(f"the main question {names[main]!r} has no applicable answer in the training data",
-                            field="targets")
-        keep = (codes >= 0).any(axis=1)
-        rows = np.flatnonzero(keep)
-        vocab = judge_vocabulary(judges[r] for r in rows)
-        groups_arr = np.asarray([str(g) for g in groups]) if groups is not None else np.arange(n).astype(str)
-        if len(groups_arr) != n:
-            raise DataError(f"groups has {len(groups_arr)} entries for {n} rows", field="groups")
-        in_names = list(input_names) if input_names is not None else [f"input{i}" for i in range(n_in)]
-        if len(in_names) != n_in:
-            raise DataError(f"{len(in_names)} input names for {n_in} question blocks", field="input_names")
+        return names, scales, encode_targets(y, scales, self.not_applicable)
 
+    def _fit_answer_classes(self, Xa: np.ndarray) -> np.ndarray:
+        """Each input block's answer width, class prototypes and frequencies (fitted attributes); returns
+        the soft answer classes ``[rows, blocks, 1 + max width]`` the answer networks learn."""
+        n_in = Xa.shape[1]
         # Each input block's answer width: its last column that ever carries mass (at least 1).
         used = (Xa > 0).any(axis=0)  # [blocks, answers]
         widths = np.array([max(1, int(np.flatnonzero(u).max()) + 1) if u.any() else 1 for u in used])
@@ -289,28 +238,18 @@ class AdaptiveModel(Estimator):
                 if w[q, c] <= 0:
                     protos[q, c] = 0.0
                     protos[q, c, c] = 1.0
-
-        self.n_features_in_shape_ = (n_in, k)
-        self.question_names_ = names
-        self.input_names_ = in_names
-        self.scales_ = scales
-        self.main_question_index_ = main
-        self.judges_ = vocab
-        kept = Counter(judges[r] for r in rows)
-        self.judge_counts_ = {j: int(kept[j]) for j in vocab}
         self.input_widths_ = [int(v) for v in widths]
         self.prototypes_ = protos
         self.class_freq_ = np.divide(w, w.sum(axis=1, keepdims=True), out=np.zeros_like(w),
                                      where=w.sum(axis=1, keepdims=True) > 0)
+        return soft
 
-        X3, S3 = Xa[rows].astype(np.float32), soft[rows].astype(np.float32)
-        J = judge_index(vocab, [judges[r] for r in rows])
-        Y, G = codes[rows], groups_arr[rows]
-        if self.completion == "gaussian":  # one answer vector per text, however many judges read it
-            _, first = np.unique(G, return_index=True)
-            self.completion_ = GaussianCompletion().fit(X3[np.sort(first)])
-        else:
-            self.completion_ = None
+    def _fit_members(self, data: MemberData) -> None:
+        """Train ``n_members`` (target, answer) network pairs from different seeds; their histories."""
+        torch = require_torch()
+        from rubric_induce.calibration.network import CalibrationNetwork  # network.py imports torch
+
+        n_in, k = self.n_features_in_shape_
         prev = torch.get_num_threads()
         if self.n_threads:
             torch.set_num_threads(int(self.n_threads))
@@ -319,11 +258,11 @@ class AdaptiveModel(Estimator):
             for member in range(int(self.n_members)):
                 seed = int(self.random_state) + 1009 * member
                 torch.manual_seed(seed)
-                tnet = CalibrationNetwork(n_in * k + n_in, len(vocab), [len(s) for s in scales], tuple(self.hidden),
-                                          personalized=self.personalized, head=self.head)
-                anet = CalibrationNetwork(n_in * k + n_in, 0, [int(v) + 1 for v in widths],
+                tnet = CalibrationNetwork(n_in * k + n_in, len(self.judges_), [len(s) for s in self.scales_],
+                                          tuple(self.hidden), personalized=self.personalized, head=self.head)
+                anet = CalibrationNetwork(n_in * k + n_in, 0, [int(v) + 1 for v in self.input_widths_],
                                           tuple(self.answer_hidden), personalized=False, head="softmax")
-                histories.append(self._train(tnet, anet, X3, S3, J, Y, G, main, seed))
+                histories.append(train_member(self, (tnet, anet), data, seed))
                 tnet.eval()
                 anet.eval()
                 tnets.append(tnet)
@@ -335,7 +274,6 @@ class AdaptiveModel(Estimator):
                          "val_loss": [h["val_loss"] for h in histories]}
         self.answer_surprise_reference_ = _reference_excess(self.history_)
         self._cache_numpy()
-        return self
 
     @staticmethod
     def _soft_targets(X: np.ndarray, widths: np.ndarray) -> np.ndarray:
@@ -372,108 +310,9 @@ class AdaptiveModel(Estimator):
         obs = np.asarray(observed)
         return np.concatenate([self.complete(X, obs).reshape(X.shape[0], -1), obs.astype(X.dtype)], axis=1)
 
-    def _losses(self, tnet, anet, Xin, S, J, Y, M, main):
-        """Target NLL (every output question, plus the main one again) and the soft cross-entropy of
-        the unasked blocks' LLM answers, on network inputs ``Xin`` of rows with observed-block masks ``M``."""
-        from rubric_induce.calibration.network import masked_nll
-
-        torch = require_torch()
-        xin = Xin
-        logp = tnet(xin, J)
-        lt = masked_nll(logp, Y)
-        if Y.shape[1] > 1:
-            lt = lt + masked_nll(logp, Y, [main])
-        alogp = anet(xin, torch.full_like(J, -1))[..., : S.shape[2]]
-        unasked = (~M).to(xin.dtype)
-        per_block = -(S * alogp.clamp_min(-1e4)).sum(dim=-1)  # [rows, blocks]
-        la = (per_block * unasked).sum() / unasked.sum().clamp_min(1.0)
-        return lt, la
-
-    def _train(self, tnet, anet, X, S, J, Y, G, main, seed: int) -> dict[str, Any]:
-        """Train one member; early stopping keeps each network at its own best validation loss
-        (the target and the answer losses bottom out at different epochs)."""
-        torch = require_torch()
-        rng = np.random.default_rng(seed)
-        train_rows, val_rows = np.arange(len(X)), np.array([], dtype=np.int64)
-        if self.early_stopping:
-            uniq = np.unique(G)
-            n_val = int(round(len(uniq) * float(self.validation_fraction)))
-            if n_val >= 1 and len(uniq) - n_val >= 1:
-                val_groups = set(rng.choice(uniq, size=n_val, replace=False).tolist())
-                is_val = np.array([g in val_groups for g in G])
-                train_rows, val_rows = np.flatnonzero(~is_val), np.flatnonzero(is_val)
-        St, Jt, Yt = (torch.from_numpy(a) for a in (S, J, Y))
-        jwd = self.weight_decay if self.judge_weight_decay is None else self.judge_weight_decay
-        groups = [{"params": tnet.shared_parameters(), "weight_decay": float(self.weight_decay)},
-                  {"params": anet.shared_parameters(), "weight_decay": float(self.weight_decay)}]
-        if self.personalized:
-            groups.append({"params": tnet.judge_parameters(), "weight_decay": float(jwd)})
-        opt = torch.optim.AdamW(groups, lr=float(self.learning_rate))
-        gen = torch.Generator().manual_seed(seed)
-        aw = float(self.answer_weight)
-        if len(val_rows):
-            vmask = random_masks(len(val_rows), X.shape[1], np.random.default_rng(seed + 1))
-            vin, vm = torch.from_numpy(self._inputs(X[val_rows], vmask)), torch.from_numpy(vmask)
-        best = [math.inf, math.inf]  # target, answer
-        best_state: list[Any] = [None, None]
-        best_epoch, since, curve = [0, 0], [0, 0], []
-        bs = max(1, min(int(self.batch_size), len(train_rows)))
-        # With many rubrics nearly every random mask is a new pattern, and each new pattern costs the
-        # Gaussian fill a linear solve: draw the masks from a fixed pool of patterns (cached) instead.
-        pool = None
-        if getattr(self, "completion_", None) is not None and 2 ** X.shape[1] > _MASK_POOL:
-            pool = random_masks(_MASK_POOL, X.shape[1], rng)
-        for epoch in range(1, int(self.epochs) + 1):
-            tnet.train()
-            anet.train()
-            masks = (random_masks(len(train_rows), X.shape[1], rng) if pool is None
-                     else pool[rng.integers(len(pool), size=len(train_rows))])
-            xin = torch.from_numpy(self._inputs(X[train_rows], masks))
-            mt = torch.from_numpy(masks)
-            perm = torch.randperm(len(train_rows), generator=gen)
-            for start in range(0, len(perm), bs):
-                b = perm[start:start + bs]
-                r = torch.from_numpy(train_rows)[b]
-                lt, la = self._losses(tnet, anet, xin[b], St[r], Jt[r], Yt[r], mt[b], main)
-                loss = lt + aw * la
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-            if len(val_rows):
-                tnet.eval()
-                anet.eval()
-                with torch.no_grad():
-                    vb = torch.from_numpy(val_rows)
-                    lt, la = self._losses(tnet, anet, vin, St[vb], Jt[vb], Yt[vb], vm, main)
-                vals = (float(lt), float(la))
-                curve.append(float(lt + aw * la))
-                for i, (v, net) in enumerate(zip(vals, (tnet, anet))):
-                    if v < best[i] - 1e-5:
-                        best[i], best_epoch[i], since[i] = v, epoch, 0
-                        best_state[i] = copy.deepcopy(net.state_dict())
-                    else:
-                        since[i] += 1
-                if min(since) >= int(self.patience):
-                    break
-        for state, net in zip(best_state, (tnet, anet)):
-            if state is not None:
-                net.load_state_dict(state)
-        excess = None
-        if len(val_rows):  # the answer network's excess surprise on texts it did not train on
-            anet.eval()
-            with torch.no_grad():
-                alogp = anet(vin, torch.full((len(val_rows),), -1, dtype=torch.long))[..., : S.shape[2]]
-            d = _excess_surprise(np.exp(alogp.numpy().astype(np.float64)), S[val_rows].astype(np.float64))
-            excess = float(d[~vmask].mean()) if (~vmask).any() else None
-        return {"n_train_rows": int(len(train_rows)), "n_val_rows": int(len(val_rows)),
-                "val_answer_excess": excess,
-                "epochs_run": len(curve) if curve else int(self.epochs),
-                "best_epoch": best_epoch[0] or int(self.epochs), "best_epoch_answers": best_epoch[1] or int(self.epochs),
-                "val_loss": curve}
-
     def _cache_numpy(self) -> None:
-        self._np_targets = [_np_state(net) for net in self.target_nets_]
-        self._np_answers = [_np_state(net) for net in self.answer_nets_]
+        self._np_targets = [np_state(net) for net in self.target_nets_]
+        self._np_answers = [np_state(net) for net in self.answer_nets_]
 
     # -- prediction ----------------------------------------------------------------------------
     def judge_rows(self, judge: Any, n: int, judge_ids: Sequence[Any] | None = None) -> list[np.ndarray]:
@@ -571,7 +410,7 @@ class AdaptiveModel(Estimator):
             if not len(rows):
                 continue
             P = self.answer_proba_rows(Xa[rows], before[rows], blocks)
-            total[rows] += _excess_surprise(P, S[rows, blocks])
+            total[rows] += excess_surprise(P, S[rows, blocks])
             count[rows] += 1
             before[rows, blocks] = True
         return np.divide(total, count, out=np.full(n, np.nan), where=count > 0)
@@ -594,13 +433,6 @@ class AdaptiveModel(Estimator):
 ADAPTIVE_PARAMS = param_names(AdaptiveModel)
 
 
-def _excess_surprise(P: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """``sum((P - S) * log P)`` over the last axis: cross-entropy of the read answers ``S`` under the
-    prediction ``P`` minus ``P``'s entropy (zero in expectation when ``P`` is calibrated)."""
-    logp = np.log(np.clip(P, 1e-12, None))
-    return ((P - S) * logp).sum(axis=-1)
-
-
 def _reference_excess(history: Mapping[str, Any]) -> float | None:
     """The members' mean excess surprise on their own validation texts (None without early stopping)."""
     vals = [m.get("val_answer_excess") for m in history.get("members", []) if isinstance(m, Mapping)]
@@ -613,9 +445,6 @@ def _reference_excess(history: Mapping[str, Any]) -> float | None:
 # --------------------------------------------------------------------------------------------
 def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "auto") -> Path:
     """Write ``model`` to ``directory`` (``adaptive.json`` + ``adaptive.safetensors`` or ``.npz``)."""
-    from rubric_induce.calibration.artifacts import non_finite_tensors, package_versions, write_weights
-    from rubric_induce.data.jsonl import jsonable
-
     check_fitted(model)
     directory = Path(directory)
     tensors = {f"{tag}.{i}.{name}": t.detach().cpu().contiguous().numpy()
@@ -650,18 +479,6 @@ def save_adaptive(model: AdaptiveModel, directory: str | Path, *, fmt: str = "au
 def load_adaptive(directory: str | Path) -> AdaptiveModel:
     """Rebuild an :class:`AdaptiveModel` saved by :func:`save_adaptive` (shapes checked)."""
     require_torch()  # a clear MissingDependencyError before the network import
-    from rubric_induce.calibration.artifacts import (
-        REBUILD_ERRORS,
-        check_network_config,
-        damaged,
-        load_network_state,
-        non_finite_tensors,
-        read_config,
-        read_weights,
-        weights_path,
-    )
-    from rubric_induce.calibration.network import CalibrationNetwork
-
     directory = Path(directory)
     path = directory / ADAPTIVE_CONFIG
     config = read_config(path, "rubric-induce-adaptive", "adaptive-model", version=FORMAT_VERSION,
@@ -676,30 +493,50 @@ def load_adaptive(directory: str | Path) -> AdaptiveModel:
                         "calibrate stage", path=wpath)
     check_network_config(config, path, tensors, n_inputs=None, hidden_keys=("hidden", "answer_hidden"))
     try:
-        params = dict(config["params"])
-        for key in ("hidden", "answer_hidden", "not_applicable"):
-            params[key] = tuple(params[key])
-        if int(config.get("format_version", 1)) < 2:  # one network pair, unasked blocks zeroed
-            params.update(completion="zeros", n_members=1)
-        model = AdaptiveModel(**params)
-        model._check_params()
-        model.question_names_ = [str(q) for q in config["question_names"]]
-        model.scales_ = [tuple(float(v) for v in s) for s in config["scales"]]
-        model.main_question_index_ = int(config["main_question_index"])
-        model.judges_ = [str(j) for j in config["judges"]]
-        model.judge_counts_ = {str(k): int(v) for k, v in config.get("judge_counts", {}).items()}
-        model.input_names_ = [str(n) for n in config["input_names"]]
-        model.n_features_in_shape_ = tuple(int(v) for v in config["input_shape"])
-        model.input_widths_ = [int(v) for v in config["input_widths"]]
-        model.class_freq_ = np.asarray(config["class_freq"], dtype=np.float64)
-        model.history_ = dict(config.get("history") or {})
-        model.answer_surprise_reference_ = _reference_excess(model.history_)
-        n_in, k = model.n_features_in_shape_
-        if len(model.input_widths_) != n_in or min(model.input_widths_, default=1) < 1 \
-                or max(model.input_widths_, default=1) * n_in * k > sum(t.size for t in tensors.values()):
-            raise ValueError(f"input_widths must be {n_in} positive widths that fit the weights")
+        model = _model_from_config(config, tensors)
     except REBUILD_ERRORS as exc:
         raise damaged(path, "adaptive-model", exc) from None
+    model.target_nets_, model.answer_nets_ = _load_networks(model, config, tensors, (path, wpath))
+    _load_arrays(model, tensors, wpath)
+    model._cache_numpy()
+    return model
+
+
+def _model_from_config(config: Mapping[str, Any], tensors: Mapping[str, Any]) -> AdaptiveModel:
+    """The model's parameters and data-derived attributes as saved (a bad value raises for the caller to
+    report as a damaged file)."""
+    params = dict(config["params"])
+    for key in ("hidden", "answer_hidden", "not_applicable"):
+        params[key] = tuple(params[key])
+    if int(config.get("format_version", 1)) < 2:  # one network pair, unasked blocks zeroed
+        params.update(completion="zeros", n_members=1)
+    model = AdaptiveModel(**params)
+    model._check_params()
+    model.question_names_ = [str(q) for q in config["question_names"]]
+    model.scales_ = [tuple(float(v) for v in s) for s in config["scales"]]
+    model.main_question_index_ = int(config["main_question_index"])
+    model.judges_ = [str(j) for j in config["judges"]]
+    model.judge_counts_ = {str(k): int(v) for k, v in config.get("judge_counts", {}).items()}
+    model.input_names_ = [str(n) for n in config["input_names"]]
+    model.n_features_in_shape_ = tuple(int(v) for v in config["input_shape"])
+    model.input_widths_ = [int(v) for v in config["input_widths"]]
+    model.class_freq_ = np.asarray(config["class_freq"], dtype=np.float64)
+    model.history_ = dict(config.get("history") or {})
+    model.answer_surprise_reference_ = _reference_excess(model.history_)
+    n_in, k = model.n_features_in_shape_
+    if len(model.input_widths_) != n_in or min(model.input_widths_, default=1) < 1 \
+            or max(model.input_widths_, default=1) * n_in * k > sum(t.size for t in tensors.values()):
+        raise ValueError(f"input_widths must be {n_in} positive widths that fit the weights")
+    return model
+
+
+def _load_networks(model: AdaptiveModel, config: Mapping[str, Any], tensors: Mapping[str, Any],
+                   paths: tuple[Path, Path]) -> tuple[list[Any], list[Any]]:
+    """Each member's (target, answer) networks rebuilt and filled from ``tensors`` (``paths``: the config
+    and weights files, for errors)."""
+    from rubric_induce.calibration.network import CalibrationNetwork  # network.py imports torch
+
+    path, wpath = paths
     n_in, k = model.n_features_in_shape_
     version = int(config.get("format_version", 1))
     nets: dict[str, list[Any]] = {"target": [], "answer": []}
@@ -714,6 +551,12 @@ def load_adaptive(directory: str | Path) -> AdaptiveModel:
         for tag, net in pair.items():
             prefix = f"{tag}." if version < 2 else f"{tag}.{member}."
             nets[tag].append(load_network_state(net, tensors, prefix, wpath))
+    return nets["target"], nets["answer"]
+
+
+def _load_arrays(model: AdaptiveModel, tensors: Mapping[str, Any], wpath: Path) -> None:
+    """The class prototypes and the Gaussian completion's mean and covariance, shapes checked."""
+    n_in, k = model.n_features_in_shape_
     protos = tensors.get("prototypes")
     c = max(model.input_widths_) + 1
     if protos is None or tuple(protos.shape) != (n_in, c, k):
@@ -727,6 +570,3 @@ def load_adaptive(directory: str | Path) -> AdaptiveModel:
             raise DataError(f"the weights file's completion mean / covariance are missing or not [{d}] / "
                             f"[{d}, {d}]", path=wpath)
         model.completion_ = GaussianCompletion.from_arrays(mean, cov, (n_in, k))
-    model.target_nets_, model.answer_nets_ = nets["target"], nets["answer"]
-    model._cache_numpy()
-    return model

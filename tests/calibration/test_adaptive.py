@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from rubric_induce.calibration.adaptive import AdaptiveModel, load_adaptive, np_forward, random_masks, save_adaptive  # noqa: E402  # noqa: E402
+from rubric_induce.calibration.adaptive import AdaptiveModel, load_adaptive, save_adaptive  # noqa: E402
+from rubric_induce.calibration.adaptive_numpy import np_forward, random_masks  # noqa: E402
 from rubric_induce.calibration.calibrator import Calibrator  # noqa: E402
 from rubric_induce.calibration.completion import GaussianCompletion  # noqa: E402
 from rubric_induce.calibration.planted import planted_adaptive, planted_redundant  # noqa: E402
@@ -61,7 +62,7 @@ def test_numpy_forward_matches_torch(planted):
 
 
 def test_ordinal_numpy_forward_matches_torch():
-    from rubric_induce.calibration.adaptive import _np_state
+    from rubric_induce.calibration.adaptive_numpy import np_state as _np_state
     from rubric_induce.calibration.network import CalibrationNetwork
 
     torch.manual_seed(0)
@@ -319,7 +320,7 @@ def test_a_version_1_artifact_still_loads(planted, tmp_path):
 def test_many_rubrics_train_on_a_pool_of_mask_patterns():
     """With 12 rubrics (4096 subsets) each epoch's masks come from a fixed pool per member, so the
     Gaussian fill solves a bounded number of patterns however long training runs."""
-    from rubric_induce.calibration.adaptive import _MASK_POOL
+    from rubric_induce.calibration.adaptive_training import MASK_POOL as _MASK_POOL
 
     data = planted_redundant(80, n_questions=12, seed=3)
     X, J, Y, kw = data.fit_args()
