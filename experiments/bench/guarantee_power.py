@@ -161,7 +161,7 @@ def run_target(pop: Judgements, stages: list[str], strong: str, target: float, c
                                               cost=total))
     oracle = oracle_coverage(pop, stages, target, tol)
     n_cal = int(round(cfg["cal_fraction"] * pop.n))
-    return [_summary(name, r, target, delta, oracle, n_cal, pop.n - n_cal, naive=name in NAIVE,
+    return [_summary(name, r, target, delta, oracle, (n_cal, pop.n - n_cal), naive=name in NAIVE,
                      fit_failures=fails.get(name)) for name, r in recs.items() if r]
 
 
@@ -170,9 +170,11 @@ def _mean(values: list[Any]) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def _summary(method: str, recs: list[dict[str, Any]], target: float, delta: float, oracle: float, n_cal: int,
-             n_test: int, *, naive: bool, fit_failures: int | None) -> dict[str, Any]:
+def _summary(method: str, recs: list[dict[str, Any]], target: float, delta: float, oracle: float,
+             sizes: tuple[int, int], *, naive: bool, fit_failures: int | None) -> dict[str, Any]:
+    """One row over the splits' records (``sizes``: calibration and test texts per split)."""
     k = len(recs)
+    n_cal, n_test = sizes
     rate = _mean([r["viol"] for r in recs])
     issued = [r for r in recs if r["issued"]]
     cov = _mean([r["cov"] for r in recs])
