@@ -138,6 +138,15 @@ class JudgementsGuarantee:
                 raise ValueError("thresholds must be numbers or nulls")
             if len(th) != (len(vals["stages"]) if vals["kind"] == "cascade" else 1):
                 raise ValueError(f"{len(th)} thresholds for kind {vals['kind']} with {len(vals['stages'])} stage(s)")
+            comb = vals.get("combiner")
+            if comb is not None and (not isinstance(comb, Mapping) or comb.get("kind") not in COMBINERS):
+                raise ValueError("combiner must be null or an object with kind mean or logistic")
+            if vals.get("stage_confidence", "own") not in ("own", "jury"):
+                raise ValueError("stage_confidence must be own or jury")
+            costs = vals.get("costs", [])
+            if not isinstance(costs, list) or not all(c is None or (isinstance(c, (int, float)) and not
+                                                                     isinstance(c, bool) and c >= 0) for c in costs):
+                raise ValueError("costs must be a list of numbers >= 0 or nulls")
         except (TypeError, ValueError) as exc:
             raise DataError(f"a saved guarantee is damaged: {exc}", path=source, field=where) from None
         vals.setdefault("n", 0)

@@ -201,3 +201,21 @@ def test_probs_that_miss_a_little_mass_and_a_rater_tie(tmp_path):
                         "--target", "0.8", "--out", tmp_path / "g.json")
     assert code == 0, out
     assert "121 row(s)" in out and "119 labelled" in out  # the tied row and the unlabelled one
+
+
+@pytest.mark.parametrize("change", [{"combiner": "mean"}, {"combiner": {"kind": "magic"}}, {"costs": ["x"]},
+                                    {"stage_confidence": "all"}, {"thresholds": [0.5, 0.6]}, {"kind": "oracle"},
+                                    {"target": 1.5}, {"stages": []}])
+def test_damaged_saved_records_name_the_record(tmp_path, change):
+    from rubric_induce.core.errors import DataError
+    from rubric_induce.scoring.judgements_apply import load_judgements_guarantees
+
+    path = _write(tmp_path / "judged.jsonl", _pairs(60))
+    code, out = _invoke("calibrate-guarantee", "--judgements", path, "--stages", "big", "--target", "0.8",
+                        "--out", tmp_path / "g.json")
+    assert code == 0, out
+    doc = json.loads((tmp_path / "g.json").read_text())
+    doc["guarantees"][0].update(change)
+    (tmp_path / "g.json").write_text(json.dumps(doc))
+    with pytest.raises(DataError, match="guarantees\\[0\\]"):
+        load_judgements_guarantees(tmp_path / "g.json")
