@@ -87,6 +87,7 @@ def command(path: Path | None, scores: Path | None, labels: Path | None, judge: 
     and how many labels the judge was worth. Labels carrying a sampling_probability (drawn by
     `suggest --for estimate`) are weighted by its inverse (active inference).
 
+    \b
     Examples:
       rubric-induce estimate --judgements judged.jsonl --judge gpt-4o --by system
       rubric-induce estimate --scores scored.jsonl --labels next.csv

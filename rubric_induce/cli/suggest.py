@@ -175,6 +175,7 @@ def command(run, input_path, judgements, judge, scores, n, purposes, threshold, 
     calibration  the judge is unsure and no labelled text is near (uncertainty x embedding distance)
     threshold    the judge's confidence is nearest the guarantee's threshold
 
+    \b
     Examples:
       rubric-induce suggest runs/demo --input pool.jsonl -n 30 --out next.csv
       rubric-induce suggest --judgements judged.jsonl --judge gpt-4o --for estimate -n 50 --out next.csv
