@@ -14,8 +14,21 @@ from typing import Any
 
 import numpy as np
 
+from rubric_induce.calibration.adaptive import (
+    ADAPTIVE_CONFIG,
+    ADAPTIVE_DIR,
+    ADAPTIVE_PARAMS,
+    AdaptiveModel,
+    save_adaptive,
+)
+from rubric_induce.calibration.artifacts import CONFIG_NAME, save_calibrator
+from rubric_induce.calibration.calibrator import PARAMS, Calibrator
+from rubric_induce.calibration.metrics import regression_metrics, reliability_diagram, smooth_ece
+from rubric_induce.calibration.search import cross_val_predict, group_kfold, search_hyperparameters
 from rubric_induce.core.errors import DataError
-from rubric_induce.core.params import Params, param, resolve_params
+from rubric_induce.core.params import Params, param, quoted_value_error, resolve_params, suggest
+from rubric_induce.core.safepaths import check_links
+from rubric_induce.data.jsonl import atomic_write_text, jsonable, write_json
 
 __all__ = ["CalibrateParams", "CalibrateResult", "calibrate", "calibrator_features", "calibrated_rows", "fit_width",
            "resolve_judge", "SHARED_JUDGE", "UNSEEN_JUDGE", "CALIBRATION_DIR", "ASPECTS_DIR", "remove_saved",
@@ -35,8 +48,6 @@ def _no_quoted_values(cls: type, opts: dict[str, Any], where: str) -> None:
     config section (the estimators' own checks would read ``int("5")``, and ``"false"`` as true)."""
     import inspect
 
-    from rubric_induce.core.params import quoted_value_error
-
     params = inspect.signature(cls.__init__).parameters
     for key, value in opts.items():
         default = params[key].default if key in params else None
@@ -51,16 +62,12 @@ def _no_quoted_values(cls: type, opts: dict[str, Any], where: str) -> None:
 
 def _calibrator_options(options: dict[str, Any], where: str = "calibrate.options") -> dict[str, Any]:
     """Calibrator keyword arguments from a config table (lists become tuples), checked."""
-    from rubric_induce.calibration.calibrator import PARAMS, Calibrator
-
     opts = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
     for key in opts:
         if key == "main_question":
             raise DataError("'main_question' is set elsewhere in the config (calibrate.question), not in options",
                             field=f"{where}.{key}")
         if key not in PARAMS:
-            from rubric_induce.core.params import suggest
-
             raise DataError(f"unknown option{suggest(key, PARAMS)}; allowed: {', '.join(sorted(PARAMS))}",
                             field=f"{where}.{key}")
     _no_quoted_values(Calibrator, opts, where)
@@ -125,16 +132,12 @@ class CalibrateParams(Params):
 
 def _adaptive_options(options: dict[str, Any], where: str = "calibrate.adaptive_options") -> dict[str, Any]:
     """AdaptiveModel keyword arguments from a config table (lists become tuples), checked."""
-    from rubric_induce.calibration.adaptive import ADAPTIVE_PARAMS, AdaptiveModel
-
     opts = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
     for key in opts:
         if key in ("main_question", "not_applicable"):
             raise DataError(f"{key!r} comes from the calibrate section (question / not_applicable), not from "
                             "adaptive_options", field=f"{where}.{key}")
         if key not in ADAPTIVE_PARAMS:
-            from rubric_induce.core.params import suggest
-
             raise DataError(f"unknown option{suggest(key, ADAPTIVE_PARAMS)}; allowed: {', '.join(sorted(ADAPTIVE_PARAMS))}",
                             field=f"{where}.{key}")
     _no_quoted_values(AdaptiveModel, opts, where)
@@ -207,9 +210,6 @@ class CalibrateResult:
         them in ``calibration/``) and, when cross-validated, ``report.md``, ``metrics.json`` and
         reliability PNGs beside them. The files an earlier save wrote there are replaced; any other
         file in the folder stays."""
-        from rubric_induce.calibration.artifacts import save_calibrator
-        from rubric_induce.data.jsonl import atomic_write_text, jsonable, write_json
-
         target = Path(directory)
         remove_saved(target)
         folders = aspect_folders(list(self.heads))
@@ -219,14 +219,10 @@ class CalibrateResult:
             save_calibrator(head, target / folders[q], extra={"question": q, "main_question": self.question,
                                                               "seed": self.extra.get("seed")})
         if self.adaptive is not None:
-            from rubric_induce.calibration.adaptive import ADAPTIVE_DIR, save_adaptive
-
             save_adaptive(self.adaptive, target / ADAPTIVE_DIR)
         if self.report_markdown:
             lines = [self.report_markdown]
             if figures and self._figures:
-                from rubric_induce.calibration.metrics import reliability_diagram
-
                 try:
                     for name, p, o, title in self._figures:
                         reliability_diagram(p, o, target / name, title=title)
@@ -240,13 +236,9 @@ class CalibrateResult:
 def remove_saved(directory: str | Path) -> None:
     """Delete what :meth:`CalibrateResult.save` writes (weights, config, report, metrics, reliability
     plots) from ``directory``, and the folder when nothing else is left; other files stay."""
-    from rubric_induce.calibration.adaptive import ADAPTIVE_CONFIG, ADAPTIVE_DIR
-    from rubric_induce.calibration.artifacts import CONFIG_NAME
-
     target = Path(directory)
     if not target.is_dir():
         return
-    from rubric_induce.core.safepaths import check_links
 
     check_links(target)  # a link planted in the folder (e.g. adaptive/) must not lead removals outside
     aspects = target / ASPECTS_DIR
@@ -337,63 +329,15 @@ def calibrate(train, params: CalibrateParams | None = None, *, test=None, seed: 
     training texts up, one torch thread (small networks train faster on one).
     """
     params = resolve_params(CalibrateParams, params, overrides)
-    from rubric_induce.calibration.calibrator import Calibrator
-    from rubric_induce.calibration.metrics import regression_metrics, smooth_ece
-    from rubric_induce.calibration.search import cross_val_predict, search_hyperparameters
-
     say = echo or (lambda *_: None)
-    aspects = list(params.questions) or [params.question or train.question_names[0]]
+    aspects, n_texts = _checked_aspects(train, params)
     question = aspects[0]
-    for name in aspects:
-        if name not in train.question_names:
-            raise DataError(f"question {name!r} is not among {train.question_names}",
-                            field="calibrate.questions" if params.questions else "calibrate.question")
-    n_texts = len(train.text_ids)
-    if n_texts < 4:
-        raise DataError(f"only {n_texts} training texts carry label {question!r}; calibration needs more "
-                        "(or set calibrate.enabled = false)", field="calibrate.question")
-    opts = _calibrator_options(params.options)
-    opts.setdefault("random_state", seed)
-    opts.setdefault("early_stopping", n_texts >= 20)
-    opts.setdefault("n_threads", 1)
-    opts["not_applicable"] = tuple(train.not_applicable)  # the data's convention, never a second one
-    base = Calibrator(main_question=question, **opts)
-    metrics: dict[str, Any] = {}
-    lines: list[str] = []
-    figures: list[tuple[str, np.ndarray, np.ndarray, str]] = []
-    tuned = base
+    base = _base_calibrator(train, params, question, seed)
     folds = min(params.cv_folds, n_texts)
+    report = _Report()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        if folds >= 2:
-            lines += [f"# Calibration report ({question})\n\n",
-                      f"training: {n_texts} texts, {train.n_rows} (text, judge) rows, "
-                      f"{len(set(train.row_judge))} judges; inputs: {', '.join(train.input_names)}\n\n"]
-            if params.search:
-                say(f"searching hyperparameters: {params.trials} trials x {folds}-fold CV by text ...")
-                res = search_hyperparameters(base, train, n_trials=params.trials, n_splits=folds, seed=seed)
-                metrics["params"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in res["best_params"].items()}
-                tuned = base.clone(**res["best_params"])
-                lines.append(f"search: {params.trials} optuna trials, {folds}-fold CV by text, best held-out "
-                             f"log-likelihood {res['best_value']:.4f} with {res['best_params']}\n\n")
-            say(f"cross-validating ({folds} folds by text{', nested search' if params.search else ''}) ...")
-            cv = cross_val_predict(base, train, n_splits=folds, seed=seed, search=params.search,
-                                   n_trials=max(1, params.trials // 2), inner_splits=folds)
-            y = train.target(question)
-            metrics["cv"] = regression_metrics(cv["pred"], y)
-            lines.append(_metrics_md(f"{folds}-fold cross-validation on the training texts", metrics["cv"]))
-            q = train.question_names.index(question)
-            ok = np.isfinite(y)
-            lines.append("\n### Calibration (held-out folds)\n\n| answer | smECE | plot |\n|---|---|---|\n")
-            metrics["smece"] = {}
-            if cv.get("proba") is not None:
-                for k, v in enumerate(train.scales[q]):
-                    p, o = cv["proba"][ok, k], (y[ok] == v).astype(float)
-                    name = f"reliability_{_file_part(question)}_{v:g}.png"
-                    figures.append((name, p, o, f"{question} = {v:g}"))
-                    e = smooth_ece(p, o)
-                    metrics["smece"][f"{v:g}"] = e
-                    lines.append(f"| {v:g} | {e:.3f} | {name} |\n")
+        tuned = _cross_validate(base, train, params, (folds, seed), report, say) if folds >= 2 else base
         say("fitting on all training texts ...")
         X, J, Y, kw = train.fit_args()
         if len(aspects) == 1:
@@ -402,43 +346,123 @@ def calibrate(train, params: CalibrateParams | None = None, *, test=None, seed: 
             say(f"fitting {len(aspects)} aspect heads on one shared pre-training ...")
             heads = tuned.clone().fit_heads(X, J, Y, questions=aspects, **kw)
             cal = heads.pop(question)
-            metrics["aspects"] = _aspect_metrics(tuned, train, list(heads), folds, seed, lines)
+            report.metrics["aspects"] = _aspect_metrics(tuned, train, list(heads), folds, seed, report.lines)
     if test is not None:
-        pred = cal.predict(test.row_X, judge_ids=test.row_judge)
-        metrics["test"] = regression_metrics(pred, test.target(question))
-        lines.append("\n" + _metrics_md(f"test ({len(test.text_ids)} texts, {test.n_rows} rows)", metrics["test"]))
-        for name, head in heads.items():
-            pred = head.predict(test.row_X, judge_ids=test.row_judge)
-            metrics["aspects"][name]["test"] = regression_metrics(pred, test.target(name))
-    adaptive = None
-    if params.adaptive:
-        adaptive = _fit_adaptive(train, question, tuned, params, seed, say)
+        _test_metrics(cal, heads, test, question, report)
+    adaptive = _fit_adaptive(train, question, tuned, params, seed, say) if params.adaptive else None
     q = train.question_names.index(question)
+    metrics = report.metrics
     result = CalibrateResult(cal, question, n_texts, int(train.n_rows), sorted(set(str(j) for j in train.row_judge)),
-                             [float(v) for v in train.scales[q]], metrics, "".join(lines),
+                             [float(v) for v in train.scales[q]], metrics, "".join(report.lines),
                              extra={"seed": seed, "search": params.search,
                                     "params": metrics.get("params", {})})
+    result.extra["judge_ratings"] = _judge_ratings(train, question)
+    if result.warning():
+        say(f"warning: {result.warning()}")
+    result._figures = report.figures
+    result.adaptive = adaptive
+    result.heads = heads
+    return result
+
+
+@dataclass
+class _Report:
+    """What :func:`calibrate` reports as it goes: metrics, the Markdown report's lines, reliability figures."""
+
+    metrics: dict[str, Any] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+    figures: list[tuple[str, np.ndarray, np.ndarray, str]] = field(default_factory=list)
+
+
+def _checked_aspects(train, params: CalibrateParams) -> tuple[list[str], int]:
+    """The questions to calibrate (the main one first) and the number of training texts, checked."""
+    aspects = list(params.questions) or [params.question or train.question_names[0]]
+    for name in aspects:
+        if name not in train.question_names:
+            raise DataError(f"question {name!r} is not among {train.question_names}",
+                            field="calibrate.questions" if params.questions else "calibrate.question")
+    n_texts = len(train.text_ids)
+    if n_texts < 4:
+        raise DataError(f"only {n_texts} training texts carry label {aspects[0]!r}; calibration needs more "
+                        "(or set calibrate.enabled = false)", field="calibrate.question")
+    return aspects, n_texts
+
+
+def _base_calibrator(train, params: CalibrateParams, question: str, seed: int) -> Calibrator:
+    """The calibrator of ``params.options`` with the stage's defaults (``random_state = seed``, early
+    stopping from 20 training texts up, one torch thread) and the data's not-applicable values."""
+    opts = _calibrator_options(params.options)
+    opts.setdefault("random_state", seed)
+    opts.setdefault("early_stopping", len(train.text_ids) >= 20)
+    opts.setdefault("n_threads", 1)
+    opts["not_applicable"] = tuple(train.not_applicable)  # the data's convention, never a second one
+    return Calibrator(main_question=question, **opts)
+
+
+def _cross_validate(base: Calibrator, train, params: CalibrateParams, folds_seed: tuple[int, int], report: _Report,
+                    say: Any) -> Calibrator:
+    """The search (when asked) and the cross-validation by text, into ``report``; returns the tuned
+    calibrator (``base`` with the searched hyperparameters)."""
+    folds, seed = folds_seed
+    question, metrics, lines = base.main_question, report.metrics, report.lines
+    n_texts = len(train.text_ids)
+    lines += [f"# Calibration report ({question})\n\n",
+              f"training: {n_texts} texts, {train.n_rows} (text, judge) rows, "
+              f"{len(set(train.row_judge))} judges; inputs: {', '.join(train.input_names)}\n\n"]
+    tuned = base
+    if params.search:
+        say(f"searching hyperparameters: {params.trials} trials x {folds}-fold CV by text ...")
+        res = search_hyperparameters(base, train, n_trials=params.trials, n_splits=folds, seed=seed)
+        metrics["params"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in res["best_params"].items()}
+        tuned = base.clone(**res["best_params"])
+        lines.append(f"search: {params.trials} optuna trials, {folds}-fold CV by text, best held-out "
+                     f"log-likelihood {res['best_value']:.4f} with {res['best_params']}\n\n")
+    say(f"cross-validating ({folds} folds by text{', nested search' if params.search else ''}) ...")
+    cv = cross_val_predict(base, train, n_splits=folds, seed=seed, search=params.search,
+                           n_trials=max(1, params.trials // 2), inner_splits=folds)
+    y = train.target(question)
+    metrics["cv"] = regression_metrics(cv["pred"], y)
+    lines.append(_metrics_md(f"{folds}-fold cross-validation on the training texts", metrics["cv"]))
+    q = train.question_names.index(question)
+    ok = np.isfinite(y)
+    lines.append("\n### Calibration (held-out folds)\n\n| answer | smECE | plot |\n|---|---|---|\n")
+    metrics["smece"] = {}
+    if cv.get("proba") is not None:
+        for k, v in enumerate(train.scales[q]):
+            p, o = cv["proba"][ok, k], (y[ok] == v).astype(float)
+            name = f"reliability_{_file_part(question)}_{v:g}.png"
+            report.figures.append((name, p, o, f"{question} = {v:g}"))
+            e = smooth_ece(p, o)
+            metrics["smece"][f"{v:g}"] = e
+            lines.append(f"| {v:g} | {e:.3f} | {name} |\n")
+    return tuned
+
+
+def _test_metrics(cal: Calibrator, heads: dict[str, Calibrator], test, question: str, report: _Report) -> None:
+    """The final fit (and each aspect head) scored on the held-out ``test`` data."""
+    pred = cal.predict(test.row_X, judge_ids=test.row_judge)
+    report.metrics["test"] = regression_metrics(pred, test.target(question))
+    report.lines.append("\n" + _metrics_md(f"test ({len(test.text_ids)} texts, {test.n_rows} rows)",
+                                            report.metrics["test"]))
+    for name, head in heads.items():
+        pred = head.predict(test.row_X, judge_ids=test.row_judge)
+        report.metrics["aspects"][name]["test"] = regression_metrics(pred, test.target(name))
+
+
+def _judge_ratings(train, question: str) -> dict[str, int]:
+    """Applicable ratings of ``question`` per judge in the training data."""
     col = train.targets[:, train.question_names.index(question)]
     rated = np.isfinite(col) & ~np.isin(col, train.not_applicable)
     judge_ratings: dict[str, int] = {}
     for j, ok in zip(train.row_judge, rated):
         judge_ratings[str(j)] = judge_ratings.get(str(j), 0) + int(ok)
-    result.extra["judge_ratings"] = judge_ratings
-    if result.warning():
-        say(f"warning: {result.warning()}")
-    result._figures = figures
-    result.adaptive = adaptive
-    result.heads = heads
-    return result
+    return judge_ratings
 
 
 def _aspect_metrics(tuned, train, names: list[str], folds: int, seed: int, lines: list[str]) -> dict[str, Any]:
     """Cross-validated metrics of the extra aspects (``names``): per fold of the main question's
     folds, one shared pre-training and a head per aspect, as the final fit; ``{}`` per aspect
     without cross-validation. Appends a report section per aspect to ``lines``."""
-    from rubric_induce.calibration.metrics import regression_metrics
-    from rubric_induce.calibration.search import group_kfold
-
     out: dict[str, Any] = {q: {} for q in names}
     if folds < 2:
         return out
@@ -469,8 +493,6 @@ def _file_part(text: str) -> str:
 def _fit_adaptive(train, question: str, tuned, params: CalibrateParams, seed: int, say) -> Any:
     """The adaptive-scoring model on the calibrator's rows, with its network shape and judge
     setting (``adaptive_options`` override); None when the inputs are not question blocks."""
-    from rubric_induce.calibration.adaptive import AdaptiveModel
-
     X, J, Y, kw = train.fit_args()
     if np.asarray(X).ndim != 3 or np.asarray(X).shape[1] < 1:
         return None
@@ -535,8 +557,6 @@ def resolve_judge(cal, judge: Any, unseen_judge: str = "error") -> Any:
     judges get the shared weights (then they are passed on, and the calibrator uses the shared
     weights for them).
     """
-    from rubric_induce.core.params import suggest
-
     if unseen_judge not in UNSEEN_JUDGE:
         raise DataError(f"unseen_judge must be one of {UNSEEN_JUDGE}, got {unseen_judge!r}", field="unseen_judge")
     if judge is None:
