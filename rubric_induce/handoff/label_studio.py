@@ -32,7 +32,8 @@ from rubric_induce.core.errors import DataError
 from rubric_induce.data.jsonl import atomic_write_text
 from rubric_induce.evaluation.estimate_inputs import LabelRecord
 
-__all__ = ["labelling_config", "tasks", "read_export", "write_handoff", "CHOICES_NAME", "ID_KEY", "safe_text"]
+__all__ = ["labelling_config", "tasks", "read_export", "write_handoff", "export_examples", "CHOICES_NAME", "ID_KEY",
+           "safe_text"]
 
 #: The ``<Choices>`` name the labels are read back from.
 CHOICES_NAME = "label"
@@ -40,6 +41,8 @@ CHOICES_NAME = "label"
 COMMENT_NAME = "comment"
 #: The task data key that carries the text's id.
 ID_KEY = "rubric_induce_id"
+#: The task data key mapping Label Studio's variable names back to the run's text fields.
+FIELDS_KEY = "rubric_induce_fields"
 _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
@@ -53,7 +56,7 @@ def _field_name(name: str, taken: set[str]) -> str:
     if base[0].isdigit():
         base = "f_" + base
     out, k = base, 2
-    while out in taken or out in (CHOICES_NAME, COMMENT_NAME, ID_KEY):
+    while out in taken or out in (CHOICES_NAME, COMMENT_NAME, ID_KEY, FIELDS_KEY):
         out, k = f"{base}_{k}", k + 1
     taken.add(out)
     return out
@@ -110,6 +113,7 @@ def tasks(rows: Sequence[Mapping[str, Any]], fields: Sequence[str]) -> list[dict
     for row in rows:
         data: dict[str, Any] = {var: "" if row.get(f) is None else str(row.get(f)) for f, var in names.items()}
         data[ID_KEY] = str(row["id"])
+        data[FIELDS_KEY] = {var: f for f, var in names.items()}
         for key in ("purpose", "sampling_probability"):
             if row.get(key) is not None:
                 data[key] = row[key]
@@ -231,3 +235,50 @@ def read_export(path: str | Path) -> list[LabelRecord]:
         if pi is not None and not any(r.id == rid for r in out):
             out.append(LabelRecord(rid, None, None, pi, index))  # drawn, not labelled: estimate refuses it
     return out
+
+
+def _texts(task: Mapping[str, Any], path: Path, index: int) -> dict[str, str]:
+    """The task's text fields under the run's field names (``data.rubric_induce_fields``; without
+    it, every string in ``data`` but the id and purpose)."""
+    data = task["data"]
+    names = data.get(FIELDS_KEY)
+    if names is None:
+        names = {k: k for k, v in data.items() if isinstance(v, str) and k not in (ID_KEY, "purpose")}
+    if not isinstance(names, Mapping) or not names:
+        raise _bad("expected an object of Label Studio variable -> text field", path, index, f"data.{FIELDS_KEY}")
+    out = {}
+    for var, field in names.items():
+        if not isinstance(data.get(var), str):
+            raise _bad(f"the text field {field!r} is missing", path, index, f"data.{var}")
+        out[str(field)] = data[var]
+    return out
+
+
+def export_examples(path: str | Path, question: str) -> list[dict[str, Any]]:
+    """The export's labelled texts as rows of rubric-induce's examples JSONL (what ``[data] examples``
+    reads): the text fields, every annotator's choice as a judgment (``judge`` = the annotator, so a
+    rerun's calibrator sees each annotator as a judge), their mean as the ``question`` label, and
+    the reasons in ``meta``. Texts without a label are left out."""
+    path = Path(path)
+    records = read_export(path)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    by_id: dict[str, list[LabelRecord]] = {}
+    for rec in records:
+        if rec.label is not None:
+            by_id.setdefault(rec.id, []).append(rec)
+    rows, seen = [], set()
+    for index, task in enumerate(doc):
+        rid = _task_id(task, path, index)
+        if rid not in by_id or rid in seen:
+            continue
+        seen.add(rid)
+        recs = by_id[rid]
+        reasons = {r.rater: r.reason for r in recs if r.reason}
+        row: dict[str, Any] = {
+            "id": rid, "fields": _texts(task, path, index),
+            "labels": {question: float(sum(r.label for r in recs) / len(recs))},
+            "judgments": [{"judge": r.rater, "labels": {question: r.label}} for r in recs]}
+        if reasons:
+            row["meta"] = {"reasons": reasons}
+        rows.append(row)
+    return rows

@@ -13,7 +13,16 @@ from click.testing import CliRunner
 
 from rubric_induce.cli import EXIT_INPUT, cli
 from rubric_induce.core.errors import DataError
-from rubric_induce.handoff.label_studio import CHOICES_NAME, ID_KEY, labelling_config, read_export, tasks
+from rubric_induce.data.jsonl import write_jsonl
+from rubric_induce.data.mapping import read_examples
+from rubric_induce.handoff.label_studio import (
+    CHOICES_NAME,
+    ID_KEY,
+    export_examples,
+    labelling_config,
+    read_export,
+    tasks,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "label_studio"
 HOSTILE = [
@@ -50,8 +59,10 @@ def test_tasks_carry_id_purpose_and_probability() -> None:
     rows = [{"id": "a&b", "text": HOSTILE[0], "purpose": "estimate", "sampling_probability": 0.25},
             {"id": 7, "text": None, "purpose": "calibration", "sampling_probability": None}]
     out = tasks(rows, ["text"])
-    assert out[0]["data"] == {"text": HOSTILE[0], ID_KEY: "a&b", "purpose": "estimate", "sampling_probability": 0.25}
-    assert out[1]["data"] == {"text": "", ID_KEY: "7", "purpose": "calibration"}
+    fields = {"rubric_induce_fields": {"text": "text"}}
+    assert out[0]["data"] == {"text": HOSTILE[0], ID_KEY: "a&b", "purpose": "estimate", "sampling_probability": 0.25,
+                              **fields}
+    assert out[1]["data"] == {"text": "", ID_KEY: "7", "purpose": "calibration", **fields}
     json.dumps(out)
 
 
@@ -142,3 +153,22 @@ def test_export_with_sampling_probability_keeps_it_and_flags_unlabelled_draws(tm
     records = read_export(_broken(tmp_path, change))
     assert {r.sampling_probability for r in records} == {0.5}
     assert ("t5", None) in {(r.id, r.label) for r in records}  # drawn, never annotated: estimate refuses it
+
+
+def test_export_as_examples_with_annotators_as_judges(tmp_path) -> None:
+    """The annotations become rubric-induce examples a rerun reads: each annotator a judge."""
+    rows = export_examples(FIXTURES / "export.json", "sat")
+    assert [r["id"] for r in rows] == ["t1", "t2", "t3", "t4", "t6"]
+    examples = read_examples(write_jsonl(tmp_path / "new.jsonl", rows))
+    six = next(e for e in examples if e.id == "t6")
+    assert six.fields["text"].startswith("USER: change my seat")
+    assert six.labels["sat"] == pytest.approx(2 / 3)
+    assert sorted((j.judge, j.labels["sat"]) for j in six.judgments) == [("1", 1.0), ("2", 0.0), ("3", 1.0)]
+    assert next(r for r in rows if r["id"] == "t3")["meta"] == {"reasons": {"3": "the user repeats the request"}}
+    # tasks written by tasks() carry the run's field names back
+    doc = [{"data": t["data"], "annotations": [{"completed_by": 1, "result": [
+        {"from_name": "label", "to_name": "prompt", "type": "choices", "value": {"choices": ["1"]}}]}]}
+        for t in tasks([{"id": "p1", "prompt": "Q?", "response": "A."}], ["prompt", "response"])]
+    path = tmp_path / "ls.json"
+    path.write_text(json.dumps(doc))
+    assert export_examples(path, "sat")[0]["fields"] == {"prompt": "Q?", "response": "A."}
