@@ -26,6 +26,7 @@ from rubric_induce.evaluation.direct import (
 from rubric_induce.evaluation.score_table import read_scores
 from rubric_induce.pipeline import load_config, run_pipeline
 from rubric_induce.pipeline.probejob import plan_run
+from rubric_induce.pipeline.timeplan import NO_LLM_SECONDS, time_run
 from rubric_induce.reporting.viewer import build_view_data
 
 RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
@@ -203,6 +204,19 @@ def test_run_shows_the_direct_row_and_the_switch_removes_it_and_its_calls(tmp_pa
     assert json.loads((off.out / "manifest.json").read_text())["stages"]["evaluate"]["usage"].get("calls", 0) == 0
     assert "direct_baseline" not in plan_run(load_config(cfg_off), out=tmp_path / "fresh-off").params
     assert "direct" not in build_view_data(off.out)["headline"]
+
+
+@pytest.mark.slow  # two plans with timing calls on the fake backend, about 3 s
+def test_plan_timing_sizes_the_direct_judge_in_the_evaluate_stage(tmp_path):
+    cfg = tmp_path / "t.toml"
+    cfg.write_text(_RUN.replace("{extra}", ""), encoding="utf-8")
+    _, timed = time_run(load_config(cfg), out=tmp_path / "t", backend=FakeBackend())
+    ev = next(s for s in timed.stages if s.name == "evaluate")
+    assert ev.llm and "10 direct-judge probe call(s) on the held-out texts" in ev.basis
+    cfg.write_text(_RUN.replace("{extra}", "direct_baseline = false"), encoding="utf-8")
+    _, timed = time_run(load_config(cfg), out=tmp_path / "t-off", backend=FakeBackend())
+    ev = next(s for s in timed.stages if s.name == "evaluate")
+    assert not ev.llm and ev.seconds == NO_LLM_SECONDS["evaluate"]
 
 
 @pytest.mark.parametrize(("line", "field"), [("direct_baselin = false", "direct_baselin"),
