@@ -391,7 +391,9 @@ def _plot(out: Path, specs: list[DatasetSpec], cells: dict[tuple[str, str], dict
             val = np.array([c["dataset_pearson"] if c else np.nan for c in cs], dtype=float)
             lo = np.array([c["dataset_pearson_low"] if c else np.nan for c in cs], dtype=float)
             hi = np.array([c["dataset_pearson_high"] if c else np.nan for c in cs], dtype=float)
-            err = np.vstack([np.nan_to_num(val - lo), np.nan_to_num(hi - val)])
+            # A clustered percentile interval need not contain the estimate (few documents): whiskers
+            # stop at the bar then (matplotlib refuses negative lengths).
+            err = np.clip(np.vstack([np.nan_to_num(val - lo), np.nan_to_num(hi - val)]), 0, None)
             ax.bar(x + (k - (len(systems) - 1) / 2) * width, np.nan_to_num(val), width, yerr=err, capsize=2,
                    label=s)
         ax.axhline(0, color="black", lw=0.8)
