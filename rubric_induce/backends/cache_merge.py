@@ -78,18 +78,7 @@ def merge_caches(inputs: Sequence[str | Path], output: str | Path, *, overwrite:
     """Write the union of the ``inputs`` caches to ``output`` (see the module doc)."""
     output = Path(output)
     paths = [Path(p) for p in inputs]
-    if not paths:
-        raise DataError("name at least one cache to merge", field="inputs")
-    for p in paths:
-        if not p.is_file():
-            raise DataError("no such cache file", path=p)
-        if p.resolve() == output.resolve():
-            raise DataError("the output is one of the inputs: write the merge to a new file", path=output)
-        _check_input(p)
-    if output.exists() and not overwrite:
-        raise DataError("exists already: pick a new file, or pass --overwrite to replace it", path=output)
-    if output.exists() and output.is_dir():
-        raise DataError("expected a file for the merged cache, found a folder", path=output)
+    _check_paths(paths, output, overwrite)
     tmp = output.with_name(f".{output.name}.merging-{os.getpid()}")
     for suffix in ("", "-wal", "-shm"):
         Path(str(tmp) + suffix).unlink(missing_ok=True)
@@ -101,15 +90,7 @@ def merge_caches(inputs: Sequence[str | Path], output: str | Path, *, overwrite:
             name = str(p)
             report.per_input[name] = report.added[name] = 0
             try:
-                chunk: list[tuple] = []
-                for row in src.rows(batch):
-                    report.per_input[name] += 1
-                    chunk.append(row)
-                    if len(chunk) >= batch:
-                        report.added[name] += _add(out, chunk, report)
-                        chunk = []
-                if chunk:
-                    report.added[name] += _add(out, chunk, report)
+                _copy_rows(src, out, name, batch, report)
             finally:
                 src.close()
         report.rows = len(out)
@@ -127,6 +108,36 @@ def merge_caches(inputs: Sequence[str | Path], output: str | Path, *, overwrite:
     for suffix in ("-wal", "-shm"):
         Path(str(tmp) + suffix).unlink(missing_ok=True)
     return report
+
+
+def _check_paths(paths: list[Path], output: Path, overwrite: bool) -> None:
+    """Refuse missing or damaged inputs, an output that is one of them, exists (without ``overwrite``)
+    or is a folder."""
+    if not paths:
+        raise DataError("name at least one cache to merge", field="inputs")
+    for p in paths:
+        if not p.is_file():
+            raise DataError("no such cache file", path=p)
+        if p.resolve() == output.resolve():
+            raise DataError("the output is one of the inputs: write the merge to a new file", path=output)
+        _check_input(p)
+    if output.exists() and not overwrite:
+        raise DataError("exists already: pick a new file, or pass --overwrite to replace it", path=output)
+    if output.exists() and output.is_dir():
+        raise DataError("expected a file for the merged cache, found a folder", path=output)
+
+
+def _copy_rows(src: CallCache, out: CallCache, name: str, batch: int, report: MergeReport) -> None:
+    """Every row of ``src`` into ``out``, ``batch`` rows at a time, counted under ``name``."""
+    chunk: list[tuple] = []
+    for row in src.rows(batch):
+        report.per_input[name] += 1
+        chunk.append(row)
+        if len(chunk) >= batch:
+            report.added[name] += _add(out, chunk, report)
+            chunk = []
+    if chunk:
+        report.added[name] += _add(out, chunk, report)
 
 
 def _add(out: CallCache, rows: list[tuple], report: MergeReport) -> int:

@@ -77,19 +77,7 @@ def run_window(fn: Callable[[T], R], items: Sequence[T], max_in_flight: int = 1,
         for i, x in enumerate(items):
             yield i, fn(x)
         return
-    # Blocks of contiguous items per group: [start, end) in input order.
-    blocks: list[tuple[int, int]] = []
-    if groups is None:
-        blocks = [(i, i + 1) for i in range(n)]
-    else:
-        start = 0
-        for i in range(1, n + 1):
-            if i == n or groups[i] != groups[start]:
-                blocks.append((start, i))
-                start = i
-    next_block = 0                      # the next group whose warm-up has not started
-    warm: deque[list[int]] = deque()    # groups whose warm-up finished: [next item, end]
-    waiting: dict[int, tuple[int, int]] = {}  # warm-up index -> its group's (start, end)
+    schedule = _Schedule(_group_blocks(groups, n))
     running: dict[Future[R], int] = {}
     # Finished calls arrive here (a done-callback each): O(1) per call, where waiting on the running
     # futures (concurrent.futures.wait) costs a waiter on every one of them, per finished call.
@@ -97,30 +85,10 @@ def run_window(fn: Callable[[T], R], items: Sequence[T], max_in_flight: int = 1,
     finished: dict[int, R] = {}
     emit = 0
     pool = ThreadPoolExecutor(max_workers=min(max_in_flight, n), thread_name_prefix="rubric-induce")
-
-    def next_item() -> int | None:
-        nonlocal next_block
-        while warm and warm[0][0] >= warm[0][1]:
-            warm.popleft()
-        if warm:
-            i = warm[0][0]
-            warm[0][0] += 1
-            return i
-        # One warm-up at a time: starting the next text's warm-up while one is still running would
-        # interleave texts at a server that caches one prefix (llama.cpp's slot), and the waiting
-        # text would then pay its prefix again.
-        if next_block < len(blocks) and not waiting:
-            start, end = blocks[next_block]
-            next_block += 1
-            if end - start > 1:
-                waiting[start] = (start + 1, end)
-            return start
-        return None
-
     try:
         while emit < n:
             while len(running) < max_in_flight:
-                i = next_item()
+                i = schedule.next_item()
                 if i is None:
                     break
                 fut = pool.submit(fn, items[i])
@@ -130,19 +98,70 @@ def run_window(fn: Callable[[T], R], items: Sequence[T], max_in_flight: int = 1,
                 yield emit, finished.pop(emit)
                 emit += 1
                 continue
-            done = [done_q.get()]
-            while True:
-                try:
-                    done.append(done_q.get_nowait())
-                except queue.Empty:
-                    break
-            for fut in sorted(done, key=running.__getitem__):
+            for fut in sorted(_drain(done_q), key=running.__getitem__):
                 i = running.pop(fut)
                 finished[i] = fut.result()  # raises fn's exception: the finally below stops the rest
-                rest = waiting.pop(i, None)
-                if rest is not None:
-                    warm.append(list(rest))
+                schedule.finished(i)
     finally:
         for fut in running:
             fut.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _group_blocks(groups: Sequence[int] | None, n: int) -> list[tuple[int, int]]:
+    """Blocks of contiguous items per group: ``[start, end)`` in input order (one item each without groups)."""
+    if groups is None:
+        return [(i, i + 1) for i in range(n)]
+    blocks: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, n + 1):
+        if i == n or groups[i] != groups[start]:
+            blocks.append((start, i))
+            start = i
+    return blocks
+
+
+class _Schedule:
+    """Which item of :func:`run_window` starts next: the remaining items of groups already warm (oldest
+    first), else the next group's warm-up, one warm-up in flight at a time."""
+
+    def __init__(self, blocks: list[tuple[int, int]]) -> None:
+        self.blocks = blocks
+        self.next_block = 0                           # the next group whose warm-up has not started
+        self.warm: deque[list[int]] = deque()         # groups whose warm-up finished: [next item, end]
+        self.waiting: dict[int, tuple[int, int]] = {}  # warm-up index -> its group's (start, end)
+
+    def next_item(self) -> int | None:
+        warm = self.warm
+        while warm and warm[0][0] >= warm[0][1]:
+            warm.popleft()
+        if warm:
+            i = warm[0][0]
+            warm[0][0] += 1
+            return i
+        # One warm-up at a time: starting the next text's warm-up while one is still running would
+        # interleave texts at a server that caches one prefix (llama.cpp's slot), and the waiting
+        # text would then pay its prefix again.
+        if self.next_block < len(self.blocks) and not self.waiting:
+            start, end = self.blocks[self.next_block]
+            self.next_block += 1
+            if end - start > 1:
+                self.waiting[start] = (start + 1, end)
+            return start
+        return None
+
+    def finished(self, i: int) -> None:
+        """Item ``i`` finished: a warm-up lets its group's other items start."""
+        rest = self.waiting.pop(i, None)
+        if rest is not None:
+            self.warm.append(list(rest))
+
+
+def _drain(done_q: queue.SimpleQueue[Future[R]]) -> list[Future[R]]:
+    """The calls finished so far: waits for one, then takes every other one already there."""
+    done = [done_q.get()]
+    while True:
+        try:
+            done.append(done_q.get_nowait())
+        except queue.Empty:
+            return done

@@ -429,16 +429,7 @@ def ingest_results(files: Sequence[str | Path], batch_dir: str | Path, cache: An
     batch_dir = Path(batch_dir)
     manifest = read_manifest(batch_dir)
     index = _read_index(batch_dir, manifest)
-    try:
-        parser = unwrap_backend(backend) if backend is not None else backend_from_manifest(manifest)
-    except DataError as exc:
-        if exc.path is not None:
-            raise
-        raise DataError(exc.message, path=batch_dir / MANIFEST, field=exc.field) from None
-    want, have = manifest["backend"], redact_obj(parser.identity())
-    if canonical_json(have) != canonical_json(want):
-        raise DataError(f"the backend {have} is not the one the batch was exported for ({want}): its cache keys "
-                            "would differ", path=batch_dir / MANIFEST, field="backend")
+    parser = _checked_parser(batch_dir, manifest, backend)
     report = IngestReport()
     parsed: dict[str, tuple[str, Any]] = {}  # custom_id -> (method, result)
     seen: set[str] = set()
@@ -454,36 +445,80 @@ def ingest_results(files: Sequence[str | Path], batch_dir: str | Path, cache: An
             if entry is None:
                 report.unknown.append(cid)
                 continue
-            err, resp = obj.get("error"), obj.get("response")
-            if err is not None or resp is None:
-                code, message = _error_text(err)
-                target = report.expired if code in _EXPIRED else report.failed
-                target[cid] = f"{code}: {message}" if code else message
-                continue
-            status, body = resp.get("status_code"), resp.get("body")
-            if status != 200:
-                code, message = _error_text(body if body is not None else {})
-                report.failed[cid] = f"HTTP {status}: {message}"
-                continue
-            if not isinstance(body, Mapping):
-                report.failed[cid] = "a 200 response without a completion body"
+            body = _completion_body(obj, cid, report)
+            if body is None:
                 continue
             _check_reply(body, parser.model, path, n)
-            try:
-                if entry["method"] == "answer_logprobs":
-                    result = parser.parse_logprobs_response(body, entry.get("answers") or [], batch=True)
-                else:
-                    top = int((entry.get("options") or {}).get("top_logprobs") or 0)
-                    result = parser.parse_chat_response(body, CallOptions(top_logprobs=top), batch=True)
-                # what is stored must be what a later run reads back: the row itself, not the parse
-                row = json.dumps(result.to_dict(), ensure_ascii=False)
-                row.encode("utf-8")  # a lone surrogate: SQLite cannot store it
-                type(result).from_dict(json.loads(row))
-            except (RubricInduceError, TypeError, ValueError, AttributeError, KeyError, OverflowError,
-                    RecursionError) as exc:
-                report.failed[cid] = redact_text(f"unusable reply: {exc}")
-                continue
-            parsed[cid] = (entry["method"], result)
+            result = _parsed_reply(parser, entry, body, cid, report)
+            if result is not None:
+                parsed[cid] = (entry["method"], result)
+    _store(cache, parser, parsed, report)
+    report.missing = [cid for cid in index if cid not in seen]
+    retry_ids = set(report.failed) | set(report.expired) | (set(report.missing) if retry_missing else set())
+    if retry_ids:
+        target = Path(retry_file) if retry_file is not None else batch_dir / "retry-requests.jsonl"
+        report.retry_file = target
+        report.retry_lines = _write_retry(batch_dir, manifest, retry_ids, target)
+    return report
+
+
+def _checked_parser(batch_dir: Path, manifest: Mapping[str, Any], backend: Backend | None) -> Any:
+    """The backend that reads the replies (``backend``, else one rebuilt from the manifest), refused when
+    its identity is not the exported one (its cache keys would differ)."""
+    try:
+        parser = unwrap_backend(backend) if backend is not None else backend_from_manifest(manifest)
+    except DataError as exc:
+        if exc.path is not None:
+            raise
+        raise DataError(exc.message, path=batch_dir / MANIFEST, field=exc.field) from None
+    want, have = manifest["backend"], redact_obj(parser.identity())
+    if canonical_json(have) != canonical_json(want):
+        raise DataError(f"the backend {have} is not the one the batch was exported for ({want}): its cache keys "
+                            "would differ", path=batch_dir / MANIFEST, field="backend")
+    return parser
+
+
+def _completion_body(obj: Mapping[str, Any], cid: str, report: IngestReport) -> Mapping[str, Any] | None:
+    """A result line's completion body, or None with the failure (or expiry) noted in ``report``."""
+    err, resp = obj.get("error"), obj.get("response")
+    if err is not None or resp is None:
+        code, message = _error_text(err)
+        target = report.expired if code in _EXPIRED else report.failed
+        target[cid] = f"{code}: {message}" if code else message
+        return None
+    status, body = resp.get("status_code"), resp.get("body")
+    if status != 200:
+        code, message = _error_text(body if body is not None else {})
+        report.failed[cid] = f"HTTP {status}: {message}"
+        return None
+    if not isinstance(body, Mapping):
+        report.failed[cid] = "a 200 response without a completion body"
+        return None
+    return body
+
+
+def _parsed_reply(parser: Any, entry: Mapping[str, Any], body: Mapping[str, Any], cid: str,
+                  report: IngestReport) -> Any:
+    """The call's result read from ``body`` as the live call reads it, or None (an unusable reply, noted)."""
+    try:
+        if entry["method"] == "answer_logprobs":
+            result = parser.parse_logprobs_response(body, entry.get("answers") or [], batch=True)
+        else:
+            top = int((entry.get("options") or {}).get("top_logprobs") or 0)
+            result = parser.parse_chat_response(body, CallOptions(top_logprobs=top), batch=True)
+        # what is stored must be what a later run reads back: the row itself, not the parse
+        row = json.dumps(result.to_dict(), ensure_ascii=False)
+        row.encode("utf-8")  # a lone surrogate: SQLite cannot store it
+        type(result).from_dict(json.loads(row))
+    except (RubricInduceError, TypeError, ValueError, AttributeError, KeyError, OverflowError,
+            RecursionError) as exc:
+        report.failed[cid] = redact_text(f"unusable reply: {exc}")
+        return None
+    return result
+
+
+def _store(cache: Any, parser: Any, parsed: Mapping[str, tuple[str, Any]], report: IngestReport) -> None:
+    """The parsed results not cached yet into ``cache``, in one transaction, counted in ``report``."""
     held = cache.contains(list(parsed))
     rows = []
     for cid, (method, result) in parsed.items():
@@ -500,13 +535,6 @@ def ingest_results(files: Sequence[str | Path], batch_dir: str | Path, cache: An
         elif report.cost_usd is not None:
             report.cost_usd += result.usage.cost_usd
     cache.put_rows(rows)  # one transaction: all of it or nothing
-    report.missing = [cid for cid in index if cid not in seen]
-    retry_ids = set(report.failed) | set(report.expired) | (set(report.missing) if retry_missing else set())
-    if retry_ids:
-        target = Path(retry_file) if retry_file is not None else batch_dir / "retry-requests.jsonl"
-        report.retry_file = target
-        report.retry_lines = _write_retry(batch_dir, manifest, retry_ids, target)
-    return report
 
 
 def _write_retry(batch_dir: Path, manifest: Mapping[str, Any], ids: set[str], target: Path) -> int:

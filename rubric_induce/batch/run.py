@@ -20,14 +20,14 @@ import contextlib
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from rubric_induce.backends.redact import register_secret
 from rubric_induce.batch.endpoints import Endpoint, RetryPolicy, api_key_from_env, parse_endpoints
-from rubric_induce.batch.engines.http import require_httpx, run_http
-from rubric_induce.batch.engines.ray import ray_runtime, require_ray, run_ray
+from rubric_induce.batch.engines.http import HttpEngineOptions, require_httpx, run_http
+from rubric_induce.batch.engines.ray import RayEngineOptions, ray_runtime, require_ray, run_ray
 from rubric_induce.batch.files import (
     BatchRequest,
     Outcome,
@@ -42,7 +42,7 @@ from rubric_induce.core.errors import DataError
 from rubric_induce.core.progress import progress_bar
 from rubric_induce.core.safepaths import replace_with_text
 
-__all__ = ["run_batch", "BatchRunSummary", "FileSummary", "ENGINES", "SUMMARY_NAME", "Endpoint",
+__all__ = ["run_batch", "BatchRunOptions", "BatchRunSummary", "FileSummary", "ENGINES", "SUMMARY_NAME", "Endpoint",
            "RetryPolicy", "BatchRequest", "Outcome", "parse_endpoints", "api_key_from_env",
            "result_line", "result_path", "scan_requests"]
 
@@ -95,41 +95,55 @@ class BatchRunSummary:
         return d
 
 
+@dataclass(frozen=True)
+class BatchRunOptions:
+    """How :func:`run_batch` sends: the engine (``http`` or ``ray``), the retry ``policy`` (default
+    :class:`RetryPolicy`), requests open per endpoint (per Ray worker), a progress bar, the Ray
+    settings (workers per endpoint, lines per batch, a cluster's address, a local runtime's CPUs) and
+    the HTTP engine's client factory."""
+
+    engine: str = "http"
+    policy: RetryPolicy | None = None
+    max_in_flight: int = 4
+    progress: bool = False
+    ray_concurrency: int = 1
+    ray_batch_size: int = 16
+    ray_address: str | None = None
+    ray_num_cpus: int | None = None
+    http_client_factory: Any = None
+
+
 def run_batch(
     request_paths: Sequence[str | Path],
     endpoints: Sequence[str | Endpoint],
     out_dir: str | Path,
+    options: BatchRunOptions | None = None,
     *,
-    engine: str = "http",
-    policy: RetryPolicy | None = None,
-    max_in_flight: int = 4,
     api_key: str | None = None,
-    progress: bool = False,
-    ray_concurrency: int = 1,
-    ray_batch_size: int = 16,
-    ray_address: str | None = None,
-    ray_num_cpus: int | None = None,
-    http_client_factory: Any = None,
+    **overrides: Any,
 ) -> BatchRunSummary:
     """Send every request line of ``request_paths`` that has no successful result in ``out_dir``
     yet, and append its result line there (``requests-00000.jsonl`` -> ``results-00000.jsonl``).
 
     All files are checked before the first call (a bad line is a :class:`DataError` naming its
-    file, line and field). ``max_in_flight`` caps the requests open per endpoint (per Ray worker
+    file, line and field). ``options`` (:class:`BatchRunOptions`, or keyword ``overrides`` of its
+    fields): ``max_in_flight`` caps the requests open per endpoint (per Ray worker
     with ``engine="ray"``, which runs ``ray_concurrency`` workers per endpoint, each taking
     ``ray_batch_size`` lines at a time; it uses the Ray runtime of this process, else the cluster
     at ``ray_address``, else a local one with ``ray_num_cpus`` CPUs). ``api_key`` is sent as a
     bearer token to every endpoint.
     """
+    opts = replace(options or BatchRunOptions(), **overrides)
+    engine = opts.engine
     if engine not in ENGINES:
         raise DataError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}", field="engine")
     if not request_paths:
         raise DataError("no request files given")
-    if int(max_in_flight) < 1:
-        raise DataError(f"max_in_flight must be at least 1, got {max_in_flight}", field="max_in_flight")
+    if int(opts.max_in_flight) < 1:
+        raise DataError(f"max_in_flight must be at least 1, got {opts.max_in_flight}", field="max_in_flight")
     eps = parse_endpoints([e.url if isinstance(e, Endpoint) else e for e in endpoints])
     register_secret(api_key)  # an error body echoing it is redacted in the result lines (either engine)
-    policy = policy or RetryPolicy()
+    opts = replace(opts, policy=opts.policy or RetryPolicy())
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise DataError("the output must be a folder", path=out)
@@ -145,7 +159,7 @@ def run_batch(
     done_by_file = [resume_results(rf.out) for rf in files]
     skip: set[str] = set().union(*done_by_file)
     total = sum(rf.lines - rf.duplicates for rf in files) - len(skip)
-    bar = progress_bar(max(total, 0), desc=f"batch-run ({engine})", unit="line", enabled=progress)
+    bar = progress_bar(max(total, 0), desc=f"batch-run ({engine})", unit="line", enabled=opts.progress)
     failed = 0
 
     def on_done(outcome: Outcome) -> None:
@@ -158,7 +172,7 @@ def run_batch(
     stats_acc: dict[str, dict[str, Any]] = {}
     runtime: Any = contextlib.nullcontext()
     if engine == "ray":
-        runtime = ray_runtime(ray_address, ray_num_cpus)   # one Ray runtime for every file
+        runtime = ray_runtime(opts.ray_address, opts.ray_num_cpus)   # one Ray runtime for every file
     try:
         with runtime:
             for rf, done in zip(files, done_by_file):
@@ -166,10 +180,7 @@ def run_batch(
                 summary.files.append(fs)
                 with ResultWriter(rf.out) as writer:
                     requests = _counting(iter_requests(rf, skip), fs)
-                    stats = _execute(engine, requests, eps, writer, policy=policy,
-                                     max_in_flight=max_in_flight, api_key=api_key, on_done=on_done,
-                                     ray_concurrency=ray_concurrency, ray_batch_size=ray_batch_size,
-                                     http_client_factory=http_client_factory)
+                    stats = _execute(requests, eps, writer, opts, api_key=api_key, on_done=on_done)
                     fs.ok, fs.failed = writer.ok, writer.failed
                 _accumulate(stats_acc, stats)
     finally:
@@ -186,15 +197,17 @@ def _counting(requests, fs: FileSummary):
         yield req
 
 
-def _execute(engine: str, requests, eps: list[Endpoint], writer: ResultWriter, *, policy: RetryPolicy,
-             max_in_flight: int, api_key: str | None, on_done, ray_concurrency: int, ray_batch_size: int,
-             http_client_factory: Any) -> dict[str, dict[str, Any]]:
-    if engine == "http":
-        stats = run_http(requests, eps, writer.write, policy=policy, max_in_flight=max_in_flight,
-                         api_key=api_key, on_done=on_done, http_client_factory=http_client_factory)
+def _execute(requests, eps: list[Endpoint], writer: ResultWriter, opts: BatchRunOptions, *, api_key: str | None,
+             on_done) -> dict[str, dict[str, Any]]:
+    """One request file through the chosen engine; its per-endpoint counts."""
+    if opts.engine == "http":
+        stats = run_http(requests, eps, writer.write, HttpEngineOptions(
+            policy=opts.policy, max_in_flight=opts.max_in_flight, http_client_factory=opts.http_client_factory),
+            api_key=api_key, on_done=on_done)
         return {s.endpoint: s.to_dict() for s in stats}
-    return run_ray(requests, eps, writer.write, policy=policy, max_in_flight=max_in_flight, api_key=api_key,
-                   concurrency=ray_concurrency, batch_size=ray_batch_size, on_done=on_done)
+    return run_ray(requests, eps, writer.write, RayEngineOptions(
+        policy=opts.policy, max_in_flight=opts.max_in_flight, concurrency=opts.ray_concurrency,
+        batch_size=opts.ray_batch_size), api_key=api_key, on_done=on_done)
 
 
 def _accumulate(acc: dict[str, dict[str, Any]], stats: dict[str, dict[str, Any]]) -> None:

@@ -16,7 +16,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rubric_induce.backends.base import FaultCounts
@@ -26,7 +26,7 @@ from rubric_induce.batch.endpoints import Endpoint
 from rubric_induce.batch.files import BatchRequest, Outcome
 from rubric_induce.core.errors import BackendError, MissingDependencyError
 
-__all__ = ["EndpointStats", "run_http", "require_httpx"]
+__all__ = ["EndpointStats", "HttpEngineOptions", "run_http", "require_httpx"]
 
 
 @dataclass
@@ -296,37 +296,48 @@ def _clients(endpoints: list[Endpoint], policy: RetryPolicy, max_in_flight: int,
     return [_EndpointState(i, ep, make_client()) for i, ep in enumerate(endpoints)]
 
 
+@dataclass(frozen=True)
+class HttpEngineOptions:
+    """How :func:`run_http` sends: the retry ``policy`` (default :class:`RetryPolicy`), requests open per
+    endpoint, failures in a row after which an endpoint is down, the client factory, the sleep between
+    retries and the seed of the retries' jitter."""
+
+    policy: RetryPolicy | None = None
+    max_in_flight: int = 4
+    down_after: int = 3
+    http_client_factory: Callable[[], Any] | None = None
+    sleep: Callable[[float], Any] = time.sleep
+    seed: int | None = None
+
+
 def run_http(
     requests: Iterable[BatchRequest],
     endpoints: list[Endpoint],
     write: Callable[[str, Outcome], None],
+    options: HttpEngineOptions | None = None,
     *,
-    policy: RetryPolicy | None = None,
-    max_in_flight: int = 4,
     api_key: str | None = None,
-    down_after: int = 3,
     on_done: Callable[[Outcome], None] | None = None,
-    http_client_factory: Callable[[], Any] | None = None,
-    sleep: Callable[[float], Any] = time.sleep,
-    seed: int | None = None,
+    **overrides: Any,
 ) -> list[EndpointStats]:
     """Send ``requests`` to ``endpoints`` (``max_in_flight`` at a time each) and ``write`` one
     outcome per request as it finishes. Returns each endpoint's stats.
 
-    ``http_client_factory`` builds the ``httpx.Client`` of each endpoint (default: one with the
+    ``options`` (:class:`HttpEngineOptions`; or keyword ``overrides`` of its fields): ``http_client_factory`` builds the ``httpx.Client`` of each endpoint (default: one with the
     policy's timeout and keep-alive); ``api_key`` is sent as ``Authorization: Bearer``.
     """
-    policy = policy or RetryPolicy()
+    opts = replace(options or HttpEngineOptions(), **overrides)
+    policy, max_in_flight, sleep = opts.policy or RetryPolicy(), opts.max_in_flight, opts.sleep
     if max_in_flight < 1:
         raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
     headers = _headers(api_key)
-    states = _clients(endpoints, policy, max_in_flight, http_client_factory)
+    states = _clients(endpoints, policy, max_in_flight, opts.http_client_factory)
 
     def call(state: _EndpointState, req: BatchRequest, rng: random.Random) -> tuple[Outcome, bool]:
         return _call(state, req, policy, headers, run.stop, sleep, rng)
 
-    run = _Run(states, call, write, on_done, down_after)
-    base_rng = random.Random(seed)
+    run = _Run(states, call, write, on_done, opts.down_after)
+    base_rng = random.Random(opts.seed)
     threads = [threading.Thread(target=run.worker, args=(s, random.Random(base_rng.random())), daemon=True,
                                 name=f"batch-http-{s.index}-{k}")
                for s in states for k in range(max_in_flight)]

@@ -29,6 +29,7 @@ import logging
 import random
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rubric_induce.backends.redact import redact_text
@@ -37,7 +38,7 @@ from rubric_induce.batch.endpoints import Endpoint
 from rubric_induce.batch.files import BatchRequest, Outcome
 from rubric_induce.core.errors import MissingDependencyError
 
-__all__ = ["RetryingSession", "run_ray", "require_ray", "ray_runtime"]
+__all__ = ["RayEngineOptions", "RetryingSession", "run_ray", "require_ray", "ray_runtime"]
 
 _ENVELOPE_KEYS = ("status_code", "body_text", "request_id", "error_code", "error_message")
 
@@ -179,20 +180,30 @@ def _outcome(envelope: dict[str, Any]) -> Outcome:
                    error_message=envelope.get("error_message") or None)
 
 
+@dataclass(frozen=True)
+class RayEngineOptions:
+    """How :func:`run_ray` sends: the retry ``policy`` (default :class:`RetryPolicy`), requests open per
+    worker, workers per endpoint (``concurrency``), lines per batch, CPUs each HTTP worker reserves, and
+    the Ray runtime (``address`` of a cluster, else a local one with ``num_cpus`` CPUs)."""
+
+    policy: RetryPolicy | None = None
+    max_in_flight: int = 4
+    concurrency: int = 1
+    batch_size: int = 16
+    num_cpus_per_worker: float = 0.25
+    address: str | None = None
+    num_cpus: int | None = None
+
+
 def run_ray(
     requests: Iterable[BatchRequest],
     endpoints: list[Endpoint],
     write: Callable[[str, Outcome], None],
+    options: RayEngineOptions | None = None,
     *,
-    policy: RetryPolicy | None = None,
-    max_in_flight: int = 4,
     api_key: str | None = None,
-    concurrency: int = 1,
-    batch_size: int = 16,
-    num_cpus_per_worker: float = 0.25,
     on_done: Callable[[Outcome], None] | None = None,
-    address: str | None = None,
-    num_cpus: int | None = None,
+    **overrides: Any,
 ) -> dict[str, dict[str, int]]:
     """Send ``requests`` through ``ray.data.llm``'s HTTP request processor, one per endpoint, and
     ``write`` each outcome as its row comes back. Returns ok / failed counts per endpoint.
@@ -203,11 +214,10 @@ def run_ray(
     started before returning. Each HTTP worker reserves ``num_cpus_per_worker`` CPUs (they wait on
     the network)."""
     ray = require_ray()
-    policy = policy or RetryPolicy()
-    with ray_runtime(address, num_cpus):
-        return _run(ray, requests, endpoints, write, policy=policy, max_in_flight=max_in_flight,
-                    api_key=api_key, concurrency=concurrency, batch_size=batch_size,
-                    num_cpus_per_worker=num_cpus_per_worker, on_done=on_done)
+    opts = replace(options or RayEngineOptions(), **overrides)
+    opts = replace(opts, policy=opts.policy or RetryPolicy())
+    with ray_runtime(opts.address, opts.num_cpus):
+        return _run(ray, (requests, endpoints, write), opts, api_key=api_key, on_done=on_done)
 
 
 @contextmanager
@@ -231,10 +241,11 @@ def ray_runtime(address: str | None = None, num_cpus: int | None = None) -> Iter
         ray.shutdown()
 
 
-def _run(ray: Any, requests: Iterable[BatchRequest], endpoints: list[Endpoint],
-         write: Callable[[str, Outcome], None], *, policy: RetryPolicy, max_in_flight: int,
-         api_key: str | None, concurrency: int, batch_size: int, num_cpus_per_worker: float,
+def _run(ray: Any, job: tuple[Iterable[BatchRequest], list[Endpoint], Callable[[str, Outcome], None]],
+         opts: RayEngineOptions, *, api_key: str | None,
          on_done: Callable[[Outcome], None] | None) -> dict[str, dict[str, int]]:
+    """:func:`_stream` with Ray Data's own progress bars and plan logging quiet (``job``: the requests,
+    endpoints and writer)."""
     import ray.data
 
     ctx = ray.data.DataContext.get_current()
@@ -243,20 +254,20 @@ def _run(ray: Any, requests: Iterable[BatchRequest], endpoints: list[Endpoint],
     level = data_log.level
     data_log.setLevel(max(level, logging.WARNING))   # no execution-plan chatter on the console
     try:
-        return _stream(ray, requests, endpoints, write, policy=policy, max_in_flight=max_in_flight,
-                       api_key=api_key, concurrency=concurrency, batch_size=batch_size,
-                       num_cpus_per_worker=num_cpus_per_worker, on_done=on_done)
+        return _stream(ray, job, opts, api_key=api_key, on_done=on_done)
     finally:
         ctx.enable_progress_bars = bars
         data_log.setLevel(level)
 
 
-def _stream(ray: Any, requests: Iterable[BatchRequest], endpoints: list[Endpoint],
-            write: Callable[[str, Outcome], None], *, policy: RetryPolicy, max_in_flight: int,
-            api_key: str | None, concurrency: int, batch_size: int, num_cpus_per_worker: float,
+def _stream(ray: Any, job: tuple[Iterable[BatchRequest], list[Endpoint], Callable[[str, Outcome], None]],
+            opts: RayEngineOptions, *, api_key: str | None,
             on_done: Callable[[Outcome], None] | None) -> dict[str, dict[str, int]]:
+    """One HTTP request processor per (endpoint, URL path), the requests dealt round-robin over the
+    endpoints; each outcome written as its row comes back."""
     from ray.data.llm import HttpRequestProcessorConfig, build_processor
 
+    requests, endpoints, write = job
     groups: dict[tuple[int, str], list[dict[str, str]]] = {}
     for i, req in enumerate(requests):
         k = i % len(endpoints)
@@ -264,13 +275,13 @@ def _stream(ray: Any, requests: Iterable[BatchRequest], endpoints: list[Endpoint
     if not groups:
         return {ep.shown: {"ok": 0, "failed": 0} for ep in endpoints}
 
-    session = RetryingSession(policy=policy, api_key=api_key, max_in_flight=max_in_flight)
+    session = RetryingSession(policy=opts.policy, api_key=api_key, max_in_flight=opts.max_in_flight)
     datasets = []
     for (k, path), rows in groups.items():
         config = HttpRequestProcessorConfig(
-            url=endpoints[k].post_url(path), batch_size=batch_size, concurrency=concurrency,
+            url=endpoints[k].post_url(path), batch_size=opts.batch_size, concurrency=opts.concurrency,
             session_factory=session, max_retries=0,
-            http_request_stage={"num_cpus": num_cpus_per_worker})
+            http_request_stage={"num_cpus": opts.num_cpus_per_worker})
         processor = build_processor(
             config,
             postprocess=lambda row, k=k: {"custom_id": row["custom_id"], "endpoint": k,
