@@ -180,17 +180,8 @@ def start(name: str, description: str, defaults: dict[str, Any],
         ap.add_argument(*flags, **kwargs)
     args = ap.parse_args(argv)
 
-    config: dict[str, Any] = {"seed": 0, "backend": "local", "limit": None, **defaults}
-    if args.config and Path(args.config).exists():
-        with open(args.config, "rb") as fh:
-            config.update(tomllib.load(fh))
-    elif args.config != CONFIGS / f"{name}.toml":
-        ap.error(f"config file not found: {args.config}")
-    for item in args.overrides:
-        key, sep, value = item.partition("=")
-        if not sep:
-            ap.error(f"--set expects KEY=VALUE, got {item!r}")
-        config[key.strip()] = _coerce(value)
+    config: dict[str, Any] = {"seed": 0, "backend": "local", "limit": None, **defaults,
+                              **_read_layers(ap, name, args)}
     # Overrides go through the library's parameter validation: unknown keys name the closest known
     # one, and a value of the wrong type is refused (a class typed by the experiment's defaults).
     from rubric_induce.core.errors import DataError
@@ -285,23 +276,24 @@ def begin(ap: argparse.ArgumentParser, argv: list[str] | None = None) -> tuple[E
     args = ap.parse_args(argv)
     name = args._experiment
     actions = _actions(ap)
-    own = {dest: a for dest, a in actions.items() if dest not in ("overrides", "_experiment", "_out_file")}
+    flags = {dest: a for dest, a in actions.items() if dest not in ("overrides", "_experiment", "_out_file")}
     layered = _read_layers(ap, name, args)
-    unknown = sorted(set(layered) - set(own) - COMMON_KEYS)
+    unknown = sorted(set(layered) - set(flags) - COMMON_KEYS)
     if unknown:
         from rubric_induce.core.params import suggest
 
-        known = sorted(set(own) | COMMON_KEYS)
+        known = sorted(set(flags) | COMMON_KEYS)
         ap.error(f"unknown config key(s) {', '.join(f'{k!r}{suggest(k, known)}' for k in unknown)} "
                  f"(from --config or --set); known keys: {', '.join(known)}")
     given = set(_given(ap, argv))
     for key, value in layered.items():
-        if key in own and key not in given:
-            setattr(args, key, _typed(ap, own[key], key, value))
+        if key in flags and key not in given:
+            setattr(args, key, _typed(ap, flags[key], key, value))
     config: dict[str, Any] = {"seed": 0, "backend": "local", "limit": None}
     config.update({k: v for k, v in layered.items() if k in COMMON_KEYS})
-    config.update({k: getattr(args, k) for k in own if hasattr(args, k) and (getattr(args, k) is not None
-                                                                          or k not in config)})
+    for key in flags:  # a sub-command's flags only when it ran; an unset shared flag keeps the default
+        if hasattr(args, key) and (getattr(args, key) is not None or key not in config):
+            config[key] = getattr(args, key)
     out = Path(config.get("out") or ROOT / "runs" / name)
     config["out"] = str(out)
     if args._out_file:
