@@ -107,16 +107,16 @@ def test_selection_warnings_are_stage_lines_not_python_warnings(graded_run, tmp_
     import shutil
     import warnings
 
-    import rubric_induce.selection.api as selection_api
+    import rubric_induce.pipeline.stages as stages
     from rubric_induce.selection.selector import SelectionWarning
 
-    original = selection_api.select
+    original = stages.run_select  # the select stage's library entry point, as the stage imports it
 
     def noisy(*args, **kwargs):
         warnings.warn("the selected set does not separate the classes", SelectionWarning, stacklevel=2)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(selection_api, "select", noisy)
+    monkeypatch.setattr(stages, "run_select", noisy)
     tmp, _ = graded_run
     shutil.copy(tmp / "grades.csv", tmp_path / "grades.csv")
     (tmp_path / "cfg.toml").write_text(CONFIG, encoding="utf-8")

@@ -96,7 +96,8 @@ def test_score_rows_are_unique_and_the_report_renders(uss_run):
     variant, out = uss_run
     rows = read_scores(out / "scores.jsonl")  # raised "duplicate row ... aspect 'satisfaction'" before
     cells = {(r.aspect, r.system) for r in rows}
-    expect = {("satisfaction", "calibrated"), ("satisfaction", "netsat")}
+    # the direct judge ([evaluate] direct_baseline) rates the calibrated question: one row per text too
+    expect = {("satisfaction", "calibrated"), ("satisfaction", "netsat"), ("satisfaction", "direct")}
     if variant == "threshold":
         expect.add(("satisfaction>=3", "netsat"))
         assert {r.human for r in rows if r.aspect == "satisfaction>=3"} <= {0.0, 1.0}
