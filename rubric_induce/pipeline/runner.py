@@ -81,6 +81,17 @@ __all__ = ["RunResult", "run_pipeline", "run_dir_for", "preflight", "check_run_d
 
 @dataclass
 class RunResult:
+    """What :func:`run_pipeline` did.
+
+    Attributes:
+        out: The run directory.
+        ran: The stages run, in order.
+        skipped: The stages skipped (done before, inputs unchanged).
+        summaries: Each stage's summary, by stage name.
+        manifest: The run manifest (``manifest.json``).
+        disabled: The stages the config turns off (listed in ``ran`` or ``skipped`` too).
+    """
+
     out: Path
     ran: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -198,13 +209,25 @@ def run_pipeline(
 ) -> RunResult:
     """Run (or resume) the whole pipeline described by ``config`` into a run directory.
 
-    ``backend``: a Backend object to use instead of ``[backend] spec`` (tests, notebooks).
-    ``stop_after``: stop after this stage. ``force``: rerun these stages (and everything after).
-
     A resumed run says why each stage reruns (see :mod:`.resume`). Guarantees and cascades fitted
     into ``artifact.json`` by ``calibrate-guarantee`` survive a rerun that leaves what they were
-    fitted on unchanged; a rerun that would rewrite it refuses (a :class:`DataError`, exit 2) unless
-    ``force`` names a stage at or before ``artifact`` (see :mod:`.fitted`).
+    fitted on unchanged; a rerun that would rewrite it refuses unless ``force`` names a stage at or
+    before ``artifact`` (see :mod:`.fitted`).
+
+    Args:
+        config: A loaded config, or the path of a TOML (or YAML) config file.
+        out: The run directory (default: ``[run] out``, else ``runs/<config file stem>``).
+        backend: A Backend object to use instead of ``[backend] spec`` (tests, notebooks).
+        stop_after: Stop after this stage.
+        force: Rerun these stages (and everything after).
+        progress: Draw progress bars.
+        echo: Where the stage lines go (default: ``print``).
+
+    Returns:
+        The stages run, skipped and disabled, their summaries and the run manifest.
+
+    Raises:
+        DataError: Bad config or data, or a rerun that would discard fitted guarantees (exit 2).
     """
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     if stop_after is not None and stop_after not in STAGE_NAMES:
