@@ -205,7 +205,17 @@ def with_config_line(exc: DataError, source: str | None) -> DataError:
 
 
 def load_config(path: str | Path) -> RunConfig:
-    """Read and validate a run config (``.toml``, or ``.yaml``/``.yml`` with PyYAML installed)."""
+    """Read and validate a run config.
+
+    Args:
+        path: A ``.toml`` file, or ``.yaml``/``.yml`` with PyYAML installed.
+
+    Returns:
+        The checked config; relative paths in it resolve against the file's folder.
+
+    Raises:
+        DataError: A missing file or a bad value, naming the file, line and field.
+    """
     path = Path(path)
     if not path.exists():
         raise DataError("config file not found", path=path)
