@@ -60,6 +60,14 @@ def parse_backend_spec(spec: str) -> tuple[str, str, str | None]:
 
 
 def get_backend(spec: str, **options: Any) -> Backend:
-    """Build a backend from its spec string; ``options`` go to the backend's constructor."""
+    """Build a backend from its spec string.
+
+    Args:
+        spec: ``kind/model`` or ``kind/model@url`` (e.g. ``openai/gpt-4o-mini``, ``fake``).
+        **options: Keyword arguments of the backend's constructor.
+
+    Returns:
+        The backend (not yet cached: wrap it in ``CachedBackend`` to reuse answers).
+    """
     kind, model, base_url = parse_backend_spec(spec)
     return BACKENDS.get(kind)(model, base_url, **options)
