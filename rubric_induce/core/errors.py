@@ -26,7 +26,14 @@ class RubricInduceError(Exception):
 
 
 class DataError(RubricInduceError, ValueError):
-    """Bad input data; names the file, line (1-based) and field where it was found."""
+    """Bad input data; names the file, line (1-based) and field where it was found.
+
+    Args:
+        message: What is wrong.
+        path: The file it was found in.
+        line: The 1-based line (or None).
+        field: The column, key or config field.
+    """
 
     def __init__(
         self,
