@@ -137,9 +137,18 @@ class DedupParams(Params):
 def dedup(pool: RubricPool | Sequence[Rubric], params: DedupParams | None = None, *,
           embedder: Embedder | None = None, judge_backend: Backend | None = None, seed: int = 0,
           **overrides: Any) -> DedupResult:
-    """The dedup stage's entry point: merge near-duplicates as ``params`` say (or pass through).
+    """The dedup stage: merge near-duplicates as ``params`` say (or pass through).
 
-    ``judge_backend`` is the opened backend for ``params.judge`` (callers own the cache it uses).
+    Args:
+        pool: The generated rubrics.
+        params: The stage's settings (default: :class:`DedupParams` defaults).
+        embedder: The sentence embedder (default: ``params.model``).
+        judge_backend: The opened backend for ``params.judge`` (callers own the cache it uses).
+        seed: The seed of the judge's calls.
+        **overrides: Fields of ``params``, checked like a config.
+
+    Returns:
+        The de-duplicated pool, the merged groups and the markdown report.
     """
     params = resolve_params(DedupParams, params, overrides)
     src = pool if isinstance(pool, RubricPool) else RubricPool(list(pool))
