@@ -176,15 +176,30 @@ def probe(  # noqa: PLR0913 (the stage's entry point: its Params + overrides, an
     warmup: bool = True,
     **overrides: Any,
 ) -> ProbeTable:
-    """The probe stage's entry point: every rubric on every example; returns a :class:`ProbeTable`.
+    """The probe stage: every rubric on every example.
 
-    ``params`` (:class:`ProbeParams`, default: its defaults) with keyword ``overrides`` of its fields
-    (``style``, ``estimator``, ``samples``, ``temperature``, ``max_analysis_tokens``,
-    ``max_example_tokens``), checked like a config; an unknown name is a :class:`TypeError`.
-    Wrap ``backend`` in :class:`~rubric_induce.backends.cache.CachedBackend` to make the run resumable.
     ``estimator="sampling"`` draws ``samples`` replies at ``temperature`` for backends without
     logprobs; with ``"logprobs"`` such a backend raises :class:`LogprobsUnavailableError` up front.
-    ``task`` (:class:`~rubric_induce.core.task.TaskParams`) words the prompts; default: the generic task.
+
+    Args:
+        examples: The texts to probe.
+        rubrics: The rubrics to ask about each text.
+        backend: The LLM; wrap it in :class:`~rubric_induce.backends.cache.CachedBackend` to make
+            the run resumable.
+        params: The stage's settings (default: :class:`ProbeParams` defaults).
+        seed: The seed every call's seed derives from.
+        fields: The example fields shown, in order (default: all).
+        task: Words the prompts (default: the generic task).
+        progress: Draw a progress bar.
+        on_record: Called with each record, in input order, as it is final (e.g. to stream it).
+        done: Records already probed; a usable one is kept and its pair not probed again.
+        warmup: Probe a text's first rubric alone first (prefix caching).
+        **overrides: Fields of ``params`` (``style``, ``estimator``, ``samples``, ``temperature``,
+            ``max_analysis_tokens``, ``max_example_tokens``), checked like a config; an unknown
+            name is a :class:`TypeError`.
+
+    Returns:
+        The probe table: one record per (example, rubric), with its answer distribution.
 
     **Order.** Probes are submitted example-major (each example with all its rubrics, in the
     order given) through a sliding window of at most ``backend.max_concurrency`` calls in flight:
