@@ -316,7 +316,7 @@ def _metrics_md(title: str, metrics: dict[str, float]) -> str:
 
 def calibrate(train, params: CalibrateParams | None = None, *, test=None, seed: int = 0,
               echo=None, **overrides: Any) -> CalibrateResult:
-    """Fit the calibration network on ``train`` (:class:`~rubric_induce.calibration.data.CalibrationData`).
+    """Fit the calibration network on ``train``.
 
     With ``params.search`` an optuna search picks the network's hyperparameters; with
     ``params.cv_folds >= 2`` a cross-validation by text (nested when searching) reports RMSE and
@@ -327,6 +327,17 @@ def calibrate(train, params: CalibrateParams | None = None, *, test=None, seed: 
     cross-validated with the same folds and the main one's hyperparameters (``metrics["aspects"]``).
     Defaults not set in ``params.options``: ``random_state = seed``, early stopping from 20
     training texts up, one torch thread (small networks train faster on one).
+
+    Args:
+        train: The training probes and labels (a :class:`~rubric_induce.calibration.data.CalibrationData`).
+        params: The stage's settings (default: :class:`CalibrateParams` defaults).
+        test: Optional held-out data scored with the final fit.
+        seed: The random state of the network, the folds and the search.
+        echo: Where progress lines go (default: nowhere).
+        **overrides: Fields of ``params``, checked like a config.
+
+    Returns:
+        The fitted calibrator, its metrics and the report that says so.
     """
     params = resolve_params(CalibrateParams, params, overrides)
     say = echo or (lambda *_: None)
