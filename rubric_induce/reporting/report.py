@@ -453,10 +453,20 @@ class ReportParams(Params):
 
 def report(run_dir: str | Path, params: ReportParams | None = None, *, out: str | Path | None = None,
            seed: int = 0, **overrides: Any) -> Path:
-    """The report stage's entry point: ``report.md`` of a run directory, opening with the run
-    summary when the folder is a ``rubric-induce run`` directory; returns the report's path.
+    """The report stage: ``report.md`` of a run directory.
 
-    Without matplotlib the figures are left out and the report says how to get them.
+    It opens with the run summary when the folder is a ``rubric-induce run`` directory. Without
+    matplotlib the figures are left out and the report says how to get them.
+
+    Args:
+        run_dir: The run directory.
+        params: The stage's settings (default: :class:`ReportParams` defaults).
+        out: The report's path (default: ``run_dir/report.md``).
+        seed: The bootstrap's seed.
+        **overrides: Fields of ``params``, checked like a config.
+
+    Returns:
+        The report's path.
     """
     params = resolve_params(ReportParams, params, overrides)
 
