@@ -245,13 +245,24 @@ def evaluate(results: Sequence[ScoreResult] | ScoredColumns, examples: Sequence[
     * Warnings: near-constant probes and low answer mass in ``probes``, any metric not above its
       baseline, and the answer check (held-out texts unlike the training texts).
 
-    ``options``: the run's facts (:class:`HeldoutOptions`); ``overrides``: keyword arguments naming
-    its fields (``label=``, ``threshold=``, ``binary=``, ``question=``, ``seed=``, ...) or those of
-    ``params``. Every interval resamples the examples' groups (a text without one is its own).
+    Every interval resamples the examples' groups (a text without one is its own).
     ``results`` may also be :class:`ScoredColumns` (per-text arrays), ``judge_results`` values
     arrays of predictions (NaN: none) and ``probes`` a :class:`~rubric_induce.probing.checks.ProbeStats`:
     what :func:`evaluate_probes` passes, to evaluate a million texts without a result object each;
     the score rows are then made as they are written (``rows`` is a lazy sequence).
+
+    Args:
+        results: The scorer's results on the held-out ``examples`` (or :class:`ScoredColumns`).
+        examples: The held-out examples, in the order of ``results``.
+        y: Their selection labels (binary or graded).
+        params: The stage's settings (default: :class:`EvaluateParams` defaults).
+        options: The run's facts (:class:`HeldoutOptions`: label, threshold, question, seed,
+            training texts, per-judge results, probes ...).
+        **overrides: Fields of ``options`` (``label=``, ``threshold=``, ``binary=``,
+            ``question=``, ``seed=`` ...) or of ``params``.
+
+    Returns:
+        The metrics next to their baselines, the warnings and the score rows.
     """
     opts, param_overrides = HeldoutOptions.split(options, overrides)
     params = resolve_params(EvaluateParams, params, param_overrides)
