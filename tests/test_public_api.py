@@ -1,6 +1,7 @@
 """The public API: a small top level, one entry point per stage, one way to pass its params."""
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import subprocess
@@ -17,7 +18,7 @@ STAGES = {
     "probing": {"probe", "ProbeParams"},
     "selection": {"select", "SelectParams", "SelectContext", "SelectResult"},
     "calibration": {"calibrate", "CalibrateParams", "CalibrateResult"},
-    "evaluation": {"evaluate", "EvaluateParams", "EvaluationResult"},
+    "evaluation": {"evaluate", "EvaluateParams", "HeldoutOptions", "EvaluationResult"},
     "feedback": {"feedback", "FeedbackParams", "FeedbackContext", "FeedbackSummary"},
     "reporting": {"report", "ReportParams"},
 }
@@ -47,6 +48,8 @@ def test_import_stays_light():
 
 @pytest.mark.parametrize("stage", sorted(STAGES))
 def test_each_stage_exports_its_entry_point_params_and_result_only(stage):
+    """...and, where the stage needs the run's facts beside its settings, the one object that holds
+    them (GenerateContext, SelectContext, FeedbackContext, HeldoutOptions)."""
     module = importlib.import_module(f"rubric_induce.{stage}")
     assert set(module.__all__) == STAGES[stage]
     # names a package holds besides its __all__ may only be its own submodules (imported by its modules)
@@ -135,3 +138,92 @@ def test_scorer_passes_the_artifacts_sample_count_to_probe():
                           probe_options={"estimator": "sampling", "n_samples": 3, "style": "score-only"})
     table = scorer.probe(["Hello there."])
     assert table.records[0].estimator == "sampling" and table.records[0].n_samples == 3
+
+
+# ----------------------------------------------------------------------------- docstrings of the public API
+#: The stage entry points, by stage package (besides the top-level names of ``rubric_induce.__all__``).
+ENTRY_POINTS = {"generation": "generate", "dedup": "dedup", "probing": "probe", "selection": "select",
+                "calibration": "calibrate", "evaluation": "evaluate", "feedback": "feedback",
+                "reporting": "report"}
+
+
+def _public_objects() -> dict[str, object]:
+    out = {name: getattr(rubric_induce, name) for name in rubric_induce.__all__ if name != "__version__"}
+    for stage, name in ENTRY_POINTS.items():
+        out[f"{stage}.{name}"] = getattr(importlib.import_module(f"rubric_induce.{stage}"), name)
+    return out
+
+
+def _section(doc: str, head: str) -> list[str]:
+    """The names a Google-style section (``Args:``, ``Attributes:``) documents, in order."""
+    lines = inspect.cleandoc(doc).splitlines()
+    if f"{head}:" not in lines:
+        return []
+    names = []
+    for line in lines[lines.index(f"{head}:") + 1:]:
+        if line and not line.startswith(" "):
+            break
+        if line.startswith("    ") and not line.startswith("     ") and ":" in line:
+            names.append(line.split(":", 1)[0].split(" (", 1)[0].strip().lstrip("*"))
+    return names
+
+
+def _stub(key: str, obj) -> str:
+    """A function with ``obj``'s parameter names and docstring (what ruff's D rules read)."""
+    sig = inspect.signature(obj)
+    params, star = [], False
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            params.append(f"*{p.name}")
+            star = True
+        elif p.kind is p.VAR_KEYWORD:
+            params.append(f"**{p.name}")
+        else:
+            if p.kind is p.KEYWORD_ONLY and not star:
+                params.append("*")
+                star = True
+            params.append(p.name if p.default is p.empty else f"{p.name}=None")
+    name = key.replace(".", "_")
+    body = obj.__doc__.replace('"""', "'''")
+    return f'def {name}({", ".join(params)}):\n    """{body}"""\n'
+
+
+def test_public_api_docstrings_are_google_style(tmp_path):
+    """The top-level names and each stage's entry point have Google-style docstrings (the style
+    mkdocs.yml renders into parameter tables), checked by ruff's D rules (google convention) on a
+    stub of each function and by the sections each class must have: a dataclass documents every
+    field under ``Attributes:``, another class its constructor's parameters under ``Args:``."""
+    stubs, problems = ['"""Stubs of the public API\'s functions: their docstrings, for ruff."""\n'], []
+    for key, obj in _public_objects().items():
+        doc = inspect.getdoc(obj) if inspect.isclass(obj) else obj.__doc__
+        if not doc:
+            problems.append(f"{key}: no docstring")
+            continue
+        if not inspect.isclass(obj):
+            if inspect.signature(obj).parameters and "Args:" not in doc:
+                problems.append(f"{key}: no Args section")
+            if inspect.signature(obj).return_annotation not in (None, "None") and "Returns:" not in doc:
+                problems.append(f"{key}: no Returns section")
+            stubs.append(_stub(key, obj))
+            continue
+        if "\n\n" not in obj.__doc__.strip() and len(obj.__doc__.strip().splitlines()) > 1:
+            problems.append(f"{key}: the summary is not one line followed by a blank line")
+        if dataclasses.is_dataclass(obj):
+            want = [f.name for f in dataclasses.fields(obj) if f.init and not f.name.startswith("_")]
+            missing = [n for n in want if n not in _section(obj.__doc__, "Attributes")]
+            if missing:
+                problems.append(f"{key}: Attributes section lacks {missing}")
+        else:
+            init = [n for n, p in inspect.signature(obj).parameters.items()
+                    if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)] if "__init__" in vars(obj) else []
+            missing = [n for n in init if n not in _section(obj.__doc__, "Args")]
+            if missing:
+                problems.append(f"{key}: Args section lacks {missing}")
+    stub = tmp_path / "public_api_stubs.py"
+    stub.write_text("\n\n".join(stubs), encoding="utf-8")
+    ruff = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--select", "D", "--config",
+                           'lint.pydocstyle.convention = "google"', "--output-format", "concise", str(stub)],
+                          capture_output=True, text=True)
+    if ruff.returncode:
+        problems.append(ruff.stdout)
+    assert not problems, "\n".join(problems)
