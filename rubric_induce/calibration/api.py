@@ -329,11 +329,11 @@ def calibrate(train, params: CalibrateParams | None = None, *, test=None, seed: 
     training texts up, one torch thread (small networks train faster on one).
 
     Args:
-        train: The training probes and labels (a :class:`~rubric_induce.calibration.data.CalibrationData`).
+        train (CalibrationData): The training probes and labels.
         params: The stage's settings (default: :class:`CalibrateParams` defaults).
-        test: Optional held-out data scored with the final fit.
+        test (CalibrationData | None): Optional held-out data scored with the final fit.
         seed: The random state of the network, the folds and the search.
-        echo: Where progress lines go (default: nowhere).
+        echo (Callable[[str], None] | None): Where progress lines go (default: nowhere).
         **overrides: Fields of ``params``, checked like a config.
 
     Returns:
