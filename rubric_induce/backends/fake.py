@@ -70,7 +70,7 @@ class FakeBackend(Backend):
     supports_assistant_prefix = True
     supports_json_schema = True
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (a test double: each scripted behaviour is one keyword)
         self,
         model: str = "fake",
         *,

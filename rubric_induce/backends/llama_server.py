@@ -17,6 +17,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from rubric_induce.backends.local import default_model_path
 from rubric_induce.core.errors import BackendError
 
 __all__ = ["LlamaServerError", "free_port", "llama_server_command", "running_llama_server", "SERVER_ALIAS"]
@@ -70,8 +71,6 @@ def running_llama_server(log: Path, *, model: Path | None = None, n_ctx: int = 2
     10 s), also on an exception or a KeyboardInterrupt. :class:`LlamaServerError` when the process
     exits or ``/v1/models`` does not answer 200 within ``startup_s``."""
     if model is None:
-        from rubric_induce.backends.local import default_model_path
-
         model = default_model_path()
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"

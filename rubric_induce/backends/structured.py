@@ -218,7 +218,7 @@ def string_list(key: str, *, min_items: int = 1) -> Callable[[Any], list[str]]:
     return parse
 
 
-def ask_json(
+def ask_json(  # noqa: PLR0913 (one structured call and its accounting, each passed by name at generation's call sites)
     backend: Backend,
     messages: Sequence[Message],
     schema: Mapping[str, Any],

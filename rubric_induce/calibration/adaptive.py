@@ -94,13 +94,14 @@ class AdaptiveModel(Estimator):
     ``answer_weight`` weighs the unasked-answer loss against the target loss.
     """
 
-    def __init__(self, hidden: tuple[int, int] = (25, 25), answer_hidden: tuple[int, int] = (25, 25),
-                 learning_rate: float = 5e-3, batch_size: int = 64, epochs: int = 200, weight_decay: float = 0.0,
-                 judge_weight_decay: float | None = 1e-2, main_question: int | str = 0,
-                 personalized: bool | str = True, head: str = "softmax", answer_weight: float = 1.0,
-                 early_stopping: bool = False, validation_fraction: float = 0.15, patience: int = 20,
-                 not_applicable: Sequence[float] = (0,), random_state: int = 0, n_threads: int | None = None,
-                 completion: str = "gaussian", n_members: int = 5) -> None:
+    def __init__(  # noqa: PLR0913 (a scikit-learn estimator: each setting is a constructor parameter)
+            self, hidden: tuple[int, int] = (25, 25), answer_hidden: tuple[int, int] = (25, 25),
+            learning_rate: float = 5e-3, batch_size: int = 64, epochs: int = 200, weight_decay: float = 0.0,
+            judge_weight_decay: float | None = 1e-2, main_question: int | str = 0,
+            personalized: bool | str = True, head: str = "softmax", answer_weight: float = 1.0,
+            early_stopping: bool = False, validation_fraction: float = 0.15, patience: int = 20,
+            not_applicable: Sequence[float] = (0,), random_state: int = 0, n_threads: int | None = None,
+            completion: str = "gaussian", n_members: int = 5) -> None:
         self.hidden = hidden
         self.answer_hidden = answer_hidden
         self.learning_rate = learning_rate

@@ -19,6 +19,7 @@ import numpy as np
 from rubric_induce.calibration._torch import require_torch
 from rubric_induce.calibration.calibrator import Calibrator, check_fitted
 from rubric_induce.core.errors import DataError, RubricInduceError
+from rubric_induce.core.safepaths import inside_folder
 from rubric_induce.data.jsonl import jsonable
 
 __all__ = ["save_calibrator", "load_calibrator", "non_finite_tensors", "write_weights", "read_config", "CONFIG_NAME",
@@ -31,7 +32,7 @@ FORMAT_VERSION = 1
 def package_versions() -> dict[str, str]:
     torch = require_torch()
     try:
-        from rubric_induce import __version__ as ours
+        from rubric_induce import __version__ as ours  # the package's own __init__: read when asked
     except ImportError:  # pragma: no cover
         ours = "unknown"
     return {"rubric_induce": str(ours), "torch": torch.__version__, "numpy": np.__version__,
@@ -157,8 +158,6 @@ def weights_path(directory: Path, config: Mapping[str, Any], path: Path) -> Path
             or name in (".", "..") or Path(name).suffix not in (".safetensors", ".npz")):
         raise DataError(f"must name a .safetensors or .npz file in this folder, got {name!r}", path=path,
                         field="weights")
-    from rubric_induce.core.safepaths import inside_folder
-
     return inside_folder(directory, name, path=path, field="weights")  # a linked file leads nowhere else
 
 
@@ -313,8 +312,6 @@ def load_heads(directory: str | Path, main: Calibrator | None = None) -> dict[st
     (``[{"question": name, "folder": "aspects/1-name"}, ...]``, written when a run calibrates
     several questions). A folder saved before aspects existed holds the main one alone.
     ``main``: the calibrator already loaded from ``directory`` (read again when None)."""
-    from rubric_induce.core.safepaths import inside_folder
-
     directory = Path(directory)
     main = load_calibrator(directory) if main is None else main
     path = directory / CONFIG_NAME

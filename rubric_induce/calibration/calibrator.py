@@ -133,7 +133,7 @@ class Calibrator(Estimator):
         against -1.09), so it is not the default.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (a scikit-learn estimator: each setting is a constructor parameter)
         self,
         hidden: tuple[int, int] = (25, 25),
         learning_rate: float = 1e-3,
@@ -179,6 +179,7 @@ class Calibrator(Estimator):
 
     # -- fitting -------------------------------------------------------------------------------
     def _check_params(self) -> None:
+        """Refuse a setting out of range (fit calls this: the constructor stores settings as given)."""
         if len(tuple(self.hidden)) != 2 or any(int(h) < 1 for h in self.hidden):
             raise ValueError(f"hidden must be two positive sizes, got {self.hidden!r}")
         if not self.learning_rate > 0:
@@ -197,6 +198,10 @@ class Calibrator(Estimator):
             raise ValueError("n_ensemble must be >= 1")
         if not 0 < float(self.validation_fraction) < 1:
             raise ValueError("validation_fraction must be in (0, 1)")
+        self._check_counts()
+
+    def _check_counts(self) -> None:
+        """Epochs, patience, decays, threads and not-applicable values: whole numbers and finite numbers."""
         for name in ("pretrain_epochs", "finetune_epochs"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:

@@ -24,6 +24,7 @@ import numpy as np
 from rubric_induce.calibration.judges import judge_index, judge_vocabulary
 from rubric_induce.core.errors import DataError, NotFittedError
 from rubric_induce.core.estimator import Estimator
+from rubric_induce.data.jsonl import read_json, write_json
 from rubric_induce.data.pairs import preference_signs
 
 __all__ = ["BradleyTerryHead", "OUTCOMES"]
@@ -213,12 +214,8 @@ class BradleyTerryHead(Estimator):
         return head
 
     def save(self, path: str | Path) -> Path:
-        from rubric_induce.data.jsonl import write_json
-
         return write_json(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | Path) -> BradleyTerryHead:
-        from rubric_induce.data.jsonl import read_json
-
         return cls.from_dict(read_json(path), path=path)

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from rubric_induce.calibration.adaptive import check_fitted
 from rubric_induce.core.errors import DataError
 
 __all__ = ["AskPolicy", "AskTrace", "CRITERIA", "ORDERS", "OUTCOMES", "STOP_FRACTION", "uncertainty"]
@@ -98,11 +99,10 @@ class AskPolicy:
     (default: the model's main question).
     """
 
-    def __init__(self, model: Any, *, budget: int | None = None, stop_at: float | None = None, criterion: str = "auto",
-                 threshold: float | None = None, order: str | Sequence[int] = "adaptive",
-                 question: int | str | None = None, seed: int = 0, outcomes: str = "both") -> None:
-        from rubric_induce.calibration.adaptive import check_fitted
-
+    def __init__(  # noqa: PLR0913 (a policy's settings are its constructor's keywords, as an estimator's)
+            self, model: Any, *, budget: int | None = None, stop_at: float | None = None, criterion: str = "auto",
+            threshold: float | None = None, order: str | Sequence[int] = "adaptive",
+            question: int | str | None = None, seed: int = 0, outcomes: str = "both") -> None:
         check_fitted(model)
         self.model = model
         n_blocks = model.n_features_in_shape_[0]

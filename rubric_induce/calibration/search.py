@@ -130,7 +130,7 @@ def search_hyperparameters(
     return SearchResult(best_params=best, best_value=float(study.best_value), trials=trials)
 
 
-def cross_val_predict(
+def cross_val_predict(  # noqa: PLR0913 (scikit-learn's cross_val_predict shape: estimator, data, then the CV settings)
     base: Calibrator,
     data: CalibrationData,
     *,

@@ -183,8 +183,6 @@ def rebuild_rubric(rid: str, text: str, polarity: str | None, *, scale=None, lev
     """
     from dataclasses import replace
 
-    from rubric_induce.handoff.source import level_texts
-
     kwargs: dict = {"provenance": {"method": "manual", "source_format": source_format}, "aspect": aspect}
     if scale is not None:
         kwargs["scale"] = scale

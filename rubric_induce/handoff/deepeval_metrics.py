@@ -35,6 +35,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rubric_induce.backends import get_backend
+from rubric_induce.backends.options import CallOptions
+from rubric_induce.backends.structured import parse_json_reply
 from rubric_induce.core.errors import DataError, MissingDependencyError
 from rubric_induce.data import YES_NO, AnswerScale, Rubric, RubricSet
 from rubric_induce.data.jsonl import atomic_write_text, read_json
@@ -273,9 +276,6 @@ def _model_class() -> type:
     require_deepeval()
     from deepeval.models import DeepEvalBaseLLM
 
-    from rubric_induce.backends.options import CallOptions
-    from rubric_induce.backends.structured import parse_json_reply
-
     class RubricInduceLLM(DeepEvalBaseLLM):
         """A rubric-induce backend as a deepeval model: ``generate(prompt, schema=None)``."""
 
@@ -308,8 +308,6 @@ def deepeval_model(backend: Any, **options: Any) -> Any:
     """A ``DeepEvalBaseLLM`` that answers with a rubric-induce backend (an object or a spec such as
     ``"local"``); ``options``: ``max_tokens``, ``temperature``."""
     if isinstance(backend, str):
-        from rubric_induce.backends import get_backend
-
         backend = get_backend(backend)
     return _model_class()(backend, **options)
 

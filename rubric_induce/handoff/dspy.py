@@ -226,10 +226,11 @@ class RubricMetric:
     where the feedback names the rubrics that drove the score.
     """
 
-    def __init__(self, scorer: ScorerSource | Any, render: Render | None = None, *, target: str = "label",
-                 judge: str | Sequence[str] | None = None, aggregate: str = "mean", normalise: bool = True,
-                 pass_threshold: float | None = None, bool_on_trace: bool = True, backend: Any = None,
-                 cache: str | Path | bool | None = None, cache_size: int = 4096, aspect: str | None = None) -> None:
+    def __init__(  # noqa: PLR0913 (the DSPy metric's public keyword API, as documented in the hand-off guide)
+            self, scorer: ScorerSource | Any, render: Render | None = None, *, target: str = "label",
+            judge: str | Sequence[str] | None = None, aggregate: str = "mean", normalise: bool = True,
+            pass_threshold: float | None = None, bool_on_trace: bool = True, backend: Any = None,
+            cache: str | Path | bool | None = None, cache_size: int = 4096, aspect: str | None = None) -> None:
         if target not in TARGETS:
             raise RubricInduceError(f"unknown target {target!r}; choose from {', '.join(TARGETS)}")
         core = getattr(scorer, "_scoring", None)

@@ -35,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.errors import DataError
+from rubric_induce.core.textfiles import parse_json, parse_yaml
 from rubric_induce.data import AnswerScale, Rubric, RubricSet
-from rubric_induce.data.jsonl import atomic_write_text
+from rubric_induce.data.jsonl import atomic_write_text, read_text
 from rubric_induce.handoff.checks import check_text
 from rubric_induce.handoff.common import (
     SHAPES_KEY,
@@ -183,8 +184,6 @@ def export_promptfoo(source: SourceLike, path: str | Path, **options: Any) -> Pa
 
 
 def _load_yaml_or_json(path: Path) -> Any:
-    from rubric_induce.data.jsonl import read_text
-
     text = read_text(path)  # not UTF-8: an error naming the line, not a traceback
     try:
         import yaml  # noqa: F401 (parse_yaml needs it)
@@ -197,10 +196,8 @@ def _load_yaml_or_json(path: Path) -> Any:
             raise DataError("reading a YAML promptfoo config needs PyYAML (pip install pyyaml)", path=path) from None
         except ValueError:
             pass  # an integer too long to read: parse_json names its line and field
-        from rubric_induce.core.textfiles import parse_json
 
         return parse_json(body, path=path)
-    from rubric_induce.core.textfiles import parse_yaml
 
     return parse_yaml(text, path=path)  # aliases bounded before they expand; bad scalars named
 

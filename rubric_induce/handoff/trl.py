@@ -77,9 +77,10 @@ def _target(scorer: RubricScorer, target: str) -> str:
 class TrlReward:
     """A reward function for TRL's trainers (build it with :func:`trl_reward`)."""
 
-    def __init__(self, scorer: ScorerSource, render: Render | None = None, *, target: str = "auto",
-                 judge: str | Sequence[str] | None = None, normalise: bool = True, backend: Any = None,
-                 cache: str | Path | bool | None = None, name: str = "rubric_reward", aspect: str | None = None) -> None:
+    def __init__(  # noqa: PLR0913 (the TRL reward's public keyword API, as documented in the hand-off guide)
+            self, scorer: ScorerSource, render: Render | None = None, *, target: str = "auto",
+            judge: str | Sequence[str] | None = None, normalise: bool = True, backend: Any = None,
+            cache: str | Path | bool | None = None, name: str = "rubric_reward", aspect: str | None = None) -> None:
         if not isinstance(scorer, RubricScorer):
             scorer = RubricScorer.load(scorer, backend=backend, cache=cache)
         elif backend is not None:
@@ -114,10 +115,11 @@ class TrlReward:
         return self.values(prompts, completions)
 
 
-def trl_reward(scorer: ScorerSource, render: Render | None = None, *, target: str = "auto",
-               judge: str | Sequence[str] | None = None, normalise: bool = True, backend: Any = None,
-               cache: str | Path | bool | None = None, name: str = "rubric_reward",
-               aspect: str | None = None) -> TrlReward:
+def trl_reward(  # noqa: PLR0913 (the TRL reward's public keyword API, as documented in the hand-off guide)
+        scorer: ScorerSource, render: Render | None = None, *, target: str = "auto",
+        judge: str | Sequence[str] | None = None, normalise: bool = True, backend: Any = None,
+        cache: str | Path | bool | None = None, name: str = "rubric_reward",
+        aspect: str | None = None) -> TrlReward:
     """A TRL reward function: ``reward(prompts, completions, **kwargs) -> list[float]``.
 
     ``target``: ``"prediction"`` (the calibrated expected judge answer), ``"score"`` (NetSAT),

@@ -421,7 +421,7 @@ def render_probe_text(example: Example, fields: Sequence[str] | None, max_exampl
     return render_example(example, fields), None
 
 
-def probe_to_file(
+def probe_to_file(  # noqa: PLR0913 (probe's arguments plus its stream file's (marker, fingerprint, hooks))
     path: Any,
     examples: Iterable[Example],
     rubrics: Iterable[Rubric],

@@ -38,8 +38,10 @@ from rubric_induce.backends.pricing import ModelPrice, cost, load_prices, price_
 from rubric_induce.backends.redact import redact_obj
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.task import TaskParams
+from rubric_induce.data.jsonl import write_json
 from rubric_induce.data.model import Example, Rubric
 from rubric_induce.probing.calls import ProbeCall, probe_calls, probe_params, unwrap_backend
+from rubric_induce.probing.pairwise import is_order_example
 
 __all__ = ["ProbePlan", "plan_probes", "plan_from_calls", "check_logprobs_support", "NO_LOGPROBS_MODELS",
            "openai_cached_tokens"]
@@ -135,8 +137,6 @@ class ProbePlan:
 
     def save(self, path: str | Path) -> Path:
         """The plan as JSON (credentials in the backend's URL redacted)."""
-        from rubric_induce.data.jsonl import write_json
-
         return write_json(Path(path), redact_obj(self.to_dict()))
 
     def format(self) -> str:
@@ -298,7 +298,7 @@ def _cached_keys(cache: Any, keys: list[str]) -> set[str]:
     return cache.contains(keys)
 
 
-def plan_probes(
+def plan_probes(  # noqa: PLR0913 (probe's arguments, as it plans what probe asks; cache, prices)
     examples: Iterable[Example],
     rubrics: Iterable[Rubric],
     backend: Backend,
@@ -336,7 +336,6 @@ def plan_probes(
         shown["packing"] = "packed"
         if p.pack_size is not None:
             shown["pack_size"] = p.pack_size
-    from rubric_induce.probing.pairwise import is_order_example
 
     n_orders = sum(1 for e in examples if is_order_example(e))
     if n_orders:  # the pairwise probe's calls: two per (pair, rubric), one per presentation order

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from rubric_induce.core.mdtext import md_text
 from rubric_induce.core.stats import spearman
 from rubric_induce.data.model import Example, Rubric
 from rubric_induce.data.probes import ProbeTable
@@ -14,8 +15,6 @@ __all__ = ["probe_report"]
 
 
 def _short(text: str, n: int = 70) -> str:
-    from rubric_induce.core.mdtext import md_text
-
     text = " ".join(text.split()).replace("|", "/")
     return md_text(text if len(text) <= n else text[: n - 1] + "…")  # HTML in a rubric shows as text
 
