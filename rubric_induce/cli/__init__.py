@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import importlib
 import sys
+import unicodedata
 
 import click
 
 from rubric_induce import __version__
+from rubric_induce.backends.redact import redact_text
 from rubric_induce.core.errors import DataError, RubricInduceError
 
 __all__ = ["main", "cli", "COMMANDS", "CommandError", "exit_code", "EXIT_INPUT", "EXIT_FAILURE",
@@ -38,8 +40,6 @@ class CommandError(click.ClickException):
     """A library error shown as one ``error: ...`` line with the documented exit code."""
 
     def __init__(self, message: str, exit_code: int) -> None:
-        from rubric_induce.backends.redact import redact_text
-
         super().__init__(redact_text(message))  # no credential of a backend URL on the screen
         self.exit_code = exit_code
 
@@ -50,8 +50,6 @@ class CommandError(click.ClickException):
 def one_line(message: str) -> str:
     """``message`` on one line: line breaks and other control characters from the data it names
     (a file name, a field) are shown escaped (``\\n``, ``\\x1e``), never acted on."""
-    import unicodedata
-
     return "".join(repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in message)
 
 
@@ -102,8 +100,6 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except RubricInduceError as exc:
-        from rubric_induce.backends.redact import redact_text
-
         click.echo(f"error: {redact_text(str(exc))}", err=True)
         sys.exit(exit_code(exc))
     except click.exceptions.Exit as exc:

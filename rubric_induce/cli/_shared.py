@@ -5,6 +5,7 @@ Settings flow from the flag, then the ``RUBRIC_INDUCE_*`` environment variable, 
 """
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +14,16 @@ from typing import Any
 
 import click
 
+from rubric_induce.backends import get_backend, parse_backend_spec
+from rubric_induce.backends.base import fault_summary
+from rubric_induce.backends.cache import CachedBackend, CallCache, default_cache_path
+from rubric_induce.backends.params import BackendParams
 from rubric_induce.core.errors import BackendError, DataError
+from rubric_induce.core.params import click_options
+from rubric_induce.core.task import TaskParams, load_task_file
+from rubric_induce.data.mapping import load_mapping_file
+from rubric_induce.data.params import DataParams
+from rubric_induce.data.params import load_examples as load_data_examples
 
 __all__ = ["backend_option", "backend_params_options", "run_backend_options", "backend_params_from", "backend_options_given",
            "cache_options", "data_options", "progress_option", "load_examples", "open_backend", "show_progress",
@@ -39,9 +49,6 @@ def backend_params_options(f):
     """--top-logprobs, --timeout, --max-retries, --retry-after-max, --concurrency, --n-ctx, --prompt-cache-key,
     --extra-body: the [backend]
     call options (from :class:`~rubric_induce.backends.params.BackendParams`), as ``backend_<name>``."""
-    from rubric_induce.backends.params import BackendParams
-    from rubric_induce.core.params import click_options
-
     f = click.option("--extra-body", "backend_extra_body", default=None, metavar="JSON",
                      help="Served models: a JSON object of fields added to every request, e.g. "
                           "'{\"repeat_penalty\": 1.0}' (part of the cache key: no secrets).")(f)
@@ -60,8 +67,6 @@ def run_backend_options(f):
 
 def backend_options_given(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Pop the ``backend_*`` options from a command's ``kwargs``: those given, by field name."""
-    import json
-
     given = {name: kwargs.pop(f"backend_{name}", None) for name in (*BACKEND_CLI_OPTIONS, "extra_body")}
     if given["extra_body"] is not None:
         try:
@@ -75,8 +80,6 @@ def backend_params_from(kwargs: dict[str, Any], spec: str | None, base: Any = No
     """Pop the ``backend_*`` options from a command's ``kwargs`` and build the
     :class:`~rubric_induce.backends.params.BackendParams` (``base``'s values where not given);
     a bad value or an option that does not apply to the spec's kind is a DataError naming it."""
-    from rubric_induce.backends.params import BackendParams
-
     changes = backend_options_given(kwargs)
     if spec:
         changes["spec"] = spec
@@ -116,9 +119,6 @@ def mapping_file_option(f):
 def task_options(f):
     """--task-file FILE and --task-description/--task-kind/--task-positive/--task-negative/
     --task-scale/--task-preset: the run config's [task] section (flags override the file)."""
-    from rubric_induce.core.params import click_options
-    from rubric_induce.core.task import TaskParams
-
     f = click_options(TaskParams, prefix=_TASK, defaults={n: None for n in TaskParams.field_names()})(f)
     return click.option("--task-file", "task_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
                         help="TOML/JSON file with a [task] table (e.g. a run config) or the task's keys: what "
@@ -128,8 +128,6 @@ def task_options(f):
 def task_from_options(options: dict[str, Any]):
     """The :class:`~rubric_induce.core.task.TaskParams` of :func:`task_options` (popped from ``options``),
     with its ``@file`` description read; bad values exit 2 naming the field."""
-    from rubric_induce.core.task import TaskParams, load_task_file
-
     path = options.pop("task_file", None)
     given = {n: options.pop(_TASK + n) for n in TaskParams.field_names() if _TASK + n in options}
     base = load_task_file(path) if path is not None else TaskParams()
@@ -155,9 +153,6 @@ def split_list(value: str | None) -> list[str] | None:
 def load_examples(examples_path: Path | None, dataset: str | None, data_root: Path | None, limit: int | None,
                   mapping_file: Path | None = None):
     """The examples named by the data options (the same loader as a run config's ``[data]``)."""
-    from rubric_induce.data.params import DataParams
-    from rubric_induce.data.params import load_examples as load
-
     if (examples_path is None) == (dataset is None):
         raise click.UsageError("give exactly one of --examples PATH or --dataset NAME")
     mapping, scales = None, {}
@@ -165,12 +160,10 @@ def load_examples(examples_path: Path | None, dataset: str | None, data_root: Pa
         if dataset is not None:
             raise DataError("--mapping-file reads --examples files; a shared dataset has its own loader",
                             field="--mapping-file")
-        from rubric_induce.data.mapping import load_mapping_file
-
         mapping, scales = load_mapping_file(mapping_file)
     params = DataParams(examples=str(examples_path) if examples_path else None, dataset=dataset,
                         data_root=str(data_root) if data_root else None, mapping=mapping, scales=scales)
-    return load(params, limit=limit, source=str(examples_path) if examples_path else None)
+    return load_data_examples(params, limit=limit, source=str(examples_path) if examples_path else None)
 
 
 def open_backend(spec: str, cache_path: Path | None = None, no_cache: bool = False, params: Any = None):
@@ -178,9 +171,6 @@ def open_backend(spec: str, cache_path: Path | None = None, no_cache: bool = Fal
 
     ``params`` (a :class:`~rubric_induce.backends.params.BackendParams`) carries the call
     options; those that do not apply to ``spec``'s kind are left out (e.g. for dedup's judge)."""
-    from rubric_induce.backends import get_backend, parse_backend_spec
-    from rubric_induce.backends.cache import CachedBackend, CallCache, default_cache_path
-
     try:
         kind = parse_backend_spec(spec)[0]
     except BackendError as exc:
@@ -192,8 +182,6 @@ def open_backend(spec: str, cache_path: Path | None = None, no_cache: bool = Fal
 
 def usage_line(backend, elapsed: float) -> str:
     """Calls, tokens, cost and time; with a second line naming the backend's faults when there were any."""
-    from rubric_induce.backends.base import fault_summary
-
     u = backend.tally.to_dict()
     cost = "unknown" if u["cost_usd"] is None else f"${u['cost_usd']:.4f}"
     line = (f"LLM calls: {u['calls']} new, {u['cache_hits']} cached; tokens {u['prompt_tokens']} prompt + "

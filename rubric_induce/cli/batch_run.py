@@ -10,15 +10,15 @@ from pathlib import Path
 
 import click
 
+from rubric_induce.batch.run import RetryPolicy, api_key_from_env, run_batch
 from rubric_induce.cli._shared import echo, progress_option, show_progress
+from rubric_induce.core.errors import BackendError, DataError
 
 __all__ = ["command", "expand_request_paths"]
 
 
 def expand_request_paths(paths: tuple[Path, ...]) -> list[Path]:
     """Files as given; a folder (an export) stands for its ``requests-*.jsonl`` in name order."""
-    from rubric_induce.core.errors import DataError
-
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
@@ -79,9 +79,6 @@ def command(requests, endpoints, out_dir, engine, max_in_flight, timeout, max_re
           --endpoint http://gpu1:8000/v1 --endpoint http://gpu2:8000/v1
       rubric-induce ingest batch/results-*.jsonl
     """
-    from rubric_induce.batch.run import RetryPolicy, api_key_from_env, run_batch
-    from rubric_induce.core.errors import BackendError
-
     paths = expand_request_paths(requests)
     policy = RetryPolicy(max_retries=max_retries, timeout=timeout, retry_after_max=retry_after_max)
     api_key = api_key_from_env(api_key_env)

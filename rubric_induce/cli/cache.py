@@ -5,6 +5,8 @@ from pathlib import Path
 
 import click
 
+from rubric_induce.backends.cache_merge import merge_caches
+
 __all__ = ["command"]
 
 
@@ -30,7 +32,5 @@ def merge(inputs, output, overwrite) -> None:
     Example (shards probed on two machines, then one full run from the merged cache):
       rubric-induce cache merge m1/llm_calls.sqlite m2/llm_calls.sqlite -o runs/x/llm_calls.sqlite --overwrite
     """
-    from rubric_induce.backends.cache_merge import merge_caches
-
     report = merge_caches(inputs, output, overwrite=overwrite)
     click.echo(report.format())

@@ -5,9 +5,13 @@ from pathlib import Path
 
 import click
 
-from rubric_induce.calibration.api import CalibrateParams
+from rubric_induce.calibration.api import CalibrateParams, calibrate
+from rubric_induce.calibration.data import from_llm_rubric, from_probes
 from rubric_induce.cli._shared import echo, load_examples, mapping_file_option, split_list
 from rubric_induce.core.params import click_options
+from rubric_induce.data.datasets.llm_rubric import load_llm_rubric
+from rubric_induce.data.mapping import load_mapping_file
+from rubric_induce.data.probes import ProbeTable
 
 __all__ = ["command"]
 
@@ -45,9 +49,6 @@ def command(dataset, probes_path, examples_path, mapping_file, question, questio
       rubric-induce calibrate --dataset llm_rubric --out runs/cal
       rubric-induce calibrate --probes probes.jsonl --examples examples.jsonl --question satisfaction --out runs/cal
     """
-    from rubric_induce.calibration.api import calibrate
-    from rubric_induce.calibration.data import from_llm_rubric, from_probes
-
     if (dataset is None) == (probes_path is None):
         raise click.UsageError("give either --dataset llm_rubric or --probes FILE --examples FILE")
     qs = split_list(questions)
@@ -58,8 +59,6 @@ def command(dataset, probes_path, examples_path, mapping_file, question, questio
         opts["n_threads"] = threads
     params = CalibrateParams.from_kwargs(options, question=question, options=opts)
     if dataset == "llm_rubric":
-        from rubric_induce.data.datasets.llm_rubric import load_llm_rubric
-
         train = from_llm_rubric(load_llm_rubric(data_root, split="synthetic"), questions=qs, na_inputs=na_inputs)
         test = from_llm_rubric(load_llm_rubric(data_root, split="real"), questions=qs, na_inputs=na_inputs)
     else:
@@ -67,12 +66,8 @@ def command(dataset, probes_path, examples_path, mapping_file, question, questio
             raise click.UsageError("--probes needs --examples (the texts with their judgments)")
         if question is None:
             raise click.UsageError("--probes needs --question naming the label to calibrate")
-        from rubric_induce.data.probes import ProbeTable
-
         scales = {}
         if mapping_file is not None:
-            from rubric_induce.data.mapping import load_mapping_file
-
             scales = load_mapping_file(mapping_file)[1]
         examples = load_examples(examples_path, None, None, None, mapping_file)
         train = from_probes(ProbeTable.load(probes_path), examples, questions=qs or [question],

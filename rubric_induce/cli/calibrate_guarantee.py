@@ -8,10 +8,36 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import numpy as np
 
 from rubric_induce.cli._shared import echo, progress_option, show_progress
+from rubric_induce.cli.calibrate_guarantee_judgements import fit_judgements_file
+from rubric_induce.cli.score import input_mapping
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.mapping import MAPPING_FORMATS
+from rubric_induce.data.probes import ProbeTable
+from rubric_induce.scoring.cascade import fit_cascade
+from rubric_induce.scoring.guarantee import agreement, check_level, check_tolerance, largest_target
+from rubric_induce.scoring.guarantee_labels import calibration_lines, label_mapping, label_scale, run_data
+from rubric_induce.scoring.scorer import RubricScorer
+from rubric_induce.scoring.selective import (
+    CASCADES_KEY,
+    cascade_record,
+    check_cascade,
+    check_probe_file,
+    fit_from_results,
+    fitted_cascades,
+    fitted_guarantees,
+    human_labels,
+    judge_answers,
+    require_calibrated,
+    require_evidence,
+    run_folder,
+    save_guarantee_records,
+    score_with_arrays,
+    seen_ids,
+    tolerance_used,
+)
 
 __all__ = ["command"]
 
@@ -89,11 +115,6 @@ def command(runs, judgements_path, stages, order, stage_confidence, combiner, gr
       rubric-induce calibrate-guarantee runs/cheap runs/strong --labels held_out.jsonl   (a cascade)
       rubric-induce calibrate-guarantee --judgements judged.jsonl --stages gpt-4o-mini,gpt-4o --order cost
     """
-    from rubric_induce.cli.calibrate_guarantee_judgements import fit_judgements_file
-    from rubric_induce.scoring.guarantee import check_level, check_tolerance
-    from rubric_induce.scoring.scorer import RubricScorer
-    from rubric_induce.scoring.selective import fitted_cascades, fitted_guarantees, require_calibrated
-
     targets = [check_level(t, "target") for t in (targets or (0.8, 0.85, 0.9))]
     delta = check_level(delta, "delta")
     if tolerance is not None:
@@ -133,10 +154,6 @@ def command(runs, judgements_path, stages, order, stage_confidence, combiner, gr
 def _labelled(scorers, runs, labels_path, label_field, text_field, maps, id_field, fmt):
     """The labelled texts the run(s) did not probe, their human labels (read in the first run's
     layout and checked against its scale) and the label's name in the file."""
-    from rubric_induce.cli.score import input_mapping
-    from rubric_induce.scoring.guarantee_labels import label_mapping, label_scale, run_data
-    from rubric_induce.scoring.selective import check_cascade, human_labels, seen_ids
-
     if len(scorers) > 1:
         check_cascade(scorers, [str(Path(r).resolve()) for r in runs])
     first = scorers[0]
@@ -165,16 +182,6 @@ def _labelled(scorers, runs, labels_path, label_field, text_field, maps, id_fiel
 
 
 def _fit_one(scorer, run, fresh, y, probes_path, targets, delta, measure, tolerance, labels_path, progress):
-    from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.scoring.guarantee_labels import calibration_lines
-    from rubric_induce.scoring.selective import (
-        check_probe_file,
-        fit_from_results,
-        require_evidence,
-        save_guarantee_records,
-        score_with_arrays,
-    )
-
     table = None
     if probes_path is not None:
         table = ProbeTable.load(probes_path)
@@ -192,21 +199,6 @@ def _fit_one(scorer, run, fresh, y, probes_path, targets, delta, measure, tolera
 
 
 def _fit_cascade(scorers, runs, fresh, y, targets, delta, measure, tolerance, method, labels_path, progress):
-    import numpy as np
-
-    from rubric_induce.scoring.cascade import fit_cascade
-    from rubric_induce.scoring.guarantee import agreement, largest_target
-    from rubric_induce.scoring.selective import (
-        CASCADES_KEY,
-        cascade_record,
-        judge_answers,
-        require_evidence,
-        run_folder,
-        save_guarantee_records,
-        score_with_arrays,
-        tolerance_used,
-    )
-
     names = [str(run_folder(r)) for r in runs]
     tol, why = tolerance_used(scorers[0], tolerance)
     echo(f"tolerance {tol:g} ({why})")

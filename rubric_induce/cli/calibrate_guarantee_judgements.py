@@ -9,6 +9,9 @@ from typing import Any
 
 from rubric_induce.cli._shared import echo
 from rubric_induce.core.errors import DataError
+from rubric_induce.data.judgements import read_judgements
+from rubric_induce.scoring.guarantee import largest_target
+from rubric_induce.scoring.judgements_guarantee import FitSpec, fit_judgements_guarantee
 
 __all__ = ["fit_judgements_file", "parse_costs", "parse_stages"]
 
@@ -50,10 +53,6 @@ def _scale(text: str | None) -> list[float] | None:
 def fit_judgements_file(path: Path, opts: dict[str, Any]) -> Path:
     """Read the file, fit one record per target, print each and write them to ``opts['out']``
     (default: ``<file>.guarantees.json`` beside it). ``opts``: the command's options by name."""
-    from rubric_induce.data.judgements import read_judgements
-    from rubric_induce.scoring.guarantee import largest_target
-    from rubric_induce.scoring.judgements_guarantee import FitSpec, fit_judgements_guarantee
-
     stages = parse_stages(opts["stages"])
     jd = read_judgements(path, scale=_scale(opts.get("scale")))
     kind = "guarantee" if len(stages) == 1 else ("jury" if opts["method"] == "jury" else "cascade")

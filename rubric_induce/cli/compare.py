@@ -22,8 +22,11 @@ from rubric_induce.cli._shared import (
     run_backend_options,
     show_progress,
 )
+from rubric_induce.cli.score import write_rows
 from rubric_induce.core.errors import DataError
-from rubric_induce.data.pairs import PAIR_LAYOUTS
+from rubric_induce.core.params import suggest
+from rubric_induce.data.pairs import PAIR_LAYOUTS, PairMapping, read_pairs
+from rubric_induce.scoring.scorer import RubricScorer
 
 __all__ = ["command", "pair_rows"]
 
@@ -31,9 +34,6 @@ _ROLES = ("id", "prompt", "a", "b", "label", "chosen", "rejected", "subset")
 
 
 def _mapping(layout: str, fmt: str, maps: tuple[str, ...], seed: int):
-    from rubric_induce.core.params import suggest
-    from rubric_induce.data.pairs import PairMapping
-
     given: dict[str, object] = {"layout": layout, "format": fmt, "seed": seed}
     for item in maps:
         role, sep, column = item.partition("=")
@@ -93,10 +93,6 @@ def command(artifact, pairs_path, layout, fmt, maps, seed, out_path, backend_spe
       rubric-induce compare runs/llmbar --pairs prefs.jsonl --layout chosen_rejected
       rubric-induce compare runs/llmbar --pairs arena.csv --map a=model_a_reply --map b=model_b_reply
     """
-    from rubric_induce.cli.score import write_rows
-    from rubric_induce.data.pairs import read_pairs
-    from rubric_induce.scoring.scorer import RubricScorer
-
     mapping = _mapping(layout, fmt, maps, seed)
     given = backend_options_given(backend_opts) or None
     scorer = RubricScorer.load(artifact, backend=backend_spec, cache=cache_path, backend_options=given)

@@ -8,7 +8,8 @@ import click
 
 from rubric_induce.cli._shared import cache_options, echo, open_backend, usage_line
 from rubric_induce.core.params import click_options
-from rubric_induce.dedup.api import DedupParams
+from rubric_induce.data import RubricPool
+from rubric_induce.dedup.api import DedupParams, dedup
 
 __all__ = ["command"]
 
@@ -30,9 +31,6 @@ def command(pool_path, cache_path, no_cache, seed, out_path, report_path, **opti
     Example:
       rubric-induce dedup --pool rubric_pools/uss_sgd_rubicon.jsonl --threshold 0.85
     """
-    from rubric_induce.data import RubricPool
-    from rubric_induce.dedup.api import dedup
-
     params = DedupParams.from_kwargs(options)
     pool = RubricPool.load(pool_path)
     out_path = out_path or pool_path.with_name(pool_path.name.removesuffix(".jsonl") + ".dedup.jsonl")

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import click
 
+from rubric_induce.core.errors import DataError
+from rubric_induce.handoff import load_source
 from rubric_induce.handoff.registry import FORMATS
+from rubric_induce.scoring.judgements_export import export_run_judgements
 
 __all__ = ["command"]
 
@@ -55,12 +58,7 @@ def command(run, rubrics_path, fmt, out_path, name, label, description, grader, 
       rubric-induce export --rubrics pool.jsonl --format llm-rubric --out questions.json
       rubric-induce export runs/x --format judgements --out judged.jsonl
     """
-    from rubric_induce.core.errors import DataError
-    from rubric_induce.handoff import load_source
-
     if fmt == "judgements":
-        from rubric_induce.scoring.judgements_export import export_run_judgements
-
         if run is None:
             raise DataError("--format judgements writes a run's held-out texts: give the run folder (RUN)")
         click.echo(export_run_judgements(run, out_path, aspect=label), err=True)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from rubric_induce.backends.base import fault_summary
 from rubric_induce.cli._shared import (
     backend_option,
     backend_params_from,
@@ -21,8 +22,12 @@ from rubric_induce.cli._shared import (
     task_from_options,
     task_options,
 )
+from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import click_options
-from rubric_induce.feedback.api import FeedbackParams
+from rubric_induce.data import RubricPool
+from rubric_induce.data.jsonl import read_json
+from rubric_induce.data.probes import ProbeTable
+from rubric_induce.feedback.api import FeedbackContext, FeedbackParams, feedback
 
 __all__ = ["command"]
 
@@ -58,12 +63,6 @@ def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit,
           --examples demo.jsonl --backend local --out runs/demo/feedback.md
     """
     bparams = backend_params_from(options, backend_spec)  # checked before any LLM call
-    from rubric_induce.core.errors import DataError
-    from rubric_induce.data import RubricPool
-    from rubric_induce.data.jsonl import read_json
-    from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.feedback.api import FeedbackContext, feedback
-
     task = task_from_options(options)
     params = FeedbackParams.from_kwargs(options)
     examples = load_examples(examples_path, dataset, data_root, limit, mapping_file)
@@ -87,8 +86,6 @@ def command(probes_path, rubrics_path, examples_path, dataset, data_root, limit,
     echo(f"{len(summary.groups)} group(s), depth {summary.depth}, {summary.n_calls} requests "
          f"({summary.stats.retries} retries, {summary.n_failures} unparseable); LLM calls: "
          f"{u['calls']} new, {u['cache_hits']} cached; wrote {out_path}" + (f" and {json_path}" if json_path else ""))
-    from rubric_induce.backends.base import fault_summary
-
     faults = fault_summary(u)
     if faults:
         echo(faults)

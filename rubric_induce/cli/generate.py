@@ -27,8 +27,18 @@ from rubric_induce.cli._shared import (
     task_options,
     usage_line,
 )
+from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import click_options
-from rubric_induce.generation.api import GENERATORS, AutoCalibrateParams, GenerateParams, RubiconParams
+from rubric_induce.data.jsonl import read_text
+from rubric_induce.generation.api import (
+    GENERATORS,
+    AutoCalibrateParams,
+    GenerateContext,
+    GenerateParams,
+    RubiconParams,
+    generate,
+)
+from rubric_induce.handoff import import_rubrics
 
 __all__ = ["command"]
 
@@ -81,12 +91,7 @@ def command(examples_path, dataset, data_root, limit, mapping_file, method, labe
           --max-examples 40 --sample-sizes 4,8 --trials 2 --backend openai/gpt-4o-mini
     """
     bparams = backend_params_from(options, backend_spec)  # checked before any LLM call
-    from rubric_induce.generation.api import GenerateContext, generate
-    from rubric_induce.handoff import import_rubrics
-
     if method == "contrastive":  # it reads preference pairs, which only `run` reads
-        from rubric_induce.core.errors import DataError
-
         raise DataError("--method contrastive shows the LLM a preferred and a rejected response: it runs in "
                         "`rubric-induce run` with [data] kind = \"pairwise\" and [generate] method = \"contrastive\" "
                         "(docs: guides/pairwise.md)", field="generate.method")
@@ -106,8 +111,6 @@ def command(examples_path, dataset, data_root, limit, mapping_file, method, labe
         label = label or "sat"
     params = GenerateParams(method=method, per_class=per_class, include=tuple(map(str, include)),
                             domain=f"@{domain_path}" if domain_path else None, options=opts.to_dict())
-    from rubric_induce.data.jsonl import read_text
-
     domain = read_text(domain_path) if domain_path else None
     if out_path is None:
         stem = (dataset or (examples_path.stem if examples_path else "examples")).replace("/", "_")

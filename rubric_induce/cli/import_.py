@@ -5,6 +5,8 @@ from pathlib import Path
 
 import click
 
+from rubric_induce.data import RubricSet
+from rubric_induce.handoff import import_rubrics, merge_pools
 from rubric_induce.handoff.registry import FORMATS
 
 __all__ = ["command"]
@@ -33,9 +35,6 @@ def command(source, fmt, merge_paths, out_path):
     Example:
       rubric-induce import my_rubrics.json --merge rubric_pools/uss_sgd_mixed.jsonl --out pool.jsonl
     """
-    from rubric_induce.data import RubricSet
-    from rubric_induce.handoff import import_rubrics, merge_pools
-
     imported = import_rubrics(source, fmt)
     if not merge_paths:
         out = RubricSet(imported.rubrics, {**imported.manifest, "source": str(source)},

@@ -5,8 +5,14 @@ from pathlib import Path
 
 import click
 
+from rubric_induce.backends.cache import CallCache, default_cache_path
+from rubric_induce.batch.export import ingest_results
 from rubric_induce.cli._shared import echo
-from rubric_induce.core.errors import DataError
+from rubric_induce.core.errors import BackendError, DataError
+from rubric_induce.data.jsonl import write_json
+from rubric_induce.pipeline import load_config
+from rubric_induce.pipeline.folder import cache_path_for
+from rubric_induce.pipeline.runner import run_dir_for
 
 __all__ = ["command"]
 
@@ -52,16 +58,9 @@ def command(results, batch_dir, cache_path, config_path, out_dir, retry_file, re
     Example:
       rubric-induce ingest batch/out-00000.jsonl --batch-dir batch/ --config run.toml
     """
-    from rubric_induce.backends.cache import CallCache, default_cache_path
-    from rubric_induce.batch.export import ingest_results
-
     if cache_path is not None and config_path is not None:
         raise DataError("give --cache or --config, not both", field="--cache")
     if config_path is not None:
-        from rubric_induce.pipeline import load_config
-        from rubric_induce.pipeline.folder import cache_path_for
-        from rubric_induce.pipeline.runner import run_dir_for
-
         cfg = load_config(config_path)
         cache_path = cache_path_for(cfg.backend.cache, run_dir_for(cfg, out_dir))
     elif out_dir is not None:
@@ -79,16 +78,12 @@ def command(results, batch_dir, cache_path, config_path, out_dir, retry_file, re
     click.echo(report.format())
     echo(f"cache: {cache_path}")
     if report_json is not None:
-        from rubric_induce.data.jsonl import write_json
-
         full = report.to_dict()
         full["missing"] = report.missing
         write_json(report_json, full)
         echo(f"report: {report_json}")
     bad = {"failed": len(report.failed), "expired": len(report.expired), "unknown id": len(report.unknown)}
     if any(bad.values()) and not allow_failed:
-        from rubric_induce.core.errors import BackendError
-
         what = ", ".join(f"{n} {name}" for name, n in bad.items() if n)
         retry = f"; retry file: {report.retry_file}" if report.retry_lines else ""
         raise BackendError(f"not every result line was usable ({what}; listed above{retry}); the good lines "

@@ -6,7 +6,11 @@ from pathlib import Path
 import click
 
 from rubric_induce.cli._shared import backend_params_from, backend_params_options
-from rubric_induce.core.errors import DataError
+from rubric_induce.core.errors import BackendError, DataError, RubricInduceError
+from rubric_induce.pipeline import load_config
+from rubric_induce.pipeline.probejob import plan_run
+from rubric_induce.pipeline.timeplan import long_run_check, time_run
+from rubric_induce.probing.timing import long_run_warning
 
 __all__ = ["command", "plan_options", "show_plan", "warn_if_long"]
 
@@ -27,9 +31,6 @@ def show_plan(config_path: Path, *, out_dir: Path | None, backend_spec: str | No
               limit: int | None, shard: str | None, prices_path: Path | None, assume_rubrics: int | None,
               plan_json: Path | None, timing: bool = False):
     """Print the probe plan (no LLM call); with ``timing``, also the measured time estimate per stage."""
-    from rubric_induce.pipeline import load_config
-    from rubric_induce.pipeline.probejob import plan_run
-
     cfg = load_config(config_path)
     try:
         cfg.backend = backend_params_from(backend_opts, backend_spec, cfg.backend)
@@ -40,10 +41,6 @@ def show_plan(config_path: Path, *, out_dir: Path | None, backend_spec: str | No
     # the plan first: a bad config, shard or estimator is refused before any LLM call
     plan, timed = plan_run(cfg, out=out_dir, prices=prices_path, shard=shard, assume_rubrics=assume_rubrics), None
     if timing:
-        from rubric_induce.core.errors import BackendError
-        from rubric_induce.pipeline.timeplan import time_run
-        from rubric_induce.probing.timing import long_run_warning
-
         click.echo("timing a few real calls (uncached) ...", err=True)
         try:
             plan, timed = time_run(cfg, out=out_dir, prices=prices_path, shard=shard, assume_rubrics=assume_rubrics)
@@ -104,9 +101,6 @@ def warn_if_long(cfg, out_dir: Path | None, config_path: Path, echo, *, force: t
     """Before ``run``'s first stage: one line when the run on the embedded model is estimated above
     RUBRIC_INDUCE_LONG_RUN_MINUTES (default 40; 0: never). A failed estimate is said, never fatal;
     a data error is left for the run to report."""
-    from rubric_induce.core.errors import RubricInduceError
-    from rubric_induce.pipeline.timeplan import long_run_check
-
     try:
         command = f"rubric-induce plan {config_path}" + (f" --out {out_dir}" if out_dir else "")
         warning, _ = long_run_check(cfg, out=out_dir, command=command, force=force)

@@ -1,11 +1,15 @@
 """``rubric-induce probe``: every rubric on every example -> answer distributions (JSONL) + a report."""
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from pathlib import Path
 
 import click
 
+from rubric_induce.backends.base import fault_summary
+from rubric_induce.batch.export import export_batch
 from rubric_induce.cli._shared import (
     backend_option,
     backend_params_from,
@@ -22,8 +26,15 @@ from rubric_induce.cli._shared import (
     task_from_options,
     task_options,
 )
+from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import click_options
-from rubric_induce.probing.api import ProbeParams
+from rubric_induce.data import RubricPool
+from rubric_induce.data.jsonl import atomic_write_text
+from rubric_induce.probing.api import ProbeParams, probe_to_file
+from rubric_induce.probing.calls import probe_calls, prompt_hashes
+from rubric_induce.probing.plan import check_logprobs_support
+from rubric_induce.probing.report import probe_report
+from rubric_induce.probing.shards import parse_shard, select_shard
 
 __all__ = ["command"]
 
@@ -65,14 +76,6 @@ def command(examples_path, dataset, data_root, limit, mapping_file, rubrics_path
           --backend local --out runs/demo/probes.jsonl
     """
     bparams = backend_params_from(options, backend_spec)  # checked before any LLM call
-    from rubric_induce.core.errors import DataError
-    from rubric_induce.data import RubricPool
-    from rubric_induce.data.jsonl import atomic_write_text
-    from rubric_induce.probing.api import probe_to_file
-    from rubric_induce.probing.plan import check_logprobs_support
-    from rubric_induce.probing.report import probe_report
-    from rubric_induce.probing.shards import parse_shard, select_shard
-
     if out_path is None and export_dir is None:
         raise DataError("name where to write the probes (--out FILE), or --export-batch DIR", field="--out")
     shard = parse_shard(shard)
@@ -89,9 +92,6 @@ def command(examples_path, dataset, data_root, limit, mapping_file, rubrics_path
     rubrics = list(RubricPool.load(rubrics_path))
     backend, cache = open_backend(backend_spec, cache_path, no_cache, bparams)
     if export_dir is not None:
-        from rubric_induce.batch.export import export_batch
-        from rubric_induce.probing.calls import probe_calls, prompt_hashes
-
         try:
             calls = probe_calls(examples, rubrics, backend, params, seed=seed, fields=split_list(fields), task=task,
                                 progress=show_progress(progress))
@@ -130,8 +130,6 @@ def command(examples_path, dataset, data_root, limit, mapping_file, rubrics_path
              "same command again to retry only those: finished calls come from the cache")
     echo(f"LLM calls: {usage['calls']} new, {usage['cache_hits']} cached; tokens {usage['prompt_tokens']} "
          f"prompt + {usage['completion_tokens']} completion; {elapsed:.1f} s")
-    from rubric_induce.backends.base import fault_summary
-
     faults = fault_summary(usage)
     if faults:
         echo(faults)
@@ -140,9 +138,6 @@ def command(examples_path, dataset, data_root, limit, mapping_file, rubrics_path
 def _job_fingerprint(examples, rubrics, backend, params, seed, fields, task) -> str:
     """What decides this command's records (texts, rubrics, settings, model): streamed records on
     disk are kept only for the same job."""
-    import hashlib
-    import json
-
     doc = {"examples": [[e.id, e.fields] for e in examples],
            "rubrics": [[r.id, r.text, r.polarity, r.scale.to_dict(), r.levels] for r in rubrics],
            "params": params.to_dict(), "seed": seed, "fields": fields,

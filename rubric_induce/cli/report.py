@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from rubric_induce.core.params import click_options
-from rubric_induce.reporting.report import ReportParams
+from rubric_induce.reporting.report import ReportParams, report
 
 __all__ = ["command"]
 
@@ -28,6 +28,4 @@ def command(run_dir, out_path, seed, **options):
     Example:
       rubric-induce report runs/summeval --out runs/summeval/report.md
     """
-    from rubric_induce.reporting.report import report
-
     click.echo(str(report(run_dir, ReportParams.from_kwargs(options), out=out_path, seed=seed)))

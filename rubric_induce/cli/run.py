@@ -7,9 +7,15 @@ from pathlib import Path
 
 import click
 
+from rubric_induce.backends.base import fault_summary
+from rubric_induce.backends.redact import redact_spec
 from rubric_induce.cli._shared import backend_params_from, backend_params_options, progress_option, show_progress
-from rubric_induce.cli.plan import plan_options, show_plan
+from rubric_induce.cli.plan import plan_options, show_plan, warn_if_long
 from rubric_induce.core.errors import DataError
+from rubric_induce.pipeline import load_config, run_pipeline
+from rubric_induce.pipeline.context import RunContext
+from rubric_induce.pipeline.probejob import export_run_batch, run_probe_shard
+from rubric_induce.pipeline.runner import check_run_dir, preflight, run_dir_for
 
 __all__ = ["command"]
 
@@ -81,11 +87,22 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
         show_plan(config_path, out_dir=out_dir, backend_spec=backend_spec, backend_opts=backend_opts, limit=limit,
                   shard=shard, prices_path=prices_path, assume_rubrics=assume_rubrics, plan_json=plan_json)
         return
-    from rubric_induce.backends.redact import redact_spec
-    from rubric_induce.pipeline import load_config, run_pipeline
-    from rubric_induce.pipeline.context import RunContext
-    from rubric_induce.pipeline.runner import check_run_dir, preflight, run_dir_for
+    cfg = _load_config(config_path, backend_spec, backend_opts, limit)
+    if check:
+        _check(cfg, out_dir)
+    elif export_dir is not None:
+        _export_batch(cfg, config_path, out_dir, export_dir, shard=shard, max_lines=max_lines,
+                      overwrite=overwrite_batch)
+    else:
+        signal.signal(signal.SIGTERM, _terminate)  # `kill` gets the same clean stop as Ctrl-C
+        if shard is not None:
+            _probe_shard(cfg, shard, out_dir, progress)
+        else:
+            _run_all(cfg, config_path, out_dir, stop_after=stop_after, force=tuple(force), progress=progress)
 
+
+def _load_config(config_path: Path, backend_spec: str | None, backend_opts: dict, limit: int | None):
+    """The run config with the command line's --backend, [backend] call options and --limit applied."""
     cfg = load_config(config_path)
     try:  # --backend and the [backend] call options, checked together against the spec's kind
         cfg.backend = backend_params_from(backend_opts, backend_spec, cfg.backend)
@@ -93,45 +110,50 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
         raise DataError(exc.message, path=cfg.source, field=exc.field) from None
     if limit is not None:
         cfg.override("run", limit=limit)
-    if check:
-        ctx = RunContext(cfg, run_dir_for(cfg, out_dir))
-        check_run_dir(cfg, ctx.out, out=out_dir)  # writes nothing
-        preflight(ctx)
-        click.echo(f"config OK: {_data_line(ctx)}, backend {redact_spec(cfg.backend.spec)}")
-        return
-    if export_dir is not None:
-        from rubric_induce.pipeline.probejob import export_run_batch
+    return cfg
 
-        result = export_run_batch(cfg, export_dir, out=out_dir, shard=shard, max_lines=max_lines,
-                                  overwrite=overwrite_batch)
-        click.echo(result.summary(), err=True)
-        click.echo(f"next: run the request files, then `rubric-induce ingest RESULTS... --batch-dir {export_dir} "
-                   f"--config {config_path}`" + (f" --out {out_dir}" if out_dir else ""), err=True)
-        return
-    signal.signal(signal.SIGTERM, _terminate)  # `kill` gets the same clean stop as Ctrl-C
-    if shard is not None:
-        from rubric_induce.pipeline.probejob import run_probe_shard
 
-        try:
-            done = run_probe_shard(cfg, shard, out=out_dir, progress=show_progress(progress),
-                                   echo=lambda m: click.echo(m, err=True))
-        except KeyboardInterrupt:
-            click.echo("\ninterrupted; finished LLM calls are in the run's cache: rerun the same command to resume",
-                       err=True)
-            sys.exit(130)
-        usage = done["usage"]
-        click.echo(f"shard {done['shard']}: probed {done['texts']} of {done['of_texts']} texts x {done['rubrics']} "
-                   f"rubrics ({usage.get('calls', 0)} calls, {usage.get('cache_hits', 0)} cached) into the run's cache; "
-                   f"probes: {done['file']}", err=True)
-        click.echo("stopped after the probe stage (a sharded run probes only). When every shard is done: "
-                   "`rubric-induce cache merge <each shard's cache> -o <this run's cache> --overwrite`, then rerun "
-                   "without --shard (its probe stage is then all cache hits)", err=True)
-        return
-    from rubric_induce.cli.plan import warn_if_long  # one line before a long run on the embedded model
+def _check(cfg, out_dir: Path | None) -> None:
+    """``--check``: read the config, the run folder and the data; write nothing."""
+    ctx = RunContext(cfg, run_dir_for(cfg, out_dir))
+    check_run_dir(cfg, ctx.out, out=out_dir)  # writes nothing
+    preflight(ctx)
+    click.echo(f"config OK: {_data_line(ctx)}, backend {redact_spec(cfg.backend.spec)}")
 
-    warn_if_long(cfg, out_dir, config_path, lambda m: click.echo(m, err=True), force=tuple(force))
+
+def _export_batch(cfg, config_path: Path, out_dir: Path | None, export_dir: Path, *, shard: str | None,
+                  max_lines: int, overwrite: bool) -> None:
+    """``--export-batch``: the probe stage's uncached calls as request files, and what to run next."""
+    result = export_run_batch(cfg, export_dir, out=out_dir, shard=shard, max_lines=max_lines, overwrite=overwrite)
+    click.echo(result.summary(), err=True)
+    click.echo(f"next: run the request files, then `rubric-induce ingest RESULTS... --batch-dir {export_dir} "
+               f"--config {config_path}`" + (f" --out {out_dir}" if out_dir else ""), err=True)
+
+
+def _probe_shard(cfg, shard: str, out_dir: Path | None, progress: bool) -> None:
+    """``--shard I/N``: probe one shard into the run's cache, then say how to merge the shards."""
     try:
-        result = run_pipeline(cfg, out=out_dir, stop_after=stop_after, force=tuple(force),
+        done = run_probe_shard(cfg, shard, out=out_dir, progress=show_progress(progress),
+                               echo=lambda m: click.echo(m, err=True))
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted; finished LLM calls are in the run's cache: rerun the same command to resume",
+                   err=True)
+        sys.exit(130)
+    usage = done["usage"]
+    click.echo(f"shard {done['shard']}: probed {done['texts']} of {done['of_texts']} texts x {done['rubrics']} "
+               f"rubrics ({usage.get('calls', 0)} calls, {usage.get('cache_hits', 0)} cached) into the run's cache; "
+               f"probes: {done['file']}", err=True)
+    click.echo("stopped after the probe stage (a sharded run probes only). When every shard is done: "
+               "`rubric-induce cache merge <each shard's cache> -o <this run's cache> --overwrite`, then rerun "
+               "without --shard (its probe stage is then all cache hits)", err=True)
+
+
+def _run_all(cfg, config_path: Path, out_dir: Path | None, *, stop_after: str | None, force: tuple[str, ...],
+             progress: bool) -> None:
+    """The pipeline (resumed where finished), then one summary line, its faults and where the report is."""
+    warn_if_long(cfg, out_dir, config_path, lambda m: click.echo(m, err=True), force=force)
+    try:
+        result = run_pipeline(cfg, out=out_dir, stop_after=stop_after, force=force,
                               progress=show_progress(progress), echo=lambda m: click.echo(m, err=True))
     except KeyboardInterrupt:
         click.echo("\ninterrupted; finished stages and LLM calls are saved: rerun the same command to resume",
@@ -144,8 +166,6 @@ def command(config_path, out_dir, backend_spec, limit, stop_after, force, check,
                f"{result.manifest.get('seconds', 0):.0f} s of stage time; "
                f"{int(usage.get('prompt_tokens', 0))} prompt + {int(usage.get('completion_tokens', 0))} completion "
                f"tokens, ${usage.get('cost_usd') or 0:.4f}", err=True)
-    from rubric_induce.backends.base import fault_summary
-
     faults = fault_summary(usage)
     if faults:
         click.echo(f"run: {faults} (per stage in manifest.json and report.md)", err=True)

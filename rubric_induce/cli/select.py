@@ -8,7 +8,19 @@ import click
 
 from rubric_induce.cli._shared import data_options, echo, load_examples
 from rubric_induce.core.params import click_options
-from rubric_induce.selection.api import SelectParams
+from rubric_induce.data import RubricPool
+from rubric_induce.data.probes import ProbeTable
+from rubric_induce.selection.api import (
+    SelectContext,
+    SelectParams,
+    check_selection_labels,
+    select,
+    usable_rubrics,
+    write_selection_report,
+)
+from rubric_induce.selection.scores import labels_from_examples
+from rubric_induce.selection.selector import SelectionWarning
+from rubric_induce.selection.split import group_split
 
 __all__ = ["command"]
 
@@ -49,19 +61,6 @@ def command(examples_path, dataset, data_root, limit, mapping_file, probes_path,
       rubric-induce select --examples demo.jsonl --rubrics pool.jsonl \\
           --probes runs/demo/probes.jsonl --label sat --out runs/demo/select
     """
-    from rubric_induce.data import RubricPool
-    from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.selection.api import (
-        SelectContext,
-        check_selection_labels,
-        select,
-        usable_rubrics,
-        write_selection_report,
-    )
-    from rubric_induce.selection.scores import labels_from_examples
-    from rubric_induce.selection.selector import SelectionWarning
-    from rubric_induce.selection.split import group_split
-
     method = options.get("method") or SelectParams().method
     sel_opts = {"score": score}
     if method == "rubicon":

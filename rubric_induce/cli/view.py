@@ -1,9 +1,14 @@
 """``rubric-induce view RUN``: the run viewer, one self-contained HTML page (the run's report stage writes it too)."""
 from __future__ import annotations
 
+import webbrowser
 from pathlib import Path
 
 import click
+
+from rubric_induce.data.jsonl import atomic_write_text
+from rubric_induce.pipeline.recorded import examples_from_recorded_config
+from rubric_induce.reporting.viewer import VIEW_NAME, build_view_data, check_run_dir, render_view
 
 __all__ = ["command"]
 
@@ -34,10 +39,6 @@ def command(run_dir, out_path, allow_outside, open_it):
     Example:
       rubric-induce view runs/demo --open
     """
-    from rubric_induce.data.jsonl import atomic_write_text
-    from rubric_induce.pipeline.recorded import examples_from_recorded_config
-    from rubric_induce.reporting.viewer import VIEW_NAME, build_view_data, check_run_dir, render_view
-
     check_run_dir(run_dir)  # a damaged or foreign manifest: exit 2 naming it; other damage is noted in the page
     data = build_view_data(run_dir, allow_outside=allow_outside, load_examples=examples_from_recorded_config)
     path = out_path if out_path is not None else run_dir / VIEW_NAME
@@ -47,6 +48,4 @@ def command(run_dir, out_path, allow_outside, open_it):
         if "could not be read" in note or "outside the run folder" in note:
             click.echo(f"note: {note}", err=True)
     if open_it:
-        import webbrowser
-
         webbrowser.open(path.resolve().as_uri())
