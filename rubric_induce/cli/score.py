@@ -11,13 +11,24 @@ must not be able to send your key to its host); ``--backend`` naming the endpoin
 """
 from __future__ import annotations
 
+import csv
+import itertools
 import json
+import math
+import os
 import sys
+import tempfile
+from array import array
 from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 
+from rubric_induce.backends.base import fault_summary
+from rubric_induce.backends.openai_compat import environment_api_key
+from rubric_induce.calibration.api import calibrated_rows, calibrator_features
+from rubric_induce.calibration.artifacts import load_calibrator
 from rubric_induce.cli._shared import (
     backend_options_given,
     echo,
@@ -28,7 +39,14 @@ from rubric_induce.cli._shared import (
 )
 from rubric_induce.cli.selective import guarantee_options, guarantee_summary, selective_entry
 from rubric_induce.core.errors import DataError
+from rubric_induce.core.params import suggest
 from rubric_induce.data.mapping import MAPPING_FORMATS
+from rubric_induce.data.probes import ProbeTable
+from rubric_induce.evaluation.heldout import constant_warning
+from rubric_induce.scoring.artifact import ARTIFACT_NAME
+from rubric_induce.scoring.options import AdaptiveOptions, ScoreParams
+from rubric_induce.scoring.scorer import RubricScorer
+from rubric_induce.scoring.stream import read_chunks, score_chunks, stream_probes
 
 __all__ = ["command", "input_mapping", "write_rows", "out_format", "RowWriter"]
 
@@ -50,8 +68,6 @@ def input_mapping(scorer, fmt: str | None, id_field: str | None, text_field: str
         if not sep or not name or not column:
             raise DataError(f"expected FIELD=COLUMN, got {item!r}", field="--map")
         if scorer.fields and name not in scorer.fields:
-            from rubric_induce.core.params import suggest
-
             raise DataError(f"unknown field {name!r}{suggest(name, scorer.fields)}; this run reads "
                             f"{', '.join(scorer.fields)}", field="--map")
         text[name] = column
@@ -97,8 +113,6 @@ class RowWriter:
     into the table. Without ``--out``: JSON Lines on stdout, as they come."""
 
     def __init__(self, out_path: Path | None) -> None:
-        import tempfile
-
         self.out_path, self.fmt, self.n = out_path, out_format(out_path), 0
         self._columns: dict[str, None] = {}
         self._tmp: Path | None = None
@@ -124,12 +138,8 @@ class RowWriter:
         """Finish the file and put it in place."""
         if self._tmp is None:
             return
-        import os
-
         try:
             if self.fmt in ("csv", "tsv"):
-                import csv
-
                 self._sink.seek(0)
                 columns = list(self._columns)
                 with self.out_path.open("w", encoding="utf-8", newline="") as sink:
@@ -171,24 +181,40 @@ def write_rows(rows, out_path: Path | None) -> None:
     writer.close()
 
 
-class _Tally:
-    """What the summary lines after scoring read from a result, kept once its row is written."""
+class _Summary:
+    """What the summary lines after scoring read, kept as compact columns as the rows are written
+    (about 30 bytes a text): the predictions, answer checks, labels, answers, rubrics asked."""
 
-    __slots__ = ("prediction", "answer_surprise", "asked", "calls_saved", "answered", "label", "scale")
+    def __init__(self) -> None:
+        self.n = 0
+        self.scale: list[float] | None = None  # the answer scale: a near-constant prediction is judged against it
+        self.prediction = array("d")  # NaN: none
+        self.surprise = array("d")  # NaN: none
+        self.label = array("b")  # -1: none
+        self.answered = 0
+        self.asked = self.calls_saved = 0
 
-    def __init__(self, res) -> None:
-        self.prediction, self.answer_surprise, self.label = res.prediction, res.answer_surprise, res.label
-        self.scale = res.scale  # the answer scale: a near-constant prediction is judged against its range
-        self.asked, self.calls_saved, self.answered = res.asked, res.calls_saved, res.answered
+    def add(self, res) -> None:
+        self.n += 1
+        self.scale = self.scale or res.scale
+        self.prediction.append(math.nan if res.prediction is None else res.prediction)
+        self.surprise.append(math.nan if res.answer_surprise is None else res.answer_surprise)
+        self.label.append(-1 if res.label is None else int(res.label))
+        self.answered += bool(res.answered)
+        self.asked += len(res.asked or [])
+        self.calls_saved += res.calls_saved or 0
 
 
 @click.command("score")
 @click.argument("artifact", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--input", "input_path", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Texts to score: JSONL/JSON (flat columns or rubric-induce examples), CSV or TSV, read with the "
-                   "run's mapping (its text columns and id column).")
+                   "run's mapping (its text columns and id column). Read, probed, scored and written 4,096 rows at "
+                   "a time (checks across rows hold per chunk); --adaptive reads every text first.")
 @click.option("--probes", "probes_path", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-              help="Score existing probes instead (no LLM call): a probe table JSONL of the texts.")
+              help="Score existing probes instead (no LLM call): a probe table JSONL of the texts, scored in the "
+                   "order of their ids, 4,096 at a time (a table of more than 65,536 texts is copied into "
+                   "temporary bucket files beside it, removed at the end). The summary lines cover every text.")
 @click.option("--text-field", default=None,
               help="Column/key holding the text, for a run with one text field (default: the run's column).")
 @click.option("--map", "maps", multiple=True, metavar="FIELD=COLUMN",
@@ -252,8 +278,6 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
       rubric-induce score runs/demo --input new.jsonl --guarantee 0.9 --delta 0.1  (answer or abstain)
       rubric-induce score --cascade runs/cheap runs/strong --input new.jsonl --guarantee 0.9
     """
-    from rubric_induce.scoring.scorer import ARTIFACT_NAME
-
     artifact = selective_entry(artifact, cascade=cascade, guarantee=guarantee, delta=delta, measure=measure,
                                input_path=input_path, probes_path=probes_path, out_path=out_path,
                                backend_spec=backend_spec, cache_path=cache_path, adaptive=adaptive,
@@ -261,17 +285,8 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
                                progress=show_progress(progress), write_rows=write_rows)
     if artifact is None:
         return
-    wanted = {"target": guarantee, "delta": delta, "measure": measure} if guarantee is not None else None
-
-    if (input_path is None) == (probes_path is None):
-        raise click.UsageError("give exactly one of --input FILE (texts) or --probes FILE (existing probes)")
-    if judge is not None and trusted is not None:
-        raise click.UsageError("give at most one of --judge and --trusted")
-    who: Any = split_list(trusted) if trusted else judge
-    if not adaptive and (budget is not None or stop_at is not None or outcomes is not None):
-        raise click.UsageError("--budget, --stop-at and --outcomes go with --adaptive")
-    is_run = (artifact / ARTIFACT_NAME).exists() if artifact.is_dir() else artifact.name == ARTIFACT_NAME
-    if not is_run:
+    who = _check_usage(input_path, probes_path, judge, trusted, adaptive, budget, stop_at, outcomes)
+    if not _is_run(artifact):
         if probes_path is None:
             raise click.UsageError(f"{artifact} has no {ARTIFACT_NAME}: a calibrator folder scores --probes FILE only")
         if adaptive:
@@ -281,80 +296,122 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
         return
     if question is not None:
         raise click.UsageError("--question is for a calibrator folder; a run predicts its own question")
-    from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.scoring.scorer import RubricScorer
-
+    params = ScoreParams(judge=who, aggregate=aggregate, answer_check=answer_check,
+                         adaptive=AdaptiveOptions(budget=budget, stop_at=stop_at, outcomes=outcomes or "both")
+                         if adaptive else None,
+                         guarantee={"target": guarantee, "delta": delta, "measure": measure}
+                         if guarantee is not None else None)
     given = backend_options_given(backend_opts) or None  # checked against the backend's kind in load
     scorer = RubricScorer.load(artifact, backend=backend_spec, cache=cache_path, backend_options=given)
-    results: list[_Tally] = []  # the rows go to the file chunk by chunk; the summaries read these
     try:
+        params = scorer.check(params)  # before reading the texts or opening the backend
         if probes_path is not None:
-            if adaptive:
-                scorer._require_adaptive(aggregate)  # before reading the table
-            store = ProbeTable.scan(probes_path, [r.id for r in scorer.rubrics])  # arrays, not records
-            chunks = scorer.iter_score_probes(store, sorted(store.example_ids), judge=who, aggregate=aggregate,
-                                              adaptive=adaptive, budget=budget, stop_at=stop_at,
-                                              outcomes=outcomes or "both", answer_check=answer_check,
-                                              guarantee=wanted)
+            chunks = _probe_chunks(scorer, probes_path, params)
         else:
-            if adaptive:
-                scorer._require_adaptive(aggregate)  # before reading texts or opening the backend
-            try:
-                examples = scorer.read(input_path, input_mapping(scorer, fmt, id_field, text_field, maps),
-                                       optional_run_id=not id_field)  # new texts often have no id column
-            except DataError as exc:
-                if scorer.kind != "pairwise":
-                    raise
-                raise DataError(f"{exc.message}; {PAIRWISE_HINT}", path=exc.path, line=exc.line,
-                                field=exc.field) from None
-            _say_endpoint(scorer)
-            chunks = scorer.iter_score(examples, judge=who, aggregate=aggregate, progress=show_progress(progress),
-                                       adaptive=adaptive, budget=budget, stop_at=stop_at,
-                                       outcomes=outcomes or "both", answer_check=answer_check, guarantee=wanted)
-        writer = RowWriter(out_path)
-        try:
-            for chunk in chunks:
-                for res in chunk:
-                    writer.write(res.to_dict())
-                    results.append(_Tally(res))
-        except BaseException:
-            writer.abort()
-            raise
-        writer.close()
+            mapping = input_mapping(scorer, fmt, id_field, text_field, maps)
+            chunks = _text_chunks(scorer, input_path, mapping, params, optional_run_id=not id_field,
+                                  progress=show_progress(progress))  # new texts often have no id column
+        summary = _write_chunks(chunks, out_path)
     finally:
         if probes_path is None:  # also when probing failed before the first chunk (every probe failed)
             _say_faults(scorer)
         scorer.close()
+    _say_summary(scorer, summary, params, out_path)
+
+
+def _check_usage(input_path, probes_path, judge, trusted, adaptive, budget, stop_at, outcomes) -> Any:
+    """The options that go together; returns whose prediction (a judge, the trusted list, or None)."""
+    if (input_path is None) == (probes_path is None):
+        raise click.UsageError("give exactly one of --input FILE (texts) or --probes FILE (existing probes)")
+    if judge is not None and trusted is not None:
+        raise click.UsageError("give at most one of --judge and --trusted")
+    if not adaptive and (budget is not None or stop_at is not None or outcomes is not None):
+        raise click.UsageError("--budget, --stop-at and --outcomes go with --adaptive")
+    return split_list(trusted) if trusted else judge
+
+
+def _is_run(artifact: Path) -> bool:
+    """A run directory or artifact folder (with artifact.json), not a calibrator folder."""
+    return (artifact / ARTIFACT_NAME).exists() if artifact.is_dir() else artifact.name == ARTIFACT_NAME
+
+
+def _probe_chunks(scorer: RubricScorer, probes_path: Path, params: ScoreParams):
+    """The results of a probe table's texts (sorted by id), a chunk at a time: streamed from the file
+    (adaptive scoring replays the policy on every text at once, so it reads the whole table)."""
+    if params.adaptive is None:
+        return stream_probes(scorer, probes_path, params)
+    store = ProbeTable.scan(probes_path, [r.id for r in scorer.rubrics])  # arrays, not records
+    return scorer.iter_score_probes(store, sorted(store.example_ids), params)
+
+
+def _text_chunks(scorer: RubricScorer, input_path: Path, mapping, params: ScoreParams, *, optional_run_id: bool,
+                 progress: bool):
+    """The results of ``--input``'s texts, read, probed and scored a chunk at a time (adaptive
+    scoring asks every text in lockstep, so it reads them all first); a pairwise run's reading
+    error says what it reads instead."""
+    try:
+        if params.adaptive is not None:
+            examples = scorer.read(input_path, mapping, optional_run_id=optional_run_id)
+            _say_endpoint(scorer)
+            yield from scorer.iter_score(examples, params, progress=progress)
+            return
+        texts = read_chunks(scorer, input_path, mapping, optional_run_id=optional_run_id)
+        first = next(texts)  # a file that cannot be read fails before the endpoint line
+        _say_endpoint(scorer)
+        yield from score_chunks(scorer, itertools.chain([first], texts), params, progress=progress)
+    except DataError as exc:
+        if scorer.kind != "pairwise" or exc.path is None or Path(exc.path) != input_path:
+            raise
+        raise DataError(f"{exc.message}; {PAIRWISE_HINT}", path=exc.path, line=exc.line, field=exc.field) from None
+
+
+def _write_chunks(chunks, out_path: Path | None) -> _Summary:
+    """Each chunk's rows written as it comes; what the summary lines read is kept."""
+    summary = _Summary()
+    writer = RowWriter(out_path)
+    try:
+        for chunk in chunks:
+            for res in chunk:
+                writer.write(res.to_dict())
+                summary.add(res)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close()
+    return summary
+
+
+def _say_summary(scorer: RubricScorer, summary: _Summary, params: ScoreParams, out_path: Path | None) -> None:
+    """The lines after scoring (stderr): pairwise strength, a flat prediction, the answer check,
+    the calls adaptive scoring saved, the guarantee, the count written."""
     if scorer.kind == "pairwise":
         echo("pairwise run: each row's strength is the response's Bradley-Terry strength, its reward (P(A > B) grows "
              "with strength(A) - strength(B)); for P(A > B) of pairs: rubric-induce compare RUN --pairs FILE"
              if scorer.pairwise_head is not None else
              "pairwise run without a Bradley-Terry head (calibrate disabled): rows hold NetSAT, no strength")
-    from rubric_induce.evaluation.heldout import constant_warning
-
-    scale = next((r.scale for r in results if r.scale), None)  # near-constant: relative to the answer scale
-    flat = constant_warning([r.prediction for r in results], "scored", scale=scale)
+    flat = constant_warning(np.frombuffer(summary.prediction), "scored", scale=summary.scale)
     if flat:
         echo(f"warning: {flat}")
-    shift = scorer.answer_shift(results)
+    surprise = np.frombuffer(summary.surprise)
+    shift = scorer.answer_shift(surprise)
     if shift is not None:
         echo(("warning: " if shift.shifted else "") + shift.message())
-    elif answer_check and scorer.adaptive is not None:
-        read = sum(r.answer_surprise is not None for r in results)
-        echo(f"answer check: not run, {read} text(s) had rubric answers read (it needs two or more)")
-    if adaptive:
-        asked = sum(len(r.asked or []) for r in results)
-        total = asked + sum(r.calls_saved or 0 for r in results)
+    elif params.answer_check and scorer.adaptive is not None:
+        echo(f"answer check: not run, {int(np.isfinite(surprise).sum())} text(s) had rubric answers read (it needs "
+             "two or more)")
+    if params.adaptive is not None:
+        asked, total = summary.asked, summary.asked + summary.calls_saved
         saved = total - asked
         share = f" ({saved / total:.0%})" if total else ""
         echo(f"adaptive: asked {asked} of {total} (text, rubric) calls, saved {saved}{share}; "
-             f"{asked / max(len(results), 1):.2f} rubrics per text")
-    if wanted is not None:
-        echo(guarantee_summary(scorer, results, wanted))
+             f"{asked / max(summary.n, 1):.2f} rubrics per text")
+    if params.guarantee is not None:
+        echo(guarantee_summary(scorer, summary.answered, summary.n, params.guarantee))
     if out_path:
-        labelled = [r.label for r in results if r.label is not None]
-        extra = f"; {sum(labelled)} of {len(labelled)} labelled positive" if labelled else ""
-        echo(f"scored {len(results)} texts{extra}; wrote {out_path}")
+        labels = np.frombuffer(summary.label, dtype=np.int8)
+        labelled = int((labels >= 0).sum())
+        extra = f"; {int((labels == 1).sum())} of {labelled} labelled positive" if labelled else ""
+        echo(f"scored {summary.n} texts{extra}; wrote {out_path}")
 
 
 def _say_endpoint(scorer) -> None:
@@ -364,16 +421,12 @@ def _say_endpoint(scorer) -> None:
     where = "artifact.json" if scorer.backend_source == "artifact" else "--backend"
     echo(f"score: backend {scorer.endpoint} (from {where})")
     if scorer.endpoint_note:
-        from rubric_induce.backends.openai_compat import environment_api_key
-
         if environment_api_key():  # without a key in the environment there is nothing to withhold: say nothing
             echo(f"note: no API key is sent to an endpoint read from a file; to send yours: --backend {scorer.endpoint}")
 
 
 def _say_faults(scorer) -> None:
-    from rubric_induce.backends.base import fault_summary
-
-    tally = getattr(scorer._backend, "tally", None) if scorer._backend is not None else None
+    tally = scorer.faults
     line = fault_summary(tally.to_dict()) if tally is not None else None
     if line:
         echo(f"score: {line}")
@@ -382,18 +435,12 @@ def _say_faults(scorer) -> None:
 def _score_with_calibrator(folder: Path, probes_path: Path, who: Any, aggregate: str, question: str | None,
                            out_path: Path | None) -> None:
     """Calibrated predictions of probed texts from a calibrator folder alone (no rubrics, no LLM)."""
-    from rubric_induce.calibration.api import calibrated_rows, calibrator_features
-    from rubric_induce.calibration.artifacts import load_calibrator
-    from rubric_induce.data.probes import ProbeTable
-
     path = folder / "artifact" if (folder / "artifact").is_dir() else folder
     cal = load_calibrator(path)
     arr, X = calibrator_features(cal, ProbeTable.load(probes_path), source=str(probes_path))
     out = calibrated_rows(cal, X, who, question=question, aggregate=aggregate)  # an unknown judge: exit 2
     if who == "shared" and "shared" not in cal.judges_:
         echo("note: judge 'shared': the shared weights only")
-    from rubric_induce.evaluation.heldout import constant_warning
-
     flat = constant_warning(list(out["prediction"]), "scored", scale=out["scale"])
     if flat:
         echo(f"warning: {flat}")

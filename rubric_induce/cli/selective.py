@@ -34,8 +34,8 @@ def selective_entry(artifacts: Sequence[Path], *, cascade: bool, guarantee: floa
                     backend_spec: str | None, cache_path: Path | None, adaptive: bool, mapping: Callable[[Any], Any],
                     progress: bool, write_rows: Callable[..., None]) -> Path | None:
     """Check the selective options; run a cascade (returns None), else return the one run to score."""
+    from rubric_induce.scoring.artifact import ARTIFACT_NAME
     from rubric_induce.scoring.guarantee import check_level
-    from rubric_induce.scoring.scorer import ARTIFACT_NAME
 
     if guarantee is not None:
         check_level(guarantee, "guarantee")
@@ -93,10 +93,9 @@ def _score_cascade(artifacts, target, delta, input_path, out_path, backend_spec,
              f"({row['coverage']:.1%}), {row['calls']} calls{cost}")
 
 
-def guarantee_summary(scorer: Any, results: Sequence[Any], wanted: Any) -> str:
-    """The guarantee line and how many texts were answered."""
+def guarantee_summary(scorer: Any, answered: int, total: int, wanted: Any) -> str:
+    """The guarantee line and how many of the ``total`` texts were ``answered``."""
     from rubric_induce.scoring.selective import resolve_guarantee
 
     g = resolve_guarantee(wanted, scorer.source)
-    answered = sum(bool(r.answered) for r in results)
-    return f"{g.line()}; answered {answered} of {len(results)} texts, abstained {len(results) - answered}"
+    return f"{g.line()}; answered {answered} of {total} texts, abstained {total - answered}"

@@ -24,8 +24,9 @@ import dataclasses
 import difflib
 import hashlib
 import io
+import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,6 @@ from rubric_induce.data.tables import (
     MISSING,
     RowOptions,
     examples_from_rows,
-    load_generic,
     lookup_field,
     read_rows,
 )
@@ -180,6 +180,15 @@ class InputMapping(Params):
         refuse (False) the nested rubric-induce layout; None detects it from the first row.
         ``unique=False`` keeps rows with equal ids (scoring).
         """
+        return next(self.iter_load(path, label_scales=label_scales, binary_label=binary_label,
+                                   default_labels=default_labels, nested=nested, unique=unique))
+
+    def iter_load(self, path: str | Path, *, label_scales: Mapping[str, LabelScale] | None = None,
+                  binary_label: str | None = None, default_labels: Sequence[str] = (), nested: bool | None = None,
+                  unique: bool = True, chunk_size: int | None = None) -> Iterator[list[Example]]:
+        """:meth:`load` ``chunk_size`` rows at a time (None: one list of every row), so a caller that
+        handles each example on its own (``score``) holds one chunk; checks across rows (unique ids,
+        two classes of ``binary_label``) hold within a chunk."""
         path = Path(path)
         fmt = self.file_format(path)
         first = self._first_row(path, fmt)
@@ -191,7 +200,9 @@ class InputMapping(Params):
                                 "flat files", path=path, field=self.where("values"))
             if nested:
                 required = [n for n in default_labels if self.labels is None or n in self.labels]
-                return self._nested(read_rows(path, fmt, []), path, label_scales, binary_label, unique, required)
+                for rows in _chunks(read_rows(path, fmt, []), chunk_size):
+                    yield self._nested(rows, path, label_scales, binary_label, unique, required)
+                return
         elif nested:
             raise DataError("the nested rubric-induce layout is JSON Lines, not CSV/TSV", path=path,
                             field=self.where("format"))
@@ -202,13 +213,15 @@ class InputMapping(Params):
             if name not in known:
                 raise DataError(f"no label {name!r} is read from this file{_close(name, known)}; labels: "
                                 f"{', '.join(known) or 'none'}", path=path, field=f"{self.where('values')}.{name}")
+        options = RowOptions(
+            text_fields=self.text or {"text": "text"}, label_fields=labels, id_field=self.id or "id",
+            optional_id=self.id is None, group_field=self.group, judge_field=self.judge,
+            judge_columns=self.judges, label_scales=label_scales, binary_label=binary_label, unique=unique,
+            required_labels=[n for n in default_labels if n in labels], label_values=self.values,
+            rationale_field=self.rationale)
         try:
-            return load_generic(path, RowOptions(
-                text_fields=self.text or {"text": "text"}, label_fields=labels, id_field=self.id or "id",
-                optional_id=self.id is None, group_field=self.group, judge_field=self.judge,
-                judge_columns=self.judges, label_scales=label_scales, binary_label=binary_label, unique=unique,
-                required_labels=[n for n in default_labels if n in labels], label_values=self.values,
-                rationale_field=self.rationale), format=fmt)
+            for rows in _chunks(read_rows(path, fmt, options.required_columns()), chunk_size):
+                yield examples_from_rows(rows, options, path=path, tabular=fmt in ("csv", "tsv"))
         except DataError as exc:
             hint = self._format_hint(path, fmt) if exc.line in (1, None) else None
             if hint:
@@ -376,6 +389,21 @@ class InputMapping(Params):
                 raise DataError(f"cannot score a {type(item).__name__}; give strings, mappings or Examples",
                                 field=where)
         return out
+
+
+def _chunks(rows: Iterator[Any], size: int | None) -> Iterator[Iterator[Any]]:
+    """``rows`` in lists of ``size`` (None: ``rows`` itself, once); at least one, maybe empty, so an
+    empty file is refused as by one read."""
+    if size is None:
+        yield rows
+        return
+    chunk = list(itertools.islice(rows, size))
+    yield iter(chunk)
+    while True:
+        chunk = list(itertools.islice(rows, size))
+        if not chunk:
+            return
+        yield iter(chunk)
 
 
 def _nested_reason(row: Mapping[str, Any], column: str, path: Path | None, line: int | None,

@@ -151,7 +151,7 @@ class InspectProbe:
         self.model_spec, self.role = model, role
         self.cache = cache
         self.options = resolve_scoring_options(self.scorer, top_logprobs=top_logprobs, judge=judge)
-        if self.options.packing != "independent":
+        if self.options.probe.packing != "independent":
             raise RubricInduceError("this run probed its rubrics packed (probe.packing = \"packed\"); the inspect "
                                     "scorer asks one rubric a call, so its scores would differ from `score`: "
                                     "export a run probed independently, or score with rubric-induce itself")
@@ -159,11 +159,11 @@ class InspectProbe:
 
     @property
     def style(self) -> str:
-        return self.options.style
+        return self.options.probe.style
 
     @property
     def estimator(self) -> str:
-        return self.options.estimator
+        return self.options.probe.estimator
 
     @property
     def top_logprobs(self) -> int:
@@ -182,7 +182,7 @@ class InspectProbe:
         from inspect_ai.model import GenerateConfig
 
         # score-only / rate-explain with logprobs: one answer call, asking top_logprobs alternatives
-        answer_call = self.options.estimator == "logprobs" and self.options.style != "analyze-rate"
+        answer_call = self.estimator == "logprobs" and self.style != "analyze-rate"
         configs = []
         for call in self.options.calls(assistant_prefix=False):
             k = self.top_logprobs if answer_call else call.top_logprobs
@@ -194,7 +194,7 @@ class InspectProbe:
     def _render(self, example: Any) -> tuple[str | None, int | None]:
         """The example's text as the probe prompts show it: cut to the run's ``max_example_tokens`` by the
         run's backend tokenizer (as ``score`` cuts it), else whole (None: build_messages renders it)."""
-        limit = self.options.max_example_tokens
+        limit = self.options.probe.max_example_tokens
         if limit is None:
             return None, None
         from rubric_induce.data.render import render_example_tokens
@@ -216,7 +216,7 @@ class InspectProbe:
         from rubric_induce.data.probes import ProbeTable
         from rubric_induce.probing.api import ProbeParams, blank_record, build_messages, read_probe
 
-        scorer, opts = self.scorer, self.options
+        scorer, opts = self.scorer, self.options.probe
         example = replace(scorer.to_examples([text])[0], id=example_id)
         task = (scorer.task.resolved() if scorer.task is not None else None)
         model = self._model()

@@ -160,7 +160,7 @@ def _finite(value: Any) -> bool:
 
 
 def _from_artifact(path: Path) -> HandoffSource:
-    from rubric_induce.scoring.scorer import read_artifact
+    from rubric_induce.scoring.artifact import read_artifact
 
     doc = read_artifact(path)  # the one check of a received artifact, shared with RubricScorer.load
     from rubric_induce.core.safepaths import inside_folder

@@ -195,7 +195,7 @@ def calibrate_pairs(ctx: RunContext) -> dict[str, Any]:
 def artifact_pairs(ctx: RunContext) -> dict[str, Any]:
     from rubric_induce.data.pair_examples import PAIR_FIELDS
     from rubric_induce.probing.api import ProbeTable
-    from rubric_induce.scoring.scorer import write_artifact
+    from rubric_induce.scoring.artifact import write_artifact
 
     cfg = ctx.config
     chosen = RubricSet.load(ctx.out / SELECTED_FILE)

@@ -257,7 +257,7 @@ def artifact(ctx: RunContext) -> dict[str, Any]:
     if ctx.pairwise:
         return artifact_pairs(ctx)
     from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.scoring.scorer import write_artifact
+    from rubric_induce.scoring.artifact import write_artifact
 
     cfg = ctx.config
     chosen = RubricSet.load(ctx.out / SELECTED_FILE)

@@ -1,24 +1,43 @@
-"""Adaptive scoring: ask each text only the rubric questions that matter (issue 22).
+"""Adaptive scoring: ask each text only the rubric questions that matter, live or replayed on probes.
 
-The loop behind ``RubricScorer.score(..., budget=, stop_at=)`` and ``score --adaptive``. All
+The loop behind ``RubricScorer.score(..., adaptive=AdaptiveOptions(...))`` and ``score --adaptive``. All
 texts advance in lockstep: at each step the :class:`~rubric_induce.calibration.policy.AskPolicy`
 picks one rubric per text still going (or stops it), the chosen (text, rubric) pairs are probed
 rubric by rubric through the ordinary probing path (so the call cache and bounded concurrency
 apply, and a cached pair costs nothing), and the answers are fed back. The prediction is the
 :class:`~rubric_induce.calibration.adaptive.AdaptiveModel`'s target distribution given the
 answers observed. A failed probe counts as a call and is not asked again; its block stays unknown.
+
+:func:`score_live` probes the chosen pairs through the scorer's backend; :func:`replay` reads them
+from probes already made (what adaptive scoring would have paid for). Both hand back
+``make(start, stop)``, the results of a range of texts (scoring in chunks).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from rubric_induce.core.errors import DataError, RubricInduceError
+from rubric_induce.calibration.api import resolve_judge
+from rubric_induce.calibration.policy import AskPolicy
+from rubric_induce.core.errors import DataError
+from rubric_induce.data import Example
+from rubric_induce.data.probes import ProbeTable
+from rubric_induce.data.results import ScoreResult
+from rubric_induce.probing.api import probe
+from rubric_induce.scoring.numbers import netsat_results, require_finite
+from rubric_induce.scoring.options import AdaptiveOptions, ScoreParams
+from rubric_induce.scoring.surprise import block_rubrics, fit_width
+from rubric_induce.selection.scores import unit_scores
 
-__all__ = ["AdaptiveOutcome", "run_adaptive", "missing_adaptive_message", "block_rubrics", "probe_surprise"]
+__all__ = ["AdaptiveOutcome", "run_adaptive", "missing_adaptive_message", "require_adaptive", "score_live",
+           "replay", "Maker"]
+
+#: make(start, stop): the results of texts start:stop.
+Maker = Callable[[int, int], list[ScoreResult]]
 
 #: fetch(example_rows, block) -> (raw [rows, answers], probs [rows, answers], ok [rows])
 Fetch = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -62,21 +81,17 @@ class AdaptiveOutcome:
         return np.sqrt(np.clip(self.proba @ self.scale ** 2 - m ** 2, 0.0, None))
 
 
-def run_adaptive(model: Any, n_texts: int, fetch: Fetch, *, judges: Any = None, budget: int | None = None,
-                 stop_at: float | None = None, criterion: str = "auto", threshold: float | None = None,
-                 order: str | Sequence[int] = "adaptive", seed: int = 0, outcomes: str = "both",
+def run_adaptive(model: Any, n_texts: int, fetch: Fetch, options: AdaptiveOptions, *, judges: Any = None,
                  on_step: Callable[[int, int], None] | None = None) -> AdaptiveOutcome:
     """Ask ``n_texts`` texts adaptively; ``fetch`` returns the answers of one block for some texts.
 
     ``judges``: what :meth:`AdaptiveModel.judge_rows` takes (None: shared weights; a name; a list
-    of names, whose distributions are averaged). ``budget``/``stop_at``/``outcomes``: see
-    :class:`~rubric_induce.calibration.policy.AskPolicy` (``stop_at`` None: its scale-relative default).
-    ``on_step(step, pairs)`` is told how many pairs each step probes.
+    of names, whose distributions are averaged). ``options``: the policy's budget, stop, criterion
+    and outcomes (see :class:`~rubric_induce.calibration.policy.AskPolicy`; ``stop_at`` None: its
+    scale-relative default). ``on_step(step, pairs)`` is told how many pairs each step probes.
     """
-    from rubric_induce.calibration.policy import AskPolicy
-
-    policy = AskPolicy(model, budget=budget, stop_at=stop_at, criterion=criterion,
-                       threshold=threshold, order=order, seed=seed, outcomes=outcomes)
+    policy = AskPolicy(model, budget=options.budget, stop_at=options.stop_at, criterion=options.criterion,
+                       outcomes=options.outcomes)
     nb, k = model.n_features_in_shape_
     X = np.zeros((n_texts, nb, k))
     probs = np.zeros((n_texts, nb, k))
@@ -88,7 +103,7 @@ def run_adaptive(model: Any, n_texts: int, fetch: Fetch, *, judges: Any = None, 
     gains: list[list[float]] = [[] for _ in range(n_texts)]
     stops = [""] * n_texts
     jrows = model.judge_rows(judges, n_texts)
-    rank = None if policy.order == "adaptive" else policy._static_rank(n_texts, nb)
+    rank = None  # the adaptive order: the policy chooses each text's next rubric at every step
     step = 0
     while n_texts:
         choice, gain, stop = policy.step(X, observed, n_asked, jrows, ~failed, rank, done)
@@ -104,8 +119,8 @@ def run_adaptive(model: Any, n_texts: int, fetch: Fetch, *, judges: Any = None, 
         for b in np.unique(choice[go]):
             rows = go[choice[go] == b]
             raw, pr, ok = fetch(rows, int(b))
-            raw = _fit_width(np.asarray(raw, dtype=np.float64), k)
-            pr = _fit_width(np.asarray(pr, dtype=np.float64), k)
+            raw = fit_width(np.asarray(raw, dtype=np.float64), k)
+            pr = fit_width(np.asarray(pr, dtype=np.float64), k)
             ok = np.asarray(ok, dtype=bool)
             X[rows[ok], b] = raw[ok]
             probs[rows[ok], b] = pr[ok]
@@ -120,34 +135,89 @@ def run_adaptive(model: Any, n_texts: int, fetch: Fetch, *, judges: Any = None, 
     return AdaptiveOutcome(X, probs, observed, failed, order_out, gains, stops, proba, policy.values, surprise)
 
 
-def probe_surprise(model: Any, raw: np.ndarray, ok: np.ndarray, cols: Sequence[int]) -> np.ndarray:
-    """Per text, the adaptive model's excess surprise at probes already made (every rubric, in the
-    model's block order): ``raw`` / ``ok`` are ``[texts, rubrics, ...]`` probe arrays, ``cols`` the
-    rubric of each block (:func:`block_rubrics`)."""
-    k = model.n_features_in_shape_[1]
-    X = np.stack([_fit_width(np.asarray(raw[:, j], dtype=np.float64), k) for j in cols], axis=1)
-    observed = np.asarray(ok, dtype=bool)[:, cols]
-    order = [list(range(len(cols)))] * len(X)
-    return model.answer_surprise(X, order, observed)
+def require_adaptive(scorer: Any) -> None:
+    """The scorer can score adaptively (its run trained an adaptive model), checked before any work."""
+    if scorer.adaptive is None:
+        raise DataError(missing_adaptive_message(scorer.source, scorer.calibrator is not None), field="adaptive")
 
 
-def _fit_width(a: np.ndarray, k: int) -> np.ndarray:
-    """Distributions padded (or cut, when the extra answers carry no mass) to ``k`` answers."""
-    if a.shape[1] < k:
-        return np.concatenate([a, np.zeros((a.shape[0], k - a.shape[1]))], axis=1)
-    if a.shape[1] > k:
-        if (a[:, k:] > 0).any():
-            raise DataError(f"a probe has an answer scale longer than the {k} answers the adaptive model was "
-                            "trained on", field="probes")
-        return a[:, :k]
-    return a
+def _judges(scorer: Any, params: ScoreParams) -> tuple[Any, Any]:
+    """(the judges as results name them, as the model's judge rows take them)."""
+    who = params.judges if params.judge is not None else (scorer.judges or None)
+    if who is not None and not isinstance(who, str):
+        who = list(who)
+    model = scorer.calibrator if scorer.calibrator is not None else scorer.adaptive
+    return who, resolve_judge(model, who, params.unseen_judge)
 
 
-def block_rubrics(model: Any, rubric_ids: Sequence[str], source: str | None = None) -> list[int]:
-    """Position in ``rubric_ids`` of each of the model's input blocks (its rubric ids)."""
-    pos = {r: i for i, r in enumerate(rubric_ids)}
-    missing = [r for r in model.input_names_ if r not in pos]
-    if missing:
-        raise RubricInduceError(f"the adaptive model was trained on rubric(s) this scorer does not hold, e.g. "
-                                f"{missing[:3]}{f' ({source})' if source else ''}: rerun the calibrate stage")
-    return [pos[r] for r in model.input_names_]
+def score_live(scorer: Any, examples: list[Example], params: ScoreParams, *, progress: bool = False) -> Maker:
+    """Adaptive scoring of texts: probe only the chosen (text, rubric) pairs, step by step, through
+    the scorer's backend (its call cache and probe options)."""
+    backend = scorer.require_backend()
+    rubrics = scorer.rubrics
+    cols = block_rubrics(scorer.adaptive, [r.id for r in rubrics], scorer.source)
+    opts = scorer.scoring_options()
+    records: list = []
+
+    def fetch(rows: np.ndarray, block: int):
+        rubric = rubrics[cols[block]]
+        exs = [examples[i] for i in rows]
+        table = probe(exs, [rubric], backend, opts.probe, fields=scorer.fields, task=scorer.task)
+        records.extend(table.records)
+        arr = table.arrays(example_ids=[e.id for e in exs], rubric_ids=[rubric.id])
+        return arr.raw[:, 0], arr.probs[:, 0], arr.ok[:, 0]
+
+    who, resolved = _judges(scorer, params)
+    out = run_adaptive(scorer.adaptive, len(examples), fetch, params.adaptive, judges=resolved,
+                       on_step=_step_echo if progress else None)
+    ids = [e.id for e in examples]
+    arr = ProbeTable(records=records).arrays(example_ids=ids, rubric_ids=[r.id for r in rubrics])
+    return _maker(scorer, out, arr, ids, cols, who, params.answer_check)
+
+
+def replay(scorer: Any, arr, ids: list[str], params: ScoreParams) -> Maker:
+    """Adaptive scoring replayed on existing probes: an asked rubric is read from ``arr``."""
+    cols = block_rubrics(scorer.adaptive, [r.id for r in scorer.rubrics], scorer.source)
+
+    def fetch(rows: np.ndarray, block: int):
+        j = cols[block]
+        return arr.raw[rows, j], arr.probs[rows, j], arr.ok[rows, j]
+
+    who, resolved = _judges(scorer, params)
+    out = run_adaptive(scorer.adaptive, len(ids), fetch, params.adaptive, judges=resolved)
+    return _maker(scorer, out, arr, ids, cols, who, params.answer_check)
+
+
+def _maker(scorer: Any, out: AdaptiveOutcome, arr, ids: list[str], cols: list[int], who: Any,
+           answer_check: bool) -> Maker:
+    """``make(start, stop)``: the adaptive results of texts ``start:stop`` (checked finite first)."""
+    rubrics = scorer.rubrics
+    asked = np.zeros((len(ids), len(rubrics)), dtype=bool)
+    for i, order in enumerate(out.order):
+        asked[i, [cols[b] for b in order]] = True
+    require_finite(ids, out.prediction, out.sd, out.proba, scorer.source)
+    model = scorer.adaptive
+    q = scorer.question or model.question_names_[model.main_question_index_]
+    units = unit_scores(arr, rubrics, example_ids=ids, score=scorer.score_mode, fill=0.0)
+
+    def make(start: int, stop: int) -> list[ScoreResult]:
+        results = netsat_results(scorer, arr, ids, asked, units=units, rows=range(start, stop))
+        for i, res in zip(range(start, stop), results):
+            res.prediction, res.uncertainty = float(out.prediction[i]), float(out.sd[i])
+            res.proba, res.scale = [float(p) for p in out.proba[i]], [float(v) for v in out.scale]
+            res.judge, res.question = who, q
+            res.asked = [rubrics[cols[b]].id for b in out.order[i]]
+            res.calls_saved = len(rubrics) - len(res.asked)
+            res.stop_reason = out.stop[i] or None
+            res.expected_gains = [float(g) for g in out.gains[i]]
+            if answer_check and np.isfinite(out.surprise[i]):
+                res.answer_surprise = float(out.surprise[i])
+            res.drivers.sort(key=lambda d: -abs(d.get("netsat_contribution") or 0.0))
+        return results
+
+    return make
+
+
+def _step_echo(step: int, pairs: int) -> None:
+    """An ``on_step`` callback printing each adaptive step's number of probes (stderr)."""
+    print(f"adaptive step {step}: probing {pairs} (text, rubric) pair(s)", file=sys.stderr)

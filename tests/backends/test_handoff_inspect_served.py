@@ -56,7 +56,7 @@ def test_inspect_scorer_equals_score_at_top_logprobs_1000_analyze_rate(llama_ser
     from rubric_induce.cli import cli
     from rubric_induce.data import RubricSet
     from rubric_induce.handoff.inspect_scorer import InspectProbe
-    from rubric_induce.scoring.scorer import write_artifact
+    from rubric_induce.scoring.artifact import write_artifact
 
     rubrics = [Rubric.create("The system does what the user asked.", "SAT"),
                Rubric.create("The user has to repeat a request.", "DSAT")]

@@ -155,6 +155,7 @@ def test_adaptive_scoring_through_the_server_asks_only_the_budget(adaptive_run):
 
     from rubric_induce.backends.cache import CallCache
     from rubric_induce.cli import cli
+    from rubric_induce.scoring.options import AdaptiveOptions
     from rubric_induce.scoring.scorer import RubricScorer
 
     run, texts, base = adaptive_run
@@ -177,7 +178,8 @@ def test_adaptive_scoring_through_the_server_asks_only_the_budget(adaptive_run):
     # the same texts again from the API: every call comes from that cache, same rubrics, same predictions
     scorer = RubricScorer.load(run, cache=cache)
     try:
-        again = scorer.score([json.loads(line) for line in texts.read_text().splitlines()], adaptive=True, budget=2, stop_at=-1.0)
+        again = scorer.score([json.loads(line) for line in texts.read_text().splitlines()],
+                             adaptive=AdaptiveOptions(budget=2, stop_at=-1.0))
     finally:
         scorer.close()
     assert len(CallCache(cache)) == 6

@@ -61,7 +61,7 @@ def test_the_run_stores_its_options_and_the_cap_changes_the_answers(capped_run, 
     run, texts = capped_run
     scorer = RubricScorer.load(run)
     opts = resolve_scoring_options(scorer)
-    assert (opts.top_logprobs, opts.max_example_tokens) == (TOP_K, MAX_TOKENS)
+    assert (opts.top_logprobs, opts.probe.max_example_tokens) == (TOP_K, MAX_TOKENS)
     assert resolve_scoring_options(scorer, top_logprobs=20).top_logprobs == 20  # an explicit override
     uncapped = RubricScorer.load(run, backend_options={"top_logprobs": 20}, cache=False)
     free = uncapped.score(uncapped.read(texts))

@@ -50,7 +50,7 @@ def _rows(path: Path) -> list[dict]:
 
 
 def test_artifact_file_name_is_the_scorers():
-    from rubric_induce.scoring.scorer import ARTIFACT_NAME
+    from rubric_induce.scoring.artifact import ARTIFACT_NAME
     from rubric_induce.scoring.selective import ARTIFACT_FILE
 
     assert ARTIFACT_FILE == ARTIFACT_NAME

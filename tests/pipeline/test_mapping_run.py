@@ -90,7 +90,7 @@ def test_a_two_field_set_scores_every_input_shape_alike(csv_run):
     assert _ids_and_netsat(scorer.score([Example.create(t) for t in NEW])) == base  # Examples
     columns = [{"key": f"c{i}", "opening": t["context"], "rest": t["response"]} for i, t in enumerate(NEW)]
     m = InputMapping(id="key", text={"context": "opening", "response": "rest"})
-    res = scorer.score(columns, mapping=m)                                          # your columns + a mapping
+    res = scorer.score(scorer.to_examples(columns, mapping=m))                      # your columns + a mapping
     assert _ids_and_netsat(res) == base and [r.id for r in res] == ["c0", "c1"]
     with pytest.raises(DataError) as err:                                           # one string, two fields
         scorer.score("USER: hi\nSYSTEM: hello")

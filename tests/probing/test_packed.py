@@ -215,7 +215,7 @@ def test_run_score_and_probe_cli_with_packed_probing(tmp_path, fake_run_config, 
     assert doc["probe"]["packing"] == "packed" and doc["probe"]["pack_size"] == 4
     fake = FakeBackend()
     scorer = RubricScorer.load(tmp_path / "run", backend=fake)
-    results = scorer.score(["USER: a table for two\nSYSTEM: booked.", "USER: hi\nSYSTEM: what?"], adaptive=False)
+    results = scorer.score(["USER: a table for two\nSYSTEM: booked.", "USER: hi\nSYSTEM: what?"])
     assert len(results) == 2 and all(len(r.distributions) == len(scorer.rubrics) for r in results)
     assert all(c[0] == "chat" and c[1]["top_logprobs"] == 20 for c in fake.calls)  # packed calls
     assert len(fake.calls) == 2 * math.ceil(len(scorer.rubrics) / 4)
@@ -347,7 +347,7 @@ def test_export_inspect_refuses_a_packed_run_up_front(tmp_path, rubrics):
 
     from rubric_induce.cli import cli
     from rubric_induce.data.model import RubricPool
-    from rubric_induce.scoring.scorer import write_artifact
+    from rubric_induce.scoring.artifact import write_artifact
 
     RubricPool(rubrics).save(tmp_path / "selected.jsonl")
     write_artifact(tmp_path, rubrics="selected.jsonl", threshold=0.0, label="sat", label_threshold=None,

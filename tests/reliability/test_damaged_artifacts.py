@@ -58,7 +58,7 @@ def edit_json(path: Path, dotted: str, value=None, *, drop: bool = False) -> Non
 # --------------------------------------------------------------------------------------------
 @pytest.fixture
 def small(tmp_path):
-    from rubric_induce.scoring.scorer import write_artifact
+    from rubric_induce.scoring.artifact import write_artifact
 
     folder = tmp_path / "run"
     folder.mkdir()
@@ -314,7 +314,7 @@ def test_fuzz_damaged_run_artifacts_never_trace_back(calibrated, tmp_path_factor
 @FUZZ
 @given(data=st.data())
 def test_fuzz_damaged_artifact_json_and_texts_never_trace_back(tmp_path_factory, data):
-    from rubric_induce.scoring.scorer import write_artifact
+    from rubric_induce.scoring.artifact import write_artifact
 
     folder = tmp_path_factory.mktemp("fz") / "run"
     folder.mkdir()

@@ -83,7 +83,7 @@ def _rubrics(texts=HOSTILE_TEXTS, aspects=HOSTILE_ASPECTS, scale=None) -> list[R
 
 def _run_folder(parent: Path, name: str, rubrics, *, fields=("text",), backend=None, extra=None) -> Path:
     """A run folder as `rubric-induce run` leaves it for export: selected.jsonl and artifact.json."""
-    from rubric_induce.scoring.scorer import write_artifact
+    from rubric_induce.scoring.artifact import write_artifact
 
     folder = parent / name
     folder.mkdir(parents=True)

@@ -452,7 +452,7 @@ def test_score_against_a_keyless_loopback_server_prints_no_key_note(fault_server
     nothing is said; with one, a single short line says how to send it."""
     from cli_runner import invoke
 
-    from rubric_induce.scoring.scorer import write_artifact
+    from rubric_induce.scoring.artifact import write_artifact
 
     srv = fault_server()
     rubrics = json.loads((RES / "demo_uss_rubrics.json").read_text(encoding="utf-8"))["rubrics"][:2]

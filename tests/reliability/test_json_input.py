@@ -81,7 +81,7 @@ def test_run_check_and_run_refuse_the_same_example(tmp_path, kind):
 @pytest.fixture
 def small(tmp_path) -> Path:
     """A small uncalibrated scorer artifact on the fake backend (two demo rubrics)."""
-    from rubric_induce.scoring.scorer import write_artifact
+    from rubric_induce.scoring.artifact import write_artifact
 
     folder = tmp_path / "run"
     folder.mkdir()

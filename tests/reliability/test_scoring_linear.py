@@ -270,7 +270,7 @@ def test_occlusion_in_batches_matches_one_batch(monkeypatch):
     """Drivers are computed in bounded batches; any batch size gives the one-batch effects (up to
     float32 rounding, which already varied with how many texts were scored together)."""
     pytest.importorskip("torch")
-    import rubric_induce.scoring.scorer as scoring
+    import rubric_induce.scoring.numbers as scoring
 
     rubrics = make_rubrics()
     cal = _calibrator(rubrics)

@@ -135,7 +135,7 @@ def test_which_endpoint_gets_the_environment_key(monkeypatch):
 
 def _artifact(tmp_path: Path, spec: str) -> Path:
     from rubric_induce.data import RubricSet
-    from rubric_induce.scoring.scorer import write_artifact
+    from rubric_induce.scoring.artifact import write_artifact
 
     folder = tmp_path / "shared"
     folder.mkdir()

@@ -14,6 +14,7 @@ from rubric_induce.cli import cli
 from rubric_induce.cli.score import RowWriter
 from rubric_induce.data.probes import ProbeTable
 from rubric_induce.scoring.guarantee import Guarantee
+from rubric_induce.scoring.options import AdaptiveOptions
 from rubric_induce.scoring.scorer import RubricScorer
 
 
@@ -38,7 +39,7 @@ def _dicts(results):
 
 
 @pytest.mark.parametrize("options", [{}, {"judge": "shared"}, {"aggregate": "max", "judge": None},
-                                     {"adaptive": True, "budget": 2}, {"answer_check": False},
+                                     {"adaptive": AdaptiveOptions(budget=2)}, {"answer_check": False},
                                      {"guarantee": Guarantee(target=0.8, delta=0.2, n=40, threshold=0.6,
                                                              coverage=0.5)}])
 def test_chunks_give_the_results_of_one_call(scorer, fake_run, partial, options):

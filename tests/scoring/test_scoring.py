@@ -97,7 +97,7 @@ def test_load_errors(tmp_path, run_dir):
     with pytest.raises(DataError, match="not a rubric-induce scorer"):
         RubricScorer.load(bad)
     scorer = RubricScorer.load(run_dir, backend=None)
-    scorer._backend_spec = None
+    scorer.backend = None  # no endpoint either
     with pytest.raises(RubricInduceError, match="no backend"):
         scorer.score(["hi"])
     with pytest.raises(DataError, match="cannot score"):

@@ -13,6 +13,7 @@ from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.cli import cli
 from rubric_induce.core.errors import DataError
 from rubric_induce.pipeline import run_pipeline
+from rubric_induce.scoring.options import AdaptiveOptions, ScoreParams
 from rubric_induce.scoring.scorer import RubricScorer
 
 TEXTS = ["USER: I need a table for two tonight.\nSYSTEM: Booked at 7 pm, confirmation sent.",
@@ -38,7 +39,7 @@ def test_budget_limits_calls_and_results_report_them(run_dir):
     fake = FakeBackend()
     scorer = RubricScorer.load(run_dir, backend=fake)
     n_rubrics = len(scorer.rubrics)
-    res = scorer.score(TEXTS, adaptive=True, budget=2, stop_at=-1.0)  # stop_at < 0: only the budget stops
+    res = scorer.score(TEXTS, adaptive=AdaptiveOptions(budget=2, stop_at=-1.0))  # stop_at < 0: only the budget stops
     for r in res:
         assert len(r.asked) == 2 and r.calls_saved == n_rubrics - 2 and r.stop_reason == "budget"
         assert set(r.distributions) == set(r.asked)
@@ -51,7 +52,7 @@ def test_budget_limits_calls_and_results_report_them(run_dir):
 
 def test_budget_all_equals_the_full_adaptive_model(run_dir):
     scorer = RubricScorer.load(run_dir, backend=FakeBackend())
-    full = scorer.score(TEXTS, adaptive=True, budget=len(scorer.rubrics), stop_at=-np.inf)
+    full = scorer.score(TEXTS, adaptive=AdaptiveOptions(budget=len(scorer.rubrics), stop_at=-np.inf))
     for r in full:
         assert sorted(r.asked) == sorted(rb.id for rb in scorer.rubrics) and r.calls_saved == 0
         assert r.netsat is not None and r.label == int(r.netsat > r.threshold)
@@ -70,11 +71,11 @@ def test_adaptive_uses_the_probe_cache(run_dir, tmp_path):
     cache = tmp_path / "calls.sqlite"
     first = FakeBackend()
     scorer = RubricScorer.load(run_dir, backend=CachedBackend(first, CallCache(cache)))
-    a = scorer.score(TEXTS, adaptive=True, budget=3, stop_at=-1.0)
+    a = scorer.score(TEXTS, adaptive=AdaptiveOptions(budget=3, stop_at=-1.0))
     assert len(first.calls) == 3 * len(TEXTS)
     second = FakeBackend()
     again = RubricScorer.load(run_dir, backend=CachedBackend(second, CallCache(cache)))
-    b = again.score(TEXTS, adaptive=True, budget=3, stop_at=-1.0)
+    b = again.score(TEXTS, adaptive=AdaptiveOptions(budget=3, stop_at=-1.0))
     assert second.calls == []  # every (text, rubric) pair came from the cache
     assert [r.asked for r in a] == [r.asked for r in b]
     assert [r.prediction for r in a] == pytest.approx([r.prediction for r in b])
@@ -86,11 +87,11 @@ def test_adaptive_uses_the_probe_cache(run_dir, tmp_path):
 
 def test_stop_at_stops_early_and_replay_matches_live(run_dir):
     scorer = RubricScorer.load(run_dir, backend=FakeBackend())
-    never = scorer.score(TEXTS, adaptive=True, stop_at=1e9)  # nothing is worth that much: no call at all
+    never = scorer.score(TEXTS, adaptive=AdaptiveOptions(stop_at=1e9))  # nothing is worth that much: no call at all
     assert all(r.asked == [] and r.stop_reason == "stop_at" for r in never)
-    live = scorer.score(TEXTS, adaptive=True, stop_at=0.0)
+    live = scorer.score(TEXTS, adaptive=AdaptiveOptions(stop_at=0.0))
     table = scorer.probe(TEXTS)
-    replay = RubricScorer.load(run_dir).score_probes(table, [r.id for r in live], adaptive=True, stop_at=0.0)
+    replay = RubricScorer.load(run_dir).score_probes(table, [r.id for r in live], adaptive=AdaptiveOptions(stop_at=0.0))
     assert [r.asked for r in replay] == [r.asked for r in live]
     assert [r.prediction for r in replay] == pytest.approx([r.prediction for r in live])
 
@@ -129,11 +130,11 @@ def test_outcomes_reach_the_policy(run_dir):
     scorer = RubricScorer.load(run_dir)
     table = ProbeTable.load(run_dir / "probes.jsonl")
     ids = sorted({r.example_id for r in table.records})[:6]
-    gains = {o: [r.expected_gains for r in scorer.score_probes(table, ids, adaptive=True, budget=1, stop_at=-1.0, outcomes=o)]
+    gains = {o: [r.expected_gains for r in scorer.score_probes(table, ids, adaptive=AdaptiveOptions(budget=1, stop_at=-1.0, outcomes=o))]
              for o in ("both", "answers", "gaussian")}
     assert gains["both"] != gains["answers"] and gains["both"] != gains["gaussian"]
     with pytest.raises(DataError, match="outcomes"):
-        scorer.score_probes(table, ids, adaptive=True, budget=1, outcomes="dice")
+        scorer.score_probes(table, ids, adaptive=AdaptiveOptions(budget=1, outcomes="dice"))
     r = CliRunner().invoke(cli, ["score", str(run_dir), "--probes", str(run_dir / "probes.jsonl"), "--adaptive",
                                  "--budget", "1", "--stop-at", "-1", "--outcomes", "gaussian"])
     assert r.exit_code == 0, r.output
@@ -149,10 +150,10 @@ def test_clear_error_without_an_adaptive_model(run_dir, tmp_path):
     scorer = RubricScorer.load(old, backend=FakeBackend())
     assert scorer.adaptive is None
     with pytest.raises(DataError, match="calibrate.adaptive = true"):
-        scorer.score(TEXTS, adaptive=True, budget=2)
+        scorer.score(TEXTS, adaptive=AdaptiveOptions(budget=2))
     assert len(scorer.score(TEXTS)) == len(TEXTS)  # plain scoring still works
     with pytest.raises(DataError, match="aggregate"):
-        RubricScorer.load(run_dir, backend=FakeBackend()).score(TEXTS, adaptive=True, budget=1, aggregate="max")
+        RubricScorer.load(run_dir, backend=FakeBackend()).score(TEXTS, adaptive=AdaptiveOptions(budget=1), aggregate="max")
     r = CliRunner().invoke(cli, ["score", str(old), "--probes", str(old / "probes.jsonl"), "--adaptive"])
     assert r.exit_code == 2 and "rerun the calibrate stage" in r.output
 
@@ -165,7 +166,7 @@ def test_clear_error_for_a_run_without_calibration(run_dir, tmp_path):
     (plain / "artifact.json").write_text(json.dumps(doc), encoding="utf-8")
     scorer = RubricScorer.load(plain, backend=FakeBackend())
     with pytest.raises(DataError, match="no calibration network"):
-        scorer.score(TEXTS, adaptive=True, stop_at=0.01)
+        scorer.score(TEXTS, adaptive=AdaptiveOptions(stop_at=0.01))
 
 
 def test_results_carry_the_answer_surprise_and_the_batch_check(run_dir, tmp_path):
@@ -182,10 +183,10 @@ def test_results_carry_the_answer_surprise_and_the_batch_check(run_dir, tmp_path
     nb = X.shape[1]
     expect = model.answer_surprise(X, [list(range(nb))] * len(X), np.ones(X.shape[:2], dtype=bool))
     assert [r.answer_surprise for r in full] == pytest.approx(list(expect))
-    few = scorer.score(TEXTS, adaptive=True, budget=2, stop_at=-1.0)
+    few = scorer.score(TEXTS, adaptive=AdaptiveOptions(budget=2, stop_at=-1.0))
     blocks = [[model.input_names_.index(rid) for rid in r.asked] for r in few]
     assert [r.answer_surprise for r in few] == pytest.approx(list(model.answer_surprise(X, blocks)))
-    none = scorer.score(TEXTS, adaptive=True, stop_at=1e9)  # nothing asked: nothing to be surprised by
+    none = scorer.score(TEXTS, adaptive=AdaptiveOptions(stop_at=1e9))  # nothing asked: nothing to be surprised by
     assert all(r.answer_surprise is None for r in none) and scorer.answer_shift(none) is None
     shift = scorer.answer_shift(full)
     assert shift.n_texts == len(TEXTS) and shift.reference == (model.answer_surprise_reference_ or 0.0)
@@ -203,7 +204,7 @@ def test_results_carry_the_answer_surprise_and_the_batch_check(run_dir, tmp_path
     rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text(encoding="utf-8").splitlines()]
     assert all(row["answer_surprise"] is None for row in rows)
     assert all(r.answer_surprise is None for r in scorer.score(TEXTS, answer_check=False))
-    assert all(r.answer_surprise is None for r in scorer.score(TEXTS, adaptive=True, budget=2, answer_check=False))
+    assert all(r.answer_surprise is None for r in scorer.score(TEXTS, adaptive=AdaptiveOptions(budget=2), answer_check=False))
     # adaptive scoring that asks nothing: the check says it did not run instead of staying silent
     quiet = CliRunner().invoke(cli, ["score", str(run_dir), "--input", str(src), "--backend", "fake", "--cache",
                                      str(tmp_path / "c.sqlite"), "--adaptive", "--stop-at", "1e9",
@@ -243,18 +244,24 @@ def test_evaluate_reports_the_answer_check(run_dir, tmp_path):
 
 
 def test_budget_and_stop_at_need_the_adaptive_switch(run_dir):
-    """One switch, as on the CLI: budget / stop_at without adaptive=True are an error, not a
-    silent switch to adaptive scoring."""
-    from rubric_induce.core.errors import RubricInduceError
+    """One switch, as on the CLI: budget / stop_at are AdaptiveOptions' fields, so without adaptive
+    scoring they cannot be given (a TypeError, not a silent switch to adaptive scoring); adaptive
+    scoring with a guarantee or a max aggregate is refused when the options are made."""
     from rubric_induce.data.probes import ProbeTable
 
     scorer = RubricScorer.load(run_dir, backend=FakeBackend())
     table = ProbeTable.load(run_dir / "probes.jsonl")
     ids = [r.example_id for r in table.records][:2]
     for call in (lambda **kw: scorer.score(TEXTS, **kw), lambda **kw: scorer.score_probes(table, ids, **kw)):
-        with pytest.raises(RubricInduceError, match="budget go with adaptive=True"):
+        with pytest.raises(TypeError, match="budget"):
             call(budget=2)
-        with pytest.raises(RubricInduceError, match="stop_at go with adaptive=True"):
+        with pytest.raises(TypeError, match="stop_at"):
             call(stop_at=0.0)
+        with pytest.raises(TypeError, match="AdaptiveOptions"):
+            call(adaptive=True)
+    with pytest.raises(DataError, match="does not hold for adaptive scoring"):
+        ScoreParams(adaptive=AdaptiveOptions(budget=2), guarantee=0.9)
+    with pytest.raises(DataError, match="aggregate"):
+        ScoreParams(adaptive=AdaptiveOptions(), aggregate="max")
     r = CliRunner().invoke(cli, ["score", str(run_dir), "--probes", str(run_dir / "probes.jsonl"), "--budget", "2"])
     assert r.exit_code == 2 and "--adaptive" in r.output
