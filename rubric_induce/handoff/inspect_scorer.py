@@ -214,7 +214,7 @@ class InspectProbe:
         from inspect_ai.util import collect
 
         from rubric_induce.data.probes import ProbeTable
-        from rubric_induce.probing.api import ProbeParams, blank_record, build_messages, read_probe
+        from rubric_induce.probing.api import blank_record, build_messages, read_probe
 
         scorer, opts = self.scorer, self.options.probe
         example = replace(scorer.to_examples([text])[0], id=example_id)
@@ -239,9 +239,7 @@ class InspectProbe:
                 outputs.append(await model.generate(chat, config=config, cache=self.cache))
             replay = _Replay(str(model), outputs)
             rec = blank_record(example, rubric, opts.style, opts.estimator, template.hash, n_tokens)
-            probe = ProbeParams(style=opts.style, estimator=opts.estimator, samples=opts.n_samples,
-                                temperature=opts.temperature, max_analysis_tokens=opts.max_analysis_tokens)
-            return read_probe(replay, rec, messages, rubric.scale, probe, seed=0)
+            return read_probe(replay, rec, messages, rubric.scale, opts, seed=0)
 
         records = await collect(*(one(r) for r in scorer.rubrics))
         for rec in records:
