@@ -22,6 +22,7 @@ from rubric_induce.scoring.guarantee_labels import calibration_lines, label_mapp
 from rubric_induce.scoring.scorer import RubricScorer
 from rubric_induce.scoring.selective import (
     CASCADES_KEY,
+    FitRequest,
     cascade_record,
     check_cascade,
     check_probe_file,
@@ -140,12 +141,11 @@ def command(runs, judgements_path, stages, order, stage_confidence, combiner, gr
         fitted_guarantees(runs[0])  # what is there already is checked before any LLM call
         fitted_cascades(runs[0])
         fresh, y, label = _labelled(scorers, runs, labels_path, label_field, text_field, maps, id_field, fmt)
+        request = FitRequest(targets=targets, delta=delta, measure=measure, tolerance=tolerance)
         if len(scorers) == 1:
-            _fit_one(scorers[0], runs[0], fresh, y, probes_path, targets, delta, measure, tolerance, labels_path,
-                     show_progress(progress))
+            _fit_one(scorers[0], runs[0], fresh, y, request, probes_path, labels_path, show_progress(progress))
         else:
-            _fit_cascade(scorers, runs, fresh, y, targets, delta, measure, tolerance, method, labels_path,
-                         show_progress(progress))
+            _fit_cascade(scorers, runs, fresh, y, request, method, labels_path, show_progress(progress))
     finally:
         for s in scorers:
             s.close()
@@ -181,26 +181,27 @@ def _labelled(scorers, runs, labels_path, label_field, text_field, maps, id_fiel
     return answered, human_labels(answered, label, source=str(labels_path), scale=scale), label
 
 
-def _fit_one(scorer, run, fresh, y, probes_path, targets, delta, measure, tolerance, labels_path, progress):
+def _fit_one(scorer, run, fresh, y, request: FitRequest, probes_path, labels_path, progress):
     table = None
     if probes_path is not None:
         table = ProbeTable.load(probes_path)
         check_probe_file(table, scorer, source=str(probes_path))
     results, arr = score_with_arrays(scorer, fresh, table, progress=progress)
     require_evidence(arr, len(fresh), source=str(probes_path or labels_path))
-    for line in calibration_lines(scorer, results, arr, y, delta=delta, measure=measure, tolerance=tolerance):
+    for line in calibration_lines(scorer, results, arr, y, delta=request.delta, measure=request.measure,
+                                  tolerance=request.tolerance):
         echo(line)
-    fitted = fit_from_results(scorer, results, arr, y, targets=targets, delta=delta, measure=measure,
-                              tolerance=tolerance, source=str(labels_path))
+    fitted = fit_from_results(scorer, results, arr, y, request, source=str(labels_path))
     save_guarantee_records(run, [g.to_dict() for g in fitted])
     for g in fitted:
         echo(g.line())
     echo(f"wrote {len(fitted)} guarantee(s) into {run}")
 
 
-def _fit_cascade(scorers, runs, fresh, y, targets, delta, measure, tolerance, method, labels_path, progress):
+def _fit_cascade(scorers, runs, fresh, y, request: FitRequest, method, labels_path, progress):
     names = [str(run_folder(r)) for r in runs]
-    tol, why = tolerance_used(scorers[0], tolerance)
+    delta, measure = request.delta, request.measure
+    tol, why = tolerance_used(scorers[0], request.tolerance)
     echo(f"tolerance {tol:g} ({why})")
     confs, agreed = [], []
     for s, name in zip(scorers, names):
@@ -218,7 +219,7 @@ def _fit_cascade(scorers, runs, fresh, y, targets, delta, measure, tolerance, me
          + (f" (each of {k} stages at delta/{k}: {largest_target(len(fresh), delta / k):.3f})"
             if method == "bonferroni" else "") + ", even if every one agreed")
     records = []
-    for t in targets:
+    for t in request.targets:
         fitted = fit_cascade(confs, agreed, target=t, delta=delta, method=method, stages=names,
                              source=str(labels_path))
         records.append(cascade_record(names, fitted, measure=measure, tolerance=tol, folder=names[0]))

@@ -30,13 +30,12 @@ import numpy as np
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.scoring.guarantee import (
-    candidate_thresholds,
+    EvenGrid,
     check_level,
     fit_guarantee,
     fixed_sequence,
     is_finite_number,
     min_calibration_size,
-    start_count,
 )
 from rubric_induce.scoring.guarantee_grid import GridRule, fine_thresholds, fit_fine_guarantee, rule_start
 
@@ -139,15 +138,16 @@ def _outcome_at(C: np.ndarray, A: np.ndarray, thresholds: Sequence[float | None]
 
 
 def fit_cascade(confidences: Any, agreed: Any, *, target: float, delta: float = 0.1, method: str = "bonferroni",
-                stages: Sequence[str] | None = None, steps: int = 20, min_coverage: float = 0.2,
-                source: str | None = None, rule: GridRule | None = None) -> CascadeGuarantee:
+                stages: Sequence[str] | None = None, grid: EvenGrid | GridRule | None = None,
+                source: str | None = None) -> CascadeGuarantee:
     """Fit the cascade's thresholds on calibration texts.
 
     ``confidences`` and ``agreed``: ``[stages, texts]``, stage 0 the cheapest; ``agreed[k, i]``:
     whether stage ``k``'s answer to text ``i`` agrees with the human's. See the module docstring
-    for ``method``; ``steps`` and ``min_coverage`` as in :func:`fit_guarantee`. Too few texts for
-    the target is a DataError naming how many are needed. ``rule``: test the rule-start fine grid of
-    :mod:`rubric_induce.scoring.guarantee_grid` instead (``steps`` and ``min_coverage`` then unused).
+    for ``method``. ``grid``: the candidates tested, an :class:`~rubric_induce.scoring.guarantee.EvenGrid`
+    (the default, as in :func:`fit_guarantee`) or the rule-start fine grid of
+    :mod:`rubric_induce.scoring.guarantee_grid` (a :class:`GridRule`). Too few texts for the target
+    is a DataError naming how many are needed.
     """
     target, delta = check_level(target, "target"), check_level(delta, "delta")
     C = np.atleast_2d(np.asarray(confidences, dtype=float))
@@ -166,8 +166,8 @@ def fit_cascade(confidences: Any, agreed: Any, *, target: float, delta: float = 
             raise DataError(f"too few calibration texts for target {target:g} at delta {delta:g}: {n} given, at "
                             f"least {need} needed", path=source, field="labels")
         top = np.where(np.isfinite(C), C, -np.inf).max(axis=0)
-        cands = (fine_thresholds(top, rule_start(n, target, delta, rule), rule.step) if rule is not None
-                 else candidate_thresholds(top, start_count(n, need, min_coverage), steps))
+        cands = (fine_thresholds(top, rule_start(n, target, delta, grid), grid.step) if isinstance(grid, GridRule)
+                 else (grid or EvenGrid()).candidates(top, need))
 
         def outcome(t: float) -> tuple[int, int]:
             answered, correct = _outcome_at(C, A, [t] * K)
@@ -186,10 +186,9 @@ def fit_cascade(confidences: Any, agreed: Any, *, target: float, delta: float = 
             if left.sum() < need:
                 thresholds.append(None)
                 continue
-            g = (fit_fine_guarantee(C[k, left], A[k, left], target=target, delta=delta / K, rule=rule)
-                 if rule is not None else
-                 fit_guarantee(C[k, left], A[k, left], target=target, delta=delta / K, steps=steps,
-                               min_coverage=min_coverage))
+            g = (fit_fine_guarantee(C[k, left], A[k, left], target=target, delta=delta / K, rule=grid)
+                 if isinstance(grid, GridRule) else
+                 fit_guarantee(C[k, left], A[k, left], target=target, delta=delta / K, grid=grid))
             thresholds.append(g.threshold)
             if g.threshold is not None:
                 left &= ~(np.isfinite(C[k]) & (C[k] >= g.threshold))

@@ -38,10 +38,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.stats import beta, binom
 
 from rubric_induce.core.errors import DataError
 
-__all__ = ["Guarantee", "MEASURES", "fit_guarantee", "min_calibration_size", "binomial_pvalue",
+__all__ = ["Guarantee", "EvenGrid", "MEASURES", "fit_guarantee", "min_calibration_size", "binomial_pvalue",
            "clopper_pearson_upper", "agreement", "decode", "proba_confidence", "head_agreement",
            "variance_confidence", "order_agreement", "check_level", "apply_threshold", "default_tolerance",
            "candidate_thresholds", "fixed_sequence", "start_count", "check_tolerance", "largest_target",
@@ -186,8 +187,6 @@ def min_calibration_size(target: float, delta: float) -> int:
 
 def binomial_pvalue(errors: int, n: int, target: float) -> float:
     """Exact p-value of "agreement < target" given ``errors`` among ``n``: ``P(Bin(n, 1-target) <= errors)``."""
-    from scipy.stats import binom
-
     if n <= 0:
         return 1.0
     return float(binom.cdf(errors, n, 1.0 - target))
@@ -195,8 +194,6 @@ def binomial_pvalue(errors: int, n: int, target: float) -> float:
 
 def clopper_pearson_upper(errors: int, n: int, delta: float) -> float:
     """One-sided Clopper-Pearson upper bound on the error rate at level ``1 - delta``."""
-    from scipy.stats import beta
-
     if n <= 0 or errors >= n:
         return 1.0
     return float(beta.ppf(1.0 - delta, errors + 1, n - errors))
@@ -231,14 +228,31 @@ def candidate_thresholds(conf: np.ndarray, start: int, steps: int) -> list[float
     return out
 
 
+@dataclass(frozen=True)
+class EvenGrid:
+    """The candidate thresholds :func:`fit_guarantee` tests: answered counts from the start (at least
+    the smallest count that can pass, and ``min_coverage`` of the texts) up to every text, in ``steps``
+    even steps; ``thresholds``, when given, are tested instead, in their order (fixed before any
+    label is read). :class:`~rubric_induce.scoring.guarantee_grid.GridRule` is the finer grid."""
+
+    steps: int = 20
+    min_coverage: float = 0.2
+    thresholds: Sequence[float] | None = None
+
+    def candidates(self, conf: np.ndarray, need: int) -> list[float]:
+        """The thresholds to test on confidences ``conf`` when ``need`` answered texts can pass at the least."""
+        if self.thresholds is not None:
+            return list(self.thresholds)
+        return candidate_thresholds(conf, start_count(len(conf), need, self.min_coverage), self.steps)
+
+
 def fit_guarantee(confidence: Any, agreed: Any, *, target: float, delta: float = 0.1, measure: str = "proba",
-                  tolerance: float = 0.0, steps: int = 20, min_coverage: float = 0.2,
-                  thresholds: Sequence[float] | None = None, source: str | None = None) -> Guarantee:
+                  tolerance: float = 0.0, grid: EvenGrid | None = None, source: str | None = None) -> Guarantee:
     """Fit the threshold by fixed-sequence testing (see the module docstring).
 
     ``confidence``: one value per calibration text (higher = more confident; NaN = never answered);
-    ``agreed``: whether the judge's answer agreed with the human's. ``thresholds``: candidates to
-    test in the given order instead of the default grid (fixed before looking at labels).
+    ``agreed``: whether the judge's answer agreed with the human's. ``grid``: the candidates tested
+    (default :class:`EvenGrid`: 20 even steps from 20 % coverage).
     Fewer texts than :func:`min_calibration_size` is a DataError naming how many are needed.
     """
     target, delta = check_level(target, "target"), check_level(delta, "delta")
@@ -253,8 +267,7 @@ def fit_guarantee(confidence: Any, agreed: Any, *, target: float, delta: float =
         raise DataError(f"too few calibration texts for target {target:g} at delta {delta:g}: {n} given, at least "
                         f"{need} needed (with fewer even perfect agreement cannot pass); label more texts or "
                         "lower the target / raise delta", path=source, field="labels")
-    cands = (list(thresholds) if thresholds is not None
-             else candidate_thresholds(conf, start_count(n, need, min_coverage), steps))
+    cands = (grid or EvenGrid()).candidates(conf, need)
 
     def outcome(t: float) -> tuple[int, int]:
         answered = apply_threshold(conf, t)

@@ -17,6 +17,7 @@ import numpy as np
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.model import LabelScale
+from rubric_induce.data.params import DataParams
 from rubric_induce.scoring.guarantee import agreement, clopper_pearson_upper, largest_target
 from rubric_induce.scoring.selective import judge_answers, scale_of, tolerance_used
 
@@ -27,8 +28,6 @@ def run_data(scorer: Any) -> Any:
     """The run's recorded ``[data]`` section (``config.json`` next to the artifact) as
     :class:`~rubric_induce.data.params.DataParams`; None when the folder has no ``config.json``
     (an artifact built without ``run``). A damaged one is a DataError naming it."""
-    from rubric_induce.data.params import DataParams
-
     if scorer.source is None:
         return None
     path = Path(scorer.source).parent / "config.json"

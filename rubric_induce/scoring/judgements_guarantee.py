@@ -243,8 +243,8 @@ def fit_judgements_guarantee(jd: Judgements, stages: Sequence[str], *, target: f
     if spec.kind == "cascade":
         A, C = stage_views(lab, stages, tol, spec.stage_confidence)
         ok = _agreed(A, lab.label, tol)
-        cg = fit_cascade(C, ok, target=target, delta=delta, method=spec.method, stages=stages, source=jd.source,
-                         rule=rule)
+        cg = fit_cascade(C, ok, target=target, delta=delta, method=spec.method, stages=stages, grid=rule,
+                         source=jd.source)
         out = JudgementsGuarantee(kind="cascade", thresholds=list(cg.thresholds), n=cg.n, coverage=cg.coverage,
                                   agreement=cg.agreement, stage_confidence=spec.stage_confidence,
                                   method=spec.method + (f"; stages chosen on {chosen_on} other texts" if chosen_on else ""),

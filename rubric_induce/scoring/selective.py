@@ -17,13 +17,21 @@ names its runs relative to the first run's folder (older records: absolute paths
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rubric_induce.backends import pricing
+from rubric_induce.calibration.api import fit_width
+from rubric_induce.calibration.data import features_from_arrays
 from rubric_induce.core.errors import DataError
+from rubric_induce.data.jsonl import write_json
+from rubric_induce.data.probes import ProbeTable
+from rubric_induce.scoring.cascade import CascadeGuarantee, cascade_report
 from rubric_induce.scoring.guarantee import (
     MEASURES,
     Guarantee,
@@ -39,11 +47,12 @@ from rubric_induce.scoring.guarantee import (
     variance_confidence,
 )
 
-__all__ = ["GUARANTEES_KEY", "CASCADES_KEY", "ARTIFACT_FILE", "require_calibrated", "judge_answers", "fit_from_results",
-           "save_guarantee_records", "load_guarantee_records", "fitted_guarantees", "resolve_guarantee",
-           "mark_results", "human_labels", "scale_of", "score_with_arrays", "seen_ids", "check_cascade",
-           "cascade_record", "cascade_runs", "check_cascade_record", "fitted_cascades", "resolve_cascade",
-           "run_folder", "score_cascade", "cost_per_call", "tolerance_used", "require_evidence", "check_probe_file"]
+__all__ = ["GUARANTEES_KEY", "CASCADES_KEY", "ARTIFACT_FILE", "require_calibrated", "judge_answers", "FitRequest",
+           "fit_from_results", "save_guarantee_records", "load_guarantee_records", "fitted_guarantees",
+           "resolve_guarantee", "mark_results", "human_labels", "scale_of", "score_with_arrays", "seen_ids",
+           "check_cascade", "cascade_record", "cascade_runs", "check_cascade_record", "fitted_cascades",
+           "resolve_cascade", "run_folder", "score_cascade", "cost_per_call", "tolerance_used", "require_evidence",
+           "check_probe_file"]
 
 GUARANTEES_KEY = "guarantees"
 CASCADES_KEY = "cascades"
@@ -138,9 +147,6 @@ def check_probe_file(table: Any, scorer: Any, *, source: str | None = None) -> N
 
 
 def _heads(scorer: Any, arr: Any, answer: np.ndarray, scale: list[float], tol: float) -> np.ndarray:
-    from rubric_induce.calibration.api import fit_width
-    from rubric_induce.calibration.data import features_from_arrays
-
     cal = scorer.calibrator
     judges = list(scorer.judges or cal.judges_)
     if len(judges) < 2:
@@ -170,16 +176,27 @@ def human_labels(examples: Sequence[Any], label: str, *, source: str | None = No
     return np.asarray(out, dtype=float)
 
 
-def fit_from_results(scorer: Any, results: Sequence[Any], arr: Any, labels: Any, *, targets: Sequence[float],
-                     delta: float = 0.1, measure: str = "proba", tolerance: float | None = None,
+@dataclass(frozen=True)
+class FitRequest:
+    """What a guarantee fit is asked for: one guarantee per target in ``targets``, each at level
+    ``1 - delta``, on the confidence ``measure`` (one of :data:`~rubric_induce.scoring.guarantee.MEASURES`),
+    agreement within ``tolerance`` scale units (None: the run's default, see :func:`tolerance_used`)."""
+
+    targets: Sequence[float]
+    delta: float = 0.1
+    measure: str = "proba"
+    tolerance: float | None = None
+
+
+def fit_from_results(scorer: Any, results: Sequence[Any], arr: Any, labels: Any, request: FitRequest, *,
                      source: str | None = None) -> list[Guarantee]:
-    """One :class:`Guarantee` per target from scored labelled texts."""
-    delta = check_level(delta, "delta")
-    targets = [check_level(t, "target") for t in targets]
+    """One :class:`Guarantee` per target of ``request`` from scored labelled texts."""
+    delta = check_level(request.delta, "delta")
+    targets = [check_level(t, "target") for t in request.targets]
     require_evidence(arr, len(results), source=source)
-    answer, conf, tol = judge_answers(scorer, results, arr, measure=measure, tolerance=tolerance)
+    answer, conf, tol = judge_answers(scorer, results, arr, measure=request.measure, tolerance=request.tolerance)
     ok = agreement(answer, np.asarray(labels, dtype=float), tolerance=tol)
-    return [fit_guarantee(conf, ok, target=t, delta=delta, measure=measure, tolerance=tol, source=source)
+    return [fit_guarantee(conf, ok, target=t, delta=delta, measure=request.measure, tolerance=tol, source=source)
             for t in targets]
 
 
@@ -196,8 +213,6 @@ def save_guarantee_records(path: str | Path, records: Sequence[Mapping[str, Any]
                            same: Sequence[str] = ("target", "delta", "measure")) -> Path:
     """Add records to the artifact's ``key`` list, replacing those that match on ``same`` (a
     cascade's ``runs`` match when they name the same folders, however they were written down)."""
-    from rubric_induce.data.jsonl import write_json
-
     doc_path, doc = _read_artifact(path)
     folder = doc_path.parent
     old = load_guarantee_records(doc_path, key)
@@ -311,8 +326,6 @@ def score_with_arrays(scorer: Any, examples: Sequence[Any], table: Any = None, *
 
 def seen_ids(run: str | Path) -> set[str]:
     """Ids of the texts a run probed (its training and held-out texts): not for fitting a guarantee."""
-    from rubric_induce.data.probes import ProbeTable
-
     p = Path(run)
     probes = (p if p.is_dir() else p.parent) / "probes.jsonl"
     if not probes.exists():
@@ -355,8 +368,6 @@ def cascade_record(names: Sequence[str], fitted: Any, *, measure: str, tolerance
 
 
 def _relative(name: str | Path, folder: str | Path) -> str:
-    import os
-
     try:
         return Path(os.path.relpath(run_folder(name), run_folder(folder))).as_posix()
     except ValueError:  # another drive: only an absolute path reaches it
@@ -372,8 +383,6 @@ def cascade_runs(record: Mapping[str, Any], folder: str | Path) -> list[Path]:
 def check_cascade_record(record: Any, *, source: str | Path | None = None, where: str = "cascade") -> dict[str, Any]:
     """A cascade record checked field by field (a DataError naming ``where``.field): runs (two or
     more names, one per threshold), target, delta, thresholds, method, measure, tolerance."""
-    from rubric_induce.scoring.cascade import CascadeGuarantee
-
     src = str(source) if source is not None else None
     fitted = CascadeGuarantee.from_dict(record, source=src, where=where)
     runs = record.get("runs")
@@ -427,8 +436,6 @@ def score_cascade(scorers: Sequence[Any], names: Sequence[str], examples: Sequen
     Returns one result per text (the answering stage's, with ``stage`` set; an abstained text gets
     the last stage's result with ``answered`` False) and the per-stage report (coverage, calls; cost
     where the runs' plans price the calls: see :func:`~rubric_induce.scoring.cascade.cascade_report`)."""
-    from rubric_induce.scoring.cascade import cascade_report
-
     check_cascade(scorers, names)
     check_cascade_record(record, source=_artifact_path(names[0]))
     thresholds = record["thresholds"]
@@ -462,8 +469,6 @@ def score_cascade(scorers: Sequence[Any], names: Sequence[str], examples: Sequen
 def cost_per_call(source: str | Path | None) -> float | None:
     """US$ per probe call of a run, from its manifest's token usage and the price table
     (:mod:`rubric_induce.backends.pricing`); None when the run's model has no known price."""
-    from rubric_induce.backends.pricing import cost
-
     if source is None:
         return None
     manifest = _artifact_path(source).parent / "manifest.json"
@@ -485,5 +490,5 @@ def cost_per_call(source: str | Path | None) -> float | None:
                                                            "cached_tokens"))
     if not calls or None in (prompt, completion, cached):
         return None
-    total = cost(model, prompt, completion, cached_tokens=cached)
+    total = pricing.cost(model, prompt, completion, cached_tokens=cached)
     return None if total is None or not np.isfinite(total) else total / calls

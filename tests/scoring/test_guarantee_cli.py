@@ -146,14 +146,14 @@ def test_texts_whose_every_probe_failed_are_abstained(nested_run, tmp_path):
 
 def test_fitting_with_no_evidence_is_refused_in_the_library(nested_run):
     from rubric_induce.core.errors import DataError
-    from rubric_induce.scoring.selective import fit_from_results, score_with_arrays
+    from rubric_induce.scoring.selective import FitRequest, fit_from_results, score_with_arrays
 
     scorer = RubricScorer.load(nested_run / "run")
     examples = scorer.to_examples([r["fields"]["text"] for r in _demo()[24:]])
     failed = _all_failed(scorer.probe(examples))
     results, arr = score_with_arrays(scorer, examples, failed)
     with pytest.raises(DataError) as exc:
-        fit_from_results(scorer, results, arr, np.full(len(examples), 3.0), targets=[0.8])
+        fit_from_results(scorer, results, arr, np.full(len(examples), 3.0), FitRequest(targets=[0.8]))
     assert exc.value.field == "probes" and "no evidence" in str(exc.value)
 
 

@@ -154,7 +154,7 @@ def test_grid_rule_is_recorded():
 
 def test_fine_fit_is_the_fixed_sequence_test_on_the_fine_grid():
     """The vectorised fit gives what fit_guarantee's loop gives on the same candidates."""
-    from rubric_induce.scoring.guarantee import fit_guarantee
+    from rubric_induce.scoring.guarantee import EvenGrid, fit_guarantee
 
     rng = np.random.default_rng(0)
     for _ in range(20):
@@ -167,7 +167,7 @@ def test_fine_fit_is_the_fixed_sequence_test_on_the_fine_grid():
             continue
         g1 = fit_fine_guarantee(c, a, target=t, delta=d)
         g2 = fit_guarantee(c, a, target=t, delta=d,
-                           thresholds=fine_thresholds(c, rule_start(int(np.isfinite(c).sum()), t, d), 1))
+                           grid=EvenGrid(thresholds=fine_thresholds(c, rule_start(int(np.isfinite(c).sum()), t, d), 1)))
         assert (g1.threshold, g1.coverage, g1.agreement, g1.answered, g1.tested) == \
             (g2.threshold, g2.coverage, g2.agreement, g2.answered, g2.tested)
 
