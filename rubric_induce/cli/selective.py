@@ -10,6 +10,10 @@ import click
 
 from rubric_induce.cli._shared import echo
 from rubric_induce.core.errors import DataError
+from rubric_induce.scoring.artifact import ARTIFACT_NAME
+from rubric_induce.scoring.guarantee import check_level
+from rubric_induce.scoring.scorer import RubricScorer
+from rubric_induce.scoring.selective import check_cascade, resolve_cascade, resolve_guarantee, run_folder, score_cascade
 
 __all__ = ["guarantee_options", "selective_entry", "guarantee_summary"]
 
@@ -34,9 +38,6 @@ def selective_entry(artifacts: Sequence[Path], *, cascade: bool, guarantee: floa
                     backend_spec: str | None, cache_path: Path | None, adaptive: bool, mapping: Callable[[Any], Any],
                     progress: bool, write_rows: Callable[..., None]) -> Path | None:
     """Check the selective options; run a cascade (returns None), else return the one run to score."""
-    from rubric_induce.scoring.artifact import ARTIFACT_NAME
-    from rubric_induce.scoring.guarantee import check_level
-
     if guarantee is not None:
         check_level(guarantee, "guarantee")
     if delta is not None:
@@ -69,9 +70,6 @@ def selective_entry(artifacts: Sequence[Path], *, cascade: bool, guarantee: floa
 
 def _score_cascade(artifacts, target, delta, input_path, out_path, backend_spec, cache_path, mapping, progress,
                    write_rows) -> None:
-    from rubric_induce.scoring.scorer import RubricScorer
-    from rubric_induce.scoring.selective import check_cascade, resolve_cascade, run_folder, score_cascade
-
     names = [str(run_folder(a)) for a in artifacts]
     scorers = [RubricScorer.load(a, backend=backend_spec, cache=cache_path) for a in artifacts]
     try:
@@ -95,7 +93,5 @@ def _score_cascade(artifacts, target, delta, input_path, out_path, backend_spec,
 
 def guarantee_summary(scorer: Any, answered: int, total: int, wanted: Any) -> str:
     """The guarantee line and how many of the ``total`` texts were ``answered``."""
-    from rubric_induce.scoring.selective import resolve_guarantee
-
     g = resolve_guarantee(wanted, scorer.source)
     return f"{g.line()}; answered {answered} of {total} texts, abstained {total - answered}"
