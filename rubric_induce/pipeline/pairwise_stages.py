@@ -31,6 +31,7 @@ from rubric_induce.calibration.pairwise import BradleyTerryHead
 from rubric_induce.core.errors import DataError
 from rubric_induce.data import RubricPool, RubricSet
 from rubric_induce.data.jsonl import atomic_write_text, write_json
+from rubric_induce.data.pair_examples import PAIR_FIELDS
 from rubric_induce.dedup.api import DEDUP_POOL_FILE
 from rubric_induce.evaluation.pairwise import (
     PAIRWISE_EVAL_FILE,
@@ -43,6 +44,7 @@ from rubric_induce.evaluation.pairwise import (
 )
 from rubric_induce.pipeline.context import RunContext
 from rubric_induce.probing.api import PROBES_FILE, ProbeTable
+from rubric_induce.scoring.artifact import write_artifact
 from rubric_induce.selection.api import SELECTED_FILE, usable_rubrics
 from rubric_induce.selection.pair_features import consistency_filter, order_preferences, pair_features, pair_signal
 from rubric_induce.selection.pairwise import PairwiseSelector
@@ -193,10 +195,6 @@ def calibrate_pairs(ctx: RunContext) -> dict[str, Any]:
 
 
 def artifact_pairs(ctx: RunContext) -> dict[str, Any]:
-    from rubric_induce.data.pair_examples import PAIR_FIELDS
-    from rubric_induce.probing.api import ProbeTable
-    from rubric_induce.scoring.artifact import write_artifact
-
     cfg = ctx.config
     chosen = RubricSet.load(ctx.out / SELECTED_FILE)
     head = HEAD_FILE if cfg.calibrate.enabled and (ctx.out / HEAD_FILE).is_file() else None

@@ -41,6 +41,7 @@ from rubric_induce.pipeline.pairwise_stages import artifact_pairs, calibrate_pai
 from rubric_induce.probing.api import PROBES_FILE, probe_to_file
 from rubric_induce.reporting.report import report as run_report
 from rubric_induce.reporting.viewer import write_view
+from rubric_induce.scoring.artifact import write_artifact
 from rubric_induce.scoring.scorer import RubricScorer
 from rubric_induce.selection.api import SELECTED_FILE, SelectContext
 from rubric_induce.selection.api import select as run_select
@@ -256,8 +257,6 @@ def artifact(ctx: RunContext) -> dict[str, Any]:
     """Write ``artifact.json`` so :class:`RubricScorer` can load this run directory."""
     if ctx.pairwise:
         return artifact_pairs(ctx)
-    from rubric_induce.data.probes import ProbeTable
-    from rubric_induce.scoring.artifact import write_artifact
 
     cfg = ctx.config
     chosen = RubricSet.load(ctx.out / SELECTED_FILE)
