@@ -186,10 +186,19 @@ ALLOWED_CROSS_STAGE = {
     ("rubric_induce.generation.criteria", "rubric_induce.probing.api"),
     # The held-out probe checks (failed and bounded probes) are probing's own diagnostics; the
     # evaluation reports them for the held-out texts with the same function the probe stage uses.
+    # (the thresholds they flag at, and the checks themselves, as evaluate's steps).
     ("rubric_induce.evaluation.heldout", "rubric_induce.probing.checks"),
+    ("rubric_induce.evaluation.options", "rubric_induce.probing.checks"),
+    ("rubric_induce.evaluation.sections", "rubric_induce.probing.checks"),
     # Held-out evaluation reports the selector's own metrics (A/P/R/F1, YieldRate@P, ΔNetSAT)
     # through the same function the select command uses, so the two tables cannot disagree.
-    ("rubric_induce.evaluation.heldout", "rubric_induce.selection"),
+    ("rubric_induce.evaluation.sections", "rubric_induce.selection.metrics"),
+    ("rubric_induce.evaluation.intervals", "rubric_induce.selection.metrics"),
+    ("rubric_induce.evaluation.intervals", "rubric_induce.selection.precision"),
+    # The direct-judge baseline asks its one question per held-out text through the probe stage (same
+    # style, estimator, cache and failure handling as the rubrics it is compared with): as with
+    # AutoCalibrate, running the stage is the method, not shared code.
+    ("rubric_induce.evaluation.direct", "rubric_induce.probing.api"),
 }
 
 
