@@ -46,7 +46,7 @@ def test_the_inspect_scorer_and_the_handoffs_guide_agree_on_max_example_tokens()
     assert "``max_example_tokens`` is not applied" not in doc
     assert "``max_example_tokens`` is applied as ``score`` applies it" in doc and "backend tokenizer" in doc
     assert "its `max_example_tokens` cut by the run's backend tokenizer" in _prose("handoffs.md")
-    assert "self.options.max_example_tokens" in Path(mod.__file__).read_text(encoding="utf-8")  # the code cuts
+    assert "self.options.probe.max_example_tokens" in Path(mod.__file__).read_text(encoding="utf-8")  # the code cuts
 
 
 def test_the_guarantee_guides_view_command_shows_the_users_texts(fake_full_run, tmp_path):
