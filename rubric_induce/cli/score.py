@@ -3,7 +3,9 @@
 
 One form: ``score ARTIFACT (--input FILE | --probes FILE) [--out FILE]``. ARTIFACT is a run
 directory or artifact folder (``artifact.json``), or a folder written by ``rubric-induce
-calibrate`` (calibrator only: then ``--probes`` is required).
+calibrate`` (calibrator only: then ``--probes`` is required). Without a run, ``score --judgements
+FILE --guarantee-file G.json`` answers or abstains any judges' outputs
+(:mod:`rubric_induce.cli.score_judgements`).
 
 Scoring texts prints (stderr) the endpoint it sends them to, its URL's credentials redacted. An
 endpoint read from ``artifact.json`` gets no API key from the environment (a shared run folder
@@ -37,6 +39,7 @@ from rubric_induce.cli._shared import (
     show_progress,
     split_list,
 )
+from rubric_induce.cli.score_judgements import score_judgements_file
 from rubric_induce.cli.selective import guarantee_options, guarantee_summary, selective_entry
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import suggest
@@ -206,7 +209,7 @@ class _Summary:
 
 
 @click.command("score")
-@click.argument("artifact", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.argument("artifact", nargs=-1, required=False, type=click.Path(exists=True, path_type=Path))
 @click.option("--input", "input_path", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Texts to score: JSONL/JSON (flat columns or rubric-induce examples), CSV or TSV, read with the "
                    "run's mapping (its text columns and id column). Read, probed, scored and written 4,096 rows at "
@@ -257,10 +260,19 @@ class _Summary:
                    "unlike the training texts (no labels needed). Off saves one pass of the answer networks per "
                    "rubric.")
 @guarantee_options
+@click.option("--judgements", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Instead of a run: a judgements file of any judges' outputs on new texts (the layout "
+                   "calibrate-guarantee --judgements reads; no label needed), each text answered or abstained "
+                   "with --guarantee-file's record for --guarantee (and --delta). Rows: id, decision, answer, "
+                   "confidence, by (the judge or jury that answered), calls, cost.")
+@click.option("--guarantee-file", "guarantee_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              default=None, help="--judgements: the records written by calibrate-guarantee --judgements "
+                                 "(FILE.guarantees.json); --guarantee TARGET picks one when it holds several.")
 @progress_option
-def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, out_path, backend_spec, cache_path,
-            judge, trusted, aggregate, question, adaptive, budget, stop_at, outcomes, answer_check, progress,
-            guarantee, delta, measure, cascade, **backend_opts) -> None:
+@click.pass_context
+def command(ctx, artifact, input_path, probes_path, text_field, maps, id_field, fmt, out_path, backend_spec,
+            cache_path, judge, trusted, aggregate, question, adaptive, budget, stop_at, outcomes, answer_check,
+            progress, guarantee, delta, measure, cascade, judgements, guarantee_file, **backend_opts) -> None:
     """Score texts with a run directory's selected (and calibrated) rubrics.
 
     Each output line holds the per-rubric answer distributions, NetSAT, the binary label at the
@@ -277,7 +289,15 @@ def command(artifact, input_path, probes_path, text_field, maps, id_field, fmt, 
       rubric-induce score runs/demo --input new.jsonl --adaptive --budget 3   (only the rubrics that matter)
       rubric-induce score runs/demo --input new.jsonl --guarantee 0.9 --delta 0.1  (answer or abstain)
       rubric-induce score --cascade runs/cheap runs/strong --input new.jsonl --guarantee 0.9
+      rubric-induce score --judgements new.jsonl --guarantee-file judged.guarantees.json --guarantee 0.85
     """
+    if judgements is not None or guarantee_file is not None:  # any judges' outputs, no run
+        score_judgements_file(ctx, artifact, {"judgements": judgements, "guarantee_file": guarantee_file,
+                                              "guarantee": guarantee, "delta": delta, "out_path": out_path},
+                              write_rows)
+        return
+    if not artifact:
+        raise click.UsageError("give a run directory ARTIFACT (or --judgements FILE --guarantee-file G.json)")
     artifact = selective_entry(artifact, cascade=cascade, guarantee=guarantee, delta=delta, measure=measure,
                                input_path=input_path, probes_path=probes_path, out_path=out_path,
                                backend_spec=backend_spec, cache_path=cache_path, adaptive=adaptive,

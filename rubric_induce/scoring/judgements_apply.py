@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.judgements import Judgements, read_judgements
 from rubric_induce.scoring.judgements_guarantee import JudgementsGuarantee, apply_judgements_guarantee
@@ -47,7 +49,8 @@ def pick_guarantee(records: Sequence[JudgementsGuarantee], target: float | None 
 
 
 def scored_rows(g: JudgementsGuarantee, jd: Judgements) -> list[dict[str, Any]]:
-    """One row per text: id, ``decision`` (answered / abstained), answer, confidence, who answered."""
+    """One row per text: id, ``decision`` (answered / abstained), answer, confidence, who answered,
+    the judge calls the text took and their cost (None where a called judge's cost is unknown)."""
     out = apply_judgements_guarantee(g, jd)
     names = g.stages if g.kind == "cascade" else ["jury" if g.kind == "jury" else g.stages[0]] * len(g.stages)
     rows = []
@@ -56,7 +59,9 @@ def scored_rows(g: JudgementsGuarantee, jd: Judgements) -> list[dict[str, Any]]:
         rows.append({"id": text_id, "decision": "answered" if answered else "abstained",
                      "answer": float(out["answer"][i]) if answered else None,
                      "confidence": float(out["confidence"][i]) if answered else None,
-                     "by": names[int(out["stage"][i])] if answered else None})
+                     "by": names[int(out["stage"][i])] if answered else None,
+                     "calls": int(out["calls"][i]),
+                     "cost": float(out["cost"][i]) if np.isfinite(out["cost"][i]) else None})
     return rows
 
 

@@ -318,8 +318,9 @@ def _with_costs(g: JudgementsGuarantee, jd: Judgements) -> JudgementsGuarantee:
 # -- applying --------------------------------------------------------------------------------------
 def apply_judgements_guarantee(g: JudgementsGuarantee, jd: Judgements) -> dict[str, Any]:
     """Per text of ``jd``: ``answered`` (bool), ``answer`` and ``confidence`` (NaN where abstained),
-    ``stage`` (index into ``g.stages``, -1 abstained); and ``calls_per_text`` / ``cost_per_text``
-    (None where a called judge's cost is unknown). Reads no label."""
+    ``stage`` (index into ``g.stages``, -1 abstained), ``calls`` and ``cost`` (NaN: a called judge's
+    cost unknown); and ``calls_per_text`` / ``cost_per_text`` (None where a called judge's cost is
+    unknown). Reads no label."""
     for s in g.stages:
         jd.judge(s)
     if tuple(g.scale) != tuple(jd.scale):
@@ -353,15 +354,14 @@ def _spend(jd: Judgements, g: JudgementsGuarantee, reached: np.ndarray) -> dict[
     """Calls and cost per text: a judge was called on a text the text reached and the judge has an
     output for (each row's own cost where the file gives one, else the stage's)."""
     n = max(jd.n, 1)
-    total, calls = 0.0, 0
-    known = True
+    calls, cost = np.zeros(jd.n, dtype=int), np.zeros(jd.n)  # per text (cost NaN: a called judge's unknown)
     for k, s in enumerate(g.stages):
         col = jd.judge(s)
         fallback = g.costs[k] if k < len(g.costs) else None
         c = np.where(np.isfinite(col.cost), col.cost, np.nan if fallback is None else fallback)
         called = reached[k] & col.present
-        calls += int(called.sum())
-        if np.isnan(c[called]).any():
-            known = False
-        total += float(np.nansum(c[called]))
-    return {"calls_per_text": calls / n, "cost_per_text": total / n if known else None}
+        calls += called
+        cost += np.where(called, c, 0.0)
+    known = not np.isnan(cost).any()
+    return {"calls_per_text": int(calls.sum()) / n, "cost_per_text": float(cost.sum()) / n if known else None,
+            "calls": calls, "cost": cost}
