@@ -248,7 +248,7 @@ def test_timeout_retries_and_retry_after_max_reach_the_backend(tmp_path, monkeyp
         seen.update(timeout=b.timeout, max_retries=b.max_retries, retry_after_max=b.retry_after_max)
         raise KeyboardInterrupt  # stop here: nothing else to run
 
-    monkeypatch.setattr("rubric_induce.pipeline.run_pipeline", fake_run_pipeline)
+    monkeypatch.setattr("rubric_induce.cli.run.run_pipeline", fake_run_pipeline)  # the name run imports
     handler = signal.getsignal(signal.SIGTERM)  # `run` installs its own; give pytest's back
     try:
         res = CliRunner().invoke(cli, ["run", str(cfg_path), "--timeout", "0.25", "--max-retries", "4",
