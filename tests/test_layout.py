@@ -177,3 +177,61 @@ def test_every_import_of_the_package_names_a_module_that_exists():
     missing = [f"{src}:{line} imports {dst}" for src, dst, name, line in IMPORTS
                if dst not in MODULES and not (name is None and dst.rpartition(".")[0] in MODULES)]
     assert not missing, "\n".join(missing)
+
+
+# --------------------------------------------------------------------------- room sizes (DESIGN.md)
+MAX_MODULE_LINES = 600
+MAX_LONG_FUNCTIONS = 5  # functions over FUNCTION_LINES lines, package-wide
+FUNCTION_LINES = 80
+MAX_DEFERRED_IMPORTS = 150  # imports of the package's own modules inside functions
+
+
+def _is_own_import(node: ast.AST) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return node.level > 0 or (node.module or "").split(".")[0] == PKG
+    return isinstance(node, ast.Import) and any(a.name.split(".")[0] == PKG for a in node.names)
+
+
+def _room_sizes(sources: dict[str, str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]], int]:
+    """(modules over the line limit, functions over FUNCTION_LINES, own imports inside functions)."""
+    big, long_functions, deferred = [], [], 0
+    for name, text in sources.items():
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            big.append((len(text.splitlines()), name))
+        tree = ast.parse(text)
+        for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)):
+            if fn.end_lineno - fn.lineno + 1 > FUNCTION_LINES:
+                long_functions.append((fn.end_lineno - fn.lineno + 1, f"{name}::{fn.name}"))
+        deferred += _deferred_imports(tree, inside=False)
+    return big, long_functions, deferred
+
+
+def _deferred_imports(node: ast.AST, inside: bool) -> int:
+    count = 0
+    for child in ast.iter_child_nodes(node):
+        count += inside and _is_own_import(child)
+        count += _deferred_imports(child, inside or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef))
+    return count
+
+
+def test_rooms_stay_livable():
+    """DESIGN.md "Room sizes": a module under 600 lines, a function under 80 (a handful of exceptions),
+    imports at the top (deferred only for torch and optional tools)."""
+    sources = {name: path.read_text(encoding="utf-8") for name, (path, _) in MODULES.items()}
+    big, long_functions, deferred = _room_sizes(sources)
+    assert not big, f"modules over {MAX_MODULE_LINES} lines: {sorted(big, reverse=True)}"
+    assert len(long_functions) <= MAX_LONG_FUNCTIONS, f"functions over {FUNCTION_LINES} lines: {sorted(long_functions)}"
+    assert deferred <= MAX_DEFERRED_IMPORTS, f"{deferred} imports of the package inside functions"
+
+
+def test_room_size_check_sees_planted_violations():
+    body = "\n".join(f"    x{i} = {i}" for i in range(FUNCTION_LINES + 1))
+    planted = {
+        "big": "x = 1\n" * (MAX_MODULE_LINES + 1),
+        "long": f"def f():\n{body}\n",
+        "lazy": "def g():\n    from rubric_induce.core import errors\n    def h():\n        from . import data\n",
+    }
+    big, long_functions, deferred = _room_sizes(planted)
+    assert [n for _, n in big] == ["big"]
+    assert [n for _, n in long_functions] == ["long::f"]
+    assert deferred == 2

@@ -29,8 +29,8 @@ import numpy as np
 
 from rubric_induce.backends.base import fault_summary
 from rubric_induce.backends.openai_compat import environment_api_key
-from rubric_induce.calibration.api import calibrated_rows, calibrator_features
 from rubric_induce.calibration.artifacts import load_calibrator
+from rubric_induce.calibration.predict import calibrated_rows, calibrator_features
 from rubric_induce.cli._shared import (
     backend_options_given,
     echo,

@@ -207,7 +207,7 @@ class InspectProbe:
                                      backend.truncate_tokens)
 
     async def probe(self, text: str | Mapping[str, str], example_id: str = "text"):
-        """The :class:`~rubric_induce.probing.api.ProbeTable` of one text (every rubric)."""
+        """The :class:`~rubric_induce.data.probes.ProbeTable` of one text (every rubric)."""
         from dataclasses import replace
 
         from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser

@@ -32,6 +32,7 @@ from rubric_induce.core.errors import DataError
 from rubric_induce.data import RubricPool, RubricSet
 from rubric_induce.data.jsonl import atomic_write_text, write_json
 from rubric_induce.data.pair_examples import PAIR_FIELDS
+from rubric_induce.data.probes import ProbeTable
 from rubric_induce.dedup.api import DEDUP_POOL_FILE
 from rubric_induce.evaluation.pairwise import (
     PAIRWISE_EVAL_FILE,
@@ -43,7 +44,7 @@ from rubric_induce.evaluation.pairwise import (
     position_consistency,
 )
 from rubric_induce.pipeline.context import RunContext
-from rubric_induce.probing.api import PROBES_FILE, ProbeTable
+from rubric_induce.probing.api import PROBES_FILE
 from rubric_induce.scoring.artifact import write_artifact
 from rubric_induce.selection.api import SELECTED_FILE, usable_rubrics
 from rubric_induce.selection.pair_features import consistency_filter, order_preferences, pair_features, pair_signal

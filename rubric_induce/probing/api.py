@@ -74,7 +74,6 @@ __all__ = [
     "RATING_MARKER",
     "ProbeParams",
     "ProbeJob",
-    "ProbeTable",
     "probe",
     "probe_once",
     "probe_packed_once",

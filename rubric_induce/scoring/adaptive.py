@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.calibration.api import resolve_judge
 from rubric_induce.calibration.policy import AskPolicy
+from rubric_induce.calibration.predict import resolve_judge
 from rubric_induce.core.errors import DataError
 from rubric_induce.data import Example
 from rubric_induce.data.probes import ProbeTable

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.calibration.api import calibrated_rows, fit_width, resolve_judge
 from rubric_induce.calibration.data import features_from_arrays
+from rubric_induce.calibration.predict import calibrated_rows, fit_width, resolve_judge
 from rubric_induce.core.errors import RubricInduceError
 from rubric_induce.data.probes import ProbeArrays
 from rubric_induce.data.results import ScoreResult

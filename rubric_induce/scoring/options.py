@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rubric_induce.calibration.api import UNSEEN_JUDGE
 from rubric_induce.calibration.policy import CRITERIA, OUTCOMES
+from rubric_induce.calibration.predict import UNSEEN_JUDGE
 from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.probing.api import ProbeParams, probe_call_plan
 from rubric_induce.scoring.artifact import probe_params

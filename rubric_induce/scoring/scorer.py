@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rubric_induce.calibration.api import resolve_judge
+from rubric_induce.calibration.predict import resolve_judge
 from rubric_induce.core.answer_check import check_answer_shift
 from rubric_induce.core.errors import DataError, RubricInduceError
 from rubric_induce.core.params import suggest

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.backends import pricing
-from rubric_induce.calibration.api import fit_width
 from rubric_induce.calibration.data import features_from_arrays
+from rubric_induce.calibration.predict import fit_width
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.jsonl import write_json
 from rubric_induce.data.probes import ProbeTable

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.calibration.api import calibrated_rows
 from rubric_induce.calibration.data import features_from_arrays
+from rubric_induce.calibration.predict import calibrated_rows
 from rubric_induce.core.safepaths import lies_inside
 from rubric_induce.data import Example
 from rubric_induce.evaluation.score_table import read_scores
