@@ -253,7 +253,8 @@ def _index(*group_lists: list[str]) -> dict[str, int]:
     return {g: i for i, g in enumerate(dict.fromkeys(g for gs in group_lists for g in gs))}
 
 
-def ppi_mean(y: Any, f_labelled: Any, f_unlabelled: Any, *, alpha: float = 0.1, power_tuning: bool = True,
+def ppi_mean(y: Any, f_labelled: Any, f_unlabelled: Any, *, alpha: float = 0.1,  # noqa: PLR0913 (ppi-python's
+             power_tuning: bool = True,  # ppi_mean_ci arguments, plus groups, bounds and the small-sample switch)
              groups_labelled: Sequence[Any] | None = None, groups_unlabelled: Sequence[Any] | None = None,
              bounds: Bounds | None = None, small_sample: bool = True) -> MeanEstimate:
     """The prediction-powered mean of ``y`` with its (1 - alpha) interval.
@@ -327,7 +328,8 @@ def _row(what: str, n_lab: int, n_unl: int, groups: Sequence[str], ppi: MeanEsti
     return EstimateRow(what, n_lab, n_unl, len(set(groups)), ppi, classical, naive, float(effective))
 
 
-def estimate_row(what: str, y: Any, f_labelled: Any, f_unlabelled: Any, *, alpha: float = 0.1,
+def estimate_row(what: str, y: Any, f_labelled: Any, f_unlabelled: Any, *,  # noqa: PLR0913 (as ppi_mean)
+                 alpha: float = 0.1,
                  groups_labelled: Sequence[Any] | None = None, groups_unlabelled: Sequence[Any] | None = None,
                  bounds: Bounds | None = None, small_sample: bool = True) -> EstimateRow:
     """PPI++, labels alone and the judge alone for one estimand, with the labels the judge was worth."""
