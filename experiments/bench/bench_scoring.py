@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import platform
 import sys
@@ -66,6 +67,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
 import numpy as np
+from _harness import begin, parser
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import Example, Judgment, Rubric
@@ -339,8 +341,8 @@ def memory_main(args, sizes: list[int]) -> int:
     return 0 if all("failed" not in r for r in rows) else 1
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    ap = parser("bench_scoring", __doc__)
     ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated numbers of examples")
     ap.add_argument("--rubrics", type=int, default=20)
     ap.add_argument("--base", type=int, default=1000, help="distinct texts probed by the fake backend")
@@ -360,12 +362,16 @@ def main() -> int:
     ap.add_argument("--steps", default=None, help="--memory: comma-separated steps (score_probes, evaluate)")
     ap.add_argument("--json", default=None, help="--memory: also write the rows to this JSON file")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child:
-        import json
-
+    argv = sys.argv[1:] if argv is None else argv
+    if "--child" in argv:  # one measured step in its own process (--memory): no run record of its own
+        args = ap.parse_args(argv)
         print(json.dumps(child(args.child, args.dir, args.bootstrap, args.seed)))
         return 0
+    exp, args = begin(ap, argv)
+    return exp.close(exit_code=_run(ap, args))
+
+
+def _run(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if args.memory:
         return memory_main(args, sizes)

@@ -55,6 +55,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
+from _harness import begin, parser  # noqa: E402
+
 from rubric_induce.core.errors import DataError  # noqa: E402
 from rubric_induce.data.judgements import read_judgements  # noqa: E402
 from rubric_induce.evaluation.active import (  # noqa: E402
@@ -281,7 +283,9 @@ def markdown(record: dict[str, Any]) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """The flags (the shared ones of ``experiments/_harness.py`` included), merged with a config; the
+    started run record is ``args._exp``."""
+    ap = parser("estimate_coverage", __doc__.split("\n\n")[0])
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--judgements", type=Path, help="a judgements file (the population)")
     src.add_argument("--planted", action="store_true", help="planted data whose truth is known (0.4)")
@@ -297,9 +301,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--planted-n", type=int, default=2000, help="texts per planted population")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     if args.reps < 2:
         ap.error("--reps must be at least 2")
+    args._exp = exp
     return args
 
 
@@ -310,8 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         run(args)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return args._exp.close(exit_code=2)
+    return args._exp.close()  # manifest.json beside results.json (which run writes itself)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ Usage::
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -56,6 +55,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser  # noqa: E402
 
 from rubric_induce.core.errors import DataError  # noqa: E402
 from rubric_induce.scoring.cascade import fit_cascade, route  # noqa: E402
@@ -378,7 +379,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser("guaranteed_agreement", __doc__.split("\n\n")[0])
     ap.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--subsets", nargs="+", default=["Natural", "GPTInst", "GPTOut"])
     ap.add_argument("--out", type=Path, required=True)
@@ -389,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--planted-n", type=int, default=400, help="calibration texts per planted draw")
     ap.add_argument("--skip", nargs="*", default=[], choices=["llmbar", "llm_rubric", "planted"])
-    args = ap.parse_args(argv)
+    exp, args = begin(ap, argv)
     t0 = time.time()
     rows: list[dict[str, Any]] = []
     errors: list[str] = []
@@ -418,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     for e in errors:
         print(f"error: {e}", file=sys.stderr)
     print(f"wrote {args.out / 'results.json'} ({time.time() - t0:.0f} s)", file=sys.stderr)
-    return 0
+    return exp.close()  # manifest.json beside results.json (which the script writes itself)
 
 
 if __name__ == "__main__":
