@@ -277,9 +277,17 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
 
 
+#: Markers of the heavy tiers, whose tests share module-scoped fixtures (a llama.cpp server, a model, a run).
+HEAVY_TIERS = ("slow", "local_model", "server", "browser", "tools")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``--dist loadgroup``), every Ray test runs on one worker: each worker would
-    otherwise start its own local Ray runtime, two at once on a 2-core machine."""
+    """Under pytest-xdist (``--dist loadgroup``): a heavy tier's tests run on one worker per test file, so
+    a module-scoped fixture (a llama.cpp server, a whole pipeline run) is built once, not once per worker;
+    every Ray test runs on one worker, which would otherwise start its own local Ray runtime, two at once
+    on 2 cores. The fast tier's tests go to whichever worker is free, one at a time."""
     for item in items:
         if item.get_closest_marker("ray"):
             item.add_marker(pytest.mark.xdist_group("ray"))
+        elif any(item.get_closest_marker(m) for m in HEAVY_TIERS):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
