@@ -12,6 +12,7 @@ import numpy as np
 
 from rubric_induce.calibration._torch import require_torch
 from rubric_induce.calibration.adaptive_numpy import excess_surprise, random_masks
+from rubric_induce.calibration.calibrator import validation_split
 
 __all__ = ["MASK_POOL", "MemberData", "losses", "train_member"]
 
@@ -51,16 +52,8 @@ def losses(nets: tuple[Any, Any], Xin, S, J, Y, M, main: int) -> tuple[Any, Any]
 
 
 def _split(model: Any, G: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Training and validation rows: with early stopping, ``validation_fraction`` of the texts held out."""
-    train_rows, val_rows = np.arange(len(G)), np.array([], dtype=np.int64)
-    if model.early_stopping:
-        uniq = np.unique(G)
-        n_val = int(round(len(uniq) * float(model.validation_fraction)))
-        if n_val >= 1 and len(uniq) - n_val >= 1:
-            val_groups = set(rng.choice(uniq, size=n_val, replace=False).tolist())
-            is_val = np.array([g in val_groups for g in G])
-            train_rows, val_rows = np.flatnonzero(~is_val), np.flatnonzero(is_val)
-    return train_rows, val_rows
+    """Training and validation rows, split as the calibrator splits them."""
+    return validation_split(G, model.early_stopping, model.validation_fraction, rng)
 
 
 def _optimizer(model: Any, tnet: Any, anet: Any) -> Any:

@@ -32,7 +32,7 @@ from rubric_induce.calibration.judges import judge_index, judge_names, judge_row
 from rubric_induce.core.errors import DataError, NotFittedError
 from rubric_induce.core.estimator import Estimator, param_names
 
-__all__ = ["Calibrator", "NotFittedError", "check_features", "encode_targets", "PARAMS"]
+__all__ = ["Calibrator", "NotFittedError", "check_features", "encode_targets", "validation_split", "PARAMS"]
 
 
 def check_features(X: Any, *, what: str = "X") -> np.ndarray:
@@ -101,6 +101,20 @@ def check_fitted(est: Calibrator) -> None:
     if not hasattr(est, "networks_"):
         raise NotFittedError("this Calibrator is not fitted yet; call fit(X, judge_ids, targets) first "
                              "(or load a saved one with rubric_induce.calibration.artifacts.load_calibrator)")
+
+def validation_split(G: np.ndarray, early_stopping: bool, fraction: float,
+                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Training and validation rows: with early stopping, ``fraction`` of the groups (texts) held out,
+    drawn with ``rng``; without it (or with too few groups to split), every row trains."""
+    train_rows, val_rows = np.arange(len(G)), np.array([], dtype=np.int64)
+    if early_stopping:
+        uniq = np.unique(G)
+        n_val = int(round(len(uniq) * float(fraction)))
+        if n_val >= 1 and len(uniq) - n_val >= 1:
+            val_groups = set(rng.choice(uniq, size=n_val, replace=False).tolist())
+            is_val = np.array([g in val_groups for g in G])
+            train_rows, val_rows = np.flatnonzero(~is_val), np.flatnonzero(is_val)
+    return train_rows, val_rows
 
 
 class Calibrator(Estimator):
@@ -400,14 +414,7 @@ class Calibrator(Estimator):
         optimiser and the seeded batch-order generator, and the history the phases fill."""
         torch = require_torch()
         rng = np.random.default_rng(seed)
-        train_rows, val_rows = np.arange(len(X)), np.array([], dtype=np.int64)
-        if self.early_stopping:
-            uniq = np.unique(G)
-            n_val = int(round(len(uniq) * float(self.validation_fraction)))
-            if n_val >= 1 and len(uniq) - n_val >= 1:
-                val_groups = set(rng.choice(uniq, size=n_val, replace=False).tolist())
-                is_val = np.array([g in val_groups for g in G])
-                train_rows, val_rows = np.flatnonzero(~is_val), np.flatnonzero(is_val)
+        train_rows, val_rows = validation_split(G, self.early_stopping, self.validation_fraction, rng)
         jwd = self.weight_decay if self.judge_weight_decay is None else self.judge_weight_decay
         groups = [{"params": net.shared_parameters(), "weight_decay": float(self.weight_decay)}]
         if self.personalized:

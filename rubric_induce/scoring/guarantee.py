@@ -42,7 +42,7 @@ from scipy.stats import beta, binom
 
 from rubric_induce.core.errors import DataError
 
-__all__ = ["Guarantee", "EvenGrid", "MEASURES", "fit_guarantee", "min_calibration_size", "binomial_pvalue",
+__all__ = ["Guarantee", "EvenGrid", "MEASURES", "fit_guarantee", "min_calibration_size", "thresholds_at_counts", "binomial_pvalue",
            "clopper_pearson_upper", "agreement", "decode", "proba_confidence", "head_agreement",
            "variance_confidence", "order_agreement", "check_level", "apply_threshold", "default_tolerance",
            "candidate_thresholds", "fixed_sequence", "start_count", "check_tolerance", "largest_target",
@@ -220,6 +220,13 @@ def candidate_thresholds(conf: np.ndarray, start: int, steps: int) -> list[float
     if n == 0 or start > n:
         return []
     counts = np.unique(np.round(np.linspace(start, n, max(int(steps), 1))).astype(int))
+    return thresholds_at_counts(order, counts)
+
+
+def thresholds_at_counts(order: np.ndarray, counts: Any) -> list[float]:
+    """The confidence that answers the ``m`` most confident texts, for each ``m`` of ``counts`` (ascending),
+    keeping a threshold only when it is below the one before (ties answer more texts at once).
+    ``order``: the confidences sorted from most to least confident."""
     out: list[float] = []
     for m in counts:
         t = float(order[m - 1])

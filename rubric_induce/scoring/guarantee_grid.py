@@ -35,6 +35,7 @@ from rubric_induce.scoring.guarantee import (
     check_level,
     fit_guarantee,
     min_calibration_size,
+    thresholds_at_counts,
 )
 
 __all__ = ["GridRule", "rule_start", "fine_thresholds", "fit_fine_guarantee", "accepted_errors"]
@@ -88,12 +89,7 @@ def fine_thresholds(confidence: Any, start: int, step: int = 1) -> list[float]:
     counts = list(range(max(int(start), 1), n + 1, int(step)))
     if counts[-1] != n:
         counts.append(n)
-    out: list[float] = []
-    for m in counts:
-        t = float(order[m - 1])
-        if not out or t < out[-1]:
-            out.append(t)
-    return out
+    return thresholds_at_counts(order, counts)
 
 
 def fit_fine_guarantee(confidence: Any, agreed: Any, *, target: float, delta: float = 0.1,
