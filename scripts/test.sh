@@ -6,4 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test  # the demo layer (kept if there) plus the test tooling
-exec "${RUBRIC_INDUCE_VENV:-.venv}/bin/python" -m pytest -m "" "$@"
+# -n 0: one process. The heavy tiers run llama.cpp (a model or a server), whose threads spin on every core:
+# two at once on two xdist workers ran many times slower (2026-11-28), so CI runs them one after another.
+exec "${RUBRIC_INDUCE_VENV:-.venv}/bin/python" -m pytest -m "" -n 0 "$@"

@@ -102,5 +102,5 @@ def test_plain_pytest_is_the_fast_tier_and_ci_runs_every_tier():
     assert set(re.findall(r"not (\w+)", expr)) == heavy and expr.count(" and ") == len(heavy) - 1
     assert {m.split(":")[0] for m in ini["markers"]} >= heavy | {"remote"}
     test_sh = (ROOT / "scripts" / "test.sh").read_text()
-    assert 'exec "${RUBRIC_INDUCE_VENV:-.venv}/bin/python" -m pytest -m "" "$@"' in test_sh
+    assert 'exec "${RUBRIC_INDUCE_VENV:-.venv}/bin/python" -m pytest -m "" -n 0 "$@"' in test_sh
     assert "bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
