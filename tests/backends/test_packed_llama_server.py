@@ -72,7 +72,9 @@ def packed_run(tmp_path_factory, llama_server, embedded_model_path):
                    "options": {"alpha": 1.0}},
         "calibrate": {"question": "satisfaction",
                       "options": {"hidden": [4, 4], "finetune_epochs": 20, "pretrain": False}},
-        "evaluate": {"bootstrap": 50},
+        # the direct-judge baseline asks its own (unpacked) question per held-out text; off, so the cache
+        # holds the probe stage's calls only
+        "evaluate": {"bootstrap": 50, "direct_baseline": False},
         "feedback": {"enabled": False},
     }
     result = run_pipeline(config_from_dict(raw), out=base / "run", echo=lambda m: None)
