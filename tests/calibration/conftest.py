@@ -61,3 +61,10 @@ def scales():
 @pytest.fixture(scope="session")
 def data_factory():
     return make_data
+
+
+@pytest.fixture(scope="session")
+def make_planted():
+    """:func:`make_data` itself, for a test that needs other sizes (``from conftest import`` would pick
+    whichever conftest module a full run imported first under that name)."""
+    return make_data

@@ -64,14 +64,12 @@ def test_pairwise_head_orders_its_judges_as_the_calibrators_do():
 
 
 @pytest.mark.slow  # two small torch fits
-def test_calibrator_and_adaptive_model_use_the_same_mapping():
+def test_calibrator_and_adaptive_model_use_the_same_mapping(make_planted):
     pytest.importorskip("torch")
-    from conftest import make_data
-
     from rubric_induce.calibration.adaptive import AdaptiveModel
     from rubric_induce.calibration.calibrator import Calibrator
 
-    X, judges, y, groups, _ = make_data(n_texts=40, judges=12)
+    X, judges, y, groups, _ = make_planted(n_texts=40, judges=12)
     ids = [int(str(j).lstrip("j")) for j in judges]  # 0..11 as ints: "10" and "11" must come after "9"
     cal = Calibrator(pretrain_epochs=1, finetune_epochs=1).fit(X, ids, y, groups=groups)
     ada = AdaptiveModel(epochs=1, n_members=1).fit(X, ids, y, groups=groups)
