@@ -296,7 +296,8 @@ def _plot(out: Path, aspects: list[str], cells: dict[tuple[str, str], dict[str, 
             val = np.array([c[key] if c else np.nan for c in cs], dtype=float)
             lo = np.array([c[key + "_low"] if c else np.nan for c in cs], dtype=float)
             hi = np.array([c[key + "_high"] if c else np.nan for c in cs], dtype=float)
-            err = np.vstack([np.nan_to_num(val - lo), np.nan_to_num(hi - val)])
+            # a group-resampled interval need not contain the estimate: a whisker stops at the bar then
+            err = np.clip(np.vstack([np.nan_to_num(val - lo), np.nan_to_num(hi - val)]), 0.0, None)
             ax.bar(x + (k - (len(systems) - 1) / 2) * width, np.nan_to_num(val), width, yerr=err, capsize=2, label=s)
         if key == "summary_spearman":
             for name, marker in zip(PAPER_AUTOCAL, ("v", "^")):

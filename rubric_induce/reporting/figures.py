@@ -196,7 +196,8 @@ def plot_correlations(plt, table: list[dict[str, Any]], methods: Sequence[str], 
                     lo.append(v - low if np.isfinite(low) else 0.0)
                     hi.append(high - v if np.isfinite(high) else 0.0)
                 vals_arr = np.array(vals, dtype=float)
-                err = np.nan_to_num(np.array([lo, hi], dtype=float))
+                # an interval that resamples groups need not contain the estimate: its whisker stops at the bar
+                err = np.clip(np.nan_to_num(np.array([lo, hi], dtype=float)), 0.0, None)
                 pos = x + (k - (len(systems) - 1) / 2) * width
                 ax.bar(pos, np.nan_to_num(vals_arr), width, yerr=np.where(np.isfinite(vals_arr), err, 0.0),
                        capsize=2, label=system)
