@@ -14,13 +14,9 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.core.errors import DataError
+from rubric_induce.data.model import judge_key
 
 __all__ = ["judge_index", "judge_key", "judge_names", "judge_rows", "judge_vocabulary"]
-
-
-def judge_key(judge: str) -> tuple[int, str]:
-    """Sort key: numeric names by value first (ties broken by the name), then the others by name."""
-    return (int(judge), judge) if judge.isdecimal() else (1 << 30, judge)
 
 
 def judge_names(judge_ids: Iterable[Any]) -> list[str | None]:

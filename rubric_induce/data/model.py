@@ -23,6 +23,7 @@ __all__ = [
     "YES_NO",
     "LabelScale",
     "Judgment",
+    "judge_key",
     "Example",
     "Rubric",
     "RubricPool",
@@ -163,6 +164,12 @@ class LabelScale:
     def from_dict(cls, data: Mapping[str, Any]) -> LabelScale:
         return cls(str(data["kind"]), float(data["low"]), float(data["high"]),
                    tuple(float(x) for x in data.get("not_applicable", ())))
+
+
+def judge_key(judge: str) -> tuple[int, str]:
+    """Sort key for judge names: numeric names by value first (``"2"`` before ``"10"``, ties broken
+    by the name), then the others by name, so a judge order never depends on the data's order."""
+    return (int(judge), judge) if judge.isdecimal() else (1 << 30, judge)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ import numpy as np
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.datasets._common import check_scale, dataset_file, get_field, read_tsv, to_number, where
 from rubric_induce.data.jsonl import read_json
-from rubric_induce.data.model import Example, Judgment, LabelScale
+from rubric_induce.data.model import Example, Judgment, LabelScale, judge_key
 
 __all__ = [
     "load_llm_rubric",
@@ -132,7 +132,7 @@ class LLMRubricData:
             llm_probs=self.llm_probs[keep],
             has_llm_probs=self.has_llm_probs[keep],
             questions=dict(self.questions),
-            judges=sorted({j.judge for i in keep for j in self.examples[i].judgments}, key=_judge_key),
+            judges=sorted({j.judge for i in keep for j in self.examples[i].judgments}, key=judge_key),
             llm_samples=self.llm_samples[keep] if self.llm_samples is not None else None,
             meta=dict(self.meta),
         )
@@ -180,7 +180,7 @@ def load_llm_rubric(
         meta: dict[str, Any] = {"dataset": f"llm_rubric-{split}", "in_released_ids": text_id in released_ids}
         examples.append(_example(text_id, read, texts, meta, sources=sources, human_path=human_path))
 
-    judges = sorted({j.judge for ex in examples for j in ex.judgments}, key=_judge_key)
+    judges = sorted({j.judge for ex in examples for j in ex.judgments}, key=judge_key)
     meta = {
         "source": "microsoft/LLM-Rubric",
         "questions_order": list(LLM_RUBRIC_QUESTIONS),
@@ -285,10 +285,6 @@ def _example(text_id: str, read: _Judgments, texts: Mapping[str, tuple[str, dict
         meta["text_available"] = False
         meta["dialogue_system"] = text_id.split("_", 1)[0]
     return Example.create(fields, labels, id=text_id, judgments=js, group=text_id, meta=meta)
-
-
-def _judge_key(judge: str) -> tuple[int, str]:
-    return (int(judge), "") if judge.isdigit() else (1 << 30, judge)
 
 
 def _aggregate(judgments: list[Judgment]) -> dict[str, float | None]:
