@@ -186,15 +186,12 @@ def llm_rubric_polarity(data_root: Path, seeds: int, planted: tuple[int, ...]) -
     the 223 real dialogues, questions Q1-Q8 as rubrics (higher answer = better: SAT), label Q0 >= 3.
     ``k`` of the 8 are tagged DSAT at random (a generator's polarity error); per seed a fresh 50:50
     split; selection (rubicon, 4 + 4) with the check off / flip / drop, accuracy on the held-out half."""
-    import warnings
 
     import numpy as np
 
     from rubric_induce.data import AnswerScale, Rubric
     from rubric_induce.data.datasets.llm_rubric import load_llm_rubric
     from rubric_induce.data.probes import ProbeRecord, ProbeTable
-    from rubric_induce.selection.api import SelectContext, SelectParams, select
-    from rubric_induce.selection.split import group_split
 
     d = load_llm_rubric(data_root, "real").with_llm_probs()
     y = np.array([float(e.labels["Q0"] >= 3) for e in d.examples])
@@ -218,24 +215,9 @@ def llm_rubric_polarity(data_root: Path, seeds: int, planted: tuple[int, ...]) -
                     recs.append(ProbeRecord(e.id, r.id, list(r.scale.labels), list(r.scale.values), p.tolist(),
                                             "score-only", "logprobs", "h"))
             table = ProbeTable(recs)
-            tr, te = group_split(d.examples, y, test_size=0.5, random_state=seed)
-            train, test = [d.examples[i] for i in tr], [d.examples[i] for i in te]
-            for action in acc:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    res = select(table, rubrics, train, y[tr], SelectParams(n_sat=4, n_dsat=4, polarity_check=action),
-                                 context=SelectContext(seed=seed))
-                    m = res.evaluate(table, {"test": (test, y[te])}, n_boot=10)["test"]
-                acc[action].append(_acc(m))
-                if action == "flip":
-                    flagged = {i["id"] for i in res.polarity["inverted"]}
-                    ids = {base[q].id for q in wrong}
-                    caught += len(flagged & ids)
-                    false_flags += len(flagged - ids)
-        out.append({"planted": k, "seeds": seeds, "caught": caught, "planted_total": k * seeds,
-                    "false_flags": false_flags,
-                    **{f"test_accuracy_{a}": float(np.mean(v)) for a, v in acc.items()},
-                    **{f"test_accuracy_{a}_sd": float(np.std(v)) for a, v in acc.items()}})
+            c, f = _polarity_actions(table, rubrics, d.examples, y, seed, {base[q].id for q in wrong}, acc)
+            caught, false_flags = caught + c, false_flags + f
+        out.append(_polarity_row(k, seeds, caught, false_flags, acc))
     return out
 
 
@@ -243,14 +225,11 @@ def synthetic_polarity(seeds: int, planted: tuple[int, ...], n_examples: int = 4
     """The same comparison on a synthetic pool the size of a small generated one (selection/synthetic.py:
     4 + 4 informative rubrics of moderate effect, 12 noise ones, ``n_examples`` texts, 50:50 split), with
     ``k`` informative rubrics given the wrong tag. Synthetic: it shows the mechanism, not a field result."""
-    import warnings
 
     import numpy as np
 
     from rubric_induce.data import AnswerScale, Example, Rubric
     from rubric_induce.data.probes import ProbeRecord, ProbeTable
-    from rubric_induce.selection.api import SelectContext, SelectParams, select
-    from rubric_induce.selection.split import group_split
     from rubric_induce.selection.synthetic import make_synthetic_pool
 
     scale = AnswerScale.likert(0, 10)
@@ -271,24 +250,42 @@ def synthetic_polarity(seeds: int, planted: tuple[int, ...], n_examples: int = 4
                                 "score-only", "logprobs", "h")
                     for i, e in enumerate(examples) for j, r in enumerate(rubrics)]
             table, y = ProbeTable(recs), pool.y.astype(float)
-            tr, te = group_split(examples, y, test_size=0.5, random_state=seed)
-            train, test = [examples[i] for i in tr], [examples[i] for i in te]
-            for action in acc:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    res = select(table, rubrics, train, y[tr], SelectParams(n_sat=4, n_dsat=4, polarity_check=action),
-                                 context=SelectContext(seed=seed))
-                    acc[action].append(_acc(res.evaluate(table, {"test": (test, y[te])}, n_boot=10)["test"]))
-                if action == "flip":
-                    flagged = {i["id"] for i in res.polarity["inverted"]}
-                    ids = {rubrics[j].id for j in wrong}
-                    caught += len(flagged & ids)
-                    false_flags += len(flagged - ids)
-        out.append({"planted": k, "seeds": seeds, "caught": caught, "planted_total": k * seeds,
-                    "false_flags": false_flags,
-                    **{f"test_accuracy_{a}": float(np.mean(v)) for a, v in acc.items()},
-                    **{f"test_accuracy_{a}_sd": float(np.std(v)) for a, v in acc.items()}})
+            c, f = _polarity_actions(table, rubrics, examples, y, seed, {rubrics[j].id for j in wrong}, acc)
+            caught, false_flags = caught + c, false_flags + f
+        out.append(_polarity_row(k, seeds, caught, false_flags, acc))
     return out
+
+
+def _polarity_actions(table: Any, rubrics: list, examples: list, y: Any, seed: int, wrong_ids: set[str],
+                      acc: dict[str, list[float]]) -> tuple[int, int]:
+    """One seed's 50:50 split, selection with the polarity check off / flip / drop (held-out accuracy
+    appended to ``acc``); returns how many mis-tagged rubrics the flip caught and how many it flagged wrongly."""
+    import warnings
+
+    from rubric_induce.selection.api import SelectContext, SelectParams, select
+    from rubric_induce.selection.split import group_split
+
+    tr, te = group_split(examples, y, test_size=0.5, random_state=seed)
+    train, test = [examples[i] for i in tr], [examples[i] for i in te]
+    caught = false_flags = 0
+    for action in acc:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = select(table, rubrics, train, y[tr], SelectParams(n_sat=4, n_dsat=4, polarity_check=action),
+                         context=SelectContext(seed=seed))
+            acc[action].append(_acc(res.evaluate(table, {"test": (test, y[te])}, n_boot=10)["test"]))
+        if action == "flip":
+            flagged = {i["id"] for i in res.polarity["inverted"]}
+            caught, false_flags = len(flagged & wrong_ids), len(flagged - wrong_ids)
+    return caught, false_flags
+
+
+def _polarity_row(k: int, seeds: int, caught: int, false_flags: int, acc: dict[str, list[float]]) -> dict[str, Any]:
+    import numpy as np
+
+    return {"planted": k, "seeds": seeds, "caught": caught, "planted_total": k * seeds, "false_flags": false_flags,
+            **{f"test_accuracy_{a}": float(np.mean(v)) for a, v in acc.items()},
+            **{f"test_accuracy_{a}_sd": float(np.std(v)) for a, v in acc.items()}}
 
 
 def _get(m: dict, key: str) -> float | None:
