@@ -13,44 +13,12 @@ from rubric_induce.pipeline import load_config, run_pipeline
 
 RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
 
-CONFIG = """
-[run]
-seed = 0
 
-[task]
-preset = "uss"
-
-[data]
-examples = "{examples}"
-label = "sat"
-
-[backend]
-spec = "fake"
-
-[generate]
-method = "rubicon"
-domain = "@{res}/demo_uss_domain.txt"
-per_class = 3
-include = ["{res}/demo_uss_rubrics.json"]
-options = {{ top_k = 2, batch_size = 3, max_new = 2 }}
-
-[dedup]
-enabled = false
-
-[select]
-n_sat = 2
-n_dsat = 2
-
-[calibrate]
-question = "satisfaction"
-options = {{ hidden = [4, 4], finetune_epochs = 5, pretrain = false }}
-
-[evaluate]
-bootstrap = 20
-
-[report]
-figures = false
-"""
+def _config(fake_run_config: str, examples: Path) -> str:
+    """The shared fake-run config (tests/conftest.py) over ``examples``, every row read (no limit)."""
+    demo = f'examples = "{RES / "demo_uss_dialogues.jsonl"}"'
+    assert demo in fake_run_config and "limit = 24\n" in fake_run_config
+    return fake_run_config.replace(demo, f'examples = "{examples}"').replace("limit = 24\n", "")
 
 
 def _pairs(run: Path) -> set[tuple[str, str]]:
@@ -59,12 +27,12 @@ def _pairs(run: Path) -> set[tuple[str, str]]:
 
 
 @pytest.mark.slow
-def test_rerun_with_new_labels_probes_only_new_pairs(tmp_path) -> None:
+def test_rerun_with_new_labels_probes_only_new_pairs(tmp_path, fake_run_config) -> None:
     lines = (RES / "demo_uss_dialogues.jsonl").read_text().splitlines()
     data = tmp_path / "labelled.jsonl"
     data.write_text("\n".join(lines[:24]) + "\n")
     cfg_path = tmp_path / "cfg.toml"
-    cfg_path.write_text(CONFIG.format(examples=data, res=RES))
+    cfg_path.write_text(_config(fake_run_config, data))
     run = tmp_path / "run"
     first = FakeBackend()
     run_pipeline(load_config(cfg_path), out=run, backend=first, echo=lambda m: None, stop_after="probe")
