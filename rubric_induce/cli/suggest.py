@@ -32,6 +32,7 @@ class Pool:
     rubrics: list[str] = field(default_factory=list)
     embedder_model: str | None = None
     fake_backend: bool = False
+    confidence: Any = None  # the run's guarantee's confidence per text (threshold purpose), NaN where none
 
 
 def _from_judgements(path: Path, judge: str | None) -> Pool:
@@ -62,15 +63,29 @@ def _from_scores(path: Path, input_path: Path | None) -> Pool:
     return pool
 
 
-def _from_run(run: Path, input_path: Path, backend: str | None, cache: Path | None) -> Pool:
-    """Score the pool with the run (probes go through the run's call cache: texts probed before cost nothing)."""
+def run_guarantee(run: Path):
+    """The run's fitted guarantee the report shows (the highest target that answers something), or
+    None when the run has none that answers any text."""
+    from rubric_induce.reporting.guarantee import pick_guarantee
+    from rubric_induce.scoring.selective import fitted_guarantees
+
+    folder = run if run.is_dir() else run.parent
+    if not (folder / "artifact.json").is_file():
+        return None
+    g = pick_guarantee([x.to_dict() for x in fitted_guarantees(folder)])
+    return g if g is not None and g.threshold is not None else None
+
+
+def _from_run(run: Path, input_path: Path, backend: str | None, cache: Path | None, guarantee: Any = None) -> Pool:
+    """Score the pool with the run (probes go through the run's call cache: texts probed before cost
+    nothing); with ``guarantee``, each text's confidence under it as well."""
     import numpy as np
 
     from rubric_induce.scoring.scorer import RubricScorer
 
     scorer = RubricScorer.load(run, backend=backend, cache=cache)
     examples = scorer.read(input_path, optional_run_id=True)
-    results = scorer.score(examples)
+    results = scorer.score(examples, guarantee=guarantee)
     if not results or any(r.proba is None for r in results):
         raise DataError("the run scored no calibrated distribution (suggest needs a calibrated run)", path=run,
                         field="calibration")
@@ -80,6 +95,8 @@ def _from_run(run: Path, input_path: Path, backend: str | None, cache: Path | No
                 fields=list(scorer.fields or ["text"]), question=results[0].question,
                 rubrics=[r.text for r in scorer.rubrics], embedder_model=(cfg.get("dedup") or {}).get("model"),
                 fake_backend=str((cfg.get("backend") or {}).get("spec", "")).startswith("fake"))
+    if guarantee is not None:
+        pool.confidence = np.array([np.nan if r.confidence is None else r.confidence for r in results], dtype=float)
     return pool
 
 
@@ -151,7 +168,9 @@ def _write(rows: list[dict[str, Any]], out: Path | None) -> None:
               help="Texts per purpose (for the estimate: the expected number drawn).")
 @click.option("--for", "purposes", default="estimate,calibration", show_default=True,
               help="Purposes, comma-separated: estimate, calibration, threshold.")
-@click.option("--threshold", type=float, default=None, help="The guarantee's confidence threshold (for 'threshold').")
+@click.option("--threshold", type=float, default=None,
+              help="For 'threshold': the confidence threshold to label around (default with RUN: its fitted "
+                   "guarantee's, on the guarantee's own confidence measure).")
 @click.option("--mix", type=click.FloatRange(0, 1, min_open=True), default=0.5, show_default=True,
               help="Estimate: the uniform share of the sampling rule (bounds every weight by n / (mix * budget)).")
 @click.option("--seed", type=int, default=0, show_default=True, help="The coins' seed (estimate).")
@@ -173,7 +192,8 @@ def command(run, input_path, judgements, judge, scores, n, purposes, threshold, 
     estimate     active inference: each pool text is drawn with a probability tied to the judge's
                  uncertainty; the label's weight in `estimate` is 1 / sampling_probability
     calibration  the judge is unsure and no labelled text is near (uncertainty x embedding distance)
-    threshold    the judge's confidence is nearest the guarantee's threshold
+    threshold    the judge's confidence is nearest the guarantee's threshold (RUN's fitted
+                 guarantee, the one the report shows; else --threshold)
 
     \b
     Examples:
@@ -187,15 +207,23 @@ def command(run, input_path, judgements, judge, scores, n, purposes, threshold, 
         raise click.UsageError("give one of RUN (with --input), --judgements or --scores")
     if run is not None and input_path is None:
         raise click.UsageError("RUN needs --input POOL (the texts to choose from)")
+    guarantee = None
+    if run is not None and threshold is None and "threshold" in split_list(purposes):
+        guarantee = run_guarantee(run)
+        if guarantee is not None:
+            threshold = guarantee.threshold
+            click.echo(f"threshold {threshold:.4g} from the run's {guarantee.line()}", err=True)
+    params = SuggestParams(n=n, purposes=tuple(split_list(purposes)), mix=mix, threshold=threshold, seed=seed)
+    params.check()  # before scoring the pool: a missing threshold costs no call
     if run is not None:
-        pool = _from_run(run, input_path, backend, cache)
+        pool = _from_run(run, input_path, backend, cache, guarantee)
     elif judgements is not None:
         pool = _from_judgements(judgements, judge)
     else:
         pool = _from_scores(scores, input_path)
-    params = SuggestParams(n=n, purposes=tuple(split_list(purposes)), mix=mix, threshold=threshold, seed=seed)
     emb, lab_emb, used = _embeddings(pool, embedder) if "calibration" in params.purposes else (None, None, "")
-    found = suggest(pool.ids, pool.probs, pool.scale, params, embeddings=emb, labelled_embeddings=lab_emb)
+    found = suggest(pool.ids, pool.probs, pool.scale, params, embeddings=emb, labelled_embeddings=lab_emb,
+                    confidence=pool.confidence)
     rows = _rows(pool, found)
     _write(rows, out)
     counts = ", ".join(f"{p}: {sum(1 for s in found if s.purpose == p)}" for p in params.purposes)

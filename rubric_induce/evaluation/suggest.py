@@ -14,7 +14,10 @@ Three purposes, each with its own rule (``rubric-induce suggest``):
   *and* spread out rather than N near-copies of one hard text. These labels are not a random
   sample: they must not feed an estimate (they carry no sampling probability).
 - ``threshold``: the texts whose confidence is nearest the guarantee's threshold: their labels
-  decide whether the threshold can move (the fixed-sequence test is decided there).
+  decide whether the threshold can move (the fixed-sequence test is decided there). With a run's
+  fitted guarantee, the confidence is the guarantee's own (its measure and tolerance, as ``score
+  --guarantee`` computes it) and texts without one (no evidence: never answered) are passed over;
+  without, the judge's probability of its most likely answer.
 """
 from __future__ import annotations
 
@@ -49,7 +52,7 @@ class Suggestion:
     sampling_probability: float | None  # estimate only: P(this text is drawn); its label's weight is 1 / this
     judge_score: float                  # the judge's expected value on the scale
     uncertainty: float                  # the standard deviation of the judge's distribution
-    confidence: float                   # the judge's probability of its most likely answer
+    confidence: float                   # the judge's top probability (threshold rows: the guarantee's confidence)
     why: str
     priority: float | None = None       # calibration: uncertainty x distance; threshold: -|confidence - threshold|
 
@@ -81,7 +84,9 @@ class SuggestParams:
             raise DataError(f"purposes are {', '.join(PURPOSES)}; got {', '.join(self.purposes) or 'none'}",
                             field="for")
         if "threshold" in self.purposes and self.threshold is None:
-            raise DataError("the threshold purpose needs the guarantee's threshold (--threshold)", field="threshold")
+            raise DataError("the threshold purpose needs the guarantee's threshold: a run with a fitted guarantee "
+                            "(rubric-induce calibrate-guarantee RUN --labels FILE --target ...) or --threshold",
+                            field="threshold")
 
 
 def _judge_numbers(probs: np.ndarray, scale: Sequence[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -126,18 +131,25 @@ def suggest_calibration(ids: Sequence[str], probs: Any, scale: Sequence[float], 
 
 
 def suggest_threshold(ids: Sequence[str], probs: Any, scale: Sequence[float], threshold: float,
-                      n: int) -> list[Suggestion]:
-    """The ``n`` texts whose confidence is nearest ``threshold`` (ties by pool order)."""
+                      n: int, *, confidence: Any = None) -> list[Suggestion]:
+    """The ``n`` texts whose confidence is nearest ``threshold`` (ties by pool order). ``confidence``:
+    the guarantee's confidence per text (NaN: none, passed over); default the judge's top probability."""
     score, unc, conf = _judge_numbers(probs, scale)
+    if confidence is not None:
+        conf = np.asarray(confidence, dtype=float)
+        if conf.shape != (len(ids),):
+            raise DataError(f"{conf.size} confidences for {len(ids)} texts", field="confidence")
     gap = np.abs(conf - threshold)
     order = np.argsort(gap, kind="stable")[:n]
+    order = order[np.isfinite(gap[order])]
     return [Suggestion(ids[i], "threshold", r + 1, None, float(score[i]), float(unc[i]), float(conf[i]),
                        _WHY["threshold"], float(-gap[i])) for r, i in enumerate(order)]
 
 
 def suggest(ids: Sequence[str], probs: Any, scale: Sequence[float], params: SuggestParams, *,
-            embeddings: Any = None, labelled_embeddings: Any = None) -> list[Suggestion]:
-    """Every purpose ``params`` asks for, in order (a text may appear under several)."""
+            embeddings: Any = None, labelled_embeddings: Any = None, confidence: Any = None) -> list[Suggestion]:
+    """Every purpose ``params`` asks for, in order (a text may appear under several); ``confidence``:
+    the threshold purpose's (see :func:`suggest_threshold`)."""
     params.check()
     p = np.asarray(probs, dtype=float)
     if p.ndim != 2 or p.shape != (len(ids), len(scale)) or not np.isfinite(p).all():
@@ -153,7 +165,7 @@ def suggest(ids: Sequence[str], probs: Any, scale: Sequence[float], params: Sugg
             emb = embeddings if embeddings is not None else p  # no texts: the judge's distributions
             out += suggest_calibration(ids, p, scale, emb, params.n, labelled_embeddings=labelled_embeddings)
         else:
-            out += suggest_threshold(ids, p, scale, float(params.threshold), params.n)
+            out += suggest_threshold(ids, p, scale, float(params.threshold), params.n, confidence=confidence)
     return out
 
 

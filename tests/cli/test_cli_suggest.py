@@ -146,3 +146,50 @@ def test_suggest_from_a_score_file_with_texts(scored, pool, tmp_path) -> None:
     assert rows and all(r["purpose"] == "estimate" and 0 < r["sampling_probability"] <= 1 for r in rows)
     assert all(r["weight"] == pytest.approx(1 / r["sampling_probability"]) for r in rows)
     assert all(r["text"].startswith("USER:") for r in rows)  # the pool's texts ride along
+
+
+@pytest.fixture(scope="module")
+def guaranteed_run(fake_run, tmp_path_factory) -> Path:
+    """A copy of the fake run with a guarantee fitted into its artifact (calibrate-guarantee, target 0.8)."""
+    import shutil
+
+    tmp = tmp_path_factory.mktemp("guaranteed")
+    shutil.copytree(fake_run, tmp / "run")
+    res = CliRunner().invoke(cli, ["calibrate-guarantee", str(tmp / "run"), "--labels",
+                                   str(RES / "demo_uss_dialogues.jsonl"), "--target", "0.8"])
+    assert res.exit_code == 0, res.output
+    g = json.loads((tmp / "run" / "artifact.json").read_text())["guarantees"]
+    assert len(g) == 1 and g[0]["threshold"] is not None
+    return tmp / "run"
+
+
+def test_threshold_purpose_reads_the_runs_fitted_guarantee(guaranteed_run, pool, tmp_path) -> None:
+    """No --threshold needed: the run's guarantee gives the threshold and the confidence it is on."""
+    out = tmp_path / "next.jsonl"
+    res = CliRunner().invoke(cli, ["suggest", str(guaranteed_run), "--input", str(pool), "--for", "threshold",
+                                   "-n", "6", "--out", str(out)])
+    assert res.exit_code == 0, res.output  # was: exit 2, "needs the guarantee's threshold (--threshold)"
+    g = json.loads((guaranteed_run / "artifact.json").read_text())["guarantees"][0]
+    assert f"threshold {g['threshold']:.4g} from the run's guarantee" in res.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 6 and all(r["purpose"] == "threshold" for r in rows)
+    # the confidences are the guarantee's own (what `score --guarantee` gives), nearest its threshold first
+    scored = tmp_path / "scored.jsonl"
+    res = CliRunner().invoke(cli, ["score", str(guaranteed_run), "--input", str(pool), "--guarantee", "0.8",
+                                   "--out", str(scored)])
+    assert res.exit_code == 0, res.output
+    conf = {d["id"]: d["confidence"] for d in map(json.loads, scored.read_text().splitlines())}
+    assert all(r["confidence"] == pytest.approx(conf[r["id"]]) for r in rows)
+    gaps = sorted(abs(c - g["threshold"]) for c in conf.values() if c is not None)
+    assert [abs(r["confidence"] - g["threshold"]) for r in rows] == pytest.approx(gaps[:6])
+
+    # an explicit --threshold still wins (the judge's top probability, as without a guarantee)
+    res = CliRunner().invoke(cli, ["suggest", str(guaranteed_run), "--input", str(pool), "--for", "threshold",
+                                   "-n", "3", "--threshold", "0.5", "--out", str(out)])
+    assert res.exit_code == 0 and "from the run's guarantee" not in res.output, res.output
+
+
+def test_threshold_purpose_without_guarantee_or_threshold_is_exit_2(fake_run, pool) -> None:
+    res = CliRunner().invoke(cli, ["suggest", str(fake_run), "--input", str(pool), "--for", "estimate,threshold"])
+    assert res.exit_code == EXIT_INPUT, res.output
+    assert "calibrate-guarantee" in res.output and "--threshold" in res.output and "field 'threshold'" in res.output

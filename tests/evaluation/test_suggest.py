@@ -56,6 +56,17 @@ def test_threshold_lists_confidences_nearest_the_threshold() -> None:
     assert [s.id for s in got] == ["y", "w"]  # confidences 0.8 and 0.9
 
 
+def test_threshold_on_the_guarantees_own_confidence() -> None:
+    """A run's guarantee measures confidence its own way: those numbers decide, and a text without
+    one (no evidence: never answered) is passed over."""
+    ids = ["x", "y", "z", "w"]
+    got = suggest(ids, _probs([0.5, 0.8, 0.95, 0.1]), [0, 1], SuggestParams(n=3, purposes=("threshold",),
+                  threshold=0.85), confidence=[0.84, np.nan, 0.7, 0.99])
+    assert [(s.id, s.confidence) for s in got] == [("x", 0.84), ("w", 0.99), ("z", 0.7)]
+    with pytest.raises(DataError, match="3 confidences for 4 texts"):
+        suggest_threshold(ids, _probs([0.5, 0.8, 0.95, 0.1]), [0, 1], 0.85, 2, confidence=[0.1, 0.2, 0.3])
+
+
 @pytest.mark.parametrize("params,match", [
     (SuggestParams(n=0), "at least 1"), (SuggestParams(purposes=("everything",)), "purposes"),
     (SuggestParams(purposes=("threshold",)), "threshold"),
