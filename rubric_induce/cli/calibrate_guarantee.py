@@ -5,6 +5,8 @@ calibrated run, or for a cascade of runs, on labelled texts, and write it into t
 (:mod:`rubric_induce.cli.calibrate_guarantee_judgements`)."""
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import click
@@ -18,6 +20,7 @@ from rubric_induce.data.mapping import MAPPING_FORMATS
 from rubric_induce.data.probes import ProbeTable
 from rubric_induce.scoring.cascade import fit_cascade
 from rubric_induce.scoring.guarantee import agreement, check_level, check_tolerance, largest_target
+from rubric_induce.scoring.guarantee_draws import ResampleParams, cascade_check
 from rubric_induce.scoring.guarantee_labels import calibration_lines, label_mapping, label_scale, run_data
 from rubric_induce.scoring.scorer import RubricScorer
 from rubric_induce.scoring.selective import (
@@ -37,6 +40,7 @@ from rubric_induce.scoring.selective import (
     save_guarantee_records,
     score_with_arrays,
     seen_ids,
+    text_groups,
     tolerance_used,
 )
 
@@ -68,7 +72,13 @@ __all__ = ["command"]
               help="With --judgements: a judge's cost per call (overrides the file's cost fields).")
 @click.option("--scale", "scale_text", default=None,
               help="With --judgements: the answer values in order, comma-separated (default: the file's).")
-@click.option("--seed", type=int, default=0, show_default=True, help="With --combiner logistic: its fitting split.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the half-split check's draws (and with --combiner logistic or --order select, of "
+                   "their fitting split).")
+@click.option("--check-draws", type=click.IntRange(min=0), default=200, show_default=True,
+              help="Half-split check: refit on this many random halves of the calibration texts (by group where "
+                   "they have groups), each checked on all of them: how often a guarantee is issued and how often "
+                   "an issued one holds (no LLM call; 0 skips it).")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="With --judgements: where to write the guarantees (default: FILE.guarantees.json beside it).")
 @click.option("--labels", "labels_path", required=False, type=click.Path(dir_okay=False, exists=True, path_type=Path),
@@ -104,8 +114,8 @@ __all__ = ["command"]
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="SQLite call cache (default: each run's).")
 @progress_option
-def command(runs, judgements_path, stages, order, stage_confidence, combiner, grid, costs, scale_text, seed, out_path,
-            labels_path, label_field, text_field, maps, id_field, fmt, probes_path, targets, delta, measure,
+def command(runs, judgements_path, stages, order, stage_confidence, combiner, grid, costs, scale_text, seed,
+            check_draws, out_path, labels_path, label_field, text_field, maps, id_field, fmt, probes_path, targets, delta, measure,
             tolerance, method, backend_spec, cache_path, progress) -> None:
     """Fit a threshold so that agreement with humans on the texts answered is at least the target,
     with probability at least 1 - delta (fixed-sequence testing, exact binomial bound).
@@ -120,13 +130,14 @@ def command(runs, judgements_path, stages, order, stage_confidence, combiner, gr
     delta = check_level(delta, "delta")
     if tolerance is not None:
         tolerance = check_tolerance(tolerance)
+    check = ResampleParams(draws=check_draws, seed=seed).check()
     if judgements_path is not None:
         if runs or labels_path is not None:
             raise click.UsageError("--judgements replaces RUNS and --labels: give one or the other")
         fit_judgements_file(judgements_path, {
             "stages": stages, "method": method, "combiner": combiner, "order": order,
             "stage_confidence": stage_confidence, "grid": grid, "tolerance": tolerance, "costs": costs,
-            "scale": scale_text, "seed": seed, "targets": targets, "delta": delta, "out": out_path})
+            "scale": scale_text, "seed": seed, "targets": targets, "delta": delta, "out": out_path, "check": check})
         return
     if not runs or labels_path is None:
         raise click.UsageError("give RUNS and --labels FILE, or --judgements FILE --stages a,b,c")
@@ -141,7 +152,7 @@ def command(runs, judgements_path, stages, order, stage_confidence, combiner, gr
         fitted_guarantees(runs[0])  # what is there already is checked before any LLM call
         fitted_cascades(runs[0])
         fresh, y, label = _labelled(scorers, runs, labels_path, label_field, text_field, maps, id_field, fmt)
-        request = FitRequest(targets=targets, delta=delta, measure=measure, tolerance=tolerance)
+        request = FitRequest(targets=targets, delta=delta, measure=measure, tolerance=tolerance, resample=check)
         if len(scorers) == 1:
             _fit_one(scorers[0], runs[0], fresh, y, request, probes_path, labels_path, show_progress(progress))
         else:
@@ -191,7 +202,8 @@ def _fit_one(scorer, run, fresh, y, request: FitRequest, probes_path, labels_pat
     for line in calibration_lines(scorer, results, arr, y, delta=request.delta, measure=request.measure,
                                   tolerance=request.tolerance):
         echo(line)
-    fitted = fit_from_results(scorer, results, arr, y, request, source=str(labels_path))
+    fitted = fit_from_results(scorer, results, arr, y, request, source=str(labels_path),
+                              groups=[e.group for e in fresh])
     save_guarantee_records(run, [g.to_dict() for g in fitted])
     for g in fitted:
         echo(g.line())
@@ -219,12 +231,15 @@ def _fit_cascade(scorers, runs, fresh, y, request: FitRequest, method, labels_pa
          + (f" (each of {k} stages at delta/{k}: {largest_target(len(fresh), delta / k):.3f})"
             if method == "bonferroni" else "") + ", even if every one agreed")
     records = []
+    groups = text_groups(len(fresh), [e.group for e in fresh])
     for t in request.targets:
-        fitted = fit_cascade(confs, agreed, target=t, delta=delta, method=method, stages=names,
-                             source=str(labels_path))
+        fit = partial(fit_cascade, target=t, delta=delta, method=method, stages=names)
+        fitted = fit(confs, agreed, source=str(labels_path))
+        fitted = replace(fitted, resample=cascade_check(confs, agreed, fit, groups, target=t, params=request.resample))
         records.append(cascade_record(names, fitted, measure=measure, tolerance=tol, folder=names[0]))
         shares = ", ".join(f"{Path(n).name} {c:.1%}" for n, c in zip(names, fitted.stage_coverage))
+        check = f"; {fitted.resample.summary()}" if fitted.resample is not None else ""
         echo(f"cascade guarantee: agreement >= {t:g} with probability >= {1 - delta:g} ({method}); "
-             f"coverage {fitted.coverage:.1%} ({shares})")
+             f"coverage {fitted.coverage:.1%} ({shares}){check}")
     save_guarantee_records(runs[0], records, key=CASCADES_KEY, same=("runs", "target", "delta", "measure"))
     echo(f"wrote {len(records)} cascade guarantee(s) into {runs[0]} (runs named relative to it)")

@@ -4,6 +4,7 @@ outputs (a judgements file, :mod:`rubric_induce.data.judgements`), written as JS
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,8 @@ from rubric_induce.cli._shared import echo
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.judgements import read_judgements
 from rubric_induce.scoring.guarantee import largest_target
-from rubric_induce.scoring.judgements_guarantee import FitSpec, fit_judgements_guarantee
+from rubric_induce.scoring.guarantee_draws import ResampleParams
+from rubric_induce.scoring.judgements_guarantee import FitSpec, fit_judgements_guarantee, judgements_check
 
 __all__ = ["fit_judgements_file", "parse_costs", "parse_stages"]
 
@@ -52,7 +54,8 @@ def _scale(text: str | None) -> list[float] | None:
 
 def fit_judgements_file(path: Path, opts: dict[str, Any]) -> Path:
     """Read the file, fit one record per target, print each and write them to ``opts['out']``
-    (default: ``<file>.guarantees.json`` beside it). ``opts``: the command's options by name."""
+    (default: ``<file>.guarantees.json`` beside it), each with its half-split check (``opts['check']``,
+    a :class:`~rubric_induce.scoring.guarantee_draws.ResampleParams`). ``opts``: the command's options by name."""
     stages = parse_stages(opts["stages"])
     jd = read_judgements(path, scale=_scale(opts.get("scale")))
     kind = "guarantee" if len(stages) == 1 else ("jury" if opts["method"] == "jury" else "cascade")
@@ -66,8 +69,11 @@ def fit_judgements_file(path: Path, opts: dict[str, Any]) -> Path:
     echo(f"the largest target {labelled} text(s) could support at delta {opts['delta']:g} is "
          f"{largest_target(labelled, opts['delta']):.3f} (even if every one agreed)")
     records = []
+    check = opts.get("check") or ResampleParams()
     for target in opts["targets"]:
         g = fit_judgements_guarantee(jd, stages, target=target, delta=opts["delta"], spec=spec)
+        g = replace(g, resample=judgements_check(jd, stages, target=target, delta=opts["delta"], spec=spec,
+                                                 params=check))
         records.append(g.to_dict())
         echo(g.line())
     out = Path(opts["out"]) if opts.get("out") else path.with_name(path.stem + ".guarantees.json")

@@ -9,7 +9,7 @@ from typing import Any
 
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.mdtext import md_text
-from rubric_induce.scoring.guarantee import Guarantee
+from rubric_induce.scoring.guarantee import Guarantee, ResampleCheck, read_resample
 from rubric_induce.scoring.selective import (
     CASCADES_KEY,
     GUARANTEES_KEY,
@@ -69,9 +69,6 @@ def guarantee_section(run_dir: str | Path) -> list[str]:
     if not singles and not cascades and not notes:
         return []
 
-    def f(v: Any, p: int = 3) -> str:
-        return "–" if v is None else f"{float(v):.{p}f}"
-
     lines = ["## Guaranteed agreement", "",
              "Texts are answered only when their confidence reaches the threshold (fixed-sequence test, exact "
              "binomial, on labelled texts the run did not probe). What is guaranteed: over draws of the "
@@ -79,29 +76,70 @@ def guarantee_section(run_dir: str | Path) -> list[str]:
              "on the answered texts is at most 1 − target (the guaranteed error bound below). This is marginal "
              "over draws: among the draws that do answer, the error can exceed the bound more often than δ. "
              "The calibration agreement describes the calibration texts; it is not a bound.", ""]
+    checks = [read_resample(r, source=None, where="record") for r in (*singles, *cascades)]
+    if any(c is not None for c in checks):
+        lines += [HALF_SPLIT_NOTE, ""]
     lines += [f"- {md_text(n)}" for n in notes] + ([""] if notes else [])
     if singles:
-        lines += ["| target | δ | measure | tolerance | calibration texts | threshold | expected coverage | "
-                  "agreement (calibration) | guaranteed error bound |", "|---|---|---|---|---|---|---|---|---|"]
-        for r in singles:
-            g = Guarantee.from_dict(r)
-            lines.append(f"| {g.target:g} | {g.delta:g} | {g.measure} | {g.tolerance:g} | {g.n} | "
-                         f"{'none: all abstained' if g.threshold is None else f(g.threshold, 4)} | "
-                         f"{g.coverage:.1%} | {f(g.agreement)} | {f(g.error_bound)} |")
-        lines.append("")
+        lines += _single_table(singles)
     if cascades:
-        lines += ["| cascade (cheapest first) | target | δ | method | tolerance | thresholds | coverage | per stage | "
-                  "guaranteed error bound |", "|---|---|---|---|---|---|---|---|---|"]
-        for r in cascades:
-            names = [md_text(p.name) for p in cascade_runs(r, run_dir)]
-            th = ", ".join("none" if t is None else f(t, 3) for t in r["thresholds"])
-            per = ", ".join(f"{n} {c:.1%}" for n, c in zip(names, r.get("stage_coverage") or []))
-            tol = "–" if r.get("tolerance") is None else f"{float(r['tolerance']):g}"
-            lines.append(f"| {' → '.join(names)} | {r['target']:g} | {r['delta']:g} | {r.get('method', 'bonferroni')} | "
-                         f"{tol} | {th} | {float(r.get('coverage') or 0):.1%} | {per} | "
-                         f"{f(None if all(t is None for t in r['thresholds']) else 1 - r['target'])} |")
-        lines.append("")
+        lines += _cascade_table(cascades, run_dir)
     return lines
+
+
+#: What the half-split columns say, and what they do not
+HALF_SPLIT_NOTE = (
+    "How often an issued guarantee holds, on these texts (the half-split columns): the same fit was repeated "
+    "on S random halves of the calibration texts (whole groups where the texts have groups), and each refit "
+    "was checked with all the calibration texts as the population. \"issued share\" is the share of refits "
+    "that issued a guarantee; \"violation when issued\" the share of those whose agreement on the answered "
+    "texts fell below the target. It estimates how often a guarantee you are shown holds, which the 1 − δ "
+    "above does not bound; it is an estimate, not a bound: the refits use half the texts (they issue less "
+    "often than the full fit), the population is only these calibration texts, and with few texts the figure "
+    "is itself noisy. A violation rate when issued well above δ says to treat the guarantee with caution. "
+    "– : no check (a record fitted before it, or with --check-draws 0).")
+
+
+def _f(v: Any, p: int = 3) -> str:
+    return "–" if v is None else f"{float(v):.{p}f}"
+
+
+def _check_cells(check: ResampleCheck | None) -> str:
+    """The half-split columns: issued share (with S and the half size), violation when issued."""
+    if check is None:
+        return "– | –"
+    return (f"{check.issued_share:.3f} (S = {check.draws}, {check.half} of {check.n} texts) | "
+            f"{_f(check.conditional_violation)}")
+
+
+_CHECK_HEAD = "issued share, half-splits | violation when issued |"
+
+
+def _single_table(singles: Sequence[dict[str, Any]]) -> list[str]:
+    lines = ["| target | δ | measure | tolerance | calibration texts | threshold | expected coverage | "
+             f"agreement (calibration) | guaranteed error bound | {_CHECK_HEAD}", "|" + "---|" * 11]
+    for r in singles:
+        g = Guarantee.from_dict(r)
+        lines.append(f"| {g.target:g} | {g.delta:g} | {g.measure} | {g.tolerance:g} | {g.n} | "
+                     f"{'none: all abstained' if g.threshold is None else _f(g.threshold, 4)} | "
+                     f"{g.coverage:.1%} | {_f(g.agreement)} | {_f(g.error_bound)} | {_check_cells(g.resample)} |")
+    return lines + [""]
+
+
+def _cascade_table(cascades: Sequence[dict[str, Any]], run_dir: Path) -> list[str]:
+    lines = ["| cascade (cheapest first) | target | δ | method | tolerance | thresholds | coverage | per stage | "
+             f"guaranteed error bound | {_CHECK_HEAD}", "|" + "---|" * 11]
+    for r in cascades:
+        names = [md_text(p.name) for p in cascade_runs(r, run_dir)]
+        th = ", ".join("none" if t is None else _f(t, 3) for t in r["thresholds"])
+        per = ", ".join(f"{n} {c:.1%}" for n, c in zip(names, r.get("stage_coverage") or []))
+        tol = "–" if r.get("tolerance") is None else f"{float(r['tolerance']):g}"
+        check = read_resample(r, source=None, where="cascade")
+        lines.append(f"| {' → '.join(names)} | {r['target']:g} | {r['delta']:g} | {r.get('method', 'bonferroni')} | "
+                     f"{tol} | {th} | {float(r.get('coverage') or 0):.1%} | {per} | "
+                     f"{_f(None if all(t is None for t in r['thresholds']) else 1 - r['target'])} | "
+                     f"{_check_cells(check)} |")
+    return lines + [""]
 
 
 def viewer_guarantee(scorer: Any, table: Any, examples: Sequence[Any], results: dict[str, Any],

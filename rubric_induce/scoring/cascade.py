@@ -31,11 +31,13 @@ import numpy as np
 from rubric_induce.core.errors import DataError
 from rubric_induce.scoring.guarantee import (
     EvenGrid,
+    ResampleCheck,
     check_level,
     fit_guarantee,
     fixed_sequence,
     is_finite_number,
     min_calibration_size,
+    read_resample,
 )
 from rubric_induce.scoring.guarantee_grid import GridRule, fine_thresholds, fit_fine_guarantee, rule_start
 
@@ -46,7 +48,9 @@ CASCADE_METHODS = ("bonferroni", "shared")
 
 @dataclass(frozen=True)
 class CascadeGuarantee:
-    """Fitted cascade: per-stage thresholds (None = that stage answers nothing) and calibration shares."""
+    """Fitted cascade: per-stage thresholds (None = that stage answers nothing) and calibration shares;
+    ``resample``: the half-split check of ``calibrate-guarantee``
+    (:class:`~rubric_induce.scoring.guarantee.ResampleCheck`; None in older records)."""
 
     target: float
     delta: float
@@ -57,6 +61,7 @@ class CascadeGuarantee:
     coverage: float = 0.0
     stage_coverage: list[float] = field(default_factory=list)
     agreement: float | None = None
+    resample: ResampleCheck | None = None
 
     def route(self, confidences: Any) -> np.ndarray:
         return route(confidences, self.thresholds)
@@ -112,6 +117,7 @@ class CascadeGuarantee:
                 raise DataError(f"a saved cascade's {key} must be a list of "
                                 f"{'names' if key == 'stages' else 'numbers'}, got {items!r}",
                                 path=source, field=f"{where}.{key}")
+        vals["resample"] = read_resample(vals, source=source, where=where)
         return cls(**vals)
 
 

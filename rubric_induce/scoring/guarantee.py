@@ -42,7 +42,7 @@ from scipy.stats import beta, binom
 
 from rubric_induce.core.errors import DataError
 
-__all__ = ["Guarantee", "EvenGrid", "MEASURES", "fit_guarantee", "min_calibration_size", "thresholds_at_counts", "binomial_pvalue",
+__all__ = ["Guarantee", "ResampleCheck", "read_resample", "EvenGrid", "MEASURES", "fit_guarantee", "min_calibration_size", "thresholds_at_counts", "binomial_pvalue",
            "clopper_pearson_upper", "agreement", "decode", "proba_confidence", "head_agreement",
            "variance_confidence", "order_agreement", "check_level", "apply_threshold", "default_tolerance",
            "candidate_thresholds", "fixed_sequence", "start_count", "check_tolerance", "largest_target",
@@ -50,6 +50,95 @@ __all__ = ["Guarantee", "EvenGrid", "MEASURES", "fit_guarantee", "min_calibratio
 
 #: The confidence measures a run offers, by name (``--measure``).
 MEASURES = ("proba", "heads", "variance", "orders")
+
+
+@dataclass(frozen=True)
+class ResampleCheck:
+    """How a guarantee fitted like this one fares on the user's own calibration texts: the same fit
+    repeated on ``draws`` random halves of them (whole groups when the texts have groups; ``groups``
+    is then how many), each checked with all ``n`` calibration texts as the population
+    (:func:`rubric_induce.scoring.guarantee_draws.resample_check`, which also defines the fields).
+
+    ``half``: calibration texts per refit (the mean, split by group); ``issued_share``: share of
+    refits that issue a guarantee (answer something); ``violation_rate``: share of all refits whose
+    agreement over the answered texts of the ``n`` falls below the target (what the guarantee bounds
+    by delta, marginally); ``conditional_violation``: the same among the ``n_issued`` refits that
+    issued one (not bounded by delta; None when none issued); ``coverage``: mean share of the ``n``
+    texts answered, over all refits.
+
+    It estimates how often an issued guarantee holds, at half the calibration size and with the
+    calibration texts standing in for the population: noisy with few texts, not a bound.
+    """
+
+    draws: int
+    n: int
+    half: int
+    issued_share: float
+    violation_rate: float
+    conditional_violation: float | None
+    coverage: float
+    n_issued: int
+    groups: int | None = None
+    seed: int = 0
+
+    def summary(self) -> str:
+        """One clause for the guarantee's line."""
+        head = f"half-split check, {self.draws} refits on {self.half} of the {self.n} texts"
+        if self.n_issued == 0:
+            return f"{head}: none issued a guarantee"
+        return (f"{head}: {self.issued_share:.1%} issued one; below the target in {self.violation_rate:.1%} of all "
+                f"refits and {self.conditional_violation:.1%} of the issued ones; mean coverage {self.coverage:.1%}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, doc: Any, *, source: str | None = None, where: str = "resample") -> ResampleCheck:
+        """A check read back from JSON (an untrusted file): a missing or bad field is a DataError naming
+        it (``where``.field, e.g. ``guarantees[0].resample.issued_share``)."""
+        if not isinstance(doc, Mapping):
+            raise DataError(f"a saved half-split check must be an object, got {type(doc).__name__}", path=source,
+                            field=where)
+        for key in ("draws", "n", "half", "issued_share", "violation_rate", "conditional_violation", "coverage",
+                    "n_issued"):
+            if key not in doc:
+                raise DataError(f"a saved half-split check lacks {key!r}", path=source, field=f"{where}.{key}")
+
+        def bad(key: str, expected: str) -> DataError:
+            return DataError(f"a saved half-split check has {key} = {repr(doc[key])[:40]}; expected {expected}",
+                             path=source, field=f"{where}.{key}")
+
+        def count(key: str, lo: int, hi: float) -> int:
+            v = doc[key]
+            if not (is_finite_number(v) and float(v).is_integer() and lo <= v <= hi):
+                raise bad(key, f"a whole number in [{lo}, {hi:g}]")
+            return int(v)
+
+        def share(key: str) -> float:
+            v = doc[key]
+            if not (is_finite_number(v) and 0.0 <= v <= 1.0):
+                raise bad(key, "a number in [0, 1]")
+            return float(v)
+
+        vals: dict[str, Any] = {"draws": count("draws", 1, float("inf")), "n": count("n", 0, float("inf"))}
+        vals["half"] = count("half", 0, vals["n"])
+        vals["n_issued"] = count("n_issued", 0, vals["draws"])
+        for key in ("issued_share", "violation_rate", "coverage"):
+            vals[key] = share(key)
+        vals["conditional_violation"] = None if doc["conditional_violation"] is None else share("conditional_violation")
+        if (vals["conditional_violation"] is None) != (vals["n_issued"] == 0):
+            raise bad("conditional_violation", "null exactly when no refit issued a guarantee (n_issued 0)")
+        if doc.get("groups") is not None:
+            vals["groups"] = count("groups", 1, float("inf"))
+        if "seed" in doc:
+            vals["seed"] = count("seed", 0, float("inf"))
+        return cls(**vals)
+
+
+def read_resample(doc: Mapping[str, Any], *, source: str | None, where: str) -> ResampleCheck | None:
+    """A record's optional ``resample`` field (absent or null in records written before it: None)."""
+    value = doc.get("resample")
+    return None if value is None else ResampleCheck.from_dict(value, source=source, where=f"{where}.resample")
 
 
 @dataclass(frozen=True)
@@ -67,6 +156,10 @@ class Guarantee:
     exceeded it in 28 % of the draws that issued a guarantee, against 10 % nominal:
     ``tests/scoring/test_guarantee_bound.py``),
     so it is no longer computed, and :meth:`from_dict` ignores it when reading an old artifact.
+
+    ``resample``: the half-split check of ``calibrate-guarantee`` (a :class:`ResampleCheck`: how often
+    refits on half of these texts issue a guarantee and how often an issued one holds); None in
+    records written before it, or when it was turned off.
     """
 
     target: float
@@ -81,6 +174,7 @@ class Guarantee:
     tested: int = 0
     method: str = "fixed-sequence, exact binomial (Clopper-Pearson)"
     extra: dict[str, Any] = field(default_factory=dict)
+    resample: ResampleCheck | None = None
 
     def answers(self, confidence: Any) -> np.ndarray:
         """Which texts are answered (confidence at or above the threshold)."""
@@ -137,16 +231,18 @@ class Guarantee:
                             f"{', '.join(MEASURES)}", path=source, field=f"{where}.measure")
         if not isinstance(vals.get("extra", {}), dict) or not isinstance(vals.get("method", ""), str):
             raise DataError("a saved guarantee has a bad 'extra' or 'method'", path=source, field=where)
+        vals["resample"] = read_resample(vals, source=source, where=where)
         return cls(**vals)
 
     def line(self) -> str:
         """One line for reports: what is guaranteed, on how many texts, at what coverage."""
+        check = f"; {self.resample.summary()}" if self.resample is not None else ""
         if self.threshold is None:
             return (f"guarantee: no threshold reaches agreement >= {self.target:g} with probability "
-                    f">= {1 - self.delta:g} on {self.n} calibration texts; every text is abstained")
+                    f">= {1 - self.delta:g} on {self.n} calibration texts; every text is abstained{check}")
         return (f"guarantee: agreement with humans >= {self.target:g} on answered texts with probability "
                 f">= {1 - self.delta:g} over calibration draws (fixed-sequence test on {self.n} calibration texts; "
-                f"measure {self.measure}, threshold {self.threshold:.4g}, expected coverage {self.coverage:.1%})")
+                f"measure {self.measure}, threshold {self.threshold:.4g}, expected coverage {self.coverage:.1%}){check}")
 
 
 def check_level(value: Any, name: str) -> float:
@@ -292,17 +388,30 @@ def fit_guarantee(confidence: Any, agreed: Any, *, target: float, delta: float =
 def fixed_sequence(candidates: Sequence[float], outcome: Callable[[float], tuple[int, int]], *, target: float,
                    delta: float) -> tuple[tuple[float, int, int] | None, int]:
     """Test ``candidates`` in order; ``outcome(t)`` gives (answered, errors) at ``t``. Returns the last
-    rejected candidate with its counts (None when the first fails) and how many were tested."""
+    rejected candidate with its counts (None when the first fails) and how many were tested.
+
+    The p-values are computed a block of candidates at a time (one vectorised binomial call: the
+    per-call cost dominated the half-split check's hundreds of refits); the decisions are those of
+    testing one candidate after another, and at most a block's outcomes are computed past the first
+    failure."""
     need = min_calibration_size(target, delta)
     best: tuple[float, int, int] | None = None
-    tested = 0
-    for t in candidates:
-        m, errors = outcome(t)
-        tested += 1
-        if m < need or binomial_pvalue(errors, m, target) > delta:
-            break
-        best = (float(t), m, errors)
-    return best, tested
+    for start in range(0, len(candidates), _BLOCK):
+        chunk = list(candidates[start:start + _BLOCK])
+        counts = np.array([outcome(t) for t in chunk], dtype=int).reshape(-1, 2)
+        m, errors = counts[:, 0], counts[:, 1]
+        passed = (m >= need) & (binom.cdf(errors, np.maximum(m, 1), 1.0 - target) <= delta)
+        failed = np.flatnonzero(~passed)
+        last = (int(failed[0]) if len(failed) else len(chunk)) - 1
+        if last >= 0:
+            best = (float(chunk[last]), int(m[last]), int(errors[last]))
+        if len(failed):
+            return best, start + int(failed[0]) + 1
+    return best, len(candidates)
+
+
+#: candidates per vectorised p-value call in :func:`fixed_sequence`
+_BLOCK = 32
 
 
 # -- agreement ---------------------------------------------------------------------------------

@@ -31,12 +31,21 @@ import numpy as np
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.judgements import Judgements
 from rubric_induce.scoring.cascade import CASCADE_METHODS, fit_cascade, route
-from rubric_induce.scoring.guarantee import check_level, check_tolerance, default_tolerance, fit_guarantee
+from rubric_induce.scoring.guarantee import (
+    ResampleCheck,
+    check_level,
+    check_tolerance,
+    default_tolerance,
+    fit_guarantee,
+    read_resample,
+)
+from rubric_induce.scoring.guarantee_draws import ResampleParams, resample_check
 from rubric_induce.scoring.guarantee_grid import GridRule, fit_fine_guarantee
 from rubric_induce.scoring.jury import COMBINERS, LogisticJury, answer_confidence, mean_jury, split_by_group
 
 __all__ = ["FitSpec", "JudgementsGuarantee", "fit_judgements_guarantee", "apply_judgements_guarantee",
-           "stage_costs", "cost_order", "stage_views", "select_stages", "KINDS", "GRIDS", "ORDERS"]
+           "stage_costs", "cost_order", "stage_views", "select_stages", "judgements_check", "KINDS", "GRIDS",
+           "ORDERS"]
 
 KINDS = ("guarantee", "jury", "cascade")
 ORDERS = ("given", "cost", "select")
@@ -82,7 +91,8 @@ class JudgementsGuarantee:
     """A fitted guarantee on judges' outputs, as saved (``to_dict``) and applied
     (:func:`apply_judgements_guarantee`). ``thresholds``: one per stage for a cascade, else one
     (None: answers nothing). ``coverage`` and ``agreement``: on the texts the threshold was tested
-    on; ``n``: how many those were (a logistic jury's fitting texts excluded)."""
+    on; ``n``: how many those were (a logistic jury's fitting texts excluded). ``resample``: the
+    half-split check (:func:`judgements_check`; None in older records)."""
 
     kind: str
     stages: list[str]
@@ -102,6 +112,7 @@ class JudgementsGuarantee:
     cost_per_text: float | None = None
     calls_per_text: float = 0.0
     source: str | None = None
+    resample: ResampleCheck | None = None
 
     @property
     def issued(self) -> bool:
@@ -154,18 +165,20 @@ class JudgementsGuarantee:
         vals.setdefault("agreement", None)
         if vals.get("combiner") and vals["combiner"].get("kind") == "logistic":
             LogisticJury.from_dict(vals["combiner"], source=source, where=f"{where}.combiner")
+        vals["resample"] = read_resample(vals, source=source, where=where)
         return cls(**vals)
 
     def line(self) -> str:
         name = {"guarantee": f"judge {self.stages[0]}", "jury": f"jury of {', '.join(self.stages)}",
                 "cascade": f"cascade {' -> '.join(self.stages)}"}[self.kind]
+        check = f"; {self.resample.summary()}" if self.resample is not None else ""
         if not self.issued:
             return (f"{name}: no threshold reaches agreement >= {self.target:g} with probability >= {1 - self.delta:g} "
-                    f"on {self.n} calibration texts; every text is abstained")
+                    f"on {self.n} calibration texts; every text is abstained{check}")
         cost = f", cost per text {self.cost_per_text:.4g}" if self.cost_per_text is not None else ""
         return (f"{name}: agreement >= {self.target:g} on answered texts with probability >= {1 - self.delta:g} over "
                 f"calibration draws ({self.method}; {self.n} calibration texts, coverage {self.coverage:.1%}, calls "
-                f"per text {self.calls_per_text:.2f}{cost})")
+                f"per text {self.calls_per_text:.2f}{cost}){check}")
 
 
 # -- stage views ---------------------------------------------------------------------------------
@@ -252,6 +265,27 @@ def fit_judgements_guarantee(jd: Judgements, stages: Sequence[str], *, target: f
     else:
         out = _fit_single(lab, stages, target, delta, tol, spec, rule, common)
     return _with_costs(out, jd)
+
+
+def judgements_check(jd: Judgements, stages: Sequence[str], *, target: float, delta: float = 0.1,
+                     spec: FitSpec | None = None, params: ResampleParams | None = None) -> ResampleCheck | None:
+    """The half-split check (:mod:`rubric_induce.scoring.guarantee_draws`) of
+    :func:`fit_judgements_guarantee` with these arguments, on the labelled rows of ``jd``: refitted on
+    halves of their groups, each applied to every labelled row. A logistic combiner's or a stage
+    selection's own split gets a fresh seed per refit (it is part of the procedure's randomness)."""
+    spec = (spec or FitSpec()).check()
+    lab = _labelled(jd)
+    tol = default_tolerance(jd.scale) if spec.tolerance is None else float(spec.tolerance)
+    params = (params or ResampleParams()).check()
+    draw = iter(np.random.default_rng(params.seed + 1).integers(2**31, size=params.draws).tolist())
+
+    def refit(mask: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray]:
+        g = fit_judgements_guarantee(lab.take(mask), stages, target=target, delta=delta,
+                                     spec=replace(spec, seed=int(next(draw))))
+        out = apply_judgements_guarantee(g, lab)
+        return g.issued, out["answered"], _agreed(out["answer"][None, :], lab.label, tol)[0]
+
+    return resample_check(refit, lab.groups, target=target, params=params)
 
 
 def select_stages(lab: Judgements, stages: Sequence[str], *, target: float, delta: float,

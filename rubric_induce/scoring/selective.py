@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +47,14 @@ from rubric_induce.scoring.guarantee import (
     proba_confidence,
     variance_confidence,
 )
+from rubric_induce.scoring.guarantee_draws import ResampleParams, threshold_check
 
 __all__ = ["GUARANTEES_KEY", "CASCADES_KEY", "ARTIFACT_FILE", "require_calibrated", "judge_answers", "FitRequest",
            "fit_from_results", "save_guarantee_records", "load_guarantee_records", "fitted_guarantees",
            "resolve_guarantee", "mark_results", "human_labels", "scale_of", "score_with_arrays", "seen_ids",
            "check_cascade", "cascade_record", "cascade_runs", "check_cascade_record", "fitted_cascades",
            "resolve_cascade", "run_folder", "score_cascade", "cost_per_call", "tolerance_used", "require_evidence",
-           "check_probe_file"]
+           "check_probe_file", "text_groups"]
 
 GUARANTEES_KEY = "guarantees"
 CASCADES_KEY = "cascades"
@@ -180,24 +182,44 @@ def human_labels(examples: Sequence[Any], label: str, *, source: str | None = No
 class FitRequest:
     """What a guarantee fit is asked for: one guarantee per target in ``targets``, each at level
     ``1 - delta``, on the confidence ``measure`` (one of :data:`~rubric_induce.scoring.guarantee.MEASURES`),
-    agreement within ``tolerance`` scale units (None: the run's default, see :func:`tolerance_used`)."""
+    agreement within ``tolerance`` scale units (None: the run's default, see :func:`tolerance_used`);
+    ``resample``: the half-split check saved with each guarantee
+    (:mod:`~rubric_induce.scoring.guarantee_draws`; ``draws=0`` skips it)."""
 
     targets: Sequence[float]
     delta: float = 0.1
     measure: str = "proba"
     tolerance: float | None = None
+    resample: ResampleParams = field(default_factory=ResampleParams)
 
 
 def fit_from_results(scorer: Any, results: Sequence[Any], arr: Any, labels: Any, request: FitRequest, *,
-                     source: str | None = None) -> list[Guarantee]:
-    """One :class:`Guarantee` per target of ``request`` from scored labelled texts."""
+                     source: str | None = None, groups: Sequence[str] | None = None) -> list[Guarantee]:
+    """One :class:`Guarantee` per target of ``request`` from scored labelled texts, each with its
+    half-split check (``groups``: one per text, kept whole in the check's halves; default: every
+    text its own)."""
     delta = check_level(request.delta, "delta")
     targets = [check_level(t, "target") for t in request.targets]
     require_evidence(arr, len(results), source=source)
     answer, conf, tol = judge_answers(scorer, results, arr, measure=request.measure, tolerance=request.tolerance)
     ok = agreement(answer, np.asarray(labels, dtype=float), tolerance=tol)
-    return [fit_guarantee(conf, ok, target=t, delta=delta, measure=request.measure, tolerance=tol, source=source)
-            for t in targets]
+    groups = text_groups(len(results), groups)
+    out = []
+    for t in targets:
+        fit = partial(fit_guarantee, target=t, delta=delta, measure=request.measure, tolerance=tol)
+        g = fit(conf, ok, source=source)
+        out.append(replace(g, resample=threshold_check(conf, ok, fit, groups, target=t, params=request.resample)))
+    return out
+
+
+def text_groups(n: int, groups: Sequence[Any] | None = None) -> list[str]:
+    """One group name per text for splits that keep a group whole: ``groups`` (None entries: the
+    text is its own group), else every text its own."""
+    if groups is None:
+        return [f"text:{i}" for i in range(n)]
+    if len(groups) != n:
+        raise DataError(f"{len(groups)} groups for {n} texts", field="group")
+    return [f"text:{i}" if g is None else f"group:{g}" for i, g in enumerate(groups)]
 
 
 #: The scorer artifact's file name (``scorer.ARTIFACT_NAME``; not imported: the scorer imports this module).

@@ -92,6 +92,9 @@ def test_tolerance_and_what_the_texts_support_are_said(flat_run, tmp_path):
     assert f"the largest target 24 text(s) could support at delta 0.1 is {0.1 ** (1 / 24):.3f}" in out
     g = json.loads((run / "artifact.json").read_text())["guarantees"][0]
     assert g["tolerance"] == 0.5
+    # the half-split check: printed on the guarantee's line and saved with it
+    assert "half-split check, 200 refits on 12 of the 24 texts" in out
+    assert g["resample"]["draws"] == 200 and g["resample"]["n"] == 24 and g["resample"]["half"] == 12
     rc, out = _invoke("score", run, "--input", flat_run / "data.json", "--guarantee", "0.95")
     assert rc == 2 and "(fitted: target 0.8, delta 0.1, measure proba, tolerance 0.5)" in out, out
 
@@ -168,6 +171,8 @@ def test_cascade_records_name_runs_relative_so_a_moved_folder_keeps_them(fake_ru
     assert rc == 0, out
     record = json.loads((home / "cheap" / "artifact.json").read_text())["cascades"][0]
     assert record["runs"] == [".", "../strong"]  # was: absolute paths
+    assert record["resample"]["draws"] == 200 and record["resample"]["n"] == 24
+    assert "half-split check, 200 refits on 12 of the 24 texts" in out
     assert "tolerance 1 (default: one step of the run's scale" in out
     assert "agreement on the 24 calibration text(s), every one answered: cheap " in out
     assert f"is {0.1 ** (1 / 24):.3f} (each of 2 stages at delta/2: {0.05 ** (1 / 24):.3f})" in out
