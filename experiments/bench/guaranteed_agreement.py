@@ -3,18 +3,29 @@ verdicts and on planted data; no LLM call.
 
 Settings:
 
-* **LLMBar** (``DATA/llmbar/<subset>``): per subset (and all given subsets pooled), a cascade from
-  each released cheap judge (ChatGPT, LLaMA2, PaLM2, Falcon) to GPT-4. A judge's verdict is the
-  majority of its released verdicts (both presentation orders of the Swap, Metrics and Rating
-  strategies it has); its confidence the share of them that agree (simulated annotators across
-  orders and prompts), less up to 0.05 for judges with 1-10 ratings as the rating margin for the
-  verdict shrinks.
+* **Cascades on judgements files** (``--judgements [NAME=]FILE ...``, the layout of
+  :mod:`rubric_induce.data.judgements`, read by ``read_judgements``): per file, a cascade from each
+  ``--cheap`` judge the file has to the ``--strong`` judge. A judge's answer and confidence are the
+  reader's (its most probable answer and that probability, as ``calibrate-guarantee --judgements``
+  reads them); agreement is the answer equal to the row's label; rows without a label are left out.
+  An even split (LLMBar: ``probs`` ``[0.5, 0.5]``) answers the first response at 0.5, as the reader
+  reads it (the raw-file version took the first verdict given, at 0.45-0.5 for rated judges).
+  A setting is named NAME, or the file's stem. Without ``--judgements``, LLMBar's released verdicts
+  (``DATA/llmbar/<subset>``) are converted first, in process, by ``convert`` of
+  ``experiments/tools/llmbar_judgements.py`` (which documents how a judge's verdicts become its
+  answer and confidence) into a temporary folder, and read back from there: settings
+  ``llmbar/<subset>`` and, for several subsets, the pooled ``llmbar/<A+B+C>``. Running that converter
+  yourself and passing its files gives the same rows under the files' names.
 * **LLM-RUBRIC** (``DATA/llm_rubric``): the calibration network trained once on the synthetic
   dialogues, its Q0 predictions of each real dialogue's judge (never trained on); agreement exact
   (tolerance 0) or within one point (tolerance 1); confidence from the calibrated probability,
   the 24 per-judge heads (share agreeing with the judge's own answer) or the predictive variance.
+  This setting trains the network itself and needs what a judgements file does not hold (the
+  answer decoded from the expected rating, the heads, the variance), so it reads the release
+  directly; ``experiments/tools/llm_rubric_judgements.py`` writes that network's distributions as a
+  judgements file for ``guarantee_power.py`` and ``calibrate-guarantee``.
 * **Planted**: confidences and agreement drawn with known truth (one judge, and a two-stage
-  cascade); violation is checked against the true conditional agreement (closed form).
+  cascade); violation is checked against the true conditional agreement (closed form). No file.
 
 Per setting and target, over ``--splits`` random calibration/test splits (``--cal-frac`` of the
 texts to fit), each row gives (``"naive": true`` marks the baselines that carry no guarantee):
@@ -33,21 +44,30 @@ texts to fit), each row gives (``"naive": true`` marks the baselines that carry 
 * ``strong_share``: share of texts sent on to the strong judge.
 
 Baselines: the strong judge alone (with and without a guarantee) and the naive consistency cascade
-(the cheap judge answers when its two Swap orders agree, else GPT-4). Method ``cascade`` fits
+(the cheap judge answers when its two presentation orders agree, else the strong judge; from the
+rows' ``swap`` field, ``{judge: [answer, answer with the responses swapped]}``, which the LLMBar
+converter writes from the Swap strategy; a file without it has no naive row). Method ``cascade`` fits
 per-stage thresholds at delta/2 each (Bonferroni, the library's default), ``cascade-shared`` one
 threshold on the shared confidence scale (see :mod:`rubric_induce.scoring.cascade`).
+
+A judgements file that breaks the layout (or a bad ``swap`` field) stops the run with exit 2 and a
+message naming the file, line and field.
 
 Usage::
 
     .venv/bin/python experiments/bench/guaranteed_agreement.py --data-root ../shared/data \\
         --subsets Natural GPTInst GPTOut --out out/guaranteed_agreement
+    .venv/bin/python experiments/bench/guaranteed_agreement.py --judgements my_judges.jsonl \\
+        --cheap gpt-4o-mini --strong gpt-4o --skip llm_rubric planted --out out/mine
 """
 from __future__ import annotations
 
 import json
 import math
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,15 +77,16 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
 from _harness import begin, parser  # noqa: E402
+from tools.llmbar_judgements import convert  # noqa: E402
 
 from rubric_induce.core.errors import DataError  # noqa: E402
+from rubric_induce.data.judgements import Judgements, read_judgements  # noqa: E402
 from rubric_induce.scoring.cascade import fit_cascade, route  # noqa: E402
 from rubric_induce.scoring.guarantee import (  # noqa: E402
     agreement,
     decode,
     fit_guarantee,
     head_agreement,
-    order_agreement,
     proba_confidence,
     variance_confidence,
 )
@@ -78,81 +99,78 @@ from rubric_induce.scoring.planted import (  # noqa: E402
 
 CHEAP = ("ChatGPT", "LLaMA2", "PaLM2", "Falcon")
 STRONG = "GPT-4"
-STRATEGIES = ("Swap", "Metrics", "Rating")
 
 
-# -- LLMBar ------------------------------------------------------------------------------------
-def _subset_dir(root: Path, subset: str) -> Path:
-    for p in (root / "llmbar" / subset, root / subset):
-        if (p / "dataset.json").exists():
-            return p
-    raise DataError(f"no LLMBar subset {subset!r} (dataset.json) under {root}", path=root, field="subsets")
+@dataclass(frozen=True)
+class Runs:
+    """What every split-based setting shares: targets, delta and the splits drawn (seeded per target)."""
+
+    targets: list[float]
+    delta: float
+    splits: int
+    cal_frac: float
+    seed: int
 
 
-def _winner(entry: dict) -> float:
-    w = entry.get("winner")
-    return float(w) if w in ("1", "2", 1, 2) else np.nan
+# -- judgements files (LLMBar converted) -----------------------------------------------------------
+def llmbar_files(root: Path, subsets: list[str], folder: Path) -> list[tuple[str, Path]]:
+    """LLMBar converted by ``experiments/tools/llmbar_judgements.py`` into ``folder``: (setting, file),
+    per subset and, for several subsets, pooled."""
+    written = convert(root, subsets, folder)
+    names = {s: f"llmbar/{s}" for s in subsets} | {"pooled": "llmbar/" + "+".join(subsets)}
+    return [(names[k], path) for k, path in written.items()]
 
 
-def load_llmbar_judge(folder: Path, judge: str) -> dict[str, np.ndarray]:
-    """A judge's verdicts on a subset: ``verdicts`` [pairs, k] (1/2, NaN = none), the Swap pair
-    (for the naive cascade), and ``margin`` (rating difference score_1 - score_2, NaN without)."""
-    cols, swap, margin = [], None, None
-    for strategy in STRATEGIES:
-        path = folder / "evaluators" / judge / strategy / "result.json"
-        if not path.exists():
-            continue
-        rows = json.loads(path.read_text(encoding="utf-8"))
-        last = [r["results"][-1] for r in rows]  # a second entry is the released retry: the final verdict
-        a = np.array([_winner(e.get("swap = False", {})) for e in last])
-        b = np.array([_winner(e.get("swap = True", {})) for e in last])
-        cols += [a, b]
-        if strategy == "Swap":
-            swap = np.stack([a, b], axis=1)
-        if strategy == "Rating":
-            def score(e: dict, k: str) -> float:
-                try:
-                    return float(str(e[k][0]).strip())
-                except (KeyError, ValueError, IndexError, TypeError):
-                    return np.nan
-            margin = np.array([score(e, "score_1") - score(e, "score_2") for e in last])
-    if swap is None:
-        raise DataError(f"judge {judge} has no Swap verdicts", path=folder, field="evaluators")
-    V = np.stack(cols, axis=1)
-    return {"verdicts": V, "swap": swap, "margin": margin if margin is not None else np.full(len(V), np.nan)}
-
-
-def judge_view(j: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Verdict (majority over orders and strategies) and confidence on [0, 1]: the share of verdicts
-    that agree; for judges with 1-10 ratings, less up to 0.05 as the rating margin for the verdict
-    shrinks (a tie-break inside one share, keeping every judge's scale at the same top)."""
-    pred, share = order_agreement(j["verdicts"])
-    m = j["margin"]
-    rated = np.isfinite(m)
-    support = np.where(rated & (np.where(m > 0, 1.0, 2.0) == pred) & (m != 0), np.abs(np.nan_to_num(m)) / 9.0, 0.0)
-    conf = np.where(rated, share - 0.05 * (1.0 - support), share)
-    return pred, np.where(np.isfinite(pred), conf, np.nan)
-
-
-def load_llmbar(root: Path, subsets: list[str]) -> dict[str, dict[str, Any]]:
-    out = {}
-    for s in subsets:
-        folder = _subset_dir(root, s)
-        gold = np.array([float(r["label"]) for r in json.loads((folder / "dataset.json").read_text())])
-        judges = {j: load_llmbar_judge(folder, j) for j in (*CHEAP, STRONG)
-                  if (folder / "evaluators" / j / "Swap" / "result.json").exists()}
-        out[s] = {"gold": gold, "judges": judges}
-    if len(subsets) > 1:
-        pooled = {"gold": np.concatenate([out[s]["gold"] for s in subsets]), "judges": {}}
-        for j in out[subsets[0]]["judges"]:
-            if all(j in out[s]["judges"] for s in subsets):
-                parts = [out[s]["judges"][j] for s in subsets]
-                width = min(p["verdicts"].shape[1] for p in parts)
-                pooled["judges"][j] = {"verdicts": np.concatenate([p["verdicts"][:, :width] for p in parts]),
-                                       "swap": np.concatenate([p["swap"] for p in parts]),
-                                       "margin": np.concatenate([p["margin"] for p in parts])}
-        out["+".join(subsets)] = pooled
+def named_files(specs: list[str]) -> list[tuple[str, Path]]:
+    """``[NAME=]FILE`` arguments as (setting, file); a bare FILE (or an existing file whose name
+    holds "=") is named by its stem."""
+    out = []
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or Path(spec).is_file():
+            name, path = Path(spec).stem, spec
+        out.append((name, Path(path)))
     return out
+
+
+def swap_pairs(jd: Judgements) -> dict[str, np.ndarray]:
+    """Per judge, its answers in both presentation orders ``[texts, 2]`` (NaN = none) from the rows'
+    ``swap`` field (module docstring); judges no row gives are absent. Checked as the file is read."""
+    out: dict[str, np.ndarray] = {}
+    for i, extra in enumerate(jd.extra):
+        swap = extra.get("swap")
+        if swap is None:
+            continue
+        if not isinstance(swap, dict):
+            raise DataError("expected an object: judge -> [answer, answer with the responses swapped]",
+                            path=jd.source, line=jd.lines[i], field="swap")
+        for judge, pair in swap.items():
+            ok = pair is None or (isinstance(pair, list) and len(pair) == 2 and all(
+                v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and float(v) in jd.scale)
+                for v in pair))
+            if not ok:
+                raise DataError(f"expected two answers on the scale {list(jd.scale)} (or null), got {pair!r}",
+                                path=jd.source, line=jd.lines[i], field=f"swap.{judge}")
+            if pair is not None:
+                out.setdefault(str(judge), np.full((jd.n, 2), np.nan))[i] = [np.nan if v is None else v for v in pair]
+    return out
+
+
+@dataclass
+class Setting:
+    """A judgements file as a cascade setting: its labelled rows and their ``swap`` answers."""
+
+    name: str
+    jd: Judgements
+    swap: dict[str, np.ndarray]
+
+
+def labelled(jd: Judgements) -> Judgements:
+    """The rows with a human label (the others cannot say whether a guarantee held)."""
+    if not jd.labelled.any():
+        raise DataError("no labelled row: agreement needs a human label (label or labels)", path=jd.source,
+                        field="label")
+    return jd.take(jd.labelled)
 
 
 # -- evaluation over splits ----------------------------------------------------------------------
@@ -207,55 +225,63 @@ def _test_agreement(answered: np.ndarray, correct: np.ndarray) -> float:
     return float(correct[answered].mean()) if answered.any() else np.nan
 
 
-def llmbar_setting(name: str, data: dict[str, Any], cheap: str, targets: list[float], delta: float,
-                   splits: int, cal_frac: float, seed: int) -> list[dict[str, Any]]:
-    gold = data["gold"]
-    jc, js = data["judges"][cheap], data["judges"][STRONG]
-    pc, cc = judge_view(jc)
-    ps, cs = judge_view(js)
-    A = np.stack([pc == gold, ps == gold])
-    C = np.stack([cc, cs])
-    consistent = (jc["swap"][:, 0] == jc["swap"][:, 1]) & np.isfinite(jc["swap"][:, 0])
-    naive_correct = np.where(consistent, jc["swap"][:, 0] == gold, ps == gold)
-    setting = f"llmbar/{name}: {cheap} -> {STRONG}"
+def cascade_setting(st: Setting, cheap: str, strong: str, runs: Runs) -> list[dict[str, Any]]:
+    """The cascade ``cheap -> strong`` on a (labelled) judgements file, per target over the splits:
+    both cascade methods, the strong judge with and without a guarantee, and the naive consistency
+    cascade where the rows give the cheap judge's ``swap`` answers."""
+    jd = st.jd
+    gold = jd.label
+    jc, js = jd.judge(cheap), jd.judge(strong)
+    A = np.stack([jc.answer == gold, js.answer == gold])  # no answer (NaN): not agreeing
+    C = np.stack([jc.confidence, js.confidence])
+    swap = st.swap.get(cheap)
+    setting = f"{st.name}: {cheap} -> {strong}"
     rows = []
     n = len(gold)
-    every = np.arange(n)
-    for target in targets:
-        rng = np.random.default_rng(seed)
-        acc: dict[str, list[dict[str, Any]]] = {k: [] for k in
-                                                 ("cascade", "cascade-shared", "strong-guaranteed", "strong-alone",
-                                                  "naive")}
-        failures = {"cascade": 0, "cascade-shared": 0}
-        for cal, test in _splits(n, cal_frac, splits, rng):
-            for method in ("bonferroni", "shared"):
-                key = "cascade" if method == "bonferroni" else "cascade-shared"
-                try:
-                    cg = fit_cascade(C[:, cal], A[:, cal], target=target, delta=delta, method=method)
-                except DataError:  # too few calibration texts for the target: no guarantee issued
-                    failures[key] += 1
-                    acc[key].append({**_NOT_ISSUED, "strong": 1.0})
-                    continue
-                st = route(C, cg.thresholds)
-                ans = st >= 0
-                corr = np.zeros(n, bool)
-                corr[ans] = A[st[ans], every[ans]]
-                issued = any(t is not None for t in cg.thresholds)
-                # every text stage 0 did not answer goes on
-                acc[key].append(_record(issued, ans, corr, test, target, float((st[test] != 0).mean())))
-            g = fit_guarantee(C[1, cal], A[1, cal], target=target, delta=delta)
-            acc["strong-guaranteed"].append(_record(g.threshold is not None, g.answers(C[1]), A[1], test, target,
-                                                    1.0))
+    m = int(round(runs.cal_frac * n))
+    for target in runs.targets:
+        rng = np.random.default_rng(runs.seed)
+        keys = ("cascade", "cascade-shared", "strong-guaranteed", "strong-alone") + (("naive",) if swap is not None
+                                                                                      else ())
+        acc: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
+        failures = {"cascade": 0, "cascade-shared": 0, "strong-guaranteed": 0}
+        for cal, test in _splits(n, runs.cal_frac, runs.splits, rng):
+            for key, method in (("cascade", "bonferroni"), ("cascade-shared", "shared"), ("strong-guaranteed", None)):
+                rec = _cascade_record(C, A, cal, test, target, runs.delta, method)
+                failures[key] += rec is None
+                acc[key].append(rec or {**_NOT_ISSUED, "strong": 1.0})
             always = np.ones(n, bool)
             acc["strong-alone"].append(_record(True, always, A[1], test, target, 1.0))
-            acc["naive"].append(_record(True, always, naive_correct, test, target,
-                                        float((~consistent[test]).mean())))
-        m = int(round(cal_frac * n))
+            if swap is not None:
+                consistent = (swap[:, 0] == swap[:, 1]) & np.isfinite(swap[:, 0])
+                naive_correct = np.where(consistent, swap[:, 0] == gold, A[1])
+                acc["naive"].append(_record(True, always, naive_correct, test, target,
+                                            float((~consistent[test]).mean())))
         for key, recs in acc.items():
             extra = {"fit_failures": failures[key]} if key in failures else {}
-            rows.append(_summary(setting, key, target, delta, recs, m, n - m,
+            rows.append(_summary(setting, key, target, runs.delta, recs, m, n - m,
                                  naive=key in ("strong-alone", "naive"), **extra))
     return rows
+
+
+def _cascade_record(C: np.ndarray, A: np.ndarray, cal: np.ndarray, test: np.ndarray, target: float, delta: float,
+                    method: str | None) -> dict[str, Any] | None:
+    """One split's cascade (``method`` None: the strong judge alone with a guarantee) fitted on
+    ``cal``; None when too few calibration texts for the target (no guarantee issued)."""
+    try:
+        if method is None:
+            g = fit_guarantee(C[1, cal], A[1, cal], target=target, delta=delta)
+            return _record(g.threshold is not None, g.answers(C[1]), A[1], test, target, 1.0)
+        cg = fit_cascade(C[:, cal], A[:, cal], target=target, delta=delta, method=method)
+    except DataError:
+        return None
+    st = route(C, cg.thresholds)
+    ans = st >= 0
+    corr = np.zeros(len(ans), bool)
+    corr[ans] = A[st[ans], np.flatnonzero(ans)]
+    issued = any(t is not None for t in cg.thresholds)
+    # every text stage 0 did not answer goes on
+    return _record(issued, ans, corr, test, target, float((st[test] != 0).mean()))
 
 
 # -- LLM-RUBRIC --------------------------------------------------------------------------------
@@ -280,8 +306,8 @@ def llm_rubric_predictions(root: Path | None, seed: int) -> dict[str, np.ndarray
     return {"y": real.target("Q0"), "proba": P, "pred": pred, "var": var, "heads": heads, "scale": scale}
 
 
-def llm_rubric_settings(pr: dict[str, np.ndarray], targets: list[float], delta: float, splits: int,
-                        cal_frac: float, seed: int) -> list[dict[str, Any]]:
+def llm_rubric_settings(pr: dict[str, np.ndarray], runs: Runs) -> list[dict[str, Any]]:
+    targets, delta, splits, cal_frac, seed = runs.targets, runs.delta, runs.splits, runs.cal_frac, runs.seed
     rows = []
     scale, y = pr["scale"], pr["y"]
     ok_y = np.isfinite(y)
@@ -378,10 +404,28 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def read_settings(args: Any) -> list[Setting]:
+    """Every judgements setting, read and checked before any is run (``--judgements``, else LLMBar
+    converted into a temporary folder that is gone once read)."""
+    def read(name: str, path: Path) -> Setting:
+        jd = labelled(read_judgements(path))
+        return Setting(name, jd, swap_pairs(jd))
+
+    if args.judgements:
+        return [read(name, path) for name, path in named_files(args.judgements)]
+    with tempfile.TemporaryDirectory(prefix="llmbar_judgements_") as tmp:
+        return [read(name, path) for name, path in llmbar_files(args.data_root, args.subsets, Path(tmp))]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = parser("guaranteed_agreement", __doc__.split("\n\n")[0])
-    ap.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
-    ap.add_argument("--subsets", nargs="+", default=["Natural", "GPTInst", "GPTOut"])
+    ap.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data",
+                    help="holds llmbar/<subset> (converted when no --judgements) and llm_rubric/")
+    ap.add_argument("--subsets", nargs="+", default=["Natural", "GPTInst", "GPTOut"], help="LLMBar subsets")
+    ap.add_argument("--judgements", nargs="+", metavar="[NAME=]FILE",
+                    help="judgements files, one cascade setting each (default: LLMBar's subsets, converted)")
+    ap.add_argument("--cheap", nargs="+", default=list(CHEAP), help="first-stage judges, one cascade each")
+    ap.add_argument("--strong", default=STRONG, help="the second-stage (strong) judge")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--splits", type=int, default=500)
     ap.add_argument("--cal-frac", type=float, default=0.5)
@@ -389,25 +433,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delta", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--planted-n", type=int, default=400, help="calibration texts per planted draw")
-    ap.add_argument("--skip", nargs="*", default=[], choices=["llmbar", "llm_rubric", "planted"])
+    ap.add_argument("--skip", nargs="*", default=[], choices=["judgements", "llmbar", "llm_rubric", "planted"],
+                    help="settings to leave out (llmbar: the same as judgements)")
     exp, args = begin(ap, argv)
     t0 = time.time()
+    runs = Runs(args.targets, args.delta, args.splits, args.cal_frac, args.seed)
+    skip = set(args.skip) | ({"judgements"} if "llmbar" in args.skip else set())
+    try:
+        settings = [] if "judgements" in skip else read_settings(args)
+    except DataError as exc:  # a file that breaks the layout: name file, line and field, run nothing
+        print(f"error: {exc}", file=sys.stderr)
+        return exp.close(exit_code=2)
     rows: list[dict[str, Any]] = []
     errors: list[str] = []
-    if "planted" not in args.skip:
+    if "planted" not in skip:
         rows += planted_settings(args.targets, args.delta, args.splits, args.planted_n, args.seed)
-    if "llmbar" not in args.skip:
-        for name, data in load_llmbar(args.data_root, args.subsets).items():
-            for cheap in CHEAP:
-                if cheap not in data["judges"] or STRONG not in data["judges"]:
-                    errors.append(f"llmbar/{name}: no {cheap} or {STRONG} verdicts")
-                    continue
-                rows += llmbar_setting(name, data, cheap, args.targets, args.delta, args.splits, args.cal_frac,
-                                       args.seed)
-    if "llm_rubric" not in args.skip:
+    for st in settings:
+        for cheap in args.cheap:
+            if cheap not in st.jd.judges or args.strong not in st.jd.judges:
+                errors.append(f"{st.name}: no {cheap} or {args.strong} verdicts")
+                continue
+            rows += cascade_setting(st, cheap, args.strong, runs)
+    if "llm_rubric" not in skip:
         try:
-            pr = llm_rubric_predictions(args.data_root, args.seed)
-            rows += llm_rubric_settings(pr, args.targets, args.delta, args.splits, args.cal_frac, args.seed)
+            rows += llm_rubric_settings(llm_rubric_predictions(args.data_root, args.seed), runs)
         except Exception as exc:  # report the failure as it comes, keep the other settings
             errors.append(f"llm_rubric: {type(exc).__name__}: {exc}")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -65,9 +65,20 @@ def scored_rows(g: JudgementsGuarantee, jd: Judgements) -> list[dict[str, Any]]:
     return rows
 
 
-def score_judgements(judgements: str | Path, guarantees: str | Path, *, target: float | None = None,
+def score_judgements(judgements: str | Path | Judgements, guarantees: str | Path, *, target: float | None = None,
                      delta: float | None = None) -> tuple[JudgementsGuarantee, list[dict[str, Any]]]:
-    """Read both files, pick the guarantee and answer or abstain every text of ``judgements``."""
+    """Answer or abstain every text of a judgements file with a saved guarantee: the scoring stage's
+    entry for judges' outputs without a run (a run's rubrics are scored by ``RubricScorer``).
+
+    ``judgements``: a judgements file (read on the guarantee's scale), or one already read by
+    :func:`~rubric_induce.data.judgements.read_judgements`, whose scale must then be the guarantee's.
+    ``guarantees``: a ``*.guarantees.json`` written by ``calibrate-guarantee --judgements``; the
+    record for ``target`` (and ``delta``) is used, or the only one. Returns that record and a row
+    per text (:func:`scored_rows`). No label is read, so the file may be unlabelled."""
     g = pick_guarantee(load_judgements_guarantees(guarantees), target, delta, source=str(guarantees))
-    jd = read_judgements(judgements, scale=g.scale)
-    return g, scored_rows(g, jd)
+    if isinstance(judgements, Judgements):
+        if len(judgements.scale) != len(g.scale) or not np.allclose(judgements.scale, g.scale):
+            raise DataError(f"the judgements' scale {list(judgements.scale)} is not the guarantee's {g.scale}",
+                            path=judgements.source, field="scale")
+        return g, scored_rows(g, judgements)
+    return g, scored_rows(g, read_judgements(judgements, scale=g.scale))

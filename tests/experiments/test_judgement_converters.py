@@ -66,6 +66,16 @@ def test_llmbar_converter_labels_answers_and_ties(tmp_path: Path) -> None:
     assert chat.probs[0].tolist() == [0.5, 0.5] and chat.answer[1] == 1 and chat.confidence[1] == 1.0
     assert not chat.present[2]  # no verdict at all: the judge is left out of that row
     assert [e["subset"] for e in jd.extra] == ["Tiny"] * 3
+    # each judge's Swap verdicts in both orders, on the file's 0/1 scale (null: none given)
+    assert [e["swap"]["ChatGPT"] for e in jd.extra] == [[0, 1], [1, 1], [None, None]]
+    assert [e["swap"]["GPT-4"] for e in jd.extra] == [[0, 0], [1, 1], [0, 1]]
+
+
+def test_llmbar_raw_files_are_read_by_the_converter_alone() -> None:
+    """The converter owns LLMBar's raw layout; the guaranteed-agreement bench reads judgements files."""
+    bench = (ROOT / "experiments" / "bench" / "guaranteed_agreement.py").read_text(encoding="utf-8")
+    assert "result.json" not in bench and "read_judgements" in bench
+    assert callable(llmbar.load_llmbar_judge) and callable(llmbar.judge_view)
 
 
 def test_llmbar_converter_bad_gold_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
