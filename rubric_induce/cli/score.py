@@ -44,12 +44,13 @@ from rubric_induce.cli.selective import guarantee_options, guarantee_summary, se
 from rubric_induce.core.errors import DataError
 from rubric_induce.core.params import suggest
 from rubric_induce.data.mapping import MAPPING_FORMATS
-from rubric_induce.data.probes import ProbeTable
+from rubric_induce.data.probes_parquet import is_parquet, load_probe_table, scan_probes
 from rubric_induce.evaluation.heldout import constant_warning
 from rubric_induce.scoring.artifact import ARTIFACT_NAME
 from rubric_induce.scoring.options import AdaptiveOptions, ScoreParams
 from rubric_induce.scoring.scorer import RubricScorer
 from rubric_induce.scoring.stream import read_chunks, score_chunks, stream_probes
+from rubric_induce.scoring.stream_parquet import stream_parquet_probes
 
 __all__ = ["command", "input_mapping", "write_rows", "out_format", "RowWriter"]
 
@@ -215,9 +216,10 @@ class _Summary:
                    "run's mapping (its text columns and id column). Read, probed, scored and written 4,096 rows at "
                    "a time (checks across rows hold per chunk); --adaptive reads every text first.")
 @click.option("--probes", "probes_path", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-              help="Score existing probes instead (no LLM call): a probe table JSONL of the texts, scored in the "
-                   "order of their ids, 4,096 at a time (a table of more than 65,536 texts is copied into "
-                   "temporary bucket files beside it, removed at the end). The summary lines cover every text.")
+              help="Score existing probes instead (no LLM call): a probe table JSONL of the texts, or the same "
+                   "table as Parquet (FILE.parquet; needs pyarrow, the parquet extra), scored in the order of their "
+                   "ids, 4,096 at a time (a table of more than 65,536 texts is copied into temporary bucket files "
+                   "beside it, removed at the end). The summary lines cover every text.")
 @click.option("--text-field", default=None,
               help="Column/key holding the text, for a run with one text field (default: the run's column).")
 @click.option("--map", "maps", multiple=True, metavar="FIELD=COLUMN",
@@ -356,11 +358,11 @@ def _is_run(artifact: Path) -> bool:
 
 
 def _probe_chunks(scorer: RubricScorer, probes_path: Path, params: ScoreParams):
-    """The results of a probe table's texts (sorted by id), a chunk at a time: streamed from the file
-    (adaptive scoring replays the policy on every text at once, so it reads the whole table)."""
+    """The results of a probe table's texts (sorted by id), a chunk at a time: streamed from the file,
+    JSONL or Parquet by its suffix (adaptive scoring replays the policy on every text at once, so it reads the whole table)."""
     if params.adaptive is None:
-        return stream_probes(scorer, probes_path, params)
-    store = ProbeTable.scan(probes_path, [r.id for r in scorer.rubrics])  # arrays, not records
+        return (stream_parquet_probes if is_parquet(probes_path) else stream_probes)(scorer, probes_path, params)
+    store = scan_probes(probes_path, [r.id for r in scorer.rubrics])  # arrays, not records
     return scorer.iter_score_probes(store, sorted(store.example_ids), params)
 
 
@@ -457,7 +459,7 @@ def _score_with_calibrator(folder: Path, probes_path: Path, who: Any, aggregate:
     """Calibrated predictions of probed texts from a calibrator folder alone (no rubrics, no LLM)."""
     path = folder / "artifact" if (folder / "artifact").is_dir() else folder
     cal = load_calibrator(path)
-    arr, X = calibrator_features(cal, ProbeTable.load(probes_path), source=str(probes_path))
+    arr, X = calibrator_features(cal, load_probe_table(probes_path), source=str(probes_path))
     out = calibrated_rows(cal, X, who, question=question, aggregate=aggregate)  # an unknown judge: exit 2
     if who == "shared" and "shared" not in cal.judges_:
         echo("note: judge 'shared': the shared weights only")

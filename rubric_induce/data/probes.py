@@ -17,7 +17,7 @@ from rubric_induce.core.errors import DataError
 from rubric_induce.data.jsonl import read_json, read_jsonl, write_json, write_jsonl
 from rubric_induce.data.model import manifest_path
 
-__all__ = ["ProbeRecord", "ProbeArrays", "ProbeTable", "ProbeStore", "probe_health_markdown"]
+__all__ = ["ProbeRecord", "ProbeArrays", "ProbeTable", "ProbeStore", "ProbeBlock", "probe_health_markdown"]
 
 
 @dataclass
@@ -364,6 +364,22 @@ def _numbered_records(path: str | Path):
             raise DataError(f"invalid probe record: {exc}", path=path, line=line_no) from None
 
 
+@dataclass
+class ProbeBlock:
+    """Probe records as arrays (a columnar reader's row group): row ``t`` is example ``example_ids[example_codes[t]]``,
+    rubric ``rubric_ids[rubric_codes[t]]``, ``n_answers[t]`` answers whose values and probabilities are the first
+    entries of ``values[t]`` and ``raw[t]`` (zero-padded), and ``ok[t]`` as :attr:`ProbeRecord.ok`."""
+
+    example_ids: list[str]
+    example_codes: np.ndarray
+    rubric_ids: list[str]
+    rubric_codes: np.ndarray
+    n_answers: np.ndarray
+    values: np.ndarray
+    raw: np.ndarray
+    ok: np.ndarray
+
+
 class ProbeStore:
     """The probes of some rubrics on many examples, held as arrays (one cell per (example, rubric)).
 
@@ -450,17 +466,56 @@ class ProbeStore:
         j = self._col.get(rec.rubric_id)
         if j is None:
             return
-        values = tuple(rec.values)
-        s = self._scales.get(values)
-        if s is None:
-            s = self._scales[values] = len(self._scale_list)
-            self._scale_list.append(values)
-        if len(rec.raw) != n or len(values) != n:
+        s = self._scale_id(tuple(rec.values))
+        if len(rec.raw) != n or len(rec.values) != n:
             raise ValueError(f"record ({rec.example_id}, {rec.rubric_id}) has {n} answers, {len(rec.values)} values "
                              f"and {len(rec.raw)} probabilities")
         self._buffer.append((i, j, s, rec.ok, rec.raw))
         if len(self._buffer) >= self._CHUNK:
             self.flush()
+
+    def _scale_id(self, values: tuple[float, ...]) -> int:
+        s = self._scales.get(values)
+        if s is None:
+            s = self._scales[values] = len(self._scale_list)
+            self._scale_list.append(values)
+        return s
+
+    def add_block(self, block: ProbeBlock) -> None:
+        """Take many records at once: the same arrays as :meth:`add` of each row in order (a later row
+        of a cell replaces an earlier one), without a record object per row."""
+        m = len(block.ok)
+        if m == 0:
+            return
+        self.flush()  # records added before come first
+        self.n_records += m
+        self.k = max(self.k, int(block.n_answers.max()))
+        _, first = np.unique(block.example_codes, return_index=True)
+        ex_row = np.full(len(block.example_ids), -1, dtype=np.int64)
+        for code in block.example_codes[np.sort(first)].tolist():  # examples in order of first appearance
+            i = self._row.get(block.example_ids[code])
+            if i is None and not self._fixed:
+                i = self._row[block.example_ids[code]] = len(self.example_ids)
+                self.example_ids.append(block.example_ids[code])
+            ex_row[code] = -1 if i is None else i
+        rb_col = np.array([self._col.get(r, -1) for r in block.rubric_ids], dtype=np.int64)
+        rows, cols = ex_row[block.example_codes], rb_col[block.rubric_codes]
+        take = np.flatnonzero((rows >= 0) & (cols >= 0))
+        self.flush()  # grow the arrays to the new examples and scale width
+        if not take.size:
+            return
+        cells = rows[take] * self._raw.shape[1] + cols[take]
+        _, first_rev = np.unique(cells[::-1], return_index=True)  # the last row of each cell
+        keep = take[np.sort(len(take) - 1 - first_rev)]
+        where = rows[keep] * self._raw.shape[1] + cols[keep]
+        scale = np.column_stack([block.n_answers[keep], block.values[keep]])
+        uniq, inverse = np.unique(scale, axis=0, return_inverse=True)
+        ids = np.array([self._scale_id(tuple(row[1: 1 + int(row[0])])) for row in uniq.tolist()], dtype=np.int32)
+        flat_raw = self._raw.reshape(-1, self._raw.shape[2])
+        flat_raw[where] = 0.0
+        flat_raw[where, : block.raw.shape[1]] = block.raw[keep]
+        self._scale.reshape(-1)[where] = ids[inverse.reshape(-1)]
+        self._ok.reshape(-1)[where] = block.ok[keep]
 
     def flush(self) -> None:
         """Write the buffered records into the arrays (grown as needed)."""
