@@ -91,6 +91,9 @@ __all__ = ["command"]
 @click.option("--text-field", default=None, help="Column holding the text (default: the run's column).")
 @click.option("--map", "maps", multiple=True, metavar="FIELD=COLUMN", help="Column of one of the run's text fields.")
 @click.option("--id-field", default=None, help="Column holding a row id.")
+@click.option("--group-field", default=None,
+              help="Column holding a group (e.g. the source article): the half-split check keeps a group's texts "
+                   "together (rubric-induce's own row layout gives each row's group already).")
 @click.option("--format", "fmt", type=click.Choice(list(MAPPING_FORMATS)), default=None)
 @click.option("--probes", "probes_path", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="One run only: probes of the labelled texts already computed (no LLM call).")
@@ -115,8 +118,8 @@ __all__ = ["command"]
               help="SQLite call cache (default: each run's).")
 @progress_option
 def command(runs, judgements_path, stages, order, stage_confidence, combiner, grid, costs, scale_text, seed,
-            check_draws, out_path, labels_path, label_field, text_field, maps, id_field, fmt, probes_path, targets, delta, measure,
-            tolerance, method, backend_spec, cache_path, progress) -> None:
+            check_draws, out_path, labels_path, label_field, text_field, maps, id_field, group_field, fmt, probes_path,
+            targets, delta, measure, tolerance, method, backend_spec, cache_path, progress) -> None:
     """Fit a threshold so that agreement with humans on the texts answered is at least the target,
     with probability at least 1 - delta (fixed-sequence testing, exact binomial bound).
 
@@ -151,7 +154,8 @@ def command(runs, judgements_path, stages, order, stage_confidence, combiner, gr
             require_calibrated(s)
         fitted_guarantees(runs[0])  # what is there already is checked before any LLM call
         fitted_cascades(runs[0])
-        fresh, y, label = _labelled(scorers, runs, labels_path, label_field, text_field, maps, id_field, fmt)
+        columns = {"fmt": fmt, "id_field": id_field, "text_field": text_field, "maps": maps, "group": group_field}
+        fresh, y, label = _labelled(scorers, runs, labels_path, label_field, columns)
         request = FitRequest(targets=targets, delta=delta, measure=measure, tolerance=tolerance, resample=check)
         if len(scorers) == 1:
             _fit_one(scorers[0], runs[0], fresh, y, request, probes_path, labels_path, show_progress(progress))
@@ -162,16 +166,19 @@ def command(runs, judgements_path, stages, order, stage_confidence, combiner, gr
             s.close()
 
 
-def _labelled(scorers, runs, labels_path, label_field, text_field, maps, id_field, fmt):
+def _labelled(scorers, runs, labels_path, label_field, columns):
     """The labelled texts the run(s) did not probe, their human labels (read in the first run's
-    layout and checked against its scale) and the label's name in the file."""
+    layout and checked against its scale) and the label's name in the file. ``columns``: the
+    command's column options (fmt, id_field, text_field, maps, group)."""
     if len(scorers) > 1:
         check_cascade(scorers, [str(Path(r).resolve()) for r in runs])
     first = scorers[0]
     question = first.calibrator.question_names_[first.calibrator.question_index(first.question)]
     data = None if label_field else run_data(first)  # --label-field names the column: the run's mapping is not read
-    mapping, label = label_mapping(first, input_mapping(first, fmt, id_field, text_field, maps), question,
-                                   label_field, data)
+    base = input_mapping(first, columns["fmt"], columns["id_field"], columns["text_field"], columns["maps"])
+    if columns["group"]:
+        base = base.replace(group=columns["group"])
+    mapping, label = label_mapping(first, base, question, label_field, data)
     scale = label_scale(first, data)
     examples = mapping.load(labels_path, unique=False, default_labels=[label],
                             label_scales={label: scale} if scale is not None else None)

@@ -24,6 +24,7 @@ certified on that slice (with the old grid it could, when that slice happened to
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -66,7 +67,13 @@ def accepted_errors(m: Any, target: float, delta: float) -> np.ndarray:
 def rule_start(n: int, target: float, delta: float, rule: GridRule | None = None) -> int:
     """The answered count the search starts at (see the module docstring)."""
     target, delta = check_level(target, "target"), check_level(delta, "delta")
-    rule = rule or GridRule()
+    return _rule_start(int(n), target, delta, rule or GridRule())
+
+
+@lru_cache(maxsize=1024)
+def _rule_start(n: int, target: float, delta: float, rule: GridRule) -> int:
+    """:func:`rule_start`, remembered: it depends on its arguments only, and the half-split check
+    refits hundreds of times at the same few sizes."""
     need = min_calibration_size(target, delta)
     if n <= need:
         return need

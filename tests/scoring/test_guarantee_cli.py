@@ -95,6 +95,15 @@ def test_tolerance_and_what_the_texts_support_are_said(flat_run, tmp_path):
     # the half-split check: printed on the guarantee's line and saved with it
     assert "half-split check, 200 refits on 12 of the 24 texts" in out
     assert g["resample"]["draws"] == 200 and g["resample"]["n"] == 24 and g["resample"]["half"] == 12
+    assert g["resample"]["groups"] is None  # a flat file without a group column: every text its own
+    # --group-field: the check's halves keep a group's texts together (two texts per topic here)
+    rows = json.loads((flat_run / "data.json").read_text())
+    (tmp_path / "grouped.json").write_text(json.dumps([{**r, "topic": f"t{i // 2}"} for i, r in enumerate(rows)]))
+    rc, out = _invoke("calibrate-guarantee", run, "--labels", tmp_path / "grouped.json", "--target", "0.8",
+                      "--group-field", "topic", "--check-draws", "20")
+    assert rc == 0, out
+    g = json.loads((run / "artifact.json").read_text())["guarantees"][0]
+    assert g["resample"]["groups"] == 12 and g["resample"]["half"] == 12 and g["resample"]["draws"] == 20
     rc, out = _invoke("score", run, "--input", flat_run / "data.json", "--guarantee", "0.95")
     assert rc == 2 and "(fitted: target 0.8, delta 0.1, measure proba, tolerance 0.5)" in out, out
 
