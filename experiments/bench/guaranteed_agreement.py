@@ -235,14 +235,17 @@ def cascade_setting(st: Setting, cheap: str, strong: str, runs: Runs) -> list[di
     A = np.stack([jc.answer == gold, js.answer == gold])  # no answer (NaN): not agreeing
     C = np.stack([jc.confidence, js.confidence])
     swap = st.swap.get(cheap)
+    if swap is not None:  # the cheap judge answers where its two orders agree, else the strong one
+        consistent = (swap[:, 0] == swap[:, 1]) & np.isfinite(swap[:, 0])
+        naive_correct = np.where(consistent, swap[:, 0] == gold, A[1])
     setting = f"{st.name}: {cheap} -> {strong}"
     rows = []
     n = len(gold)
     m = int(round(runs.cal_frac * n))
+    always = np.ones(n, bool)
+    keys = ["cascade", "cascade-shared", "strong-guaranteed", "strong-alone"] + (["naive"] if swap is not None else [])
     for target in runs.targets:
         rng = np.random.default_rng(runs.seed)
-        keys = ("cascade", "cascade-shared", "strong-guaranteed", "strong-alone") + (("naive",) if swap is not None
-                                                                                      else ())
         acc: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
         failures = {"cascade": 0, "cascade-shared": 0, "strong-guaranteed": 0}
         for cal, test in _splits(n, runs.cal_frac, runs.splits, rng):
@@ -250,11 +253,8 @@ def cascade_setting(st: Setting, cheap: str, strong: str, runs: Runs) -> list[di
                 rec = _cascade_record(C, A, cal, test, target, runs.delta, method)
                 failures[key] += rec is None
                 acc[key].append(rec or {**_NOT_ISSUED, "strong": 1.0})
-            always = np.ones(n, bool)
             acc["strong-alone"].append(_record(True, always, A[1], test, target, 1.0))
             if swap is not None:
-                consistent = (swap[:, 0] == swap[:, 1]) & np.isfinite(swap[:, 0])
-                naive_correct = np.where(consistent, swap[:, 0] == gold, A[1])
                 acc["naive"].append(_record(True, always, naive_correct, test, target,
                                             float((~consistent[test]).mean())))
         for key, recs in acc.items():
