@@ -48,9 +48,9 @@ def _load(path: Path | None, scores: Path | None, labels: Path | None, scale: st
             raise DataError(f"--scale takes numbers, got {scale!r}", field="scale") from None
     judgements = read_judgements(path, scale=values) if path is not None else judgements_from_scores(scores)
     if labels is not None:
-        if labels.suffix.lower() == ".json":
-            from rubric_induce.handoff.label_studio import read_export
+        from rubric_induce.handoff.label_studio_read import is_export, read_export
 
+        if is_export(labels):  # .json, or a Label Studio CSV / TSV export (it has a rubric_induce_id column)
             records = read_export(labels)
         else:
             records = read_labels(labels)
@@ -67,7 +67,7 @@ def _load(path: Path | None, scores: Path | None, labels: Path | None, scale: st
                    "the judge is the run's calibrated distribution.")
 @click.option("--labels", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Human labels to add by id: CSV / TSV / JSONL (id, label, optional rater and "
-                   "sampling_probability, as suggest writes them) or a Label Studio JSON export (.json).")
+                   "sampling_probability, as suggest writes them) or a Label Studio export (JSON, JSON-MIN, CSV or TSV).")
 @click.option("--judge", default=None, help="The judge whose scores power the estimate (a key of `judges`; default: "
                                             "the file's first).")
 @click.option("--by", default=None, help="Also one row per value of this row field (e.g. system).")

@@ -60,8 +60,9 @@ def test_tasks_carry_id_purpose_and_probability() -> None:
             {"id": 7, "text": None, "purpose": "calibration", "sampling_probability": None}]
     out = tasks(rows, ["text"])
     fields = {"rubric_induce_fields": {"text": "text"}}
+    draw = {"rubric_induce_draw": {"batch": out[0]["data"]["rubric_induce_draw"]["batch"], "drawn": 1}}
     assert out[0]["data"] == {"text": HOSTILE[0], ID_KEY: "a&b", "purpose": "estimate", "sampling_probability": 0.25,
-                              **fields}
+                              **fields, **draw}
     assert out[1]["data"] == {"text": "", ID_KEY: "7", "purpose": "calibration", **fields}
     json.dumps(out)
 
