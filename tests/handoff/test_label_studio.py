@@ -173,3 +173,16 @@ def test_export_as_examples_with_annotators_as_judges(tmp_path) -> None:
     path = tmp_path / "ls.json"
     path.write_text(json.dumps(doc))
     assert export_examples(path, "sat")[0]["fields"] == {"prompt": "Q?", "response": "A."}
+
+
+def test_text_fields_never_take_a_name_the_flat_exports_use() -> None:
+    """JSON-MIN and CSV put the task data beside Label Studio's own id, annotator, label... and our
+    own keys: a text field of that name would be overwritten there, so its variable is renamed."""
+    names = [t.get("name") for t in ET.fromstring(labelling_config(
+        [0, 1], fields=["id", "annotator", "purpose", "label", "text"])).iter("Text")]
+    assert names == ["id_2", "annotator_2", "purpose_2", "label_2", "text"]
+    data = tasks([{"id": "x", "annotator": "A", "purpose": "calibration", "label": "L", "text": "T"}],
+                 ["id", "annotator", "purpose", "label", "text"])[0]["data"]
+    assert data["purpose"] == "calibration" and data["purpose_2"] == "calibration" and data["id_2"] == "x"
+    assert data["rubric_induce_fields"] == {"id_2": "id", "annotator_2": "annotator", "purpose_2": "purpose",
+                                            "label_2": "label", "text": "text"}
