@@ -105,11 +105,14 @@ def _f(v: Any, p: int = 3) -> str:
 
 
 def _check_cells(check: ResampleCheck | None) -> str:
-    """The half-split columns: issued share (with S and the half size), violation when issued."""
+    """The half-split columns: issued share (with S and the half size), violation when issued (with
+    how many refits issued one: a rate over a handful says little)."""
     if check is None:
         return "– | –"
     return (f"{check.issued_share:.3f} (S = {check.draws}, {check.half} of {check.n} texts) | "
-            f"{_f(check.conditional_violation)}")
+            + ("–" if check.conditional_violation is None else
+               f"{check.conditional_violation:.3f} ({round(check.conditional_violation * check.n_issued)} of "
+               f"{check.n_issued})"))
 
 
 _CHECK_HEAD = "issued share, half-splits | violation when issued |"

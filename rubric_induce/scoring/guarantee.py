@@ -87,7 +87,8 @@ class ResampleCheck:
         if self.n_issued == 0:
             return f"{head}: none issued a guarantee"
         return (f"{head}: {self.issued_share:.1%} issued one; below the target in {self.violation_rate:.1%} of all "
-                f"refits and {self.conditional_violation:.1%} of the issued ones; mean coverage {self.coverage:.1%}")
+                f"refits and {self.conditional_violation:.1%} of the {self.n_issued} issued ones; mean coverage "
+                f"{self.coverage:.1%}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -62,7 +62,7 @@ def test_the_violation_when_issued_is_high_where_issued_guarantees_fail_and_low_
     # the same size and target, agreement at least 0.9 in every top slice: an issued one always holds
     low = _check(*_ranked(30, 10, wrong_first=False))
     assert low.issued_share >= 0.5 and low.conditional_violation == 0.0 and low.coverage > 0.3
-    assert "100.0% of the issued ones" in Guarantee(target=0.7, delta=0.2, n=30, threshold=0.5, coverage=0.5,
+    assert f"100.0% of the {high.n_issued} issued ones" in Guarantee(target=0.7, delta=0.2, n=30, threshold=0.5, coverage=0.5,
                                                     resample=high).line()
 
 
@@ -156,7 +156,7 @@ def test_records_carry_the_check_through_json():
                   resample=check)
     back = Guarantee.from_dict(json.loads(json.dumps(g.to_dict())))
     assert back == g and back.resample == check
-    assert "half-split check, 200 refits on 30 of the 60 texts" in g.line() and "75.0% of the issued" in g.line()
+    assert "half-split check, 200 refits on 30 of the 60 texts" in g.line() and "75.0% of the 80 issued ones" in g.line()
     cg = CascadeGuarantee(target=0.8, delta=0.1, n=60, thresholds=[0.9, None], resample=check)
     assert CascadeGuarantee.from_dict(json.loads(json.dumps(cg.to_dict()))) == cg
     jg = JudgementsGuarantee(kind="guarantee", stages=["a"], target=0.8, delta=0.1, tolerance=0.0, scale=[0.0, 1.0],
@@ -181,7 +181,7 @@ def test_a_damaged_check_is_an_error_naming_the_field(tmp_path, field, value):
     assert exc.value.field == f"guarantees[1].resample.{field}"
     # the report keeps the good record, leaves the bad one out and says why
     text = "\n".join(guarantee_section(tmp_path))
-    assert "0.400 (S = 200, 30 of 60 texts) | 0.750 |" in text
+    assert "0.400 (S = 200, 30 of 60 texts) | 0.750 (60 of 80) |" in text
     assert "damaged entry" in text and f"resample.{field}" in text
     with pytest.raises(DataError) as exc:
         Guarantee.from_dict({**good, "resample": "yes"}, where="guarantees[0]")
@@ -198,7 +198,7 @@ def test_the_report_explains_the_columns_and_renders_old_records(tmp_path):
     assert "issued share, half-splits | violation when issued |" in text
     assert "estimate, not a bound" in text and "noisy" in text and "marginal" in text
     rows = [line for line in text.splitlines() if line.startswith("| 0.8")]
-    assert rows[0].rstrip().endswith("| 0.200 | 0.400 (S = 200, 30 of 60 texts) | 0.750 |")
+    assert rows[0].rstrip().endswith("| 0.200 | 0.400 (S = 200, 30 of 60 texts) | 0.750 (60 of 80) |")
     assert any(line.startswith("| 0.85") and line.rstrip().endswith("| 0.150 | – | – |") for line in text.splitlines())
     casc = [line for line in text.splitlines() if "→" in line and line.startswith("|")]
-    assert casc[0].rstrip().endswith("| 0.200 | 0.400 (S = 200, 30 of 60 texts) | 0.750 |")
+    assert casc[0].rstrip().endswith("| 0.200 | 0.400 (S = 200, 30 of 60 texts) | 0.750 (60 of 80) |")
