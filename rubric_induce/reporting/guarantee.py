@@ -94,8 +94,8 @@ HALF_SPLIT_NOTE = (
     "was checked with all the calibration texts as the population. \"issued share\" is the share of refits "
     "that issued a guarantee; \"violation when issued\" the share of those whose agreement on the answered "
     "texts fell below the target. It estimates how often a guarantee you are shown holds, which the 1 − δ "
-    "above does not bound; it is an estimate, not a bound: the refits use half the texts (they issue less "
-    "often than the full fit), the population is only these calibration texts, and with few texts the figure "
+    "above does not bound; it is an estimate, not a bound: the refits use half the texts (they can issue more "
+    "or less often than the fit on all of them), the population is only these calibration texts, and with few texts the figure "
     "is itself noisy. A violation rate when issued well above δ says to treat the guarantee with caution. "
     "– : no check (a record fitted before it, or with --check-draws 0).")
 

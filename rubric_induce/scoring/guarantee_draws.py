@@ -20,9 +20,10 @@ them (:func:`half_splits`, whole groups when the texts have groups), each checke
 calibration text as the population. No LLM call: the confidences are in hand.
 
 What that check is and is not: it estimates how a guarantee fitted like the user's fares, at half
-the calibration size (a smaller fit issues less often, and its issued guarantees are the luckier
-ones), with the user's ``n`` texts standing in for the population, so the population's own
-agreement is a sample too. With few texts it is noisy (and the refits overlap, so the draws are
+the calibration size (a smaller fit usually issues less often, but not always: on pooled LLMBar at
+target 0.9, GPT-4's fit on all 239 pairs issued nothing while 89 % of the halves issued one), with
+the user's ``n`` texts standing in for the population, so the population's own agreement is a
+sample too. With few texts it is noisy (and the refits overlap, so the draws are
 not independent): read it as a warning sign, never as a bound.
 """
 from __future__ import annotations
