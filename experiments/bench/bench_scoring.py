@@ -45,7 +45,13 @@ kept and reused while its ``done`` marker is there), then every step runs in a f
 * ``evaluate``: the run's evaluate stage on every text as held-out
   (:func:`rubric_induce.evaluation.heldout.evaluate_probes`; where it does not exist, the code
   before issue 35: ``ProbeTable.load``, ``score_heldout``, ``evaluate``, ``save``), writing
-  ``out/scores.jsonl``, ``evaluation.json``, ``evaluation.md`` and ``test_scores.json``.
+  ``out/scores.jsonl``, ``evaluation.json``, ``evaluation.md`` and ``test_scores.json``. Its peak
+  counts the held-out examples the stage is handed, loaded here as a run holds them
+  (:class:`~rubric_induce.data.Example` objects, about 1.6 KB a text), as well as what the stage adds.
+
+To compare two versions' evaluate files, run each child on its own copy of a prepared folder (copy
+``artifact.json``, ``selected.jsonl`` and ``calibration``; the scorer refuses files through a
+symbolic link; link the two tables) and ``cmp`` the four files under ``out/``.
 
     nice -n 10 python experiments/bench/bench_scoring.py --memory --sizes 10000,100000,1000000 \
         --dir /tmp/bench_scoring --json peak.json

@@ -13,7 +13,7 @@ import numpy as np
 
 from rubric_induce.data.results import ScoreResult
 
-__all__ = ["ScoredColumns"]
+__all__ = ["ScoredColumns", "float_column"]
 
 
 class ScoredColumns:
@@ -123,3 +123,11 @@ def _aspect_scales(results: Sequence[ScoreResult]) -> dict[str, list[float]]:
             if q not in out and a.get("scale"):
                 out[q] = list(a["scale"])
     return out
+
+
+def float_column(values: Sequence[float | None] | np.ndarray) -> np.ndarray:
+    """``values`` as a float64 array, None as NaN: a numeric array as it is (no Python float per text,
+    no copy of a float64 one), a list (or an object array) value by value. The same numbers either way."""
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return np.asarray(values, dtype=float)
+    return np.array([np.nan if v is None else float(v) for v in values], dtype=float)

@@ -25,6 +25,7 @@ from rubric_induce.data.jsonl import JsonArrayWriter, atomic_write_text, jsonabl
 from rubric_induce.data.probes import ProbeStore, ProbeTable
 from rubric_induce.data.results import ScoreResult
 from rubric_induce.evaluation.columns import ScoredColumns
+from rubric_induce.evaluation.heldout_stream import judge_predictions, score_buckets
 from rubric_induce.evaluation.intervals import Intervals
 from rubric_induce.evaluation.judges import judge_ratings
 from rubric_induce.evaluation.options import EvaluateParams, HeldoutOptions
@@ -169,58 +170,44 @@ def score_columns(scorer: Any, probes: Any, examples: Sequence[Example], *, on_r
         cols.add(chunk)
     if scorer.calibrator is None:
         return cols.finish(), None
-    judge_pred = _judge_predictions(scorer, arr, examples, ids, scorer.question)
     cols = cols.finish()
+    judge_pred = judge_predictions(scorer, lambda rated: arr, examples, ids, scorer.question)
     #: Each other calibrated aspect's per-judge predictions (``{aspect: {judge: per-text array}}``).
-    cols.aspect_judges = {q: _judge_predictions(scorer, arr, examples, ids, q, aspect=q)
+    cols.aspect_judges = {q: judge_predictions(scorer, lambda rated: arr, examples, ids, q, aspect=q)
                           for q in getattr(scorer, "heads", {})}
     return cols, judge_pred
 
 
-def _judge_predictions(scorer: Any, arr: Any, examples: Sequence[Example], ids: Sequence[str], question: str, *,
-                       aspect: str | None = None) -> dict[str, np.ndarray]:
-    """For each judge who rated ``question`` on ``examples``: the calibrated prediction (of ``aspect``'s
-    head; None: the main one) for that judge on the texts they rated, NaN elsewhere."""
-
-    judges, ratings = judge_ratings(examples, question)
-    judge_pred: dict[str, np.ndarray] = {}
-    for k, name in enumerate(judges):  # only the texts this judge rated (many raters, few texts each)
-        rated = np.flatnonzero(np.isfinite(ratings[:, k]))
-        pred = np.full(len(examples), np.nan)
-        # a held-out judge the calibrator has not seen is predicted with the shared weights
-        pred[rated] = scorer.predict_probes(arr, [ids[i] for i in rated.tolist()], judge=name, unseen_judge="shared",
-                                            **({"aspect": aspect} if aspect is not None else {}))
-        judge_pred[name] = pred
-    return judge_pred
-
-
 def evaluate_probes(scorer: Any, probes: ProbeTable | str | Path, examples: Sequence[Example], y: np.ndarray,
                     params: EvaluateParams | None = None, *, out: str | Path, chunk_size: int | None = None,
-                    **options: Any) -> EvaluationResult:
+                    bucket_texts: int | None = None, **options: Any) -> EvaluationResult:
     """The evaluate stage in bounded memory: :func:`score_heldout`, :func:`evaluate` and
-    :meth:`EvaluationResult.save` into ``out``, with the same files and numbers, reading the probe
-    table (``probes``: its path, or a ``ProbeTable``) line by line and scoring the held-out
-    ``examples`` a chunk at a time: the results go to ``test_scores.json`` as they come, the
-    metrics (bootstrap included) run over per-text arrays, and the score rows are written one by
-    one. ``options``: the keyword arguments of :func:`evaluate` (``label``, ``threshold``, ...;
-    not ``judge_results`` nor ``probes``)."""
+    :meth:`EvaluationResult.save` into ``out``, with the same files and numbers. A probe table file
+    (``probes``: its path) is read a bucket of ``bucket_texts`` held-out texts at a time
+    (:func:`~rubric_induce.evaluation.heldout_stream.score_buckets`; default
+    :data:`~rubric_induce.evaluation.heldout_stream.BUCKET_TEXTS`), an in-memory ``ProbeTable``
+    as arrays of every held-out text; either way the texts are scored a chunk at a time, the
+    results go to ``test_scores.json`` as they come, what the metrics read is kept as per-text
+    numeric columns (:class:`ScoredColumns`, each judge's predictions as one array) and the
+    score rows are written one by one. ``options``: the keyword arguments of :func:`evaluate`
+    (``label``, ``threshold``, ...; not ``judge_results`` nor ``probes``)."""
     examples = list(examples)
-    ids = [ex.id for ex in examples]
-    rubric_ids = [r.id for r in scorer.rubrics]
     stats = ProbeStats()  # the probe checks read every record of the table, held-out or not
-    if isinstance(probes, ProbeTable):
-        for rec in probes.records:
-            stats.add(rec)
-        store = ProbeStore.from_records(probes.records, rubric_ids, ids)
-    else:
-        store = ProbeTable.scan(probes, rubric_ids, ids, on_record=stats.add)
-    arrays = store.arrays(ids)  # the held-out probes as arrays; the store's copy goes
-    del store
     out = Path(out)
     with JsonArrayWriter(out / "test_scores.json") as writer:
-        cols, judge_pred = score_columns(scorer, arrays, examples, chunk_size=chunk_size,
-                                         on_result=lambda res: writer.write(res.to_dict()))
-    del arrays
+        def write(res: ScoreResult) -> None:
+            writer.write(res.to_dict())
+
+        if isinstance(probes, ProbeTable):
+            for rec in probes.records:
+                stats.add(rec)
+            arrays = ProbeStore.from_records(probes.records, [r.id for r in scorer.rubrics],
+                                             [ex.id for ex in examples]).arrays([ex.id for ex in examples])
+            cols, judge_pred = score_columns(scorer, arrays, examples, chunk_size=chunk_size, on_result=write)
+            del arrays
+        else:
+            cols, judge_pred = score_buckets(scorer, probes, examples, stats, on_result=write, chunk_size=chunk_size,
+                                             bucket_texts=bucket_texts)
     result = evaluate(cols, examples, y, params, judge_results=judge_pred, probes=stats, **options)
     result.results_file = out / "test_scores.json"
     result.save(out)

@@ -26,6 +26,7 @@ import numpy as np
 from rubric_induce.core.mdtext import md_code, md_text
 from rubric_induce.core.stats import leave_one_out_agreement, leave_one_out_pairs, pearson, spearman
 from rubric_induce.data import Example
+from rubric_induce.evaluation.columns import float_column
 from rubric_induce.evaluation.intervals import Intervals
 from rubric_induce.evaluation.options import MIN_JUDGE_TEXTS
 
@@ -113,28 +114,32 @@ def judge_rows(
                  if j.labels.get(question) is not None]
     overall = float(np.mean(all_train)) if all_train else float("nan")
     ceiling = leave_one_out_agreement(ratings)
-    ns = np.array([float("nan") if v is None else float(v) for v in netsat]) if netsat is not None else None
+    ns = float_column(netsat) if netsat is not None else None
     trained = set(trained_judges)
     rows: list[dict[str, Any]] = []
-    pooled: dict[str, list[np.ndarray]] = {"human": [], "calibrated": [], "netsat": [], "constant": []}
+    # The pooled (judge, text) pairs: only the texts each judge rated (a pair without a rating counts
+    # nowhere), in the order judge by judge, text by text; texts x judges arrays would grow with both.
+    pooled: dict[str, list[np.ndarray]] = {"human": [], "calibrated": [], "netsat": [], "constant": [], "text": []}
     for k, name in enumerate(judges):
         human = ratings[:, k]
         col = train_ratings[:, k] if train_ratings.size else np.zeros(0)
         col = col[np.isfinite(col)]
         mean = float(col.mean()) if len(col) else overall
-        row: dict[str, Any] = {"judge": name, "n": int(np.isfinite(human).sum()), "trained": name in trained,
+        rated = np.flatnonzero(np.isfinite(human))
+        row: dict[str, Any] = {"judge": name, "n": int(len(rated)), "trained": name in trained,
                                "n_train": int(len(col)),
                                "constant": {**_constant(mean, human), "from": "judge" if len(col) else "all"},
                                "ceiling": ceiling["per_judge"][k]}
-        pooled["human"].append(human)
-        pooled["constant"].append(np.full(len(human), mean))
+        pooled["text"].append(rated)
+        pooled["human"].append(human[rated])
+        pooled["constant"].append(np.full(len(rated), mean))
         if calibrated is not None and name in calibrated:
-            pred = np.array([float("nan") if v is None else float(v) for v in calibrated[name]])
+            pred = float_column(calibrated[name])
             row["calibrated"] = _agree(pred, human, rmse=True)
-            pooled["calibrated"].append(pred)
+            pooled["calibrated"].append(pred[rated])
         if ns is not None:
             row["netsat"] = _agree(ns, human, rmse=False)
-            pooled["netsat"].append(ns)
+            pooled["netsat"].append(ns[rated])
         row["shown"] = row["n"] >= min_n
         rows.append(row)
     human_all = np.concatenate(pooled["human"])
@@ -146,7 +151,7 @@ def judge_rows(
                                 if keep.any() else float("nan"))
     pool["constant"]["n"] = int(keep.sum())
     pool["constant"].pop("mean")
-    text = np.tile(np.arange(len(test)), len(judges))  # the held-out text of each pooled (judge, text) pair
+    text = np.concatenate(pooled["text"])  # the held-out text of each pooled (judge, text) pair
     if calibrated is not None and len(pooled["calibrated"]) == len(judges):
         pool["calibrated"] = _pooled(np.concatenate(pooled["calibrated"]), human_all, text, intervals, rmse=True)
     if ns is not None:

@@ -22,7 +22,7 @@ from rubric_induce.data import Example
 from rubric_induce.data.jsonl import jsonable
 from rubric_induce.evaluation.aspects import AspectTables, aspect_tables
 from rubric_induce.evaluation.baselines import beats, constant_baseline, majority_baseline
-from rubric_induce.evaluation.columns import ScoredColumns
+from rubric_induce.evaluation.columns import ScoredColumns, float_column
 from rubric_induce.evaluation.intervals import Intervals
 from rubric_induce.evaluation.judges import judge_ratings, judge_rows, judges_markdown
 from rubric_induce.evaluation.options import MIN_JUDGE_TEXTS, EvaluateParams, HeldoutOptions
@@ -72,7 +72,7 @@ def constant_warning(pred: Sequence[float | None], what: str, scale: Any = None)
     answer ``scale`` (its values, or the per-text scales of :class:`ScoredColumns`), spread over at most
     :data:`NEAR_CONSTANT_SPREAD` of its range: such a prediction carries no information about the texts
     and its correlation is not meaningful (n/a). None otherwise."""
-    vals = np.array([np.nan if v is None else float(v) for v in pred], dtype=float)
+    vals = float_column(pred)
     vals = vals[np.isfinite(vals)]
     if len(vals) < 2:
         return None
@@ -282,7 +282,7 @@ def judges_section(h: Heldout, rep: Report) -> None:
     if opts.judge_results:
         judge_pred = {name: res if isinstance(res, np.ndarray) else [None if r is None else r.prediction for r in res]
                       for name, res in opts.judge_results.items()}
-    common = {"netsat": list(h.netsat), "train": opts.train, "trained_judges": opts.trained_judges,
+    common = {"netsat": h.netsat, "train": opts.train, "trained_judges": opts.trained_judges,
               "min_n": h.params.min_judge_n, "intervals": h.intervals if h.params.bootstrap >= 1 else None}
     info = judge_rows(h.examples, opts.question or opts.label, calibrated=judge_pred, **common)
     if info is not None:
@@ -376,7 +376,7 @@ def probes_section(h: Heldout, rep: Report) -> None:
 def answer_check_section(h: Heldout, rep: Report) -> None:
     """Whether the held-out texts' LLM answers look like the training texts' (adaptive runs)."""
     cols = h.cols
-    surprise = [None if not set_ or np.isnan(v) else float(v) for v, set_ in zip(cols.surprise, cols.surprise_set)]
+    surprise = np.where(cols.surprise_set, cols.surprise, np.nan)  # NaN: none read (left out, as None is)
     shift = check_answer_shift(surprise, h.opts.answer_reference)
     if shift is None:
         return

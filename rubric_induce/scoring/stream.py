@@ -21,16 +21,15 @@ Adaptive scoring asks every text in lockstep, so it reads all texts first (``--a
 from __future__ import annotations
 
 import bisect
-import json
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from rubric_induce.core.errors import DataError
-from rubric_induce.core.textfiles import open_binary
 from rubric_induce.data import Example
 from rubric_induce.data.mapping import InputMapping
+from rubric_induce.data.probe_buckets import write_buckets
 from rubric_induce.data.probes import ProbeTable, iter_records
 from rubric_induce.data.results import ScoreResult
 from rubric_induce.scoring.numbers import SCORE_CHUNK
@@ -90,17 +89,4 @@ def stream_probes(scorer: Any, path: str | Path, params: ScoreParams) -> Iterato
 def _write_buckets(path: Path, bounds: list[str], folder: Path) -> list[Path]:
     """Copy each line of ``path`` into the bucket of its text's id (``bounds``: the first id of every
     bucket but the first), keeping the lines' order; returns the bucket files, in id order."""
-    buckets = [folder / f"bucket-{b:05d}.jsonl" for b in range(len(bounds) + 1)]
-    sinks = [p.open("wb") for p in buckets]
-    try:
-        with open_binary(path) as fh:
-            for line_no, raw in enumerate(fh, start=1):
-                line = raw[3:] if line_no == 1 and raw.startswith(b"\xef\xbb\xbf") else raw
-                if not line.strip():
-                    continue
-                ex_id = str(json.loads(line)["example_id"])  # as ProbeRecord reads it; the line was checked
-                sinks[bisect.bisect_right(bounds, ex_id)].write(line if line.endswith(b"\n") else line + b"\n")
-    finally:
-        for sink in sinks:
-            sink.close()
-    return buckets
+    return write_buckets(path, folder, len(bounds) + 1, lambda ex_id: bisect.bisect_right(bounds, ex_id))
