@@ -10,10 +10,10 @@ only when a Parquet file is read or written.
 
 * :func:`jsonl_to_parquet` / :class:`ParquetProbeWriter`: write one, a row group at a time.
 * :func:`scan_probes` / :func:`load_probe_table`: read a probe table of either format (by suffix).
-* :func:`read_parquet_store`: a row group at a time into a :class:`~rubric_induce.data.probes.ProbeStore`,
+* :func:`read_parquet_store`: :data:`READ_ROWS` rows at a time into a :class:`~rubric_induce.data.probes.ProbeStore`,
   never a record object per row; :func:`parquet_example_ids` reads the id column alone.
 
-Every row group is checked before it is used: a missing column, a column of the wrong type, a
+Every batch of rows is checked before it is used: a missing column, a column of the wrong type, a
 null where a value is required or lists of different lengths is a
 :class:`~rubric_induce.core.errors.DataError` naming the file, the column and the row (1-based,
 counted over the whole file).
@@ -34,13 +34,16 @@ from rubric_induce.data.jsonl import read_json
 from rubric_induce.data.model import manifest_path
 from rubric_induce.data.probes import ProbeBlock, ProbeRecord, ProbeStore, ProbeTable, iter_records
 
-__all__ = ["SUFFIXES", "ROW_GROUP", "is_parquet", "ParquetProbeWriter", "jsonl_to_parquet", "iter_parquet_records",
+__all__ = ["SUFFIXES", "ROW_GROUP", "READ_ROWS", "is_parquet", "ParquetProbeWriter", "jsonl_to_parquet", "iter_parquet_records",
            "iter_parquet_tables", "parquet_example_ids", "read_parquet_store", "scan_probes", "load_probe_table"]
 
 #: File suffixes read as Parquet (anything else is a JSONL probe table).
 SUFFIXES = (".parquet", ".pq")
-#: Rows per row group when writing: the unit of reading, so it bounds the reader's memory.
+#: Rows per row group when writing (larger groups compress better; reading does not depend on it).
 ROW_GROUP = 1 << 17
+#: Rows read at a time: what bounds the reader's memory (about 90 MB of pyarrow buffers), whatever the
+#: file's row groups (pyarrow's default is a million rows each).
+READ_ROWS = 1 << 14
 _META_KEY = b"rubric_induce.probe_meta"
 _LISTS = ("answers", "values", "raw")  # one entry per answer: the same length on a row
 
@@ -93,19 +96,31 @@ class ParquetProbeWriter:
         self._writer = pq.ParquetWriter(self._tmp, self._schema, compression=compression)
         self._row_group = row_group
         self._pending: list[ProbeRecord] = []
+        self._tables: list[Any] = []
+        self._table_rows = 0
         self.n_records = 0
 
     def write(self, records: Iterable[ProbeRecord]) -> None:
+        self._flush_tables()
         for rec in records:
             self._pending.append(rec)
             if len(self._pending) >= self._row_group:
                 self._flush()
 
     def write_table(self, table: Any) -> None:
-        """Write rows that are already a table of the probe table's columns (a checked row group's)."""
+        """Write rows that are already a table of the probe table's columns (a checked batch's),
+        gathered into row groups of ``row_group`` rows."""
         self._flush()
-        if table.num_rows:
-            self._writer.write_table(table.replace_schema_metadata(self._schema.metadata))
+        self._tables.append(table.replace_schema_metadata(self._schema.metadata))
+        self._table_rows += table.num_rows
+        if self._table_rows >= self._row_group:
+            self._flush_tables()
+
+    def _flush_tables(self) -> None:
+        tables, self._tables, self._table_rows = self._tables, [], 0
+        if tables:
+            table = self._pa.concat_tables(tables)
+            self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
             self.n_records += table.num_rows
 
     def _flush(self) -> None:
@@ -119,6 +134,7 @@ class ParquetProbeWriter:
     def close(self) -> Path:
         try:
             self._flush()
+            self._flush_tables()
             self._writer.close()
             os.replace(self._tmp, self.path)
         except BaseException:
@@ -185,7 +201,7 @@ def _fail_at(path: str | Path, name: str, first_row: int, bad: Any, message: str
 
 
 def _checked(table: Any, path: str | Path, first_row: int) -> Any:
-    """A row group's table cast to the probe table's columns (absent optional ones as nulls), or a
+    """A batch of rows cast to the probe table's columns (absent optional ones as nulls), or a
     DataError naming the column and the row."""
     pa, _, pc = _pyarrow()
     cols = []
@@ -218,16 +234,19 @@ def _checked(table: Any, path: str | Path, first_row: int) -> Any:
 
 
 def iter_parquet_tables(path: str | Path, columns: Sequence[str] | None = None) -> Iterator[tuple[int, Any]]:
-    """``(first row, table)`` of each row group of the Parquet probe table at ``path``, checked (all
-    columns, or only ``columns``: then not checked beyond their presence and type)."""
+    """``(first row, table)`` of each :data:`READ_ROWS` rows of the Parquet probe table at ``path``,
+    checked (all columns; with ``columns``, only those are read and not checked)."""
     pa, _, _ = _pyarrow()
-    pf = _open(path)
+    batches = _open(path).iter_batches(batch_size=READ_ROWS, columns=list(columns) if columns is not None else None)
     first = 0
-    for g in range(pf.num_row_groups):
+    while True:
         try:
-            table = pf.read_row_group(g, columns=list(columns) if columns is not None else None)
+            batch = next(batches, None)
         except (pa.ArrowException, OSError) as exc:
-            raise DataError(f"row group {g + 1} (rows from {first + 1}) cannot be read: {exc}", path=path) from None
+            raise DataError(f"the rows from {first + 1} cannot be read: {exc}", path=path) from None
+        if batch is None:
+            return
+        table = pa.Table.from_batches([batch])
         if columns is None:
             table = _checked(table, path, first)
         yield first, table
@@ -275,7 +294,7 @@ def _padded(col: Any, pc: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _block(table: Any) -> ProbeBlock:
-    """A checked row group as the arrays a ProbeStore takes (ids dictionary-encoded)."""
+    """A checked batch of rows as the arrays a ProbeStore takes (ids dictionary-encoded)."""
     _, _, pc = _pyarrow()
     ex = pc.dictionary_encode(table.column("example_id")).combine_chunks()
     rb = pc.dictionary_encode(table.column("rubric_id")).combine_chunks()
@@ -289,8 +308,8 @@ def _block(table: Any) -> ProbeBlock:
 
 def read_parquet_store(path: str | Path, rubric_ids: Sequence[str],
                        example_ids: Sequence[str] | None = None) -> ProbeStore:
-    """The probes of ``rubric_ids`` in the Parquet file at ``path`` as a :class:`ProbeStore`, a row
-    group at a time: the same arrays as ``ProbeTable.scan`` of the table as JSONL. ``example_ids``:
+    """The probes of ``rubric_ids`` in the Parquet file at ``path`` as a :class:`ProbeStore`,
+    :data:`READ_ROWS` rows at a time: the same arrays as ``ProbeTable.scan`` of the table as JSONL. ``example_ids``:
     keep only these (default: every example in the file)."""
     store = ProbeStore(rubric_ids, example_ids or (), _meta(_open(path), path), fixed=example_ids is not None)
     for _, table in iter_parquet_tables(path):

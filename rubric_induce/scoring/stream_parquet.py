@@ -4,7 +4,7 @@ The Parquet twin of :func:`~rubric_induce.scoring.stream.stream_probes`, with th
 byte for byte and the same memory bound: texts are scored in the order of their ids; a table of at
 most :data:`~rubric_induce.scoring.stream.BUCKET_TEXTS` texts is read into one
 :class:`~rubric_induce.data.probes.ProbeStore`; a larger one is read three times: its id column
-alone, then each row group checked and its rows split into bucket files of ``BUCKET_TEXTS``
+alone, then each batch of rows checked and split into bucket files of ``BUCKET_TEXTS``
 consecutive ids (Parquet, in a temporary folder beside the table, removed at the end), then one
 bucket at a time. Every row is checked before the first result is handed on.
 """
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.data.probes_parquet import (
+    READ_ROWS,
     ParquetProbeWriter,
     iter_parquet_tables,
     parquet_example_ids,
@@ -59,7 +60,7 @@ def _write_buckets(path: Path, bounds: list[str], folder: Path) -> list[Path]:
     writers: list[Any] = []
     try:
         for bucket in buckets:
-            writers.append(ParquetProbeWriter(bucket, compression="none"))
+            writers.append(ParquetProbeWriter(bucket, compression="none", row_group=READ_ROWS))
         for _, table in iter_parquet_tables(path):
             ex = table.column("example_id").combine_chunks().dictionary_encode()
             of_id = np.array([bisect.bisect_right(bounds, e) for e in ex.dictionary.to_pylist()], dtype=np.int64)

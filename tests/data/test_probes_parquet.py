@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rubric_induce.core.errors import DataError, MissingDependencyError
+from rubric_induce.data import probes_parquet
 from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.data.probes_parquet import (
     ParquetProbeWriter,
@@ -25,7 +26,7 @@ YES_NO = (["yes", "no"], [1.0, 0.0])
 
 def _records(seed: int = 0) -> list[ProbeRecord]:
     """Records of 40 texts x 4 rubrics in a shuffled order: two scales, failed probes, a cell probed
-    twice, a rubric probed on a few texts only, and every optional field set somewhere."""
+    twice (the later record counts), a rubric probed on a few texts only, and every optional field set somewhere."""
     rng = np.random.default_rng(seed)
     recs = []
     for t in range(40):
@@ -39,9 +40,10 @@ def _records(seed: int = 0) -> list[ProbeRecord]:
     recs[5].bound, recs[5].bounded, recs[5].truncated, recs[5].example_tokens = 0.01, ["1"], True, 900
     recs[7].n_samples, recs[7].forced_answer, recs[7].analysis = 5, True, "An analysis."
     recs[8].pack_position, recs[8].pack_size, recs[8].pack_seed, recs[8].order = 1, 4, 7, "AB"
-    again = recs[10]
-    recs.append(ProbeRecord(again.example_id, again.rubric_id, again.answers, again.values,
-                            [0.5] * len(again.raw), "direct", "logprobs", again.prompt_hash))  # the later one counts
+    for k, at in ((10, 12), (20, len(recs))):  # a cell probed again in the same batch, and in a later one
+        again = recs[k]
+        recs.insert(at, ProbeRecord(again.example_id, again.rubric_id, again.answers, again.values,
+                                    [0.5] * len(again.raw), "direct", "logprobs", again.prompt_hash))  # it counts
     return recs
 
 
@@ -64,7 +66,9 @@ def test_parquet_reads_back_the_records_and_the_manifest(both):
 
 @pytest.mark.parametrize("rubrics", [["r0", "r1", "r2", "r3"], ["r3", "nope", "r2"]])
 @pytest.mark.parametrize("ids", [None, ["text-05", "text-38", "absent", "text-05"]])
-def test_parquet_store_holds_the_arrays_of_the_jsonl_store(both, rubrics, ids):
+def test_parquet_store_holds_the_arrays_of_the_jsonl_store(both, monkeypatch, rubrics, ids):
+    """Read 50 rows at a time: a cell probed twice in one batch and in two batches."""
+    monkeypatch.setattr(probes_parquet, "READ_ROWS", 50)
     jsonl, parquet = both
     a, b = ProbeTable.scan(jsonl, rubrics, ids), scan_probes(parquet, rubrics, ids)
     assert b.example_ids == a.example_ids and (b.k, b.n_records, b.meta) == (a.k, a.n_records, a.meta)
@@ -117,9 +121,10 @@ def test_a_column_of_the_wrong_type_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("column, row", [("example_id", 45), ("values", 3), ("raw", 61)])
-def test_a_bad_row_is_named_with_its_column_and_row(tmp_path, column, row):
+def test_a_bad_row_is_named_with_its_column_and_row(tmp_path, monkeypatch, column, row):
     """A null id, a short list of values, a null probability: the file, the column and the row
-    (1-based, over the whole file: these rows lie in the third and fourth row groups too)."""
+    (1-based, over the whole file, read 16 rows at a time: these rows lie in later batches too)."""
+    monkeypatch.setattr(probes_parquet, "READ_ROWS", 16)
     table = _good_table(tmp_path)
     cells = table.column(column).to_pylist()
     if column == "example_id":

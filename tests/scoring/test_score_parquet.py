@@ -14,6 +14,7 @@ import rubric_induce.scoring.numbers as numbers
 import rubric_induce.scoring.stream as stream
 import rubric_induce.scoring.stream_parquet as stream_parquet
 from rubric_induce.cli import cli
+from rubric_induce.data import probes_parquet
 from rubric_induce.data.probes import ProbeTable
 from rubric_induce.data.probes_parquet import jsonl_to_parquet
 
@@ -51,11 +52,14 @@ def test_parquet_probes_score_to_the_bytes_of_jsonl(fake_run, tmp_path, suffix, 
 
 
 def test_parquet_probes_through_bucket_files_score_to_the_bytes_of_jsonl(fake_run, tmp_path, monkeypatch):
-    """120 texts, their probes scattered over the file, four buckets of 32 texts, chunks of 8: the
-    bytes of the JSONL table read the same way; the bucket files are removed."""
+    """120 texts, their probes scattered over the file, four buckets of 32 texts, chunks of 8, the
+    table read 100 rows at a time: the bytes of the JSONL table read the same way; the bucket files
+    are removed."""
     monkeypatch.setattr(numbers, "SCORE_CHUNK", 8)
     monkeypatch.setattr(stream, "BUCKET_TEXTS", 32)
     monkeypatch.setattr(stream_parquet, "BUCKET_TEXTS", 32)
+    monkeypatch.setattr(probes_parquet, "READ_ROWS", 100)  # read 100 rows at a time, buckets of 100-row groups
+    monkeypatch.setattr(stream_parquet, "READ_ROWS", 100)
     jsonl = tmp_path / "probes.jsonl"
     _shuffled(fake_run, jsonl, 120)
     parquet = jsonl_to_parquet(jsonl, tmp_path / "probes.parquet", row_group=500)
