@@ -1,8 +1,9 @@
 """Guarantee power: how much of the hindsight oracle's coverage each guaranteed method reaches on a
 judgements file, over random calibration/test splits, and whether it keeps its guarantee (no LLM call).
 
-Per target, every split puts ``--cal-fraction`` of the labelled groups in calibration; each method
-is fitted there and applied to every labelled text. Methods (``"naive": true`` marks baselines
+Per target, every split puts ``--cal-fraction`` of the labelled groups in calibration (``half_splits``
+of ``rubric_induce/scoring/guarantee_draws.py``, as calibrate-guarantee's half-split check draws them);
+each method is fitted there and applied to every labelled text. Methods (``"naive": true`` marks baselines
 with no guarantee):
 
 * ``strong-coarse``: the strongest stage alone (the most expensive; the last given without costs),
@@ -21,9 +22,10 @@ with no guarantee):
 * ``jury-naive`` (naive): the mean jury at the lowest threshold whose calibration agreement reaches
   the target (no test).
 
-Row fields: ``coverage`` (share of the test half answered), ``violation_rate`` (whole labelled set
-as the population: a split violates when agreement over every labelled text answered at its
-thresholds is below the target; a split that issues nothing does not violate), ``mc_se``,
+Row fields (the rates: ``summarise_draws`` over ``draw_record``, of the same module): ``coverage``
+(share of the test half answered), ``violation_rate`` (whole labelled set as the population: a split
+violates when agreement over every labelled text answered at its thresholds is below the target; a
+split that issues nothing does not violate), ``mc_se``,
 ``test_violation_rate`` (the same on the test half; adds that half's noise), ``issued_share``,
 ``conditional_violation`` (violation among issued draws: not bounded by delta), ``oracle_coverage``
 (the largest coverage on the whole labelled set whose agreement reaches the target, over every
@@ -38,7 +40,6 @@ stage's own confidence and the mean jury's, thresholds not splitting ties), ``co
 """
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,13 +54,19 @@ from _harness import start  # noqa: E402
 from rubric_induce.core.errors import DataError  # noqa: E402
 from rubric_induce.data.judgements import Judgements, read_judgements  # noqa: E402
 from rubric_induce.scoring.guarantee import default_tolerance  # noqa: E402
+from rubric_induce.scoring.guarantee_draws import (  # noqa: E402
+    ResampleParams,
+    draw_record,
+    half_splits,
+    summarise_draws,
+)
 from rubric_induce.scoring.judgements_guarantee import (  # noqa: E402
     FitSpec,
     apply_judgements_guarantee,
     fit_judgements_guarantee,
     stage_costs,
 )
-from rubric_induce.scoring.jury import answer_confidence, mean_jury, split_by_group  # noqa: E402
+from rubric_induce.scoring.jury import answer_confidence, mean_jury  # noqa: E402
 
 NAME = "guarantee_power"
 GUARANTEED = {
@@ -97,15 +104,6 @@ def _agrees(out: dict[str, Any], pop: Judgements, tol: float) -> np.ndarray:
     return out["answered"] & (np.abs(out["answer"] - pop.label) <= tol + 1e-9)
 
 
-def _record(issued: bool, answered: np.ndarray, agree: np.ndarray, test: np.ndarray, target: float,
-            **extra: Any) -> dict[str, Any]:
-    pop = agree[answered].mean() if answered.any() else np.nan
-    t_ans = answered & test
-    t = agree[t_ans].mean() if t_ans.any() else np.nan
-    return {"issued": issued, "viol": bool(issued and answered.any() and pop < target),
-            "test_viol": bool(issued and t_ans.any() and t < target), "cov": float(answered[test].mean()), **extra}
-
-
 def _naive_jury(pop: Judgements, cal: np.ndarray, stages: list[str], target: float, tol: float) -> np.ndarray:
     answer, conf = answer_confidence(mean_jury([pop.judge(s).probs for s in stages]), pop.scale, tol)
     ok = np.isfinite(answer) & (np.abs(answer - pop.label) <= tol + 1e-9)
@@ -119,13 +117,14 @@ def _naive_jury(pop: Judgements, cal: np.ndarray, stages: list[str], target: flo
 
 
 def run_target(pop: Judgements, stages: list[str], strong: str, target: float, cfg: dict[str, Any]) -> list[dict]:
+    """Every method's row at ``target`` over the splits (``cfg["splits"]``: the calibration halves,
+    whole groups, as calibrate-guarantee's half-split check draws them)."""
     tol, delta = cfg["tolerance"], cfg["delta"]
-    rng = np.random.default_rng(cfg["seed"])
     recs: dict[str, list[dict[str, Any]]] = {m: [] for m in (*GUARANTEED, *NAIVE)}
     fails = dict.fromkeys(GUARANTEED, 0)
     strong_at = {"strong": [strong], "all": stages}
-    for split in range(cfg["splits"]):
-        cal = split_by_group(pop.groups, cfg["cal_fraction"], rng)
+    nothing = np.zeros(pop.n, bool)
+    for split, cal in enumerate(half_splits(pop.groups, cfg["splits"])):
         test = ~cal
         for name, (which, spec) in GUARANTEED.items():
             use = strong_at[which]
@@ -136,7 +135,7 @@ def run_target(pop: Judgements, stages: list[str], strong: str, target: float, c
                 g = fit_judgements_guarantee(pop.take(cal), use, target=target, delta=delta, spec=spec)
             except DataError:  # too few calibration texts for the target: nothing issued
                 fails[name] += 1
-                recs[name].append({"issued": False, "viol": False, "test_viol": False, "cov": 0.0})
+                recs[name].append(draw_record(False, nothing, nothing, target, test))
                 continue
             out = apply_judgements_guarantee(g, pop)
             if strong not in g.stages:  # a selected cascade may leave the strongest judge out
@@ -145,24 +144,24 @@ def run_target(pop: Judgements, stages: list[str], strong: str, target: float, c
                 reached = (out["stage"] < 0) | (out["stage"] >= g.stages.index(strong))
             else:
                 reached = np.ones(pop.n, bool)
-            recs[name].append(_record(g.issued, out["answered"], _agrees(out, pop, tol), test, target,
-                                      strong=float(reached[test].mean()), calls=out["calls_per_text"],
-                                      cost=out["cost_per_text"]))
+            recs[name].append(draw_record(g.issued, out["answered"], _agrees(out, pop, tol), target, test,
+                                          strong=float(reached[test].mean()), calls=out["calls_per_text"],
+                                          cost=out["cost_per_text"]))
         col = pop.judge(strong)
         s_ans, s_conf = answer_confidence(col.probs, pop.scale, tol)
         s_ok = np.isfinite(s_ans) & (np.abs(s_ans - pop.label) <= tol + 1e-9)
         costs = stage_costs(pop, stages, cfg["costs"])
-        recs["strong-alone"].append(_record(True, np.isfinite(s_conf), s_ok, test, target, strong=1.0, calls=1.0,
-                                            cost=costs[stages.index(strong)]))
+        recs["strong-alone"].append(draw_record(True, np.isfinite(s_conf), s_ok, target, test, strong=1.0,
+                                                calls=1.0, cost=costs[stages.index(strong)]))
         if len(stages) > 1:
             ans, ok = _naive_jury(pop, cal, stages, target, tol)
             total = sum(costs) if all(c is not None for c in costs) else None
-            recs["jury-naive"].append(_record(True, ans, ok, test, target, strong=1.0, calls=float(len(stages)),
-                                              cost=total))
+            recs["jury-naive"].append(draw_record(True, ans, ok, target, test, strong=1.0,
+                                                  calls=float(len(stages)), cost=total))
     oracle = oracle_coverage(pop, stages, target, tol)
-    n_cal = int(round(cfg["cal_fraction"] * pop.n))
-    return [_summary(name, r, target, delta, oracle, (n_cal, pop.n - n_cal), naive=name in NAIVE,
-                     fit_failures=fails.get(name)) for name, r in recs.items() if r]
+    n_cal = int(round(cfg["splits"].fraction * pop.n))
+    return [_row(name, r, target, delta, oracle, (n_cal, pop.n - n_cal), naive=name in NAIVE,
+                 fit_failures=fails.get(name)) for name, r in recs.items() if r]
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -170,19 +169,19 @@ def _mean(values: list[Any]) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def _summary(method: str, recs: list[dict[str, Any]], target: float, delta: float, oracle: float,
-             sizes: tuple[int, int], *, naive: bool, fit_failures: int | None) -> dict[str, Any]:
-    """One row over the splits' records (``sizes``: calibration and test texts per split)."""
-    k = len(recs)
+def _row(method: str, recs: list[dict[str, Any]], target: float, delta: float, oracle: float,
+         sizes: tuple[int, int], *, naive: bool, fit_failures: int | None) -> dict[str, Any]:
+    """One row over the splits' records (``sizes``: calibration and test texts per split): the rates
+    of :func:`summarise_draws`, the oracle's coverage, and the strongest stage's share, calls and
+    cost per text over the draws that issued a guarantee (all draws when none did)."""
     n_cal, n_test = sizes
-    rate = _mean([r["viol"] for r in recs])
+    s = summarise_draws(recs)
     issued = [r for r in recs if r["issued"]]
-    cov = _mean([r["cov"] for r in recs])
-    return {"method": method, "target": target, "delta": delta, "n_splits": k, "coverage": cov,
-            "violation_rate": rate, "mc_se": math.sqrt(rate * (1 - rate) / k) if k else None,
-            "test_violation_rate": _mean([r["test_viol"] for r in recs]),
-            "issued_share": None if naive else _mean([r["issued"] for r in recs]),
-            "conditional_violation": None if naive else _mean([r["viol"] for r in issued]),
+    cov = s["coverage"]
+    return {"method": method, "target": target, "delta": delta, "n_splits": s["n_splits"], "coverage": cov,
+            "violation_rate": s["violation_rate"], "mc_se": s["mc_se"], "test_violation_rate": s["test_violation_rate"],
+            "issued_share": None if naive else s["issued_share"],
+            "conditional_violation": None if naive else s["conditional_violation"],
             "oracle_coverage": oracle, "coverage_ratio": (cov / oracle) if oracle and cov is not None else None,
             "strong_share": _mean([r.get("strong") for r in issued or recs]),
             "calls_per_text": _mean([r.get("calls") for r in issued or recs]),
@@ -219,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     from rubric_induce.cli.calibrate_guarantee_judgements import parse_costs, parse_stages
 
     try:
+        splits = ResampleParams(draws=args.splits, seed=exp.config["seed"], fraction=args.cal_fraction).check()
         jd = read_judgements(args.judgements)
         stages, costs = parse_stages(args.stages), parse_costs(tuple(args.cost))
         for s in stages:
@@ -230,14 +230,13 @@ def main(argv: list[str] | None = None) -> int:
     known = stage_costs(pop, stages, costs)
     strong = stages[int(np.argmax([c for c in known]))] if all(c is not None for c in known) else stages[-1]
     tol = default_tolerance(pop.scale) if args.tolerance is None else args.tolerance
-    cfg = {"seed": exp.config["seed"], "splits": args.splits, "cal_fraction": args.cal_fraction, "delta": args.delta,
-           "tolerance": tol, "costs": costs}
+    cfg = {"splits": splits, "delta": args.delta, "tolerance": tol, "costs": costs}
     rows: list[dict[str, Any]] = []
     for target in args.targets:
         rows += run_target(pop, stages, strong, target, cfg)
     exp.config.update({"judgements": str(args.judgements), "stages": stages, "strong": strong, "costs": costs,
-                       "tolerance": tol, "n_labelled": pop.n, **{k: cfg[k] for k in ("splits", "cal_fraction", "delta")},
-                       "targets": args.targets})
+                       "tolerance": tol, "n_labelled": pop.n, "splits": splits.draws, "cal_fraction": splits.fraction,
+                       "delta": args.delta, "targets": args.targets})
     report = (f"# Guarantee power: {args.judgements} ({pop.n} labelled texts, stages {', '.join(stages)}, strongest "
               f"{strong}, tolerance {tol:g}, delta {args.delta:g}, {args.splits} splits)\n\n{table(rows)}")
     exp.finish(rows, report)

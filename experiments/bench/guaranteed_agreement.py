@@ -63,7 +63,6 @@ Usage::
 from __future__ import annotations
 
 import json
-import math
 import sys
 import tempfile
 import time
@@ -90,6 +89,7 @@ from rubric_induce.scoring.guarantee import (  # noqa: E402
     proba_confidence,
     variance_confidence,
 )
+from rubric_induce.scoring.guarantee_draws import draw_record, summarise_draws  # noqa: E402
 from rubric_induce.scoring.planted import (  # noqa: E402
     PlantedStage,
     planted,
@@ -174,6 +174,9 @@ def labelled(jd: Judgements) -> Judgements:
 
 
 # -- evaluation over splits ----------------------------------------------------------------------
+# A split's record and a row's rates are the package's (rubric_induce.scoring.guarantee_draws, the
+# definitions calibrate-guarantee's half-split check uses); the splits are this benchmark's own: a plain
+# permutation of the texts, seeded per target (the published rows were drawn so).
 def _splits(n: int, cal_frac: float, splits: int, rng: np.random.Generator):
     m = int(round(cal_frac * n))
     for _ in range(splits):
@@ -181,48 +184,24 @@ def _splits(n: int, cal_frac: float, splits: int, rng: np.random.Generator):
         yield perm[:m], perm[m:]
 
 
-def _record(issued: bool, answered: np.ndarray, correct: np.ndarray, test: np.ndarray, target: float,
-            strong: float | None = None) -> dict[str, Any]:
-    """One split's outcome. ``answered`` / ``correct``: over every labelled text at the fitted
-    thresholds (the population); ``test``: the test half's indices."""
-    pop = _test_agreement(answered, correct)
-    a = _test_agreement(answered[test], correct[test])
-    return {"issued": bool(issued), "viol": bool(issued and answered.any() and pop < target),
-            "test_viol": bool(answered[test].any() and a < target), "cov": float(answered[test].mean()),
-            "strong": strong, "agree": a}
-
-
-_NOT_ISSUED = {"issued": False, "viol": False, "test_viol": False, "cov": 0.0, "agree": np.nan}
-
-
-def _rate(flags: list[bool]) -> float | None:
-    return float(np.mean(flags)) if flags else None
-
-
-def _summary(setting: str, method: str, target: float, delta: float, recs: list[dict[str, Any]], n_cal: int,
-             n_test: int | None, *, naive: bool = False, **extra) -> dict[str, Any]:
-    """A row: coverage, violation rates (whole set, test half), issued share and the violation rate
-    among issued guarantees over the splits' records (see the module docstring)."""
-    k = len(recs)
-    rate = _rate([r["viol"] for r in recs])
-    issued = [r for r in recs if r["issued"]]
+def _row(setting: str, method: str, target: float, delta: float, recs: list[dict[str, Any]], n_cal: int,
+         n_test: int | None, *, naive: bool = False, **extra) -> dict[str, Any]:
+    """A row: the splits' records summarised by :func:`summarise_draws` (coverage, violation rates on
+    the whole set and the test half, issued share, violation among issued guarantees, agreement),
+    with the share sent to the strong judge. A naive baseline issues no guarantee, so it has no
+    issued share and no violation when issued."""
+    s = summarise_draws(recs)
+    own = {k: None if naive else s[k] for k in ("issued_share", "conditional_violation",
+                                                 "conditional_test_violation", "n_issued")}
     strong = [r["strong"] for r in recs if r.get("strong") is not None]
-    agree = [r["agree"] for r in recs]
     return {"setting": setting, "method": method, "target": target, "delta": delta,
-            "coverage": _rate([r["cov"] for r in recs]), "violation_rate": rate,
-            "mc_se": math.sqrt(rate * (1 - rate) / k) if k and rate is not None else None,
-            "test_violation_rate": None if n_test is None else _rate([r["test_viol"] for r in recs]),
-            "issued_share": None if naive else _rate([r["issued"] for r in recs]),
-            "conditional_violation": None if naive else _rate([r["viol"] for r in issued]),
-            "conditional_test_violation": None if naive or n_test is None else _rate([r["test_viol"] for r in issued]),
-            "strong_share": float(np.mean(strong)) if strong else None,
-            "agreement": float(np.nanmean(agree)) if agree and np.isfinite(agree).any() else None,
-            "n_splits": k, "n_issued": None if naive else len(issued), "n_cal": n_cal, "n_test": n_test,
+            "coverage": s["coverage"], "violation_rate": s["violation_rate"], "mc_se": s["mc_se"],
+            "test_violation_rate": s["test_violation_rate"], "issued_share": own["issued_share"],
+            "conditional_violation": own["conditional_violation"],
+            "conditional_test_violation": own["conditional_test_violation"],
+            "strong_share": float(np.mean(strong)) if strong else None, "agreement": s["agreement"],
+            "n_splits": s["n_splits"], "n_issued": own["n_issued"], "n_cal": n_cal, "n_test": n_test,
             "naive": naive, "guaranteed": not naive, **extra}
-
-
-def _test_agreement(answered: np.ndarray, correct: np.ndarray) -> float:
-    return float(correct[answered].mean()) if answered.any() else np.nan
 
 
 def cascade_setting(st: Setting, cheap: str, strong: str, runs: Runs) -> list[dict[str, Any]]:
@@ -250,38 +229,39 @@ def cascade_setting(st: Setting, cheap: str, strong: str, runs: Runs) -> list[di
         failures = {"cascade": 0, "cascade-shared": 0, "strong-guaranteed": 0}
         for cal, test in _splits(n, runs.cal_frac, runs.splits, rng):
             for key, method in (("cascade", "bonferroni"), ("cascade-shared", "shared"), ("strong-guaranteed", None)):
-                rec = _cascade_record(C, A, cal, test, target, runs.delta, method)
-                failures[key] += rec is None
-                acc[key].append(rec or {**_NOT_ISSUED, "strong": 1.0})
-            acc["strong-alone"].append(_record(True, always, A[1], test, target, 1.0))
+                rec, failed = _cascade_record(C, A, cal, test, target, runs.delta, method)
+                failures[key] += failed
+                acc[key].append(rec)
+            acc["strong-alone"].append(draw_record(True, always, A[1], target, test, strong=1.0))
             if swap is not None:
-                acc["naive"].append(_record(True, always, naive_correct, test, target,
-                                            float((~consistent[test]).mean())))
+                acc["naive"].append(draw_record(True, always, naive_correct, target, test,
+                                                strong=float((~consistent[test]).mean())))
         for key, recs in acc.items():
             extra = {"fit_failures": failures[key]} if key in failures else {}
-            rows.append(_summary(setting, key, target, runs.delta, recs, m, n - m,
-                                 naive=key in ("strong-alone", "naive"), **extra))
+            rows.append(_row(setting, key, target, runs.delta, recs, m, n - m,
+                             naive=key in ("strong-alone", "naive"), **extra))
     return rows
 
 
 def _cascade_record(C: np.ndarray, A: np.ndarray, cal: np.ndarray, test: np.ndarray, target: float, delta: float,
-                    method: str | None) -> dict[str, Any] | None:
+                    method: str | None) -> tuple[dict[str, Any], bool]:
     """One split's cascade (``method`` None: the strong judge alone with a guarantee) fitted on
-    ``cal``; None when too few calibration texts for the target (no guarantee issued)."""
+    ``cal``, and whether the fit failed (too few calibration texts for the target: nothing issued,
+    every text goes to the strong judge)."""
     try:
         if method is None:
             g = fit_guarantee(C[1, cal], A[1, cal], target=target, delta=delta)
-            return _record(g.threshold is not None, g.answers(C[1]), A[1], test, target, 1.0)
+            return draw_record(g.threshold is not None, g.answers(C[1]), A[1], target, test, strong=1.0), False
         cg = fit_cascade(C[:, cal], A[:, cal], target=target, delta=delta, method=method)
     except DataError:
-        return None
+        return draw_record(False, np.zeros(C.shape[1], bool), A[1], target, test, strong=1.0), True
     st = route(C, cg.thresholds)
     ans = st >= 0
     corr = np.zeros(len(ans), bool)
     corr[ans] = A[st[ans], np.flatnonzero(ans)]
     issued = any(t is not None for t in cg.thresholds)
     # every text stage 0 did not answer goes on
-    return _record(issued, ans, corr, test, target, float((st[test] != 0).mean()))
+    return draw_record(issued, ans, corr, target, test, strong=float((st[test] != 0).mean())), False
 
 
 # -- LLM-RUBRIC --------------------------------------------------------------------------------
@@ -328,16 +308,16 @@ def llm_rubric_settings(pr: dict[str, np.ndarray], runs: Runs) -> list[dict[str,
                         g = fit_guarantee(conf[cal], agreed[cal], target=target, delta=delta, measure=measure)
                     except DataError:  # too few calibration texts: no guarantee issued
                         fails += 1
-                        recs.append(dict(_NOT_ISSUED))
+                        recs.append(draw_record(False, np.zeros(n, bool), agreed, target, test))
                         continue
-                    recs.append(_record(g.threshold is not None, g.answers(conf), agreed, test, target))
-                rows.append(_summary(f"llm_rubric/Q0 tol={tol:g}", f"selective-{measure}", target, delta, recs,
-                                     m, n - m, fit_failures=fails))
+                    recs.append(draw_record(g.threshold is not None, g.answers(conf), agreed, target, test))
+                rows.append(_row(f"llm_rubric/Q0 tol={tol:g}", f"selective-{measure}", target, delta, recs,
+                                 m, n - m, fit_failures=fails))
             rng = np.random.default_rng(seed)
             always = np.ones(n, bool)
-            base = [_record(True, always, agreed, test, target) for _, test in _splits(n, cal_frac, splits, rng)]
-            rows.append(_summary(f"llm_rubric/Q0 tol={tol:g}", "no-abstention", target, delta, base, m, n - m,
-                                 naive=True))
+            base = [draw_record(True, always, agreed, target, test) for _, test in _splits(n, cal_frac, splits, rng)]
+            rows.append(_row(f"llm_rubric/Q0 tol={tol:g}", "no-abstention", target, delta, base, m, n - m,
+                             naive=True))
     return rows
 
 
@@ -354,8 +334,7 @@ def planted_settings(targets: list[float], delta: float, splits: int, n_cal: int
             g = fit_guarantee(C[0], A[0], target=target, delta=delta)
             truth = true_agreement(one[0], g.threshold)
             recs.append(_planted_record(truth, target, 0.0 if g.threshold is None else 1.0 - g.threshold))
-        rows.append(_summary("planted/one judge", "selective", target, delta, recs, n_cal, None,
-                             truth="closed form"))
+        rows.append(_row("planted/one judge", "selective", target, delta, recs, n_cal, None, truth="closed form"))
         for method in ("bonferroni", "shared"):
             rng = np.random.default_rng(seed)
             recs = []
@@ -366,15 +345,16 @@ def planted_settings(targets: list[float], delta: float, splits: int, n_cal: int
                 t0 = cg.thresholds[0]
                 recs.append(_planted_record(truth, target, _true_cascade_coverage(cg.thresholds),
                                             1.0 if t0 is None else min(max(t0, 0.0), 1.0)))  # P(c0 < t0): sent on
-            rows.append(_summary("planted/cascade", "cascade" if method == "bonferroni" else "cascade-shared",
-                                 target, delta, recs, n_cal, None, truth="closed form"))
+            rows.append(_row("planted/cascade", "cascade" if method == "bonferroni" else "cascade-shared",
+                             target, delta, recs, n_cal, None, truth="closed form"))
     return rows
 
 
 def _planted_record(truth: float | None, target: float, coverage: float, strong: float | None = None) -> dict:
-    """A planted draw: the population is infinite, so the true conditional agreement decides."""
-    return {"issued": truth is not None, "viol": truth is not None and truth < target, "test_viol": False,
-            "cov": coverage, "strong": strong, "agree": np.nan if truth is None else truth}
+    """A planted draw, in :func:`draw_record`'s fields: the population is infinite, so the true
+    conditional agreement decides (no test half: no ``test_viol``)."""
+    return {"issued": truth is not None, "viol": truth is not None and truth < target, "cov": coverage,
+            "strong": strong, "agree": np.nan if truth is None else truth}
 
 
 def _true_cascade_coverage(thresholds: list[float | None]) -> float:

@@ -13,8 +13,9 @@ guarantee that was issued, so the statements that matter to them are:
   not bound it: when few draws issue one, the ones that do are mostly the lucky ones;
 * ``coverage``: the share answered, averaged over all draws (0 for a draw that issues nothing).
 
-:func:`draw_record` and :func:`summarise_draws` define these once (the benchmark scripts compute
-the same over random splits of a labelled set). :func:`resample_check` applies them to a user's own
+:func:`draw_record` and :func:`summarise_draws` define these once (the benchmark scripts
+``experiments/bench/guaranteed_agreement.py`` and ``guarantee_power.py`` apply them over random splits
+of a labelled set). :func:`resample_check` applies them to a user's own
 calibration texts after a fit (``calibrate-guarantee``): the same fit repeated on random halves of
 them (:func:`half_splits`, whole groups when the texts have groups), each checked with every
 calibration text as the population. No LLM call: the confidences are in hand.
@@ -92,18 +93,22 @@ def _rate(flags: Sequence[Any]) -> float | None:
 def summarise_draws(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The rates over draws (see the module docstring): ``issued_share``, ``violation_rate`` with its
     Monte-Carlo standard error ``mc_se``, ``conditional_violation``, ``coverage``, and with test
-    halves ``test_violation_rate`` / ``conditional_test_violation``; ``n_splits`` and ``n_issued``.
-    Rates over no draw are None."""
+    halves ``test_violation_rate`` / ``conditional_test_violation`` and ``agreement`` (the test
+    half's agreement on its answered texts, averaged over the draws that answered one there);
+    ``n_splits`` and ``n_issued``. Rates over no draw are None."""
     k = len(records)
     issued = [r for r in records if r["issued"]]
     rate = _rate([r["viol"] for r in records])
     tested = all("test_viol" in r for r in records) and k > 0
+    agree = np.array([r.get("agree", np.nan) for r in records], dtype=float)
     return {"issued_share": _rate([r["issued"] for r in records]), "violation_rate": rate,
             "mc_se": float(np.sqrt(rate * (1 - rate) / k)) if rate is not None else None,
             "conditional_violation": _rate([r["viol"] for r in issued]),
             "test_violation_rate": _rate([r["test_viol"] for r in records]) if tested else None,
             "conditional_test_violation": _rate([r["test_viol"] for r in issued]) if tested else None,
-            "coverage": _rate([r["cov"] for r in records]), "n_splits": k, "n_issued": len(issued)}
+            "coverage": _rate([r["cov"] for r in records]),
+            "agreement": float(np.nanmean(agree)) if np.isfinite(agree).any() else None,
+            "n_splits": k, "n_issued": len(issued)}
 
 
 def half_splits(groups: Sequence[str], params: ResampleParams) -> Iterator[np.ndarray]:

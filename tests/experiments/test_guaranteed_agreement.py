@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from experiment_loader import load_experiment
 
+from rubric_induce.scoring.guarantee_draws import draw_record
+
 KEYS = {"target", "delta", "coverage", "violation_rate", "test_violation_rate", "issued_share",
         "conditional_violation", "conditional_test_violation", "strong_share", "n_splits", "naive"}
 
@@ -50,12 +52,18 @@ def test_violation_counts_the_whole_labelled_set_and_only_issued_guarantees():
     test = np.array([0, 1])
     answered = np.array([True, True, True, True])
     correct = np.array([True, True, False, False])  # test half all agree, the whole set only at 0.5
-    rec = exp._record(True, answered, correct, test, 0.8)
+    rec = draw_record(True, answered, correct, 0.8, test, strong=0.5)
     assert rec["viol"] and not rec["test_viol"]
-    recs = [rec, dict(exp._NOT_ISSUED), dict(exp._NOT_ISSUED), exp._record(True, answered, ~correct | True, test, 0.8)]
-    row = exp._summary("s", "m", 0.8, 0.1, recs, 2, 2)
+    none = draw_record(False, np.zeros(4, bool), correct, 0.8, test, strong=1.0)
+    recs = [rec, none, none, draw_record(True, answered, np.ones(4, bool), 0.8, test, strong=0.5)]
+    row = exp._row("s", "m", 0.8, 0.1, recs, 2, 2)
     assert row["violation_rate"] == 0.25 and row["issued_share"] == 0.5 and row["conditional_violation"] == 0.5
-    assert row["test_violation_rate"] == 0.0
+    assert row["test_violation_rate"] == 0.0 and row["n_issued"] == 2 and row["strong_share"] == 0.75
+    assert row["agreement"] == 1.0  # the draws that answered nothing are left out, not counted as 0
+    # a naive baseline issues no guarantee: no issued share nor violation when issued, the rates stand
+    naive = exp._row("s", "naive", 0.8, 0.1, recs, 2, 2, naive=True)
+    assert naive["issued_share"] is None and naive["conditional_violation"] is None and naive["n_issued"] is None
+    assert naive["violation_rate"] == 0.25 and not naive["guaranteed"]
 
 
 def _judgements(path, n=60, swap=True):

@@ -87,6 +87,12 @@ def test_draw_record_and_summary_match_the_benchmarks_definitions():
     split = draw_record(True, answered, correct, 0.8, test=np.array([0, 1, 2, 4]))
     assert not split["test_viol"] and split["cov"] == 0.75
     assert summarise_draws([split])["test_violation_rate"] == 0.0
+    # the mean test-half agreement leaves out a draw that answered no test text (not a 0, not a NaN)
+    low = draw_record(True, answered, correct, 0.8, test=np.array([0, 3]))  # 1 of 2 agree there
+    silent = draw_record(False, np.zeros(5, bool), correct, 0.8, test=np.array([0, 1]))
+    assert split["agree"] == 1.0 and low["agree"] == 0.5 and np.isnan(silent["agree"])
+    assert summarise_draws([split, low, silent])["agreement"] == pytest.approx(0.75)
+    assert summarise_draws([silent])["agreement"] is None and s["agreement"] is None  # none answered / no test half
 
 
 def test_halves_keep_groups_whole_and_the_check_says_so():
