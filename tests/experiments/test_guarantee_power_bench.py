@@ -55,3 +55,11 @@ def test_oracle_is_the_largest_coverage_reaching_the_target():
     assert gp.oracle_coverage(pop, ["j"], 0.8, 0.0) == pytest.approx(0.6)   # 5 of 6 right; ties not split
     assert gp.oracle_coverage(pop, ["j"], 0.6, 0.0) == pytest.approx(1.0)   # 6 of 10
     assert gp.oracle_coverage(pop, ["j"], 0.9, 0.0) == 0.0
+
+
+@pytest.mark.parametrize("flag, value", [("--cal-fraction", "1.5"), ("--splits", "-1")])
+def test_a_bad_split_setting_is_exit_2_before_any_fit(tmp_path, capsys, flag, value):
+    gp = load_experiment("guarantee_power")
+    path = _file(tmp_path, n=20)
+    assert gp.main(["--judgements", str(path), "--stages", "strong", flag, value, "--out", str(tmp_path / "out")]) == 2
+    assert value in capsys.readouterr().err and not (tmp_path / "out" / "results.json").exists()
