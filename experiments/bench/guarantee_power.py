@@ -217,8 +217,12 @@ def main(argv: list[str] | None = None) -> int:
     ], argv=argv)
     from rubric_induce.cli.calibrate_guarantee_judgements import parse_costs, parse_stages
 
-    try:
+    try:  # the splits as the half-split check draws them: its settings' checks, named by this script's flags
         splits = ResampleParams(draws=args.splits, seed=exp.config["seed"], fraction=args.cal_fraction).check()
+    except DataError as exc:
+        print(f"error: --splits {args.splits} / --cal-fraction {args.cal_fraction}: {exc}", file=sys.stderr)
+        return 2
+    try:
         jd = read_judgements(args.judgements)
         stages, costs = parse_stages(args.stages), parse_costs(tuple(args.cost))
         for s in stages:

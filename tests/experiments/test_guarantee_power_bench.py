@@ -62,4 +62,5 @@ def test_a_bad_split_setting_is_exit_2_before_any_fit(tmp_path, capsys, flag, va
     gp = load_experiment("guarantee_power")
     path = _file(tmp_path, n=20)
     assert gp.main(["--judgements", str(path), "--stages", "strong", flag, value, "--out", str(tmp_path / "out")]) == 2
-    assert value in capsys.readouterr().err and not (tmp_path / "out" / "results.json").exists()
+    err = capsys.readouterr().err
+    assert flag in err and value in err and not (tmp_path / "out" / "results.json").exists()
