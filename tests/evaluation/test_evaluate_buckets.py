@@ -7,8 +7,10 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import rubric_induce.scoring.numbers as numbers
+from rubric_induce.core.errors import DataError
 from rubric_induce.data import Example, RubricPool
 from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.evaluation.heldout import EvaluateParams, evaluate_probes
@@ -65,4 +67,28 @@ def test_bucketed_stage_writes_the_files_of_the_whole_split(fake_run, tmp_path, 
     for name in FILES:
         assert (tmp_path / "buckets" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
     assert bucketed.summary == whole.summary
+    assert not list(tmp_path.glob(".evaluate-buckets-*"))
+
+
+def test_a_bad_record_names_the_tables_line_not_a_buckets(fake_run, tmp_path):
+    """A record whose answers and probabilities disagree fails as reading the table fails: the table's
+    file and line, though the record was read from a bucket."""
+    scorer = RubricScorer.load(fake_run)
+    table = _table(fake_run)
+    held = {r.example_id for r in table.records if r.rubric_id == scorer.rubrics[0].id}
+    lines = [json.dumps(r.to_dict()) for r in table.records]
+    bad = next(i for i, r in enumerate(table.records)
+               if r.rubric_id == scorer.rubrics[0].id and r.example_id in held and i > len(lines) // 2)
+    row = json.loads(lines[bad])
+    row["raw"] = row["raw"][:-1]
+    lines[bad] = json.dumps(row)
+    path = tmp_path / "probes.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rows = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines() if line.strip()]
+    examples = [Example.from_dict(r) for r in rows if str(r["id"]) in held]
+    y = np.array([float(ex.labels["sat"]) for ex in examples])
+    with pytest.raises(DataError) as err:
+        evaluate_probes(scorer, path, examples, y, EvaluateParams(bootstrap=0), out=tmp_path / "out", bucket_texts=8,
+                        label="sat", threshold=scorer.threshold, binary=True, question=scorer.question)
+    assert err.value.path == str(path) and err.value.line == bad + 1
     assert not list(tmp_path.glob(".evaluate-buckets-*"))
