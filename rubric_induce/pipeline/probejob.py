@@ -155,12 +155,14 @@ def plan_direct(job: ProbeJob, backend: Backend, *, cache: Any = None, prices: A
     return plan_probes(job.held_out, [job.direct], backend, cache=cache, prices=prices, compare=False, **kw)
 
 
-def _direct_note(plan: Any, n_texts: int) -> tuple[dict[str, Any], str]:
+def _direct_note(plan: Any, n_texts: int, packing: str) -> tuple[dict[str, Any], str]:
     """The direct plan as the probe plan's ``params["direct_baseline"]`` and as a line of its notes."""
     cost = plan.cost_usd.get("plain")
     info = {"texts": n_texts, "calls": plan.calls, "cached": plan.cached, "to_make": plan.to_make,
             "prompt_tokens": plan.prompt_tokens, "completion_tokens": plan.completion_tokens, "cost_usd": plan.cost_usd}
-    line = (f"direct-judge baseline (evaluate stage, [evaluate] direct_baseline): {plan.calls:,} call(s) on the "
+    when = ("asked in the probe stage, after each held-out text's rubrics" if packing == "independent"
+            else "asked in the evaluate stage")
+    line = (f"direct-judge baseline ([evaluate] direct_baseline, {when}): {plan.calls:,} call(s) on the "
             f"{n_texts} held-out texts ({plan.cached:,} in the cache), {plan.prompt_tokens:,} prompt + "
             f"{plan.completion_tokens:,} completion tokens, "
             + ("cost unknown (no price for this model)" if cost is None else f"${cost:,.4f} plain"))
@@ -192,12 +194,15 @@ def _excluded(cfg: RunConfig, pool_ready: bool) -> list[str]:
 
 
 def plan_run(config: RunConfig | str | Path, *, out: str | Path | None = None, backend: Backend | None = None,
-             prices: Any = None, shard: Shard | str | None = None, assume_rubrics: int | None = None):
+             prices: Any = None, shard: Shard | str | None = None, assume_rubrics: int | None = None,
+             compare: bool = True):
     """The :class:`~rubric_induce.probing.plan.ProbePlan` of a run's probe stage, made before any LLM call.
 
     Uses the run folder's rubric pool and call cache when they exist. ``prices``: a file or mapping
     over the built-in table and the config's ``[prices]``. Refuses (DataError, naming
-    ``probe.estimator``) a logprobs estimator on a model known to return no logprobs.
+    ``probe.estimator``) a logprobs estimator on a model known to return no logprobs. ``compare``:
+    also price the job packed the other way (``plan.alternative``; see
+    :func:`~rubric_induce.probing.plan.plan_probes`).
     """
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     try:
@@ -210,7 +215,8 @@ def plan_run(config: RunConfig | str | Path, *, out: str | Path | None = None, b
     cache_path = cache_path_for(cfg.backend.cache, job.run_dir)
     cache = CallCache(cache_path) if cache_path.exists() else None
     try:
-        plan = plan_probes(job.examples, job.rubrics, inner, cache=cache, prices=table, **job.probe_kwargs())
+        plan = plan_probes(job.examples, job.rubrics, inner, cache=cache, prices=table, compare=compare,
+                           **job.probe_kwargs())
         direct = plan_direct(job, inner, cache=cache, prices=table)
     finally:
         if cache is not None:
@@ -219,7 +225,7 @@ def plan_run(config: RunConfig | str | Path, *, out: str | Path | None = None, b
             inner.close()
     plan.notes = [*job.notes, *plan.notes]
     if direct is not None:
-        plan.params["direct_baseline"], line = _direct_note(direct, len(job.held_out))
+        plan.params["direct_baseline"], line = _direct_note(direct, len(job.held_out), cfg.probe.packing)
         plan.notes.append(line)
     plan.excluded = _excluded(cfg, job.exact)
     plan.params["rubrics"] = job.rubric_source

@@ -25,6 +25,7 @@ from rubric_induce.evaluation.direct import (
     DIRECT_PROMPTS,
     DIRECT_SYSTEM,
     add_direct,
+    direct_probe_params,
     direct_question,
     probe_direct,
     target_scale,
@@ -38,7 +39,7 @@ from rubric_induce.handoff import import_rubrics
 from rubric_induce.pipeline.context import RunContext
 from rubric_induce.pipeline.optional import skip_note
 from rubric_induce.pipeline.pairwise_stages import artifact_pairs, calibrate_pairs, evaluate_pairs, select_pairs
-from rubric_induce.probing.api import PROBES_FILE, probe_to_file
+from rubric_induce.probing.api import PROBES_FILE, SideQuestion, probe_to_file
 from rubric_induce.reporting.report import report as run_report
 from rubric_induce.reporting.viewer import write_view
 from rubric_induce.scoring.artifact import write_artifact
@@ -47,7 +48,7 @@ from rubric_induce.selection.api import SELECTED_FILE, SelectContext
 from rubric_induce.selection.api import select as run_select
 from rubric_induce.selection.selector import SelectionWarning
 
-__all__ = ["Stage", "STAGES", "STAGE_NAMES", "direct_target", "direct_judge_question"]
+__all__ = ["Stage", "STAGES", "STAGE_NAMES", "direct_target", "direct_judge_question", "direct_side_question"]
 
 CALIBRATION = "calibration"
 
@@ -121,13 +122,16 @@ def probe(ctx: RunContext) -> dict[str, Any]:
     names the stage fingerprint the file belongs to: a stage that was killed (even by SIGKILL) or
     left failed calls resumes from the records on disk, so nothing finished is probed again, and
     the call cache answers whatever finished after the last record was written.
+
+    The evaluate stage's direct question (:func:`direct_side_question`) is asked of each held-out text
+    right after its rubrics, into the call cache.
     """
     pool = RubricPool.load(ctx.out / DEDUP_POOL_FILE)
     p = ctx.config.probe
     table = probe_to_file(ctx.out / PROBES_FILE, ctx.probe_examples, list(pool), ctx.backend, p,
                           marker=ctx.out / "stages" / "probe.partial.json", fingerprint=ctx.stage_fingerprint,
                           echo=ctx.echo, seed=ctx.config.run.seed, fields=ctx.config.data.fields,
-                          task=ctx.config.task_resolved, progress=ctx.progress)
+                          task=ctx.config.task_resolved, progress=ctx.progress, side=direct_side_question(ctx))
     call_errors = table.n_call_errors
     reused = int(table.meta.get("reused", 0))
     ctx.echo(f"  probes: {len(table.records)} ({table.n_errors} failed, {table.n_bounded} bounded"
@@ -346,6 +350,23 @@ def direct_judge_question(ctx: RunContext, target: str) -> Rubric | None:
     scale = target_scale(ctx.examples, target, declared=None if declared is None else (declared.low, declared.high),
                          task=cfg.task_resolved)
     return None if scale is None else direct_question(cfg.task_resolved, target, scale)
+
+
+def direct_side_question(ctx: RunContext) -> SideQuestion | None:
+    """The direct question as the probe stage's side question on the held-out texts, or None (no direct
+    question in this run, or packed probing, whose prompt opens otherwise).
+
+    Asked by the evaluate stage alone, each held-out text's direct prompt is evaluated afresh; asked
+    right after the text's rubrics in the probe stage, the text is still in the model's KV cache (or
+    a server's prompt cache) and only the question is new. The answers wait in the run's call cache
+    (every run has one), where the evaluate stage's identical calls find them."""
+    target = direct_target(ctx)
+    if target is None or ctx.config.probe.packing != "independent":
+        return None
+    question = direct_judge_question(ctx, target)
+    if question is None:
+        return None
+    return SideQuestion(question, frozenset(ex.id for ex in ctx.test), direct_probe_params(ctx.config.probe))
 
 
 def _direct_baseline(ctx: RunContext, result: Any, question: str | None) -> dict[str, Any] | None:

@@ -135,17 +135,32 @@ def _assumed(plan, cfg: RunConfig) -> bool:
     return plan.params.get("rubrics") == "assumed" and cfg.generate.method != "none"
 
 
-def _probe_stage(plan, timing, done: set[str], assumed: bool) -> StageTime:
+def _probe_stage(plan, timing, done: set[str], assumed: bool, direct: Any = None) -> StageTime:
+    """The probe stage's pending calls; ``direct``: the direct judge's plan when the probe stage asks it
+    (:func:`_direct_in_probe`), each call sized as a later call of its text (the text is cached)."""
     if "probe" in done:
         return StageTime("probe", 0.0, "done", llm=True, done=True)
-    if plan.to_make == 0:
+    extra = direct.to_make if direct is not None else 0
+    if plan.to_make == 0 and extra == 0:
         return StageTime("probe", 0.0, f"all {plan.calls:,} call(s) in the run's cache", llm=True)
     if timing is None:
         return StageTime("probe", None, "not estimated: no probe call could be timed", llm=True)
     cached = f", {plan.cached:,} cached" if plan.cached else ""
     guess = " (pool assumed: generate has not run)" if assumed else ""
-    return StageTime("probe", timing.seconds(plan.text_sizes),
-                     f"{plan.to_make:,} call(s){cached}{guess}; {timing.describe()}", llm=True)
+    seconds = timing.seconds(plan.text_sizes)
+    also = ""
+    if extra:
+        seconds += sum(timing.call_seconds(n, first=False) for sizes in direct.text_sizes.values() for n in sizes)
+        also = (f", and {extra:,} direct-judge call(s) ([evaluate] direct_baseline), each right after its held-out "
+                "text's rubrics")
+    return StageTime("probe", seconds, f"{plan.to_make:,} call(s){cached}{guess}{also}; {timing.describe()}",
+                     llm=True)
+
+
+def _direct_in_probe(cfg: RunConfig, done: set[str], direct: Any) -> bool:
+    """Whether the probe stage asks the direct question (it runs, and its probes are independent: see
+    :func:`~rubric_induce.pipeline.stages.direct_side_question`), leaving the evaluate stage cache hits."""
+    return direct is not None and "probe" not in done and cfg.probe.packing == "independent"
 
 
 def _feedback_calls(ctx, n_rubrics: int) -> int:
@@ -252,7 +267,7 @@ class TimingSample:
 
 def time_run(config: RunConfig | str | Path, *, out: str | Path | None = None, backend: Backend | None = None,
              sample: TimingSample = TimingSample(), force: tuple[str, ...] = (),
-             clock: Callable[[], float] = time.perf_counter, **plan_options: Any):
+             clock: Callable[[], float] = time.perf_counter, plan: Any = None, **plan_options: Any):
     """``(probe plan, time plan)`` of a run: the :class:`~rubric_induce.probing.plan.ProbePlan` of
     :func:`~rubric_induce.pipeline.probejob.plan_run` (``plan_options``: its ``prices``, ``shard``,
     ``assume_rubrics``) and a :class:`~rubric_induce.probing.timing.TimePlan` measured on ``backend``
@@ -260,13 +275,14 @@ def time_run(config: RunConfig | str | Path, *, out: str | Path | None = None, b
 
     Makes real LLM calls (``sample``): a few probe calls (plus a warm-up), the generate stage's first
     replies, and, when feedback runs and generation does not, one short chat call. ``force``: stages
-    ``run --force`` reruns (they and every later one count as not done)."""
+    ``run --force`` reruns (they and every later one count as not done). ``plan``: the run's probe plan
+    when the caller has just made it (:func:`long_run_check`), not made again."""
     cfg = config if isinstance(config, RunConfig) else load_config(config)
     t0 = clock()
     inner = backend or _timing_backend(cfg)
     start_s = 0.0 if backend is not None else clock() - t0
     try:
-        plan = plan_run(cfg, out=out, backend=inner, **plan_options)
+        plan = plan if plan is not None else plan_run(cfg, out=out, backend=inner, **plan_options)
         direct = _direct_plan(cfg, out, inner, plan_options.get("shard")) if plan.params.get("direct_baseline") \
             else None
         ctx = RunContext(cfg, run_dir_for(cfg, out))
@@ -285,9 +301,11 @@ def time_run(config: RunConfig | str | Path, *, out: str | Path | None = None, b
     finally:
         if backend is None:
             inner.close()
-    stages = [gen, _quiet_stage("dedup", cfg, done), _probe_stage(plan, timing, done, _assumed(plan, cfg))]
+    in_probe = _direct_in_probe(cfg, done, direct)
+    stages = [gen, _quiet_stage("dedup", cfg, done),
+              _probe_stage(plan, timing, done, _assumed(plan, cfg), direct if in_probe else None)]
     stages += [_quiet_stage(n, cfg, done) for n in ("select", "calibrate", "artifact")]
-    stages.append(_evaluate_stage(cfg, done, direct, timing))
+    stages.append(_evaluate_stage(cfg, done, None if in_probe else direct, timing))
     stages += [_feedback_stage(ctx, done, chat, plan.n_rubrics), _quiet_stage("report", cfg, done)]
     label = f"{inner.kind}/{inner.model}"
     notes = []
@@ -321,12 +339,12 @@ def long_run_check(config: RunConfig | str | Path, *, out: str | Path | None = N
         return None, None
     inner = backend or _timing_backend(cfg)
     try:
-        plan = plan_run(cfg, out=out, backend=inner)
+        plan = plan_run(cfg, out=out, backend=inner, compare=False)  # the time needs no packed alternative
         evaluated = plan.shared_prefix_tokens + plan.unique_suffix_tokens
         if "probe" not in done and evaluated / OPTIMISTIC_TOKENS_PER_S < limit * 60 / 20:
             return None, None
         _, timed = time_run(cfg, out=out, backend=inner, sample=TimingSample(per_text=2, generation_calls=1), force=force,
-                            clock=clock)
+                            clock=clock, plan=plan)
     finally:
         if backend is None:
             inner.close()

@@ -14,7 +14,8 @@ before tasks existed. Prompts put the example first and everything rubric-specif
 levels, its answer scale and the answer instruction) after it, and examples are probed one after the
 other with all their rubrics (one warm-up call per text first, on a concurrent backend), so a backend
 that keeps its KV state (the embedded model) or a server with prompt caching computes each example's
-prefix once.
+prefix once. A :class:`SideQuestion` (the evaluate stage's direct question) is asked of its texts in
+the same pass, right after each one's rubrics, while that prefix is still cached.
 """
 from __future__ import annotations
 
@@ -74,6 +75,7 @@ __all__ = [
     "RATING_MARKER",
     "ProbeParams",
     "ProbeJob",
+    "SideQuestion",
     "probe",
     "probe_once",
     "probe_packed_once",
@@ -136,6 +138,25 @@ class _FailureStreak:
                 "backend (or lower backend.concurrency) and rerun to resume") from exc
 
 
+@dataclass(frozen=True)
+class SideQuestion:
+    """One more question asked of some texts during :func:`probe`, each time right after that text's
+    rubrics: the text's prompt prefix is then still cached (the embedded model's KV cache, a server's
+    prompt cache), so the call costs only its question, where asked later, alone, it would pay for
+    the whole text again. The run asks the evaluate stage's direct question so during its probe
+    stage; the run's call cache keeps the answers, where the evaluate stage finds them.
+
+    ``params``: the question's own probe settings (one call per text: ``packing = "independent"``),
+    whose template must open like the job's for the prefix to be shared. Its records go to
+    ``on_record``, in input order, never into the probe table.
+    """
+
+    rubric: Rubric
+    example_ids: frozenset[str]
+    params: ProbeParams
+    on_record: Callable[[ProbeRecord], None] | None = None
+
+
 @dataclass
 class _ProbeRun:
     """One probe job as :func:`probe` prepared it: inputs, settings, each text rendered once, the
@@ -150,6 +171,8 @@ class _ProbeRun:
     progress: bool = False
     on_record: Callable[[ProbeRecord], None] | None = None
     warmup: bool = True
+    side: SideQuestion | None = None
+    side_job: ProbeJob | None = None  # the side question's settings and template
 
     @property
     def params(self) -> ProbeParams:
@@ -173,6 +196,7 @@ def probe(  # noqa: PLR0913 (the stage's entry point: its Params + overrides, an
     on_record: Callable[[ProbeRecord], None] | None = None,
     done: Iterable[ProbeRecord] | None = None,
     warmup: bool = True,
+    side: SideQuestion | None = None,
     **overrides: Any,
 ) -> ProbeTable:
     """The probe stage: every rubric on every example.
@@ -193,6 +217,8 @@ def probe(  # noqa: PLR0913 (the stage's entry point: its Params + overrides, an
         on_record: Called with each record, in input order, as it is final (e.g. to stream it).
         done: Records already probed; a usable one is kept and its pair not probed again.
         warmup: Probe a text's first rubric alone first (prefix caching).
+        side: A question asked of some texts right after their rubrics (:class:`SideQuestion`);
+            independent probing only.
         **overrides: Fields of ``params`` (``style``, ``estimator``, ``samples``, ``temperature``,
             ``max_analysis_tokens``, ``max_example_tokens``), checked like a config; an unknown
             name is a :class:`TypeError`.
@@ -236,11 +262,12 @@ def probe(  # noqa: PLR0913 (the stage's entry point: its Params + overrides, an
     if n_orders and params.packing == "packed":
         raise RubricInduceError("the pairwise probe's order examples cannot be packed; use packing = \"independent\"")
     pair_template = load_prompt(PAIRWISE_TEMPLATE) if n_orders else None
+    side_job = _side_job(side, params, seed, fields, task)
     kept = _reusable(done, template.hash, params.style, params.estimator,
                      pairwise_hash=pair_template.hash if pair_template is not None else None)
     run = _ProbeRun(examples, rubrics, backend, ProbeJob(params, seed, fields, task, template),
                     _render_texts(examples, fields, params.max_example_tokens, backend), kept,
-                    progress=progress, on_record=on_record, warmup=warmup)
+                    progress=progress, on_record=on_record, warmup=warmup, side=side, side_job=side_job)
     if params.packing == "packed":
         return _finish(*_probe_packed(run), run)
     table = _finish(*_probe_independent(run), run)
@@ -250,6 +277,17 @@ def probe(  # noqa: PLR0913 (the stage's entry point: its Params + overrides, an
                                   "n_order_examples": n_orders}
         table.meta["n_examples"] = len(examples) - n_orders
     return table
+
+
+def _side_job(side: SideQuestion | None, params: ProbeParams, seed: int, fields: Sequence[str] | None,
+              task: TaskParams) -> ProbeJob | None:
+    """The side question's probe job (its own settings and template), refused where it cannot be asked."""
+    if side is None:
+        return None
+    if params.packing == "packed" or side.params.packing == "packed":
+        raise RubricInduceError("a side question is asked one call per text, after the text's own probes: "
+                                "packing = \"independent\" only")
+    return ProbeJob(side.params, seed, fields, task, load_prompt(TEMPLATE_FOR_STYLE[side.params.style]))
 
 
 def _checked_inputs(examples: Iterable[Example], rubrics: Iterable[Rubric], backend: Backend,
@@ -280,38 +318,51 @@ def _render_texts(examples: Sequence[Example], fields: Sequence[str] | None, max
 
 def _probe_independent(run: _ProbeRun) -> tuple[list[ProbeRecord], BaseException | None, int]:
     """Every (example, rubric) not kept, one probe each, through the sliding window: the records in input
-    order (example-major, for prefix reuse), the first failure, and how many records were kept."""
-    examples, rubrics, kept = run.examples, run.rubrics, run.kept
+    order (example-major, for prefix reuse), the first failure, and how many records were kept. A side
+    question follows its text's rubrics in the same window group (its records go to its hook)."""
+    examples, rubrics, kept, side = run.examples, run.rubrics, run.kept, run.side
     pairs = [(i, ex, rb) for i, ex in enumerate(examples) for rb in rubrics]  # example-major: prefix reuse
     pair_scale = pairwise_scale(run.params.pairwise_ties)
     slots: list[ProbeRecord | None] = [
         kept.get((ex.id, rb.id), None)
         if _same_scale(kept.get((ex.id, rb.id)), pair_scale if is_order_example(ex) else rb.scale) else None
         for _, ex, rb in pairs]
-    todo = [k for k, rec in enumerate(slots) if rec is None]
+    n_todo = sum(rec is None for rec in slots)
+    todo: list[tuple[int, int | None]] = []  # (example index, pair index; None: the side question)
+    for i, ex in enumerate(examples):
+        todo += [(i, k) for k in range(i * len(rubrics), (i + 1) * len(rubrics)) if slots[k] is None]
+        if side is not None and ex.id in side.example_ids:
+            todo.append((i, None))
 
-    def one(k: int) -> tuple[ProbeRecord, BaseException | None]:
-        _, ex, rb = pairs[k]
+    def one(item: tuple[int, int | None]) -> tuple[ProbeRecord, BaseException | None]:
+        i, k = item
+        ex = examples[i]
+        rb, job = (side.rubric, run.side_job) if k is None else (pairs[k][2], run.job)
         text, n_tokens = run.rendered[ex.id]
         with prompt_cache_scope(prompt_cache_key_for(text)):
-            return probe_once(run.backend, ex, rb, run.job, text=text, example_tokens=n_tokens)
+            return probe_once(run.backend, ex, rb, job, text=text, example_tokens=n_tokens)
 
     streak = run.streak("probe calls")
     bar = progress_bar(len(pairs), desc="probing", unit="probe", enabled=run.progress)
-    bar.update(len(pairs) - len(todo))
+    bar.update(len(pairs) - n_todo)
     window = run_window(one, todo, max(1, int(run.backend.max_concurrency)),
-                        groups=[pairs[k][0] for k in todo] if run.warmup else None)
+                        groups=[i for i, _ in todo] if run.warmup else None)
     try:
         for j, (rec, exc) in window:
-            slots[todo[j]] = rec
-            if run.on_record:
-                run.on_record(rec)
-            bar.update()
+            k = todo[j][1]
+            if k is None:
+                if side.on_record:
+                    side.on_record(rec)
+            else:
+                slots[k] = rec
+                if run.on_record:
+                    run.on_record(rec)
+                bar.update()
             streak.add(rec.example_id, exc)
     finally:
         window.close()  # on any exception: submit nothing more, wait for the calls running now
         bar.close()
-    return [rec for rec in slots if rec is not None], streak.first, len(pairs) - len(todo)
+    return [rec for rec in slots if rec is not None], streak.first, len(pairs) - n_todo
 
 
 def _finish(records: list[ProbeRecord], first_failure: BaseException | None, reused: int,

@@ -143,7 +143,9 @@ def probe_calls(
     if not rubrics:
         raise RubricInduceError("nothing to probe: no rubrics")
     task = (task or TaskParams()).resolved()
-    job = ProbeJob(params, seed, fields, task)
+    # the style's template loaded once, as probe() does (a packed call loads its own)
+    job = ProbeJob(params, seed, fields, task,
+                   None if params.packing == "packed" else load_prompt(TEMPLATE_FOR_STYLE[params.style]))
     identity = backend.identity()
     rendered: dict[str, tuple[str, int | None]] = {}
     out: list[ProbeCall] = []

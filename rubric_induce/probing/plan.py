@@ -183,11 +183,19 @@ def _flat(messages: Sequence[Mapping[str, str]]) -> str:
 
 
 def _common_prefix(a: str, b: str) -> int:
+    """Length of the common prefix of two strings, by halving (slices compare in C: a text's prompts
+    share thousands of characters)."""
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _prefix_messages(messages: Sequence[Mapping[str, str]], n_chars: int) -> list[dict[str, str]]:

@@ -183,7 +183,12 @@ def test_run_shows_the_direct_row_and_the_switch_removes_it_and_its_calls(tmp_pa
     view = build_view_data(out)
     assert view["headline"]["direct"]["systems"]["direct"]["pearson"]["n"] == d["n"]
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["stages"]["evaluate"]["usage"]["calls"] == n_test
+    # the probe stage asked the direct question of each held-out text after its rubrics (its prefix then
+    # cached); the evaluate stage's identical calls are answered by the run's call cache
+    n_probes = json.loads((out / "stages" / "probe.json").read_text())["summary"]["probes"]
+    assert manifest["stages"]["probe"]["usage"]["calls"] == n_probes + n_test
+    assert manifest["stages"]["evaluate"]["usage"].get("calls", 0) == 0
+    assert manifest["stages"]["evaluate"]["usage"]["cache_hits"] == n_test
     assert manifest["stages"]["evaluate"]["direct"]["file"] == DIRECT_FILE and (out / DIRECT_FILE).exists()
 
     # plan counts the same calls (before the run, in a fresh folder; and none to make after it)
@@ -201,22 +206,34 @@ def test_run_shows_the_direct_row_and_the_switch_removes_it_and_its_calls(tmp_pa
     assert "direct" not in ev_off and "directly" not in (off.out / "evaluation.md").read_text()
     assert not (off.out / DIRECT_FILE).exists()
     assert not [r for r in read_scores(off.out / "scores.jsonl") if r.system == "direct"]
-    assert json.loads((off.out / "manifest.json").read_text())["stages"]["evaluate"]["usage"].get("calls", 0) == 0
+    off_stages = json.loads((off.out / "manifest.json").read_text())["stages"]
+    assert off_stages["evaluate"]["usage"].get("calls", 0) == 0
+    assert off_stages["probe"]["usage"]["calls"] == json.loads((off.out / "stages" / "probe.json").read_text())[
+        "summary"]["probes"]  # no direct question asked in the probe stage either
     assert "direct_baseline" not in plan_run(load_config(cfg_off), out=tmp_path / "fresh-off").params
     assert "direct" not in build_view_data(off.out)["headline"]
 
 
-@pytest.mark.slow  # two plans with timing calls on the fake backend, about 3 s
-def test_plan_timing_sizes_the_direct_judge_in_the_evaluate_stage(tmp_path):
+@pytest.mark.slow  # three plans with timing calls on the fake backend, about 4 s
+def test_plan_timing_sizes_the_direct_judge_in_the_probe_stage(tmp_path):
+    """Independent probes: the probe stage asks the direct question (a later call of each held-out text);
+    packed ones: the evaluate stage does (the packed prompt opens otherwise); off: neither."""
     cfg = tmp_path / "t.toml"
     cfg.write_text(_RUN.replace("{extra}", ""), encoding="utf-8")
     _, timed = time_run(load_config(cfg), out=tmp_path / "t", backend=FakeBackend())
-    ev = next(s for s in timed.stages if s.name == "evaluate")
-    assert ev.llm and "10 direct-judge probe call(s) on the held-out texts" in ev.basis
+    stage = {s.name: s for s in timed.stages}
+    assert "and 10 direct-judge call(s)" in stage["probe"].basis
+    assert not stage["evaluate"].llm and stage["evaluate"].seconds == NO_LLM_SECONDS["evaluate"]
+    cfg.write_text(_RUN.replace("{extra}", '[probe]\npacking = "packed"'), encoding="utf-8")
+    _, timed = time_run(load_config(cfg), out=tmp_path / "t-packed", backend=FakeBackend())
+    stage = {s.name: s for s in timed.stages}
+    assert "direct-judge" not in stage["probe"].basis
+    assert stage["evaluate"].llm and "10 direct-judge probe call(s) on the held-out texts" in stage["evaluate"].basis
     cfg.write_text(_RUN.replace("{extra}", "direct_baseline = false"), encoding="utf-8")
     _, timed = time_run(load_config(cfg), out=tmp_path / "t-off", backend=FakeBackend())
-    ev = next(s for s in timed.stages if s.name == "evaluate")
-    assert not ev.llm and ev.seconds == NO_LLM_SECONDS["evaluate"]
+    stage = {s.name: s for s in timed.stages}
+    assert "direct-judge" not in stage["probe"].basis
+    assert not stage["evaluate"].llm and stage["evaluate"].seconds == NO_LLM_SECONDS["evaluate"]
 
 
 @pytest.mark.parametrize(("line", "field"), [("direct_baselin = false", "direct_baselin"),
