@@ -1,11 +1,27 @@
 #!/usr/bin/env bash
-# Set up (idempotent) and run the whole test suite, every tier: fast, slow, local_model (the
-# embedded model) and server (a local llama.cpp server). This is what CI runs (.ci/run).
-# Extra arguments go to pytest; a -m among them replaces the -m "" below.
-# The fast tier alone (plain pytest's default, see pyproject.toml): .venv/bin/python -m pytest
+# Set up (idempotent) and run the whole test suite, every tier: fast, slow, browser, ray, tools,
+# local_model (the embedded model) and server (a local llama.cpp server). This is what CI runs (.ci/run).
+# Extra arguments go to pytest. The fast tier alone (plain pytest's default, see pyproject.toml):
+# .venv/bin/python -m pytest
+#
+# Two passes. The tiers that do not run llama.cpp go on pytest-xdist workers (one per core, at most
+# four); the local_model and server tiers then run in one process: llama.cpp's threads spin on every
+# core, and two of its tests at once ran many times slower than one after the other (2026-11-28).
+# A -m among the arguments replaces both passes with one run of that selection in one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test  # the demo layer (kept if there) plus the test tooling
-# -n 0: one process. The heavy tiers run llama.cpp (a model or a server), whose threads spin on every core:
-# two at once on two xdist workers ran many times slower (2026-11-28), so CI runs them one after another.
-exec "${RUBRIC_INDUCE_VENV:-.venv}/bin/python" -m pytest -m "" -n 0 "$@"
+PY="${RUBRIC_INDUCE_VENV:-.venv}/bin/python"
+for arg in "$@"; do
+  case "$arg" in -m|-m*) exec "$PY" -m pytest -n 0 "$@" ;; esac
+done
+LLAMA="local_model or server"
+rc=0
+"$PY" -m pytest -m "not ($LLAMA)" -n auto --maxprocesses 4 "$@" || rc=$?
+rc2=0
+"$PY" -m pytest -m "$LLAMA" -n 0 "$@" || rc2=$?
+# 5 is pytest's "nothing collected" (arguments that pick tests of one pass only): fine unless both say so.
+if [ "$rc" -eq 5 ] && [ "$rc2" -ne 5 ]; then rc=0; fi
+if [ "$rc2" -eq 5 ] && [ "$rc" -ne 5 ]; then rc2=0; fi
+if [ "$rc" -ne 0 ]; then exit "$rc"; fi
+exit "$rc2"

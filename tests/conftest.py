@@ -282,12 +282,18 @@ HEAVY_TIERS = ("slow", "local_model", "server", "browser", "tools")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``--dist loadgroup``): a heavy tier's tests run on one worker per test file, so
-    a module-scoped fixture (a llama.cpp server, a whole pipeline run) is built once, not once per worker;
-    every Ray test runs on one worker, which would otherwise start its own local Ray runtime, two at once
-    on 2 cores. The fast tier's tests go to whichever worker is free, one at a time."""
+    """Under pytest-xdist (``--dist loadgroup``): every test of a file that holds a heavy tier's test runs
+    on one worker, so a module-scoped fixture (a llama.cpp server, a fitted model, a whole pipeline run) is
+    built once, not once per worker, nor again each time a worker comes back to that file after another's
+    tests (a fast test of the same file counts: it uses the same fixtures); every Ray test runs on one
+    worker, which would otherwise start its own local Ray runtime, two at once on 2 cores. The other fast
+    tests go to whichever worker is free, one at a time."""
+    def path(item) -> str:
+        return item.nodeid.split("::")[0]
+
+    heavy_files = {path(item) for item in items if any(item.get_closest_marker(m) for m in HEAVY_TIERS)}
     for item in items:
         if item.get_closest_marker("ray"):
             item.add_marker(pytest.mark.xdist_group("ray"))
-        elif any(item.get_closest_marker(m) for m in HEAVY_TIERS):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        elif path(item) in heavy_files:
+            item.add_marker(pytest.mark.xdist_group(path(item)))

@@ -93,7 +93,7 @@ def test_requires_python_is_the_floor_that_is_tested():
 
 def test_plain_pytest_is_the_fast_tier_and_ci_runs_every_tier():
     """Plain pytest deselects the heavy tiers (slow, local_model, server, browser, ray, tools); scripts/test.sh
-    (which .ci/run calls) overrides that with -m "" so CI runs them all."""
+    (which .ci/run calls) runs them all, in two passes that split the tiers between them."""
     import re
 
     ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
@@ -102,5 +102,16 @@ def test_plain_pytest_is_the_fast_tier_and_ci_runs_every_tier():
     assert set(re.findall(r"not (\w+)", expr)) == heavy and expr.count(" and ") == len(heavy) - 1
     assert {m.split(":")[0] for m in ini["markers"]} >= heavy | {"remote"}
     test_sh = (ROOT / "scripts" / "test.sh").read_text()
-    assert 'exec "${RUBRIC_INDUCE_VENV:-.venv}/bin/python" -m pytest -m "" -n 0 "$@"' in test_sh
+    # Two passes (xdist workers, then one process for llama.cpp): their -m expressions split every tier
+    # between them, each test in exactly one pass, and the llama.cpp tiers run in one process.
+    llama = re.search(r'^LLAMA="([^"]+)"$', test_sh, re.M).group(1)
+    passes = re.findall(r'^"\$PY" -m pytest -m "([^"]+)" (-n \S+)', test_sh, re.M)
+    assert [(e.replace("$LLAMA", llama), n) for e, n in passes] == [(f"not ({llama})", "-n auto"), (llama, "-n 0")]
+    from _pytest.mark.expression import Expression
+
+    first, second = (Expression.compile(e.replace("$LLAMA", llama)) for e, _ in passes)
+    for marks in ({"slow"}, {"local_model"}, {"server", "slow"}, {"browser"}, {"ray"}, {"tools"}, set()):
+        has = marks.__contains__
+        assert first.evaluate(has) != second.evaluate(has), marks
+    assert not second.evaluate((heavy - {"local_model", "server"}).__contains__)
     assert "bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
