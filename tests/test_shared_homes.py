@@ -138,16 +138,16 @@ def test_render_truncation_keeps_each_stage_marker():
 
 
 def test_probe_table_has_one_home():
-    """ProbeTable, ProbeRecord and ProbeArrays live in rubric_induce.data.probes and are exported
-    from nowhere else; render_example from rubric_induce.data.render."""
+    """ProbeTable and ProbeRecord live in rubric_induce.data.probes, ProbeArrays in
+    rubric_induce.data.probe_arrays, each exported from nowhere else; render_example from rubric_induce.data.render."""
     import rubric_induce
     from rubric_induce import data
-    from rubric_induce.data import probes
+    from rubric_induce.data import probe_arrays, probes
     from rubric_induce.probing import api as probing
 
-    for name in ("ProbeTable", "ProbeRecord", "ProbeArrays"):
-        assert getattr(probes, name).__module__ == "rubric_induce.data.probes"
-        assert name in probes.__all__
+    for name, home in (("ProbeTable", probes), ("ProbeRecord", probes), ("ProbeArrays", probe_arrays)):
+        assert getattr(home, name).__module__ == home.__name__
+        assert name in home.__all__ and (home is probes or name not in probes.__all__)
         assert name not in probing.__all__ and name not in data.__all__ and name not in rubric_induce.__all__
     assert "render_example" not in probing.__all__ and probing.render_example is render_example
 

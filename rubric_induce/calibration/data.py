@@ -21,7 +21,6 @@ __all__ = [
     "from_probes",
     "scale_points",
     "MAX_SCALE_POINTS",
-    "features_from_arrays",
     "TextEmbeddingFeatures",
     "CITATION_QUESTIONS",
     "NA_INPUT_MODES",
@@ -330,11 +329,6 @@ def from_llm_rubric(
         meta={"source": f"llm_rubric-{data.split}", "na_inputs": na_inputs, "n_zeroed": n_zeroed})
 
 
-def features_from_arrays(arr) -> np.ndarray:
-    """``[texts, rubrics, answers]`` calibration inputs: raw (unnormalised) distributions, zero where a probe failed."""
-    return np.where(arr.ok[..., None], arr.raw, 0.0)
-
-
 def from_probes(
     table,
     examples,
@@ -368,7 +362,7 @@ def from_probes(
     arr = table.arrays(example_ids=ex_ids, rubric_ids=rubric_ids)
     if not arr.rubric_ids:
         raise DataError("the probe table has no rubrics", field="probes")
-    X = features_from_arrays(arr)
+    X = arr.features()
     missing = [e for e, ok in zip(ex_ids, arr.ok.any(axis=1)) if not ok]
     if len(missing) == len(ex_ids):
         raise DataError(f"no probe matches any of the {len(ex_ids)} examples (e.g. {ex_ids[0]!r})", field="probes")

@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.calibration.data import features_from_arrays
 from rubric_induce.core.errors import DataError
 from rubric_induce.data import Example
 from rubric_induce.data.probe_buckets import write_buckets
@@ -73,7 +72,7 @@ def score_buckets(scorer: Any, path: str | Path, examples: Sequence[Example], st
         for lo, arr in _bucket_arrays(path, ids, rubric_ids, stats, folder, size, n_buckets):
             hi = lo + len(arr.example_ids)
             if feats is not None:
-                feats.add(features_from_arrays(arr)[rated[lo:hi]])
+                feats.add(arr.features()[rated[lo:hi]])
             for chunk in scorer.iter_score_probes(arr, examples[lo:hi], chunk_size=chunk_size):
                 if on_result is not None:
                     for res in chunk:
@@ -178,15 +177,17 @@ def _router(ids: Sequence[str], size: int) -> Callable[[str], int | list[int] | 
 
 class _Inputs:
     """Stands in for the probe arrays of some texts in ``scorer.predict_probes``, which takes their rows
-    (``take``) and reads their calibration inputs (``raw`` where ``ok``): here those inputs themselves,
+    (``take``) and reads their calibration inputs (``features``): here those inputs themselves,
     ``[texts, rubrics, answers]`` float64, already in the rows and rubric order asked for."""
 
     def __init__(self, x: np.ndarray) -> None:
-        self.raw = x
-        self.ok = np.ones(x.shape[:2], dtype=bool)
+        self.x = x
 
     def take(self, example_ids: Any = None, rubric_ids: Any = None) -> _Inputs:
         return self
+
+    def features(self) -> np.ndarray:
+        return self.x
 
 
 class _InputFile:

@@ -12,10 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.calibration.data import features_from_arrays
 from rubric_induce.calibration.predict import calibrated_rows, fit_width, resolve_judge
 from rubric_induce.core.errors import RubricInduceError
-from rubric_induce.data.probes import ProbeArrays
+from rubric_induce.data.probe_arrays import ProbeArrays
 from rubric_induce.data.results import ScoreResult
 from rubric_induce.scoring.options import ScoreParams
 from rubric_induce.scoring.selective import mark_results
@@ -72,7 +71,7 @@ def calibration_numbers(scorer: Any, arr, ids: Sequence[str], params: ScoreParam
     and (``occlusion``) each rubric's effect on the prediction (the drivers). ``aspect``: the
     head of another calibrated question (None: the main calibrator)."""
     cal = scorer.calibrator if aspect is None else scorer.heads[aspect]
-    X = fit_width(cal, features_from_arrays(arr), source=scorer.source)  # the selected rubrics may be narrower
+    X = fit_width(cal, arr.features(), source=scorer.source)  # the selected rubrics may be narrower
     who = params.judges if params.judge is not None else (scorer.judges or None)
     who = who if isinstance(who, str) else (list(who) if who else None)
     resolved = resolve_judge(cal, who, params.unseen_judge)  # "shared" -> None: the shared weights

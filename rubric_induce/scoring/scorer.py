@@ -24,7 +24,8 @@ from rubric_induce.data import Example, Rubric
 from rubric_induce.data.mapping import InputMapping
 from rubric_induce.data.pair_examples import order_examples
 from rubric_induce.data.pairs import Pair
-from rubric_induce.data.probes import ProbeArrays, ProbeStore, ProbeTable
+from rubric_induce.data.probe_arrays import ProbeArrays
+from rubric_induce.data.probes import ProbeStore, ProbeTable
 from rubric_induce.data.results import ScoreResult
 from rubric_induce.probing.api import probe
 from rubric_induce.scoring import adaptive as adaptive_paths

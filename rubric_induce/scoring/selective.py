@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 
 from rubric_induce.backends import pricing
-from rubric_induce.calibration.data import features_from_arrays
 from rubric_induce.calibration.predict import fit_width
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.jsonl import write_json
@@ -154,7 +153,7 @@ def _heads(scorer: Any, arr: Any, answer: np.ndarray, scale: list[float], tol: f
     if len(judges) < 2:
         raise DataError("measure 'heads' needs a calibrator with two or more judges (simulated annotators); "
                         f"this one has {len(judges)}", field="measure")
-    X = fit_width(cal, features_from_arrays(arr), source=scorer.source)
+    X = fit_width(cal, arr.features(), source=scorer.source)
     H = np.stack([cal.predict(X, j, question=scorer.question) for j in judges])
     return head_agreement(H, answer, scale=scale, tolerance=tol)
 

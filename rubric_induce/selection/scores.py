@@ -21,7 +21,8 @@ import numpy as np
 from rubric_induce.core.errors import DataError
 from rubric_induce.data.labels import check_binary, labels_from_examples  # re-exported
 from rubric_induce.data.model import Example, Rubric
-from rubric_induce.data.probes import ProbeArrays, ProbeTable
+from rubric_induce.data.probe_arrays import ProbeArrays
+from rubric_induce.data.probes import ProbeTable
 
 __all__ = [
     "SCORE_MODES",

@@ -48,7 +48,8 @@ from rubric_induce.core.errors import DataError, NotFittedError, RubricInduceErr
 from rubric_induce.core.estimator import Estimator
 from rubric_induce.data.labels import is_binary
 from rubric_induce.data.model import Example, Rubric
-from rubric_induce.data.probes import ProbeArrays, ProbeTable
+from rubric_induce.data.probe_arrays import ProbeArrays
+from rubric_induce.data.probes import ProbeTable
 from rubric_induce.selection.metrics import classification_metrics, delta_netsat, yield_rate
 from rubric_induce.selection.precision import sharpness_error
 from rubric_induce.selection.scores import SelectionInput, netsat, prepare_inputs, unit_scores

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import rubric_induce.data.probes_parquet as probes_parquet
 from rubric_induce.core.errors import DataError, MissingDependencyError
-from rubric_induce.data import probes_parquet
 from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.data.probes_parquet import (
     ParquetProbeWriter,

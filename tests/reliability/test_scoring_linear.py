@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from rubric_induce.data import AnswerScale, Example, Judgment, Rubric
-from rubric_induce.data.probes import ProbeArrays, ProbeRecord, ProbeTable
+from rubric_induce.data.probe_arrays import ProbeArrays
+from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.evaluation.heldout import score_heldout
 from rubric_induce.scoring.scorer import RubricScorer
 from rubric_induce.selection.scores import signs_from_polarity, unit_scores

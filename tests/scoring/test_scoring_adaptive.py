@@ -58,11 +58,10 @@ def test_budget_all_equals_the_full_adaptive_model(run_dir):
         assert r.netsat is not None and r.label == int(r.netsat > r.threshold)
     plain = scorer.score(TEXTS)  # every probe, NetSAT as usual
     assert [r.netsat for r in full] == pytest.approx([r.netsat for r in plain])
-    from rubric_induce.calibration.data import features_from_arrays
-
+    
     table = scorer.probe(TEXTS)
     ids = [r.id for r in full]
-    X = features_from_arrays(table.arrays(example_ids=ids, rubric_ids=scorer.adaptive.input_names_))
+    X = table.arrays(example_ids=ids, rubric_ids=scorer.adaptive.input_names_).features()
     expect = scorer.adaptive.predict(X, np.ones(X.shape[:2], dtype=bool), scorer.judges or None)  # the judges mean
     assert [r.prediction for r in full] == pytest.approx(expect)
 
@@ -173,13 +172,12 @@ def test_results_carry_the_answer_surprise_and_the_batch_check(run_dir, tmp_path
     """Every result of a run with an adaptive model says how surprising the LLM's answers were
     (adaptive: the rubrics asked; full scoring: all of them, same as the model computes it), and
     the scorer and ``score`` sum it up for the batch."""
-    from rubric_induce.calibration.data import features_from_arrays
-
+    
     scorer = RubricScorer.load(run_dir, backend=FakeBackend())
     model = scorer.adaptive
     full = scorer.score(TEXTS)
     table = scorer.probe(TEXTS)
-    X = features_from_arrays(table.arrays(example_ids=[r.id for r in full], rubric_ids=model.input_names_))
+    X = table.arrays(example_ids=[r.id for r in full], rubric_ids=model.input_names_).features()
     nb = X.shape[1]
     expect = model.answer_surprise(X, [list(range(nb))] * len(X), np.ones(X.shape[:2], dtype=bool))
     assert [r.answer_surprise for r in full] == pytest.approx(list(expect))

@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.calibration.data import features_from_arrays
 from rubric_induce.calibration.predict import calibrated_rows
 from rubric_induce.core.safepaths import lies_inside
 from rubric_induce.data import Example
@@ -33,7 +32,7 @@ def judge_predictions(scorer, table, examples: Sequence[Example]) -> tuple[list[
     ids = [e.id for e in examples]
     arr = table.arrays(example_ids=ids, rubric_ids=[r.id for r in scorer.rubrics])
     ok = arr.ok.all(axis=1)
-    X = features_from_arrays(arr)
+    X = arr.features()
     preds: dict[str, dict[str, float | None]] = {}
     for name in names:
         rows = calibrated_rows(cal, X, name, question=scorer.question, unseen_judge="shared")
