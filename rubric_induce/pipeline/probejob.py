@@ -12,7 +12,7 @@ batch export and shards need the real pool (``run --stop-after dedup`` first).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from rubric_induce.pipeline.context import RunContext
 from rubric_induce.pipeline.folder import RunLock, cache_path_for
 from rubric_induce.pipeline.resume import read_marker, stage_fingerprint
 from rubric_induce.pipeline.runner import preflight, run_dir_for
-from rubric_induce.pipeline.stages import STAGES, direct_judge_question, direct_target
+from rubric_induce.pipeline.stages import STAGES, direct_judge_question, direct_side_question, direct_target
 from rubric_induce.probing.api import probe
 from rubric_induce.probing.calls import probe_calls, prompt_hashes
 from rubric_induce.probing.plan import check_logprobs_support, plan_probes
@@ -139,7 +139,8 @@ def run_probe_job(config: RunConfig | str | Path, *, out: str | Path | None = No
                         path=cfg.source, field="generate.include")
     if shard is not None:
         notes.append(f"shard {shard}: {len(examples)} of {len(ctx.probe_examples)} texts")
-    target = direct_target(ctx) if shard is None else None  # a shard holds probe-stage calls only
+    # a shard's plan counts its probes only; run_probe_shard also asks its held-out texts' direct questions
+    target = direct_target(ctx) if shard is None else None
     direct = direct_judge_question(ctx, target) if target is not None else None
     return ProbeJob(cfg, run_dir, examples, rubrics, source, exact, shard, len(ctx.probe_examples), notes,
                     direct=direct, held_out=ctx.test if direct is not None else [])
@@ -247,7 +248,11 @@ def run_probe_shard(config: RunConfig | str | Path, shard: Shard | str, *, out: 
     with RunLock(job.run_dir):
         ctx = RunContext(cfg, job.run_dir, progress=progress, echo=echo, backend_override=backend)
         try:
-            table = probe(job.examples, job.rubrics, ctx.backend, progress=progress, **job.probe_kwargs())
+            # the direct question of the shard's held-out texts is a probe-stage call too (asked after their rubrics)
+            side = direct_side_question(ctx)
+            if side is not None:
+                side = replace(side, example_ids=side.example_ids & {ex.id for ex in job.examples})
+            table = probe(job.examples, job.rubrics, ctx.backend, progress=progress, side=side, **job.probe_kwargs())
             target = job.run_dir / "shards" / f"probes.{shard.tag}.jsonl"
             target.parent.mkdir(exist_ok=True)
             table.meta["shard"] = str(shard)

@@ -15,10 +15,12 @@ RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
 
 
 def _config(fake_run_config: str, examples: Path) -> str:
-    """The shared fake-run config (tests/conftest.py) over ``examples``, every row read (no limit)."""
+    """The shared fake-run config (tests/conftest.py) over ``examples``, every row read (no limit), without
+    the direct judge's question (asked in the probe stage of held-out texts; this test counts rubric probes)."""
     demo = f'examples = "{RES / "demo_uss_dialogues.jsonl"}"'
     assert demo in fake_run_config and "limit = 24\n" in fake_run_config
-    return fake_run_config.replace(demo, f'examples = "{examples}"').replace("limit = 24\n", "")
+    return (fake_run_config.replace(demo, f'examples = "{examples}"').replace("limit = 24\n", "")
+            + "\n[evaluate]\ndirect_baseline = false\n")
 
 
 def _pairs(run: Path) -> set[tuple[str, str]]:

@@ -42,3 +42,13 @@ n_dsat = 2
 bootstrap = {bootstrap}
 {f"[report]{chr(10)}{report}" if report else ""}
 """
+
+
+def probe_stage_calls(run_dir: Path) -> int:
+    """The calls a finished run's probe stage asks: one per probe, plus the direct judge's question of
+    each held-out text, asked right after that text's rubrics (``direct_probes.jsonl``, one line each)."""
+    def lines(name: str) -> int:
+        path = run_dir / name
+        return sum(1 for line in path.open(encoding="utf-8") if line.strip()) if path.exists() else 0
+
+    return lines("probes.jsonl") + lines("direct_probes.jsonl")
