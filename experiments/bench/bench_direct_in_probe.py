@@ -14,11 +14,16 @@ Usage: ``.venv/bin/python experiments/bench/bench_direct_in_probe.py [--texts 4]
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import sys
 from pathlib import Path
 
 import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
+
+from _harness import begin, parser  # noqa: E402
 
 from rubric_induce.backends.local import LocalLlamaBackend
 from rubric_induce.evaluation.direct import probe_direct
@@ -76,10 +81,10 @@ def same_records(cfg, ctx, side, rubrics, backend, n: int) -> None:
           f"tokens, asked alone {backend.tokens_evaluated:,}; records identical: {all(same)} {same}")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = parser("bench_direct_in_probe", __doc__.split("\n\n")[0])
     ap.add_argument("--texts", type=int, default=0, help="held-out texts to probe both ways on the model (0: skip)")
-    args = ap.parse_args()
+    exp, args = begin(ap, argv)
     cfg = load_config(CONFIG)
     ctx = RunContext(cfg, Path(cfg.run.out))
     side = direct_side_question(ctx)
@@ -91,7 +96,8 @@ def main() -> None:
             same_records(cfg, ctx, side, rubrics, backend, args.texts)
     finally:
         backend.close()
+    return exp.close()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
