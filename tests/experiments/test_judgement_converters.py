@@ -13,7 +13,6 @@ import pytest
 from rubric_induce.data.judgements import read_judgements
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "data"
 
 
 def _tool(name: str):
@@ -108,17 +107,16 @@ def test_llmbar_converter_damaged_verdicts_are_exit_2(tmp_path: Path, capsys: py
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (SHARED / "llmbar").is_dir(), reason="needs ../shared/data/llmbar")
-def test_llmbar_converter_on_the_released_verdicts(tmp_path: Path) -> None:
+def test_llmbar_converter_on_the_released_verdicts(tmp_path: Path, shared_data_root: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(ROOT / "experiments" / "tools" / "llmbar_judgements.py"),
-                           "--data-root", str(SHARED / "llmbar"), "--out", str(out), "--limit", "5"],
+                           "--data-root", str(shared_data_root / "llmbar"), "--out", str(out), "--limit", "5"],
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     pooled = read_judgements(out / "pooled.jsonl")
     assert pooled.n == 15 and set(pooled.judge_names) == {"GPT-4", "ChatGPT", "LLaMA2", "PaLM2", "Falcon"}
     assert pooled.judge("GPT-4").present.all()
-    gold = json.loads((SHARED / "llmbar" / "Natural" / "dataset.json").read_text())[:5]
+    gold = json.loads((shared_data_root / "llmbar" / "Natural" / "dataset.json").read_text())[:5]
     assert read_judgements(out / "Natural.jsonl").label.tolist() == [g["label"] - 1.0 for g in gold]
 
 
@@ -137,8 +135,8 @@ def test_llm_rubric_rows_one_per_dialogue_with_rater_labels(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (SHARED / "llm_rubric").is_dir(), reason="needs ../shared/data/llm_rubric")
-def test_llm_rubric_converter_end_to_end(tmp_path: Path) -> None:
+def test_llm_rubric_converter_end_to_end(tmp_path: Path, shared_data_root: Path) -> None:
+    # shared_data_root: the converter reads the shared data where every test finds it (missing: skip, or fail in CI)
     out = tmp_path / "lr.jsonl"
     assert llm_rubric.main(["--out", str(out), "--trials", "0", "--seeds", "1"]) == 0
     jd = read_judgements(out)
