@@ -8,9 +8,11 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from rubric_induce.core.errors import DataError
 from rubric_induce.core.textfiles import open_binary
+from rubric_induce.data.probes import ProbeStore, ProbeTable
 
-__all__ = ["write_buckets"]
+__all__ = ["write_buckets", "read_bucket"]
 
 
 def write_buckets(path: str | Path, folder: Path, n_buckets: int,
@@ -38,3 +40,16 @@ def write_buckets(path: str | Path, folder: Path, n_buckets: int,
         for sink in sinks:
             sink.close()
     return buckets
+
+
+def read_bucket(bucket: Path, table: str | Path, rubric_ids: Sequence[str], example_ids: Sequence[str]) -> ProbeStore:
+    """The probes of ``example_ids`` from their bucket file (deleted once read). A bad record is
+    reported at the probe table's own file and line (the bucket's records of these texts are read
+    from ``table`` again to name it), never at a temporary bucket the user has not seen."""
+    try:
+        store = ProbeTable.scan(bucket, rubric_ids, example_ids)
+    except DataError:
+        ProbeTable.scan(table, rubric_ids, example_ids)
+        raise
+    bucket.unlink()
+    return store

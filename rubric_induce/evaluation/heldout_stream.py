@@ -36,9 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from rubric_induce.core.errors import DataError
 from rubric_induce.data import Example
-from rubric_induce.data.probe_buckets import write_buckets
+from rubric_induce.data.probe_buckets import read_bucket, write_buckets
 from rubric_induce.data.probes import ProbeTable, iter_records
 from rubric_induce.evaluation.columns import ScoredColumns
 from rubric_induce.evaluation.judges import judge_ratings
@@ -145,12 +144,7 @@ def _bucket_arrays(path: Path, ids: list[str], rubric_ids: list[str], stats: Any
     buckets = write_buckets(path, folder, n_buckets, _router(ids, size))
     for b, bucket in enumerate(buckets):
         group = ids[b * size:(b + 1) * size]
-        try:
-            store = ProbeTable.scan(bucket, rubric_ids, group)
-        except DataError:  # name the table's own line: read its records of these texts again
-            ProbeTable.scan(path, rubric_ids, group)
-            raise
-        bucket.unlink()
+        store = read_bucket(bucket, path, rubric_ids, group)
         store.k = max(store.k, k)
         arrays = store.arrays(group)
         del store

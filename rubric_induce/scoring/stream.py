@@ -26,10 +26,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rubric_induce.core.errors import DataError
 from rubric_induce.data import Example
 from rubric_induce.data.mapping import InputMapping
-from rubric_induce.data.probe_buckets import write_buckets
+from rubric_induce.data.probe_buckets import read_bucket, write_buckets
 from rubric_induce.data.probes import ProbeTable, iter_records
 from rubric_induce.data.results import ScoreResult
 from rubric_induce.scoring.numbers import SCORE_CHUNK
@@ -77,13 +76,7 @@ def stream_probes(scorer: Any, path: str | Path, params: ScoreParams) -> Iterato
     with tempfile.TemporaryDirectory(prefix=".score-buckets-", dir=path.parent) as folder:
         buckets = _write_buckets(path, [g[0] for g in groups[1:]], Path(folder))
         for group, bucket in zip(groups, buckets):
-            try:
-                store = ProbeTable.scan(bucket, rubric_ids, group)
-            except DataError:  # name the table's own line: read its records of these texts again
-                ProbeTable.scan(path, rubric_ids, group)
-                raise
-            bucket.unlink()
-            yield from scorer.iter_score_probes(store, group, params)
+            yield from scorer.iter_score_probes(read_bucket(bucket, path, rubric_ids, group), group, params)
 
 
 def _write_buckets(path: Path, bounds: list[str], folder: Path) -> list[Path]:
