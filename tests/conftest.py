@@ -281,6 +281,7 @@ def pytest_runtest_makereport(item, call):
 HEAVY_TIERS = ("slow", "local_model", "server", "browser", "tools")
 
 
+@pytest.hookimpl(trylast=True)  # after -m deselected: plain pytest (no heavy test selected) groups nothing
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``--dist loadgroup``): every test of a file that holds a heavy tier's test runs
     on one worker, so a module-scoped fixture (a llama.cpp server, a fitted model, a whole pipeline run) is
