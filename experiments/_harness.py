@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shlex
+import subprocess
 import sys
 import time
 import tomllib
@@ -25,7 +27,7 @@ FOLDERS = ("bench", "papers", "tools")  # benchmarks, paper reproductions, data 
 # Keys every experiment takes besides its own DEFAULTS (the run directory, the call cache, the data).
 COMMON_KEYS = frozenset({"limit", "seed", "backend", "out", "cache", "data_root"})
 
-__all__ = ["ROOT", "Experiment", "script_path", "start", "pyplot", "save_figure"]
+__all__ = ["ROOT", "Experiment", "script_path", "start", "pyplot", "save_figure", "measure_child"]
 
 
 def script_path(name: str) -> Path | None:
@@ -340,3 +342,19 @@ def save_figure(fig, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def measure_child(cmd: list[str], **tags: Any) -> dict[str, Any]:
+    """Run one measurement in a fresh process (``cmd`` prints its result as JSON on its last line), so
+    its peak memory is its own. Returns that result with ``tags`` and the 1-minute load before and after
+    (a shared machine's load explains its wall times); a failed child gives ``{**tags, "failed": rc}``
+    after its stderr's tail. Each row is echoed to stderr as it finishes."""
+    load0 = os.getloadavg()[0]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(proc.stderr[-3000:], file=sys.stderr)
+        return {**tags, "failed": proc.returncode}
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res.update(**tags, load_before=load0, load_after=os.getloadavg()[0])
+    print(json.dumps(res), file=sys.stderr)
+    return res

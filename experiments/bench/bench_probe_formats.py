@@ -36,7 +36,6 @@ import os
 import platform
 import resource
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -46,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
 import numpy as np
-from _harness import begin, parser
+from _harness import begin, measure_child, parser
 
 from rubric_induce.data.probes import ProbeRecord, ProbeTable, iter_records
 from rubric_induce.data.probes_parquet import ParquetProbeWriter, parquet_example_ids, read_parquet_store
@@ -146,16 +145,7 @@ def read_all(folder: Path, args: Any) -> list[dict[str, Any]]:
         for fmt, name in (("jsonl", "probes.jsonl"), ("parquet", "probes.parquet")):
             cmd = [sys.executable, __file__, "--child", step, "--path", str(folder / name),
                    "--rubrics", str(args.rubrics)]
-            load0 = os.getloadavg()[0]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                print(proc.stderr[-3000:], file=sys.stderr)
-                rows.append({"format": fmt, "step": step, "failed": proc.returncode})
-                continue
-            res = json.loads(proc.stdout.strip().splitlines()[-1])
-            res.update(format=fmt, load_before=load0, load_after=os.getloadavg()[0])
-            rows.append(res)
-            print(json.dumps(res), file=sys.stderr)
+            rows.append(measure_child(cmd, format=fmt, step=step))
     return rows
 
 

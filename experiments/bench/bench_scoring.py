@@ -73,7 +73,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
 import numpy as np
-from _harness import begin, parser
+from _harness import begin, measure_child, parser
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import Example, Judgment, Rubric
@@ -301,7 +301,6 @@ def child(step: str, folder: str, bootstrap: int, seed: int) -> dict[str, Any]:
 def memory_main(args, sizes: list[int]) -> int:
     """Prepare each size on disk, then run every step in its own process and report peak RSS."""
     import json
-    import subprocess
     from pathlib import Path
 
     root = Path(args.dir)
@@ -320,16 +319,7 @@ def memory_main(args, sizes: list[int]) -> int:
         for step in steps:
             cmd = [sys.executable, __file__, "--child", step, "--dir", str(root / f"n{n}"),
                    "--bootstrap", str(args.bootstrap), "--seed", str(args.seed)]
-            load0 = os.getloadavg()[0]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                print(proc.stderr[-3000:], file=sys.stderr)
-                rows.append({"n": n, "step": step, "failed": proc.returncode})
-                continue
-            res = json.loads(proc.stdout.strip().splitlines()[-1])
-            res.update(n=n, load_before=load0, load_after=os.getloadavg()[0])
-            rows.append(res)
-            print(json.dumps(res), file=sys.stderr)
+            rows.append(measure_child(cmd, n=n, step=step))
     print(f"Peak RSS and wall time, one process per (size, step): {args.rubrics} rubrics, {args.judges} judges "
           f"(2 per text), {100 * args.failed:g}% failed probes, bootstrap {args.bootstrap}")
     print(f"(CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores visible, "
