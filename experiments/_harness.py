@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shlex
 import subprocess
 import sys
@@ -27,7 +28,7 @@ FOLDERS = ("bench", "papers", "tools")  # benchmarks, paper reproductions, data 
 # Keys every experiment takes besides its own DEFAULTS (the run directory, the call cache, the data).
 COMMON_KEYS = frozenset({"limit", "seed", "backend", "out", "cache", "data_root"})
 
-__all__ = ["ROOT", "Experiment", "script_path", "start", "pyplot", "save_figure", "measure_child"]
+__all__ = ["ROOT", "Experiment", "script_path", "start", "pyplot", "save_figure", "measure_child", "peak_rss_mb"]
 
 
 def script_path(name: str) -> Path | None:
@@ -358,3 +359,12 @@ def measure_child(cmd: list[str], **tags: Any) -> dict[str, Any]:
     res.update(**tags, load_before=load0, load_after=os.getloadavg()[0])
     print(json.dumps(res), file=sys.stderr)
     return res
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS in MB: ``VmHWM``, which starts afresh at exec (``ru_maxrss`` keeps the
+    forking parent's peak, so a small child of a large parent would report the parent's)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

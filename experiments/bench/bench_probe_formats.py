@@ -34,7 +34,6 @@ import hashlib
 import json
 import os
 import platform
-import resource
 import shutil
 import sys
 import time
@@ -45,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
 import numpy as np
-from _harness import begin, measure_child, parser
+from _harness import begin, measure_child, parser, peak_rss_mb
 
 from rubric_induce.data.probes import ProbeRecord, ProbeTable, iter_records
 from rubric_induce.data.probes_parquet import ParquetProbeWriter, parquet_example_ids, read_parquet_store
@@ -127,16 +126,7 @@ def child(step: str, path: str, n_rubrics: int) -> dict[str, Any]:
     else:
         raise SystemExit(f"unknown step {step!r}")
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-    return {"step": step, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": _peak_rss_mb(), "n": n}
-
-
-def _peak_rss_mb() -> float:
-    """This process's peak RSS: VmHWM, which starts afresh at exec (``ru_maxrss`` keeps the forking
-    parent's peak, so a child of a large parent would report the parent's)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"step": step, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak_rss_mb(), "n": n}
 
 
 def read_all(folder: Path, args: Any) -> list[dict[str, Any]]:

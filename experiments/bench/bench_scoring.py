@@ -39,7 +39,7 @@ Peak memory (issue 35), ``--memory``: each size is first written to disk under `
 scorer artifact with the same rubrics and calibrator, ``probes.jsonl`` written line by line from
 templates of the base probes, ``examples.jsonl``; about 450 bytes a probe, so 9 GB at 1M x 20;
 kept and reused while its ``done`` marker is there), then every step runs in a fresh process
-(``--child``) that reports its wall and CPU seconds and its peak RSS (``ru_maxrss``):
+(``--child``) that reports its wall and CPU seconds and its peak RSS (``VmHWM``):
 
 * ``score_probes``: ``rubric-induce score RUN --probes probes.jsonl --out out/cli_scores.jsonl``;
 * ``evaluate``: the run's evaluate stage on every text as held-out
@@ -73,7 +73,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "experiments")) if p not in sys.path]  # no PYTHONPATH
 
 import numpy as np
-from _harness import begin, measure_child, parser
+from _harness import begin, measure_child, parser, peak_rss_mb
 
 from rubric_induce.backends.fake import FakeBackend
 from rubric_induce.data import Example, Judgment, Rubric
@@ -258,7 +258,6 @@ def _load_examples(path) -> list[Example]:
 
 def child(step: str, folder: str, bootstrap: int, seed: int) -> dict[str, Any]:
     """Run one step on a prepared folder in this (fresh) process; wall and CPU seconds and peak RSS."""
-    import resource
     from pathlib import Path
 
     folder_p = Path(folder)
@@ -294,8 +293,7 @@ def child(step: str, folder: str, bootstrap: int, seed: int) -> dict[str, Any]:
     else:
         raise SystemExit(f"unknown step {step!r}")
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"step": step, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak_kib / 1024}
+    return {"step": step, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak_rss_mb()}
 
 
 def memory_main(args, sizes: list[int]) -> int:
