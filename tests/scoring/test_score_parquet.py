@@ -2,20 +2,17 @@
 same bytes, streamed through bucket files or not; a damaged Parquet table fails before any row."""
 from __future__ import annotations
 
-import json
-import random
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from scattered_probes import scattered_probes
 
 import rubric_induce.scoring.numbers as numbers
 import rubric_induce.scoring.stream as stream
 import rubric_induce.scoring.stream_parquet as stream_parquet
 from rubric_induce.cli import cli
 from rubric_induce.data import probes_parquet
-from rubric_induce.data.probes import ProbeTable
 from rubric_induce.data.probes_parquet import jsonl_to_parquet
 
 
@@ -23,25 +20,6 @@ def _score(run, probes, out, *extra) -> bytes:
     res = CliRunner().invoke(cli, ["score", str(run), "--probes", str(probes), "--out", str(out), *extra])
     assert res.exit_code == 0, res.output
     return out.read_bytes()
-
-
-def _shuffled(fake_run, path, n: int) -> None:
-    """The run's probes repeated under ``n`` text ids, the lines shuffled, a few failed."""
-    by_text: dict[str, list] = {}
-    for rec in ProbeTable.load(fake_run / "probes.jsonl").records:
-        by_text.setdefault(rec.example_id, []).append(rec.to_dict())
-    base = list(by_text.values())
-    rng = random.Random(1)
-    lines = []
-    for i in range(n):
-        ex_id = f"t{rng.randrange(10**6):06d}-{i}"  # the ids' order is not the texts' order
-        for row in base[i % len(base)]:
-            row = {**row, "example_id": ex_id}
-            if rng.random() < 0.01:
-                row = {**row, "error": "synthetic failure", "raw": [0.0] * len(row["raw"])}
-            lines.append(json.dumps(row) + "\n")
-    rng.shuffle(lines)
-    path.write_text("".join(lines), encoding="utf-8")
 
 
 @pytest.mark.parametrize("suffix, extra", [("jsonl", ()), ("csv", ()), ("jsonl", ("--adaptive", "--budget", "2"))])
@@ -61,7 +39,7 @@ def test_parquet_probes_through_bucket_files_score_to_the_bytes_of_jsonl(fake_ru
     monkeypatch.setattr(probes_parquet, "READ_ROWS", 100)  # read 100 rows at a time, buckets of 100-row groups
     monkeypatch.setattr(stream_parquet, "READ_ROWS", 100)
     jsonl = tmp_path / "probes.jsonl"
-    _shuffled(fake_run, jsonl, 120)
+    scattered_probes(fake_run, jsonl, 120, seed=1, fail_rate=0.01, random_ids=True)
     parquet = jsonl_to_parquet(jsonl, tmp_path / "probes.parquet", row_group=500)
     want = _score(fake_run, jsonl, tmp_path / "a.jsonl")
     assert _score(fake_run, parquet, tmp_path / "b.jsonl") == want

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
-import random
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from scattered_probes import scattered_probes
 
 import rubric_induce.scoring.numbers as numbers
 import rubric_induce.scoring.stream as stream
@@ -28,28 +28,6 @@ def _jsonl(results) -> bytes:
     return "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in results).encode("utf-8")
 
 
-def _many_probes(fake_run, path, n: int, seed: int = 0) -> list[str]:
-    """A probe table of ``n`` texts: the run's probes repeated under new ids, every record's line in a
-    shuffled order (a text's probes scattered over the file), a few failed; returns the ids."""
-    table = ProbeTable.load(fake_run / "probes.jsonl")
-    by_text: dict[str, list] = {}
-    for rec in table.records:
-        by_text.setdefault(rec.example_id, []).append(rec.to_dict())
-    base = list(by_text.values())
-    rng = random.Random(seed)
-    ids = [f"t{i:06d}" for i in range(n)]
-    lines = []
-    for i, ex_id in enumerate(ids):
-        for row in base[i % len(base)]:
-            row = {**row, "example_id": ex_id}
-            if rng.random() < 0.002:
-                row = {**row, "error": "synthetic failure", "raw": [0.0] * len(row["raw"])}
-            lines.append(json.dumps(row) + "\n")
-    rng.shuffle(lines)
-    path.write_text("".join(lines), encoding="utf-8")
-    return ids
-
-
 @pytest.mark.slow
 def test_streamed_probe_table_gives_the_bytes_of_the_in_memory_path(fake_run, tmp_path, monkeypatch):
     """10,000 texts, their probes scattered over the file, read into buckets of 4,096 texts and
@@ -57,7 +35,7 @@ def test_streamed_probe_table_gives_the_bytes_of_the_in_memory_path(fake_run, tm
     a block of SCORE_CHUNK texts at a time); one network batch of every text, as before streaming,
     differs in the last float32 digits only."""
     path = tmp_path / "probes.jsonl"
-    ids = _many_probes(fake_run, path, 10_000)
+    ids = scattered_probes(fake_run, path, 10_000)
     monkeypatch.setattr(stream, "BUCKET_TEXTS", numbers.SCORE_CHUNK)  # three buckets
     out = tmp_path / "scores.jsonl"
     res = CliRunner().invoke(cli, ["score", str(fake_run), "--probes", str(path), "--out", str(out)])
@@ -123,7 +101,7 @@ def test_a_bad_line_fails_before_any_row_is_written(fake_run, tmp_path, monkeypa
     """A damaged probe line names the table's file and line, and nothing reaches --out, whichever
     bucket the line falls in."""
     path = tmp_path / "probes.jsonl"
-    _many_probes(fake_run, path, 30)
+    scattered_probes(fake_run, path, 30)
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     selected = {r.id for r in RubricScorer.load(fake_run).rubrics}
     k = max(i for i, line in enumerate(lines) if json.loads(line)["rubric_id"] in selected)
