@@ -8,10 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stage_inputs import stage_kwargs
 
 import rubric_induce.scoring.numbers as numbers
 from rubric_induce.core.errors import DataError
-from rubric_induce.data import Example, RubricPool
+from rubric_induce.data import Example
 from rubric_induce.data.probes import ProbeRecord, ProbeTable
 from rubric_induce.evaluation.heldout import EvaluateParams, evaluate_probes
 from rubric_induce.evaluation.heldout_stream import BUCKET_TEXTS
@@ -55,10 +56,7 @@ def test_bucketed_stage_writes_the_files_of_the_whole_split(fake_run, tmp_path, 
     examples.append(examples[1])  # the same text in the first and the last bucket
     assert len(examples) > 3 * 8
     y = np.array([float(ex.labels["sat"]) for ex in examples])
-    kw = dict(label="sat", threshold=scorer.threshold, binary=True, question=scorer.question, seed=3,
-              train=examples[:6], train_y=y[:6], trained_judges=scorer.judges,
-              rubrics=list(RubricPool.load(fake_run / "selected.jsonl")), selected=[r.id for r in scorer.rubrics],
-              answer_reference=getattr(scorer.adaptive, "answer_surprise_reference_", None))
+    kw = stage_kwargs(scorer, fake_run, examples, y)
     params = EvaluateParams(bootstrap=30)
     whole = evaluate_probes(scorer, table, examples, y, params, out=tmp_path / "whole", chunk_size=3, **kw)
     assert "judges" in whole.summary and whole.summary["judges"]["n_judges"] >= 2

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stage_inputs import stage_kwargs
 
-from rubric_induce.data import Example, RubricPool
+from rubric_induce.data import Example
 from rubric_induce.data.probes import ProbeTable
 from rubric_induce.evaluation.heldout import (
     EvaluateParams,
@@ -40,10 +41,7 @@ def test_streamed_stage_writes_the_files_of_the_whole_lists(fake_run, tmp_path, 
     examples = _examples({r.example_id for r in table.records})
     assert len(examples) >= 20
     y = np.array([float(ex.labels["sat"]) for ex in examples])
-    kw = dict(label="sat", threshold=scorer.threshold, binary=True, question=scorer.question, seed=3,
-              train=examples[:6], train_y=y[:6], trained_judges=scorer.judges,
-              rubrics=list(RubricPool.load(fake_run / "selected.jsonl")), selected=[r.id for r in scorer.rubrics],
-              answer_reference=getattr(scorer.adaptive, "answer_surprise_reference_", None))
+    kw = stage_kwargs(scorer, fake_run, examples, y)
     params = EvaluateParams(bootstrap=30)
     results, judge_results = score_heldout(scorer, table, examples)  # the lists, as the stage had them
     assert judge_results and any(r.netsat is None for r in results) == partial
