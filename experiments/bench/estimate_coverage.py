@@ -6,10 +6,12 @@ uniformly (the rest count as unlabelled) and computes, from the judge's score ``
 (its expected label, ``probs @ scale``) and the revealed labels:
 
 * ``classical``: the labels alone (Wilson's interval for a share, else the t interval);
-* ``ppi``: prediction-powered inference with weight 1; ``ppi++``: with PPI++ power tuning (both
-  with the small-sample intervals of ``rubric_induce.evaluation.estimate``: jackknife variance,
-  t quantile; ``--normal``: ``ppi-python``'s normal intervals instead). Every interval is clipped
-  to the scale's ends;
+* ``ppi``: prediction-powered inference with weight 1; ``ppi++``: with PPI++ power tuning, its
+  weight shrunk by how well the labels determine it (both with the small-sample intervals of
+  ``rubric_induce.evaluation.estimate``: jackknife variance, t quantile, and for a share Wilson's
+  score form at PPI's effective number of labels; ``--no-shrink``: ``ppi-python``'s unshrunk
+  weight; ``--normal``: ``ppi-python``'s normal intervals and weight instead). Every interval is
+  clipped to the scale's ends;
 * ``naive-judge``: the judge's mean over every row with its normal interval (no guarantee: it
   covers the judge's mean, not the humans');
 * ``active``: active inference (``rubric_induce.evaluation.active``): each row is labelled with a
@@ -127,8 +129,10 @@ def _cje(pop: Population, revealed: np.ndarray, alpha: float, seed: int) -> tupl
 
 
 def one_rep(pop: Population, budget: int, rng: np.random.Generator, alpha: float, mix: float,
-            with_cje: bool, small: bool = True) -> dict[str, tuple[float, float, float, float]]:
-    """Per method: (low, high, labels used, seconds); ``small``: the small-sample intervals."""
+            with_cje: bool, small: bool = True, shrink: bool | None = None,
+            ) -> dict[str, tuple[float, float, float, float]]:
+    """Per method: (low, high, labels used, seconds); ``small``: the small-sample intervals;
+    ``shrink``: PPI++'s shrunk weight (default: with ``small``)."""
     n = len(pop.y)
     out: dict[str, tuple[float, float, float, float]] = {}
     revealed = np.zeros(n, dtype=bool)
@@ -141,7 +145,7 @@ def one_rep(pop: Population, budget: int, rng: np.random.Generator, alpha: float
         "ppi": lambda: ppi_mean(y, fl, fu, alpha=alpha, power_tuning=False, groups_labelled=gl, groups_unlabelled=gu,
                                 bounds=pop.scale, small_sample=small),
         "ppi++": lambda: ppi_mean(y, fl, fu, alpha=alpha, groups_labelled=gl, groups_unlabelled=gu, bounds=pop.scale,
-                                  small_sample=small),
+                                  small_sample=small, shrink=shrink),
         "naive-judge": lambda: naive_mean(pop.f, alpha=alpha, groups=pop.groups, bounds=pop.scale),
     }
     for method, call in calls.items():
@@ -236,7 +240,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for rep in range(args.reps):
         pop = fixed if fixed is not None else planted_population(args.planted_n, rng)
         for b in budgets:
-            res = one_rep(pop, b, rng, args.alpha, args.mix, with_cje and rep < args.cje_reps, not args.normal)
+            res = one_rep(pop, b, rng, args.alpha, args.mix, with_cje and rep < args.cje_reps, not args.normal,
+                          False if args.no_shrink else None)
             for method, (low, high, labels, secs) in res.items():
                 records.setdefault((method, b), []).append((low, high, labels, secs, pop.truth))
     rows = summarise(records, nominal)
@@ -256,7 +261,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
               "truth": None if fixed is None else fixed.truth, "budgets": budgets, "skipped_budgets": skipped,
               "reps": args.reps, "cje_reps": min(args.cje_reps, args.reps) if with_cje else 0,
               "cje": "ran" if with_cje else ("--no-cje" if args.no_cje else "not installed (pip install cje-eval)"),
-              "alpha": args.alpha, "mix": args.mix, "seed": args.seed, "small_sample": not args.normal, "rows": rows, "active_ratio": ratio,
+              "alpha": args.alpha, "mix": args.mix, "seed": args.seed, "small_sample": not args.normal,
+              "shrink": not (args.normal or args.no_shrink), "rows": rows, "active_ratio": ratio,
               "checks": checks, "command": "python experiments/bench/estimate_coverage.py " + " ".join(sys.argv[1:]),
               "runtime_s": round(time.perf_counter() - started, 1)}
     args.out.mkdir(parents=True, exist_ok=True)
@@ -296,6 +302,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--no-cje", action="store_true", help="skip cje even where it is installed")
     ap.add_argument("--normal", action="store_true",
                     help="the plain normal intervals (ppi-python's; small_sample=False) instead of the small-sample ones")
+    ap.add_argument("--no-shrink", action="store_true", help="PPI++ with ppi-python's unshrunk weight")
     ap.add_argument("--alpha", type=float, default=0.1, help="1 - nominal coverage")
     ap.add_argument("--mix", type=float, default=0.5, help="active: the uniform share of the sampling rule")
     ap.add_argument("--planted-n", type=int, default=2000, help="texts per planted population")

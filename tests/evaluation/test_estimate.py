@@ -178,13 +178,13 @@ def test_judgements_rows_include_differences(tmp_path):
 
 
 def test_small_sample_point_estimate_and_weight_are_ppi_pythons(ppi_py):
-    """The jackknife path's estimate and PPI++ weight (computed from group sums) equal ppi-python's;
-    the jackknife variance of plain PPI is the plug-in one with Bessel's correction."""
+    """The jackknife path's estimate and PPI++ weight (computed from group sums; unshrunk) equal
+    ppi-python's; the jackknife variance of plain PPI is the plug-in one with Bessel's correction."""
     from rubric_induce.evaluation.estimate import _power_weight
 
     rng = np.random.default_rng(11)
     y, fl, fu = _planted(rng, 40, 400)
-    tuned = ppi_mean(y, fl, fu)
+    tuned = ppi_mean(y, fl, fu, shrink=False)
     lam = _power_weight(y, fl, fu)
     assert tuned.lam == pytest.approx(lam, abs=1e-9)
     assert tuned.estimate == pytest.approx(float(np.ravel(ppi_py.ppi_mean_pointestimate(y, fl, fu, lam=lam))[0]),
@@ -196,6 +196,27 @@ def test_small_sample_point_estimate_and_weight_are_ppi_pythons(ppi_py):
     from scipy import stats
 
     assert plain.width == pytest.approx(2 * stats.t.ppf(0.95, 39) * plain.se, rel=1e-9)
+
+
+def test_shrunk_weight_against_ppi_python(ppi_py):
+    """The shrunk weight is ppi-python's times max(0, 1 - 1 / (n r^2))^2; at that weight the
+    small-sample path's estimate is ppi-python's, and with ``small_sample=False`` so is the interval."""
+    rng = np.random.default_rng(13)
+    y, fl, fu = _planted(rng, 30, 400, noise=2.0)  # a weak judge: the factor is well inside (0, 1)
+    from rubric_induce.evaluation.estimate import _power_weight
+
+    fitted = _power_weight(y, fl, fu)  # ppi-python's (test_equals_ppi_python_without_groups)
+    factor = (1 - 1 / (30 * np.corrcoef(y, fl)[0, 1] ** 2)) ** 2
+    assert 0.2 < factor < 0.95
+    small = ppi_mean(y, fl, fu)
+    assert small.lam == pytest.approx(fitted * factor, rel=1e-9)
+    assert small.estimate == pytest.approx(float(np.ravel(ppi_py.ppi_mean_pointestimate(y, fl, fu, lam=small.lam))[0]),
+                                           abs=1e-9)
+    normal = ppi_mean(y, fl, fu, small_sample=False, shrink=True)
+    low, high = ppi_py.ppi_mean_ci(y, fl, fu, alpha=0.1, lam=fitted * factor)
+    assert normal.lam == pytest.approx(small.lam, rel=1e-9)
+    assert (normal.low, normal.high) == pytest.approx((float(low[0]), float(high[0])), abs=1e-12)
+    assert ppi_mean(y, fl, fu, small_sample=False).lam == pytest.approx(fitted, abs=1e-12)  # unshrunk by default
 
 
 def test_intervals_stay_on_the_scale_and_shares_get_wilson():
