@@ -33,6 +33,7 @@ def test_planted_run_writes_rows_per_method_and_budget(tmp_path: Path) -> None:
     assert all(r["coverage"] == 0.0 and not r["guarantee"] and r["passes"] is None for r in naive)  # judge mean 0.5
     assert all(r["nominal"] == pytest.approx(0.9) and r["reps"] == 8 for r in rows)
     assert rec["cje"] == "--no-cje" and {e["budget"] for e in rec["active_ratio"]} == {20, 40}
+    assert rec["small_sample"] is True and rec["shrink"] is True
     assert all(isinstance(e["ratio_vs_ppi_is_upper_bound"], bool) for e in rec["active_ratio"])
     assert rec["checks"]["coverage_ok"] in (True, False) and "active_0.7_reached_vs_ppi" in rec["checks"]
 
