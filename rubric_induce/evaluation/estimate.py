@@ -413,8 +413,8 @@ def difference_row(what: str, a: tuple[Any, Any, Any], b: tuple[Any, Any, Any], 
     ``(labels, judge scores on them, judge scores on the unlabelled texts)``; ``groups_*`` as
     ``(labelled groups, unlabelled groups)``. Texts of both sets in one group (one prompt answered by
     both systems) are paired: their terms share the group's draw (one jackknife deletion). Each set
-    keeps its own PPI++ weight, re-fitted on every deletion. ``bounds``: the scale's ends (a
-    difference is clipped to +-(high - low))."""
+    keeps its own PPI++ weight (shrunk as in :func:`ppi_mean`), re-fitted on every deletion.
+    ``bounds``: the scale's ends (a difference is clipped to +-(high - low))."""
     ya, fla, fua = _checked(*a, alpha)
     yb, flb, fub = _checked(*b, alpha)
     ga, gb = groups_a or (None, None), groups_b or (None, None)
