@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -172,9 +173,37 @@ def judge_key(judge: str) -> tuple[int, str]:
     return (int(judge), judge) if judge.isdecimal() else (1 << 30, judge)
 
 
-@dataclass(frozen=True)
+class _Empty(dict):
+    """The one empty ``labels`` / ``meta`` mapping every example without any shares (a dict, so it copies
+    and serialises as one), read-only: a million examples do not each hold a fresh empty dict."""
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("an example's labels and meta are read-only")
+
+    __setitem__ = __delitem__ = __ior__ = update = setdefault = pop = popitem = clear = _read_only  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_empty, ())
+
+
+_EMPTY: Mapping[str, Any] = _Empty()
+
+
+def _empty() -> Mapping[str, Any]:
+    return _EMPTY
+
+
+def _labels(labels: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A copy of ``labels`` (or meta) with its question names interned: every example's ``"sat"`` is one
+    string, not a string per example read from JSON; the shared empty mapping when there are none."""
+    if not labels:
+        return _EMPTY
+    return {sys.intern(k) if type(k) is str else k: v for k, v in labels.items()}
+
+
+@dataclass(frozen=True, slots=True)
 class Judgment:
-    """One human judge's answers for one text.
+    """One human judge's answers for one text (slots: a dataset holds one per rating).
 
     Attributes:
         judge: The judge's name.
@@ -189,12 +218,12 @@ class Judgment:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Judgment:
-        return cls(str(data["judge"]), dict(data["labels"]))
+        return cls(sys.intern(str(data["judge"])), _labels(data["labels"]))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Example:
-    """A text to judge with its human labels.
+    """A text to judge with its human labels (slots: a run holds one per text, a million at scale).
 
     Build one with :meth:`create` (the id defaults to a hash of the fields).
 
@@ -213,10 +242,10 @@ class Example:
 
     id: str
     fields: Mapping[str, str]
-    labels: Mapping[str, float | None] = field(default_factory=dict)
+    labels: Mapping[str, float | None] = field(default_factory=_empty)
     judgments: tuple[Judgment, ...] = ()
     group: str | None = None
-    meta: Mapping[str, Any] = field(default_factory=dict)
+    meta: Mapping[str, Any] = field(default_factory=_empty)
     rationale: str | None = None
 
     @classmethod
@@ -237,14 +266,14 @@ class Example:
         id): an integer id from a JSON file becomes its decimal string here, the one place every
         loader goes through, so ``7`` and ``"7"`` name the same example in every stage.
         """
-        fields = {str(k): str(v) for k, v in fields.items()}
+        fields = {sys.intern(str(k)): str(v) for k, v in fields.items()}
         return cls(
             id=str(id) if id is not None else content_id(fields, "ex-"),
             fields=fields,
-            labels=dict(labels or {}),
+            labels=_labels(labels),
             judgments=tuple(judgments),
             group=str(group) if group is not None else None,
-            meta=dict(meta or {}),
+            meta=dict(meta) if meta else _EMPTY,
             rationale=rationale.strip() or None if isinstance(rationale, str) else None,
         )
 

@@ -168,6 +168,7 @@ def score_columns(scorer: Any, probes: Any, examples: Sequence[Example], *, on_r
             for res in chunk:
                 on_result(res)
         cols.add(chunk)
+    chunk = res = None  # the last chunk's results are not kept while the judges are predicted
     if scorer.calibrator is None:
         return cols.finish(), None
     cols = cols.finish()
@@ -201,6 +202,7 @@ def evaluate_probes(scorer: Any, probes: ProbeTable | str | Path, examples: Sequ
         if isinstance(probes, ProbeTable):
             for rec in probes.records:
                 stats.add(rec)
+            stats.finish()
             arrays = ProbeStore.from_records(probes.records, [r.id for r in scorer.rubrics],
                                              [ex.id for ex in examples]).arrays([ex.id for ex in examples])
             cols, judge_pred = score_columns(scorer, arrays, examples, chunk_size=chunk_size, on_result=write)

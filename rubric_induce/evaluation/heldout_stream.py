@@ -13,18 +13,20 @@ than by the split (issue 44):
   bucket size is a multiple of the scorer's block of texts (``SCORE_CHUNK``, 4,096), and blocks are
   counted from the first text, so the calibration network, the answer check and a guarantee see the
   blocks they see over the whole split.
-* Each judge's prediction stays one network batch of every text that judge rated, as before (a
-  network fed other batches differs in the last float32 digits): while the buckets are scored, the
-  calibration inputs of the texts some judge rated are appended to a file beside them, as the
-  float64 values the network is given (not float32: the calibrator checks the float64 values, and
-  a rounded 1 + 1e-6 would fail its check), and each judge's rows are read back a block at a time
-  into its one batch.
+* Each judge's predictions: while the buckets are scored, the calibration inputs of the texts some
+  judge rated are appended to a file beside them, as the float64 values the network is given (not
+  float32: the calibrator checks the float64 values, and a rounded 1 + 1e-6 would fail its check),
+  and each judge's rows are read back and predicted :data:`JUDGE_ROWS` texts at a time. The network
+  is row by row (its matrix products give a row the same bits in batches of whole kernel blocks:
+  see :data:`JUDGE_ROWS`), so the numbers equal one batch of every text the judge rated; one such
+  batch of 250,000 texts held about 800 MB in the judge-specific layers (texts x judges x inputs).
 
 Memory: the ids and one router entry per text, one bucket's probe arrays and its store (about 3 KB
 a text at 20 rubrics x 5 answers: 200 MB at 65,536 texts), one block's numbers, the per-text columns
-(:class:`ScoredColumns`, about 90 bytes a text), and during the judges one judge's inputs (800 bytes
-a rated text, twice while the scorer masks them). A table of at most one bucket is read once, as
-before; a larger one three times (checks, buckets, arrays).
+(:class:`ScoredColumns`, about 90 bytes a text), each judge's predictions (8 bytes a text each) and
+one chunk of a judge's inputs. The probe checks' values (16 bytes a probe) are reduced once the table
+is read (:meth:`~rubric_induce.probing.checks.ProbeStats.finish`). A table of at most one bucket is
+read once, as before; a larger one three times (checks, buckets, arrays).
 """
 from __future__ import annotations
 
@@ -42,13 +44,20 @@ from rubric_induce.data.probes import ProbeTable, iter_records
 from rubric_induce.evaluation.columns import ScoredColumns
 from rubric_induce.evaluation.judges import judge_ratings
 
-__all__ = ["BUCKET_TEXTS", "score_buckets", "judge_predictions"]
+__all__ = ["BUCKET_TEXTS", "JUDGE_ROWS", "score_buckets", "judge_predictions"]
 
 #: Held-out texts scored at a time from a probe table file: a multiple of the scorer's block of texts
 #: (``rubric_induce.scoring.numbers.SCORE_CHUNK``, 4,096; a test checks it), so the results equal one
 #: pass over the whole split bit for bit.
 BUCKET_TEXTS = 16 * 4096
 _READ_ROWS = 1 << 15  # rows of the judges' input file read at a time (26 MB at 20 rubrics x 5 answers)
+#: A judge's texts predicted at a time. The network is row by row and its matrix products give a row
+#: the same bits in any batch whose chunks are whole blocks of the kernel's rows (measured here: chunks
+#: of 32 to 4,096 rows, powers of two, equal one batch of 10,000 bit for bit; chunks of 8, 16 or 97 rows
+#: do not, their last row taking another path), so a power of two, as the scorer's blocks (a test checks
+#: it). One batch of a judge's 250,000 texts held about 800 MB in the judge-specific layers (texts x
+#: judges x inputs, float32).
+JUDGE_ROWS = 4096
 
 
 def score_buckets(scorer: Any, path: str | Path, examples: Sequence[Example], stats: Any, *, on_result: Any = None,
@@ -56,7 +65,8 @@ def score_buckets(scorer: Any, path: str | Path, examples: Sequence[Example], st
                   ) -> tuple[ScoredColumns, dict[str, np.ndarray] | None]:
     """``score_columns`` of the held-out ``examples`` over their probes in the table at ``path``,
     read a bucket of ``bucket_texts`` texts (default :data:`BUCKET_TEXTS`) at a time; every record
-    of the table goes to ``stats.add`` (the probe checks), every result to ``on_result`` in order."""
+    of the table goes to ``stats.add`` (the probe checks; ``stats.finish()`` once all are read), every
+    result to ``on_result`` in order."""
     size = BUCKET_TEXTS if bucket_texts is None else bucket_texts
     ids = [ex.id for ex in examples]
     rubric_ids = [r.id for r in scorer.rubrics]
@@ -78,6 +88,7 @@ def score_buckets(scorer: Any, path: str | Path, examples: Sequence[Example], st
                         on_result(res)
                 cols.add(chunk)
             del arr
+            chunk = res = None  # the last chunk's results (about 17 KB a text) are not kept past the loop
         cols.finish()
         if feats is None:
             return cols, None
@@ -96,18 +107,22 @@ def score_buckets(scorer: Any, path: str | Path, examples: Sequence[Example], st
 def judge_predictions(scorer: Any, inputs: Callable[[np.ndarray], Any], examples: Sequence[Example],
                       ids: Sequence[str], question: str, *, aspect: str | None = None) -> dict[str, np.ndarray]:
     """For each judge who rated ``question`` on ``examples``: the calibrated prediction (of ``aspect``'s
-    head; None: the main one) for that judge on the texts they rated, NaN elsewhere; one network
-    batch per judge. ``inputs(rated)``: the probe arrays ``scorer.predict_probes`` takes those
-    texts' rows from (the arrays of every text, or :class:`_Inputs` of just those rows)."""
+    head; None: the main one) for that judge on the texts they rated, NaN elsewhere; predicted
+    :data:`JUDGE_ROWS` of those texts at a time (the numbers of one batch). ``inputs(rated)``: the
+    probe arrays ``scorer.predict_probes`` takes those texts' rows from (the arrays of every text, or
+    :class:`_Inputs` of just those rows)."""
     judges, ratings = judge_ratings(examples, question)
+    rated_by = [np.flatnonzero(np.isfinite(ratings[:, k])) for k in range(len(judges))]
+    del ratings
     judge_pred: dict[str, np.ndarray] = {}
-    for k, name in enumerate(judges):  # only the texts this judge rated (many raters, few texts each)
-        rated = np.flatnonzero(np.isfinite(ratings[:, k]))
+    for name, rated in zip(judges, rated_by):  # only the texts this judge rated (many raters, few texts each)
         pred = np.full(len(examples), np.nan)
-        # a held-out judge the calibrator has not seen is predicted with the shared weights
-        pred[rated] = scorer.predict_probes(inputs(rated), [ids[i] for i in rated.tolist()], judge=name,
-                                            unseen_judge="shared",
-                                            **({"aspect": aspect} if aspect is not None else {}))
+        for lo in range(0, len(rated), JUDGE_ROWS):
+            part = rated[lo:lo + JUDGE_ROWS]
+            # a held-out judge the calibrator has not seen is predicted with the shared weights
+            pred[part] = scorer.predict_probes(inputs(part), [ids[i] for i in part.tolist()], judge=name,
+                                               unseen_judge="shared",
+                                               **({"aspect": aspect} if aspect is not None else {}))
         judge_pred[name] = pred
     return judge_pred
 
@@ -135,12 +150,15 @@ def _bucket_arrays(path: Path, ids: list[str], rubric_ids: list[str], stats: Any
     """``(first position, probe arrays)`` of each bucket of held-out texts, in order: equal to the rows
     of one store of the whole table (``ProbeTable.scan(path, rubric_ids, ids).arrays(ids)``)."""
     if n_buckets == 1:  # one read, as before buckets
-        yield 0, ProbeTable.scan(path, rubric_ids, ids, on_record=stats.add).arrays(ids)
+        arrays = ProbeTable.scan(path, rubric_ids, ids, on_record=stats.add).arrays(ids)
+        stats.finish()  # every record read: the checks' values reduced before the texts are scored
+        yield 0, arrays
         return
     k = 1  # the widest answer scale of any record in the table (a store pads its arrays to it)
     for rec in iter_records(path):  # every line read and checked before any bucket is written
         stats.add(rec)
         k = max(k, len(rec.answers))
+    stats.finish()
     buckets = write_buckets(path, folder, n_buckets, _router(ids, size))
     for b, bucket in enumerate(buckets):
         group = ids[b * size:(b + 1) * size]
@@ -200,17 +218,19 @@ class _InputFile:
         self._fh.close()
 
     def rows(self, rows: np.ndarray) -> np.ndarray:
-        """Rows ``rows`` (ascending) of the file, as a ``[rows, *shape]`` array."""
+        """Rows ``rows`` (ascending) of the file, as a ``[rows, *shape]`` array: the span from the first
+        to the last read a block of rows at a time (a judge's chunk of texts reads its span only)."""
         shape = tuple(self.shape or (0,))
         width = int(np.prod(shape))
         out = np.empty((len(rows), *shape))
         with self.path.open("rb") as fh:
-            for start in range(0, self.n, _READ_ROWS):
-                a, b = np.searchsorted(rows, [start, start + _READ_ROWS])
-                if a == b:
-                    continue
-                stop = min(self.n, start + _READ_ROWS)
+            a = 0
+            while a < len(rows):
+                start = int(rows[a])
+                stop = min(self.n, start + _READ_ROWS, int(rows[-1]) + 1)
+                b = int(np.searchsorted(rows, stop))
                 fh.seek(start * width * 8)
                 block = np.fromfile(fh, dtype=np.float64, count=(stop - start) * width).reshape(stop - start, *shape)
                 out[a:b] = block[rows[a:b] - start]
+                a = b
         return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,15 +37,21 @@ def _short(text: str, n: int = 70) -> str:
 
 class ProbeStats:
     """What :func:`probe_checks` reads from a probe table, gathered one record at a time (``add``),
-    so the checks run on a table read line by line (8 bytes per read probe, not a record each)."""
+    so the checks run on a table read line by line (16 bytes per read probe, not a record each).
+    :meth:`finish`, once every record is in, keeps only what the checks read (each rubric's count,
+    sd and median mass, the median of every mass) and frees those values: a run's evaluate stage
+    calls it after its first read of the table, so 20M probes do not hold 320 MB until the metrics."""
 
     def __init__(self) -> None:
         self.by_rubric: dict[str, array] = {}
         self.ranges: dict[str, float] = {}
         self.mass_by_rubric: dict[str, array] = {}
+        self._summary: _Summary | None = None
 
     def add(self, rec: Any) -> None:
         """Take one :class:`~rubric_induce.data.probes.ProbeRecord` (every record counts, as read)."""
+        if self._summary is not None:
+            raise RuntimeError("ProbeStats.add after finish(): the values were already reduced")
         if rec.error is not None:
             return
         mass = rec.mass
@@ -62,10 +69,41 @@ class ProbeStats:
                 masses = self.mass_by_rubric[rid] = array("d")
             masses.append(mass)
 
+    def finish(self) -> ProbeStats:
+        """Reduce the values added to what the checks read and free them (no :meth:`add` after this)."""
+        if self._summary is None:
+            self._summary = _Summary.of(self)
+            self.by_rubric, self.mass_by_rubric = {}, {}
+        return self
+
     def checks(self, *, min_sd: float = NEAR_CONSTANT_SD, min_mass: float = LOW_MASS,
                rubrics: Sequence[Rubric] = (), selected: Sequence[str] = ()) -> dict[str, Any]:
         """:func:`probe_checks` of the records added."""
-        return _checks(self, min_sd, min_mass, rubrics, selected)
+        return _checks(self.finish()._summary, min_sd, min_mass, rubrics, selected)
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """What the checks read of a :class:`ProbeStats`: per rubric with a read probe, the sd of its expected
+    answers (None under two), the scale's range, the median answer mass (logprob probes), and the median
+    and count of every mass; the same numbers as the checks computed from the values themselves."""
+
+    sd: dict[str, float | None]
+    ranges: dict[str, float]
+    mass_medians: dict[str, float]
+    median_mass: float | None
+    n_mass: int
+
+    @classmethod
+    def of(cls, stats: ProbeStats) -> _Summary:
+        sd = {rid: float(np.std(np.frombuffer(col, dtype=np.float64), ddof=1)) if len(col) >= 2 else None
+              for rid, col in stats.by_rubric.items()}
+        cols = {rid: np.frombuffer(col, dtype=np.float64) for rid, col in stats.mass_by_rubric.items()}
+        medians = {rid: float(np.median(ms)) for rid, ms in cols.items()}
+        n_mass = sum(len(ms) for ms in cols.values())
+        # the median of every mass, from one array of them: np.median partitions it in place
+        median = float(np.median(np.concatenate(list(cols.values())), overwrite_input=True)) if n_mass else None
+        return cls(sd, dict(stats.ranges), medians, median, n_mass)
 
 
 def probe_checks(table: ProbeTable, *, min_sd: float = NEAR_CONSTANT_SD, min_mass: float = LOW_MASS,
@@ -84,32 +122,28 @@ def probe_checks(table: ProbeTable, *, min_sd: float = NEAR_CONSTANT_SD, min_mas
         stats = ProbeStats()
         for rec in table.records:
             stats.add(rec)
-    return _checks(stats, min_sd, min_mass, rubrics, selected)
+    return stats.checks(min_sd=min_sd, min_mass=min_mass, rubrics=rubrics, selected=selected)
 
 
-def _checks(stats: ProbeStats, min_sd: float, min_mass: float, rubrics: Sequence[Rubric],
+def _checks(summary: _Summary | None, min_sd: float, min_mass: float, rubrics: Sequence[Rubric],
             selected: Sequence[str]) -> dict[str, Any]:
+    assert summary is not None
     texts = {r.id: r.text for r in rubrics}
     chosen = set(selected)
-    by_rubric = {rid: np.frombuffer(col, dtype=np.float64) for rid, col in stats.by_rubric.items()}
-    ranges = stats.ranges
-    mass_by_rubric = {rid: np.frombuffer(col, dtype=np.float64) for rid, col in stats.mass_by_rubric.items()}
+    ranges = summary.ranges
     near: list[dict[str, Any]] = []
-    for rid, vals in by_rubric.items():
-        if len(vals) < 2 or ranges[rid] <= 0:
+    for rid, sd in summary.sd.items():
+        if sd is None or ranges[rid] <= 0:
             continue
-        sd = float(np.std(vals, ddof=1))
         rel = sd / ranges[rid]
         if rel < min_sd:
             near.append({"rubric_id": rid, "text": texts.get(rid), "sd": sd, "range": ranges[rid],
                          "relative_sd": rel, "selected": rid in chosen})
     near.sort(key=lambda d: (not d["selected"], d["relative_sd"]))
-    masses = np.concatenate(list(mass_by_rubric.values())) if mass_by_rubric else np.zeros(0)
-    median_mass = float(np.median(masses)) if len(masses) else None
-    low_rubrics = sorted(((rid, float(np.median(ms))) for rid, ms in mass_by_rubric.items()
-                          if np.median(ms) < min_mass), key=lambda t: t[1])
+    median_mass = summary.median_mass
+    low_rubrics = sorted(((rid, m) for rid, m in summary.mass_medians.items() if m < min_mass), key=lambda t: t[1])
     warnings: list[str] = []
-    n = len(by_rubric)
+    n = len(summary.sd)
     if near:
         n_sel = sum(d["selected"] for d in near)
         named = "; ".join(f"{'[selected] ' if d['selected'] else ''}`{d['rubric_id']}`"
@@ -126,10 +160,10 @@ def _checks(stats: ProbeStats, min_sd: float, min_mass: float, rubrics: Sequence
         warnings.append(
             f"Low answer mass: the median probability the model put on the allowed answers is "
             f"{100 * median_mass:.2g}% (below {100 * min_mass:g}%; {len(low_rubrics)} of "
-            f"{len(mass_by_rubric)} rubric(s) below it). The answer distributions are renormalised from "
+            f"{len(summary.mass_medians)} rubric(s) below it). The answer distributions are renormalised from "
             "a sliver of the model's belief (it mostly wanted to answer something else), so they are "
             "noisy. Use a stronger (or instruction-tuned) model, or another probe.style, and check in "
             "probes.jsonl that the model answers in the expected format.")
-    return {"n_rubrics": n, "near_constant": near, "median_mass": median_mass, "n_mass": len(masses),
+    return {"n_rubrics": n, "near_constant": near, "median_mass": median_mass, "n_mass": summary.n_mass,
             "low_mass_rubrics": [{"rubric_id": rid, "median_mass": m} for rid, m in low_rubrics],
             "min_sd": min_sd, "min_mass": min_mass, "warnings": warnings}
