@@ -63,11 +63,13 @@ class Intervals:
                     mask: np.ndarray | None = None) -> tuple[float, float, float]:
         """``(point, low, high)`` of the named correlation ``stat`` over ``mask`` (default: all)."""
         pred, human = np.asarray(pred, dtype=float), np.asarray(human, dtype=float)
-        m = np.ones(len(pred), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        groups = None if self.clusters is None else self.clusters[: len(pred)]
+        if mask is not None:  # no masked copies of every pair when there is no mask (the pooled judge rows)
+            m = np.asarray(mask, dtype=bool)
+            pred, human, groups = pred[m], human[m], None if groups is None else groups[: len(m)][m]
         if self.n_boot < 1:
-            return dataset_level(pred[m], human[m], stat).value, float("nan"), float("nan")
-        groups = None if self.clusters is None else self.clusters[: len(m)][m]
-        return bootstrap_ci(stat, pred[m], human[m], groups=groups, n_boot=self.n_boot, seed=self.seed)
+            return dataset_level(pred, human, stat).value, float("nan"), float("nan")
+        return bootstrap_ci(stat, pred, human, groups=groups, n_boot=self.n_boot, seed=self.seed)
 
     def selection(self, netsat: np.ndarray, y: np.ndarray, threshold: float, *, p: float,
                   mask: np.ndarray | None = None) -> dict[str, dict[str, float]]:

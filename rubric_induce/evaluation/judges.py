@@ -143,20 +143,22 @@ def judge_rows(
             pooled["netsat"].append(ns[rated])
         row["shown"] = row["n"] >= min_n
         rows.append(row)
-    human_all = np.concatenate(pooled["human"])
+    # each pooled column is joined once and its per-judge parts dropped (2 pairs a text: 16 MB a column at 1M)
+    human_all = np.concatenate(pooled.pop("human"))
     pool: dict[str, Any] = {"judge": "all judges (pooled)", "n": int(np.isfinite(human_all).sum()),
                             "constant": _constant(float("nan"), human_all), "ceiling": ceiling["pooled"]}
-    const_all = np.concatenate(pooled["constant"])
+    const_all = np.concatenate(pooled.pop("constant"))
     keep = np.isfinite(human_all) & np.isfinite(const_all)
     pool["constant"]["rmse"] = (float(np.sqrt(np.mean((human_all[keep] - const_all[keep]) ** 2)))
                                 if keep.any() else float("nan"))
     pool["constant"]["n"] = int(keep.sum())
     pool["constant"].pop("mean")
-    text = np.concatenate(pooled["text"])  # the held-out text of each pooled (judge, text) pair
+    del const_all, keep
+    text = np.concatenate(pooled.pop("text"))  # the held-out text of each pooled (judge, text) pair
     if calibrated is not None and len(pooled["calibrated"]) == len(judges):
-        pool["calibrated"] = _pooled(np.concatenate(pooled["calibrated"]), human_all, text, intervals, rmse=True)
+        pool["calibrated"] = _pooled(np.concatenate(pooled.pop("calibrated")), human_all, text, intervals, rmse=True)
     if ns is not None:
-        pool["netsat"] = _pooled(np.concatenate(pooled["netsat"]), human_all, text, intervals, rmse=False)
+        pool["netsat"] = _pooled(np.concatenate(pooled.pop("netsat")), human_all, text, intervals, rmse=False)
     for key in ("calibrated", "netsat"):
         if key in pool:
             pool[key]["spread"] = judge_spread(rows, key, min_n)
