@@ -17,6 +17,9 @@ from rubric_induce.probing.calls import probe_calls
 
 pytestmark = pytest.mark.server
 
+N_TEXTS = 4  # x 3 rubrics: 12 calls, in three request files of at most MAX_LINES lines
+MAX_LINES = 5
+
 
 def _served(url: str) -> OpenAICompatibleBackend:
     return OpenAICompatibleBackend("smollm2", url, timeout=60.0, max_retries=1, max_concurrency=2)
@@ -46,7 +49,7 @@ def examples_module():
     texts = ["USER: book a table for {n} people tonight\nSYSTEM: done, a table for {n} at 8pm.",
              "USER: what's the weather in Oslo for {n} days?\nSYSTEM: I can only help with restaurant bookings.",
              "USER: cancel my booking\nSYSTEM: which booking? USER: the one for {n}\nSYSTEM: cancelled."]
-    return [Example.create({"text": texts[i % 3].format(n=i + 2)}, {"sat": i % 2}, id=f"ex{i}") for i in range(6)]
+    return [Example.create({"text": texts[i % 3].format(n=i + 2)}, {"sat": i % 2}, id=f"ex{i}") for i in range(N_TEXTS)]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +64,7 @@ def rubrics_module():
 def _round_trip(tmp_path, llama_server, examples, rubrics, direct, **run_kw):
     cache = CallCache(tmp_path / "batch.sqlite")
     be = CachedBackend(_served(llama_server), cache)
-    export = export_batch(probe_calls(examples, rubrics, be, ProbeParams()), be, tmp_path / "export", max_lines=7)
+    export = export_batch(probe_calls(examples, rubrics, be, ProbeParams()), be, tmp_path / "export", max_lines=MAX_LINES)
     n = len(examples) * len(rubrics)
     assert export.exported == n and len(export.files) == 3
     summary = run_batch(export.files, [llama_server], tmp_path / "results", **run_kw)
@@ -112,7 +115,7 @@ def test_round_trip_through_the_cli(tmp_path, llama_server, examples_module, rub
               "--cache", str(tmp_path / "c.sqlite")]
     batch = tmp_path / "batch"
     runner = CliRunner()
-    res = runner.invoke(cli, ["probe", *common, "--export-batch", str(batch), "--max-lines", "7"])
+    res = runner.invoke(cli, ["probe", *common, "--export-batch", str(batch), "--max-lines", str(MAX_LINES)])
     assert res.exit_code == 0, res.output
     res = runner.invoke(cli, ["batch-run", str(batch), "-o", str(batch), "--endpoint", llama_server,
                               "--engine", engine, "--max-in-flight", "2", "--no-progress"])
@@ -120,9 +123,9 @@ def test_round_trip_through_the_cli(tmp_path, llama_server, examples_module, rub
     results = sorted(batch.glob("results-*.jsonl"))
     assert [p.name for p in results] == ["results-00000.jsonl", "results-00001.jsonl", "results-00002.jsonl"]
     res = runner.invoke(cli, ["ingest", *map(str, results), "--cache", str(tmp_path / "c.sqlite")])
-    assert res.exit_code == 0 and "ingested 18 result(s)" in res.output, res.output
+    assert res.exit_code == 0 and f"ingested {N_TEXTS * 3} result(s)" in res.output, res.output
     res = runner.invoke(cli, ["probe", *common, "--out", str(tmp_path / "p.jsonl")])
-    assert res.exit_code == 0 and "LLM calls: 0 new, 18 cached" in res.output, res.output
+    assert res.exit_code == 0 and f"LLM calls: 0 new, {N_TEXTS * 3} cached" in res.output, res.output
     table = ProbeTable.load(tmp_path / "p.jsonl")
     for a, d in zip(table.records, direct.records):
         assert (a.example_id, a.rubric_id) == (d.example_id, d.rubric_id)
