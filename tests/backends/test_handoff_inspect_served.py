@@ -68,8 +68,9 @@ def test_inspect_scorer_equals_score_at_top_logprobs_1000_analyze_rate(llama_ser
     texts = tmp_path / "texts.jsonl"
     texts.write_text("".join(json.dumps({"id": f"t{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)),
                      encoding="utf-8")
-    out = tmp_path / "scores.jsonl"
-    res = CliRunner().invoke(cli, ["score", str(tmp_path), "--input", str(texts), "--out", str(out)])
+    out, cache = tmp_path / "scores.jsonl", tmp_path / "score_calls.sqlite"
+    res = CliRunner().invoke(cli, ["score", str(tmp_path), "--input", str(texts), "--out", str(out),
+                                   "--cache", str(cache)])
     assert res.exit_code == 0, res.output
     want = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     model = get_model("openai-api/llama/smollm2", base_url=llama_server, api_key="none", memoize=False)
@@ -77,8 +78,9 @@ def test_inspect_scorer_equals_score_at_top_logprobs_1000_analyze_rate(llama_ser
     assert prober.top_logprobs == 1000 and [c.top_logprobs for c in prober._configs()] == [1000]
     from rubric_induce.scoring.scorer import RubricScorer
 
-    scorer = RubricScorer.load(tmp_path, cache=False)
-    ours = {(r.example_id, r.rubric_id): r for r in scorer.probe(scorer.read(texts)).records}  # score's probes
+    scorer = RubricScorer.load(tmp_path, cache=cache)  # score's own calls: its probes, without asking again
+    ours = {(r.example_id, r.rubric_id): r for r in scorer.probe(scorer.read(texts)).records}
+    assert scorer.backend.tally.calls == 0 and scorer.backend.tally.cache_hits == len(TEXTS) * len(rubrics)
     compared = 0
     for i, text in enumerate(TEXTS):
         table, _ = asyncio.run(prober.probe(text, example_id=f"t{i}"))
