@@ -47,7 +47,8 @@ kept and reused while its ``done`` marker is there), then every step runs in a f
   before issue 35: ``ProbeTable.load``, ``score_heldout``, ``evaluate``, ``save``), writing
   ``out/scores.jsonl``, ``evaluation.json``, ``evaluation.md`` and ``test_scores.json``. Its peak
   counts the held-out examples the stage is handed, loaded here as a run holds them
-  (:class:`~rubric_induce.data.Example` objects, about 1.6 KB a text), as well as what the stage adds.
+  (:class:`~rubric_induce.data.Example` objects with two judgments: about 1.2 KB a text since they
+  have slots, 1.6 KB before), as well as what the stage adds.
 
 To compare two versions' evaluate files, run each child on its own copy of a prepared folder (copy
 ``artifact.json``, ``selected.jsonl`` and ``calibration``; the scorer refuses files through a
