@@ -5,8 +5,12 @@
 # .venv/bin/python -m pytest
 #
 # Two passes. The tiers that do not run llama.cpp go on pytest-xdist workers (one per core, at most
-# four); the local_model and server tiers then run in one process: llama.cpp's threads spin on every
-# core, and two of its tests at once ran many times slower than one after the other (2026-11-28).
+# four), a whole file to a worker (--dist loadfile), so that a module fixture (a fitted model, a whole
+# pipeline run, a local Ray runtime) is built once, not once per worker; the local_model and server
+# tiers then run in one process: llama.cpp's threads spin on every core, and two of its tests at once
+# ran many times slower than one after the other (2026-11-28).
+# (xdist_group marks cannot do the grouping: with pytest 9.2, xdist 3.8's loadgroup leaves the test ids,
+# and so the groups, as they were; two workers each built the same module fixtures.)
 # A -m among the arguments replaces both passes with one run of that selection in one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +21,7 @@ for arg in "$@"; do
 done
 LLAMA="local_model or server"
 rc=0
-"$PY" -m pytest -m "not ($LLAMA)" -n auto --maxprocesses 4 "$@" || rc=$?
+"$PY" -m pytest -m "not ($LLAMA)" -n auto --maxprocesses 4 --dist loadfile "$@" || rc=$?
 rc2=0
 "$PY" -m pytest -m "$LLAMA" -n 0 "$@" || rc2=$?
 # 5 is pytest's "nothing collected" (arguments that pick tests of one pass only): fine unless both say so.

@@ -298,26 +298,3 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if in_ci() and report.skipped and _missing_package_skip(report):
         report.outcome = "failed"
-
-
-#: Markers of the heavy tiers, whose tests share module-scoped fixtures (a llama.cpp server, a model, a run).
-HEAVY_TIERS = ("slow", "local_model", "server", "browser", "tools")
-
-
-@pytest.hookimpl(trylast=True)  # after -m deselected: plain pytest (no heavy test selected) groups nothing
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``--dist loadgroup``): every test of a file that holds a heavy tier's test runs
-    on one worker, so a module-scoped fixture (a llama.cpp server, a fitted model, a whole pipeline run) is
-    built once, not once per worker, nor again each time a worker comes back to that file after another's
-    tests (a fast test of the same file counts: it uses the same fixtures); every Ray test runs on one
-    worker, which would otherwise start its own local Ray runtime, two at once on 2 cores. The other fast
-    tests go to whichever worker is free, one at a time."""
-    def path(item) -> str:
-        return item.nodeid.split("::")[0]
-
-    heavy_files = {path(item) for item in items if any(item.get_closest_marker(m) for m in HEAVY_TIERS)}
-    for item in items:
-        if item.get_closest_marker("ray"):
-            item.add_marker(pytest.mark.xdist_group("ray"))
-        elif path(item) in heavy_files:
-            item.add_marker(pytest.mark.xdist_group(path(item)))
