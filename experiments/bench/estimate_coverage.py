@@ -29,6 +29,11 @@ uniformly (the rest count as unlabelled) and computes, from the judge's score ``
 ``--planted`` replaces the file by a planted model whose truth is known in closed form: each
 repetition draws a fresh population of ``--planted-n`` texts with judge probability ``p ~ U(0, 1)``
 and label ``y ~ Bernoulli(0.1 + 0.6 p)``, so the true mean is 0.4 while the judge's mean is 0.5.
+``--gaussian RHO`` draws, in each repetition, ``--planted-n`` texts with a standard normal judge
+score ``f`` and label ``y = RHO f + sqrt(1 - RHO^2) e`` (``e`` standard normal; truth 0; no scale
+ends, no clipping, no cje; the judge has no uncertainty, so ``active`` is ``uniform``): the
+textbook case where the labels alone's t interval is exact, to check PPI++ against it with a
+judge of known correlation (``--gaussian 0``: a useless judge).
 
 Coverage carries its Monte-Carlo standard error ``sqrt(c (1 - c) / reps)``; a method passes when its
 coverage is at least nominal minus two Monte-Carlo standard errors of the nominal level.
@@ -82,7 +87,7 @@ class Population:
     u: np.ndarray
     groups: list[str] | None
     truth: float
-    scale: tuple[float, float]  # lowest and highest label value (cje wants labels in [0, 1])
+    scale: tuple[float, float] | None  # lowest and highest label value (cje wants labels in [0, 1])
 
 
 def file_population(path: Path, judge: str | None) -> tuple[Population, str]:
@@ -106,6 +111,12 @@ def planted_population(n: int, rng: np.random.Generator) -> Population:
     p = rng.random(n)
     y = (rng.random(n) < 0.1 + 0.6 * p).astype(float)
     return Population(y, p, np.sqrt(p * (1 - p)), None, PLANTED_TRUTH, (0.0, 1.0))
+
+
+def gaussian_population(n: int, rho: float, rng: np.random.Generator) -> Population:
+    f = rng.standard_normal(n)
+    y = rho * f + np.sqrt(1 - rho**2) * rng.standard_normal(n)
+    return Population(y, f, np.ones(n), None, 0.0, None)
 
 
 def _cje_available() -> bool:
@@ -228,17 +239,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(args.seed)
     if args.planted:
         fixed, judge, source = None, "planted", f"planted (n={args.planted_n}, truth {PLANTED_TRUTH})"
+    elif args.gaussian is not None:
+        fixed, judge, source = None, "gaussian", f"gaussian (n={args.planted_n}, correlation {args.gaussian}, truth 0)"
     else:
         fixed, judge = file_population(args.judgements, args.judge)
         source = str(args.judgements)
     n = args.planted_n if fixed is None else len(fixed.y)
     budgets = [b for b in args.budgets if 2 <= b <= n - 1]
     skipped = sorted(set(args.budgets) - set(budgets))
-    with_cje = _cje_available() and not args.no_cje
+    with_cje = _cje_available() and not args.no_cje and args.gaussian is None
     nominal = 1 - args.alpha
     records: dict[tuple[str, int], list[tuple[float, ...]]] = {}
     for rep in range(args.reps):
-        pop = fixed if fixed is not None else planted_population(args.planted_n, rng)
+        if fixed is not None:
+            pop = fixed
+        elif args.gaussian is not None:
+            pop = gaussian_population(args.planted_n, args.gaussian, rng)
+        else:
+            pop = planted_population(args.planted_n, rng)
         for b in budgets:
             res = one_rep(pop, b, rng, args.alpha, args.mix, with_cje and rep < args.cje_reps, not args.normal,
                           False if args.no_shrink else None)
@@ -260,7 +278,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     record = {"experiment": "estimate_coverage", "source": source, "judge": judge, "n": n,
               "truth": None if fixed is None else fixed.truth, "budgets": budgets, "skipped_budgets": skipped,
               "reps": args.reps, "cje_reps": min(args.cje_reps, args.reps) if with_cje else 0,
-              "cje": "ran" if with_cje else ("--no-cje" if args.no_cje else "not installed (pip install cje-eval)"),
+              "cje": "ran" if with_cje else ("--no-cje" if args.no_cje else "not run (--gaussian: no scale ends)"
+                                             if args.gaussian is not None else "not installed (pip install cje-eval)"),
               "alpha": args.alpha, "mix": args.mix, "seed": args.seed, "small_sample": not args.normal,
               "shrink": not (args.normal or args.no_shrink), "rows": rows, "active_ratio": ratio,
               "checks": checks, "command": "python experiments/bench/estimate_coverage.py " + " ".join(sys.argv[1:]),
@@ -295,6 +314,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--judgements", type=Path, help="a judgements file (the population)")
     src.add_argument("--planted", action="store_true", help="planted data whose truth is known (0.4)")
+    src.add_argument("--gaussian", type=float, metavar="RHO",
+                     help="normal labels and judge scores with correlation RHO, fresh each repetition (truth 0)")
     ap.add_argument("--judge", help="the judge whose scores are used (default: the file's first)")
     ap.add_argument("--budgets", type=int, nargs="+", default=[25, 50, 100, 200])
     ap.add_argument("--reps", type=int, default=1000)
@@ -305,12 +326,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--no-shrink", action="store_true", help="PPI++ with ppi-python's unshrunk weight")
     ap.add_argument("--alpha", type=float, default=0.1, help="1 - nominal coverage")
     ap.add_argument("--mix", type=float, default=0.5, help="active: the uniform share of the sampling rule")
-    ap.add_argument("--planted-n", type=int, default=2000, help="texts per planted population")
+    ap.add_argument("--planted-n", type=int, default=2000, help="texts per planted or gaussian population")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, required=True)
     exp, args = begin(ap, argv)
     if args.reps < 2:
         ap.error("--reps must be at least 2")
+    if args.gaussian is not None and not -1 < args.gaussian < 1:
+        ap.error("--gaussian must be in (-1, 1)")
     args._exp = exp
     return args
 

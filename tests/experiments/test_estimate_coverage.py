@@ -75,3 +75,16 @@ def test_cje_runs_side_by_side_where_installed(tmp_path: Path) -> None:
     rec = json.loads((tmp_path / "results.json").read_text())
     cje = [r for r in rec["rows"] if r["method"] == "cje"]
     assert rec["cje"] == "ran" and len(cje) == 1 and cje[0]["reps"] == 2 and cje[0]["guarantee"]
+
+
+@pytest.mark.slow
+def test_gaussian_run_has_truth_0_and_no_cje(tmp_path: Path) -> None:
+    """``--gaussian RHO``: fresh normal populations (truth 0, no scale ends), never cje."""
+    assert ec.main(["--gaussian", "0.3", "--planted-n", "150", "--budgets", "20", "--reps", "6",
+                    "--out", str(tmp_path)]) == 0
+    rec = json.loads((tmp_path / "results.json").read_text())
+    assert rec["judge"] == "gaussian" and rec["truth"] is None and rec["cje"] == "not run (--gaussian: no scale ends)"
+    methods = {r["method"] for r in rec["rows"]}
+    assert {"classical", "ppi", "ppi++", "active", "uniform"} <= methods and "cje" not in methods
+    with pytest.raises(SystemExit):
+        ec.parse_args(["--gaussian", "1.5", "--out", str(tmp_path / "x")])
