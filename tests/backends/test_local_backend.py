@@ -223,8 +223,7 @@ def test_probe_distributions_equal_the_logits_all_path(backend, all_rows):
     from rubric_induce.data.model import YES_NO, AnswerScale
     from rubric_induce.probing.api import probe
 
-    examples = [Example.create({"text": t}, id=f"x{i}") for i, t in enumerate(
-        [ARTICLE, SUMMARY, ARTICLE + " " + SUMMARY])]
+    examples = [Example.create({"text": t}, id=f"x{i}") for i, t in enumerate([ARTICLE, SUMMARY])]
     rubrics = [Rubric.create("The text is accurate."), Rubric.create("The text is short.", scale=YES_NO),
                Rubric.create("The text is clear.", scale=AnswerScale(("Yes", "No", "Not sure"), (1.0, 0.0, 0.5)))]
     for style, kw in (("score-only", {}), ("rate-explain", {}), ("analyze-rate", {"max_analysis_tokens": 24})):
