@@ -54,14 +54,16 @@ labels (planted set, 25 binary labels, nominal 90 %: PPI 87.0 %, PPI++ 85.8 %), 
   weight's noise times ``Var(mean f_u - mean f_l)``); the slope's overstatement made PPI++ 0.4-0.6 %
   wider than the labels alone on LLM-RUBRIC's weak judge (correlation 0.19) at 25-50 labels,
   the held factor makes it narrower at every budget, and coverage held on all six measured sets
-  (BENCHMARKS.md, "Estimates from few labels"). On normal data, 400 unlabelled texts, 10,000
-  draws, nominal 0.90 (coverage +- 0.003; the t interval of the labels alone on the same draws):
-  correlation 0.2, 25 labels: 0.896 against 0.900 (re-fitted factor: 0.903), width 1.4 % narrower
-  than the labels alone (re-fitted: 0.5 % wider); 50 labels: 0.900 against 0.904, 1.3 % narrower;
-  correlation 0.4, 25 labels: 0.897 against 0.900, 5.4 % narrower (re-fitted: 2.6 %); a
-  pure-noise judge, 25 labels: 0.901 against 0.902, 0.2 % narrower, the sign of the
-  understatement (an honest charge cannot be narrower there). The held factor is the choice the
-  measurements support, not a proof: its understatement is small, not zero.
+  (BENCHMARKS.md, "Estimates from few labels"). On normal data (``estimate_coverage.py
+  --gaussian RHO --planted-n 425 --reps 10000``: 400 unlabelled texts, nominal 0.90, coverage
+  +- 0.003, against the labels alone's t interval, exact there, on the same draws; in brackets
+  the re-fitted factor): correlation 0.2, 25 labels: 0.896 against 0.897 (0.901), width 1.4 %
+  narrower than the labels alone (0.6 % wider); 50 labels: 0.900 against 0.904 (0.904), 1.3 %
+  narrower (equal); correlation 0.4, 25 labels: 0.894 against 0.900 (0.902), 5.4 % narrower
+  (2.7 %); a pure-noise judge, 25 labels: 0.895 against 0.897 (0.897), 0.2 % narrower (0.5 %
+  wider), the sign of the understatement (an honest charge cannot be narrower there). The held
+  factor is the choice the measurements support, not a proof: its understatement is small, not
+  zero.
 
 Every interval is clipped to the scale's ends (``bounds``). With ``small_sample=False`` and one
 text per group the intervals are ``ppi-python``'s own (``ppi_mean_ci``, ``classical_mean_ci``),
@@ -436,7 +438,8 @@ def difference_row(what: str, a: tuple[Any, Any, Any], b: tuple[Any, Any, Any], 
     ``(labels, judge scores on them, judge scores on the unlabelled texts)``; ``groups_*`` as
     ``(labelled groups, unlabelled groups)``. Texts of both sets in one group (one prompt answered by
     both systems) are paired: their terms share the group's draw (one jackknife deletion). Each set
-    keeps its own PPI++ weight (shrunk as in :func:`ppi_mean`), re-fitted on every deletion.
+    keeps its own PPI++ weight (shrunk as in :func:`ppi_mean`), re-fitted on every deletion at
+    the full sample's shrink factor.
     ``bounds``: the scale's ends (a difference is clipped to +-(high - low))."""
     ya, fla, fua = _checked(*a, alpha)
     yb, flb, fub = _checked(*b, alpha)
