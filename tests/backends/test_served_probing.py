@@ -1,14 +1,14 @@
-"""The same 10-example run through a llama.cpp server (openai-compatible) and through ``local``.
+"""The same 6-example run through a llama.cpp server (openai-compatible) and through ``local``.
 
 Issue 16: with ``[backend] top_logprobs`` set to what the server accepts (1000 here: the llama.cpp
 server takes it, and then every answer digit is listed) the served probes agree with the embedded
 model's (>= 95 % within 0.02 total variation) and the selected sets are equal; with ``top_logprobs = 20``
 (OpenAI's cap) answers outside the top 20 are recorded as bounded, no rubric is dropped, and the
 report counts the bounded probes. Fake-free: no generation (four of the demo's hand-written rubrics,
-two SAT and two DSAT), no dedup, calibration or feedback; the 10 shortest demo dialogues keep the
-three runs (40 probes each) to about 70 s with the server's start (30 took over four minutes in
-CI, 16 about two; 37 of the 40 top-20 probes are still bounded). One server for the session (conftest), one run per
-backend.
+two SAT and two DSAT), no dedup, feedback or direct-judge baseline; the 6 shortest demo dialogues keep
+the three runs (24 probes each) short (30 took over four minutes in CI, 10 about 160 s at load 3; at
+10, 37 of the 40 top-20 probes were bounded). One server for the session (conftest), one run per
+backend; the top-1000 run is calibrated, so that its artifact is the one ``score --adaptive`` uses.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from rubric_induce.probing.api import PROBES_FILE
 pytestmark = [pytest.mark.server, pytest.mark.local_model]
 
 RESOURCES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
-N_EXAMPLES = 10
+N_EXAMPLES = 6
+TEST_SIZE = 0.34  # 4 training texts (calibration needs at least 4), 2 held out
 RUBRIC_IDS = ("rb-b17a24c895e5", "rb-e36ae7fd989f", "rb-2f0196ea2ea2", "rb-ec33705d5317")  # 2 SAT, 2 DSAT
 
 
@@ -46,7 +47,7 @@ def _inputs(folder: Path) -> tuple[Path, Path]:
 
 def _config(spec: str, out: Path, inputs: tuple[Path, Path], **backend) -> dict:
     return {
-        "run": {"out": str(out), "seed": 0, "test_size": 0.5},
+        "run": {"out": str(out), "seed": 0, "test_size": TEST_SIZE},
         "data": {"examples": str(inputs[0]), "label": "sat"},
         "backend": {"spec": spec, "cache": "llm_calls.sqlite", **backend},
         "generate": {"method": "none", "include": [str(inputs[1])]},
@@ -54,6 +55,8 @@ def _config(spec: str, out: Path, inputs: tuple[Path, Path], **backend) -> dict:
         "probe": {"style": "score-only"},
         "select": {"method": "rubicon", "n_sat": 1, "n_dsat": 1, "options": {"alpha": 1.0}},
         "calibrate": {"enabled": False},
+        # the direct-judge baseline asks one more question per held-out text: not what these tests check
+        "evaluate": {"bootstrap": 50, "direct_baseline": False},
         "feedback": {"enabled": False},
     }
 
@@ -69,10 +72,12 @@ def runs(tmp_path_factory, llama_server, embedded_model_path):
     base = tmp_path_factory.mktemp("served")
     inputs = _inputs(base)
     served = f"openai-compatible/smollm2@{llama_server}"
+    top1000 = _config(served, base / "top1000", inputs, top_logprobs=1000, max_retries=1, concurrency=1)
+    top1000["calibrate"] = {"question": "satisfaction",  # for score --adaptive; selection comes before it
+                            "options": {"hidden": [4, 4], "finetune_epochs": 20, "pretrain": False}}
     return {
         "local": _run(_config("local", base / "local", inputs), base / "local"),
-        "top1000": _run(_config(served, base / "top1000", inputs, top_logprobs=1000, max_retries=1, concurrency=1),
-                        base / "top1000"),
+        "top1000": _run(top1000, base / "top1000"),
         "top20": _run(_config(served, base / "top20", inputs, top_logprobs=20, max_retries=1, concurrency=1),
                       base / "top20"),
     }
@@ -128,24 +133,17 @@ def test_top_logprobs_20_bounds_answers_and_drops_no_rubric(runs):
 
 
 @pytest.fixture(scope="module")
-def adaptive_run(runs, tmp_path_factory, llama_server):
-    """The top-1000 run again with calibration on (its probes come from that run's call cache),
-    and three demo dialogues the run has not seen, to score through the server."""
+def adaptive_run(runs, tmp_path_factory):
+    """The calibrated top-1000 run, and three demo dialogues the run has not seen, to score through the
+    server."""
     base = tmp_path_factory.mktemp("served_adaptive")
-    top = runs["top1000"][0].out
-    raw = _config(f"openai-compatible/smollm2@{llama_server}", base / "run", _inputs(base), top_logprobs=1000,
-                  max_retries=1, concurrency=1)
-    raw["backend"]["cache"] = str(top / "llm_calls.sqlite")
-    raw["run"]["external_cache"] = True
-    raw["calibrate"] = {"question": "satisfaction",
-                        "options": {"hidden": [4, 4], "finetune_epochs": 20, "pretrain": False}}
-    result = run_pipeline(config_from_dict(raw), out=base / "run", echo=lambda m: None, stop_after="artifact")
-    seen = {json.loads(line)["id"] for line in (base / "dialogues.jsonl").read_text().splitlines() if line}
+    run = runs["top1000"][0].out
+    seen = {r.example_id for r in runs["top1000"][1].records}
     rows = [json.loads(line) for line in (RESOURCES / "demo_uss_dialogues.jsonl").read_text().splitlines() if line]
     new = sorted((r for r in rows if r["id"] not in seen), key=lambda r: len(json.dumps(r["fields"])))[:3]
     texts = base / "new.jsonl"
     texts.write_text("".join(json.dumps({"id": r["id"], "fields": r["fields"]}) + "\n" for r in new))
-    return result.out, texts, base
+    return run, texts, base
 
 
 def test_adaptive_scoring_through_the_server_asks_only_the_budget(adaptive_run):
