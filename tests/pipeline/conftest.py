@@ -1,6 +1,7 @@
 """Helpers to write variants of the shared fake-run config (see tests/conftest.py)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -21,24 +22,39 @@ def write_config(tmp_path, fake_run_config):
 
 
 _RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
+#: Texts in :func:`embedded_run`: the shortest demo dialogues (about half the tokens of the first 12).
+EMBEDDED_RUN_TEXTS = 12
+
+
+def shortest_demo_rows() -> list[dict]:
+    """The demo dialogues (rows of ``demo_uss_dialogues.jsonl``), shortest first (ties in file order)."""
+    rows = [json.loads(line) for line in (_RES / "demo_uss_dialogues.jsonl").read_text().splitlines() if line]
+    return sorted(rows, key=lambda r: len(json.dumps(r["fields"])))
+
+
+@pytest.fixture(scope="session")
+def demo_rows_shortest_first() -> list[dict]:
+    """:func:`shortest_demo_rows`: the first ``EMBEDDED_RUN_TEXTS`` are :func:`embedded_run`'s texts."""
+    return shortest_demo_rows()
 
 
 @pytest.fixture(scope="session")
 def embedded_run(tmp_path_factory, embedded_model_path):
-    """One short `rubric-induce run` on the real embedded model (12 dialogues, the hand-written
-    rubrics), shared by the local-model tests: ``(config, run folder, the CLI's result)``. Tests that
-    change the run copy it first."""
+    """One short `rubric-induce run` on the real embedded model (the 12 shortest demo dialogues,
+    :func:`shortest_demo_rows`, and the 8 hand-written rubrics), shared by the local-model tests:
+    ``(config, run folder, the CLI's result)``. Tests that change the run copy it first."""
     from click.testing import CliRunner
 
     from rubric_induce.cli import cli
 
     tmp = tmp_path_factory.mktemp("embedded")
+    examples = tmp / "dialogues.jsonl"
+    examples.write_text("".join(json.dumps(r) + "\n" for r in shortest_demo_rows()[:EMBEDDED_RUN_TEXTS]),
+                        encoding="utf-8")
     cfg = tmp / "local.toml"
     cfg.write_text(f"""
-[run]
-limit = 12
 [data]
-examples = "{_RES / 'demo_uss_dialogues.jsonl'}"
+examples = "{examples}"
 label = "sat"
 [backend]
 spec = "local"
