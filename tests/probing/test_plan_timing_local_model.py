@@ -1,5 +1,6 @@
-"""The measured time estimate on the real embedded model: `plan` against the probe stage it predicts,
-and `run`'s one-line warning before a long run."""
+"""The measured time estimate on the real embedded model: `plan` against the probe stage it predicts
+(4 texts x 8 rubrics), and `run`'s one-line warning before a long run (printed before the first stage,
+so that run stops after `generate`, which asks the model nothing here)."""
 from __future__ import annotations
 
 import json
@@ -43,13 +44,13 @@ def test_plan_time_estimate_against_the_probe_stage(tmp_path, embedded_model_pat
     from rubric_induce.cli import cli
     from rubric_induce.pipeline import run_pipeline
 
-    cfg, out = _config(tmp_path, 8), tmp_path / "run"
+    cfg, out = _config(tmp_path, 4), tmp_path / "run"
     res = CliRunner().invoke(cli, ["plan", str(cfg), "--out", str(out), "--plan-json", str(tmp_path / "p.json")])
     assert res.exit_code == 0, res.output
     assert "time estimate on local/" in res.output and "loading the backend" in res.output
     stages = {s["name"]: s for s in json.loads((tmp_path / "p.json").read_text())["time"]["stages"]}
     est = stages["probe"]["seconds"]
-    assert est > 0 and "64 call(s)" in stages["probe"]["basis"]
+    assert est > 0 and "32 call(s)" in stages["probe"]["basis"]
     assert not out.exists() or not any(out.rglob("*.sqlite"))  # the timing calls bypassed the run's cache
     run_pipeline(cfg, out=out, stop_after="probe", echo=lambda m: None)
     actual = json.loads((out / "manifest.json").read_text())["stages"]["probe"]["seconds"]
@@ -63,7 +64,7 @@ def test_run_warns_before_its_first_stage_when_long(tmp_path, embedded_model_pat
 
     cfg = _config(tmp_path, 4)
     monkeypatch.setenv(LONG_RUN_ENV, "0.01")  # 0.6 s: any run of the embedded model is "long"
-    res = CliRunner().invoke(cli, ["run", str(cfg), "--out", str(tmp_path / "run"), "--stop-after", "probe"])
+    res = CliRunner().invoke(cli, ["run", str(cfg), "--out", str(tmp_path / "run"), "--stop-after", "generate"])
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     warn = [i for i, line in enumerate(lines) if line.startswith("warning: this run is estimated at about")]
