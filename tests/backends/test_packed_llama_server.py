@@ -1,8 +1,9 @@
 """Packed probing (issue 35) on the llama.cpp server tier: ``run`` with ``probe.packing = "packed"`` through
 a real OpenAI-compatible server on 127.0.0.1, ``score`` of new texts through the run's artifact (packed
 calls again), and ``probe --export-batch`` -> ``batch-run`` -> ``ingest`` -> ``probe`` from the cache,
-whose records equal the live packed probes. The 135M model may stop before the last line of a packed
-reply: such a rubric is a recorded failure (``error`` names the missing label), never a silent answer.
+whose records equal the live packed probes of the same texts. The 135M model may stop before the last
+line of a packed reply: such a rubric is a recorded failure (``error`` names the missing label), never a
+silent answer. The run on the 6 shortest demo dialogues, the batch files on the 3 shortest.
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from rubric_induce.probing.api import PROBES_FILE
 pytestmark = [pytest.mark.server, pytest.mark.local_model]
 
 RESOURCES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
-N_EXAMPLES = 10
+N_EXAMPLES = 6
+TEST_SIZE = 0.34  # 4 training texts (calibration needs at least 4), 2 held out
+N_BATCH = 3  # texts through export-batch -> batch-run -> ingest (and probed live to compare)
 RUBRIC_IDS = ("rb-b17a24c895e5", "rb-e36ae7fd989f", "rb-2f0196ea2ea2", "rb-ec33705d5317")  # 2 SAT, 2 DSAT
 
 
@@ -61,7 +64,7 @@ def packed_run(tmp_path_factory, llama_server, embedded_model_path):
     base = tmp_path_factory.mktemp("packed_served")
     inputs = _inputs(base)
     raw = {
-        "run": {"out": str(base / "run"), "seed": 0, "test_size": 0.5},
+        "run": {"out": str(base / "run"), "seed": 0, "test_size": TEST_SIZE},
         "data": {"examples": str(inputs[0]), "label": "sat"},
         "backend": {"spec": f"openai-compatible/smollm2@{llama_server}", "cache": "llm_calls.sqlite",
                     "max_retries": 1, "concurrency": 1, "timeout": 600},  # a busy 2-core CI box: 60 s is short
@@ -125,7 +128,7 @@ def test_packed_export_batch_run_and_ingest_equal_the_live_probes(tmp_path, llam
     record from the cache, equal to a live packed probe of the same texts."""
     import socket
 
-    examples, rubrics = _inputs(tmp_path, n=5)
+    examples, rubrics = _inputs(tmp_path, n=N_BATCH)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
@@ -140,7 +143,7 @@ def test_packed_export_batch_run_and_ingest_equal_the_live_probes(tmp_path, llam
     res = probe(dead, "--cache", str(cache), "--export-batch", str(batch))
     assert res.exit_code == 0, res.output
     requests = [json.loads(line) for f in sorted(batch.glob("requests-*.jsonl")) for line in f.read_text().splitlines()]
-    assert len(requests) == 5  # one request line per text
+    assert len(requests) == N_BATCH  # one request line per text
     assert all(r["body"]["top_logprobs"] == 20 and r["body"]["logprobs"] is True for r in requests)
     res = runner.invoke(cli, ["batch-run", str(batch), "-o", str(batch), "--endpoint", llama_server,
                               "--max-in-flight", "1", "--timeout", "600", "--no-progress"])
@@ -154,7 +157,7 @@ def test_packed_export_batch_run_and_ingest_equal_the_live_probes(tmp_path, llam
     res = probe(llama_server, "--cache", str(tmp_path / "live_calls.sqlite"), "--out", str(tmp_path / "live.jsonl"))
     assert res.exit_code == 0, res.output
     live = ProbeTable.load(tmp_path / "live.jsonl")
-    _packed_records_are_read_or_say_why(from_batch, 5)
+    _packed_records_are_read_or_say_why(from_batch, N_BATCH)
     key = (lambda r: (r.example_id, r.rubric_id))
     assert [key(r) for r in from_batch.records] == [key(r) for r in live.records]
     for a, b in zip(from_batch.records, live.records):
