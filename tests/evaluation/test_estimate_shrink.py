@@ -21,6 +21,15 @@ def _wilson(k: int, n: int, z: float = Z90) -> tuple[float, float]:
     return max(centre - half, 0.0), min(centre + half, 1.0)
 
 
+def _judged_shares(seed: int, n: int, labelled: int, base: float, slope: float) -> tuple[np.ndarray, ...]:
+    """Seeded binary labels whose chance of 1 is ``base + slope * p`` for a judge's score ``p`` (uniform):
+    the first ``labelled`` texts' labels and scores, then the other texts' scores."""
+    rng = np.random.default_rng(seed)
+    p = rng.random(n)
+    y = (rng.random(n) < base + slope * p).astype(float)
+    return y[:labelled], p[:labelled], p[labelled:]
+
+
 def _deletion_weights(y: np.ndarray, fl: np.ndarray, fu: np.ndarray, shrink: bool = True) -> np.ndarray:
     """PPI++'s weight (shrunk: at the full sample's factor) on every jackknife deletion, then on
     the full sample; its fitted (unshrunk) weights and shrink factors are ``est._weight_parts``'."""
@@ -50,23 +59,18 @@ def test_score_form_is_wilsons_interval_at_weight_zero(bounds: tuple[float, floa
 
 def test_score_form_solves_wilsons_inequality_at_the_effective_labels() -> None:
     """With an informative judge the ends are the shares where (p_hat - p)^2 = z^2 p (1 - p) se^2 / s^2."""
-    rng = np.random.default_rng(1)
-    p = rng.random(400)
-    y = (rng.random(400) < 0.05 + 0.9 * p).astype(float)
-    e = ppi_mean(y[:30], p[:30], p[30:], bounds=(0.0, 1.0))
-    k = Z90**2 * e.se**2 / np.var(y[:30], ddof=1)
+    y, fl, fu = _judged_shares(1, 400, 30, 0.05, 0.9)
+    e = ppi_mean(y, fl, fu, bounds=(0.0, 1.0))
+    k = Z90**2 * e.se**2 / np.var(y, ddof=1)
     assert 0 < e.lam < 1 and 0 < e.low < e.estimate < e.high < 1
     for end in (e.low, e.high):
         assert (e.estimate - end) ** 2 == pytest.approx(k * end * (1 - end), rel=1e-9)
-    assert e.width < classical_mean(y[:30], bounds=(0.0, 1.0)).width
+    assert e.width < classical_mean(y, bounds=(0.0, 1.0)).width
 
 
 def test_shrunk_weight_is_the_fitted_one_times_the_squared_positive_part_factor() -> None:
     """The weight is the unshrunk one (ppi-python's) times max(0, 1 - 1 / (n r^2))^2."""
-    rng = np.random.default_rng(2)
-    p = rng.random(500)
-    y = (rng.random(500) < 0.2 + 0.6 * p).astype(float)
-    y, fl, fu = y[:40], p[:40], p[40:]
+    y, fl, fu = _judged_shares(2, 500, 40, 0.2, 0.6)
     fitted = ppi_mean(y, fl, fu, shrink=False)
     shrunk = ppi_mean(y, fl, fu)
     r2 = np.corrcoef(y, fl)[0, 1] ** 2
@@ -123,10 +127,7 @@ def test_the_jackknife_holds_the_full_samples_shrink_factor() -> None:
     """Each deletion's weight is its own fitted (unshrunk) weight times the full sample's factor:
     with 30 weakly informative labels the factor is strictly between 0 and 1, and the deletions'
     weights are exactly ``c`` times the unshrunk ones."""
-    rng = np.random.default_rng(5)
-    p = rng.random(430)
-    y = (rng.random(430) < 0.3 + 0.4 * p).astype(float)
-    y, fl, fu = y[:30], p[:30], p[30:]
+    y, fl, fu = _judged_shares(5, 430, 30, 0.3, 0.4)
     unshrunk = _deletion_weights(y, fl, fu, shrink=False)
     shrunk = _deletion_weights(y, fl, fu)
     c = shrunk[-1] / unshrunk[-1]
