@@ -251,26 +251,38 @@ def _shrink_factor(n: np.ndarray, cov: np.ndarray, var_y: np.ndarray, var_f: np.
         return np.clip(1.0 - 1.0 / (n * r2), 0.0, 1.0) ** 2
 
 
-def _weight_parts(t: np.ndarray, part: _Part) -> tuple[np.ndarray, np.ndarray]:
-    """PPI's fitted weight (ppi-python's ``_calc_lam_glm`` for a mean, from sums; 1 untuned) and its
-    shrink factor (1 unshrunk) from summed moments ``t`` ((9,) or (9, G) columns of totals)."""
-    n, sy, sf, syf, sff, syy, big_n, su, suu = t
-    if not part.tuned:
-        return np.ones_like(n), np.ones_like(n)
+def _labelled_cov(t: np.ndarray) -> np.ndarray:
+    """The labels' covariance with the judge on the labelled texts, from summed moments ``t``."""
+    n, sy, sf, syf = t[:4]
     with np.errstate(divide="ignore", invalid="ignore"):
-        cov = syf / n - (sy / n) * (sf / n)
+        return syf / n - (sy / n) * (sf / n)
+
+
+def _fitted_weight(t: np.ndarray, part: _Part) -> np.ndarray:
+    """PPI's fitted weight (ppi-python's ``_calc_lam_glm`` for a mean, from sums; 1 untuned) from summed
+    moments ``t`` ((9,) or (9, G) columns of totals)."""
+    n, _, sf, _, sff, _, big_n, su, suu = t
+    if not part.tuned:
+        return np.ones_like(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
         m = n + big_n
         var = (sff + suu - (sf + su) ** 2 / m) / (m - 1)
-        lam = np.where(var > 0, np.clip(cov / ((1 + n / big_n) * var), 0.0, 1.0), 0.0)
-        if not part.shrink:
-            return lam, np.ones_like(n)
-        return lam, _shrink_factor(n, cov, syy / n - (sy / n) ** 2, sff / n - (sf / n) ** 2)
+        return np.where(var > 0, np.clip(_labelled_cov(t) / ((1 + n / big_n) * var), 0.0, 1.0), 0.0)
 
 
-def _theta(t: np.ndarray, part: _Part, factor: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _part_factor(t: np.ndarray, part: _Part) -> float:
+    """The shrink factor of a part's weight from its summed moments ``t`` (1 untuned or unshrunk)."""
+    if not (part.tuned and part.shrink):
+        return 1.0
+    n, sy, sf, _, sff, syy = t[:6]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(_shrink_factor(n, _labelled_cov(t), syy / n - (sy / n) ** 2, sff / n - (sf / n) ** 2))
+
+
+def _theta(t: np.ndarray, part: _Part, factor: float) -> tuple[np.ndarray, np.ndarray]:
     """PPI's weight (the fitted one times ``factor``) and estimate from summed moments ``t``."""
     n, sy, sf, _, _, _, big_n, su, _ = t
-    lam = _weight_parts(t, part)[0] * factor
+    lam = _fitted_weight(t, part) * factor
     with np.errstate(divide="ignore", invalid="ignore"):
         theta = lam * su / big_n + (sy - lam * sf) / n + part.shift
     return lam, theta
@@ -287,7 +299,7 @@ def _jackknife(parts: Sequence[tuple[float, _Part]]) -> tuple[float, float, floa
     labelled = np.zeros(parts[0][1].moments.shape[1], dtype=bool)
     for sign, part in parts:
         tot = part.moments.sum(axis=1)
-        factor = float(_weight_parts(tot, part)[1])  # held at the full sample's in every deletion
+        factor = _part_factor(tot, part)  # held at the full sample's in every deletion
         lam, theta = _theta(tot, part, factor)
         est += sign * float(theta)
         lam0 = float(lam) if lam0 is None else lam0

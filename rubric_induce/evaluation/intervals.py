@@ -66,7 +66,7 @@ class Intervals:
         groups = None if self.clusters is None else self.clusters[: len(pred)]
         if mask is not None:  # no masked copies of every pair when there is no mask (the pooled judge rows)
             m = np.asarray(mask, dtype=bool)
-            pred, human, groups = pred[m], human[m], None if groups is None else groups[: len(m)][m]
+            pred, human, groups = pred[m], human[m], None if groups is None else groups[m]
         if self.n_boot < 1:
             return dataset_level(pred, human, stat).value, float("nan"), float("nan")
         return bootstrap_ci(stat, pred, human, groups=groups, n_boot=self.n_boot, seed=self.seed)

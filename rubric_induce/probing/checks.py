@@ -79,7 +79,9 @@ class ProbeStats:
     def checks(self, *, min_sd: float = NEAR_CONSTANT_SD, min_mass: float = LOW_MASS,
                rubrics: Sequence[Rubric] = (), selected: Sequence[str] = ()) -> dict[str, Any]:
         """:func:`probe_checks` of the records added."""
-        return _checks(self.finish()._summary, min_sd, min_mass, rubrics, selected)
+        summary = self.finish()._summary
+        assert summary is not None  # finish() set it
+        return _checks(summary, min_sd, min_mass, rubrics, selected)
 
 
 @dataclass(frozen=True)
@@ -132,9 +134,8 @@ def probe_checks(table: ProbeTable, *, min_sd: float = NEAR_CONSTANT_SD, min_mas
     return stats.checks(min_sd=min_sd, min_mass=min_mass, rubrics=rubrics, selected=selected)
 
 
-def _checks(summary: _Summary | None, min_sd: float, min_mass: float, rubrics: Sequence[Rubric],
+def _checks(summary: _Summary, min_sd: float, min_mass: float, rubrics: Sequence[Rubric],
             selected: Sequence[str]) -> dict[str, Any]:
-    assert summary is not None
     texts = {r.id: r.text for r in rubrics}
     chosen = set(selected)
     ranges = summary.ranges

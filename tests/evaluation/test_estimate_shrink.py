@@ -32,11 +32,11 @@ def _judged_shares(seed: int, n: int, labelled: int, base: float, slope: float) 
 
 def _deletion_weights(y: np.ndarray, fl: np.ndarray, fu: np.ndarray, shrink: bool = True) -> np.ndarray:
     """PPI++'s weight (shrunk: at the full sample's factor) on every jackknife deletion, then on
-    the full sample; its fitted (unshrunk) weights and shrink factors are ``est._weight_parts``'."""
+    the full sample; its fitted (unshrunk) weights and shrink factor are ``est._fitted_weight`` and ``est._part_factor``'s."""
     gl, gu = [f"l{i}" for i in range(len(y))], [f"u{i}" for i in range(len(fu))]
     part = est._part(y, fl, fu, gl, gu, est._index(gl, gu), True, shrink)
     tot = part.moments.sum(axis=1)
-    factor = float(est._weight_parts(tot, part)[1])
+    factor = est._part_factor(tot, part)
     lam, _ = est._theta(tot, part, factor)
     lam_minus, _ = est._theta(tot[:, None] - part.moments, part, factor)
     return np.append(lam_minus, lam)
