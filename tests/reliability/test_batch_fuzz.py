@@ -4,7 +4,8 @@
 Every damaged input gives exit 0, exit 2 with one ``error:`` line naming the file (``ingest`` and
 ``batch-run`` also exit 1 when some lines got no usable answer, as documented), never a traceback,
 never a partial store (exit 2 from ``ingest`` leaves the cache empty; from ``cache merge``, no
-output file), and never a hang (``batch-run`` runs in a thread joined with a timeout).
+output file), and never a hang (``batch-run`` runs in a thread joined with a timeout, against a
+loopback stub server of the module's own on a free port, not llama.cpp).
 ``RUBRIC_INDUCE_FUZZ_EXAMPLES=2000`` hunts longer with fresh random examples.
 """
 from __future__ import annotations
@@ -241,7 +242,6 @@ def server():
 
 
 @pytest.mark.slow
-@pytest.mark.server
 @settings(FUZZ, max_examples=max(10, _N // 2))
 @given(request_files())
 def test_fuzz_batch_run(server, raw):

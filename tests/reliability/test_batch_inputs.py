@@ -3,8 +3,10 @@
 * ``batch-run`` never hangs: a request line whose ``url`` holds a line break (or any character an
   HTTP client refuses) is exit 2 naming the file and line before any call; a worker that dies
   anyway ends the run with an error instead of leaving it waiting forever. A NaN body and a
-  non-UTF-8 request file are exit 2 too. Every ``batch-run`` here runs in a subprocess with a
-  timeout (or a thread with a join timeout), so a regression fails instead of hanging the suite.
+  non-UTF-8 request file are exit 2 too. Every ``batch-run`` here runs in a thread joined with a
+  timeout (the CLI in-process: no interpreter start-up), so a regression fails instead of hanging
+  the suite. The bad-URL test sends to a loopback stub server of its own (``faultserver.py``, a
+  free port), not llama.cpp: it is in the fast tier.
 * ``ingest`` checks the whole input before it stores anything: usage ``Infinity``, 10**30 or
   negative token counts, a reply from another model, a manifest whose backend is a string or lacks
   ``model`` are each exit 2 with one line naming file, line and field, and the cache stays empty.
@@ -14,11 +16,8 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -43,10 +42,23 @@ def one_error(output: str, *parts: str) -> str:
     return errors[0]
 
 
-def cli_subprocess(args: list, *, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "rubric_induce.cli", *map(str, args)], capture_output=True,
-                          text=True, env=full_env, timeout=timeout)
+def invoke_within(*args, timeout: float = 60) -> tuple[int, str]:
+    """:func:`invoke` in a thread joined with ``timeout``: a hang fails the test instead of the suite."""
+    box: dict = {}
+
+    def target():
+        try:
+            box["res"] = invoke(*args)
+        except BaseException as exc:  # noqa: BLE001 - raised again below, in the test's thread
+            box["exc"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"hangs: {args}"
+    if "exc" in box:
+        raise box["exc"]
+    return box["res"]
 
 
 def request_line(i: int, **over) -> dict:
@@ -77,7 +89,6 @@ def cache_rows(path: Path) -> int:
 # --------------------------------------------------------------------------------------------
 # batch-run: never hangs
 # --------------------------------------------------------------------------------------------
-@pytest.mark.server
 @pytest.mark.parametrize("url", ["/v1/chat/completions\r\nX-Injected: 1", "/v1/chat/completions\n",
                                  "/v1/chat completions", "/v1/chat/\x00completions", "//evil.example/v1/chat",
                                  "/v1/chat/completions#frag", "/v1/ch\u00e4t"])
@@ -85,11 +96,10 @@ def test_batch_run_refuses_a_bad_url_before_any_call(tmp_path, url):
     pytest.importorskip("httpx")
     req = write_lines(tmp_path / "requests-00000.jsonl", [request_line(0), request_line(1, url=url)])
     with FaultServer() as srv:
-        res = cli_subprocess(["batch-run", req, "--endpoint", srv.url, "-o", tmp_path / "out"])
+        code, out = invoke_within("batch-run", req, "--endpoint", srv.url, "-o", tmp_path / "out")
         assert srv.requests == []  # checked up front: nothing was sent
-    assert res.returncode == 2, res.stderr
-    assert "Traceback" not in res.stderr
-    one_error(res.stderr, str(req), "line 2", "field 'url'")
+    assert code == 2, out
+    one_error(out, str(req), "line 2", "field 'url'")
 
 
 @pytest.mark.parametrize("endpoint", ["http://[::1/v1", "http://127.0.0.1:99999/v1", "http://ho st:9/v1",
@@ -97,7 +107,7 @@ def test_batch_run_refuses_a_bad_url_before_any_call(tmp_path, url):
 def test_batch_run_refuses_a_bad_endpoint_up_front(tmp_path, endpoint):
     pytest.importorskip("httpx")
     req = write_lines(tmp_path / "requests-00000.jsonl", [request_line(0)])
-    code, out = invoke("batch-run", req, "--endpoint", endpoint, "-o", tmp_path / "out")
+    code, out = invoke_within("batch-run", req, "--endpoint", endpoint, "-o", tmp_path / "out")
     assert code == 2, out
     one_error(out, "field 'endpoint'")
     assert not (tmp_path / "out").exists()
@@ -147,7 +157,7 @@ def test_a_dead_worker_ends_the_run_with_an_error():
 def test_batch_run_refuses_a_body_that_is_not_json(tmp_path, raw, line, field):
     pytest.importorskip("httpx")
     req = write_lines(tmp_path / "requests-00000.jsonl", [request_line(0), raw])
-    code, out = invoke("batch-run", req, "--endpoint", "http://127.0.0.1:9/v1", "-o", tmp_path / "out")
+    code, out = invoke_within("batch-run", req, "--endpoint", "http://127.0.0.1:9/v1", "-o", tmp_path / "out")
     assert code == 2, out
     one_error(out, str(req), line, *([field] if field else []))
 
@@ -157,7 +167,7 @@ def test_batch_run_refuses_a_file_that_is_not_utf8(tmp_path):
     req = tmp_path / "requests-00000.jsonl"
     req.write_bytes(json.dumps(request_line(0)).encode() + b"\n" +
                     json.dumps(request_line(1, custom_id="caf\u00e9"), ensure_ascii=False).encode("latin-1") + b"\n")
-    code, out = invoke("batch-run", req, "--endpoint", "http://127.0.0.1:9/v1", "-o", tmp_path / "out")
+    code, out = invoke_within("batch-run", req, "--endpoint", "http://127.0.0.1:9/v1", "-o", tmp_path / "out")
     assert code == 2, out
     one_error(out, str(req), "line 2", "UTF-8")
 

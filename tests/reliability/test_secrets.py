@@ -6,8 +6,8 @@
   ``manifest.json``, ``config.json``, ``artifact.json``, stage markers, ``report.md``, CLI output and
   error messages, and never reach a cache key.
 
-The end-to-end tests run against the loopback OpenAI-shaped server of ``faultserver.py`` (marked
-``server``); the rest is the fast tier.
+The end-to-end tests run against the loopback OpenAI-shaped server of ``faultserver.py`` (a thread
+on a free port, no llama.cpp; marked ``slow``); the rest is the fast tier.
 """
 from __future__ import annotations
 
@@ -238,7 +238,6 @@ def _cli(args, env_extra=None, cwd=None):
                           env=env, cwd=cwd, timeout=300)
 
 
-@pytest.mark.server
 @pytest.mark.slow
 def test_score_sends_the_key_only_where_the_user_said(tmp_path):
     pytest.importorskip("openai")
@@ -296,7 +295,7 @@ def test_score_sends_the_key_only_where_the_user_said(tmp_path):
         assert KEY not in res.stderr + res.stdout
 
 
-@pytest.mark.server
+@pytest.mark.slow
 def test_score_options_reach_the_backend_and_faults_are_printed(tmp_path, monkeypatch):
     """score --timeout / --max-retries / --concurrency against a hanging endpoint: each probe call makes 2
     attempts of 0.3 s and becomes a failed probe; when every probe failed, a clean error naming the
