@@ -319,3 +319,17 @@ def test_rank_correlations_ignore_monotone_transforms(pair):
         r = fn(x, y)
         assert fn(x ** 3 + x, 2.0 * y - 7.0) == pytest.approx(r, abs=1e-12, nan_ok=True)
         assert fn(-x, y) == pytest.approx(-r, abs=1e-12, nan_ok=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-3, 40), max_size=60), st.sampled_from(["int64", "int32", "uint8"]))
+def test_group_codes_of_an_integer_array_equal_those_of_its_list(values, dtype):
+    """The numpy path for integer arrays (the pooled judge pairs' clusters) gives the list path's codes
+    and names, names as Python ints in order of first appearance."""
+    g = np.array([abs(v) if dtype == "uint8" else v for v in values], dtype=dtype)
+    codes, names = stats.group_codes(g, len(g))
+    ref_codes, ref_names = stats.group_codes(g.tolist(), len(g))
+    np.testing.assert_array_equal(codes, ref_codes)
+    assert codes.dtype == np.int64 and names == ref_names and all(type(v) is int for v in names)
+    with pytest.raises(ValueError, match="entries"):
+        stats.group_codes(g, len(g) + 1)
