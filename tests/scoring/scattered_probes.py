@@ -11,13 +11,15 @@ from rubric_induce.data.probes import ProbeTable
 
 
 def scattered_probes(fake_run: Path, path: Path, n: int, *, seed: int = 0, fail_rate: float = 0.002,
-                     random_ids: bool = False) -> list[str]:
+                     random_ids: bool = False, rubrics: set[str] | None = None) -> list[str]:
     """A probe table of ``n`` texts at ``path``: the run's probes repeated under new ids, every line in a
     shuffled order (a text's probes scattered over the file), a share ``fail_rate`` of them failed;
-    ``random_ids``: ids whose order is not the texts' order. Returns the ids."""
+    ``random_ids``: ids whose order is not the texts' order; ``rubrics``: only these rubrics' probes
+    (default: every rubric of the run's pool). Returns the ids."""
     by_text: dict[str, list] = {}
     for rec in ProbeTable.load(fake_run / "probes.jsonl").records:
-        by_text.setdefault(rec.example_id, []).append(rec.to_dict())
+        if rubrics is None or rec.rubric_id in rubrics:
+            by_text.setdefault(rec.example_id, []).append(rec.to_dict())
     base = list(by_text.values())
     rng = random.Random(seed)
     ids, lines = [], []

@@ -33,9 +33,13 @@ def test_streamed_probe_table_gives_the_bytes_of_the_in_memory_path(fake_run, tm
     """10,000 texts, their probes scattered over the file, read into buckets of 4,096 texts and
     scored a chunk at a time: the same bytes as the whole table scored at once (its numbers computed
     a block of SCORE_CHUNK texts at a time); one network batch of every text, as before streaming,
-    differs in the last float32 digits only."""
+    differs in the last float32 digits only. The table holds the probes of the selected rubrics and
+    of one rubric the scorer does not ask (skipped on every read), not all 16 of the pool: a third
+    of the lines to read, bucket and check, the same texts, chunks and buckets."""
     path = tmp_path / "probes.jsonl"
-    ids = scattered_probes(fake_run, path, 10_000)
+    selected = {r.id for r in RubricScorer.load(fake_run).rubrics}
+    pool = sorted({rec.rubric_id for rec in ProbeTable.load(fake_run / "probes.jsonl").records})
+    ids = scattered_probes(fake_run, path, 10_000, rubrics=selected | {min(set(pool) - selected)})
     monkeypatch.setattr(stream, "BUCKET_TEXTS", numbers.SCORE_CHUNK)  # three buckets
     out = tmp_path / "scores.jsonl"
     res = CliRunner().invoke(cli, ["score", str(fake_run), "--probes", str(path), "--out", str(out)])
