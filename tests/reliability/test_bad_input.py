@@ -197,10 +197,12 @@ def test_integer_ids_are_text_everywhere(make_run):
 
 @pytest.mark.slow
 def test_a_run_with_integer_ids_completes_on_the_fake_backend(make_run, tmp_path):
+    """Every stage, the 2-fold cross-validation by text and the adaptive model included, each trained
+    as little as that takes (one adaptive member of 20 epochs; the default is 5 of 200)."""
     rows = demo_rows()[:24]
     for i, r in enumerate(rows):
         r["id"] = i
-    cfg = make_run(rows)
+    cfg = make_run(rows, calibrate__cv_folds="2", calibrate__adaptive_options="{ epochs = 20, n_members = 1 }")
     rc, out = invoke("run", cfg, "--out", tmp_path / "run")
     assert rc == 0, out
     assert (tmp_path / "run" / "report.md").exists()
