@@ -6,12 +6,14 @@ failure, because CI installs all of them and a skip there would hide a broken se
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -236,6 +238,26 @@ def pairwise_artifact(tmp_path_factory) -> Path:
 
 #: Seconds a llama.cpp server may take to answer ``/v1/models`` (a busy 2-core CI box: 60 s was close).
 LLAMA_SERVER_STARTUP_S = 120.0
+#: The server's environment over ours: its llama.cpp threads (OpenMP) spin 10,000 rounds at a barrier before
+#: they sleep, not libgomp's 300,000, which on a busy box burn the core the other thread needs (4 probes at
+#: top_logprobs 1000 under load 15: 180 s with the default, 44 s with this); an idle box meets its barriers
+#: well within either.
+LLAMA_SERVER_ENV = {"GOMP_SPINCOUNT": "10000"}
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]):
+    """``os.environ`` with ``values`` set inside the block (what a subprocess started there inherits)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @pytest.fixture(scope="session")
@@ -250,11 +272,96 @@ def llama_server(tmp_path_factory, embedded_model_path):
     from rubric_induce.backends.llama_server import LlamaServerError, running_llama_server
 
     log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
-    try:
-        with running_llama_server(log_path, model=embedded_model_path, startup_s=LLAMA_SERVER_STARTUP_S) as base_url:
-            yield base_url
-    except LlamaServerError as exc:  # raised only while starting: the body of the with is the session
-        pytest.fail(str(exc))
+    with contextlib.ExitStack() as stack:
+        try:
+            with _environ(LLAMA_SERVER_ENV):  # the server's own; this process's is restored at once
+                base_url = stack.enter_context(running_llama_server(log_path, model=embedded_model_path,
+                                                                    startup_s=LLAMA_SERVER_STARTUP_S))
+        except LlamaServerError as exc:  # raised only while starting
+            pytest.fail(str(exc))
+        yield base_url
+
+
+#: The served demo run's inputs: the 6 shortest demo dialogues (4 training texts, the least calibration
+#: takes, and 2 held out at test_size 0.34) and four hand-written rubrics, 2 SAT and 2 DSAT.
+SERVED_DEMO_TEXTS = 6
+SERVED_DEMO_RUBRICS = ("rb-b17a24c895e5", "rb-e36ae7fd989f", "rb-2f0196ea2ea2", "rb-ec33705d5317")
+
+
+def served_demo_inputs(folder: Path, rubric_ids: tuple[str, ...] = SERVED_DEMO_RUBRICS) -> tuple[Path, Path]:
+    """The served demo run's texts and rubrics (``rubric_ids`` of the demo's), written to ``folder`` as files."""
+    import json
+
+    from rubric_induce.data import RubricPool
+    from rubric_induce.handoff import import_rubrics
+
+    rows = [json.loads(line) for line in (_RES / "demo_uss_dialogues.jsonl").read_text().splitlines() if line]
+    rows = sorted(rows, key=lambda r: len(json.dumps(r["fields"])))[:SERVED_DEMO_TEXTS]
+    examples = folder / "dialogues.jsonl"
+    examples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rubrics = folder / "rubrics.jsonl"
+    RubricPool([r for r in import_rubrics(_RES / "demo_uss_rubrics.json") if r.id in rubric_ids]).save(rubrics)
+    return examples, rubrics
+
+
+def served_demo_config(spec: str, out: Path, inputs: tuple[Path, Path], **backend) -> dict:
+    """The served demo run's config on backend ``spec``: no generation, dedup, calibration, direct-judge
+    baseline (one more question per held-out text) or feedback; 1 SAT and 1 DSAT rubric selected."""
+    return {
+        "run": {"out": str(out), "seed": 0, "test_size": 0.34},
+        "data": {"examples": str(inputs[0]), "label": "sat"},
+        "backend": {"spec": spec, "cache": "llm_calls.sqlite", **backend},
+        "generate": {"method": "none", "include": [str(inputs[1])]},
+        "dedup": {"enabled": False},
+        "probe": {"style": "score-only"},
+        "select": {"method": "rubicon", "n_sat": 1, "n_dsat": 1, "options": {"alpha": 1.0}},
+        "calibrate": {"enabled": False},
+        "evaluate": {"bootstrap": 50, "direct_baseline": False},
+        "feedback": {"enabled": False},
+        "report": {"figures": False},
+    }
+
+
+@dataclass(frozen=True)
+class ServedDemo:
+    """The served demo run at ``top_logprobs = 1000``, calibrated and stopped after its scorer artifact
+    (``result``, ``probes``, ``messages``), and the time plan :func:`time_run` made of the same config,
+    with feedback on, just before the run (``time_plan``: its ``to_dict()``; ``time_text``: its text)."""
+
+    inputs: tuple[Path, Path]
+    result: Any
+    probes: Any
+    messages: list[str]
+    time_plan: dict
+    time_text: str
+
+
+@pytest.fixture(scope="session")
+def served_demo(tmp_path_factory, llama_server) -> ServedDemo:
+    """One served run shared by tests/backends/test_served_probing.py (agreement with the embedded model,
+    ``score --adaptive``) and tests/probing/test_plan_timing_server.py (the plan's estimate against this
+    run's probe stage): its 24 probes and the timing calls are made once per session."""
+    from rubric_induce.data.probes import ProbeTable
+    from rubric_induce.pipeline import config_from_dict, run_pipeline
+    from rubric_induce.pipeline.timeplan import time_run
+    from rubric_induce.probing.api import PROBES_FILE
+
+    base = tmp_path_factory.mktemp("served_demo")
+    inputs, out = served_demo_inputs(base), base / "top1000"
+    raw = served_demo_config(f"openai-compatible/smollm2@{llama_server}", out, inputs, top_logprobs=1000,
+                             max_retries=1, concurrency=1, timeout=600)  # a busy 2-core box: 60 s is short
+    raw["calibrate"] = {"question": "satisfaction",  # for score --adaptive; selection comes before it
+                        "options": {"hidden": [4, 4], "finetune_epochs": 20, "pretrain": False}}
+    _, timed = time_run(config_from_dict({**raw, "feedback": {"enabled": True, "max_tokens": 40}}), out=out)
+    messages: list[str] = []
+    result = run_pipeline(config_from_dict(raw), out=out, echo=messages.append, stop_after="artifact")
+    return ServedDemo(inputs, result, ProbeTable.load(out / PROBES_FILE), messages, timed.to_dict(), timed.format())
+
+
+@pytest.fixture(scope="session")
+def served_demo_files() -> tuple[Callable[..., tuple[Path, Path]], Callable[..., dict]]:
+    """:func:`served_demo_inputs` and :func:`served_demo_config`, for the same run on other backends."""
+    return served_demo_inputs, served_demo_config
 
 
 @pytest.fixture(scope="session")
