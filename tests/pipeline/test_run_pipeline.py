@@ -21,6 +21,15 @@ from rubric_induce.selection.scores import labels_from_examples, unit_scores
 from rubric_induce.selection.split import group_split
 
 FAST = "\n[evaluate]\nbootstrap = 50\n"
+# For the tests that rerun from select to the report: every fit file trained as little as that takes (a
+# 2-fold report, one adaptive member of 20 epochs; the defaults are 5 folds, 5 members of 200), no figures.
+RERUN_EXTRA = FAST + "[report]\nfigures = false\n"
+
+
+def _light(config: str) -> str:
+    assert config.count("pretrain = false }") == 1, config
+    return config.replace("pretrain = false }", "pretrain = false }\ncv_folds = 2\n"
+                                                "adaptive_options = { epochs = 20, n_members = 1 }")
 RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
 
 
@@ -99,10 +108,11 @@ def test_rerun_skips_everything(finished_run, tmp_path):
 
 @pytest.mark.slow
 def test_changed_stage_config_reruns_from_that_stage(write_config, tmp_path, fake_run_config):
-    CONFIG = fake_run_config
-    first = run_pipeline(write_config(FAST), out=tmp_path / "out", echo=_quiet, stop_after="select")
+    CONFIG = _light(fake_run_config)
+    first = run_pipeline(write_config(RERUN_EXTRA, base=CONFIG), out=tmp_path / "out", echo=_quiet,
+                         stop_after="select")
     assert first.ran == ["generate", "dedup", "probe", "select"]
-    changed = write_config(FAST, base=CONFIG.replace("n_sat = 2", "n_sat = 1"))
+    changed = write_config(RERUN_EXTRA, base=CONFIG.replace("n_sat = 2", "n_sat = 1"))
     second = run_pipeline(changed, out=tmp_path / "out", echo=_quiet)
     assert second.skipped == ["generate", "dedup", "probe"]
     assert second.ran[0] == "select" and second.ran[-1] == "report"
@@ -110,8 +120,9 @@ def test_changed_stage_config_reruns_from_that_stage(write_config, tmp_path, fak
 
 
 @pytest.mark.slow
-def test_crash_between_stages_resumes_after_the_last_finished_one(write_config, tmp_path, monkeypatch):
-    cfg = write_config(FAST)
+def test_crash_between_stages_resumes_after_the_last_finished_one(write_config, tmp_path, monkeypatch,
+                                                                  fake_run_config):
+    cfg = write_config(RERUN_EXTRA, base=_light(fake_run_config))
     real = stage_mod.STAGES
 
     def boom(ctx):
