@@ -14,13 +14,16 @@ pytestmark = pytest.mark.local_model
 _RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
 
 
-def _config(tmp_path: Path, limit: int) -> Path:
+def _config(tmp_path: Path, n_texts: int) -> Path:
+    """The ``n_texts`` shortest demo dialogues (distinct lengths, about 40 % of the first four's tokens)."""
+    rows = (_RES / "demo_uss_dialogues.jsonl").read_text(encoding="utf-8").splitlines()
+    shortest = sorted((r for r in rows if r), key=lambda r: len(json.dumps(json.loads(r)["fields"])))[:n_texts]
+    examples = tmp_path / "dialogues.jsonl"
+    examples.write_text("".join(r + "\n" for r in shortest), encoding="utf-8")
     cfg = tmp_path / "local.toml"
     cfg.write_text(f"""
-[run]
-limit = {limit}
 [data]
-examples = "{_RES / 'demo_uss_dialogues.jsonl'}"
+examples = "{examples}"
 label = "sat"
 [backend]
 spec = "local"
