@@ -6,9 +6,10 @@ model's (>= 95 % within 0.02 total variation) and the selected sets are equal; w
 (OpenAI's cap) answers outside the top 20 are recorded as bounded, no rubric is dropped, and the
 report counts the bounded probes. Fake-free: no generation (four of the demo's hand-written rubrics,
 two SAT and two DSAT), no dedup, feedback or direct-judge baseline; the 6 shortest demo dialogues keep
-the three runs (24 probes each) short (30 took over four minutes in CI, 10 about 160 s at load 3; at
-10, 37 of the 40 top-20 probes were bounded). One server for the session (conftest), one run per
-backend; the top-1000 run is calibrated, so that its artifact is the one ``score --adaptive`` uses.
+the runs short (30 took over four minutes in CI, 10 about 160 s at load 3; at 10, 37 of the 40 top-20
+probes were bounded). The top-1000 run is the session's ``served_demo`` (conftest: calibrated, so that
+its artifact is the one ``score --adaptive`` uses; its plan is checked in test_plan_timing_server); the
+embedded run stops after selection, and the top-20 run asks one SAT and one DSAT rubric only (12 probes).
 """
 from __future__ import annotations
 
@@ -25,61 +26,25 @@ from rubric_induce.probing.api import PROBES_FILE
 pytestmark = [pytest.mark.server, pytest.mark.local_model]
 
 RESOURCES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
-N_EXAMPLES = 6
-TEST_SIZE = 0.34  # 4 training texts (calibration needs at least 4), 2 held out
-RUBRIC_IDS = ("rb-b17a24c895e5", "rb-e36ae7fd989f", "rb-2f0196ea2ea2", "rb-ec33705d5317")  # 2 SAT, 2 DSAT
+TOP20_RUBRICS = ("rb-b17a24c895e5", "rb-2f0196ea2ea2")  # one SAT, one DSAT
 
 
-def _inputs(folder: Path) -> tuple[Path, Path]:
-    """The N_EXAMPLES shortest demo dialogues and four hand-written rubrics, as files."""
-    from rubric_induce.data import RubricPool
-    from rubric_induce.handoff import import_rubrics
-
-    rows = [json.loads(line) for line in (RESOURCES / "demo_uss_dialogues.jsonl").read_text().splitlines() if line]
-    rows = sorted(rows, key=lambda r: len(json.dumps(r["fields"])))[:N_EXAMPLES]
-    examples = folder / "dialogues.jsonl"
-    examples.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    pool = list(import_rubrics(RESOURCES / "demo_uss_rubrics.json"))
-    rubrics = folder / "rubrics.jsonl"
-    RubricPool([r for r in pool if r.id in RUBRIC_IDS]).save(rubrics)
-    return examples, rubrics
-
-
-def _config(spec: str, out: Path, inputs: tuple[Path, Path], **backend) -> dict:
-    return {
-        "run": {"out": str(out), "seed": 0, "test_size": TEST_SIZE},
-        "data": {"examples": str(inputs[0]), "label": "sat"},
-        "backend": {"spec": spec, "cache": "llm_calls.sqlite", **backend},
-        "generate": {"method": "none", "include": [str(inputs[1])]},
-        "dedup": {"enabled": False},
-        "probe": {"style": "score-only"},
-        "select": {"method": "rubicon", "n_sat": 1, "n_dsat": 1, "options": {"alpha": 1.0}},
-        "calibrate": {"enabled": False},
-        # the direct-judge baseline asks one more question per held-out text: not what these tests check
-        "evaluate": {"bootstrap": 50, "direct_baseline": False},
-        "feedback": {"enabled": False},
-    }
-
-
-def _run(raw: dict, out: Path):
+def _run(raw: dict, out: Path, stop_after: str | None = None):
     messages: list[str] = []
-    result = run_pipeline(config_from_dict(raw), out=out, echo=messages.append)
+    result = run_pipeline(config_from_dict(raw), out=out, echo=messages.append, stop_after=stop_after)
     return result, ProbeTable.load(out / PROBES_FILE), messages
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, llama_server, embedded_model_path):
+def runs(tmp_path_factory, served_demo, served_demo_files, llama_server, embedded_model_path):
     base = tmp_path_factory.mktemp("served")
-    inputs = _inputs(base)
-    served = f"openai-compatible/smollm2@{llama_server}"
-    top1000 = _config(served, base / "top1000", inputs, top_logprobs=1000, max_retries=1, concurrency=1)
-    top1000["calibrate"] = {"question": "satisfaction",  # for score --adaptive; selection comes before it
-                            "options": {"hidden": [4, 4], "finetune_epochs": 20, "pretrain": False}}
+    make_inputs, make_config = served_demo_files
+    top20 = make_config(f"openai-compatible/smollm2@{llama_server}", base / "top20", make_inputs(base, TOP20_RUBRICS),
+                        top_logprobs=20, max_retries=1, concurrency=1, timeout=600)
     return {
-        "local": _run(_config("local", base / "local", inputs), base / "local"),
-        "top1000": _run(top1000, base / "top1000"),
-        "top20": _run(_config(served, base / "top20", inputs, top_logprobs=20, max_retries=1, concurrency=1),
-                      base / "top20"),
+        "local": _run(make_config("local", base / "local", served_demo.inputs), base / "local", stop_after="select"),
+        "top1000": (served_demo.result, served_demo.probes, served_demo.messages),
+        "top20": _run(top20, base / "top20"),
     }
 
 
@@ -100,7 +65,7 @@ def test_top_logprobs_the_server_accepts_matches_the_embedded_model(runs):
     (At 100, 17 of 120 probes had an answer digit below the 100th token: the 135M model puts ~1 %
     on the digits there; experiments/bench/bench_served_vs_local.py --tops 100 shows it.)"""
     (local, local_probes, _), (served, served_probes, _) = runs["local"], runs["top1000"]
-    assert len(local_probes) == len(served_probes) == N_EXAMPLES * len(RUBRIC_IDS)
+    assert len(local_probes) == len(served_probes) == 6 * 4  # texts x rubrics (conftest's SERVED_DEMO_*)
     assert served_probes.meta["backend"]["top_logprobs"] == 1000
     tv = _tv(served_probes, local_probes)
     print(f"top_logprobs=1000: {np.mean(tv <= 0.02):.1%} of {len(tv)} probes within TV 0.02 (max {tv.max():.2e}); "
@@ -125,7 +90,7 @@ def test_top_logprobs_20_bounds_answers_and_drops_no_rubric(runs):
     assert all(max((p for a, p in zip(r.answers, r.raw) if a not in r.bounded), default=r.bound) >= r.bound
                for r in bounded)
     sel = served.summaries["select"]
-    assert sel["dropped"] == 0 and sel["pool"] == len(RUBRIC_IDS)
+    assert sel["dropped"] == 0 and sel["pool"] == len(TOP20_RUBRICS)
     assert sel["probes_bounded"] > 0
     report = (served.out / "report.md").read_text()
     assert "## Probes" in report and f"{probes.n_bounded} bounded" in report
