@@ -24,6 +24,9 @@ def write_config(tmp_path, fake_run_config):
 _RES = Path(__file__).resolve().parents[2] / "rubric_induce" / "resources"
 #: Texts in :func:`embedded_run`: the shortest demo dialogues (about half the tokens of the first 12).
 EMBEDDED_RUN_TEXTS = 12
+#: Each text cut to this many tokens for the probes (:func:`embedded_run` and the texts its tests probe
+#: with the run's settings): the model evaluates about half the tokens; the probe counts do not change.
+EMBEDDED_TEXT_TOKENS = 128
 
 
 def shortest_demo_rows() -> list[dict]:
@@ -41,8 +44,12 @@ def demo_rows_shortest_first() -> list[dict]:
 @pytest.fixture(scope="session")
 def embedded_run(tmp_path_factory, embedded_model_path):
     """One short `rubric-induce run` on the real embedded model (the 12 shortest demo dialogues,
-    :func:`shortest_demo_rows`, and the 8 hand-written rubrics), shared by the local-model tests:
-    ``(config, run folder, the CLI's result)``. Tests that change the run copy it first."""
+    :func:`shortest_demo_rows`, cut to ``EMBEDDED_TEXT_TOKENS``, and the 8 hand-written rubrics), shared by the local-model tests:
+    ``(config, run folder, the CLI's result)``. Tests that change the run copy it first.
+
+    One calibration fit, without the cross-validated report, the adaptive model or report figures:
+    they were most of the fixture's time, do not depend on the backend, and none of these tests reads
+    them (the fake-backend runs check them)."""
     from click.testing import CliRunner
 
     from rubric_induce.cli import cli
@@ -63,14 +70,21 @@ method = "none"
 include = ["{_RES / 'demo_uss_rubrics.json'}"]
 [dedup]
 enabled = false
+[probe]
+max_example_tokens = {EMBEDDED_TEXT_TOKENS}
 [select]
 n_sat = 2
 n_dsat = 2
 [calibrate]
 question = "satisfaction"
 options = {{ hidden = [4, 4], finetune_epochs = 10, pretrain = false }}
+cv_folds = 0
+adaptive = false
 [evaluate]
 bootstrap = 100
+[report]
+bootstrap = 100
+figures = false
 """, encoding="utf-8")
     out = tmp / "run"
     return cfg, out, CliRunner().invoke(cli, ["run", str(cfg), "--out", str(out)])
