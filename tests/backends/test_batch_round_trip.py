@@ -17,8 +17,8 @@ from rubric_induce.probing.calls import probe_calls
 
 pytestmark = pytest.mark.server
 
-N_TEXTS = 4  # x 3 rubrics: 12 calls, in three request files of at most MAX_LINES lines
-MAX_LINES = 5
+N_TEXTS = 2  # x 3 rubrics: 6 calls, in three request files of at most MAX_LINES lines
+MAX_LINES = 2
 
 
 def _served(url: str) -> OpenAICompatibleBackend:
