@@ -346,6 +346,9 @@ bootstrap = 50
 # the direct judge's question (asked in the probe stage, after each held-out text's rubrics) is left out:
 # this run counts rubric probes on the embedded model (the fake-backend kill test counts both)
 direct_baseline = false
+[report]
+bootstrap = 50
+figures = false
 """
 
 
@@ -370,11 +373,6 @@ def _whole_lines(path: Path) -> int:
     return n
 
 
-def _run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rubric_induce.cli", "run", *args], capture_output=True,
-                          text=True, timeout=timeout)
-
-
 @pytest.mark.local_model
 @pytest.mark.slow
 def test_kill_9_mid_probe_on_the_embedded_model_loses_nothing(tmp_path, embedded_model_path):
@@ -396,8 +394,10 @@ def test_kill_9_mid_probe_on_the_embedded_model_loses_nothing(tmp_path, embedded
     on_disk = _whole_lines(out / "probes.jsonl")  # streamed as they finished (serial: one per call)
     assert 8 <= saved < n_probes and saved - 1 <= on_disk <= saved
 
-    resumed = _run_cli(str(cfg), "--out", str(out))  # the same command: no stale lock, no lost call
-    assert resumed.returncode == 0, resumed.stderr
+    # the same command (in this process: a second interpreter would only add its start-up): no stale lock,
+    # no lost call
+    resumed = CliRunner().invoke(cli, ["run", str(cfg), "--out", str(out)])
+    assert resumed.exit_code == 0, resumed.output
     manifest = json.loads((out / "manifest.json").read_text())
     usage = manifest["stages"]["probe"]["usage"]
     summary = json.loads((out / "stages" / "probe.json").read_text())["summary"]
@@ -406,8 +406,7 @@ def test_kill_9_mid_probe_on_the_embedded_model_loses_nothing(tmp_path, embedded
     assert usage["calls"] == n_probes - saved
 
     reference = tmp_path / "uninterrupted"
-    full = _run_cli(str(cfg), "--out", str(reference), "--stop-after", "probe")
-    assert full.returncode == 0, full.stderr
+    run_pipeline(cfg, out=reference, echo=_quiet, stop_after="probe")
     ref_usage = json.loads((reference / "manifest.json").read_text())["stages"]["probe"]["usage"]
     assert ref_usage["calls"] == n_probes and usage["calls"] < ref_usage["calls"]
     assert (out / "probes.jsonl").read_bytes() == (reference / "probes.jsonl").read_bytes()
