@@ -217,7 +217,7 @@ def calibrate(ctx: RunContext) -> dict[str, Any]:
         params.replace(question=None, questions=tuple(aspects))
     result = run_calibrate(data, one, seed=cfg.run.seed)
     result.extra["rubric_ids"] = chosen.ids
-    result.save(target)
+    result.save(target, figures=cfg.report.figures)  # [report] figures = false: no PNG in the run
     if len(aspects) > 1:
         ctx.echo(f"  calibrated {len(aspects)} aspects ({', '.join(map(repr, aspects))}; main {question!r}, one "
                  f"shared pre-training) on {result.n_texts} texts, {result.n_rows} rows, {len(result.judges)} judge(s)")

@@ -447,8 +447,9 @@ class ReportParams(Params):
     section = "report"
     bootstrap: int = param(1000, ge=1, help="Bootstrap resamples for the confidence intervals.")
     alpha: float = param(0.05, gt=0.0, lt=1.0, help="1 - confidence level of the intervals.")
-    figures: bool = param(True, help="Draw PNG figures (needs matplotlib: pip install 'rubric-induce[plots]'; "
-                                     "without it the report says so and keeps its tables).")
+    figures: bool = param(True, help="Draw PNG figures: the report's and, in a run, the calibration's reliability "
+                                     "diagrams (needs matplotlib: pip install 'rubric-induce[plots]'; without it "
+                                     "the report says so and keeps its tables).")
 
 
 def report(run_dir: str | Path, params: ReportParams | None = None, *, out: str | Path | None = None,
