@@ -16,6 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test  # the demo layer (kept if there) plus the test tooling
 PY="${RUBRIC_INDUCE_VENV:-.venv}/bin/python"
+# llama.cpp (embedded and served) and torch wait at their barriers in libgomp, which by default spins 300,000
+# rounds before it sleeps: on 2 cores the spinning threads take the core the other process (the test's client,
+# a training network) needs. 4 probes through the test server under load 15: 180 s spinning, 44 s with 10,000.
+export GOMP_SPINCOUNT="${GOMP_SPINCOUNT:-10000}"
 for arg in "$@"; do
   case "$arg" in -m|-m*) exec "$PY" -m pytest -n 0 "$@" ;; esac
 done
