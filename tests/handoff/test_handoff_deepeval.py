@@ -167,15 +167,16 @@ def test_without_deepeval_says_how_to_install(monkeypatch, handoff_run):
 
 
 @pytest.mark.local_model
-def test_geval_with_the_embedded_model(deepeval, handoff_run, embedded_model_path):
+def test_geval_with_the_embedded_model(deepeval, rubrics, embedded_model_path):
     """deepeval_model("local"): the embedded SmolLM2 answers deepeval's GEval prompt under its JSON
-    schema (constrained decoding), so a metric scores offline with a real model."""
+    schema (constrained decoding), so a metric scores offline with a real model. One rubric, no run:
+    the llama.cpp tier builds no fake run for it (a run's metrics: the tests above)."""
     from deepeval.test_case import LLMTestCase
 
     from rubric_induce.handoff import deepeval_geval, deepeval_model
 
     model = deepeval_model("local", max_tokens=96)
-    metric = deepeval_geval(handoff_run, model=model, async_mode=False)[-1]
+    metric = deepeval_geval(rubrics[:1], model=model, async_mode=False)[0]
     scores = [metric.measure(LLMTestCase(input="Book a table", actual_output=text)) for text in (GOOD, BAD)]
     assert all(0.0 <= s <= 1.0 for s in scores)
     assert isinstance(metric.reason, str) and metric.reason
