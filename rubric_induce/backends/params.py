@@ -60,9 +60,9 @@ class BackendParams(Params):
                                           "text, a hash of it) so a text's probes are routed to where its "
                                           "prefix is cached (default off). No part of the call cache key.")
     n_ctx: int | None = param(None, ge=64, help="Embedded model (local): context window in tokens (default 4096).")
-    n_threads: int | None = param(None, ge=1, help="Embedded model (local): CPU threads (default: the cores, at "
-                                  "most 4); 1 is faster on a machine that other jobs keep busy. No part of "
-                                  "the call cache key.")
+    n_threads: int | None = param(None, ge=1, help="Embedded model (local): CPU threads (default: the cores this "
+                                  "process may use, at most 4); 1 is faster on a machine that other jobs keep "
+                                  "busy. No part of the call cache key.")
 
     def check(self) -> None:
         try:
