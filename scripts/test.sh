@@ -7,9 +7,8 @@
 # Two passes. The tiers that do not run llama.cpp go on pytest-xdist workers (one per core, at most
 # four), a whole file to a worker (--dist loadfile), so that a module fixture (a fitted model, a whole
 # pipeline run, a local Ray runtime) is built once, not once per worker; the local_model and server
-# tiers run in one process beside them, pinned to one core (below). Two llama.cpp tests at once, each
-# with a thread per core, ran many times slower than one after the other (2026-11-28): a decode's
-# threads wait for each other at every step, so one held off its core stalls the rest.
+# tiers then run in one process: llama.cpp's threads spin on every core, and two of its tests at once
+# ran many times slower than one after the other (2026-11-28).
 # (xdist_group marks cannot do the grouping: with pytest 9.2, xdist 3.8's loadgroup leaves the test ids,
 # and so the groups, as they were; two workers each built the same module fixtures.)
 # A -m among the arguments replaces both passes with one run of that selection in one process.
@@ -25,34 +24,10 @@ for arg in "$@"; do
   case "$arg" in -m|-m*) exec "$PY" -m pytest -n 0 "$@" ;; esac
 done
 LLAMA="local_model or server"
-# The llama.cpp pass runs beside the first, pinned to the last core (taskset): the embedded model and the test
-# server then take one thread each (LocalLlamaBackend and the llama_server fixture use the cores the process
-# may run on), so no llama.cpp thread waits at a barrier for one the other pass holds off its core. Its output
-# is printed when both are done. Without taskset the passes run one after the other, as before.
-LAST_CORE=$(( $(nproc) - 1 ))
-PASS2_LOG="$(mktemp)"
-trap 'rm -f "$PASS2_LOG"' EXIT
-rc2=0
-if command -v taskset > /dev/null && [ "$LAST_CORE" -ge 1 ]; then
-  taskset -c "$LAST_CORE" "$PY" -m pytest -m "$LLAMA" -n 0 "$@" > "$PASS2_LOG" 2>&1 &
-  PASS2=$!
-else
-  PASS2=""
-fi
 rc=0
-# One BLAS / OpenMP thread a worker: two workers (and the llama.cpp pass) already fill the cores. Niced, so
-# that the llama.cpp pass, the longer serial chain, keeps its core: it took a third of one beside two workers.
-NICE=()
-if [ -n "${PASS2:-}" ]; then NICE=(nice -n 10); fi
-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
-  ${NICE[@]+"${NICE[@]}"} "$PY" -m pytest -m "not ($LLAMA)" -n auto --maxprocesses 4 --dist loadfile "$@" || rc=$?
-if [ -n "$PASS2" ]; then
-  wait "$PASS2" || rc2=$?
-  echo "---- the llama.cpp pass (local_model or server), run beside the first on core $LAST_CORE ----"
-  cat "$PASS2_LOG"
-else
-  "$PY" -m pytest -m "$LLAMA" -n 0 "$@" || rc2=$?
-fi
+"$PY" -m pytest -m "not ($LLAMA)" -n auto --maxprocesses 4 --dist loadfile "$@" || rc=$?
+rc2=0
+"$PY" -m pytest -m "$LLAMA" -n 0 "$@" || rc2=$?
 # 5 is pytest's "nothing collected" (arguments that pick tests of one pass only): fine unless both say so.
 if [ "$rc" -eq 5 ] && [ "$rc2" -ne 5 ]; then rc=0; fi
 if [ "$rc2" -eq 5 ] && [ "$rc" -ne 5 ]; then rc2=0; fi
