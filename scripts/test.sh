@@ -6,9 +6,12 @@
 #
 # Two passes. The tiers that do not run llama.cpp go on pytest-xdist workers (one per core, at most
 # four), a whole file to a worker (--dist loadfile), so that a module fixture (a fitted model, a whole
-# pipeline run, a local Ray runtime) is built once, not once per worker; the local_model and server
-# tiers then run in one process: llama.cpp's threads spin on every core, and two of its tests at once
-# ran many times slower than one after the other (2026-11-28).
+# pipeline run, a local Ray runtime) is built once, not once per worker. The local_model and server
+# tiers then run on workers pinned one to a core (--pin-workers, tests/conftest.py): llama.cpp (embedded
+# and served) takes one thread on its worker's core, and files that share a costly session fixture run
+# on one worker. Unpinned, llama.cpp's threads spin on every core, and two of its tests at once ran many
+# times slower than one after the other (2026-11-28); pinned, the pass took 387 s instead of 477 s in
+# one process (2026-11-29): the tests' own Python (pipeline stages, training, Ray) runs beside the model.
 # (xdist_group marks cannot do the grouping: with pytest 9.2, xdist 3.8's loadgroup leaves the test ids,
 # and so the groups, as they were; two workers each built the same module fixtures.)
 # A -m among the arguments replaces both passes with one run of that selection in one process.
@@ -27,7 +30,7 @@ LLAMA="local_model or server"
 rc=0
 "$PY" -m pytest -m "not ($LLAMA)" -n auto --maxprocesses 4 --dist loadfile "$@" || rc=$?
 rc2=0
-"$PY" -m pytest -m "$LLAMA" -n 0 "$@" || rc2=$?
+"$PY" -m pytest -m "$LLAMA" -n auto --maxprocesses 4 --pin-workers "$@" || rc2=$?
 # 5 is pytest's "nothing collected" (arguments that pick tests of one pass only): fine unless both say so.
 if [ "$rc" -eq 5 ] && [ "$rc2" -ne 5 ]; then rc=0; fi
 if [ "$rc2" -eq 5 ] && [ "$rc" -ne 5 ]; then rc2=0; fi

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,12 @@ from typing import Any, NoReturn
 
 import pytest
 
-from rubric_induce.data import Example, Rubric
+#: Cache the test modules' assert-rewritten bytecode (and the package's) in __pycache__ even where
+#: PYTHONDONTWRITEBYTECODE is set, as it is on our CI image: without the cache every pytest process
+#: (each xdist worker, each pass) rewrites all ~200 test modules again, 11 s of its 20 s collection.
+sys.dont_write_bytecode = False
+
+from rubric_induce.data import Example, Rubric  # noqa: E402  (after the bytecode switch above)
 
 
 def in_ci() -> bool:
@@ -354,6 +360,7 @@ def served_demo(tmp_path_factory, llama_server) -> ServedDemo:
     raw = served_demo_config(f"openai-compatible/smollm2@{llama_server}", out, inputs, top_logprobs=1000,
                              max_retries=1, concurrency=1, timeout=600)  # a busy 2-core box: 60 s is short
     raw["calibrate"] = {"question": "satisfaction",  # for score --adaptive; selection comes before it
+                        "cv_folds": 0,  # the cross-validated report is checked on the fake backend
                         "options": {"hidden": [4, 4], "finetune_epochs": 20, "pretrain": False}}
     _, timed = time_run(config_from_dict({**raw, "feedback": {"enabled": True, "max_tokens": 40}}), out=out)
     messages: list[str] = []
@@ -408,3 +415,29 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if in_ci() and report.skipped and _missing_package_skip(report):
         report.outcome = "failed"
+
+
+# -- the llama.cpp pass on pinned workers (scripts/test.sh; tests/pinned_workers.py) -----------------
+def pytest_addoption(parser):
+    parser.addoption("--pin-workers", action="store_true", default=False,
+                     help="pin each xdist worker, and what it starts, to one of the usable cores (the embedded "
+                          "model and the test server then run one thread each) and run files that share a "
+                          "costly session fixture on one worker")
+
+
+def pytest_configure(config):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and config.getoption("pin_workers") and hasattr(os, "sched_setaffinity"):
+        from pinned_workers import pin_to_one_core
+
+        pin_to_one_core(worker)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist
+def pytest_xdist_make_scheduler(config, log):
+    """With ``--pin-workers``: whole files to a worker, files that share a costly session fixture together."""
+    if not config.getoption("pin_workers"):
+        return None
+    from pinned_workers import shared_fixture_scheduling
+
+    return shared_fixture_scheduling(config, log)

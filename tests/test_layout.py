@@ -11,6 +11,7 @@ from its own floor's package and from any floor below.
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -43,9 +44,11 @@ def _target(mod: str, is_pkg: bool, node: ast.ImportFrom) -> str | None:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+@functools.cache
 def _imports() -> list[tuple[str, str, str | None, int]]:
     """(importer, imported module, imported name or None, line) for every import of our package,
-    at module level or inside functions."""
+    at module level or inside functions. Parsed when a test first asks, not at collection: every
+    pytest worker collects this module, and parsing the package takes seconds."""
     out = []
     for mod, (path, is_pkg) in MODULES.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -63,8 +66,6 @@ def _imports() -> list[tuple[str, str, str | None, int]]:
                 out.extend((mod, a.name, None, node.lineno) for a in node.names if a.name.startswith(PKG + "."))
     return out
 
-
-IMPORTS = _imports()
 
 
 def _floor(mod: str) -> str | None:
@@ -143,24 +144,24 @@ def private(imports) -> list[str]:
 
 
 def test_imports_run_down_the_floors():
-    bad = upward(IMPORTS)
+    bad = upward(_imports())
     assert not bad, "\n".join(bad)
 
 
 def test_no_import_circle():
-    found = circles(IMPORTS, MODULES)
+    found = circles(_imports(), MODULES)
     assert not found, found
 
 
 def test_no_private_name_crosses_a_module():
-    bad = private(IMPORTS)
+    bad = private(_imports())
     assert not bad, "\n".join(bad)
 
 
 def test_the_checks_catch_planted_violations():
     """Each check flags a violation planted in a copy of the real import list, and only that one."""
     up = ("rubric_induce.core.params", "rubric_induce.pipeline.runner", None, 1)
-    assert upward([*IMPORTS, up])[-1:] == upward([up]) != []
+    assert upward([*_imports(), up])[-1:] == upward([up]) != []
     mods = dict.fromkeys(["rubric_induce.data.a", "rubric_induce.data.b", "rubric_induce.data.c"])
     loop = [("rubric_induce.data.a", "rubric_induce.data.b", None, 1), ("rubric_induce.data.b", "rubric_induce.data.c", None, 1),
             ("rubric_induce.data.c", "rubric_induce.data.a", None, 1)]
@@ -174,7 +175,7 @@ def test_the_checks_catch_planted_violations():
 def test_every_import_of_the_package_names_a_module_that_exists():
     """Function-level imports run only when their branch does: a moved or misspelt module name there
     passes every other test until a user reaches that branch."""
-    missing = [f"{src}:{line} imports {dst}" for src, dst, name, line in IMPORTS
+    missing = [f"{src}:{line} imports {dst}" for src, dst, name, line in _imports()
                if dst not in MODULES and not (name is None and dst.rpartition(".")[0] in MODULES)]
     assert not missing, "\n".join(missing)
 

@@ -91,6 +91,45 @@ def test_requires_python_is_the_floor_that_is_tested():
     assert all(v <= floor for v in needs.values()), needs
 
 
+def test_llama_pass_files_that_share_a_session_fixture_run_on_one_worker():
+    """In the pinned llama.cpp pass (``--pin-workers``) every test file that takes one of the costly
+    session fixtures is scheduled with the others that take it (SHARED_FIXTURE_FILES), so that the
+    fixture is built on one worker only."""
+    from pinned_workers import SHARED_FIXTURE_FILES, SHARED_FIXTURES
+
+    llama_marks = re.compile(r"pytest\.mark\.(local_model|server)\b")
+    for name in SHARED_FIXTURES:
+        takes = re.compile(rf"def \w+\([^)]*\b{name}\b")
+        users = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("test_*.py")
+                 if takes.search(p.read_text(encoding="utf-8")) and llama_marks.search(p.read_text(encoding="utf-8"))}
+        assert users, name  # the fixture is still used in the llama.cpp pass
+        assert len({SHARED_FIXTURE_FILES.get(u, u) for u in users}) == 1, (name, sorted(users))
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_a_pinned_worker_and_its_threads_and_children_use_one_core():
+    """``--pin-workers`` pins every thread already running (a BLAS pool started at import) and what starts
+    later, so the embedded model's default threads and the test server's (``usable_cores()``) are 1."""
+    import subprocess
+
+    code = """
+import os, subprocess, sys, threading
+sys.path.insert(0, sys.argv[1])
+from pinned_workers import pin_to_one_core
+from rubric_induce.backends.local import usable_cores
+done = threading.Event()
+early = threading.Thread(target=done.wait); early.start()
+cores = sorted(os.sched_getaffinity(0))
+pin_to_one_core("gw1")
+early_pinned = os.sched_getaffinity(early.native_id) == {cores[1 % len(cores)]}
+done.set()
+child = subprocess.run([sys.executable, "-c", "import os; print(len(os.sched_getaffinity(0)))"],
+                       capture_output=True, text=True).stdout.strip()
+print(len(cores), usable_cores(), early_pinned, child)
+"""
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT / "tests")], capture_output=True, text=True, check=True)
+    n_cores, usable, early_pinned, child = out.stdout.split()
+    assert (usable, early_pinned, child) == ("1", "True", "1"), out.stdout
+
 def test_plain_pytest_is_the_fast_tier_and_ci_runs_every_tier():
     """Plain pytest deselects the heavy tiers (slow, local_model, server, browser, ray, tools); scripts/test.sh
     (which .ci/run calls) runs them all, in two passes that split the tiers between them."""
@@ -102,14 +141,16 @@ def test_plain_pytest_is_the_fast_tier_and_ci_runs_every_tier():
     assert set(re.findall(r"not (\w+)", expr)) == heavy and expr.count(" and ") == len(heavy) - 1
     assert {m.split(":")[0] for m in ini["markers"]} >= heavy | {"remote"}
     test_sh = (ROOT / "scripts" / "test.sh").read_text()
-    # Two passes (xdist workers, then one process for llama.cpp): their -m expressions split every tier
-    # between them, each test in exactly one pass, and the llama.cpp tiers run in one process.
+    # Two passes (xdist workers, then workers pinned one to a core for llama.cpp): their -m expressions split
+    # every tier between them, each test in exactly one pass.
     llama = re.search(r'^LLAMA="([^"]+)"$', test_sh, re.M).group(1)
-    passes = re.findall(r'^"\$PY" -m pytest -m "([^"]+)" (-n \S+)', test_sh, re.M)
-    assert [(e.replace("$LLAMA", llama), n) for e, n in passes] == [(f"not ({llama})", "-n auto"), (llama, "-n 0")]
+    passes = re.findall(r'^"\$PY" -m pytest -m "([^"]+)" (-n \S+)([^|]*)', test_sh, re.M)
+    assert [(e.replace("$LLAMA", llama), n) for e, n, _ in passes] == [(f"not ({llama})", "-n auto"),
+                                                                      (llama, "-n auto")]
+    assert "--pin-workers" not in passes[0][2] and "--pin-workers" in passes[1][2]
     from _pytest.mark.expression import Expression
 
-    first, second = (Expression.compile(e.replace("$LLAMA", llama)) for e, _ in passes)
+    first, second = (Expression.compile(e.replace("$LLAMA", llama)) for e, _, _ in passes)
     for marks in ({"slow"}, {"local_model"}, {"server", "slow"}, {"browser"}, {"ray"}, {"tools"}, set()):
         has = marks.__contains__
         assert first.evaluate(has) != second.evaluate(has), marks

@@ -73,7 +73,8 @@ def packed_run(tmp_path_factory, llama_server, embedded_model_path):
         "probe": {"packing": "packed"},
         "select": {"method": "rubicon", "n_sat": 1, "n_dsat": 1, "missing": "drop", "max_failure_rate": 1.0,
                    "options": {"alpha": 1.0}},
-        "calibrate": {"question": "satisfaction",
+        # one fit: the cross-validated report and the adaptive model do not depend on how the probes were asked
+        "calibrate": {"question": "satisfaction", "cv_folds": 0, "adaptive": False,
                       "options": {"hidden": [4, 4], "finetune_epochs": 20, "pretrain": False}},
         # the direct-judge baseline asks its own (unpacked) question per held-out text; off, so the cache
         # holds the probe stage's calls only

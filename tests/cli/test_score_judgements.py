@@ -44,9 +44,11 @@ def _pairs(n: int, seed: int, labelled: bool = True) -> list[dict]:
     return rows
 
 
-@pytest.fixture()
-def fitted(tmp_path):
-    """A cascade small -> big fitted at two targets, and a new unlabelled file of 40 texts."""
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """A cascade small -> big fitted at two targets, and a new unlabelled file of 40 texts (fitted once:
+    the tests only read both files)."""
+    tmp_path = tmp_path_factory.mktemp("fitted")
     judged = _write(tmp_path / "judged.jsonl", _pairs(300, seed=0))
     code, out = _invoke("calibrate-guarantee", "--judgements", judged, "--stages", "small,big",
                         "--target", "0.75", "--target", "0.8", "--out", tmp_path / "g.json")

@@ -57,6 +57,7 @@ def test_prints_a_row_per_question_with_its_baselines(sliced, capsys):
     assert "| 1.726 / — |" in q6 and "| 0.143 / 0.350 |" in q0
 
 
+@pytest.mark.slow  # pre-training and a fine-tune per question head: about 3 s
 def test_each_question_is_fine_tuned_on_its_own_head(sliced):
     syn, real = sliced
     preds = lr.question_predictions("Q8", tiny(), syn, real, [0, 1])

@@ -192,6 +192,7 @@ def test_batch_round_trip_with_packed_calls(tmp_path, examples, rubrics):
     assert all(r.ok and r.probs[2] == pytest.approx(2 / 3) and r.is_bounded for r in table.records)
 
 
+@pytest.mark.slow  # a whole run, then score and probe through the CLI: about 5 s
 def test_run_score_and_probe_cli_with_packed_probing(tmp_path, fake_run_config, examples, rubrics):
     """``run`` with probe.packing = "packed" on the fake backend, then ``score`` of new texts through the
     artifact (which carries the packing), then the ``probe`` command's --packing option."""

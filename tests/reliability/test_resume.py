@@ -323,7 +323,7 @@ def test_a_non_finite_prediction_is_an_error_not_a_score(finished):
 # 8 dialogues cut to 128 tokens x 4 hand-written rubrics: 32 probes, about 12 s on 2 cores.
 LOCAL = """
 [run]
-limit = 8
+limit = {limit}
 [data]
 examples = "{examples}"
 label = "sat"
@@ -373,6 +373,10 @@ def _whole_lines(path: Path) -> int:
     return n
 
 
+#: Texts of the embedded-model kill test (x 2 rubrics, one SAT and one DSAT: 12 probes in all).
+KILL_TEXTS = 6
+
+
 @pytest.mark.local_model
 @pytest.mark.slow
 def test_kill_9_mid_probe_on_the_embedded_model_loses_nothing(tmp_path, embedded_model_path):
@@ -380,19 +384,20 @@ def test_kill_9_mid_probe_on_the_embedded_model_loses_nothing(tmp_path, embedded
     from rubric_induce.handoff import import_rubrics
 
     demo = list(import_rubrics(RES / "demo_uss_rubrics.json"))
-    four = [r for r in demo if r.polarity == "SAT"][:2] + [r for r in demo if r.polarity == "DSAT"][:2]
-    RubricPool(four).save(tmp_path / "rubrics.jsonl")
+    two = [r for r in demo if r.polarity == "SAT"][:1] + [r for r in demo if r.polarity == "DSAT"][:1]
+    RubricPool(two).save(tmp_path / "rubrics.jsonl")
     cfg = tmp_path / "local.toml"
-    cfg.write_text(LOCAL.format(examples=RES / "demo_uss_dialogues.jsonl", rubrics=tmp_path / "rubrics.jsonl"),
-                   encoding="utf-8")
+    cfg.write_text(LOCAL.format(examples=RES / "demo_uss_dialogues.jsonl", rubrics=tmp_path / "rubrics.jsonl",
+                                limit=KILL_TEXTS), encoding="utf-8")
     out = tmp_path / "killed"
-    n_probes = 8 * 4
+    n_probes, kill_at = KILL_TEXTS * len(two), 4  # killed after the 4th of 12 calls: some done, most not
     proc = subprocess.Popen([sys.executable, "-m", "rubric_induce.cli", "run", str(cfg), "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _kill_when(proc, lambda: _cached_rows(out / "llm_calls.sqlite") >= 8, 300, "the run", "the probe stage did not start")
+    _kill_when(proc, lambda: _cached_rows(out / "llm_calls.sqlite") >= kill_at, 300, "the run",
+               "the probe stage did not start")
     saved = _cached_rows(out / "llm_calls.sqlite")
     on_disk = _whole_lines(out / "probes.jsonl")  # streamed as they finished (serial: one per call)
-    assert 8 <= saved < n_probes and saved - 1 <= on_disk <= saved
+    assert kill_at <= saved < n_probes and saved - 1 <= on_disk <= saved
 
     # the same command (in this process: a second interpreter would only add its start-up): no stale lock,
     # no lost call
