@@ -170,10 +170,12 @@ def jsonl_to_parquet(src: str | Path, dst: str | Path, *, row_group: int = ROW_G
 
 
 def _open(path: str | Path) -> Any:
-    """The ParquetFile at ``path``, with its columns checked against the probe table's."""
+    """The ParquetFile at ``path``, with its columns checked against the probe table's. Opened without
+    pre-buffering: pyarrow's pre-buffered reads keep every row group's bytes read so far for as long as
+    the batch iterator lives, so a whole-table read held the table's size in memory (20M rows: 836 MB)."""
     pa, pq, _ = _pyarrow()
     try:
-        pf = pq.ParquetFile(path)
+        pf = pq.ParquetFile(path, pre_buffer=False)
     except FileNotFoundError:
         raise DataError("no such probe table", path=path) from None
     except (pa.ArrowException, OSError) as exc:

@@ -156,3 +156,25 @@ def test_a_failed_write_leaves_no_file(tmp_path):
     with ParquetProbeWriter(tmp_path / "empty.parquet") as writer:
         writer.write([])
     assert load_probe_table(tmp_path / "empty.parquet").records == []
+
+
+@pytest.mark.slow  # writes and reads an 80 MB table: about 5 s
+def test_reading_a_table_holds_a_row_group_not_the_whole_file(tmp_path):
+    """The checked batches of a 400-row-group table (80 MB), read one after the other: pyarrow holds about a
+    row group and its checks (9 MB), not the file (pre-buffered reads held all of it, growing with the read)."""
+    from rubric_induce.data.probes_parquet import READ_ROWS, iter_parquet_tables
+
+    one = pq.read_table(jsonl_to_parquet(_save(tmp_path), tmp_path / "one.parquet"))
+    block = pa.concat_tables([one] * (READ_ROWS // one.num_rows + 1)).slice(0, READ_ROWS)
+    path = tmp_path / "big.parquet"
+    with pq.ParquetWriter(path, block.schema, compression="none") as writer:
+        for _ in range(400):
+            writer.write_table(block, row_group_size=READ_ROWS)
+    size = path.stat().st_size
+    pool = pa.default_memory_pool()
+    base, grown, n = pool.bytes_allocated(), 0, 0
+    for _, table in iter_parquet_tables(path):
+        grown, n = max(grown, pool.bytes_allocated() - base), n + table.num_rows
+        del table
+    assert n == 400 * READ_ROWS
+    assert grown < size / 4, (grown, size)
