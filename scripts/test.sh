@@ -7,7 +7,7 @@
 # Two passes. The tiers that do not run llama.cpp go on pytest-xdist workers (one per core, at most
 # four), a whole file to a worker (--dist loadfile), so that a module fixture (a fitted model, a whole
 # pipeline run, a local Ray runtime) is built once, not once per worker. The local_model and server
-# tiers then run on workers pinned one to a core (--pin-workers, tests/conftest.py): llama.cpp (embedded
+# tiers then run on workers pinned one to a core (--pin-workers, tests/pinned_workers.py): llama.cpp (embedded
 # and served) takes one thread on its worker's core, and files that share a costly session fixture run
 # on one worker. Unpinned, llama.cpp's threads spin on every core, and two of its tests at once ran many
 # times slower than one after the other (2026-11-28); pinned, the pass took 387 s instead of 477 s in
