@@ -282,7 +282,7 @@ def llama_server(tmp_path_factory, embedded_model_path):
     with contextlib.ExitStack() as stack:
         try:
             with _environ(LLAMA_SERVER_ENV):  # the server's own; this process's is restored at once
-                # as many threads as the cores this process may use (scripts/test.sh pins the pass to one), at most 2
+                # as many threads as the cores this process may use (--pin-workers: one), at most 2
                 base_url = stack.enter_context(running_llama_server(log_path, model=embedded_model_path,
                                                                     n_threads=min(2, usable_cores()),
                                                                     startup_s=LLAMA_SERVER_STARTUP_S))

@@ -320,7 +320,7 @@ def test_a_non_finite_prediction_is_an_error_not_a_score(finished):
 
 
 # -- SIGKILL mid-probe on the embedded model -----------------------------------------------------
-# 8 dialogues cut to 128 tokens x 4 hand-written rubrics: 32 probes, about 12 s on 2 cores.
+# KILL_TEXTS dialogues cut to 128 tokens x the rubrics the kill test writes (one SAT, one DSAT): 12 probes.
 LOCAL = """
 [run]
 limit = {limit}
